@@ -1,0 +1,108 @@
+package tfschema
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+)
+
+// PlanValue turns a proposed new state into a planned state the way a
+// provider without custom plan logic would: write-only attributes are null
+// (Terraform never stores them) and, when the object is being created,
+// computed attributes the configuration left null are unknown.
+func PlanValue(b *tfprotov6.SchemaBlock, proposed tftypes.Value, create bool) (tftypes.Value, error) {
+	planned, err := tftypes.Transform(proposed, func(p *tftypes.AttributePath, v tftypes.Value) (tftypes.Value, error) {
+		a := attributeAt(b, p.Steps())
+		switch {
+		case a == nil:
+			return v, nil
+		case a.WriteOnly:
+			return tftypes.NewValue(v.Type(), nil), nil
+		case create && a.Computed && v.IsNull():
+			return tftypes.NewValue(v.Type(), tftypes.UnknownValue), nil
+		}
+		return v, nil
+	})
+	if err != nil {
+		return tftypes.Value{}, fmt.Errorf("tfschema: plan: %w", err)
+	}
+	return planned, nil
+}
+
+// attributeAt finds the schema attribute a value path ends at, or nil when
+// the path ends at a block, inside a plain-typed attribute, or nowhere.
+func attributeAt(b *tfprotov6.SchemaBlock, steps []tftypes.AttributePathStep) *tfprotov6.SchemaAttribute {
+	for len(steps) > 0 {
+		name, ok := steps[0].(tftypes.AttributeName)
+		if !ok {
+			return nil
+		}
+		steps = steps[1:]
+		if a := findAttribute(b.Attributes, string(name)); a != nil {
+			return nestedAttributeAt(a, steps)
+		}
+		nb := findBlock(b.BlockTypes, string(name))
+		if nb == nil {
+			return nil
+		}
+		switch nb.Nesting {
+		case tfprotov6.SchemaNestedBlockNestingModeList, tfprotov6.SchemaNestedBlockNestingModeSet, tfprotov6.SchemaNestedBlockNestingModeMap:
+			// The block's own collection value, or one element: neither is
+			// an attribute. Otherwise step past the element key.
+			if len(steps) < 2 {
+				return nil
+			}
+			if _, isName := steps[0].(tftypes.AttributeName); isName {
+				return nil
+			}
+			steps = steps[1:]
+		}
+		b = nb.Block
+	}
+	return nil
+}
+
+func nestedAttributeAt(a *tfprotov6.SchemaAttribute, steps []tftypes.AttributePathStep) *tfprotov6.SchemaAttribute {
+	for len(steps) > 0 {
+		if a.NestedType == nil {
+			return nil
+		}
+		if a.NestedType.Nesting != tfprotov6.SchemaObjectNestingModeSingle {
+			if _, isName := steps[0].(tftypes.AttributeName); isName {
+				return nil
+			}
+			steps = steps[1:]
+			if len(steps) == 0 {
+				return nil
+			}
+		}
+		name, ok := steps[0].(tftypes.AttributeName)
+		if !ok {
+			return nil
+		}
+		steps = steps[1:]
+		if a = findAttribute(a.NestedType.Attributes, string(name)); a == nil {
+			return nil
+		}
+	}
+	return a
+}
+
+func findAttribute(attrs []*tfprotov6.SchemaAttribute, name string) *tfprotov6.SchemaAttribute {
+	for _, a := range attrs {
+		if a.Name == name {
+			return a
+		}
+	}
+	return nil
+}
+
+func findBlock(blocks []*tfprotov6.SchemaNestedBlock, name string) *tfprotov6.SchemaNestedBlock {
+	for _, nb := range blocks {
+		if nb.TypeName == name {
+			return nb
+		}
+	}
+	return nil
+}
