@@ -1,0 +1,187 @@
+package cloudtasks_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	ctapi "cloud.google.com/go/cloudtasks/apiv2"
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+const testLocation = "projects/test-project/locations/us-central1"
+
+// emu is one emulator served on loopback ports, driven through the official
+// client.
+type emu struct {
+	srv     *cloudtasks.Server
+	addr    string
+	jwksURL string
+	client  *ctapi.Client
+	stop    func()
+}
+
+func startEmu(t testing.TB, opts ...cloudtasks.Option) *emu {
+	t.Helper()
+	srv, err := cloudtasks.New(opts...)
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, gl, hl) }()
+	client, err := ctapi.NewClient(context.Background(), cloudtasks.ClientOptions(gl.Addr().String())...)
+	if err != nil {
+		cancel()
+		t.Fatalf("NewClient() = %v", err)
+	}
+	e := &emu{srv: srv, addr: gl.Addr().String(), jwksURL: "http://" + hl.Addr().String() + cloudtasks.JWKSPath, client: client}
+	var once sync.Once
+	e.stop = func() {
+		once.Do(func() {
+			client.Close()
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Serve() = %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Errorf("Serve did not return after cancel")
+			}
+		})
+	}
+	t.Cleanup(e.stop)
+	return e
+}
+
+// queue creates a queue with the given limits; nil keeps the defaults.
+func (e *emu) queue(t testing.TB, id string, rl *cloudtaskspb.RateLimits, rc *cloudtaskspb.RetryConfig) string {
+	t.Helper()
+	q, err := e.client.CreateQueue(context.Background(), &cloudtaskspb.CreateQueueRequest{
+		Parent: testLocation,
+		Queue:  &cloudtaskspb.Queue{Name: testLocation + "/queues/" + id, RateLimits: rl, RetryConfig: rc},
+	})
+	if err != nil {
+		t.Fatalf("CreateQueue(%s) = %v", id, err)
+	}
+	return q.Name
+}
+
+func (e *emu) task(t testing.TB, queue string, task *cloudtaskspb.Task) *cloudtaskspb.Task {
+	t.Helper()
+	got, err := e.client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: task})
+	if err != nil {
+		t.Fatalf("CreateTask(%s) = %v", task.GetName(), err)
+	}
+	return got
+}
+
+func httpTask(name, url string) *cloudtaskspb.Task {
+	return &cloudtaskspb.Task{
+		Name: name,
+		MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+			Url: url, HttpMethod: cloudtaskspb.HttpMethod_POST, Body: []byte("payload"),
+		}},
+	}
+}
+
+type hit struct {
+	at     time.Time
+	method string
+	path   string
+	header http.Header
+	body   []byte
+}
+
+// target is the HTTP endpoint tasks are dispatched to. respond picks the
+// status of the n-th hit (0-based); nil answers 200.
+type target struct {
+	*httptest.Server
+	mu      sync.Mutex
+	hits    []hit
+	respond func(n int, h hit) int
+}
+
+func newTarget(t testing.TB, respond func(n int, h hit) int) *target {
+	tg := &target{respond: respond}
+	tg.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h := hit{at: time.Now(), method: r.Method, path: r.URL.Path, header: r.Header.Clone(), body: body}
+		tg.mu.Lock()
+		n := len(tg.hits)
+		tg.hits = append(tg.hits, h)
+		tg.mu.Unlock()
+		code := http.StatusOK
+		if tg.respond != nil {
+			code = tg.respond(n, h)
+		}
+		w.WriteHeader(code)
+	}))
+	t.Cleanup(tg.Close)
+	return tg
+}
+
+func (tg *target) snapshot() []hit {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return append([]hit(nil), tg.hits...)
+}
+
+func (tg *target) count() int {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return len(tg.hits)
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func codeOf(err error) codes.Code { return status.Code(err) }
+
+func dur(d time.Duration) *durationpb.Duration { return durationpb.New(d) }
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
