@@ -46,7 +46,7 @@ func TestQueueLifecycle(t *testing.T) {
 
 	// A masked update changes only the named field; the burst follows the rate.
 	upd, err := e.client.UpdateQueue(ctx, &cloudtaskspb.UpdateQueueRequest{
-		Queue: &cloudtaskspb.Queue{Name: name, RateLimits: &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: 10, MaxConcurrentDispatches: 7}},
+		Queue:      &cloudtaskspb.Queue{Name: name, RateLimits: &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: 10, MaxConcurrentDispatches: 7}},
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"rate_limits.max_dispatches_per_second"}},
 	})
 	if err != nil {

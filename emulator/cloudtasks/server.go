@@ -101,10 +101,10 @@ type Server struct {
 	wake chan struct{}
 
 	mu            sync.Mutex
-	queues        map[string]*queue     // by full name
-	deletedQueues map[string]time.Time  // full name -> end of tombstone
-	reserved      map[string]time.Time  // full task name -> end of reservation
-	forced        []*dispatchJob        // RunTask dispatches waiting for the scheduler
+	queues        map[string]*queue    // by full name
+	deletedQueues map[string]time.Time // full name -> end of tombstone
+	reserved      map[string]time.Time // full task name -> end of reservation
+	forced        []*dispatchJob       // RunTask dispatches waiting for the scheduler
 	seq           uint64
 	store         *store
 	served        bool

@@ -23,10 +23,10 @@ const stateFile = "state.jsonl"
 type recordOp string
 
 const (
-	opQueue      recordOp = "queue"       // Queue holds the whole queue
-	opDelQueue   recordOp = "del_queue"   // Name, Until = tombstone expiry
-	opTask       recordOp = "task"        // Task holds the whole task and its bookkeeping
-	opDelTask    recordOp = "del_task"    // Name, Until = end of the name reservation
+	opQueue    recordOp = "queue"     // Queue holds the whole queue
+	opDelQueue recordOp = "del_queue" // Name, Until = tombstone expiry
+	opTask     recordOp = "task"      // Task holds the whole task and its bookkeeping
+	opDelTask  recordOp = "del_task"  // Name, Until = end of the name reservation
 )
 
 type record struct {
