@@ -498,7 +498,6 @@ func TestDispatchDeadlineExceeded(t *testing.T) {
 	e := startEmu(t, cloudtasks.WithDispatchDeadlineBounds(50*time.Millisecond, time.Minute))
 	ctx := context.Background()
 	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
 	tg := newTarget(t, func(int, hit) int {
 		select {
 		case <-release:
@@ -506,6 +505,7 @@ func TestDispatchDeadlineExceeded(t *testing.T) {
 		}
 		return http.StatusOK
 	})
+	t.Cleanup(func() { close(release) }) // before the target's Close, which waits for the handler
 	q := e.queue(t, "slow", nil, &cloudtaskspb.RetryConfig{MinBackoff: dur(time.Hour), MaxBackoff: dur(time.Hour)})
 	tk := httpTask("", tg.URL)
 	tk.DispatchDeadline = dur(150 * time.Millisecond)
