@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	ctapi "cloud.google.com/go/cloudtasks/apiv2"
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// The binary's run: it logs the readiness line, the official client creates
+// a queue and a task through ClientOptions, the task reaches its target with
+// an OIDC token the advertised JWKS verifies, and a cancel stops it cleanly.
+func TestRunServesOfficialClient(t *testing.T) {
+	got := make(chan *http.Request, 1)
+	tg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case got <- r:
+		default:
+		}
+	}))
+	defer tg.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &lockedBuffer{}
+	ready := make(chan [2]string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--host-port=127.0.0.1:0", "--jwks-host-port=127.0.0.1:0", "--data-dir", t.TempDir()}, out, ready)
+	}()
+	var addrs [2]string
+	select {
+	case addrs = <-ready:
+	case err := <-done:
+		t.Fatalf("run() = %v before ready", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("no readiness")
+	}
+	var line map[string]any
+	if err := json.Unmarshal([]byte(strings.SplitN(out.String(), "\n", 2)[0]), &line); err != nil {
+		t.Fatalf("first log line %q: %v", out.String(), err)
+	}
+	if line["message"] != "listening" || line["grpc"] != addrs[0] || line["jwks_url"] != "http://"+addrs[1]+cloudtasks.JWKSPath {
+		t.Errorf("readiness line = %v, want message listening with grpc %s and jwks_url", line, addrs[0])
+	}
+
+	client, err := ctapi.NewClient(ctx, cloudtasks.ClientOptions(addrs[0])...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	q, err := client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{
+		Parent: "projects/p/locations/l",
+		Queue:  &cloudtaskspb.Queue{Name: "projects/p/locations/l/queues/replay"},
+	})
+	if err != nil {
+		t.Fatalf("CreateQueue() = %v", err)
+	}
+	if _, err := client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q.Name, Task: &cloudtaskspb.Task{
+		MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+			Url:                 tg.URL + "/Replay",
+			AuthorizationHeader: &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{ServiceAccountEmail: "sa@p.iam.gserviceaccount.com"}},
+		}},
+	}}); err != nil {
+		t.Fatalf("CreateTask() = %v", err)
+	}
+	select {
+	case r := <-got:
+		raw := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if _, err := cloudtasks.NewVerifier("http://"+addrs[1]+cloudtasks.JWKSPath).Verify(ctx, raw, tg.URL+"/Replay"); err != nil {
+			t.Errorf("Verify(dispatched token) = %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("task not dispatched")
+	}
+	resp, err := http.Get("http://" + addrs[1] + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz = %v, %v; want 200", resp, err)
+	}
+	if resp != nil {
+		resp.Body.Close()
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run() after cancel = %v, want nil", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not stop")
+	}
+}
+
+func TestRunRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"--host-port=nonsense"}, {"extra-arg"}, {"--no-such-flag"}} {
+		if err := run(context.Background(), args, &lockedBuffer{}, nil); err == nil {
+			t.Errorf("run(%q) = nil, want an error", args)
+		}
+	}
+}
