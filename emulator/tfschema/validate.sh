@@ -24,6 +24,7 @@ step() { printf '==> [%3ds] %s\n' "$(($(date +%s) - start))" "$*"; }
 die() { printf 'tf-validate: FAIL: %s\n' "$*" >&2; exit 1; }
 
 command -v terraform >/dev/null || die "terraform is not on PATH"
+command -v go >/dev/null || die "go is not on PATH"
 [ -d "$tfroot" ] || die "no terraform/ directory at $tfroot"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/tf-validate.XXXXXX")
@@ -38,11 +39,28 @@ trap cleanup EXIT
 mapfile -t dirs < <(find "$tfroot" -name .terraform -prune -o -name '*.tf' -printf '%h\n' | sort -u)
 [ "${#dirs[@]}" -gt 0 ] || die "no .tf files under $tfroot"
 
-step "terraform $(terraform version | head -n1 | cut -d' ' -f2): fmt -check -recursive terraform/"
-terraform fmt -check -recursive -diff "$tfroot" || die "terraform fmt: run 'terraform fmt -recursive terraform/'"
+# The function bundle leaves these directories out (function_source_excludes
+# in terraform/variables.tf); a deploy root importing from them would only
+# fail in Cloud Build, so catch it here.
+if compgen -G "$repo/*.go" >/dev/null; then
+	step "deploy root: no imports from directories left out of the function bundle"
+	deps=$(cd "$repo" && go list -deps -f '{{.ImportPath}}' .) || die "go list of the deploy root failed"
+	module=$(cd "$repo" && go list -m)
+	bad=$(grep -E "^$module/(emulator|cmd|terraform|docs)(/|$)" <<<"$deps" || true)
+	[ -z "$bad" ] || die "the deploy root imports packages excluded from the function bundle: $bad"
+fi
 
 export TF_IN_AUTOMATION=1 TF_INPUT=0
 unset TF_PLUGIN_CACHE_DIR
+# A CLI config named by the environment but missing only produces warnings;
+# use an empty one instead (the offline branch below writes its own).
+if [ -z "${TF_CLI_CONFIG_FILE:-}" ] || [ ! -f "$TF_CLI_CONFIG_FILE" ]; then
+	: >"$work/empty.tfrc"
+	export TF_CLI_CONFIG_FILE="$work/empty.tfrc"
+fi
+
+step "terraform $(terraform version | head -n1 | cut -d' ' -f2): fmt -check -recursive terraform/"
+terraform fmt -check -recursive -diff "$tfroot" || die "terraform fmt: run 'terraform fmt -recursive terraform/'"
 if [ -f "$schema" ]; then
 	step "offline providers from $schema"
 	platform="$(go env GOOS)_$(go env GOARCH)"

@@ -1,0 +1,347 @@
+# jsdlq on Google Cloud (SPEC §2, §12): the bridge on Cloud Run publishes
+# dead-letter events to Pub/Sub; a push subscription feeds classify, which
+# stores entries in Firestore and schedules replays in Cloud Tasks; replay
+# republishes to JetStream; Cloud Scheduler runs reconcile.
+
+locals {
+  labels = merge({ app = "jsdlq" }, var.labels)
+
+  apis = toset([
+    "artifactregistry.googleapis.com",
+    "cloudbuild.googleapis.com",
+    "cloudfunctions.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
+    "cloudscheduler.googleapis.com",
+    "cloudtasks.googleapis.com",
+    "firestore.googleapis.com",
+    "iam.googleapis.com",
+    "logging.googleapis.com",
+    "monitoring.googleapis.com",
+    "pubsub.googleapis.com",
+    "run.googleapis.com",
+    "secretmanager.googleapis.com",
+    "storage.googleapis.com",
+  ])
+
+  functions = {
+    classify  = { entry_point = "Classify", description = "jsdlq classify: categorise dead-letter events, store them in Firestore, schedule replays." }
+    replay    = { entry_point = "Replay", description = "jsdlq replay: republish a dead task to JetStream with its failure strategy applied (Cloud Tasks target)." }
+    reconcile = { entry_point = "Reconcile", description = "jsdlq reconcile: audit capture, storage, metrics and the replay queue (Cloud Scheduler target)." }
+  }
+  function_names = { for k, _ in local.functions : k => "${var.name_prefix}-${k}" }
+
+  # Cloud Run's deterministic URL, https://SERVICE-PROJECT_NUMBER.REGION.run.app.
+  # It is known before the functions exist, so replay and reconcile can be
+  # told their own audience, and classify, the replay tasks, the scheduler
+  # and the push subscription all use the exact string the functions check.
+  function_urls = { for k, n in local.function_names : k => "https://${n}-${data.google_project.this.number}.${var.region}.run.app" }
+
+  nats_creds_dir = "/etc/secrets/nats"
+  nats_env = merge(
+    { NATS_URL = var.nats_url },
+    var.nats_creds_enabled ? { NATS_CREDS = "${local.nats_creds_dir}/nats.creds" } : {},
+  )
+  nats_files = var.nats_creds_enabled ? {
+    (local.nats_creds_dir) = {
+      secret  = google_secret_manager_secret.nats_creds.secret_id
+      version = var.nats_creds_secret_version
+      path    = "nats.creds"
+    }
+  } : {}
+
+  tasks_queue = module.tasks.queue_id
+
+  function_env = {
+    classify = {
+      GOOGLE_CLOUD_PROJECT  = var.project_id
+      TASKS_QUEUE           = local.tasks_queue
+      REPLAY_URL            = local.function_urls.replay
+      TASKS_SERVICE_ACCOUNT = google_service_account.component["tasks"].email
+    }
+    replay = merge(local.nats_env, {
+      GOOGLE_CLOUD_PROJECT = var.project_id
+      AUTH_MODE            = "oidc"
+      AUTH_AUDIENCE        = local.function_urls.replay
+      AUTH_ALLOWED_EMAILS  = google_service_account.component["tasks"].email
+    })
+    reconcile = merge(local.nats_env, {
+      GOOGLE_CLOUD_PROJECT  = var.project_id
+      AUTH_MODE             = "oidc"
+      AUTH_AUDIENCE         = local.function_urls.reconcile
+      AUTH_ALLOWED_EMAILS   = google_service_account.component["scheduler"].email
+      TASKS_QUEUE           = local.tasks_queue
+      REPLAY_URL            = local.function_urls.replay
+      TASKS_SERVICE_ACCOUNT = google_service_account.component["tasks"].email
+      ADVISORY_STREAM       = var.advisory_stream
+      RECORD_STREAM         = var.record_stream
+    })
+  }
+
+  # Who may invoke each function (run.invoker), nobody else.
+  function_invokers = {
+    classify  = { push = google_service_account.component["push"].member }
+    replay    = { tasks = google_service_account.component["tasks"].member }
+    reconcile = { scheduler = google_service_account.component["scheduler"].member }
+  }
+
+  bridge_enabled = var.bridge_image != null
+}
+
+resource "google_project_service" "enabled" {
+  for_each = local.apis
+
+  project            = var.project_id
+  service            = each.value
+  disable_on_destroy = false
+}
+
+data "google_project" "this" {
+  project_id = var.project_id
+
+  depends_on = [google_project_service.enabled]
+}
+
+# One repository for the function images (written by Cloud Build) and the
+# bridge image.
+resource "google_artifact_registry_repository" "images" {
+  project       = var.project_id
+  location      = var.region
+  repository_id = var.name_prefix
+  format        = "DOCKER"
+  description   = "jsdlq function and bridge images."
+
+  cleanup_policies {
+    id     = "keep-recent"
+    action = "KEEP"
+    most_recent_versions {
+      keep_count = 10
+    }
+  }
+
+  cleanup_policies {
+    id     = "delete-old"
+    action = "DELETE"
+    condition {
+      older_than = "2592000s"
+    }
+  }
+
+  depends_on = [google_project_service.enabled]
+}
+
+resource "google_secret_manager_secret" "nats_creds" {
+  project   = var.project_id
+  secret_id = var.nats_creds_secret_id
+
+  replication {
+    auto {}
+  }
+
+  depends_on = [google_project_service.enabled]
+}
+
+# Optional: Terraform writes the credentials without storing them (write-only
+# attribute fed by an ephemeral variable). With nats_creds_version = 0 the
+# versions are added out of band and Terraform never sees the credentials.
+resource "google_secret_manager_secret_version" "nats_creds" {
+  count = var.nats_creds_version > 0 ? 1 : 0
+
+  secret                 = google_secret_manager_secret.nats_creds.id
+  secret_data_wo         = var.nats_creds
+  secret_data_wo_version = tostring(var.nats_creds_version)
+}
+
+module "source" {
+  source = "./modules/source"
+
+  project_id    = var.project_id
+  region        = var.region
+  bucket_name   = coalesce(var.source_bucket_name, "${var.project_id}-${var.name_prefix}-sources")
+  source_dir    = abspath("${path.root}/..")
+  excludes      = var.function_source_excludes
+  output_dir    = "${path.root}/.terraform/build"
+  force_destroy = var.source_bucket_force_destroy
+  reader_members = {
+    builder = google_service_account.component["builder"].member
+  }
+
+  depends_on = [google_project_service.enabled]
+}
+
+module "firestore" {
+  source = "./modules/firestore"
+
+  project_id        = var.project_id
+  location_id       = coalesce(var.firestore_location, var.region)
+  delete_on_destroy = var.firestore_delete_on_destroy
+  delete_protection = var.firestore_delete_protection
+  user_members = {
+    classify  = google_service_account.component["classify"].member
+    replay    = google_service_account.component["replay"].member
+    reconcile = google_service_account.component["reconcile"].member
+  }
+
+  depends_on = [google_project_service.enabled]
+}
+
+module "tasks" {
+  source = "./modules/tasks"
+
+  project_id                = var.project_id
+  region                    = var.region
+  queue_name                = var.replay_queue.name
+  max_dispatches_per_second = var.replay_queue.max_dispatches_per_second
+  max_concurrent_dispatches = var.replay_queue.max_concurrent_dispatches
+  max_attempts              = var.replay_queue.max_attempts
+  min_backoff               = var.replay_queue.min_backoff
+  max_backoff               = var.replay_queue.max_backoff
+  max_doublings             = var.replay_queue.max_doublings
+  max_retry_duration        = var.replay_queue.max_retry_duration
+  task_service_account_id   = google_service_account.component["tasks"].name
+  enqueuer_members = {
+    classify  = google_service_account.component["classify"].member
+    reconcile = google_service_account.component["reconcile"].member
+  }
+  auditor_members = {
+    reconcile = google_service_account.component["reconcile"].member
+  }
+
+  depends_on = [google_project_service.enabled]
+}
+
+module "function" {
+  source   = "./modules/function"
+  for_each = local.functions
+
+  project_id               = var.project_id
+  region                   = var.region
+  name                     = local.function_names[each.key]
+  description              = each.value.description
+  entry_point              = each.value.entry_point
+  runtime                  = var.function_runtime
+  source_bucket            = module.source.bucket
+  source_object            = module.source.object
+  build_service_account_id = google_service_account.component["builder"].id
+  docker_repository        = google_artifact_registry_repository.images.id
+  service_account_email    = google_service_account.component[each.key].email
+  environment              = merge(local.function_env[each.key], lookup(var.function_env, each.key, {}))
+  secret_files             = each.key == "classify" ? {} : local.nats_files
+  memory                   = try(var.function_settings[each.key].memory, "256Mi")
+  timeout_seconds          = try(var.function_settings[each.key].timeout_seconds, 60)
+  min_instances            = try(var.function_settings[each.key].min_instances, 0)
+  max_instances            = try(var.function_settings[each.key].max_instances, 10)
+  concurrency              = try(var.function_settings[each.key].concurrency, 1)
+  ingress                  = var.function_ingress
+  invoker_members          = local.function_invokers[each.key]
+
+  # The build and the first revision fail unless their identities can
+  # already read the source, push the image, write logs and read the secret.
+  depends_on = [
+    google_project_service.enabled,
+    google_project_iam_member.log_writer,
+    google_project_iam_member.metric_writer,
+    google_artifact_registry_repository_iam_member.builder,
+    google_secret_manager_secret_iam_member.nats_accessor,
+    google_secret_manager_secret_version.nats_creds,
+    module.firestore,
+  ]
+}
+
+module "events" {
+  source = "./modules/events"
+
+  project_id                 = var.project_id
+  project_number             = data.google_project.this.number
+  topic_name                 = var.events_topic
+  dead_letter_topic_name     = "${var.events_topic}-dead-letter"
+  classify_subscription_name = "${var.events_topic}-classify"
+  classify_push_endpoint     = local.function_urls.classify
+  classify_audience          = local.function_urls.classify
+  push_service_account_email = google_service_account.component["push"].email
+  ack_deadline_seconds       = var.classify_ack_deadline_seconds
+  minimum_backoff_seconds    = var.classify_push_min_backoff_seconds
+  maximum_backoff_seconds    = var.classify_push_max_backoff_seconds
+  max_delivery_attempts      = var.classify_max_delivery_attempts
+  message_retention          = var.event_retention
+  publisher_members = {
+    bridge = google_service_account.component["bridge"].member
+  }
+
+  # Pushes start as soon as the subscription exists: let classify and its
+  # invoker binding be there first.
+  depends_on = [
+    google_project_service.enabled,
+    module.function,
+    google_service_account_iam_member.pubsub_token_creator,
+  ]
+}
+
+module "scheduler" {
+  source = "./modules/scheduler"
+
+  project_id            = var.project_id
+  region                = var.region
+  job_name              = "${var.name_prefix}-reconcile"
+  schedule              = var.reconcile_schedule
+  time_zone             = var.reconcile_time_zone
+  target_uri            = local.function_urls.reconcile
+  audience              = local.function_urls.reconcile
+  service_account_email = google_service_account.component["scheduler"].email
+  attempt_deadline      = "${min(1800, max(15, try(var.function_settings.reconcile.timeout_seconds, 60)))}s"
+
+  depends_on = [google_project_service.enabled, module.function]
+}
+
+module "bridge" {
+  source = "./modules/bridge"
+  count  = local.bridge_enabled ? 1 : 0
+
+  project_id            = var.project_id
+  region                = var.region
+  name                  = "${var.name_prefix}-bridge"
+  image                 = var.bridge_image
+  service_account_email = google_service_account.component["bridge"].email
+  environment = {
+    GOOGLE_CLOUD_PROJECT = var.project_id
+    NATS_URL             = var.nats_url
+    DLQ_TOPIC            = module.events.topic_name
+    ADVISORY_STREAM      = var.advisory_stream
+    RECORD_STREAM        = var.record_stream
+    FAILURE_BUCKET       = var.failure_bucket
+    BRIDGE_CONSUMER      = var.bridge_consumer
+  }
+  nats_creds_secret    = var.nats_creds_enabled ? google_secret_manager_secret.nats_creds.secret_id : null
+  nats_creds_version   = var.nats_creds_secret_version
+  nats_creds_mount_dir = local.nats_creds_dir
+  min_instances        = var.bridge_min_instances
+  max_instances        = var.bridge_max_instances
+  cpu                  = var.bridge_cpu
+  memory               = var.bridge_memory
+  deletion_protection  = var.deletion_protection
+
+  depends_on = [
+    google_project_service.enabled,
+    google_project_iam_member.log_writer,
+    google_secret_manager_secret_iam_member.nats_accessor,
+    google_secret_manager_secret_version.nats_creds,
+    module.events,
+  ]
+}
+
+module "monitoring" {
+  source = "./modules/monitoring"
+
+  project_id               = var.project_id
+  name_prefix              = var.name_prefix
+  classify_service         = module.function["classify"].name
+  replay_service           = module.function["replay"].name
+  reconcile_service        = module.function["reconcile"].name
+  bridge_service           = local.bridge_enabled ? "${var.name_prefix}-bridge" : null
+  classify_subscription    = module.events.classify_subscription
+  dead_letter_subscription = module.events.dead_letter_subscription
+  queue_name               = module.tasks.queue_name
+  function_error_threshold = var.function_error_threshold
+  notification_channels    = var.notification_channels
+
+  depends_on = [google_project_service.enabled]
+}

@@ -1,0 +1,111 @@
+variable "project_id" {
+  type        = string
+  description = "Project of the service."
+}
+
+variable "region" {
+  type        = string
+  description = "Region of the service."
+}
+
+variable "name" {
+  type        = string
+  description = "Cloud Run service name."
+  default     = "jsdlq-bridge"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{0,47}[a-z0-9]$", var.name))
+    error_message = "name must be 2-49 lowercase letters, digits or hyphens, starting with a letter."
+  }
+}
+
+variable "image" {
+  type        = string
+  description = "Container image of cmd/bridge (built from cmd/bridge/Dockerfile), preferably pinned by digest."
+
+  validation {
+    condition     = length(trimspace(var.image)) > 0 && !strcontains(var.image, " ")
+    error_message = "image must be a container image reference such as europe-west1-docker.pkg.dev/P/jsdlq/bridge@sha256:…"
+  }
+}
+
+variable "service_account_email" {
+  type        = string
+  description = "Runtime identity of the bridge (publisher on dlq-events, accessor of the NATS credentials)."
+}
+
+variable "environment" {
+  type        = map(string)
+  description = "Environment variables of the bridge (SPEC §14). PORT is set by Cloud Run from the container port."
+  default     = {}
+
+  validation {
+    condition     = !contains(keys(var.environment), "PORT")
+    error_message = "PORT is reserved by Cloud Run; set container_port instead."
+  }
+}
+
+variable "container_port" {
+  type        = number
+  description = "Port of /healthz and /metrics; Cloud Run passes it to the bridge as PORT."
+  default     = 8090
+}
+
+variable "nats_creds_secret" {
+  type        = string
+  description = "Secret Manager secret id holding the NATS credentials file, mounted read-only; null when NATS needs no credentials."
+  default     = null
+}
+
+variable "nats_creds_version" {
+  type        = string
+  description = "Secret version to mount (\"latest\" picks up rotations on the next revision)."
+  default     = "latest"
+}
+
+variable "nats_creds_mount_dir" {
+  type        = string
+  description = "Directory the credentials file is mounted in; NATS_CREDS points at <dir>/nats.creds."
+  default     = "/etc/secrets/nats"
+}
+
+variable "min_instances" {
+  type        = number
+  description = "Instances always running: the bridge is a long-running consumer, never scale it to zero."
+  default     = 1
+
+  validation {
+    condition     = var.min_instances >= 1
+    error_message = "min_instances must be at least 1: advisories are only consumed while an instance runs."
+  }
+}
+
+variable "max_instances" {
+  type        = number
+  description = "Upper bound on instances (they share the durable pull consumer)."
+  default     = 2
+}
+
+variable "cpu" {
+  type        = string
+  description = "CPU limit per instance."
+  default     = "1"
+}
+
+variable "memory" {
+  type        = string
+  description = "Memory limit per instance."
+  default     = "512Mi"
+}
+
+variable "deletion_protection" {
+  type        = bool
+  description = "Whether Terraform refuses to delete the service."
+  default     = false
+}
+
+variable "labels" {
+  type        = map(string)
+  description = "Labels for the service."
+  default     = {}
+}

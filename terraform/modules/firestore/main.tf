@@ -1,0 +1,55 @@
+# The jsdlq store (SPEC §7): one native-mode database, the composite indexes
+# the dlqctl and reconcile queries need, and TTL policies so expired entries
+# and idempotency records disappear without a sweeper.
+
+locals {
+  # Composite indexes on failure-log: (equality field, range/order field).
+  failure_log_indexes = {
+    status_next_retry_at = [{ field = "status", order = "ASCENDING" }, { field = "next_retry_at", order = "ASCENDING" }]
+    tenant_created_at    = [{ field = "tenant", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
+    category_created_at  = [{ field = "category", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
+    agent_created_at     = [{ field = "agent", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
+  }
+}
+
+resource "google_firestore_database" "this" {
+  project                     = var.project_id
+  name                        = "(default)"
+  location_id                 = var.location_id
+  type                        = "FIRESTORE_NATIVE"
+  app_engine_integration_mode = "DISABLED"
+  delete_protection_state     = var.delete_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
+  deletion_policy             = var.delete_on_destroy ? "DELETE" : "ABANDON"
+}
+
+resource "google_firestore_index" "failure_log" {
+  for_each = local.failure_log_indexes
+
+  project     = var.project_id
+  database    = google_firestore_database.this.name
+  collection  = var.failure_log_collection
+  query_scope = "COLLECTION"
+
+  dynamic "fields" {
+    for_each = each.value
+    content {
+      field_path = fields.value.field
+      order      = fields.value.order
+    }
+  }
+}
+
+resource "google_firestore_field" "ttl" {
+  for_each = var.ttl_collections
+
+  project    = var.project_id
+  database   = google_firestore_database.this.name
+  collection = each.value
+  field      = var.ttl_field
+
+  # Nothing queries by the expiry time; an index on a monotonically
+  # increasing timestamp would only add a write hot spot.
+  index_config {}
+
+  ttl_config {}
+}

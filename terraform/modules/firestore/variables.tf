@@ -1,0 +1,53 @@
+variable "project_id" {
+  type        = string
+  description = "Project that holds the database."
+}
+
+variable "location_id" {
+  type        = string
+  description = "Firestore location (a region such as europe-west1, or a multi-region such as eur3 or nam5). Cannot change after creation."
+}
+
+variable "delete_on_destroy" {
+  type        = bool
+  description = "Whether `terraform destroy` deletes the database and all its data (true) or only forgets it (false)."
+}
+
+variable "delete_protection" {
+  type        = bool
+  description = "Whether Firestore refuses to delete the database (DELETE_PROTECTION_ENABLED). Turn off before destroying."
+}
+
+variable "failure_log_collection" {
+  type        = string
+  description = "Collection of dead-letter entries (SPEC §7)."
+  default     = "failure-log"
+}
+
+variable "ttl_collections" {
+  type        = set(string)
+  description = "Collections whose documents expire at their TTL field (failure-log after 30 days, task-idempotency after 72 h)."
+  default     = ["failure-log", "task-idempotency"]
+}
+
+variable "ttl_field" {
+  type        = string
+  description = "Timestamp field that the TTL policy deletes documents at."
+  default     = "expire_at"
+
+  validation {
+    condition     = can(regex("^[A-Za-z_][A-Za-z0-9_]*$", var.ttl_field))
+    error_message = "ttl_field must be a simple top-level field name."
+  }
+}
+
+variable "user_members" {
+  type        = map(string)
+  description = "IAM members that read and write documents (roles/datastore.user), keyed by a static name (e.g. component) so the keys are known at plan time: { classify = \"serviceAccount:…\" }."
+}
+
+variable "restrict_users_to_database" {
+  type        = bool
+  description = "Add an IAM condition so roles/datastore.user only applies to this database, not to other databases of the project."
+  default     = true
+}

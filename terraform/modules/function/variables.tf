@@ -1,0 +1,127 @@
+variable "project_id" {
+  type        = string
+  description = "Project of the function."
+}
+
+variable "region" {
+  type        = string
+  description = "Region of the function."
+}
+
+variable "name" {
+  type        = string
+  description = "Function name; also the name of its Cloud Run service and the first label of its run.app URL."
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{0,48}[a-z0-9]$", var.name))
+    error_message = "name must be 2-50 characters of lowercase letters, digits and '-', starting with a letter."
+  }
+}
+
+variable "description" {
+  type        = string
+  description = "What the function does."
+}
+
+variable "entry_point" {
+  type        = string
+  description = "Name registered with the Functions Framework in the deploy root (Classify, Replay or Reconcile)."
+}
+
+variable "runtime" {
+  type        = string
+  description = "Cloud Run functions Go runtime id."
+}
+
+variable "source_bucket" {
+  type        = string
+  description = "Bucket holding the source bundle."
+}
+
+variable "source_object" {
+  type        = string
+  description = "Object name of the source bundle; a new name redeploys."
+}
+
+variable "build_service_account_id" {
+  type        = string
+  description = "Full id (projects/P/serviceAccounts/EMAIL) of the service account Cloud Build runs as."
+}
+
+variable "docker_repository" {
+  type        = string
+  description = "Artifact Registry repository (projects/P/locations/L/repositories/R) that receives the built image."
+}
+
+variable "service_account_email" {
+  type        = string
+  description = "Runtime identity of the function."
+}
+
+variable "environment" {
+  type        = map(string)
+  description = "Runtime environment variables (SPEC §14)."
+  default     = {}
+}
+
+variable "secret_files" {
+  type = map(object({
+    secret  = string
+    version = string
+    path    = string
+  }))
+  description = "Secrets mounted as files, keyed by mount directory: { \"/etc/secrets/nats\" = { secret = \"jsdlq-nats-creds\", version = \"latest\", path = \"nats.creds\" } }."
+  default     = {}
+}
+
+variable "memory" {
+  type        = string
+  description = "Memory per instance, e.g. 256Mi."
+  default     = "256Mi"
+}
+
+variable "timeout_seconds" {
+  type        = number
+  description = "Request timeout in seconds."
+  default     = 60
+}
+
+variable "min_instances" {
+  type        = number
+  description = "Instances kept warm."
+  default     = 0
+}
+
+variable "max_instances" {
+  type        = number
+  description = "Upper bound on instances."
+  default     = 10
+}
+
+variable "concurrency" {
+  type        = number
+  description = "Concurrent requests per instance."
+  default     = 1
+}
+
+variable "ingress" {
+  type        = string
+  description = "Ingress setting: ALLOW_ALL, ALLOW_INTERNAL_ONLY or ALLOW_INTERNAL_AND_GCLB. Authentication is always required; no binding grants allUsers."
+  default     = "ALLOW_ALL"
+
+  validation {
+    condition     = contains(["ALLOW_ALL", "ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB"], var.ingress)
+    error_message = "ingress must be ALLOW_ALL, ALLOW_INTERNAL_ONLY or ALLOW_INTERNAL_AND_GCLB."
+  }
+}
+
+variable "invoker_members" {
+  type        = map(string)
+  description = "The only identities allowed to call the function (roles/run.invoker on its Cloud Run service), keyed by a static name."
+}
+
+variable "labels" {
+  type        = map(string)
+  description = "Labels for the function."
+  default     = {}
+}

@@ -1,0 +1,400 @@
+# Log-based metrics, alert policies and the dashboard. Everything here reads
+# structured logs the components already write (obs JSON on stdout), so no
+# component needs a metrics client:
+#   reconcile: severity ERROR, jsonPayload.alert = <alert name>
+#   classify:  jsonPayload.event = entry_created, with category/reason_code/action
+#   replay:    jsonPayload.event = replay_outcome, with outcome
+#   bridge:    jsonPayload.event = bridge_stats, with lag (pending advisories)
+
+locals {
+  run         = "resource.type=\"cloud_run_revision\""
+  functions   = [var.classify_service, var.replay_service, var.reconcile_service]
+  user_metric = "logging.googleapis.com/user"
+
+  metric_names = {
+    alerts  = "${var.name_prefix}_reconcile_alerts"
+    errors  = "${var.name_prefix}_function_errors"
+    entries = "${var.name_prefix}_entries"
+    replays = "${var.name_prefix}_replay_outcomes"
+    lag     = "${var.name_prefix}_bridge_lag"
+  }
+}
+
+resource "google_logging_metric" "reconcile_alerts" {
+  project     = var.project_id
+  name        = local.metric_names.alerts
+  description = "Alerts raised by reconcile, by alert name."
+  filter      = "${local.run} AND resource.labels.service_name=\"${var.reconcile_service}\" AND severity>=ERROR AND jsonPayload.alert:*"
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+    labels {
+      key         = "alert"
+      value_type  = "STRING"
+      description = "Stable alert name (jsonPayload.alert)."
+    }
+  }
+
+  label_extractors = {
+    alert = "EXTRACT(jsonPayload.alert)"
+  }
+}
+
+resource "google_logging_metric" "function_errors" {
+  project     = var.project_id
+  name        = local.metric_names.errors
+  description = "ERROR log entries of the jsdlq functions other than reconcile alerts, by function."
+  filter      = "${local.run} AND resource.labels.service_name=(${join(" OR ", [for s in local.functions : "\"${s}\""])}) AND severity>=ERROR AND NOT jsonPayload.alert:*"
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+    labels {
+      key         = "service"
+      value_type  = "STRING"
+      description = "Function (Cloud Run service) name."
+    }
+  }
+
+  label_extractors = {
+    service = "EXTRACT(resource.labels.service_name)"
+  }
+}
+
+resource "google_logging_metric" "entries" {
+  project     = var.project_id
+  name        = local.metric_names.entries
+  description = "New failure-log entries, by category, reason code and action."
+  filter      = "${local.run} AND resource.labels.service_name=\"${var.classify_service}\" AND jsonPayload.event=\"${var.log_events.entry_created}\""
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+    labels {
+      key         = "category"
+      value_type  = "STRING"
+      description = "Failure category (SPEC §6)."
+    }
+    labels {
+      key         = "reason_code"
+      value_type  = "STRING"
+      description = "Reason code (SPEC §6)."
+    }
+    labels {
+      key         = "action"
+      value_type  = "STRING"
+      description = "Triage action."
+    }
+  }
+
+  label_extractors = {
+    category    = "EXTRACT(jsonPayload.category)"
+    reason_code = "EXTRACT(jsonPayload.reason_code)"
+    action      = "EXTRACT(jsonPayload.action)"
+  }
+}
+
+resource "google_logging_metric" "replay_outcomes" {
+  project     = var.project_id
+  name        = local.metric_names.replays
+  description = "Replay attempts, by outcome."
+  filter      = "${local.run} AND resource.labels.service_name=\"${var.replay_service}\" AND jsonPayload.event=\"${var.log_events.replay_outcome}\""
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+    labels {
+      key         = "outcome"
+      value_type  = "STRING"
+      description = "replayed, recovered, held, awaiting_approval, skipped, failed, …"
+    }
+  }
+
+  label_extractors = {
+    outcome = "EXTRACT(jsonPayload.outcome)"
+  }
+}
+
+resource "google_logging_metric" "bridge_lag" {
+  count = var.bridge_service == null ? 0 : 1
+
+  project         = var.project_id
+  name            = local.metric_names.lag
+  description     = "Advisories and records waiting in JetStream for the bridge."
+  filter          = "${local.run} AND resource.labels.service_name=\"${var.bridge_service}\" AND jsonPayload.event=\"${var.log_events.bridge_stats}\""
+  value_extractor = "EXTRACT(jsonPayload.lag)"
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "DISTRIBUTION"
+    unit        = "1"
+  }
+
+  bucket_options {
+    exponential_buckets {
+      num_finite_buckets = 20
+      growth_factor      = 2
+      scale              = 1
+    }
+  }
+}
+
+resource "google_monitoring_alert_policy" "reconcile" {
+  for_each = var.reconcile_alerts
+
+  project               = var.project_id
+  display_name          = "${var.name_prefix}: ${each.key}"
+  combiner              = "OR"
+  severity              = each.value.severity
+  notification_channels = var.notification_channels
+  user_labels = {
+    component = "reconcile"
+    alert     = each.key
+  }
+
+  conditions {
+    display_name = each.key
+    condition_threshold {
+      filter          = "metric.type=\"${local.user_metric}/${google_logging_metric.reconcile_alerts.name}\" AND ${local.run} AND metric.label.alert=\"${each.key}\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  documentation {
+    subject   = "jsdlq reconcile alert ${each.key}"
+    content   = "${each.value.documentation}\n\nThe full report is the latest document in Firestore `dlq-audits`; the log entry with `jsonPayload.alert=\"${each.key}\"` names the tenant or entry."
+    mime_type = "text/markdown"
+  }
+}
+
+resource "google_monitoring_alert_policy" "function_errors" {
+  project               = var.project_id
+  display_name          = "${var.name_prefix}: function_errors"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  user_labels = {
+    alert = "function_errors"
+  }
+
+  conditions {
+    display_name = "function ERROR log entries"
+    condition_threshold {
+      filter          = "metric.type=\"${local.user_metric}/${google_logging_metric.function_errors.name}\" AND ${local.run}"
+      comparison      = "COMPARISON_GT"
+      threshold_value = var.function_error_threshold
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["metric.label.service"]
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  documentation {
+    subject   = "jsdlq function errors"
+    content   = "A jsdlq function logged more than ${var.function_error_threshold} errors in 5 minutes. Classify errors mean Pub/Sub redelivers and, after the configured attempts, dead-letters events; replay errors mean Cloud Tasks retries."
+    mime_type = "text/markdown"
+  }
+}
+
+resource "google_monitoring_alert_policy" "bridge_silent" {
+  count = var.bridge_service == null ? 0 : 1
+
+  project               = var.project_id
+  display_name          = "${var.name_prefix}: bridge_silent"
+  combiner              = "OR"
+  severity              = "CRITICAL"
+  notification_channels = var.notification_channels
+  user_labels = {
+    component = "bridge"
+    alert     = "bridge_silent"
+  }
+
+  conditions {
+    display_name = "no bridge stats for ${var.bridge_silence_minutes} minutes"
+    condition_absent {
+      filter   = "metric.type=\"${local.user_metric}/${google_logging_metric.bridge_lag[0].name}\" AND ${local.run}"
+      duration = "${var.bridge_silence_minutes * 60}s"
+
+      aggregations {
+        alignment_period   = "300s"
+        per_series_aligner = "ALIGN_COUNT"
+      }
+    }
+  }
+
+  documentation {
+    subject   = "jsdlq bridge silent"
+    content   = "The bridge has not reported for ${var.bridge_silence_minutes} minutes: dead messages are piling up in JetStream (nothing is lost while the advisory stream holds them). Check the Cloud Run service and its NATS connection."
+    mime_type = "text/markdown"
+  }
+}
+
+locals {
+  hourly_bars = {
+    alignmentPeriod    = "3600s"
+    perSeriesAligner   = "ALIGN_SUM"
+    crossSeriesReducer = "REDUCE_SUM"
+  }
+
+  tiles = concat(
+    [
+      {
+        title = "Dead-letter entries per category (per hour)"
+        dataSets = [{
+          plotType = "STACKED_BAR"
+          timeSeriesQuery = {
+            timeSeriesFilter = {
+              filter      = "metric.type=\"${local.user_metric}/${google_logging_metric.entries.name}\" AND ${local.run}"
+              aggregation = merge(local.hourly_bars, { groupByFields = ["metric.label.category"] })
+            }
+          }
+        }]
+      },
+      {
+        title = "Replay outcomes (per hour)"
+        dataSets = [{
+          plotType = "STACKED_BAR"
+          timeSeriesQuery = {
+            timeSeriesFilter = {
+              filter      = "metric.type=\"${local.user_metric}/${google_logging_metric.replay_outcomes.name}\" AND ${local.run}"
+              aggregation = merge(local.hourly_bars, { groupByFields = ["metric.label.outcome"] })
+            }
+          }
+        }]
+      },
+      {
+        title = "Reconcile alerts (per hour)"
+        dataSets = [{
+          plotType = "STACKED_BAR"
+          timeSeriesQuery = {
+            timeSeriesFilter = {
+              filter      = "metric.type=\"${local.user_metric}/${google_logging_metric.reconcile_alerts.name}\" AND ${local.run}"
+              aggregation = merge(local.hourly_bars, { groupByFields = ["metric.label.alert"] })
+            }
+          }
+        }]
+      },
+      {
+        title = "Function errors (per 5 minutes)"
+        dataSets = [{
+          plotType = "LINE"
+          timeSeriesQuery = {
+            timeSeriesFilter = {
+              filter = "metric.type=\"${local.user_metric}/${google_logging_metric.function_errors.name}\" AND ${local.run}"
+              aggregation = {
+                alignmentPeriod    = "300s"
+                perSeriesAligner   = "ALIGN_SUM"
+                crossSeriesReducer = "REDUCE_SUM"
+                groupByFields      = ["metric.label.service"]
+              }
+            }
+          }
+        }]
+      },
+      {
+        title = "Pub/Sub backlog: classify and dead-letter subscriptions"
+        dataSets = [{
+          plotType = "LINE"
+          timeSeriesQuery = {
+            timeSeriesFilter = {
+              filter = "metric.type=\"pubsub.googleapis.com/subscription/num_undelivered_messages\" AND resource.type=\"pubsub_subscription\" AND resource.labels.subscription_id=(\"${var.classify_subscription}\" OR \"${var.dead_letter_subscription}\")"
+              aggregation = {
+                alignmentPeriod    = "60s"
+                perSeriesAligner   = "ALIGN_MAX"
+                crossSeriesReducer = "REDUCE_MAX"
+                groupByFields      = ["resource.label.subscription_id"]
+              }
+            }
+          }
+        }]
+      },
+      {
+        title = "Replay queue depth"
+        dataSets = [{
+          plotType = "LINE"
+          timeSeriesQuery = {
+            timeSeriesFilter = {
+              filter = "metric.type=\"cloudtasks.googleapis.com/queue/depth\" AND resource.type=\"cloud_tasks_queue\" AND resource.labels.queue_id=\"${var.queue_name}\""
+              aggregation = {
+                alignmentPeriod  = "60s"
+                perSeriesAligner = "ALIGN_MAX"
+              }
+            }
+          }
+        }]
+      },
+    ],
+    var.bridge_service == null ? [] : [
+      {
+        title = "Bridge lag (advisories and records waiting, p50 / p99)"
+        dataSets = [for p in ["50", "99"] : {
+          plotType       = "LINE"
+          legendTemplate = "p${p}"
+          timeSeriesQuery = {
+            timeSeriesFilter = {
+              filter = "metric.type=\"${local.user_metric}/${google_logging_metric.bridge_lag[0].name}\" AND ${local.run}"
+              aggregation = {
+                alignmentPeriod  = "60s"
+                perSeriesAligner = "ALIGN_PERCENTILE_${p}"
+              }
+            }
+          }
+        }]
+      },
+    ],
+  )
+}
+
+resource "google_monitoring_dashboard" "jsdlq" {
+  project = var.project_id
+  dashboard_json = jsonencode({
+    displayName = "${var.name_prefix}: dead-letter triage and replay"
+    mosaicLayout = {
+      columns = 12
+      tiles = [for i, t in local.tiles : {
+        xPos   = (i % 2) * 6
+        yPos   = floor(i / 2) * 4
+        width  = 6
+        height = 4
+        widget = {
+          title   = t.title
+          xyChart = { dataSets = t.dataSets }
+        }
+      }]
+    }
+  })
+}

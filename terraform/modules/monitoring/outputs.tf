@@ -1,0 +1,26 @@
+output "log_metrics" {
+  description = "Log-based metric names by purpose (metric type logging.googleapis.com/user/<name>)."
+  value = merge(
+    {
+      reconcile_alerts = google_logging_metric.reconcile_alerts.name
+      function_errors  = google_logging_metric.function_errors.name
+      entries          = google_logging_metric.entries.name
+      replay_outcomes  = google_logging_metric.replay_outcomes.name
+    },
+    var.bridge_service == null ? {} : { bridge_lag = google_logging_metric.bridge_lag[0].name },
+  )
+}
+
+output "alert_policies" {
+  description = "Alert policy ids by alert name."
+  value = merge(
+    { for k, p in google_monitoring_alert_policy.reconcile : k => p.name },
+    { function_errors = google_monitoring_alert_policy.function_errors.name },
+    var.bridge_service == null ? {} : { bridge_silent = google_monitoring_alert_policy.bridge_silent[0].name },
+  )
+}
+
+output "dashboard_id" {
+  description = "Id of the monitoring dashboard."
+  value       = google_monitoring_dashboard.jsdlq.id
+}

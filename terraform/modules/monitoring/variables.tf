@@ -1,0 +1,113 @@
+variable "project_id" {
+  type        = string
+  description = "Project whose logs and metrics are watched."
+}
+
+variable "name_prefix" {
+  type        = string
+  description = "Prefix of metric, policy and dashboard names."
+  default     = "jsdlq"
+}
+
+variable "classify_service" {
+  type        = string
+  description = "Cloud Run service name of the classify function."
+}
+
+variable "replay_service" {
+  type        = string
+  description = "Cloud Run service name of the replay function."
+}
+
+variable "reconcile_service" {
+  type        = string
+  description = "Cloud Run service name of the reconcile function."
+}
+
+variable "bridge_service" {
+  type        = string
+  description = "Cloud Run service name of the bridge; null when the bridge is not deployed (no bridge alert)."
+  default     = null
+}
+
+variable "classify_subscription" {
+  type        = string
+  description = "Push subscription feeding classify (backlog on the dashboard)."
+}
+
+variable "dead_letter_subscription" {
+  type        = string
+  description = "Subscription of the dead-letter topic (its backlog means events classify never took)."
+}
+
+variable "queue_name" {
+  type        = string
+  description = "Cloud Tasks replay queue (depth on the dashboard)."
+}
+
+variable "reconcile_alerts" {
+  type = map(object({
+    severity      = string
+    documentation = string
+  }))
+  description = "Alerts reconcile logs as ERROR entries with jsonPayload.alert = <key> (SPEC §10); one alert policy each, named after the key."
+  default = {
+    advisory_entry_mismatch  = { severity = "ERROR", documentation = "Advisories/records captured in JetStream and entries in failure-log disagree: a dead message may be lost between the bridge and classify. Check the bridge, the classify subscription backlog and its dead-letter subscription." }
+    missing_task             = { severity = "WARNING", documentation = "A scheduled entry had no Cloud Tasks task; reconcile recreated it. Repeated alerts point at classify failing after the Firestore transaction." }
+    orphan_task              = { severity = "WARNING", documentation = "A replay task exists without a scheduled entry; reconcile deleted it." }
+    stuck_replaying          = { severity = "ERROR", documentation = "Entries stayed in status replaying too long: a replay died between claim and publish. Inspect with dlqctl and the replay logs." }
+    breaker_open_too_long    = { severity = "WARNING", documentation = "A tenant circuit breaker stayed open past its cool-down; reconcile moved it to half-open." }
+    metric_drift             = { severity = "WARNING", documentation = "Hourly dlq-metrics totals disagreed with the entries; reconcile recomputed the hour." }
+    tenant_poison_burst      = { severity = "ERROR", documentation = "A tenant produced more than 3 poison entries within an hour: its payloads or mappings are broken." }
+    tenant_breaker_open_30m  = { severity = "ERROR", documentation = "A tenant's breaker has been open for more than 30 minutes; its replays are held." }
+    tenant_recovery_below_80 = { severity = "WARNING", documentation = "A tenant's 24 h recovery rate is under 80 %." }
+    tenant_dominates_traffic = { severity = "WARNING", documentation = "One tenant produced more than 40 % of all entries in the last hour." }
+  }
+
+  validation {
+    condition     = alltrue([for k, v in var.reconcile_alerts : can(regex("^[a-z][a-z0-9_]*$", k)) && contains(["CRITICAL", "ERROR", "WARNING"], v.severity)])
+    error_message = "reconcile_alerts keys must be snake_case alert names and severities CRITICAL, ERROR or WARNING."
+  }
+}
+
+variable "function_error_threshold" {
+  type        = number
+  description = "ERROR log entries per function within 5 minutes above which the function-errors alert fires."
+  default     = 5
+
+  validation {
+    condition     = var.function_error_threshold >= 0
+    error_message = "function_error_threshold must not be negative."
+  }
+}
+
+variable "bridge_silence_minutes" {
+  type        = number
+  description = "Minutes without a bridge stats log line before the bridge_silent alert fires."
+  default     = 15
+
+  validation {
+    condition     = var.bridge_silence_minutes >= 5 && var.bridge_silence_minutes <= 1440
+    error_message = "bridge_silence_minutes must be between 5 and 1440."
+  }
+}
+
+variable "notification_channels" {
+  type        = list(string)
+  description = "Monitoring notification channel ids (projects/P/notificationChannels/N) every alert notifies."
+  default     = []
+}
+
+variable "log_events" {
+  type = object({
+    entry_created  = string
+    replay_outcome = string
+    bridge_stats   = string
+  })
+  description = "Values of jsonPayload.event that the components log: classify once per new entry (with category, reason_code, action), replay once per attempt (with outcome), the bridge periodically (with numeric lag). Log-based metrics count these lines."
+  default = {
+    entry_created  = "entry_created"
+    replay_outcome = "replay_outcome"
+    bridge_stats   = "bridge_stats"
+  }
+}

@@ -1,0 +1,74 @@
+variable "project_id" {
+  type        = string
+  description = "Project of the job."
+}
+
+variable "region" {
+  type        = string
+  description = "Region of the job."
+}
+
+variable "job_name" {
+  type        = string
+  description = "Scheduler job name."
+  default     = "jsdlq-reconcile"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_-]{1,500}$", var.job_name))
+    error_message = "job_name may hold letters, digits, '-' and '_' only."
+  }
+}
+
+variable "schedule" {
+  type        = string
+  description = "Cron schedule of the reconcile audit (unix-cron, five fields)."
+  default     = "*/15 * * * *"
+
+  validation {
+    condition     = length(split(" ", trimspace(var.schedule))) == 5
+    error_message = "schedule must be a five-field unix-cron expression such as \"*/15 * * * *\"."
+  }
+}
+
+variable "time_zone" {
+  type        = string
+  description = "Time zone the schedule is read in (tz database name)."
+  default     = "Etc/UTC"
+}
+
+variable "target_uri" {
+  type        = string
+  description = "URL of the reconcile function."
+}
+
+variable "audience" {
+  type        = string
+  description = "Audience of the OIDC token (the reconcile URL; reconcile checks it as AUTH_AUDIENCE)."
+}
+
+variable "service_account_email" {
+  type        = string
+  description = "Identity whose OIDC token the job sends; it alone holds run.invoker on reconcile."
+}
+
+variable "attempt_deadline" {
+  type        = string
+  description = "How long one run may take before the scheduler counts it failed (15s-1800s)."
+  default     = "600s"
+
+  validation {
+    condition     = can(regex("^[0-9]+s$", var.attempt_deadline)) && try(tonumber(trimsuffix(var.attempt_deadline, "s")) >= 15 && tonumber(trimsuffix(var.attempt_deadline, "s")) <= 1800, false)
+    error_message = "attempt_deadline must be between \"15s\" and \"1800s\"."
+  }
+}
+
+variable "retry_count" {
+  type        = number
+  description = "Retries of a failed run (reconcile is idempotent; the next scheduled run also catches up)."
+  default     = 1
+
+  validation {
+    condition     = var.retry_count >= 0 && var.retry_count <= 5
+    error_message = "retry_count must be between 0 and 5."
+  }
+}

@@ -1,0 +1,51 @@
+variable "project_id" {
+  type        = string
+  description = "Project that holds the source bucket."
+}
+
+variable "region" {
+  type        = string
+  description = "Location of the source bucket (the functions' region)."
+}
+
+variable "bucket_name" {
+  type        = string
+  description = "Globally unique name of the bucket that stores function source bundles."
+
+  validation {
+    condition     = can(regex("^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$", var.bucket_name))
+    error_message = "bucket_name must be 3-63 characters of lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit."
+  }
+}
+
+variable "source_dir" {
+  type        = string
+  description = "Directory to bundle: the repository root, whose package jsdlq is the deploy root (SPEC §3)."
+}
+
+variable "excludes" {
+  type        = list(string)
+  description = "Glob patterns (relative to source_dir) left out of the bundle: infrastructure, local tooling, docs, tests."
+}
+
+variable "output_dir" {
+  type        = string
+  description = "Local directory where the zip is written before upload (not committed)."
+}
+
+variable "force_destroy" {
+  type        = bool
+  description = "Whether `terraform destroy` deletes the bucket even though it still holds old source bundles."
+}
+
+variable "labels" {
+  type        = map(string)
+  description = "Labels for the bucket."
+  default     = {}
+}
+
+variable "reader_members" {
+  type        = map(string)
+  description = "Members that read the bundles (the function build service account), keyed by a static name."
+  default     = {}
+}

@@ -1,0 +1,79 @@
+output "function_urls" {
+  description = "URLs of the classify, replay and reconcile functions (the audiences their callers' OIDC tokens carry)."
+  value       = local.function_urls
+}
+
+output "function_ids" {
+  description = "Full resource ids of the three functions."
+  value       = { for k, m in module.function : k => m.id }
+}
+
+output "service_accounts" {
+  description = "Service account email of each component."
+  value       = { for k, sa in google_service_account.component : k => sa.email }
+}
+
+output "events_topic" {
+  description = "Full id of the dlq-events topic the bridge publishes to."
+  value       = module.events.topic_id
+}
+
+output "dead_letter_topic" {
+  description = "Full id of the topic receiving events classify never accepted."
+  value       = module.events.dead_letter_topic_id
+}
+
+output "dead_letter_subscription" {
+  description = "Subscription that holds dead-lettered events (pull it to inspect or re-drive)."
+  value       = module.events.dead_letter_subscription
+}
+
+output "classify_subscription" {
+  description = "Push subscription feeding classify."
+  value       = module.events.classify_subscription
+}
+
+output "tasks_queue" {
+  description = "Full name of the replay queue (TASKS_QUEUE)."
+  value       = module.tasks.queue_id
+}
+
+output "scheduler_job" {
+  description = "Cloud Scheduler job that runs reconcile."
+  value       = module.scheduler.job_name
+}
+
+output "firestore_database" {
+  description = "Firestore database id."
+  value       = module.firestore.database_id
+}
+
+output "nats_creds_secret" {
+  description = "Secret Manager secret holding the NATS credentials file (add versions with gcloud secrets versions add)."
+  value       = google_secret_manager_secret.nats_creds.id
+}
+
+output "image_repository" {
+  description = "Artifact Registry path to push the bridge image to: <this>/bridge:<tag>."
+  value       = "${var.region}-docker.pkg.dev/${var.project_id}/${google_artifact_registry_repository.images.repository_id}"
+}
+
+output "source_bundle" {
+  description = "gs:// URL of the function source bundle currently deployed."
+  value       = "gs://${module.source.bucket}/${module.source.object}"
+}
+
+output "bridge_service" {
+  description = "Cloud Run service of the bridge, or null when bridge_image is unset."
+  value       = local.bridge_enabled ? module.bridge[0].service_name : null
+}
+
+output "dashboard_id" {
+  description = "Monitoring dashboard id."
+  value       = module.monitoring.dashboard_id
+}
+
+output "alert_policies" {
+  description = "Alert policy ids by alert name."
+  value       = module.monitoring.alert_policies
+}

@@ -1,0 +1,421 @@
+# ---------------------------------------------------------------- project --
+
+variable "project_id" {
+  type        = string
+  description = "Google Cloud project to deploy into."
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.project_id))
+    error_message = "project_id must be a project id (6-30 lowercase letters, digits or hyphens, starting with a letter)."
+  }
+}
+
+variable "region" {
+  type        = string
+  description = "Region of the functions, the bridge, the queue, the scheduler job and the source bucket."
+
+  validation {
+    condition     = can(regex("^[a-z]+-[a-z]+[0-9]+$", var.region))
+    error_message = "region must be a Cloud region such as europe-west1 or us-central1."
+  }
+}
+
+variable "name_prefix" {
+  type        = string
+  description = "Prefix of service accounts, functions, the bridge service, the image repository and monitoring names."
+  default     = "jsdlq"
+
+  validation {
+    # Keeps "<prefix>-scheduler" within the 30-character account id limit.
+    condition     = can(regex("^[a-z][a-z0-9-]{1,14}[a-z0-9]$", var.name_prefix))
+    error_message = "name_prefix must be 3-16 lowercase letters, digits or hyphens, starting with a letter."
+  }
+}
+
+variable "labels" {
+  type        = map(string)
+  description = "Labels added to every resource that takes labels (app = jsdlq is always set)."
+  default     = {}
+}
+
+# ------------------------------------------------------------------- NATS --
+
+variable "nats_url" {
+  type        = string
+  description = "NATS server URL(s) the bridge, replay and reconcile connect to (comma-separated for a cluster)."
+
+  validation {
+    condition     = alltrue([for u in split(",", var.nats_url) : can(regex("^(nats|tls|ws|wss)://[^\\s/]+", trimspace(u)))])
+    error_message = "nats_url must be one or more comma-separated nats://, tls://, ws:// or wss:// URLs."
+  }
+}
+
+variable "nats_creds_enabled" {
+  type        = bool
+  description = "Whether NATS needs a credentials file. When true the file is read from the Secret Manager secret nats_creds_secret_id and mounted into the bridge, replay and reconcile (NATS_CREDS)."
+  default     = true
+}
+
+variable "nats_creds_secret_id" {
+  type        = string
+  description = "Secret Manager secret id that holds the NATS credentials file."
+  default     = "jsdlq-nats-creds"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_-]{1,255}$", var.nats_creds_secret_id))
+    error_message = "nats_creds_secret_id may hold letters, digits, '-' and '_' (at most 255)."
+  }
+}
+
+variable "nats_creds" {
+  type        = string
+  description = "Contents of the NATS .creds file, written as a secret version by Terraform when nats_creds_version > 0. Ephemeral: it is never stored in the plan or state. Leave null to add versions out of band (gcloud secrets versions add)."
+  default     = null
+  sensitive   = true
+  ephemeral   = true
+
+  validation {
+    condition     = var.nats_creds == null || strcontains(coalesce(var.nats_creds, "-"), "-----BEGIN NATS USER JWT-----")
+    error_message = "nats_creds must be the contents of a NATS user credentials (.creds) file."
+  }
+}
+
+variable "nats_creds_version" {
+  type        = number
+  description = "0: the secret's versions are managed out of band. N > 0: Terraform writes nats_creds as a version; increase N to rotate."
+  default     = 0
+
+  validation {
+    condition     = var.nats_creds_version >= 0 && floor(var.nats_creds_version) == var.nats_creds_version
+    error_message = "nats_creds_version must be a whole number, 0 or more."
+  }
+}
+
+variable "nats_creds_secret_version" {
+  type        = string
+  description = "Secret version mounted into the services (\"latest\", or a version number to pin)."
+  default     = "latest"
+
+  validation {
+    condition     = var.nats_creds_secret_version == "latest" || can(regex("^[1-9][0-9]*$", var.nats_creds_secret_version))
+    error_message = "nats_creds_secret_version must be \"latest\" or a version number."
+  }
+}
+
+variable "advisory_stream" {
+  type        = string
+  description = "JetStream stream capturing max-deliveries and terminated advisories (ADVISORY_STREAM)."
+  default     = "DLQ_ADVISORIES"
+}
+
+variable "record_stream" {
+  type        = string
+  description = "JetStream stream capturing explicit DLQ records from agentkit (RECORD_STREAM)."
+  default     = "DLQ_RECORDS"
+}
+
+variable "failure_bucket" {
+  type        = string
+  description = "JetStream KV bucket of per-attempt failures (FAILURE_BUCKET)."
+  default     = "dlq_failures"
+}
+
+variable "bridge_consumer" {
+  type        = string
+  description = "Durable consumer name the bridge reads the advisory and record streams with (BRIDGE_CONSUMER)."
+  default     = "dlq-bridge"
+}
+
+# ----------------------------------------------------------------- bridge --
+
+variable "bridge_image" {
+  type        = string
+  description = "Container image of the bridge (cmd/bridge). Null skips the bridge: useful on the very first apply, before the image repository exists to push to."
+  default     = null
+
+  validation {
+    condition     = var.bridge_image == null || can(regex("^[^\\s]+$", coalesce(var.bridge_image, "-")))
+    error_message = "bridge_image must be an image reference without spaces."
+  }
+}
+
+variable "bridge_min_instances" {
+  type        = number
+  description = "Bridge instances always running (at least 1: advisories are only consumed while an instance runs)."
+  default     = 1
+
+  validation {
+    condition     = var.bridge_min_instances >= 1 && var.bridge_min_instances <= 10
+    error_message = "bridge_min_instances must be between 1 and 10."
+  }
+}
+
+variable "bridge_max_instances" {
+  type        = number
+  description = "Upper bound on bridge instances."
+  default     = 2
+
+  validation {
+    condition     = var.bridge_max_instances >= 1 && var.bridge_max_instances <= 100
+    error_message = "bridge_max_instances must be between 1 and 100."
+  }
+}
+
+variable "bridge_cpu" {
+  type        = string
+  description = "CPU limit of a bridge instance (always allocated)."
+  default     = "1"
+
+  validation {
+    condition     = contains(["1", "2", "4", "6", "8"], var.bridge_cpu)
+    error_message = "bridge_cpu must be 1, 2, 4, 6 or 8 (always-allocated CPU needs at least one vCPU)."
+  }
+}
+
+variable "bridge_memory" {
+  type        = string
+  description = "Memory limit of a bridge instance, e.g. 512Mi."
+  default     = "512Mi"
+
+  validation {
+    condition     = can(regex("^[0-9]+(Mi|Gi)$", var.bridge_memory))
+    error_message = "bridge_memory must look like 512Mi or 1Gi."
+  }
+}
+
+# -------------------------------------------------------------- functions --
+
+variable "function_runtime" {
+  type        = string
+  description = "Cloud Run functions Go runtime id; go126 matches go.mod (go 1.26)."
+  default     = "go126"
+
+  validation {
+    condition     = can(regex("^go1[0-9]{2}$", var.function_runtime))
+    error_message = "function_runtime must be a Go runtime id such as go126."
+  }
+}
+
+variable "function_source_excludes" {
+  type        = list(string)
+  description = "Glob patterns left out of the function source bundle. The deploy root (package jsdlq) must not import anything excluded; tf-validate checks that with go list."
+  default = [
+    ".git", ".git/**",
+    ".local/**", "bin/**",
+    "terraform/**", "emulator/**", "docs/**", "cmd/**",
+    "**/testdata/**", "**/*_test.go",
+    "*.zip", "*.out", "*.test",
+  ]
+}
+
+variable "function_settings" {
+  type = map(object({
+    memory          = optional(string, "256Mi")
+    timeout_seconds = optional(number, 60)
+    min_instances   = optional(number, 0)
+    max_instances   = optional(number, 10)
+    concurrency     = optional(number, 1)
+  }))
+  description = "Per-function sizing, keyed classify, replay, reconcile; missing keys and fields take the defaults (256Mi, 60 s, 0-10 instances, concurrency 1)."
+  default = {
+    reconcile = { memory = "512Mi", timeout_seconds = 540, max_instances = 2 }
+  }
+
+  validation {
+    condition     = alltrue([for k, v in var.function_settings : contains(["classify", "replay", "reconcile"], k) && v.timeout_seconds >= 1 && v.timeout_seconds <= 3600 && v.min_instances >= 0 && v.max_instances >= 1 && v.concurrency >= 1 && v.concurrency <= 1000])
+    error_message = "function_settings keys must be classify, replay or reconcile; timeout 1-3600 s, min_instances >= 0, max_instances >= 1, concurrency 1-1000."
+  }
+}
+
+variable "function_env" {
+  type        = map(map(string))
+  description = "Extra environment variables per function (classify, replay, reconcile), merged over the generated ones."
+  default     = {}
+
+  validation {
+    condition     = alltrue([for k in keys(var.function_env) : contains(["classify", "replay", "reconcile"], k)])
+    error_message = "function_env keys must be classify, replay or reconcile."
+  }
+}
+
+variable "function_ingress" {
+  type        = string
+  description = "Ingress of the three functions. Callers are Pub/Sub push, Cloud Tasks and Cloud Scheduler; every call needs an OIDC token of an account holding run.invoker."
+  default     = "ALLOW_ALL"
+
+  validation {
+    condition     = contains(["ALLOW_ALL", "ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB"], var.function_ingress)
+    error_message = "function_ingress must be ALLOW_ALL, ALLOW_INTERNAL_ONLY or ALLOW_INTERNAL_AND_GCLB."
+  }
+}
+
+variable "source_bucket_name" {
+  type        = string
+  description = "Bucket for function source bundles; null means <project_id>-<name_prefix>-sources."
+  default     = null
+}
+
+variable "source_bucket_force_destroy" {
+  type        = bool
+  description = "Whether `terraform destroy` removes the source bucket together with old bundles."
+  default     = true
+}
+
+# ---------------------------------------------------------------- Pub/Sub --
+
+variable "events_topic" {
+  type        = string
+  description = "Topic the bridge publishes to (DLQ_TOPIC)."
+  default     = "dlq-events"
+
+  validation {
+    condition     = can(regex("^[A-Za-z][A-Za-z0-9._~%+-]{2,254}$", var.events_topic)) && !startswith(var.events_topic, "goog")
+    error_message = "events_topic must be a valid Pub/Sub topic name."
+  }
+}
+
+variable "classify_push_min_backoff_seconds" {
+  type        = number
+  description = "Shortest retry delay of a failed push to classify (10-600 s)."
+  default     = 10
+
+  validation {
+    condition     = var.classify_push_min_backoff_seconds >= 10 && var.classify_push_min_backoff_seconds <= 600
+    error_message = "classify_push_min_backoff_seconds must be between 10 and 600."
+  }
+}
+
+variable "classify_push_max_backoff_seconds" {
+  type        = number
+  description = "Longest retry delay of a failed push to classify (10-600 s)."
+  default     = 600
+
+  validation {
+    condition     = var.classify_push_max_backoff_seconds >= 10 && var.classify_push_max_backoff_seconds <= 600
+    error_message = "classify_push_max_backoff_seconds must be between 10 and 600."
+  }
+}
+
+variable "classify_max_delivery_attempts" {
+  type        = number
+  description = "Deliveries of one event to classify before it goes to the dead-letter topic (5-100)."
+  default     = 10
+
+  validation {
+    condition     = var.classify_max_delivery_attempts >= 5 && var.classify_max_delivery_attempts <= 100
+    error_message = "classify_max_delivery_attempts must be between 5 and 100."
+  }
+}
+
+variable "classify_ack_deadline_seconds" {
+  type        = number
+  description = "Seconds Pub/Sub waits for classify's answer before retrying (10-600)."
+  default     = 60
+
+  validation {
+    condition     = var.classify_ack_deadline_seconds >= 10 && var.classify_ack_deadline_seconds <= 600
+    error_message = "classify_ack_deadline_seconds must be between 10 and 600."
+  }
+}
+
+variable "event_retention" {
+  type        = string
+  description = "Retention of the topics and of the dead-letter subscription (600s to 2678400s = 31 days)."
+  default     = "2678400s"
+
+  validation {
+    condition     = can(regex("^[0-9]+s$", var.event_retention))
+    error_message = "event_retention must be a duration in seconds such as \"2678400s\"."
+  }
+}
+
+# ------------------------------------------------------------ Cloud Tasks --
+
+variable "replay_queue" {
+  type = object({
+    name                      = optional(string, "dlq-replay")
+    max_dispatches_per_second = optional(number, 10)
+    max_concurrent_dispatches = optional(number, 20)
+    max_attempts              = optional(number, 10)
+    min_backoff               = optional(string, "10s")
+    max_backoff               = optional(string, "600s")
+    max_doublings             = optional(number, 5)
+    max_retry_duration        = optional(string, "86400s")
+  })
+  description = "Cloud Tasks replay queue: name, rate limits and retry config (each field optional)."
+  default     = {}
+
+  validation {
+    condition     = var.replay_queue.max_dispatches_per_second > 0 && var.replay_queue.max_dispatches_per_second <= 500 && var.replay_queue.max_concurrent_dispatches >= 1
+    error_message = "replay_queue.max_dispatches_per_second must be in (0, 500] and max_concurrent_dispatches at least 1."
+  }
+}
+
+# -------------------------------------------------------------- scheduler --
+
+variable "reconcile_schedule" {
+  type        = string
+  description = "Cron schedule of the reconcile audit."
+  default     = "*/15 * * * *"
+
+  validation {
+    condition     = length(split(" ", trimspace(var.reconcile_schedule))) == 5
+    error_message = "reconcile_schedule must be a five-field unix-cron expression."
+  }
+}
+
+variable "reconcile_time_zone" {
+  type        = string
+  description = "Time zone of reconcile_schedule."
+  default     = "Etc/UTC"
+}
+
+# -------------------------------------------------------------- Firestore --
+
+variable "firestore_location" {
+  type        = string
+  description = "Firestore location (region or multi-region such as eur3, nam5); null uses var.region. Fixed once created."
+  default     = null
+}
+
+variable "firestore_delete_on_destroy" {
+  type        = bool
+  description = "Whether `terraform destroy` deletes the Firestore database and its data (true), or leaves it in place (false)."
+  default     = true
+}
+
+variable "firestore_delete_protection" {
+  type        = bool
+  description = "Enable Firestore delete protection (then destroy fails until it is turned off)."
+  default     = false
+}
+
+# ------------------------------------------------------------- monitoring --
+
+variable "notification_channels" {
+  type        = list(string)
+  description = "Monitoring notification channel ids every alert notifies."
+  default     = []
+
+  validation {
+    condition     = alltrue([for c in var.notification_channels : can(regex("^projects/[^/]+/notificationChannels/[^/]+$", c))])
+    error_message = "notification_channels entries must look like projects/P/notificationChannels/N."
+  }
+}
+
+variable "function_error_threshold" {
+  type        = number
+  description = "ERROR log lines per function within 5 minutes above which the function_errors alert fires."
+  default     = 5
+
+  validation {
+    condition     = var.function_error_threshold >= 0
+    error_message = "function_error_threshold must not be negative."
+  }
+}
+
+variable "deletion_protection" {
+  type        = bool
+  description = "Whether Terraform refuses to delete the bridge service."
+  default     = false
+}
