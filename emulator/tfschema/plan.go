@@ -30,6 +30,49 @@ func PlanValue(b *tfprotov6.SchemaBlock, proposed tftypes.Value, create bool) (t
 	return planned, nil
 }
 
+// Placeholder is the string every placeholder-filled attribute reads.
+const Placeholder = "tfschema-placeholder"
+
+// PlaceholderValue fills the computed top-level attributes a configuration
+// left null with placeholders of their type, so that a data source read
+// offline yields a wholly known object (see WithPlaceholderData).
+func PlaceholderValue(b *tfprotov6.SchemaBlock, config tftypes.Value) (tftypes.Value, error) {
+	filled, err := tftypes.Transform(config, func(p *tftypes.AttributePath, v tftypes.Value) (tftypes.Value, error) {
+		if len(p.Steps()) != 1 || !v.IsNull() {
+			return v, nil
+		}
+		a := attributeAt(b, p.Steps())
+		if a == nil || !a.Computed || a.WriteOnly {
+			return v, nil
+		}
+		return placeholderOf(v.Type()), nil
+	})
+	if err != nil {
+		return tftypes.Value{}, fmt.Errorf("tfschema: placeholder: %w", err)
+	}
+	return filled, nil
+}
+
+func placeholderOf(t tftypes.Type) tftypes.Value {
+	switch t.(type) {
+	case tftypes.List, tftypes.Set:
+		return tftypes.NewValue(t, []tftypes.Value{})
+	case tftypes.Map:
+		return tftypes.NewValue(t, map[string]tftypes.Value{})
+	}
+	switch {
+	case t.Is(tftypes.String):
+		return tftypes.NewValue(t, Placeholder)
+	case t.Is(tftypes.Number):
+		return tftypes.NewValue(t, 0)
+	case t.Is(tftypes.Bool):
+		return tftypes.NewValue(t, false)
+	}
+	// Objects, tuples and dynamic values stay null: there is no neutral
+	// value of their shape.
+	return tftypes.NewValue(t, nil)
+}
+
 // attributeAt finds the schema attribute a value path ends at, or nil when
 // the path ends at a block, inside a plain-typed attribute, or nowhere.
 func attributeAt(b *tfprotov6.SchemaBlock, steps []tftypes.AttributePathStep) *tfprotov6.SchemaAttribute {

@@ -14,13 +14,31 @@ import (
 // block nesting, type mismatches) before it calls the provider, and those are
 // the only checks this stand-in can make honestly.
 type Server struct {
-	p *Provider
+	p                *Provider
+	placeholderReads bool
 }
 
 var _ tfprotov6.ProviderServer = (*Server)(nil)
 
+// Option configures a Server.
+type Option func(*Server)
+
+// WithPlaceholderData makes data sources readable: a read returns the
+// configuration with every unset computed top-level attribute filled with
+// an obvious placeholder ("tfschema-placeholder", 0, false, empty
+// collections). That lets `terraform plan` run offline to check what
+// validate cannot (for_each keys known at plan time, preconditions,
+// ephemeral values, variable files); the placeholders are never real data.
+func WithPlaceholderData() Option { return func(s *Server) { s.placeholderReads = true } }
+
 // NewServer returns a provider server for p.
-func NewServer(p *Provider) *Server { return &Server{p: p} }
+func NewServer(p *Provider, opts ...Option) *Server {
+	s := &Server{p: p}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
 
 func errDiag(summary, detail string) []*tfprotov6.Diagnostic {
 	return []*tfprotov6.Diagnostic{{Severity: tfprotov6.DiagnosticSeverityError, Summary: summary, Detail: detail}}
@@ -196,9 +214,30 @@ func (s *Server) ValidateDataResourceConfig(context.Context, *tfprotov6.Validate
 	return &tfprotov6.ValidateDataResourceConfigResponse{}, nil
 }
 
-// ReadDataSource refuses: the answer would have to come from the cloud.
+// ReadDataSource refuses, since the answer would have to come from the
+// cloud, unless the server was built WithPlaceholderData.
 func (s *Server) ReadDataSource(_ context.Context, req *tfprotov6.ReadDataSourceRequest) (*tfprotov6.ReadDataSourceResponse, error) {
-	return &tfprotov6.ReadDataSourceResponse{Diagnostics: s.notSupported("reading a data source", req.TypeName)}, nil
+	if !s.placeholderReads {
+		return &tfprotov6.ReadDataSourceResponse{Diagnostics: s.notSupported("reading a data source", req.TypeName)}, nil
+	}
+	sc, ok := s.p.DataSources[req.TypeName]
+	if !ok {
+		return &tfprotov6.ReadDataSourceResponse{Diagnostics: errDiag("tfschema: unknown data source", fmt.Sprintf("%q is not in the schema of %s", req.TypeName, s.p.Address))}, nil
+	}
+	typ := sc.ValueType()
+	config, err := req.Config.Unmarshal(typ)
+	if err != nil {
+		return nil, fmt.Errorf("tfschema: decode data source config: %w", err)
+	}
+	state, err := PlaceholderValue(sc.Block, config)
+	if err != nil {
+		return nil, err
+	}
+	dv, err := tfprotov6.NewDynamicValue(typ, state)
+	if err != nil {
+		return nil, fmt.Errorf("tfschema: encode data source state: %w", err)
+	}
+	return &tfprotov6.ReadDataSourceResponse{State: &dv}, nil
 }
 
 // ValidateEphemeralResourceConfig accepts what the schema allows.

@@ -77,7 +77,7 @@ if [ -f "$schema" ]; then
 		# tells the one binary which provider of the file to serve.
 		cat >"$dir/terraform-provider-${type}_v$version" <<-WRAP
 			#!/bin/sh
-			TFSCHEMA_FILE='$schema_abs' TFSCHEMA_PROVIDER='$addr' exec '$work/bin/terraform-provider-tfschema' "\$@"
+			TFSCHEMA_FILE='$schema_abs' TFSCHEMA_PROVIDER='$addr' TFSCHEMA_DATA=placeholder exec '$work/bin/terraform-provider-tfschema' "\$@"
 		WRAP
 		chmod +x "$dir/terraform-provider-${type}_v$version"
 		includes+="\"$addr\", "
@@ -94,7 +94,9 @@ if [ -f "$schema" ]; then
 		}
 	CFG
 	export TF_CLI_CONFIG_FILE="$work/cli.tfrc"
+	offline=1
 else
+	offline=0
 	printf 'tf-validate: NOTE: schema file %s not found (set TF_PROVIDERS_SCHEMA);\n' "$schema"
 	printf 'tf-validate: NOTE: falling back to the real providers from the Terraform registry.\n'
 fi
@@ -111,5 +113,25 @@ for d in "${dirs[@]}"; do
 	step "$rel: validate"
 	terraform -chdir="$d" validate -no-color || die "terraform validate failed in $rel"
 done
+
+# validate cannot see plan-time problems (for_each keys unknown until apply,
+# preconditions, ephemeral values where they may not go, the example
+# variables file). Offline, a plan against the stand-in providers can: data
+# sources read as placeholders, nothing is contacted, no state is written.
+if [ "$offline" = 1 ]; then
+	export TF_DATA_DIR="$work/data/terraform"
+	for bridge in "without the bridge" "with the bridge"; do
+		args=(-var-file=terraform.tfvars.example)
+		[ "$bridge" = "with the bridge" ] && args+=(-var "bridge_image=europe-west1-docker.pkg.dev/my-jsdlq-project/jsdlq/bridge:v1")
+		step "terraform: plan (offline, placeholder data sources, terraform.tfvars.example, $bridge)"
+		if ! out=$(terraform -chdir="$tfroot" plan -refresh=false -lock=false -input=false -no-color "${args[@]}" 2>&1); then
+			printf '%s\n' "$out" >&2
+			die "terraform plan failed ($bridge)"
+		fi
+		grep -E '^Plan:' <<<"$out" || die "terraform plan printed no summary ($bridge)"
+	done
+else
+	step "terraform: plan skipped (it needs the offline providers or real credentials)"
+fi
 
 step "ok: ${#dirs[@]} module(s) valid"

@@ -6,6 +6,8 @@
 //	TFSCHEMA_FILE      path of the schema JSON
 //	TFSCHEMA_PROVIDER  provider address to serve, e.g.
 //	                   registry.terraform.io/hashicorp/google
+//	TFSCHEMA_DATA      "placeholder" lets data sources be read (with
+//	                   placeholder values) so `terraform plan` runs offline
 //
 // emulator/tfschema/validate.sh installs it behind a wrapper script that
 // sets both variables.
@@ -37,5 +39,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	return tf6server.Serve(addr, func() tfprotov6.ProviderServer { return tfschema.NewServer(p) })
+	var opts []tfschema.Option
+	switch mode := os.Getenv("TFSCHEMA_DATA"); mode {
+	case "":
+	case "placeholder":
+		opts = append(opts, tfschema.WithPlaceholderData())
+	default:
+		return fmt.Errorf("TFSCHEMA_DATA=%q: the only mode is \"placeholder\"", mode)
+	}
+	return tf6server.Serve(addr, func() tfprotov6.ProviderServer { return tfschema.NewServer(p, opts...) })
 }
