@@ -265,9 +265,10 @@ func (s *Server) finish(ctx context.Context, j *dispatchJob, res dispatchResult)
 	t := j.t
 	t.running = false
 	live := s.queues[j.q.pb.Name] == j.q && j.q.tasks[j.taskID] == t
-	if ctx.Err() != nil || s.stopping {
-		// Shutting down: the attempt stays recorded as dispatched without a
-		// response and is made again on the next start.
+	if (ctx.Err() != nil || s.stopping) && res.status == 0 {
+		// Cancelled by the shutdown, not failed: the attempt stays recorded
+		// as dispatched without a response and is made again on the next
+		// start. A response that did arrive is still recorded below.
 		return
 	}
 	now := s.clock.Now()
