@@ -1,0 +1,131 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestCheckFreeNamesTheHolder(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	err = CheckFree(l.Addr().String())
+	if !errors.Is(err, ErrPortInUse) {
+		t.Fatalf("CheckFree(held) = %v, want ErrPortInUse", err)
+	}
+	if want := "(pid " + strconv.Itoa(os.Getpid()) + ")"; !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckFree(held) = %v, want it to name this process %s", err, want)
+	}
+}
+
+// A server that forks a child (as gcloud's wrappers start Java) must be gone
+// entirely after Stop, child included, so its port is free again.
+func TestStopEndsTheWholeGroup(t *testing.T) {
+	addr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	childPid := filepath.Join(t.TempDir(), "child.pid")
+	// The parent shell forks python as a listening child and waits.
+	script := `python3 -c 'import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1",` + port + `)); s.listen(); time.sleep(600)' & echo $! > ` + childPid + `; wait`
+	p, err := Start(context.Background(), Spec{Name: "forker", Path: "/bin/sh", Args: []string{"-c", script}, Addr: addr, ReadyTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	b, _ := os.ReadFile(childPid)
+	child, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err := p.Stop(); err != nil {
+		t.Fatalf("Stop() = %v", err)
+	}
+	if child > 0 && syscall.Kill(child, 0) == nil && GroupAlive(p.Pgid) {
+		t.Errorf("child %d still alive after Stop()", child)
+	}
+	if err := CheckFree(addr); err != nil {
+		t.Errorf("CheckFree(%s) after Stop() = %v, want free", addr, err)
+	}
+}
+
+// The watchdog takes the group down when the process that started it is
+// gone, however it went: here the "test binary" is a shell we SIGKILL.
+func TestWatchdogStopsGroupWhenParentDies(t *testing.T) {
+	dir := t.TempDir()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(dir, "pgid")
+	p, err := Start(context.Background(), Spec{
+		Name: "parent", Path: exe, Args: []string{"-test.run=TestHelperWatchedParent$"},
+		Env: []string{"STACK_HELPER_PGID_FILE=" + pidFile},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pgid int
+	for i := 0; i < 200 && pgid == 0; i++ {
+		b, _ := os.ReadFile(pidFile)
+		pgid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		time.Sleep(50 * time.Millisecond)
+	}
+	if pgid == 0 {
+		p.Stop()
+		t.Fatal("helper never started its watched child")
+	}
+	_ = syscall.Kill(-p.Pgid, syscall.SIGKILL) // the parent dies without cleaning up
+	deadline := time.Now().Add(15 * time.Second)
+	for GroupAlive(pgid) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if GroupAlive(pgid) {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		t.Fatalf("watched group %d outlived its parent", pgid)
+	}
+}
+
+// TestHelperWatchedParent is not a test: TestWatchdogStopsGroupWhenParentDies
+// runs it as the parent process of a watched server.
+func TestHelperWatchedParent(t *testing.T) {
+	file := os.Getenv("STACK_HELPER_PGID_FILE")
+	if file == "" {
+		t.Skip("helper process only")
+	}
+	p, err := Start(context.Background(), Spec{Name: "sleeper", Path: "/bin/sleep", Args: []string{"600"}, Watch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(file, []byte(strconv.Itoa(p.Pgid)), 0o644)
+	time.Sleep(10 * time.Minute)
+}
+
+func TestStartReportsEarlyExitWithLog(t *testing.T) {
+	addr, _ := FreeAddr()
+	log := filepath.Join(t.TempDir(), "x.log")
+	_, err := Start(context.Background(), Spec{Name: "broken", Path: "/bin/sh", Args: []string{"-c", "echo boom >&2; exit 3"}, Addr: addr, LogFile: log})
+	if err == nil || !strings.Contains(err.Error(), "exited before it was ready") || !strings.Contains(err.Error(), "boom") {
+		t.Errorf("Start(broken) = %v, want an early-exit error quoting the log", err)
+	}
+}
+
+func TestCheckGcloudEmulators(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	err := CheckGcloudEmulators()
+	if !errors.Is(err, ErrMissingPrerequisite) {
+		t.Fatalf("CheckGcloudEmulators() without PATH = %v, want ErrMissingPrerequisite", err)
+	}
+	for _, want := range []string{"gcloud is not on PATH", "java is not on PATH"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckGcloudEmulators() = %v, want it to say %q", err, want)
+		}
+	}
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	ctemu "github.com/jsdlq/jsdlq/emulator/cloudtasks"
+)
+
+// provision creates what the pipeline expects to exist, as Terraform does in
+// a real project: the dlq-events topic with its push subscription to
+// /Classify (and its dead-letter topic with a subscription), and the
+// dlq-replay queue. Existing ones are kept.
+func (s *localStack) provision(ctx context.Context, w io.Writer) error {
+	if !s.running("pubsub") {
+		return nil
+	}
+	os.Setenv("PUBSUB_EMULATOR_HOST", s.addr("pubsub"))
+	ps, err := pubsub.NewClient(ctx, s.project)
+	if err != nil {
+		return fmt.Errorf("pubsub client: %w", err)
+	}
+	defer ps.Close()
+	topic := fmt.Sprintf("projects/%s/topics/dlq-events", s.project)
+	deadTopic := fmt.Sprintf("projects/%s/topics/dlq-events-dead", s.project)
+	for _, t := range []string{topic, deadTopic} {
+		if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: t}); err != nil && status.Code(err) != codes.AlreadyExists {
+			return fmt.Errorf("create topic %s: %w", t, err)
+		}
+		fmt.Fprintf(w, "  topic        %s\n", t)
+	}
+	subs := []*pubsubpb.Subscription{{
+		Name: fmt.Sprintf("projects/%s/subscriptions/dlq-events-dead-hold", s.project), Topic: deadTopic,
+		MessageRetentionDuration: durationpb.New(7 * 24 * 3600e9),
+	}}
+	if s.running("functions") {
+		subs = append(subs, &pubsubpb.Subscription{
+			Name: fmt.Sprintf("projects/%s/subscriptions/classify-push", s.project), Topic: topic,
+			PushConfig:         &pubsubpb.PushConfig{PushEndpoint: "http://" + s.addr("functions") + "/Classify"},
+			AckDeadlineSeconds: 60,
+			RetryPolicy:        &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(10e9), MaximumBackoff: durationpb.New(600e9)},
+			DeadLetterPolicy:   &pubsubpb.DeadLetterPolicy{DeadLetterTopic: deadTopic, MaxDeliveryAttempts: 10},
+		})
+	}
+	for _, sub := range subs {
+		if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, sub); err != nil && status.Code(err) != codes.AlreadyExists {
+			return fmt.Errorf("create subscription %s: %w", sub.Name, err)
+		}
+		fmt.Fprintf(w, "  subscription %s\n", sub.Name)
+	}
+	if !s.running("cloudtasks") {
+		return nil
+	}
+	ct, err := cloudtasks.NewClient(ctx, ctemu.ClientOptions(s.addr("cloudtasks"))...)
+	if err != nil {
+		return fmt.Errorf("cloud tasks client: %w", err)
+	}
+	defer ct.Close()
+	_, err = ct.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{
+		Parent: fmt.Sprintf("projects/%s/locations/%s", s.project, s.location),
+		Queue: &cloudtaskspb.Queue{
+			Name:        s.queue(),
+			RateLimits:  &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: 50, MaxConcurrentDispatches: 20},
+			RetryConfig: &cloudtaskspb.RetryConfig{MaxAttempts: 10, MinBackoff: durationpb.New(5e9), MaxBackoff: durationpb.New(300e9), MaxDoublings: 4},
+		},
+	})
+	if err != nil && status.Code(err) != codes.AlreadyExists {
+		return fmt.Errorf("create queue %s: %w", s.queue(), err)
+	}
+	fmt.Fprintf(w, "  queue        %s\n", s.queue())
+	return nil
+}
+
+func (s *localStack) running(name string) bool {
+	for _, svc := range s.services {
+		if svc.name == name {
+			return svc.skip == ""
+		}
+	}
+	return false
+}

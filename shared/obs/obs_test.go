@@ -1,0 +1,103 @@
+package obs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+func TestSeverity(t *testing.T) {
+	tests := []struct {
+		in   slog.Level
+		want string
+	}{
+		{slog.LevelDebug, "DEBUG"}, {slog.LevelInfo, "INFO"}, {LevelNotice, "NOTICE"},
+		{slog.LevelWarn, "WARNING"}, {slog.LevelError, "ERROR"}, {LevelCritical, "CRITICAL"},
+	}
+	for _, tc := range tests {
+		if got := Severity(tc.in); got != tc.want {
+			t.Errorf("Severity(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func decode(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(bytes.TrimSpace(b), &m); err != nil {
+		t.Fatalf("log line %q is not JSON: %v", b, err)
+	}
+	return m
+}
+
+func TestLoggerUsesCloudLoggingKeys(t *testing.T) {
+	var buf bytes.Buffer
+	log := NewLogger(&buf, WithComponent("bridge"))
+	log.Warn("publish failed", "token", Secret("s3cr3t"))
+	m := decode(t, buf.Bytes())
+	if m["severity"] != "WARNING" || m["message"] != "publish failed" || m["component"] != "bridge" {
+		t.Errorf("entry = %v, want severity WARNING, message, component", m)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, m["timestamp"].(string)); err != nil {
+		t.Errorf("timestamp %v is not RFC 3339: %v", m["timestamp"], err)
+	}
+	for _, k := range []string{"level", "msg", "time"} {
+		if _, ok := m[k]; ok {
+			t.Errorf("entry has slog key %q; Cloud Logging would not read it", k)
+		}
+	}
+	if m["token"] != "[redacted]" {
+		t.Errorf("secret logged as %v, want [redacted]", m["token"])
+	}
+}
+
+func TestTraceFromHeader(t *testing.T) {
+	const id = "4bf92f3577b34da6a3ce929d0e0e4736"
+	tests := []struct {
+		name, header, value string
+		wantTrace, wantSpan string
+	}{
+		{"cloud trace", "X-Cloud-Trace-Context", id + "/123;o=1", id, "123"},
+		{"traceparent", "Traceparent", "00-" + id + "-00f067aa0ba902b7-01", id, "00f067aa0ba902b7"},
+		{"garbled cloud trace", "X-Cloud-Trace-Context", "nope/1", "", ""},
+		{"zero traceparent", "Traceparent", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", "", ""},
+		{"none", "X-Other", "x", "", ""},
+	}
+	for _, tc := range tests {
+		h := http.Header{}
+		h.Set(tc.header, tc.value)
+		trace, span := TraceFromHeader(h)
+		if trace != tc.wantTrace || span != tc.wantSpan {
+			t.Errorf("%s: TraceFromHeader(%s: %s) = %q, %q, want %q, %q", tc.name, tc.header, tc.value, trace, span, tc.wantTrace, tc.wantSpan)
+		}
+	}
+}
+
+func TestMiddlewareAddsTraceToEntries(t *testing.T) {
+	var buf bytes.Buffer
+	log := NewLogger(&buf, WithProject("p1"))
+	h := Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		log.InfoContext(r.Context(), "handled")
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/Replay", nil)
+	req.Header.Set("X-Cloud-Trace-Context", "4bf92f3577b34da6a3ce929d0e0e4736/7;o=1")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	m := decode(t, buf.Bytes())
+	if got, want := m[KeyTrace], "projects/p1/traces/4bf92f3577b34da6a3ce929d0e0e4736"; got != want {
+		t.Errorf("%s = %v, want %q", KeyTrace, got, want)
+	}
+	if m[KeySpanID] != "7" {
+		t.Errorf("%s = %v, want 7", KeySpanID, m[KeySpanID])
+	}
+	// Without a trace in the context no trace key is written.
+	buf.Reset()
+	log.InfoContext(context.Background(), "plain")
+	if _, ok := decode(t, buf.Bytes())[KeyTrace]; ok {
+		t.Errorf("entry without a request has a trace key")
+	}
+}
