@@ -33,8 +33,8 @@ type service struct {
 
 type localStack struct {
 	root, binDir, runDir, logDir string
-	project, location          string
-	services                   []service
+	project, location            string
+	services                     []service
 }
 
 // state is what `up` leaves in .local/run/<name>.json for down and status.
