@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -164,6 +165,8 @@ func (s *Server) startAttemptLocked(q *queue, t *task, now time.Time, forced boo
 	if err := s.persistLocked(taskRecord(t)); err != nil {
 		s.log.Error("persist dispatch; the attempt still runs", "task", pb.Name, "error", err)
 	}
+	req := proto.Clone(pb.GetHttpRequest()).(*cloudtaskspb.HttpRequest)
+	applyHTTPTarget(req, q.pb.GetHttpTarget())
 	return &dispatchJob{
 		q: q, t: t,
 		queueID:  shortName(q.pb.Name),
@@ -175,9 +178,68 @@ func (s *Server) startAttemptLocked(q *queue, t *task, now time.Time, forced boo
 		prev:     t.prevStatus,
 		reason:   t.reason,
 		deadline: pb.DispatchDeadline.AsDuration(),
-		req:      proto.Clone(pb.GetHttpRequest()).(*cloudtaskspb.HttpRequest),
+		req:      req,
 		forced:   forced,
 	}
+}
+
+// applyHTTPTarget lays the queue-level http_target over a task's request at
+// dispatch time, as the real service does: method, header overrides, the
+// authorization token, and the parts of the URL uri_override names.
+func applyHTTPTarget(req *cloudtaskspb.HttpRequest, ht *cloudtaskspb.HttpTarget) {
+	if ht == nil {
+		return
+	}
+	if ht.HttpMethod != cloudtaskspb.HttpMethod_HTTP_METHOD_UNSPECIFIED {
+		req.HttpMethod = ht.HttpMethod
+	}
+	for _, h := range ht.HeaderOverrides {
+		if h.GetHeader().GetKey() == "" {
+			continue
+		}
+		if req.Headers == nil {
+			req.Headers = map[string]string{}
+		}
+		req.Headers[h.Header.Key] = h.Header.Value
+	}
+	switch a := ht.AuthorizationHeader.(type) {
+	case *cloudtaskspb.HttpTarget_OidcToken:
+		req.AuthorizationHeader = &cloudtaskspb.HttpRequest_OidcToken{OidcToken: a.OidcToken}
+	case *cloudtaskspb.HttpTarget_OauthToken:
+		req.AuthorizationHeader = &cloudtaskspb.HttpRequest_OauthToken{OauthToken: a.OauthToken}
+	}
+	uo := ht.UriOverride
+	if uo == nil || (uo.UriOverrideEnforceMode == cloudtaskspb.UriOverride_IF_NOT_EXISTS && req.Url != "") {
+		return
+	}
+	u, err := url.Parse(req.Url)
+	if err != nil {
+		return // validated at creation; nothing sensible to override
+	}
+	switch uo.GetScheme() {
+	case cloudtaskspb.UriOverride_HTTP:
+		u.Scheme = "http"
+	case cloudtaskspb.UriOverride_HTTPS:
+		u.Scheme = "https"
+	}
+	host, port := u.Hostname(), u.Port()
+	if uo.Host != nil {
+		host = uo.GetHost()
+	}
+	if uo.Port != nil {
+		port = strconv.FormatInt(uo.GetPort(), 10)
+	}
+	u.Host = host
+	if port != "" {
+		u.Host = net.JoinHostPort(host, port)
+	}
+	if uo.PathOverride != nil {
+		u.Path, u.RawPath = uo.PathOverride.Path, ""
+	}
+	if uo.QueryOverride != nil {
+		u.RawQuery = uo.QueryOverride.QueryParams
+	}
+	req.Url = u.String()
 }
 
 // send performs one HTTP attempt.

@@ -200,9 +200,15 @@ type Verifier struct {
 	client *http.Client
 	now    func() time.Time
 
-	mu   sync.Mutex
-	keys map[string]*rsa.PublicKey
+	mu      sync.Mutex
+	keys    map[string]*rsa.PublicKey
+	fetched time.Time
 }
+
+// refetchAfter bounds how often tokens naming unknown key ids (forged, or
+// from an emulator run without --data-dir that has since restarted) can make
+// the verifier fetch the JWKS again.
+const refetchAfter = 5 * time.Second
 
 // VerifierOption configures NewVerifier.
 type VerifierOption func(*Verifier)
@@ -265,11 +271,14 @@ func (v *Verifier) key(ctx context.Context, kid string) (*rsa.PublicKey, error) 
 	if k, ok := v.keys[kid]; ok {
 		return k, nil
 	}
+	if v.keys != nil && time.Since(v.fetched) < refetchAfter {
+		return nil, fmt.Errorf("%w: unknown key id %q", ErrToken, kid)
+	}
 	keys, err := v.fetch(ctx)
 	if err != nil {
 		return nil, err
 	}
-	v.keys = keys
+	v.keys, v.fetched = keys, time.Now()
 	if k, ok := keys[kid]; ok {
 		return k, nil
 	}

@@ -607,3 +607,39 @@ func TestRateLimit(t *testing.T) {
 		}
 	}
 }
+
+// A queue-level http_target rewrites every task's request at dispatch.
+func TestQueueHTTPTargetOverrides(t *testing.T) {
+	t.Parallel()
+	e := startEmu(t)
+	tg := newTarget(t, nil)
+	_, port, _ := strings.Cut(strings.TrimPrefix(tg.URL, "http://"), ":")
+	p, _ := strconv.ParseInt(port, 10, 64)
+	host := "127.0.0.1"
+	q, err := e.client.CreateQueue(context.Background(), &cloudtaskspb.CreateQueueRequest{Parent: testLocation, Queue: &cloudtaskspb.Queue{
+		Name: testLocation + "/queues/overridden",
+		HttpTarget: &cloudtaskspb.HttpTarget{
+			HttpMethod:      cloudtaskspb.HttpMethod_PATCH,
+			HeaderOverrides: []*cloudtaskspb.HttpTarget_HeaderOverride{{Header: &cloudtaskspb.HttpTarget_Header{Key: "X-Env", Value: "local"}}},
+			UriOverride: &cloudtaskspb.UriOverride{
+				Host: &host, Port: &p,
+				PathOverride:  &cloudtaskspb.PathOverride{Path: "/Replay"},
+				QueryOverride: &cloudtaskspb.QueryOverride{QueryParams: "via=queue"},
+			},
+			AuthorizationHeader: &cloudtaskspb.HttpTarget_OidcToken{OidcToken: &cloudtaskspb.OidcToken{ServiceAccountEmail: "queue@p.iam.gserviceaccount.com", Audience: "aud-q"}},
+		},
+	}})
+	if err != nil {
+		t.Fatalf("CreateQueue(http_target) = %v", err)
+	}
+	e.task(t, q.Name, httpTask("", "http://unreachable.invalid:1/original?x=1"))
+	waitFor(t, 10*time.Second, "overridden dispatch", func() bool { return tg.count() == 1 })
+	h := tg.snapshot()[0]
+	if h.method != http.MethodPatch || h.path != "/Replay" || h.header.Get("X-Env") != "local" {
+		t.Errorf("dispatch = %s %s X-Env %q, want PATCH /Replay local", h.method, h.path, h.header.Get("X-Env"))
+	}
+	raw := strings.TrimPrefix(h.header.Get("Authorization"), "Bearer ")
+	if c, err := cloudtasks.NewVerifier(e.jwksURL).Verify(context.Background(), raw, "aud-q"); err != nil || c.Email != "queue@p.iam.gserviceaccount.com" {
+		t.Errorf("Verify(queue-level OIDC) = %v, %v; want the queue's service account", c, err)
+	}
+}
