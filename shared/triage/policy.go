@@ -1,0 +1,545 @@
+// Package triage is the policy engine of SPEC §6: it finds why a task died
+// (reason code), what kind of failure that is (category) and what to do about
+// it (action and retry strategy with its modifications). The policy is YAML
+// data: an embedded default, overridable from Firestore without a redeploy.
+package triage
+
+import (
+	"bytes"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/textproto"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// DefaultYAML returns the embedded default policy document.
+func DefaultYAML() []byte { return bytes.Clone(defaultYAML) }
+
+// ErrInvalid wraps every policy validation error.
+var ErrInvalid = errors.New("triage: invalid policy")
+
+// Category is the kind of failure (SPEC §6).
+type Category string
+
+// Categories. Unknown is for reason codes the policy does not know; the
+// default strategy applies to it.
+const (
+	Transient                Category = "transient"
+	ConditionallyRecoverable Category = "conditionally_recoverable"
+	Permanent                Category = "permanent"
+	Poison                   Category = "poison"
+	Governance               Category = "governance"
+	UnknownCommitState       Category = "unknown_commit_state"
+	Unknown                  Category = "unknown"
+)
+
+// Categories lists every valid category.
+var Categories = []Category{Transient, ConditionallyRecoverable, Permanent, Poison, Governance, UnknownCommitState, Unknown}
+
+// Action is what happens to a dead task.
+type Action string
+
+// Actions.
+const (
+	AutoReplay      Action = "auto_replay"
+	Escalate        Action = "escalate"
+	Quarantine      Action = "quarantine"
+	RequireApproval Action = "require_approval"
+	ManualReview    Action = "manual_review"
+	Discard         Action = "discard"
+)
+
+// Actions lists every valid action.
+var Actions = []Action{AutoReplay, Escalate, Quarantine, RequireApproval, ManualReview, Discard}
+
+// ReasonUnknown is the code of a failure nothing explains.
+const ReasonUnknown = "unknown"
+
+// ServerTerminated are the codes of messages the server terminated itself;
+// they are never replayed automatically whatever a policy says, because the
+// server removed them for a reason (limits) the replay would hit again.
+var ServerTerminated = map[string]string{
+	"stream_limit_deleted": "Message deleted by stream limits",
+	"unacked_deleted":      "Unacknowledged message was deleted",
+}
+
+// document is the YAML shape of a policy.
+type document struct {
+	Defaults     defaults            `yaml:"defaults"`
+	Reasons      map[string]Category `yaml:"reasons"`
+	Patterns     []patternDoc        `yaml:"patterns"`
+	Capabilities capabilities        `yaml:"capabilities"`
+	Strategies   map[string]Strategy `yaml:"strategies"`
+	Rules        []ruleDoc           `yaml:"rules"`
+}
+
+type defaults struct {
+	EscalationTarget   string  `yaml:"escalation_target"`
+	Jitter             float64 `yaml:"jitter"`
+	ToolFailurePattern string  `yaml:"tool_failure_pattern,omitempty"`
+	SubjectAgentToken  int     `yaml:"subject_agent_token,omitempty"`
+	TokenBudgetHeader  string  `yaml:"token_budget_header,omitempty"`
+	DefaultTokenBudget int     `yaml:"default_token_budget,omitempty"`
+}
+
+type patternDoc struct {
+	Code string `yaml:"code"`
+	Text string `yaml:"text"`
+}
+
+type capabilities struct {
+	Agents   map[string][]string `yaml:"agents"`
+	Fallback string              `yaml:"fallback"`
+}
+
+// Delay is min(Base * Factor^attempt, Max); Factor 0 or 1 means constant.
+type Delay struct {
+	Base   Duration `yaml:"base"`
+	Factor float64  `yaml:"factor,omitempty"`
+	Max    Duration `yaml:"max,omitempty"`
+	Jitter *float64 `yaml:"jitter,omitempty"` // overrides defaults.jitter
+}
+
+// Duration is a time.Duration written as "30s" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML reads a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration (for example 30s)", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Strategy is how a replay is made.
+type Strategy struct {
+	Name              string   `yaml:"name,omitempty"`
+	Delay             Delay    `yaml:"delay,omitempty"`
+	MaxReplays        int      `yaml:"max_replays"`
+	MaxContextTokens  int      `yaml:"max_context_tokens,omitempty"`
+	OutputTokenFactor float64  `yaml:"output_token_factor,omitempty"`
+	TargetModel       string   `yaml:"target_model,omitempty"`
+	AlternateAgent    bool     `yaml:"alternate_agent,omitempty"`
+	Instructions      []string `yaml:"instructions,omitempty"`
+}
+
+// strategyRef is a rule's strategy: a name of policy.strategies or an inline
+// strategy.
+type strategyRef struct {
+	Ref    string
+	Inline *Strategy
+}
+
+func (s *strategyRef) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		return n.Decode(&s.Ref)
+	}
+	s.Inline = &Strategy{}
+	return n.Decode(s.Inline)
+}
+
+func (s strategyRef) MarshalYAML() (any, error) {
+	if s.Inline != nil {
+		return s.Inline, nil
+	}
+	return s.Ref, nil
+}
+
+type matchDoc struct {
+	ReasonCode           []string          `yaml:"reason_code,omitempty"`
+	Category             []Category        `yaml:"category,omitempty"`
+	Kind                 []string          `yaml:"kind,omitempty"`
+	Stream               []string          `yaml:"stream,omitempty"`
+	Subject              []string          `yaml:"subject,omitempty"`
+	Tenant               []string          `yaml:"tenant,omitempty"`
+	Agent                []string          `yaml:"agent,omitempty"`
+	TaskType             []string          `yaml:"task_type,omitempty"`
+	Headers              map[string]string `yaml:"headers,omitempty"`
+	ReasonText           string            `yaml:"reason_text,omitempty"`
+	ChainFailuresAtLeast int               `yaml:"chain_failures_at_least,omitempty"`
+	SeenInChain          []string          `yaml:"seen_in_chain,omitempty"`
+	CompletedSteps       *bool             `yaml:"completed_steps,omitempty"`
+	ToolFailure          *bool             `yaml:"tool_failure,omitempty"`
+}
+
+type ruleDoc struct {
+	Name        string      `yaml:"name"`
+	Match       matchDoc    `yaml:"match"`
+	SetCategory Category    `yaml:"set_category,omitempty"`
+	Action      Action      `yaml:"action"`
+	Strategy    strategyRef `yaml:"strategy"`
+	EscalateTo  string      `yaml:"escalate_to,omitempty"`
+}
+
+// Policy is a validated, compiled policy. It is immutable and safe for
+// concurrent use.
+type Policy struct {
+	version   string
+	canonical []byte
+	doc       document
+	patterns  []compiledPattern
+	rules     []rule
+	toolRE    *regexp.Regexp
+	byTask    map[string][]string // task type -> agents able to do it, sorted
+	rand      func() float64
+}
+
+type compiledPattern struct {
+	code string
+	re   *regexp.Regexp
+}
+
+type rule struct {
+	index    int
+	doc      ruleDoc
+	strategy Strategy
+	headers  map[string]*regexp.Regexp
+	text     *regexp.Regexp
+}
+
+// Option configures Parse and NewLoader.
+type Option func(*options)
+
+type options struct{ rand func() float64 }
+
+// WithRand sets the source of jitter: a function returning [0, 1). The
+// default is math/rand/v2, which is safe for concurrent use.
+func WithRand(f func() float64) Option { return func(o *options) { o.rand = f } }
+
+// Default returns the embedded default policy.
+func Default(opts ...Option) *Policy {
+	p, err := Parse(defaultYAML, opts...)
+	if err != nil {
+		// The default is tested; a broken one must not ship.
+		panic(err)
+	}
+	return p
+}
+
+// Version is the policy's content hash: the first 12 hex digits of the
+// SHA-256 of its canonical YAML, so formatting and comments do not change it.
+func (p *Policy) Version() string { return p.version }
+
+// Canonical returns the canonical YAML the version hashes.
+func (p *Policy) Canonical() []byte { return bytes.Clone(p.canonical) }
+
+// EscalationTarget is where escalations go by default.
+func (p *Policy) EscalationTarget() string { return p.doc.Defaults.EscalationTarget }
+
+// Category returns the category the policy gives a reason code.
+func (p *Policy) Category(code string) Category {
+	if c, ok := p.doc.Reasons[code]; ok {
+		return c
+	}
+	return Unknown
+}
+
+// Parse reads, validates and compiles a policy document. Every problem is
+// reported, each naming where it is ("rule 3 (name llm-timeouts):
+// strategy.delay.base: ..."), wrapped in ErrInvalid.
+func Parse(data []byte, opts ...Option) (*Policy, error) {
+	o := options{rand: rand.Float64}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var doc document
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("%w: yaml: %w", ErrInvalid, err)
+	}
+	p := &Policy{doc: doc, rand: o.rand}
+	v := &validator{}
+	p.compile(v)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	canon, err := yaml.Marshal(&p.doc)
+	if err != nil {
+		return nil, fmt.Errorf("triage: canonical yaml: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	p.canonical = canon
+	p.version = hex.EncodeToString(sum[:])[:12]
+	return p, nil
+}
+
+type validator struct{ errs []error }
+
+func (v *validator) add(where, format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf("%s: "+format, append([]any{where}, args...)...))
+}
+
+func (v *validator) err() error {
+	if len(v.errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w:\n%w", ErrInvalid, errors.Join(v.errs...))
+}
+
+var codeRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+func validCategory(c Category) bool {
+	for _, x := range Categories {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+func validAction(a Action) bool {
+	for _, x := range Actions {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Policy) compile(v *validator) {
+	d := &p.doc
+	if d.Defaults.EscalationTarget == "" {
+		v.add("defaults.escalation_target", "required")
+	}
+	if d.Defaults.Jitter < 0 || d.Defaults.Jitter >= 1 {
+		v.add("defaults.jitter", "%v is not in [0, 1)")
+	}
+	if d.Defaults.SubjectAgentToken < 0 {
+		v.add("defaults.subject_agent_token", "must not be negative")
+	}
+	if d.Defaults.DefaultTokenBudget < 0 {
+		v.add("defaults.default_token_budget", "must not be negative")
+	}
+	if d.Defaults.ToolFailurePattern != "" {
+		re, err := regexp.Compile(d.Defaults.ToolFailurePattern)
+		if err != nil {
+			v.add("defaults.tool_failure_pattern", "%v", err)
+		}
+		p.toolRE = re
+	}
+	if len(d.Reasons) == 0 {
+		v.add("reasons", "at least one reason code is required")
+	}
+	for _, code := range sortedKeys(d.Reasons) {
+		if !codeRE.MatchString(code) {
+			v.add("reasons."+code, "reason codes are lower-case letters, digits and _")
+		}
+		if !validCategory(d.Reasons[code]) {
+			v.add("reasons."+code, "unknown category %q", d.Reasons[code])
+		}
+	}
+	if _, ok := d.Reasons[ReasonUnknown]; !ok {
+		v.add("reasons", "the code %q must be present", ReasonUnknown)
+	}
+	for i, pd := range d.Patterns {
+		where := fmt.Sprintf("pattern %d", i+1)
+		if _, ok := d.Reasons[pd.Code]; !ok {
+			v.add(where, "code %q is not in reasons", pd.Code)
+		}
+		re, err := regexp.Compile(pd.Text)
+		if err != nil || pd.Text == "" {
+			v.add(where+": text", "not a regular expression: %v", err)
+			continue
+		}
+		p.patterns = append(p.patterns, compiledPattern{code: pd.Code, re: re})
+	}
+	p.byTask = map[string][]string{}
+	for _, agent := range sortedKeys(d.Capabilities.Agents) {
+		for _, task := range d.Capabilities.Agents[agent] {
+			p.byTask[task] = append(p.byTask[task], agent)
+		}
+	}
+	if d.Capabilities.Fallback == "" {
+		v.add("capabilities.fallback", "required")
+	}
+	for _, name := range sortedKeys(d.Strategies) {
+		s := d.Strategies[name]
+		validateStrategy(v, "strategy "+name, s)
+		s.Name = name
+		d.Strategies[name] = s
+	}
+	if len(d.Rules) == 0 {
+		v.add("rules", "at least one rule is required")
+	}
+	names := map[string]int{}
+	for i, rd := range d.Rules {
+		where := fmt.Sprintf("rule %d (name %s)", i+1, rd.Name)
+		if rd.Name == "" {
+			v.add(where, "name is required")
+		} else if j, dup := names[rd.Name]; dup {
+			v.add(where, "name already used by rule %d", j)
+		}
+		names[rd.Name] = i + 1
+		r := rule{index: i + 1, doc: rd}
+		if !validAction(rd.Action) {
+			v.add(where+": action", "%q is not one of %v", rd.Action, Actions)
+		}
+		if rd.SetCategory != "" && !validCategory(rd.SetCategory) {
+			v.add(where+": set_category", "unknown category %q", rd.SetCategory)
+		}
+		switch {
+		case rd.Strategy.Inline != nil:
+			validateStrategy(v, where+": strategy", *rd.Strategy.Inline)
+			r.strategy = *rd.Strategy.Inline
+			if r.strategy.Name == "" {
+				r.strategy.Name = rd.Name
+			}
+		case rd.Strategy.Ref == "":
+			v.add(where+": strategy", "required (a name from strategies or an inline strategy)")
+		default:
+			s, ok := d.Strategies[rd.Strategy.Ref]
+			if !ok {
+				v.add(where+": strategy", "%q is not defined in strategies", rd.Strategy.Ref)
+			}
+			s.Name = rd.Strategy.Ref
+			r.strategy = s
+		}
+		if rd.Action == AutoReplay && r.strategy.MaxReplays < 1 && (rd.Strategy.Inline != nil || rd.Strategy.Ref != "") {
+			v.add(where+": strategy.max_replays", "auto_replay needs at least 1 replay")
+		}
+		m := rd.Match
+		for _, code := range append(append([]string{}, m.ReasonCode...), m.SeenInChain...) {
+			if _, ok := d.Reasons[code]; !ok {
+				v.add(where+": match", "reason code %q is not in reasons", code)
+			}
+		}
+		for _, c := range m.Category {
+			if !validCategory(c) {
+				v.add(where+": match.category", "unknown category %q", c)
+			}
+		}
+		for _, s := range m.Subject {
+			if !validSubjectPattern(s) {
+				v.add(where+": match.subject", "%q is not a NATS subject pattern", s)
+			}
+		}
+		if m.ChainFailuresAtLeast < 0 {
+			v.add(where+": match.chain_failures_at_least", "must not be negative")
+		}
+		if len(m.Headers) > 0 {
+			r.headers = map[string]*regexp.Regexp{}
+			for _, h := range sortedKeys(m.Headers) {
+				re, err := regexp.Compile(m.Headers[h])
+				if err != nil {
+					v.add(where+": match.headers."+h, "%v", err)
+					continue
+				}
+				r.headers[textproto.CanonicalMIMEHeaderKey(h)] = re
+			}
+		}
+		if m.ReasonText != "" {
+			re, err := regexp.Compile(m.ReasonText)
+			if err != nil {
+				v.add(where+": match.reason_text", "%v", err)
+			}
+			r.text = re
+		}
+		if rd.Action == AutoReplay {
+			for _, code := range m.ReasonCode {
+				if _, server := ServerTerminated[code]; server {
+					v.add(where+": action", "server-terminated messages (%s) are never replayed automatically", code)
+				}
+			}
+		}
+		p.rules = append(p.rules, r)
+	}
+}
+
+func validateStrategy(v *validator, where string, s Strategy) {
+	if s.MaxReplays < 0 || s.MaxReplays > 100 {
+		v.add(where+".max_replays", "%d is not in [0, 100]", s.MaxReplays)
+	}
+	if s.MaxReplays > 0 {
+		if s.Delay.Base <= 0 {
+			v.add(where+".delay.base", "must be positive when replays are allowed")
+		}
+	}
+	if s.Delay.Factor < 0 || s.Delay.Factor > 10 {
+		v.add(where+".delay.factor", "%v is not in [0, 10]", s.Delay.Factor)
+	}
+	if s.Delay.Max < 0 || (s.Delay.Max > 0 && s.Delay.Max < s.Delay.Base) {
+		v.add(where+".delay.max", "must be at least delay.base")
+	}
+	const maxAhead = Duration(30 * 24 * time.Hour)
+	if s.Delay.Base > maxAhead || s.Delay.Max > maxAhead {
+		v.add(where+".delay", "Cloud Tasks schedules at most 30 days ahead")
+	}
+	if s.Delay.Jitter != nil && (*s.Delay.Jitter < 0 || *s.Delay.Jitter >= 1) {
+		v.add(where+".delay.jitter", "%v is not in [0, 1)", *s.Delay.Jitter)
+	}
+	if s.OutputTokenFactor < 0 || s.OutputTokenFactor > 1 {
+		v.add(where+".output_token_factor", "%v is not in [0, 1]", s.OutputTokenFactor)
+	}
+	if s.MaxContextTokens < 0 {
+		v.add(where+".max_context_tokens", "must not be negative")
+	}
+}
+
+func validSubjectPattern(s string) bool {
+	if s == "" {
+		return false
+	}
+	toks := strings.Split(s, ".")
+	for i, t := range toks {
+		if t == "" || strings.ContainsAny(t, " \t\r\n") {
+			return false
+		}
+		if strings.Contains(t, ">") && (t != ">" || i != len(toks)-1) {
+			return false
+		}
+		if strings.Contains(t, "*") && t != "*" {
+			return false
+		}
+	}
+	return true
+}
+
+// SubjectMatches reports whether a NATS subject matches a pattern with the
+// wildcards * (one token) and > (one or more trailing tokens).
+func SubjectMatches(pattern, subject string) bool {
+	pt := strings.Split(pattern, ".")
+	st := strings.Split(subject, ".")
+	for i, p := range pt {
+		if p == ">" {
+			return len(st) > i
+		}
+		if i >= len(st) {
+			return false
+		}
+		if p != "*" && p != st[i] {
+			return false
+		}
+	}
+	return len(pt) == len(st)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
