@@ -30,6 +30,40 @@ func PlanValue(b *tfprotov6.SchemaBlock, proposed tftypes.Value, create bool) (t
 	return planned, nil
 }
 
+// computedOnlySet reports every attribute the configuration sets although
+// the schema marks it computed only (neither required nor optional).
+// Terraform core does not check this; the providers themselves do.
+func computedOnlySet(sc *tfprotov6.Schema, config *tfprotov6.DynamicValue) ([]*tfprotov6.Diagnostic, error) {
+	if sc == nil || config == nil {
+		return nil, nil
+	}
+	v, err := config.Unmarshal(sc.ValueType())
+	if err != nil {
+		return nil, fmt.Errorf("tfschema: decode config: %w", err)
+	}
+	var diags []*tfprotov6.Diagnostic
+	err = tftypes.Walk(v, func(p *tftypes.AttributePath, v tftypes.Value) (bool, error) {
+		a := attributeAt(sc.Block, p.Steps())
+		if a == nil || v.IsNull() {
+			return true, nil
+		}
+		if a.Computed && !a.Optional && !a.Required {
+			diags = append(diags, &tfprotov6.Diagnostic{
+				Severity:  tfprotov6.DiagnosticSeverityError,
+				Summary:   "Computed attribute cannot be set",
+				Detail:    fmt.Sprintf("%q is computed by the provider and cannot be set in configuration; remove it.", a.Name),
+				Attribute: p,
+			})
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tfschema: walk config: %w", err)
+	}
+	return diags, nil
+}
+
 // Placeholder is the string every placeholder-filled attribute reads.
 const Placeholder = "tfschema-placeholder"
 

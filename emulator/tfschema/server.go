@@ -8,11 +8,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
 
-// Server implements tfprotov6.ProviderServer for one Provider. Validation
-// RPCs return no diagnostics: Terraform core already checks a configuration
-// against the schema (unknown arguments, missing required arguments, wrong
-// block nesting, type mismatches) before it calls the provider, and those are
-// the only checks this stand-in can make honestly.
+// Server implements tfprotov6.ProviderServer for one Provider. Terraform
+// core checks a configuration against the schema (unknown arguments,
+// missing required arguments, block nesting and counts, types) before it
+// calls the provider. The one schema rule core leaves to providers — a
+// computed-only attribute must not be set — is checked here, as the real
+// providers do; beyond the schema nothing is checked, because this
+// stand-in cannot know a provider's own validation logic.
 type Server struct {
 	p                *Provider
 	placeholderReads bool
@@ -96,7 +98,8 @@ func (s *Server) GetResourceIdentitySchemas(context.Context, *tfprotov6.GetResou
 
 // ValidateProviderConfig accepts what the schema allows.
 func (s *Server) ValidateProviderConfig(_ context.Context, req *tfprotov6.ValidateProviderConfigRequest) (*tfprotov6.ValidateProviderConfigResponse, error) {
-	return &tfprotov6.ValidateProviderConfigResponse{PreparedConfig: req.Config}, nil
+	diags, err := computedOnlySet(s.p.Schema, req.Config)
+	return &tfprotov6.ValidateProviderConfigResponse{PreparedConfig: req.Config, Diagnostics: diags}, err
 }
 
 // ConfigureProvider has nothing to connect to.
@@ -110,8 +113,9 @@ func (s *Server) StopProvider(context.Context, *tfprotov6.StopProviderRequest) (
 }
 
 // ValidateResourceConfig accepts what the schema allows.
-func (s *Server) ValidateResourceConfig(context.Context, *tfprotov6.ValidateResourceConfigRequest) (*tfprotov6.ValidateResourceConfigResponse, error) {
-	return &tfprotov6.ValidateResourceConfigResponse{}, nil
+func (s *Server) ValidateResourceConfig(_ context.Context, req *tfprotov6.ValidateResourceConfigRequest) (*tfprotov6.ValidateResourceConfigResponse, error) {
+	diags, err := computedOnlySet(s.p.Resources[req.TypeName], req.Config)
+	return &tfprotov6.ValidateResourceConfigResponse{Diagnostics: diags}, err
 }
 
 // UpgradeResourceState re-reads stored state under the current schema,
@@ -210,8 +214,9 @@ func (s *Server) GenerateResourceConfig(_ context.Context, req *tfprotov6.Genera
 }
 
 // ValidateDataResourceConfig accepts what the schema allows.
-func (s *Server) ValidateDataResourceConfig(context.Context, *tfprotov6.ValidateDataResourceConfigRequest) (*tfprotov6.ValidateDataResourceConfigResponse, error) {
-	return &tfprotov6.ValidateDataResourceConfigResponse{}, nil
+func (s *Server) ValidateDataResourceConfig(_ context.Context, req *tfprotov6.ValidateDataResourceConfigRequest) (*tfprotov6.ValidateDataResourceConfigResponse, error) {
+	diags, err := computedOnlySet(s.p.DataSources[req.TypeName], req.Config)
+	return &tfprotov6.ValidateDataResourceConfigResponse{Diagnostics: diags}, err
 }
 
 // ReadDataSource refuses, since the answer would have to come from the
@@ -241,8 +246,9 @@ func (s *Server) ReadDataSource(_ context.Context, req *tfprotov6.ReadDataSource
 }
 
 // ValidateEphemeralResourceConfig accepts what the schema allows.
-func (s *Server) ValidateEphemeralResourceConfig(context.Context, *tfprotov6.ValidateEphemeralResourceConfigRequest) (*tfprotov6.ValidateEphemeralResourceConfigResponse, error) {
-	return &tfprotov6.ValidateEphemeralResourceConfigResponse{}, nil
+func (s *Server) ValidateEphemeralResourceConfig(_ context.Context, req *tfprotov6.ValidateEphemeralResourceConfigRequest) (*tfprotov6.ValidateEphemeralResourceConfigResponse, error) {
+	diags, err := computedOnlySet(s.p.EphemeralResources[req.TypeName], req.Config)
+	return &tfprotov6.ValidateEphemeralResourceConfigResponse{Diagnostics: diags}, err
 }
 
 // OpenEphemeralResource refuses, like ReadDataSource.

@@ -1,0 +1,426 @@
+package tfschema
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// These tests run the real terraform binary against the plugin, so what
+// they assert is Terraform's own verdict on a configuration given the
+// served schema.
+
+type provider struct{ addr, version string }
+
+type terraformRig struct {
+	terraform string
+	cliConfig string
+}
+
+// newRig builds the plugin and installs it, behind one wrapper script per
+// provider, in a filesystem mirror that a private CLI config points at.
+func newRig(t *testing.T, schemaFile string, providers ...provider) *terraformRig {
+	t.Helper()
+	tf, err := exec.LookPath("terraform")
+	if err != nil {
+		t.Skip("terraform is not on PATH; skipping the end-to-end tests of the schema provider")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go is not on PATH; cannot build the plugin")
+	}
+
+	root := t.TempDir()
+	plugin := filepath.Join(root, "bin", "terraform-provider-tfschema")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, gobin, "build", "-o", plugin, "github.com/jsdlq/jsdlq/emulator/tfschema/cmd/terraform-provider-tfschema")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build plugin: %v\n%s", err, out)
+	}
+
+	platform := runtime.GOOS + "_" + runtime.GOARCH
+	var includes []string
+	for _, p := range providers {
+		typ := p.addr[strings.LastIndex(p.addr, "/")+1:]
+		dir := filepath.Join(root, "mirror", p.addr, p.version, platform)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		wrapper := fmt.Sprintf("#!/bin/sh\nTFSCHEMA_FILE=%q TFSCHEMA_PROVIDER=%q exec %q \"$@\"\n", schemaFile, p.addr, plugin)
+		if err := os.WriteFile(filepath.Join(dir, "terraform-provider-"+typ+"_v"+p.version), []byte(wrapper), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		includes = append(includes, fmt.Sprintf("%q", p.addr))
+	}
+	list := strings.Join(includes, ", ")
+	cfg := fmt.Sprintf("provider_installation {\n  filesystem_mirror {\n    path    = %q\n    include = [%s]\n  }\n  direct {\n    exclude = [%s]\n  }\n}\n",
+		filepath.Join(root, "mirror"), list, list)
+	cliConfig := filepath.Join(root, "cli.tfrc")
+	if err := os.WriteFile(cliConfig, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return &terraformRig{terraform: tf, cliConfig: cliConfig}
+}
+
+// validate writes config to a fresh directory, runs terraform init and
+// terraform validate there and returns validate's combined output.
+func (r *terraformRig) validate(t *testing.T, config string) (string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := r.run(t, dir, "init", "-backend=false", "-input=false", "-no-color"); err != nil {
+		t.Fatalf("terraform init: %v\n%s", err, out)
+	}
+	return r.run(t, dir, "validate", "-no-color")
+}
+
+func (r *terraformRig) run(t *testing.T, dir string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.terraform, append([]string{"-chdir=" + dir}, args...)...)
+	env := []string{"TF_CLI_CONFIG_FILE=" + r.cliConfig, "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1"}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TF_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// squash collapses whitespace runs: terraform wraps long messages to the
+// terminal width.
+func squash(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// providersSchema finds the team's `terraform providers schema -json` file.
+func providersSchema(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("TF_PROVIDERS_SCHEMA")
+	if path == "" {
+		path = filepath.Join("..", "..", "..", "shared", "terraform", "providers-schema.json")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		t.Skipf("no provider schema file at %s (set TF_PROVIDERS_SCHEMA): %v", abs, err)
+	}
+	return abs
+}
+
+const googleHeader = `
+terraform {
+  required_providers {
+    google  = { source = "hashicorp/google", version = "~> 7.0" }
+    archive = { source = "hashicorp/archive", version = "~> 2.8" }
+  }
+}
+
+provider "google" {
+  project = "p1"
+  region  = "europe-west1"
+}
+`
+
+func TestTerraformValidateGoogleSchema(t *testing.T) {
+	rig := newRig(t, providersSchema(t),
+		provider{"registry.terraform.io/hashicorp/google", "7.45.0"},
+		provider{"registry.terraform.io/hashicorp/archive", "2.8.0"},
+	)
+
+	tests := []struct {
+		name   string
+		config string
+		want   []string // substrings of terraform's output; empty = must pass
+	}{
+		{
+			name: "correct config passes",
+			config: `
+resource "google_pubsub_topic" "events" {
+  name = "dlq-events"
+}
+
+resource "google_pubsub_subscription" "classify" {
+  name                 = "dlq-events-classify"
+  topic                = google_pubsub_topic.events.id
+  ack_deadline_seconds = 60
+
+  push_config {
+    push_endpoint = "https://classify.example"
+    oidc_token {
+      service_account_email = "push@p1.iam.gserviceaccount.com"
+    }
+  }
+
+  retry_policy {
+    minimum_backoff = "10s"
+    maximum_backoff = "600s"
+  }
+
+  dead_letter_policy {
+    dead_letter_topic     = google_pubsub_topic.events.id
+    max_delivery_attempts = 5
+  }
+}
+
+data "archive_file" "src" {
+  type        = "zip"
+  source_dir  = "."
+  output_path = "src.zip"
+  excludes    = ["*.zip"]
+}
+
+output "location" {
+  value = provider::google::location_from_id("projects/p1/locations/europe-west1/queues/q")
+}
+`,
+		},
+		{
+			name: "wrong attribute name",
+			config: `
+resource "google_pubsub_topic" "events" {
+  name         = "dlq-events"
+  message_ttl  = "600s"
+}
+`,
+			want: []string{"Error: Unsupported argument", `An argument named "message_ttl" is not expected here.`},
+		},
+		{
+			name: "missing required attribute",
+			config: `
+resource "google_pubsub_subscription" "classify" {
+  name = "dlq-events-classify"
+}
+`,
+			want: []string{"Error: Missing required argument", `The argument "topic" is required, but no definition was found.`},
+		},
+		{
+			name: "wrong nested block",
+			config: `
+resource "google_pubsub_subscription" "classify" {
+  name  = "dlq-events-classify"
+  topic = "projects/p1/topics/dlq-events"
+
+  push_config {
+    push_endpoint = "https://classify.example"
+    dead_letter_policy {
+      max_delivery_attempts = 5
+    }
+  }
+}
+`,
+			want: []string{"Error: Unsupported block type", `Blocks of type "dead_letter_policy" are not expected here.`},
+		},
+		{
+			name: "block given twice where the schema allows one",
+			config: `
+resource "google_pubsub_subscription" "classify" {
+  name  = "dlq-events-classify"
+  topic = "projects/p1/topics/dlq-events"
+
+  retry_policy {
+    minimum_backoff = "10s"
+  }
+  retry_policy {
+    minimum_backoff = "20s"
+  }
+}
+`,
+			want: []string{`Too many retry_policy blocks`},
+		},
+		{
+			name: "wrong value type",
+			config: `
+resource "google_pubsub_subscription" "classify" {
+  name                 = "dlq-events-classify"
+  topic                = "projects/p1/topics/dlq-events"
+  ack_deadline_seconds = ["sixty"]
+}
+`,
+			want: []string{"Error: Incorrect attribute value type", `Inappropriate value for attribute "ack_deadline_seconds": number required`},
+		},
+		{
+			name: "unknown resource type",
+			config: `
+resource "google_pubsub_topik" "events" {
+  name = "dlq-events"
+}
+`,
+			want: []string{"Error: Invalid resource type", `The provider hashicorp/google does not support resource type "google_pubsub_topik"`},
+		},
+		{
+			name: "archive provider schema is served too",
+			config: `
+data "archive_file" "src" {
+  type        = "zip"
+  output_path = "src.zip"
+  source_dirs = ["."]
+}
+`,
+			want: []string{`An argument named "source_dirs" is not expected here.`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := rig.validate(t, googleHeader+tt.config)
+			if len(tt.want) == 0 {
+				if err != nil || !strings.Contains(out, "Success! The configuration is valid.") {
+					t.Fatalf("terraform validate = %v, want success; output:\n%s", err, out)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("terraform validate succeeded, want failure with %q; output:\n%s", tt.want, out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(squash(out), squash(w)) {
+					t.Errorf("terraform validate output lacks %q; output:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+// TestTerraformValidateNestedAttributes drives the nested attribute types
+// (protocol 6 only) that the google schema does not use, through a schema
+// file written by the test, so it needs terraform but not the team file.
+func TestTerraformValidateNestedAttributes(t *testing.T) {
+	schemaFile := filepath.Join(t.TempDir(), "schema.json")
+	if err := os.WriteFile(schemaFile, []byte(fakeSchema), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rig := newRig(t, schemaFile, provider{"registry.terraform.io/jsdlq/fake", "1.0.0"})
+	const header = `
+terraform {
+  required_providers {
+    fake = { source = "jsdlq/fake", version = "1.0.0" }
+  }
+}
+`
+	tests := []struct {
+		name, config string
+		want         []string
+	}{
+		{
+			name: "correct config passes",
+			config: `
+resource "fake_thing" "a" {
+  name      = "a"
+  tags      = { team = "dlq" }
+  endpoints = [{ url = "https://a" }, { url = "https://b", weight = 2 }]
+  owner     = { email = "ops@example.com" }
+
+  rule {
+    match = "x"
+    limit {
+      max = 3
+    }
+  }
+  label "env" {
+    value = "prod"
+  }
+  tagset {
+    key = "k"
+  }
+  timeouts {
+    create = "5m"
+  }
+}
+
+data "fake_info" "i" {
+  project = "p1"
+}
+`,
+		},
+		{
+			name: "missing attribute inside a nested attribute object",
+			config: `
+resource "fake_thing" "a" {
+  name      = "a"
+  endpoints = [{ weight = 2 }]
+  rule {
+    match = "x"
+  }
+}
+`,
+			want: []string{`attribute "url" is required`},
+		},
+		{
+			name: "fewer blocks than min_items",
+			config: `
+resource "fake_thing" "a" {
+  name = "a"
+}
+`,
+			want: []string{`Insufficient rule blocks`},
+		},
+		{
+			name: "more blocks than max_items",
+			config: `
+resource "fake_thing" "a" {
+  name = "a"
+  rule {
+    match = "1"
+  }
+  rule {
+    match = "2"
+  }
+  rule {
+    match = "3"
+  }
+  rule {
+    match = "4"
+  }
+}
+`,
+			want: []string{`Too many rule blocks`},
+		},
+		{
+			name: "computed-only attribute set in config",
+			config: `
+resource "fake_thing" "a" {
+  name = "a"
+  rule {
+    match = "x"
+    uid   = "set-by-hand"
+  }
+}
+`,
+			want: []string{`Error: Computed attribute cannot be set`, `"uid" is computed by the provider`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := rig.validate(t, header+tt.config)
+			if len(tt.want) == 0 {
+				if err != nil || !strings.Contains(out, "Success! The configuration is valid.") {
+					t.Fatalf("terraform validate = %v, want success; output:\n%s", err, out)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("terraform validate succeeded, want failure with %q; output:\n%s", tt.want, out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(squash(out), squash(w)) {
+					t.Errorf("terraform validate output lacks %q; output:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
