@@ -224,6 +224,11 @@ type Bridge struct {
 	Port            int
 	DeleteForwarded bool
 	MaxInFlight     int
+	// EnsureTopic lets the bridge create its topic when missing
+	// (BRIDGE_ENSURE_TOPIC); default on with PUBSUB_EMULATOR_HOST, whose
+	// topics vanish in a restart, and off otherwise: Terraform owns the
+	// production topic.
+	EnsureTopic bool
 }
 
 // LoadBridge reads the bridge's configuration.
@@ -240,6 +245,7 @@ func LoadBridge(lookup Lookup) (Bridge, error) {
 		DeleteForwarded: r.Bool("DELETE_FORWARDED", false),
 		MaxInFlight:     r.Int("BRIDGE_MAX_IN_FLIGHT", 256, 1, 10000),
 	}
+	c.EnsureTopic = r.Bool("BRIDGE_ENSURE_TOPIC", c.PubSubEmulatorHost != "")
 	return c, r.Err()
 }
 

@@ -1,0 +1,175 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Subjects the advisory stream captures (SPEC §4).
+const (
+	SubjectMaxDeliveries = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>"
+	SubjectTerminated    = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>"
+)
+
+// Defaults of what Ensure creates. The advisory stream keeps advisories
+// through a bridge outage (no age limit); the record stream holds explicit
+// records, which carry payloads, so it is bounded tighter (SPEC §13: 10 000
+// messages, discard old, 5 min dedup window). Both are file-backed: memory
+// storage would lose them in a server restart.
+const (
+	DefaultAdvisoryMaxMsgs = 100_000
+	DefaultRecordMaxMsgs   = 10_000
+	DefaultRecordDedup     = 5 * time.Minute
+	DefaultFailureTTL      = 7 * 24 * time.Hour
+)
+
+// ErrIncompatible is returned when a stream or bucket exists with a
+// configuration the bridge cannot work with. The bridge never changes an
+// existing stream: an operator owns that decision.
+var ErrIncompatible = errors.New("bridge: incompatible existing configuration")
+
+// Names are the JetStream resources the bridge uses.
+type Names struct {
+	AdvisoryStream string
+	RecordStream   string
+	FailureBucket  string
+}
+
+// AdvisoryStreamConfig is the configuration Ensure creates for the advisory stream.
+func AdvisoryStreamConfig(name string) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        name,
+		Description: "jsdlq: consumer advisories of dead messages (max deliveries, terminated)",
+		Subjects:    []string{SubjectMaxDeliveries, SubjectTerminated},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		MaxMsgs:     DefaultAdvisoryMaxMsgs,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      0,
+	}
+}
+
+// RecordStreamConfig is the configuration Ensure creates for the record stream.
+func RecordStreamConfig(name string) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        name,
+		Description: "jsdlq: explicit DLQ records copied by agentkit before a TERM",
+		Subjects:    []string{event.RecordSubjectPrefix + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		MaxMsgs:     DefaultRecordMaxMsgs,
+		Discard:     jetstream.DiscardOld,
+		Duplicates:  DefaultRecordDedup,
+	}
+}
+
+// FailureBucketConfig is the configuration Ensure creates for the failure bucket.
+func FailureBucketConfig(name string) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      name,
+		Description: "jsdlq: last recorded failure per message, key <stream>.<seq>",
+		TTL:         DefaultFailureTTL,
+		Storage:     jetstream.FileStorage,
+		History:     1,
+	}
+}
+
+// Ensure creates the advisory stream, the record stream and the failure
+// bucket when absent, and verifies them when present. A present resource is
+// never updated; one the bridge cannot work with is reported with every
+// difference in an error wrapping ErrIncompatible. Harmless differences
+// (limits an operator tuned) are logged.
+func Ensure(ctx context.Context, js jetstream.JetStream, n Names, log *slog.Logger) error {
+	var errs []error
+	if err := ensureStream(ctx, js, AdvisoryStreamConfig(n.AdvisoryStream), log); err != nil {
+		errs = append(errs, err)
+	}
+	if err := ensureStream(ctx, js, RecordStreamConfig(n.RecordStream), log); err != nil {
+		errs = append(errs, err)
+	}
+	if err := ensureBucket(ctx, js, FailureBucketConfig(n.FailureBucket), log); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, log *slog.Logger) error {
+	s, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = js.CreateStream(ctx, want)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			// Another bridge instance created it meanwhile; verify theirs.
+			return ensureStream(ctx, js, want, log)
+		}
+		if err != nil {
+			return fmt.Errorf("bridge: create stream %s: %w", want.Name, err)
+		}
+		log.Info("created stream", "stream", want.Name, "subjects", want.Subjects)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("bridge: stream info %s: %w", want.Name, err)
+	}
+	got := s.CachedInfo().Config
+	var problems []string
+	for _, subj := range want.Subjects {
+		if !slices.Contains(got.Subjects, subj) {
+			problems = append(problems, fmt.Sprintf("subjects %v lack %q", got.Subjects, subj))
+		}
+	}
+	if got.Retention != want.Retention {
+		problems = append(problems, fmt.Sprintf("retention is %s, want %s", got.Retention, want.Retention))
+	}
+	if got.Storage != want.Storage {
+		problems = append(problems, fmt.Sprintf("storage is %s, want %s (memory loses dead messages in a restart)", got.Storage, want.Storage))
+	}
+	if want.Duplicates > 0 && got.Duplicates <= 0 {
+		problems = append(problems, "no duplicate window (agentkit relies on Nats-Msg-Id dedup)")
+	}
+	if got.MaxAge > 0 && want.MaxAge == 0 {
+		log.Warn("stream has an age limit: dead messages older than it are lost if the bridge is down that long",
+			"stream", want.Name, "max_age", got.MaxAge.String())
+	}
+	if got.MaxMsgs != want.MaxMsgs || got.Discard != want.Discard {
+		log.Info("stream limits differ from the defaults; keeping them", "stream", want.Name,
+			"max_msgs", got.MaxMsgs, "discard", got.Discard.String())
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: stream %s: %s", ErrIncompatible, want.Name, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, log *slog.Logger) error {
+	kv, err := js.KeyValue(ctx, want.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		_, err = js.CreateKeyValue(ctx, want)
+		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return ensureBucket(ctx, js, want, log)
+		}
+		if err != nil {
+			return fmt.Errorf("bridge: create bucket %s: %w", want.Bucket, err)
+		}
+		log.Info("created key-value bucket", "bucket", want.Bucket, "ttl", want.TTL.String())
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("bridge: bucket %s: %w", want.Bucket, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("bridge: bucket status %s: %w", want.Bucket, err)
+	}
+	if st.TTL() == 0 {
+		log.Warn("failure bucket has no TTL: records of recovered messages are never removed", "bucket", want.Bucket)
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+// Command bridge forwards dead JetStream messages (consumer advisories and
+// agentkit's explicit records) to the Pub/Sub topic dlq-events. It runs as
+// the Cloud Run container and locally (`go run ./cmd/bridge`). Configuration
+// comes from the environment (SPEC §14, docs/bridge.md); flags override it.
+//
+// Readiness: GET /healthz on PORT answers 200 once the streams, bucket,
+// topic and consumers are set up, and the log line "bridge ready" is
+// written; it answers 503 while NATS is disconnected or the last publish
+// failed.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jsdlq/jsdlq/bridge"
+	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/natsconn"
+	"github.com/jsdlq/jsdlq/shared/obs"
+)
+
+func main() {
+	log := obs.NewLogger(os.Stderr, obs.WithComponent("bridge"))
+	if err := run(log, os.Args[1:]); err != nil {
+		log.Error("bridge failed", "error", err)
+		os.Exit(1)
+	}
+}
+
+func run(log *slog.Logger, args []string) error {
+	cfg, err := config.LoadBridge(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("bridge", flag.ContinueOnError)
+	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "Pub/Sub topic id or projects/P/topics/T (DLQ_TOPIC)")
+	fs.StringVar(&cfg.NATSURL, "nats-url", cfg.NATSURL, "NATS server URL(s) (NATS_URL)")
+	fs.StringVar(&cfg.NATSCreds, "nats-creds", cfg.NATSCreds, "NATS credentials file (NATS_CREDS)")
+	fs.StringVar(&cfg.AdvisoryStream, "advisory-stream", cfg.AdvisoryStream, "advisory stream (ADVISORY_STREAM)")
+	fs.StringVar(&cfg.RecordStream, "record-stream", cfg.RecordStream, "explicit record stream (RECORD_STREAM)")
+	fs.StringVar(&cfg.FailureBucket, "failure-bucket", cfg.FailureBucket, "failure KV bucket (FAILURE_BUCKET)")
+	fs.StringVar(&cfg.Consumer, "consumer", cfg.Consumer, "durable consumer name (BRIDGE_CONSUMER)")
+	fs.IntVar(&cfg.Port, "port", cfg.Port, "health and metrics port (PORT)")
+	fs.BoolVar(&cfg.DeleteForwarded, "delete-forwarded", cfg.DeleteForwarded, "delete max-delivered originals once forwarded (DELETE_FORWARDED)")
+	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "messages forwarded at once (BRIDGE_MAX_IN_FLIGHT)")
+	fs.BoolVar(&cfg.EnsureTopic, "ensure-topic", cfg.EnsureTopic, "create the topic when missing (BRIDGE_ENSURE_TOPIC; default on with PUBSUB_EMULATOR_HOST)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	nc, err := natsconn.Connect(ctx, natsconn.Config{URL: cfg.NATSURL, Creds: cfg.NATSCreds, Name: "jsdlq-bridge",
+		Logger: log.With("dependency", "nats")})
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ps, err := bridge.NewPubSubClient(ctx, cfg.Project, cfg.PubSubEmulatorHost)
+	if err != nil {
+		return err
+	}
+	defer ps.Close()
+	b, err := bridge.New(bridge.Config{
+		Topic: cfg.Topic,
+		Names: bridge.Names{AdvisoryStream: cfg.AdvisoryStream, RecordStream: cfg.RecordStream,
+			FailureBucket: cfg.FailureBucket},
+		Consumer:        cfg.Consumer,
+		MaxInFlight:     cfg.MaxInFlight,
+		DeleteForwarded: cfg.DeleteForwarded,
+		EnsureTopic:     cfg.EnsureTopic,
+	}, nc, ps, log)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return fmt.Errorf("listen on port %d: %w", cfg.Port, err)
+	}
+	srv := &http.Server{Handler: obs.Middleware(b.Handler()), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server failed", "error", err)
+		}
+	}()
+	log.Info("serving health and metrics", "addr", ln.Addr().String())
+
+	runErr := b.Run(ctx)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	if err := nc.Drain(); err != nil {
+		log.Warn("nats drain", "error", err)
+	}
+	return runErr
+}
