@@ -1,0 +1,89 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	ctapi "cloud.google.com/go/cloudtasks/apiv2"
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+
+	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+)
+
+// CloudTasks is an in-process Cloud Tasks emulator of a test's own, laid out
+// as the binary lays itself out: gRPC on Host, the JWKS on the next port.
+type CloudTasks struct {
+	Host    string // gRPC host:port; what CLOUD_TASKS_EMULATOR_HOST holds
+	JWKSURL string
+	Client  *ctapi.Client // official client, closed when the test ends
+	Server  *cloudtasks.Server
+}
+
+// NewCloudTasks starts a Cloud Tasks emulator for this test; it is stopped
+// when the test ends.
+func NewCloudTasks(t testing.TB, opts ...cloudtasks.Option) *CloudTasks {
+	t.Helper()
+	srv, err := cloudtasks.New(opts...)
+	if err != nil {
+		t.Fatalf("testenv: cloud tasks emulator: %v", err)
+	}
+	gl, hl, err := adjacentListeners()
+	if err != nil {
+		t.Fatalf("testenv: cloud tasks emulator: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, gl, hl) }()
+	host := gl.Addr().String()
+	client, err := ctapi.NewClient(context.Background(), cloudtasks.ClientOptions(host)...)
+	if err != nil {
+		cancel()
+		t.Fatalf("testenv: cloud tasks client: %v", err)
+	}
+	jwks, _ := cloudtasks.JWKSURL(host)
+	t.Cleanup(func() {
+		client.Close()
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Errorf("testenv: cloud tasks emulator did not stop")
+		}
+	})
+	return &CloudTasks{Host: host, JWKSURL: jwks, Client: client, Server: srv}
+}
+
+// adjacentListeners listens on a free loopback port and the one after it.
+func adjacentListeners() (net.Listener, net.Listener, error) {
+	for i := 0; i < 50; i++ {
+		gl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, nil, err
+		}
+		port := gl.Addr().(*net.TCPAddr).Port
+		hl, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+1)))
+		if err == nil {
+			return gl, hl, nil
+		}
+		gl.Close()
+	}
+	return nil, nil, fmt.Errorf("no two adjacent free ports on 127.0.0.1")
+}
+
+// Queue creates a queue with the emulator's defaults (fast retries for
+// tests) and returns its full name.
+func (c *CloudTasks) Queue(t testing.TB, project, id string) string {
+	t.Helper()
+	parent := fmt.Sprintf("projects/%s/locations/us-central1", project)
+	q, err := c.Client.CreateQueue(context.Background(), &cloudtaskspb.CreateQueueRequest{
+		Parent: parent, Queue: &cloudtaskspb.Queue{Name: parent + "/queues/" + id},
+	})
+	if err != nil {
+		t.Fatalf("testenv: create queue %s: %v", id, err)
+	}
+	return q.GetName()
+}
