@@ -1,0 +1,221 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Breaker states.
+const (
+	BreakerClosed   = "closed"
+	BreakerOpen     = "open"
+	BreakerHalfOpen = "half_open"
+)
+
+// BreakerConfig are a tenant breaker's thresholds (SPEC §7).
+type BreakerConfig struct {
+	Threshold int           // failures in Window that open it
+	Window    time.Duration // the rolling window
+	Cooldown  time.Duration // open this long -> half-open
+}
+
+// DefaultBreaker: 10 failures in 10 minutes open it; 15 minutes later one
+// probe replay is let through.
+var DefaultBreaker = BreakerConfig{Threshold: 10, Window: 10 * time.Minute, Cooldown: 15 * time.Minute}
+
+// Breaker is a circuit-breakers/{tenant} document.
+type Breaker struct {
+	Tenant string `firestore:"tenant" json:"tenant"`
+	State  string `firestore:"state" json:"state"`
+	// Failures are the times of the latest failures within the window, at
+	// most Threshold of them, so the document stays small.
+	Failures   []time.Time  `firestore:"failures" json:"failures"`
+	OpenedAt   time.Time    `firestore:"opened_at,omitempty" json:"opened_at,omitempty"`
+	HalfOpenAt time.Time    `firestore:"half_open_at,omitempty" json:"half_open_at,omitempty"`
+	ProbeEntry string       `firestore:"probe_entry,omitempty" json:"probe_entry,omitempty"`
+	History    []Transition `firestore:"history" json:"history"`
+	UpdatedAt  time.Time    `firestore:"updated_at" json:"updated_at"`
+}
+
+func (s *Store) breakerRef(tenant string) (*firestore.DocumentRef, error) {
+	id, err := EntryID(tenant)
+	if err != nil {
+		return nil, fmt.Errorf("tenant %q: %w", tenant, err)
+	}
+	return s.fs.Collection(Breakers).Doc(id), nil
+}
+
+func decodeBreaker(snap *firestore.DocumentSnapshot, tenant string) (*Breaker, error) {
+	b := &Breaker{Tenant: tenant, State: BreakerClosed}
+	if snap == nil || !snap.Exists() {
+		return b, nil
+	}
+	if err := snap.DataTo(b); err != nil {
+		return nil, fmt.Errorf("decode %s/%s: %w", Breakers, snap.Ref.ID, err)
+	}
+	if b.State == "" {
+		b.State = BreakerClosed
+	}
+	return b, nil
+}
+
+func (b *Breaker) set(now time.Time, to, by, note string) {
+	if b.State == to {
+		return
+	}
+	b.History = appendHistory(b.History, Transition{At: now, From: b.State, To: to, By: by, Note: note})
+	b.State = to
+	switch to {
+	case BreakerOpen:
+		b.OpenedAt, b.ProbeEntry = now, ""
+	case BreakerHalfOpen:
+		b.HalfOpenAt, b.ProbeEntry = now, ""
+	case BreakerClosed:
+		b.Failures, b.ProbeEntry = nil, ""
+	}
+}
+
+// advance moves an open breaker whose cooldown has passed to half-open; it
+// reports whether anything changed.
+func (b *Breaker) advance(now time.Time, c BreakerConfig, by string) bool {
+	if b.State == BreakerOpen && !now.Before(b.OpenedAt.Add(c.Cooldown)) {
+		b.set(now, BreakerHalfOpen, by, fmt.Sprintf("open for %s", c.Cooldown))
+		return true
+	}
+	return false
+}
+
+// failure records one failure of the tenant. replayOf is the entry the
+// failed task was a replay of: the death of the half-open probe reopens.
+func (b *Breaker) failure(now time.Time, c BreakerConfig, replayOf, by string) {
+	if b.State == BreakerHalfOpen && b.ProbeEntry != "" && replayOf == b.ProbeEntry {
+		b.set(now, BreakerOpen, by, "probe replay "+replayOf+" died")
+		return
+	}
+	if b.State != BreakerClosed {
+		return // already open: counting more changes nothing
+	}
+	kept := b.Failures[:0:0]
+	for _, t := range b.Failures {
+		if now.Sub(t) < c.Window {
+			kept = append(kept, t)
+		}
+	}
+	kept = append(kept, now)
+	if len(kept) > c.Threshold {
+		kept = kept[len(kept)-c.Threshold:]
+	}
+	b.Failures = kept
+	if len(kept) >= c.Threshold {
+		b.set(now, BreakerOpen, by, fmt.Sprintf("%d failures in %s", len(kept), c.Window))
+	}
+}
+
+// admit decides whether a replay of entryID may be scheduled: always when
+// closed, never when open, and for exactly one probe when half-open.
+func (b *Breaker) admit(entryID string) (ok, probe bool) {
+	switch b.State {
+	case BreakerClosed:
+		return true, false
+	case BreakerHalfOpen:
+		if b.ProbeEntry == "" || b.ProbeEntry == entryID {
+			b.ProbeEntry = entryID
+			return true, true
+		}
+	}
+	return false, false
+}
+
+// GetBreaker reads a tenant's breaker (closed when it has none), advancing
+// an expired open state in the returned value only.
+func (s *Store) GetBreaker(ctx context.Context, tenant string) (*Breaker, error) {
+	ref, err := s.breakerRef(tenant)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := ref.Get(ctx)
+	s.read(1)
+	if err != nil && status.Code(err) != codes.NotFound {
+		return nil, fmt.Errorf("firestore get %s/%s: %w", Breakers, tenant, err)
+	}
+	b, err := decodeBreaker(snap, tenant)
+	if err != nil {
+		return nil, err
+	}
+	b.advance(s.Now(), s.breaker, "read")
+	return b, nil
+}
+
+// BreakerAdvance moves an open breaker whose cooldown passed to half-open
+// (reconcile's "breakers open too long"). It returns the breaker.
+func (s *Store) BreakerAdvance(ctx context.Context, tenant, by string) (*Breaker, error) {
+	return s.updateBreaker(ctx, tenant, func(b *Breaker, now time.Time) bool {
+		return b.advance(now, s.breaker, by)
+	})
+}
+
+// BreakerAdmit asks the breaker for permission to replay entryID outside
+// classify (replay re-checks it before publishing; releasing held entries).
+// It returns whether the replay may go ahead and whether it is the probe.
+func (s *Store) BreakerAdmit(ctx context.Context, tenant, entryID, by string) (ok, probe bool, err error) {
+	_, err = s.updateBreaker(ctx, tenant, func(b *Breaker, now time.Time) bool {
+		changed := b.advance(now, s.breaker, by)
+		before := b.ProbeEntry
+		ok, probe = b.admit(entryID)
+		return changed || b.ProbeEntry != before
+	})
+	return ok, probe, err
+}
+
+// BreakerProbeResult reports the outcome of the half-open probe: recovered
+// closes the breaker, died reopens it. Results for entries that are not the
+// current probe change nothing.
+func (s *Store) BreakerProbeResult(ctx context.Context, tenant, entryID string, recovered bool, by string) (*Breaker, error) {
+	return s.updateBreaker(ctx, tenant, func(b *Breaker, now time.Time) bool {
+		if b.State != BreakerHalfOpen || b.ProbeEntry != entryID {
+			return false
+		}
+		if recovered {
+			b.set(now, BreakerClosed, by, "probe "+entryID+" recovered")
+		} else {
+			b.set(now, BreakerOpen, by, "probe "+entryID+" died")
+		}
+		return true
+	})
+}
+
+func (s *Store) updateBreaker(ctx context.Context, tenant string, f func(*Breaker, time.Time) bool) (*Breaker, error) {
+	ref, err := s.breakerRef(tenant)
+	if err != nil {
+		return nil, err
+	}
+	var out *Breaker
+	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(ref)
+		s.read(1)
+		if err != nil && status.Code(err) != codes.NotFound {
+			return err
+		}
+		b, err := decodeBreaker(snap, tenant)
+		if err != nil {
+			return err
+		}
+		now := s.Now()
+		out = b
+		if !f(b, now) {
+			return nil
+		}
+		b.UpdatedAt = now
+		s.wrote(1)
+		return tx.Set(ref, b)
+	})
+	if err != nil {
+		return nil, txError("breaker "+tenant, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,199 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// RecordResult is what Record did.
+type RecordResult struct {
+	// Entry is the entry as stored (payload chunks not loaded).
+	Entry *Entry
+	// Created is true when this call created the entry (and counted it in
+	// the metrics); false when it existed already.
+	Created bool
+	// Merged is true when enrichment from this event was added to an
+	// existing entry (an explicit record after the advisory, or back).
+	Merged bool
+	// Breaker is the tenant breaker's state after the call.
+	Breaker string
+}
+
+// Record stores a classified entry. In one transaction it creates the entry
+// when absent, adds it to the hour's metrics and updates the tenant breaker
+// (which may turn Scheduled into Held, or make the entry the half-open
+// probe). When the entry exists already (a redelivered event, or the other
+// capture path of the same message) nothing is counted again: enrichment the
+// stored entry lacks (payload, failure record, headers) is merged in, and the
+// stored entry is returned.
+//
+// e must carry ID, the classification and the status the decision asks for;
+// Record fills the timestamps, root id, expiry, payload digest and history.
+// A new entry costs one read (the breaker) and three writes (entry, metrics
+// shard, breaker), plus one write per payload chunk above InlinePayload.
+func (s *Store) Record(ctx context.Context, e *Entry, by string) (RecordResult, error) {
+	if e.ID == "" {
+		return RecordResult{}, fmt.Errorf("%w: entry without id", ErrBadID)
+	}
+	if len(e.Payload) > MaxPayload {
+		return RecordResult{}, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(e.Payload), MaxPayload)
+	}
+	now := s.Now()
+	e.CreatedAt, e.UpdatedAt, e.ExpireAt = now, now, now.Add(Retention)
+	if e.RootID == "" {
+		e.RootID = e.ID
+	}
+	if len(e.Kinds) == 0 && e.Kind != "" {
+		e.Kinds = []string{e.Kind}
+	}
+	e.PayloadSize = int64(len(e.Payload))
+	if len(e.Payload) > 0 || !e.PayloadMissing {
+		e.PayloadSHA256 = PayloadSum(e.Payload)
+	}
+	full := e.Payload
+	if len(e.Payload) > InlinePayload {
+		if err := s.writeChunks(ctx, e.ID, e); err != nil {
+			return RecordResult{}, err
+		}
+		e.Payload = nil
+	}
+	defer func() { e.Payload = full }()
+
+	res, err := s.create(ctx, e, by)
+	if status.Code(err) == codes.AlreadyExists {
+		return s.merge(ctx, e)
+	}
+	if err != nil {
+		return RecordResult{}, txError("record "+e.ID, err)
+	}
+	return res, nil
+}
+
+func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, error) {
+	bref, err := s.breakerRef(e.Tenant)
+	if err != nil {
+		return RecordResult{}, err
+	}
+	wanted := e.Status
+	var res RecordResult
+	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(bref)
+		s.read(1)
+		if err != nil && status.Code(err) != codes.NotFound {
+			return err
+		}
+		b, err := decodeBreaker(snap, e.Tenant)
+		if err != nil {
+			return err
+		}
+		now := s.Now()
+		b.advance(now, s.breaker, by)
+		b.failure(now, s.breaker, e.ReplayOf, by)
+		// Each attempt of the transaction starts from the caller's wishes.
+		e.Status, e.BreakerProbe = wanted, false
+		note := ""
+		if wanted == Scheduled {
+			ok, probe := b.admit(e.ID)
+			switch {
+			case !ok:
+				e.Status, note = Held, "tenant breaker "+b.State
+			case probe:
+				e.BreakerProbe, note = true, "half-open breaker probe"
+			}
+		}
+		e.History = []Transition{{At: now, From: "", To: string(e.Status), By: by, Note: note}}
+		if e.Status == Escalated || e.Status == Quarantined {
+			e.ResolvedAt = now
+		}
+		b.UpdatedAt = now
+		s.wrote(3)
+		if err := tx.Create(s.entryRef(e.ID), e); err != nil {
+			return err
+		}
+		if err := tx.Set(s.shardRef(Hour(e.CreatedAt), e.ID), EntryMetrics(e).updates(Hour(e.CreatedAt)), firestore.MergeAll); err != nil {
+			return err
+		}
+		res = RecordResult{Entry: e, Created: true, Breaker: b.State}
+		return tx.Set(bref, b)
+	})
+	return res, err
+}
+
+func (s *Store) merge(ctx context.Context, in *Entry) (RecordResult, error) {
+	var res RecordResult
+	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(s.entryRef(in.ID))
+		s.read(1)
+		if err != nil {
+			// NotFound here means the entry vanished between the create and
+			// the merge (TTL); the caller's retry creates it again.
+			return err
+		}
+		cur, err := decodeEntry(snap)
+		if err != nil {
+			return err
+		}
+		res = RecordResult{Entry: cur}
+		if !enrich(cur, in) {
+			return nil
+		}
+		cur.UpdatedAt = s.Now()
+		res.Merged = true
+		s.wrote(1)
+		return tx.Set(s.entryRef(in.ID), cur)
+	})
+	if err != nil {
+		return RecordResult{}, txError("merge "+in.ID, err)
+	}
+	return res, nil
+}
+
+// enrich adds to cur what in knows and cur does not; it never changes the
+// classification or status already acted on. It reports whether cur changed.
+func enrich(cur, in *Entry) bool {
+	changed := false
+	for _, k := range in.Kinds {
+		if !slices.Contains(cur.Kinds, k) {
+			cur.Kinds = append(cur.Kinds, k)
+			changed = true
+		}
+	}
+	if cur.PayloadMissing && !in.PayloadMissing {
+		cur.Payload, cur.PayloadChunkCount = in.Payload, in.PayloadChunkCount
+		cur.PayloadSHA256, cur.PayloadSize, cur.PayloadMissing = in.PayloadSHA256, in.PayloadSize, false
+		if cur.PublishedAt.IsZero() {
+			cur.PublishedAt = in.PublishedAt
+		}
+		changed = true
+	}
+	if cur.Failure == nil && in.Failure != nil {
+		cur.Failure = in.Failure
+		changed = true
+	}
+	fill := func(dst *string, src string) {
+		if *dst == "" && src != "" {
+			*dst = src
+			changed = true
+		}
+	}
+	fill(&cur.TermReason, in.TermReason)
+	fill(&cur.Consumer, in.Consumer)
+	fill(&cur.Subject, in.Subject)
+	fill(&cur.TaskID, in.TaskID)
+	fill(&cur.TaskType, in.TaskType)
+	fill(&cur.IdempotencyKey, in.IdempotencyKey)
+	if len(cur.Headers) == 0 && len(in.Headers) > 0 {
+		cur.Headers = in.Headers
+		changed = true
+	}
+	if in.Deliveries > cur.Deliveries {
+		cur.Deliveries = in.Deliveries
+		changed = true
+	}
+	return changed
+}
