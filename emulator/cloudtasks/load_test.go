@@ -294,3 +294,24 @@ func TestStateLogDamage(t *testing.T) {
 		t.Errorf("New(corrupt log) = nil error, want one")
 	}
 }
+
+// Two emulators on one data directory would interleave their logs.
+func TestDataDirIsLocked(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first, err := cloudtasks.New(cloudtasks.WithDataDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cloudtasks.New(cloudtasks.WithDataDir(dir)); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("New(dir in use) = %v, want an in-use error", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second, err := cloudtasks.New(cloudtasks.WithDataDir(dir))
+	if err != nil {
+		t.Fatalf("New(after Close) = %v", err)
+	}
+	second.Close()
+}

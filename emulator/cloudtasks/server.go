@@ -164,14 +164,28 @@ func New(opts ...Option) (*Server, error) {
 			return nil, err
 		}
 		if err := s.replay(recs); err != nil {
+			st.close()
 			return nil, err
 		}
 		s.store = st
 		if err := st.rewrite(s.snapshotLocked()); err != nil {
+			st.close()
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// Close releases the data directory of a Server that will not Serve (Serve
+// releases it when it returns).
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.served = true
+	if s.store == nil {
+		return nil
+	}
+	return s.store.close()
 }
 
 // Serve answers gRPC on grpcLis and serves the JWKS (JWKSPath) and /healthz

@@ -47,6 +47,7 @@ type record struct {
 type store struct {
 	dir      string
 	f        *os.File
+	lock     *os.File
 	appended int
 }
 
@@ -56,9 +57,15 @@ func openStore(dir string, log *slog.Logger) (*store, []record, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("cloudtasks: create data dir: %w", err)
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	st := &store{dir: dir, lock: lock}
 	path := filepath.Join(dir, stateFile)
 	data, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		st.close()
 		return nil, nil, fmt.Errorf("cloudtasks: read state: %w", err)
 	}
 	var recs []record
@@ -75,11 +82,12 @@ func openStore(dir string, log *slog.Logger) (*store, []record, error) {
 				log.Warn("dropping torn last record of state log", "path", path, "error", err)
 				break
 			}
+			st.close()
 			return nil, nil, fmt.Errorf("cloudtasks: corrupt state log %s line %d: %w", path, i+1, err)
 		}
 		recs = append(recs, r)
 	}
-	return &store{dir: dir}, recs, nil
+	return st, recs, nil
 }
 
 // rewrite replaces the log with recs atomically and reopens it for appends.
@@ -141,12 +149,17 @@ func (s *store) append(recs ...record) error {
 	return nil
 }
 
+// close closes the log and releases the directory lock.
 func (s *store) close() error {
-	if s.f == nil {
-		return nil
+	var err error
+	if s.f != nil {
+		err = s.f.Close()
+		s.f = nil
 	}
-	err := s.f.Close()
-	s.f = nil
+	if s.lock != nil {
+		_ = s.lock.Close() // closing the descriptor drops the flock
+		s.lock = nil
+	}
 	return err
 }
 
