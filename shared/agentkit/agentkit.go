@@ -1,0 +1,292 @@
+// Package agentkit is what an agent (a JetStream consumer of tasks) imports to
+// die well (SPEC §4):
+//
+//   - Terminate copies the message and the failure to the DLQ record stream,
+//     waits for JetStream to confirm the copy, and only then terminates the
+//     message (AckTerm). On a WorkQueue or Interest stream a TERM deletes the
+//     message, so the copy is the only place its payload survives.
+//   - Fail records why this delivery failed in the failure bucket and NAKs
+//     with the delay the consumer's BackOff gives this delivery; when the
+//     last delivery fails the bridge attaches this record to the max
+//     deliveries advisory.
+//   - Once makes a task's side effects happen once across redeliveries and
+//     replays, recording completion in Firestore before the ack.
+//   - Budget.Check refuses a model call that cannot fit the context window
+//     with the reason code context_window_overflow before spending tokens.
+//
+// Every method that fails leaves the message to be redelivered: nothing is
+// terminated that was not copied first.
+package agentkit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults; they match the bridge's (SPEC §14).
+const (
+	DefaultRecordStream          = "DLQ_RECORDS"
+	DefaultFailureBucket         = "dlq_failures"
+	DefaultIdempotencyCollection = "task-idempotency"
+	DefaultIdempotencyTTL        = 72 * time.Hour
+	DefaultLease                 = 5 * time.Minute
+)
+
+// Headers the replay function sets on a modified retry (SPEC §9); agents read
+// them to apply the strategy.
+const (
+	HeaderReplayOf         = "Jsdlq-Replay-Of"
+	HeaderReplayAttempt    = "Jsdlq-Replay-Attempt"
+	HeaderStrategy         = "Jsdlq-Strategy"
+	HeaderInstruction      = "Jsdlq-Instruction" // repeatable
+	HeaderTargetModel      = "Jsdlq-Target-Model"
+	HeaderMaxContextTokens = "Jsdlq-Max-Context-Tokens"
+	HeaderMaxOutputTokens  = "Jsdlq-Max-Output-Tokens"
+)
+
+// Reason codes agentkit itself produces (SPEC §6).
+const (
+	CodeContextWindowOverflow = "context_window_overflow"
+)
+
+// Errors.
+var (
+	// ErrRecordTooLarge: the record (payload plus headers) would exceed the
+	// server's max payload. Terminate then records the failure with Fail
+	// and NAKs instead: the message dies by max deliveries and the bridge
+	// captures it from the stream, payload included.
+	ErrRecordTooLarge = errors.New("agentkit: record exceeds the server's max payload")
+	// ErrInProgress: another worker holds the idempotency claim of the key.
+	ErrInProgress = errors.New("agentkit: task in progress elsewhere")
+	// ErrNoFirestore: Once needs WithFirestore.
+	ErrNoFirestore = errors.New("agentkit: Once needs a Firestore client (WithFirestore)")
+)
+
+// Failure is an agent's account of a failed attempt. Code is a SPEC §6 reason
+// code; CompletedSteps lists side effects already made (they make a replay
+// unsafe); Retryable, when set, overrides the policy's view.
+type Failure struct {
+	Code           string
+	Detail         string
+	CompletedSteps []string
+	Retryable      *bool
+}
+
+// Kit binds agentkit to a JetStream connection and an agent name.
+type Kit struct {
+	js         jetstream.JetStream
+	fs         *firestore.Client
+	agent      string
+	records    string
+	bucket     string
+	collection string
+	ttl        time.Duration
+	lease      time.Duration
+	log        *slog.Logger
+	now        func() time.Time
+
+	kvOnce    sync.Mutex
+	kv        jetstream.KeyValue
+	consumers sync.Map // "<stream>/<consumer>" → []time.Duration backoff
+}
+
+// Option configures New.
+type Option func(*Kit)
+
+// WithAgent names the agent in failure records.
+func WithAgent(name string) Option { return func(k *Kit) { k.agent = name } }
+
+// WithFirestore enables Once.
+func WithFirestore(c *firestore.Client) Option { return func(k *Kit) { k.fs = c } }
+
+// WithRecordStream names the stream records must land in (default DLQ_RECORDS).
+func WithRecordStream(name string) Option { return func(k *Kit) { k.records = name } }
+
+// WithFailureBucket names the failure bucket (default dlq_failures).
+func WithFailureBucket(name string) Option { return func(k *Kit) { k.bucket = name } }
+
+// WithIdempotencyCollection names Once's collection (default task-idempotency).
+func WithIdempotencyCollection(name string) Option { return func(k *Kit) { k.collection = name } }
+
+// WithLease sets how long a Once claim blocks duplicates (default 5 min);
+// make it at least the consumer's AckWait.
+func WithLease(d time.Duration) Option { return func(k *Kit) { k.lease = d } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(k *Kit) { k.log = l } }
+
+// WithClock sets the clock (tests).
+func WithClock(now func() time.Time) Option { return func(k *Kit) { k.now = now } }
+
+// New returns a Kit.
+func New(js jetstream.JetStream, opts ...Option) *Kit {
+	k := &Kit{js: js, records: DefaultRecordStream, bucket: DefaultFailureBucket,
+		collection: DefaultIdempotencyCollection, ttl: DefaultIdempotencyTTL, lease: DefaultLease,
+		log: slog.New(slog.DiscardHandler), now: time.Now}
+	for _, o := range opts {
+		o(k)
+	}
+	return k
+}
+
+func (k *Kit) failure(md *jetstream.MsgMetadata, f Failure) event.Failure {
+	return event.Failure{Code: f.Code, Detail: f.Detail, Attempt: int(md.NumDelivered), Agent: k.agent,
+		CompletedSteps: f.CompletedSteps, Retryable: f.Retryable, RecordedAt: k.now().UTC()}
+}
+
+// Terminate copies msg and f to the record stream (subject
+// dlq.records.<stream>, Nats-Msg-Id <stream>.<seq>, so a repeated Terminate
+// of a redelivered message is deduplicated), waits for the publish ack and
+// then terminates msg with reason "<code>: <detail>". If the copy fails the
+// message is NAKed, not terminated, and the error returned: it will be
+// redelivered and nothing is lost.
+func (k *Kit) Terminate(ctx context.Context, msg jetstream.Msg, f Failure) error {
+	if f.Code == "" {
+		return errors.New("agentkit: Terminate needs a failure code")
+	}
+	md, err := msg.Metadata()
+	if err != nil {
+		return fmt.Errorf("agentkit: terminate: %w", err)
+	}
+	id := event.ID(md.Stream, md.Sequence.Stream)
+	rec := event.Record{
+		Meta: event.RecordMeta{Stream: md.Stream, StreamSeq: md.Sequence.Stream, Consumer: md.Consumer,
+			Subject: msg.Subject(), PublishedAt: md.Timestamp.UTC(), Deliveries: md.NumDelivered,
+			Failure: k.failure(md, f)},
+		Headers: msg.Headers(),
+		Data:    msg.Data(),
+	}
+	h, data, err := rec.Encode()
+	if err != nil {
+		k.nak(ctx, msg, md)
+		return fmt.Errorf("agentkit: record %s: %w", id, err)
+	}
+	out := &nats.Msg{Subject: event.RecordSubject(md.Stream), Header: h, Data: data}
+	if limit := k.js.Conn().MaxPayload(); limit > 0 && int64(recordSize(out)) > limit {
+		ferr := k.Fail(ctx, msg, f)
+		return errors.Join(fmt.Errorf("%w: record %s is %d bytes, limit %d; recorded and NAKed instead",
+			ErrRecordTooLarge, id, recordSize(out), limit), ferr)
+	}
+	if _, err := k.js.PublishMsg(ctx, out, jetstream.WithExpectStream(k.records)); err != nil {
+		k.nak(ctx, msg, md)
+		return fmt.Errorf("agentkit: publish record %s to %s: %w (message NAKed, not terminated)", id, k.records, err)
+	}
+	if err := msg.TermWithReason(termReason(f)); err != nil {
+		// The record is safe; a redelivery terminates again and the record
+		// stream deduplicates the second copy.
+		return fmt.Errorf("agentkit: term %s after recording it: %w", id, err)
+	}
+	return nil
+}
+
+func recordSize(m *nats.Msg) int {
+	n := len(m.Data) + len(m.Subject) + len("NATS/1.0\r\n\r\n")
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+// termReason is "<code>: <detail>", one line, short enough for an advisory.
+func termReason(f Failure) string {
+	r := f.Code
+	if d := strings.Join(strings.Fields(f.Detail), " "); d != "" {
+		r += ": " + d
+	}
+	if len(r) > 256 {
+		r = r[:256]
+	}
+	return r
+}
+
+func (k *Kit) bucketKV(ctx context.Context) (jetstream.KeyValue, error) {
+	k.kvOnce.Lock()
+	defer k.kvOnce.Unlock()
+	if k.kv != nil {
+		return k.kv, nil
+	}
+	kv, err := k.js.KeyValue(ctx, k.bucket)
+	if err != nil {
+		return nil, fmt.Errorf("agentkit: bucket %s: %w", k.bucket, err)
+	}
+	k.kv = kv
+	return kv, nil
+}
+
+// Fail records f for this delivery in the failure bucket (key
+// <stream>.<seq>, the event id) and NAKs msg with the delay the consumer's
+// BackOff gives this delivery (its last entry beyond the list; an immediate
+// NAK without BackOff). The record is written before the NAK so that it is
+// in place when the last NAK exhausts MaxDeliver. A failed write still NAKs;
+// the error is returned.
+func (k *Kit) Fail(ctx context.Context, msg jetstream.Msg, f Failure) error {
+	md, err := msg.Metadata()
+	if err != nil {
+		return fmt.Errorf("agentkit: fail: %w", err)
+	}
+	var errs []error
+	if f.Code == "" {
+		errs = append(errs, errors.New("agentkit: Fail needs a failure code"))
+	} else if kv, err := k.bucketKV(ctx); err != nil {
+		errs = append(errs, err)
+	} else {
+		val, err := json.Marshal(k.failure(md, f))
+		if err == nil {
+			_, err = kv.Put(ctx, event.ID(md.Stream, md.Sequence.Stream), val)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("agentkit: record failure of %s: %w", event.ID(md.Stream, md.Sequence.Stream), err))
+		}
+	}
+	if err := k.nak(ctx, msg, md); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Backoff returns the NAK delay for a message's current delivery.
+func (k *Kit) Backoff(ctx context.Context, md *jetstream.MsgMetadata) time.Duration {
+	key := md.Stream + "/" + md.Consumer
+	v, ok := k.consumers.Load(key)
+	if !ok {
+		c, err := k.js.Consumer(ctx, md.Stream, md.Consumer)
+		if err != nil {
+			k.log.Warn("consumer info unavailable; NAK without delay", "stream", md.Stream, "consumer", md.Consumer, "error", err)
+			return 0
+		}
+		v = c.CachedInfo().Config.BackOff
+		k.consumers.Store(key, v)
+	}
+	bo := v.([]time.Duration)
+	if len(bo) == 0 || md.NumDelivered == 0 {
+		return 0
+	}
+	i := min(int(md.NumDelivered)-1, len(bo)-1)
+	return bo[i]
+}
+
+func (k *Kit) nak(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata) error {
+	var err error
+	if d := k.Backoff(ctx, md); d > 0 {
+		err = msg.NakWithDelay(d)
+	} else {
+		err = msg.Nak()
+	}
+	if err != nil {
+		return fmt.Errorf("agentkit: nak %s: %w", event.ID(md.Stream, md.Sequence.Stream), err)
+	}
+	return nil
+}
