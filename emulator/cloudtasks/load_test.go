@@ -176,6 +176,7 @@ func TestRestartWithDataDirLosesNothing(t *testing.T) {
 	stoppedAt := tg.count()
 	time.Sleep(400 * time.Millisecond) // several tasks fall due while down
 
+	restartAt := time.Now()
 	e2 := startEmu(t, cloudtasks.WithDataDir(dir))
 	q2, err := e2.client.GetQueue(context.Background(), &cloudtaskspb.GetQueueRequest{Name: q})
 	if err != nil {
@@ -209,6 +210,17 @@ func TestRestartWithDataDirLosesNothing(t *testing.T) {
 		}
 	}
 	t.Logf("%d dispatches before the stop, %d after, %d tasks repeated", stoppedAt, len(hits)-stoppedAt, dups)
+	overdue := 0
+	for _, h := range hits {
+		eta, _ := strconv.ParseFloat(h.header.Get(cloudtasks.HeaderETA), 64)
+		if h.at.After(restartAt) && time.Unix(0, int64(eta*1e9)).Before(restartAt) {
+			overdue++
+		}
+	}
+	t.Logf("%d tasks fell due while the emulator was down and were dispatched on start", overdue)
+	if stoppedAt < n && overdue == 0 {
+		t.Errorf("no task that fell due during the downtime was dispatched after the restart")
+	}
 
 	// Tokens from both runs verify against the JWKS of the second: same key.
 	v := cloudtasks.NewVerifier(e2.jwksURL)

@@ -643,3 +643,44 @@ func TestQueueHTTPTargetOverrides(t *testing.T) {
 		t.Errorf("Verify(queue-level OIDC) = %v, %v; want the queue's service account", c, err)
 	}
 }
+
+// Under a fake clock, schedule times and backoffs elapse only on Advance.
+func TestFakeClockDrivesSchedule(t *testing.T) {
+	t.Parallel()
+	clock := cloudtasks.NewFakeClock(time.Now())
+	e := startEmu(t, cloudtasks.WithClock(clock))
+	ctx := context.Background()
+	tg := newTarget(t, func(n int, _ hit) int {
+		if n == 0 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	q := e.queue(t, "fake-time", nil, &cloudtaskspb.RetryConfig{MinBackoff: dur(time.Minute), MaxBackoff: dur(time.Hour)})
+	tk := httpTask(q+"/tasks/later", tg.URL)
+	tk.ScheduleTime = timestamppb.New(clock.Now().Add(10 * time.Minute))
+	e.task(t, q, tk)
+
+	time.Sleep(100 * time.Millisecond)
+	if n := tg.count(); n != 0 {
+		t.Fatalf("dispatched %d before the fake clock reached the schedule time, want 0", n)
+	}
+	clock.Advance(10 * time.Minute)
+	waitFor(t, 10*time.Second, "first attempt", func() bool { return tg.count() == 1 })
+	waitFor(t, 10*time.Second, "failure recorded", func() bool {
+		got, err := e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: tk.Name})
+		return err == nil && got.ResponseCount == 1
+	})
+	clock.Advance(59 * time.Second)
+	time.Sleep(100 * time.Millisecond)
+	if n := tg.count(); n != 1 {
+		t.Fatalf("dispatched %d times before min_backoff elapsed on the fake clock, want 1", n)
+	}
+	clock.Advance(time.Second)
+	waitFor(t, 10*time.Second, "retry after min_backoff", func() bool { return tg.count() == 2 })
+	eta, _ := strconv.ParseFloat(tg.snapshot()[1].header.Get(cloudtasks.HeaderETA), 64)
+	first, _ := strconv.ParseFloat(tg.snapshot()[0].header.Get(cloudtasks.HeaderETA), 64)
+	if d := time.Duration((eta - first) * 1e9); d < time.Minute || d > time.Minute+time.Second {
+		t.Errorf("retry ETA - first ETA = %v, want 1m (fake)", d)
+	}
+}
