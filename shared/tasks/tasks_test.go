@@ -137,7 +137,11 @@ func TestScheduleLaterDeleteAndList(t *testing.T) {
 	}
 	var listed []string
 	var when []time.Time
-	if err := s.Each(ctx, func(name string, at time.Time) bool { listed = append(listed, name); when = append(when, at); return true }); err != nil {
+	if err := s.Each(ctx, func(name string, at time.Time) bool {
+		listed = append(listed, name)
+		when = append(when, at)
+		return true
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if len(listed) != 2 {
