@@ -58,11 +58,16 @@ locals {
       REPLAY_URL            = local.function_urls.replay
       TASKS_SERVICE_ACCOUNT = google_service_account.component["tasks"].email
     }
+    # Replay schedules tasks too (approvals, re-queues), so it gets the
+    # scheduling settings as well.
     replay = merge(local.nats_env, {
-      GOOGLE_CLOUD_PROJECT = var.project_id
-      AUTH_MODE            = "oidc"
-      AUTH_AUDIENCE        = local.function_urls.replay
-      AUTH_ALLOWED_EMAILS  = google_service_account.component["tasks"].email
+      GOOGLE_CLOUD_PROJECT  = var.project_id
+      AUTH_MODE             = "oidc"
+      AUTH_AUDIENCE         = local.function_urls.replay
+      AUTH_ALLOWED_EMAILS   = google_service_account.component["tasks"].email
+      TASKS_QUEUE           = local.tasks_queue
+      REPLAY_URL            = local.function_urls.replay
+      TASKS_SERVICE_ACCOUNT = google_service_account.component["tasks"].email
     })
     reconcile = merge(local.nats_env, {
       GOOGLE_CLOUD_PROJECT  = var.project_id
@@ -74,8 +79,13 @@ locals {
       TASKS_SERVICE_ACCOUNT = google_service_account.component["tasks"].email
       ADVISORY_STREAM       = var.advisory_stream
       RECORD_STREAM         = var.record_stream
+      WORK_STREAMS          = join(",", var.work_streams)
+      # Finish and store the report well before the platform cuts the
+      # request off.
+      RECONCILE_TIME_BUDGET = "${max(30, local.reconcile_timeout - 60)}s"
     })
   }
+  reconcile_timeout = try(var.function_settings.reconcile.timeout_seconds, 60)
 
   # Who may invoke each function (run.invoker), nobody else.
   function_invokers = {
@@ -200,6 +210,7 @@ module "tasks" {
   task_service_account_id   = google_service_account.component["tasks"].name
   enqueuer_members = {
     classify  = google_service_account.component["classify"].member
+    replay    = google_service_account.component["replay"].member
     reconcile = google_service_account.component["reconcile"].member
   }
   auditor_members = {
@@ -287,7 +298,7 @@ module "scheduler" {
   target_uri            = local.function_urls.reconcile
   audience              = local.function_urls.reconcile
   service_account_email = google_service_account.component["scheduler"].email
-  attempt_deadline      = "${min(1800, max(15, try(var.function_settings.reconcile.timeout_seconds, 60)))}s"
+  attempt_deadline      = "${min(1800, max(15, local.reconcile_timeout))}s"
 
   depends_on = [google_project_service.enabled, module.function]
 }

@@ -114,6 +114,17 @@ variable "record_stream" {
   default     = "DLQ_RECORDS"
 }
 
+variable "work_streams" {
+  type        = list(string)
+  description = "JetStream work streams whose sequences and consumer ack floors reconcile samples (WORK_STREAMS)."
+  default     = ["TASKS"]
+
+  validation {
+    condition     = length(var.work_streams) > 0 && alltrue([for s in var.work_streams : can(regex("^[A-Za-z0-9_-]+$", s))])
+    error_message = "work_streams must name at least one stream; stream names hold letters, digits, '-' and '_'."
+  }
+}
+
 variable "failure_bucket" {
   type        = string
   description = "JetStream KV bucket of per-attempt failures (FAILURE_BUCKET)."

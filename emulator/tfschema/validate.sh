@@ -65,7 +65,8 @@ if [ -f "$schema" ]; then
 	step "offline providers from $schema"
 	platform="$(go env GOOS)_$(go env GOARCH)"
 	step "building emulator/tfschema plugin"
-	(cd "$repo" && go build -o "$work/bin/terraform-provider-tfschema" ./emulator/tfschema/cmd/terraform-provider-tfschema)
+	(cd "$repo" && go build -o "$work/bin/terraform-provider-tfschema" ./emulator/tfschema/cmd/terraform-provider-tfschema &&
+		go build -o "$work/bin/tfpolicy" ./emulator/tfschema/cmd/tfpolicy)
 	schema_abs=$(cd "$(dirname "$schema")" && pwd)/$(basename "$schema")
 	includes=""
 	for entry in "${providers[@]}"; do
@@ -124,11 +125,15 @@ if [ "$offline" = 1 ]; then
 		args=(-var-file=terraform.tfvars.example)
 		[ "$bridge" = "with the bridge" ] && args+=(-var "bridge_image=europe-west1-docker.pkg.dev/my-jsdlq-project/jsdlq/bridge:v1")
 		step "terraform: plan (offline, placeholder data sources, terraform.tfvars.example, $bridge)"
-		if ! out=$(terraform -chdir="$tfroot" plan -refresh=false -lock=false -input=false -no-color "${args[@]}" 2>&1); then
+		planfile="$work/plan-${bridge// /-}"
+		if ! out=$(terraform -chdir="$tfroot" plan -refresh=false -lock=false -input=false -no-color -out="$planfile" "${args[@]}" 2>&1); then
 			printf '%s\n' "$out" >&2
 			die "terraform plan failed ($bridge)"
 		fi
 		grep -E '^Plan:' <<<"$out" || die "terraform plan printed no summary ($bridge)"
+		step "terraform: IAM rules on the plan (no allUsers/allAuthenticatedUsers; project roles only log/metric writers or README-listed)"
+		terraform -chdir="$tfroot" show -json "$planfile" | "$work/bin/tfpolicy" -readme "$tfroot/README.md" ||
+			die "IAM rules violated ($bridge)"
 	done
 else
 	step "terraform: plan skipped (it needs the offline providers or real credentials)"
