@@ -625,13 +625,14 @@ func (s *Server) CreateTask(ctx context.Context, req *cloudtaskspb.CreateTaskReq
 			delete(s.reserved, name)
 		}
 	}
+	own := proto.Clone(in).(*cloudtaskspb.Task)
 	pb := &cloudtaskspb.Task{
 		Name:             name,
-		MessageType:      proto.Clone(in).(*cloudtaskspb.Task).MessageType,
+		MessageType:      own.MessageType,
 		ScheduleTime:     timestamppb.New(when.Truncate(time.Microsecond)),
 		CreateTime:       timestamppb.New(now.Truncate(time.Second)),
 		DispatchDeadline: durationpb.New(deadline),
-		RetryConfig:      in.GetRetryConfig(),
+		RetryConfig:      own.RetryConfig,
 		View:             cloudtaskspb.Task_FULL,
 	}
 	hr := pb.GetHttpRequest()

@@ -211,7 +211,7 @@ func TestTaskCRUDAndViews(t *testing.T) {
 		t.Errorf("CreateTask(deleted name) = %v, want AlreadyExists (reserved for an hour)", err)
 	}
 
-	// Purge removes every task and none is dispatched.
+	// Purge removes every task (TestDeletedQueueAndTaskAreNotDispatched covers dispatch).
 	if _, err := e.client.PurgeQueue(ctx, &cloudtaskspb.PurgeQueueRequest{Name: q}); err != nil {
 		t.Fatalf("PurgeQueue() = %v", err)
 	}
