@@ -15,8 +15,6 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/jsdlq/jsdlq/functions/classify"
-	"github.com/jsdlq/jsdlq/functions/reconcile"
-	"github.com/jsdlq/jsdlq/functions/replay"
 	"github.com/jsdlq/jsdlq/shared/obs"
 )
 
@@ -30,12 +28,8 @@ var (
 	classifyHandler = sync.OnceValue(func() *classify.Handler {
 		return classify.New(classify.Config{}, classify.Deps{Logger: obs.NewLogger(os.Stdout, obs.WithComponent("classify"))})
 	})
-	replayHandler = sync.OnceValue(func() http.Handler {
-		return obs.Middleware(replay.New(replay.Config{}, replay.Deps{Logger: obs.NewLogger(os.Stdout, obs.WithComponent("replay"))}))
-	})
-	reconcileHandler = sync.OnceValue(func() http.Handler {
-		return obs.Middleware(reconcile.New(reconcile.Config{}, reconcile.Deps{Logger: obs.NewLogger(os.Stdout, obs.WithComponent("reconcile"))}))
-	})
+	replayHandler    = sync.OnceValue(newReplayHandler)
+	reconcileHandler = sync.OnceValue(newReconcileHandler)
 )
 
 func handleClassify(ctx context.Context, e event.Event) error {
