@@ -24,9 +24,15 @@ type terraformRig struct {
 	cliConfig string
 }
 
+// rigOption adds environment to the plugin's wrapper script.
+type rigOption string
+
+// withPlaceholderData lets the plugin read data sources (placeholders).
+const withPlaceholderData rigOption = "TFSCHEMA_DATA=placeholder "
+
 // newRig builds the plugin and installs it, behind one wrapper script per
 // provider, in a filesystem mirror that a private CLI config points at.
-func newRig(t *testing.T, schemaFile string, providers ...provider) *terraformRig {
+func newRig(t *testing.T, schemaFile string, providers []provider, opts ...rigOption) *terraformRig {
 	t.Helper()
 	tf, err := exec.LookPath("terraform")
 	if err != nil {
@@ -54,7 +60,11 @@ func newRig(t *testing.T, schemaFile string, providers ...provider) *terraformRi
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		wrapper := fmt.Sprintf("#!/bin/sh\nTFSCHEMA_FILE=%q TFSCHEMA_PROVIDER=%q exec %q \"$@\"\n", schemaFile, p.addr, plugin)
+		var extra strings.Builder
+		for _, o := range opts {
+			extra.WriteString(string(o))
+		}
+		wrapper := fmt.Sprintf("#!/bin/sh\n%sTFSCHEMA_FILE=%q TFSCHEMA_PROVIDER=%q exec %q \"$@\"\n", extra.String(), schemaFile, p.addr, plugin)
 		if err := os.WriteFile(filepath.Join(dir, "terraform-provider-"+typ+"_v"+p.version), []byte(wrapper), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -74,6 +84,13 @@ func newRig(t *testing.T, schemaFile string, providers ...provider) *terraformRi
 // terraform validate there and returns validate's combined output.
 func (r *terraformRig) validate(t *testing.T, config string) (string, error) {
 	t.Helper()
+	dir := r.initDir(t, config)
+	return r.run(t, dir, "validate", "-no-color")
+}
+
+// initDir writes config to a fresh directory and runs terraform init there.
+func (r *terraformRig) initDir(t *testing.T, config string) string {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
@@ -81,7 +98,7 @@ func (r *terraformRig) validate(t *testing.T, config string) (string, error) {
 	if out, err := r.run(t, dir, "init", "-backend=false", "-input=false", "-no-color"); err != nil {
 		t.Fatalf("terraform init: %v\n%s", err, out)
 	}
-	return r.run(t, dir, "validate", "-no-color")
+	return dir
 }
 
 func (r *terraformRig) run(t *testing.T, dir string, args ...string) (string, error) {
@@ -138,10 +155,10 @@ provider "google" {
 `
 
 func TestTerraformValidateGoogleSchema(t *testing.T) {
-	rig := newRig(t, providersSchema(t),
-		provider{"registry.terraform.io/hashicorp/google", "7.45.0"},
-		provider{"registry.terraform.io/hashicorp/archive", "2.8.0"},
-	)
+	rig := newRig(t, providersSchema(t), []provider{
+		{"registry.terraform.io/hashicorp/google", "7.45.0"},
+		{"registry.terraform.io/hashicorp/archive", "2.8.0"},
+	})
 
 	tests := []struct {
 		name   string
@@ -304,7 +321,7 @@ func TestTerraformValidateNestedAttributes(t *testing.T) {
 	if err := os.WriteFile(schemaFile, []byte(fakeSchema), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rig := newRig(t, schemaFile, provider{"registry.terraform.io/jsdlq/fake", "1.0.0"})
+	rig := newRig(t, schemaFile, []provider{{"registry.terraform.io/jsdlq/fake", "1.0.0"}})
 	const header = `
 terraform {
   required_providers {
@@ -422,5 +439,79 @@ resource "fake_thing" "a" {
 				}
 			}
 		})
+	}
+}
+
+// TestTerraformPlanAndApply runs the plan-side RPCs through terraform:
+// computed attributes become "known after apply", write-only values never
+// show, data sources read as placeholders only when asked to, a provider
+// function is evaluated, and apply is refused with a clear message rather
+// than pretending to create anything.
+func TestTerraformPlanAndApply(t *testing.T) {
+	schemaFile := filepath.Join(t.TempDir(), "schema.json")
+	if err := os.WriteFile(schemaFile, []byte(fakeSchema), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const config = `
+terraform {
+  required_providers {
+    fake = { source = "jsdlq/fake", version = "1.0.0" }
+  }
+}
+
+data "fake_info" "i" {
+  project = "p1"
+}
+
+resource "fake_thing" "a" {
+  name      = "thing-${data.fake_info.i.number}"
+  secret_wo = "hunter2"
+  endpoints = [{ url = "https://a" }]
+  rule {
+    match = "x"
+  }
+}
+
+output "project" {
+  value = provider::fake::project_from_id("projects/p1/locations/l/things/a")
+}
+`
+	fake := []provider{{"registry.terraform.io/jsdlq/fake", "1.0.0"}}
+
+	t.Run("data sources refuse without placeholders", func(t *testing.T) {
+		rig := newRig(t, schemaFile, fake)
+		dir := rig.initDir(t, config)
+		out, err := rig.run(t, dir, "plan", "-input=false", "-no-color")
+		if err == nil || !strings.Contains(squash(out), "tfschema: reading a data source is not supported") {
+			t.Fatalf("terraform plan = %v, want the data source refused; output:\n%s", err, out)
+		}
+	})
+
+	rig := newRig(t, schemaFile, fake, withPlaceholderData)
+	dir := rig.initDir(t, config)
+	out, err := rig.run(t, dir, "plan", "-input=false", "-no-color")
+	if err != nil {
+		t.Fatalf("terraform plan: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		`name = "thing-` + Placeholder + `"`,
+		`id = (known after apply)`,
+		`uid = (known after apply)`,
+		`weight = (known after apply)`,
+		`secret_wo = (write-only attribute)`,
+		`+ project = "p1"`,
+		`Plan: 1 to add, 0 to change, 0 to destroy.`,
+	} {
+		if !strings.Contains(squash(out), squash(want)) {
+			t.Errorf("terraform plan output lacks %q; output:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "hunter2") {
+		t.Errorf("terraform plan shows the write-only value; output:\n%s", out)
+	}
+
+	out, err = rig.run(t, dir, "apply", "-auto-approve", "-input=false", "-no-color")
+	if err == nil || !strings.Contains(squash(out), "tfschema: apply is not supported") {
+		t.Fatalf("terraform apply = %v, want it refused; output:\n%s", err, out)
 	}
 }
