@@ -364,3 +364,87 @@ func TestCallFunction(t *testing.T) {
 		t.Errorf("CallFunction(join_all) = %+v, %v; want a \"not emulated\" function error", resp, err)
 	}
 }
+
+func TestValidateRejectsComputedOnly(t *testing.T) {
+	p := loadFake(t)
+	s := NewServer(p)
+	typ := p.Resources["fake_thing"].ValueType().(tftypes.Object)
+	ruleType := typ.AttributeTypes["rule"].(tftypes.List).ElementType.(tftypes.Object)
+
+	config := func(uid tftypes.Value, id tftypes.Value) *tfprotov6.DynamicValue {
+		vals := map[string]tftypes.Value{}
+		for name, at := range typ.AttributeTypes {
+			vals[name] = tftypes.NewValue(at, nil)
+		}
+		vals["name"] = tftypes.NewValue(tftypes.String, "n")
+		vals["id"] = id
+		vals["rule"] = tftypes.NewValue(typ.AttributeTypes["rule"], []tftypes.Value{
+			tftypes.NewValue(ruleType, map[string]tftypes.Value{
+				"match": tftypes.NewValue(tftypes.String, "m"),
+				"uid":   uid,
+				"limit": tftypes.NewValue(ruleType.AttributeTypes["limit"], nil),
+			}),
+		})
+		dv, err := tfprotov6.NewDynamicValue(typ, tftypes.NewValue(typ, vals))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &dv
+	}
+	null := tftypes.NewValue(tftypes.String, nil)
+
+	tests := []struct {
+		name     string
+		config   *tfprotov6.DynamicValue
+		wantPath string
+	}{
+		{"unset computed-only and set optional+computed pass", config(null, tftypes.NewValue(tftypes.String, "my-id")), ""},
+		{"computed-only set to a literal fails", config(tftypes.NewValue(tftypes.String, "x"), null), `AttributeName("rule").ElementKeyInt(0).AttributeName("uid")`},
+		{"computed-only set to an unknown value fails too", config(tftypes.NewValue(tftypes.String, tftypes.UnknownValue), null), `AttributeName("rule").ElementKeyInt(0).AttributeName("uid")`},
+	}
+	for _, tt := range tests {
+		resp, err := s.ValidateResourceConfig(t.Context(), &tfprotov6.ValidateResourceConfigRequest{TypeName: "fake_thing", Config: tt.config})
+		if err != nil {
+			t.Fatalf("%s: ValidateResourceConfig error = %v", tt.name, err)
+		}
+		var got string
+		if len(resp.Diagnostics) > 0 {
+			got = resp.Diagnostics[0].Attribute.String()
+		}
+		if len(resp.Diagnostics) > 1 || got != tt.wantPath {
+			t.Errorf("%s: ValidateResourceConfig diagnostics at %q (%d), want at %q", tt.name, got, len(resp.Diagnostics), tt.wantPath)
+		}
+	}
+}
+
+func TestUpgradeResourceStateDropsUnknownAttributes(t *testing.T) {
+	s := NewServer(loadFake(t))
+	resp, err := s.UpgradeResourceState(t.Context(), &tfprotov6.UpgradeResourceStateRequest{
+		TypeName: "fake_thing",
+		Version:  1,
+		RawState: &tfprotov6.RawState{JSON: []byte(`{"id":"a1","name":"n","removed_in_v2":"x","rule":[{"match":"m","uid":"u","limit":null}]}`)},
+	})
+	if err != nil || len(resp.Diagnostics) > 0 {
+		t.Fatalf("UpgradeResourceState = %v, %v", resp.Diagnostics, err)
+	}
+	v, err := resp.UpgradedState.Unmarshal(loadFake(t).Resources["fake_thing"].ValueType())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attrs map[string]tftypes.Value
+	if err := v.As(&attrs); err != nil {
+		t.Fatal(err)
+	}
+	var id, name string
+	if attrs["id"].As(&id) != nil || attrs["name"].As(&name) != nil || id != "a1" || name != "n" {
+		t.Errorf("UpgradeResourceState kept id=%q name=%q, want a1/n", id, name)
+	}
+	if _, ok := attrs["removed_in_v2"]; ok {
+		t.Errorf("UpgradeResourceState kept an attribute the schema no longer has")
+	}
+
+	resp, err = s.UpgradeResourceState(t.Context(), &tfprotov6.UpgradeResourceStateRequest{TypeName: "no_such_thing", RawState: &tfprotov6.RawState{JSON: []byte(`{}`)}})
+	if err != nil || len(resp.Diagnostics) != 1 {
+		t.Errorf("UpgradeResourceState(unknown type) = %v, %v; want one diagnostic", resp.Diagnostics, err)
+	}
+}
