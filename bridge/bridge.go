@@ -219,12 +219,17 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if err := b.checkTopic(ctx); err != nil {
 		return err
 	}
-	consumers := map[string]func(context.Context, jetstream.Msg) (event.Event, error){
-		b.cfg.AdvisoryStream: b.fromAdvisory,
-		b.cfg.RecordStream:   b.fromRecord,
+	type source struct {
+		stream string
+		build  func(context.Context, jetstream.Msg) (event.Event, error)
+		it     jetstream.MessagesContext
 	}
-	iters := make([]jetstream.MessagesContext, 0, 2)
-	for stream := range consumers {
+	sources := []*source{
+		{stream: b.cfg.AdvisoryStream, build: b.fromAdvisory},
+		{stream: b.cfg.RecordStream, build: b.fromRecord},
+	}
+	for _, src := range sources {
+		stream := src.stream
 		c, err := b.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
 			Durable:       b.cfg.Consumer,
 			Description:   "jsdlq bridge: forwards to Pub/Sub",
@@ -242,7 +247,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("bridge: pull %s: %w", stream, err)
 		}
-		iters = append(iters, it)
+		defer it.Stop()
+		src.it = it
 	}
 	b.ready.Store(true)
 	b.log.Info("bridge ready", "topic", b.topic, "advisory_stream", b.cfg.AdvisoryStream,
@@ -254,10 +260,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 	sem := make(chan struct{}, b.cfg.MaxInFlight)
 	var inflight sync.WaitGroup
 	var loops sync.WaitGroup
-	i := 0
-	for stream, build := range consumers {
-		it := iters[i]
-		i++
+	for _, src := range sources {
+		stream, build, it := src.stream, src.build, src.it
 		loops.Add(1)
 		go func() {
 			defer loops.Done()
@@ -282,8 +286,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	b.log.Info("draining", "in_flight", b.m.inFlight.Load())
-	for _, it := range iters {
-		it.Drain()
+	for _, src := range sources {
+		src.it.Drain()
 	}
 	done := make(chan struct{})
 	go func() { loops.Wait(); inflight.Wait(); close(done) }()

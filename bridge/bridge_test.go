@@ -15,7 +15,7 @@ import (
 func TestMaxDeliverForwardsOriginal(t *testing.T) {
 	h := newHarness(t)
 	ctx := testenv.Context(t)
-	c := taskStream(t, h.js, "TASKS", jetstream.LimitsPolicy, 2)
+	c := taskStream(t, h.js, "TASKS", "agents.>", jetstream.LimitsPolicy, 2)
 	payloads := map[uint64][]byte{}
 	for i := range 5 {
 		m := nats.NewMsg(fmt.Sprintf("agents.backend.tasks.t%d", i))

@@ -216,11 +216,11 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// taskStream creates a work stream on agents.> with a worker consumer.
-func taskStream(t testing.TB, js jetstream.JetStream, name string, retention jetstream.RetentionPolicy, maxDeliver int) jetstream.Consumer {
+// taskStream creates a work stream on subjects with a worker consumer.
+func taskStream(t testing.TB, js jetstream.JetStream, name, subjects string, retention jetstream.RetentionPolicy, maxDeliver int) jetstream.Consumer {
 	t.Helper()
 	ctx := testenv.Context(t)
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"agents.>"},
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subjects},
 		Retention: retention, Storage: jetstream.FileStorage}); err != nil {
 		t.Fatalf("create stream %s: %v", name, err)
 	}

@@ -1,0 +1,251 @@
+package bridge_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jsdlq/jsdlq/bridge"
+	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/testenv"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Input that can never become an event is logged, acknowledged and counted,
+// never redelivered forever; good input behind it still flows.
+func TestMalformedInputIsAckedAndCounted(t *testing.T) {
+	h := newHarness(t)
+	ctx := testenv.Context(t)
+	bad := []struct{ subject, data string }{
+		{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TASKS.w", "not json"},
+		{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TASKS.w", `{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"TASKS"}`},
+		{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TASKS.w", `{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"TASKS","stream_seq":"7"}`},
+		{"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.TASKS.w", `{"type":"io.nats.jetstream.advisory.v1.nak","stream":"TASKS","stream_seq":7}`},
+		{"dlq.records.TASKS", "a record without its header"},
+	}
+	for _, b := range bad {
+		if _, err := h.js.Publish(ctx, b.subject, []byte(b.data)); err != nil {
+			t.Fatalf("publish %s: %v", b.subject, err)
+		}
+	}
+	// A valid advisory after them (for a message that does not exist).
+	good := fmt.Sprintf(`{"type":%q,"id":"x","timestamp":"2026-11-21T12:00:00Z","stream":"TASKS","consumer":"w","stream_seq":7,"deliveries":3,"extra_field_of_a_newer_server":1}`,
+		event.AdvisoryMaxDeliver)
+	if _, err := h.js.Publish(ctx, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TASKS.w", []byte(good)); err != nil {
+		t.Fatal(err)
+	}
+	h.sink.waitFor(1, 30*time.Second)
+	if e := h.sink.one("TASKS.7"); e.Message.MissingReason != event.MissingStreamNotFound {
+		t.Errorf("valid advisory event = %+v", e.Message)
+	}
+	want := map[string]uint64{"malformed_advisory": 3, "unknown_advisory": 1, "malformed_record": 1}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := h.b.Counts().Rejected
+		if fmt.Sprint(got) == fmt.Sprint(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rejected = %v, want %v", got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Acknowledged: nothing pending or awaiting redelivery on either stream.
+	for _, stream := range []string{"DLQ_ADVISORIES", "DLQ_RECORDS"} {
+		c, err := h.js.Consumer(ctx, stream, "dlq-bridge")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			info, err := c.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.NumPending == 0 && info.NumAckPending == 0 && info.NumRedelivered == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: pending %d, ack pending %d, redelivered %d; want all acked once", stream,
+					info.NumPending, info.NumAckPending, info.NumRedelivered)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if c := h.b.Counts(); c.Failed["publish"] != 0 {
+		t.Errorf("failed = %v, want no retries", c.Failed)
+	}
+}
+
+// An event that would exceed the Pub/Sub limit is forwarded without its
+// payload, with size and sha256, never dropped. (The limit is lowered here:
+// the test server's max payload is 1 MiB, Pub/Sub's 10 MB.)
+func TestOversizedEventIsTruncated(t *testing.T) {
+	h := newHarness(t, func(c *bridge.Config) { c.MaxEventBytes = 64 << 10 })
+	ctx := testenv.Context(t)
+	cons := taskStream(t, h.js, "BIG", "agents.>", jetstream.LimitsPolicy, 1)
+	big := bytes.Repeat([]byte{0xab, 0x00}, 60<<10) // 120 KiB, 160 KiB in base64
+	small := []byte("fits")
+	aBig, err := h.js.Publish(ctx, "agents.a.tasks.big", big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aSmall, err := h.js.Publish(ctx, "agents.a.tasks.small", small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exhaust(t, cons)
+	h.sink.waitFor(2, 30*time.Second)
+	e := h.sink.one(event.ID("BIG", aBig.Sequence))
+	sum := sha256.Sum256(big)
+	if !e.Message.Truncated || len(e.Message.Data) != 0 || e.Message.Size != int64(len(big)) ||
+		e.Message.SHA256 != hex.EncodeToString(sum[:]) || e.Message.Subject != "agents.a.tasks.big" {
+		t.Errorf("oversized event message = truncated %v data %d size %d sha %s", e.Message.Truncated,
+			len(e.Message.Data), e.Message.Size, e.Message.SHA256)
+	}
+	if s := h.sink.one(event.ID("BIG", aSmall.Sequence)); s.Message.Truncated || !bytes.Equal(s.Message.Data, small) {
+		t.Errorf("small event = %+v", s.Message)
+	}
+}
+
+// Payloads up to the server's max payload (1 MiB here) are forwarded whole.
+func TestMaxPayloadForwarded(t *testing.T) {
+	h := newHarness(t)
+	ctx := testenv.Context(t)
+	cons := taskStream(t, h.js, "MAXP", "agents.>", jetstream.LimitsPolicy, 1)
+	data := make([]byte, int(h.nc.MaxPayload())-512)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	ack, err := h.js.Publish(ctx, "agents.a.tasks.huge", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exhaust(t, cons)
+	h.sink.waitFor(1, 30*time.Second)
+	if e := h.sink.one(event.ID("MAXP", ack.Sequence)); !bytes.Equal(e.Message.Data, data) || e.Message.Truncated {
+		t.Errorf("max payload event: %d bytes, truncated %v; want %d bytes", len(e.Message.Data), e.Message.Truncated, len(data))
+	}
+}
+
+func TestDeleteForwarded(t *testing.T) {
+	h := newHarness(t, func(c *bridge.Config) { c.DeleteForwarded = true })
+	ctx := testenv.Context(t)
+	cons := taskStream(t, h.js, "DEL", "agents.>", jetstream.WorkQueuePolicy, 1)
+	var seqs []uint64
+	for i := range 3 {
+		ack, err := h.js.Publish(ctx, "agents.a.tasks.x", []byte{byte(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ack.Sequence)
+	}
+	exhaust(t, cons)
+	h.sink.waitFor(3, 30*time.Second)
+	st, _ := h.js.Stream(ctx, "DEL")
+	deadline := time.Now().Add(10 * time.Second)
+	for _, seq := range seqs {
+		if e := h.sink.one(event.ID("DEL", seq)); e.Message.Missing {
+			t.Errorf("event %s lost its payload", e.ID)
+		}
+		for {
+			_, err := st.GetMsg(ctx, seq)
+			if err != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("original %d still in the stream after its event was confirmed", seq)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func TestHealthAndMetrics(t *testing.T) {
+	h := newHarness(t)
+	ctx := testenv.Context(t)
+	cons := taskStream(t, h.js, "M", "agents.>", jetstream.LimitsPolicy, 1)
+	if _, err := h.js.Publish(ctx, "agents.a.tasks.x", nil); err != nil {
+		t.Fatal(err)
+	}
+	exhaust(t, cons)
+	h.sink.waitFor(1, 30*time.Second)
+	srv := httptest.NewServer(h.b.Handler())
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/healthz"); code != 200 {
+		t.Errorf("/healthz = %d %q, want 200", code, body)
+	}
+	_, body := get("/metrics")
+	for _, want := range []string{
+		`jsdlq_bridge_forwarded_total{kind="max_deliver"} 1`,
+		"# TYPE jsdlq_bridge_failed_total counter",
+		"# TYPE jsdlq_bridge_rejected_total counter",
+		"jsdlq_bridge_in_flight 0",
+		`jsdlq_bridge_consumer_lag{stream="DLQ_ADVISORIES"} 0`,
+		`jsdlq_bridge_consumer_lag{stream="DLQ_RECORDS"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+	// NATS gone: not healthy.
+	h.nats.Shutdown()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _ := get("/healthz")
+		if code == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz = %d with NATS down, want 503", code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A NATS restart mid-stream: the bridge reconnects, its durable consumers
+// resume, nothing is lost.
+func TestNATSRestart(t *testing.T) {
+	h := newHarness(t)
+	ctx := testenv.Context(t)
+	cons := taskStream(t, h.js, "R", "agents.>", jetstream.LimitsPolicy, 1)
+	publish := func(n int) {
+		for i := range n {
+			if _, err := h.js.Publish(ctx, "agents.a.tasks.x", []byte{byte(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish(5)
+	exhaust(t, cons)
+	h.sink.waitFor(5, 30*time.Second)
+	h.nats.Restart(t)
+	deadline := time.Now().Add(20 * time.Second)
+	for !h.nc.IsConnected() {
+		if time.Now().After(deadline) {
+			t.Fatal("test connection did not reconnect")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	publish(5)
+	exhaust(t, cons)
+	h.sink.waitFor(10, 60*time.Second)
+}
+
+var _ = nats.NewMsg
