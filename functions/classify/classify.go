@@ -1,38 +1,377 @@
 // Package classify is the classify function (SPEC §8): it turns a
 // jsdlq.event.v1 CloudEvent from Pub/Sub into a categorised failure-log entry,
 // metrics and, where the policy says so, a scheduled replay.
+//
+// Pub/Sub delivers at least once and classify may crash anywhere, so every
+// step is idempotent: the entry, its metrics and the tenant breaker change in
+// one transaction that only a new entry commits; the replay task's name is
+// derived from the entry id and attempt, so scheduling it again is a no-op.
 package classify
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
-	"net/http"
+	"strings"
+	"time"
 
+	"cloud.google.com/go/firestore"
 	"github.com/cloudevents/sdk-go/v2/event"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+
+	"github.com/jsdlq/jsdlq/shared/config"
+
+	jevent "github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
+	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
+// Headers classify reads (SPEC §5 and §9).
+const (
+	HeaderTaskID         = "X-Task-ID"
+	HeaderTaskType       = "X-Task-Type"
+	HeaderIdempotencyKey = "X-Idempotency-Key"
+	HeaderReplayOf       = "Jsdlq-Replay-Of"
+)
+
+// DefaultTimeout bounds one event when the caller set no deadline.
+const DefaultTimeout = time.Minute
+
 // Config is what classify reads from its environment.
-type Config struct{}
+type Config struct {
+	// Conventions name the tenant and agent headers; zero means SPEC §5's.
+	Conventions jevent.Conventions
+}
+
+// PolicySource returns the triage policy in force (triage.Loader).
+type PolicySource interface {
+	Current(ctx context.Context) *triage.Policy
+}
+
+// Scheduler creates replay tasks (tasks.Scheduler).
+type Scheduler interface {
+	Schedule(ctx context.Context, r tasks.Request) (name string, created bool, err error)
+}
 
 // Deps are the clients classify uses.
 type Deps struct {
-	Logger *slog.Logger
+	Logger    *slog.Logger
+	Store     *store.Store
+	Policy    PolicySource
+	Scheduler Scheduler
+	// Now is the clock for schedule times (default time.Now).
+	Now func() time.Time
 }
 
 // Handler handles one CloudEvent.
 type Handler struct {
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	store *store.Store
+	pol   PolicySource
+	sched Scheduler
+	now   func() time.Time
 }
 
 // New returns a Handler.
-func New(_ Config, deps Deps) *Handler {
-	return &Handler{log: deps.Logger}
+func New(cfg Config, deps Deps) *Handler {
+	if cfg.Conventions == (jevent.Conventions{}) {
+		cfg.Conventions = jevent.DefaultConventions
+	}
+	h := &Handler{cfg: cfg, log: deps.Logger, store: deps.Store, pol: deps.Policy, sched: deps.Scheduler, now: deps.Now}
+	if h.log == nil {
+		h.log = obs.Discard()
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	return h
 }
 
-// Handle is not built yet: it answers 501 so that Pub/Sub keeps the message
-// for redelivery rather than a fake success acknowledging it.
-func (h *Handler) Handle(ctx context.Context, e event.Event) error {
-	h.log.WarnContext(ctx, "classify: not implemented yet", "event_id", e.ID(), "event_type", e.Type(), "source", e.Source())
-	return cehttp.NewResult(http.StatusNotImplemented, "classify: not implemented yet (received CloudEvent id=%s type=%s)", e.ID(), e.Type())
+// malformed is input no retry can fix: it is logged and acknowledged.
+type malformed struct{ err error }
+
+func (m malformed) Error() string { return m.err.Error() }
+
+func bad(format string, args ...any) error { return malformed{fmt.Errorf(format, args...)} }
+
+// pushEnvelope is the CloudEvent data of a Pub/Sub message, as Eventarc
+// sends it and as the functions framework converts a push request to.
+type pushEnvelope struct {
+	Message *struct {
+		Data        []byte            `json:"data"`
+		Attributes  map[string]string `json:"attributes"`
+		MessageID   string            `json:"messageId"`
+		PublishTime string            `json:"publishTime"`
+	} `json:"message"`
+	Subscription string `json:"subscription"`
+}
+
+// Handle classifies one event. It returns nil for malformed input (after one
+// clear log line) and an error only when a retry can help (Firestore or
+// Cloud Tasks unavailable), so Pub/Sub redelivers.
+func (h *Handler) Handle(ctx context.Context, ce event.Event) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	err := h.handle(ctx, ce)
+	var m malformed
+	if errors.As(err, &m) {
+		h.log.WarnContext(ctx, "classify: malformed event acknowledged without an entry",
+			"reason", m.err.Error(), "cloudevent_id", ce.ID(), "cloudevent_type", ce.Type(), "source", ce.Source())
+		return nil
+	}
+	return err
+}
+
+func (h *Handler) handle(ctx context.Context, ce event.Event) error {
+	body, msgID, err := unwrap(ce)
+	if err != nil {
+		return err
+	}
+	ev, err := jevent.Decode(body)
+	if err != nil {
+		return bad("pubsub message %s: %w", msgID, err)
+	}
+	id, err := store.EntryID(ev.ID)
+	if err != nil {
+		return bad("event %s: %w", ev.ID, err)
+	}
+	headers, err := jevent.DecodeHeaders(ev.Message.Headers)
+	if err != nil {
+		return bad("event %s: headers: %w", ev.ID, err)
+	}
+	e := h.entry(id, ev, headers)
+	chain, err := h.chain(ctx, e, headers)
+	if err != nil {
+		return err
+	}
+	pol := h.pol.Current(ctx)
+	d := pol.Evaluate(h.input(ev, e, headers), chain)
+	h.apply(e, d)
+
+	res, err := h.store.Record(ctx, e, "classify")
+	switch {
+	case errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrBadID), errors.Is(err, store.ErrInvalid):
+		return bad("event %s: %w", ev.ID, err)
+	case err != nil:
+		return fmt.Errorf("classify: record %s: %w", ev.ID, err)
+	}
+	cur := res.Entry
+	logArgs := []any{"event_id", ev.ID, "entry_id", id, "kind", ev.Kind, "tenant", cur.Tenant, "agent", cur.Agent,
+		"category", cur.Category, "reason_code", cur.ReasonCode, "rule", cur.Rule, "action", cur.Action,
+		"strategy", cur.Strategy, "status", cur.Status, "policy_version", cur.PolicyVersion,
+		"created", res.Created, "merged", res.Merged}
+	if res.Created {
+		logArgs = append(logArgs, "breaker", res.Breaker)
+	}
+
+	// Scheduling happens after the commit. If it fails the error makes
+	// Pub/Sub redeliver; the redelivery finds the entry still scheduled and
+	// creates the task of the same name (ALREADY_EXISTS is success), so the
+	// replay is scheduled exactly once whichever attempt gets through.
+	if cur.Status == store.Scheduled && cur.TaskName != "" {
+		name, created, err := h.sched.Schedule(ctx, tasks.Request{EntryID: cur.ID, Attempt: cur.Replays + 1, At: cur.NextRetryAt})
+		if err != nil {
+			if tasks.Retryable(err) {
+				return fmt.Errorf("classify: schedule replay of %s: %w", cur.ID, err)
+			}
+			// The request itself is refused; retrying cannot help. The
+			// entry stays scheduled and reconcile recreates missing tasks.
+			h.log.ErrorContext(ctx, "classify: replay task refused; reconcile will retry it", append(logArgs, "error", err.Error())...)
+			return nil
+		}
+		logArgs = append(logArgs, "task", name, "task_created", created, "next_retry_at", cur.NextRetryAt)
+	}
+	h.log.InfoContext(ctx, "classify: entry recorded", logArgs...)
+	return nil
+}
+
+// unwrap returns the Pub/Sub message body of a CloudEvent.
+func unwrap(ce event.Event) (body []byte, msgID string, err error) {
+	data := ce.Data()
+	if len(data) == 0 {
+		return nil, "", bad("cloudevent %s has no data", ce.ID())
+	}
+	var env pushEnvelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		return nil, "", bad("cloudevent %s: data is not a Pub/Sub message envelope: %v", ce.ID(), err)
+	}
+	if env.Message == nil {
+		return nil, "", bad("cloudevent %s: data has no Pub/Sub message", ce.ID())
+	}
+	if len(env.Message.Data) == 0 {
+		return nil, env.Message.MessageID, bad("pubsub message %s has no data", env.Message.MessageID)
+	}
+	return env.Message.Data, env.Message.MessageID, nil
+}
+
+func (h *Handler) entry(id string, ev jevent.Event, headers map[string][]string) *store.Entry {
+	m := ev.Message
+	e := &store.Entry{
+		ID:               id,
+		EventID:          ev.ID,
+		Stream:           ev.Stream,
+		Consumer:         ev.Consumer,
+		StreamSeq:        int64(min(ev.StreamSeq, 1<<63-1)),
+		Subject:          m.Subject,
+		Tenant:           ev.Tenant,
+		Agent:            ev.Agent,
+		TaskID:           jevent.Header(headers, HeaderTaskID),
+		TaskType:         jevent.Header(headers, HeaderTaskType),
+		IdempotencyKey:   jevent.Header(headers, HeaderIdempotencyKey),
+		Headers:          m.Headers, // as carried by the event: UTF-8 safe
+		Payload:          m.Data,
+		PayloadMissing:   m.Missing || m.Truncated,
+		PayloadTruncated: m.Truncated,
+		Kind:             string(ev.Kind),
+	}
+	if m.Missing || m.Truncated {
+		e.Payload, e.PayloadSize, e.PayloadSHA256 = nil, m.Size, m.SHA256
+	}
+	if m.PublishedAt != nil {
+		e.PublishedAt = *m.PublishedAt
+	}
+	if e.TaskType == "" {
+		e.TaskType = taskTypeFromSubject(m.Subject)
+	}
+	if e.IdempotencyKey == "" {
+		e.IdempotencyKey = e.TaskID
+	}
+	if a := ev.Advisory; a != nil {
+		e.Deliveries = int(min(a.Deliveries, 1<<31-1))
+		e.TermReason = a.Reason
+		if e.Consumer == "" {
+			e.Consumer = a.Consumer
+		}
+	}
+	if f := ev.Failure; f != nil {
+		e.Failure = &store.Failure{Code: f.Code, Detail: f.Detail, Attempt: f.Attempt, Agent: f.Agent,
+			CompletedSteps: f.CompletedSteps, Retryable: f.Retryable, RecordedAt: f.RecordedAt}
+		if e.Agent == "" {
+			e.Agent = f.Agent
+		}
+	}
+	return e
+}
+
+// taskTypeFromSubject reads <type> of agents.<agent>.tasks.<type>.
+func taskTypeFromSubject(subject string) string {
+	t := strings.Split(subject, ".")
+	if len(t) >= 4 && t[2] == "tasks" {
+		return strings.Join(t[3:], ".")
+	}
+	return ""
+}
+
+// chain links a replay's failure to the entry it replayed: the parent's
+// chain plus the parent itself. A Jsdlq-Replay-Of header that names no entry,
+// or an entry of another task (forged or stale), starts a new chain instead.
+func (h *Handler) chain(ctx context.Context, e *store.Entry, headers map[string][]string) (triage.Chain, error) {
+	ref := strings.TrimSpace(jevent.Header(headers, HeaderReplayOf))
+	if ref == "" {
+		return triage.Chain{}, nil
+	}
+	parentID := ref
+	if enc, err := store.EntryID(ref); err == nil {
+		parentID = enc // the header may carry the event id rather than the entry id
+	}
+	parent, err := h.store.GetMeta(ctx, parentID)
+	if errors.Is(err, store.ErrNotFound) && parentID != ref {
+		parent, err = h.store.GetMeta(ctx, ref)
+	}
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		h.log.WarnContext(ctx, "classify: replay parent not found; starting a new chain", "entry_id", e.ID, "replay_of", ref)
+		return triage.Chain{}, nil
+	case err != nil:
+		return triage.Chain{}, fmt.Errorf("classify: read replay parent %s: %w", ref, err)
+	case parent.ID == e.ID:
+		h.log.WarnContext(ctx, "classify: entry claims to replay itself; ignoring", "entry_id", e.ID)
+		return triage.Chain{}, nil
+	case parent.IdempotencyKey != "" && e.IdempotencyKey != "" && parent.IdempotencyKey != e.IdempotencyKey:
+		h.log.WarnContext(ctx, "classify: replay parent is another task; starting a new chain", "entry_id", e.ID, "replay_of", parent.ID,
+			"idempotency_key", e.IdempotencyKey, "parent_idempotency_key", parent.IdempotencyKey)
+		return triage.Chain{}, nil
+	}
+	e.ReplayOf, e.RootID = parent.ID, parent.RootID
+	e.ChainCodes = append(append([]string{}, parent.ChainCodes...), parent.ReasonCode)
+	e.ChainStrategies = append(append([]string{}, parent.ChainStrategies...), parent.Strategy)
+	return triage.Chain{Codes: e.ChainCodes, Strategies: e.ChainStrategies}, nil
+}
+
+func (h *Handler) input(ev jevent.Event, e *store.Entry, headers map[string][]string) triage.Input {
+	in := triage.Input{
+		Kind: string(ev.Kind), Stream: ev.Stream, Subject: e.Subject, Tenant: e.Tenant, Agent: e.Agent,
+		TaskType: e.TaskType, Headers: headers, TermReason: e.TermReason, Deliveries: e.Deliveries,
+	}
+	if f := e.Failure; f != nil {
+		in.Failure = &triage.Failure{Code: f.Code, Detail: f.Detail, Attempt: f.Attempt, Agent: f.Agent, CompletedSteps: f.CompletedSteps}
+	}
+	return in
+}
+
+// statusOf maps an action to the status the entry starts in. Manual review
+// waits for an operator's approval after the compensating read.
+var statusOf = map[triage.Action]store.Status{
+	triage.AutoReplay:      store.Scheduled,
+	triage.Escalate:        store.Escalated,
+	triage.Quarantine:      store.Quarantined,
+	triage.RequireApproval: store.AwaitingApproval,
+	triage.ManualReview:    store.AwaitingApproval,
+	triage.Discard:         store.Discarded,
+}
+
+func (h *Handler) apply(e *store.Entry, d triage.Decision) {
+	e.Category, e.ReasonCode, e.ReasonRoute, e.Rule = string(d.Category), d.ReasonCode, d.Route, d.Rule
+	e.Action, e.Strategy, e.PolicyVersion = string(d.Action), d.Strategy, d.PolicyVersion
+	e.Plan = store.Plan{
+		DelaySeconds:     d.Delay.Seconds(),
+		Budget:           d.ReplayBudget,
+		Instructions:     d.Modifications.Instructions,
+		TargetModel:      d.Modifications.TargetModel,
+		MaxContextTokens: d.Modifications.MaxContextTokens,
+		MaxOutputTokens:  d.Modifications.MaxOutputTokens,
+		AlternateAgent:   d.Modifications.AlternateAgent,
+		AlternateSubject: d.Modifications.AlternateSubject,
+		EscalateTo:       d.EscalateTo,
+		Note:             d.Note,
+	}
+	st, ok := statusOf[d.Action]
+	if !ok {
+		st = store.Escalated
+	}
+	e.Status = st
+	if st == store.Scheduled {
+		e.NextRetryAt = h.now().UTC().Add(d.Delay)
+		// Computed before the commit, so the entry is written once.
+		e.TaskName = tasks.Name(e.ID, e.Replays+1)
+	}
+}
+
+// Build makes a Handler with production clients for cfg: Firestore (the
+// emulator when FIRESTORE_EMULATOR_HOST is set), the policy loader and the
+// Cloud Tasks scheduler (the emulator when CLOUD_TASKS_EMULATOR_HOST is
+// set). Clients connect on first use.
+func Build(ctx context.Context, cfg config.Classify, log *slog.Logger) (*Handler, error) {
+	fs, err := firestore.NewClient(ctx, cfg.Project)
+	if err != nil {
+		return nil, fmt.Errorf("classify: firestore client for project %s: %w", cfg.Project, err)
+	}
+	return New(Config{}, Deps{
+		Logger: log,
+		Store:  store.New(fs),
+		Policy: triage.NewLoader(fs, log),
+		Scheduler: tasks.New(tasks.Config{
+			Queue:          cfg.TasksQueue,
+			ReplayURL:      cfg.ReplayURL,
+			ServiceAccount: cfg.TasksServiceAccount,
+			EmulatorHost:   cfg.CloudTasksEmulatorHost,
+		}),
+	}), nil
 }

@@ -88,7 +88,7 @@ func (s *Store) loadPayload(ctx context.Context, e *Entry) error {
 		}
 		e.Payload = buf
 	}
-	if e.PayloadSHA256 != "" && PayloadSum(e.Payload) != e.PayloadSHA256 {
+	if !e.PayloadMissing && PayloadSum(e.Payload) != e.PayloadSHA256 {
 		return fmt.Errorf("%w: entry %s: %d bytes, sha256 %s, recorded %s", ErrCorrupt, e.ID, len(e.Payload), PayloadSum(e.Payload), e.PayloadSHA256)
 	}
 	return nil

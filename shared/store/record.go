@@ -51,9 +51,12 @@ func (s *Store) Record(ctx context.Context, e *Entry, by string) (RecordResult, 
 	if len(e.Kinds) == 0 && e.Kind != "" {
 		e.Kinds = []string{e.Kind}
 	}
-	e.PayloadSize = int64(len(e.Payload))
-	if len(e.Payload) > 0 || !e.PayloadMissing {
-		e.PayloadSHA256 = PayloadSum(e.Payload)
+	if !e.PayloadMissing {
+		// A missing payload keeps the size and digest the caller knows
+		// (a truncated event still carries them).
+		e.PayloadSize, e.PayloadSHA256 = int64(len(e.Payload)), PayloadSum(e.Payload)
+	} else if len(e.Payload) > 0 {
+		return RecordResult{}, fmt.Errorf("%w: entry %s is marked payload_missing but has %d bytes", ErrInvalid, e.ID, len(e.Payload))
 	}
 	full := e.Payload
 	if len(e.Payload) > InlinePayload {
@@ -79,7 +82,7 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 	if err != nil {
 		return RecordResult{}, err
 	}
-	wanted := e.Status
+	wanted, taskName := e.Status, e.TaskName
 	var res RecordResult
 	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(bref)
@@ -95,13 +98,15 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 		b.advance(now, s.breaker, by)
 		b.failure(now, s.breaker, e.ReplayOf, by)
 		// Each attempt of the transaction starts from the caller's wishes.
-		e.Status, e.BreakerProbe = wanted, false
+		e.Status, e.BreakerProbe, e.TaskName = wanted, false, taskName
 		note := ""
 		if wanted == Scheduled {
 			ok, probe := b.admit(e.ID)
 			switch {
 			case !ok:
+				// The name is chosen again when the entry is released.
 				e.Status, note = Held, "tenant breaker "+b.State
+				e.TaskName = ""
 			case probe:
 				e.BreakerProbe, note = true, "half-open breaker probe"
 			}
@@ -165,7 +170,7 @@ func enrich(cur, in *Entry) bool {
 	}
 	if cur.PayloadMissing && !in.PayloadMissing {
 		cur.Payload, cur.PayloadChunkCount = in.Payload, in.PayloadChunkCount
-		cur.PayloadSHA256, cur.PayloadSize, cur.PayloadMissing = in.PayloadSHA256, in.PayloadSize, false
+		cur.PayloadSHA256, cur.PayloadSize, cur.PayloadMissing, cur.PayloadTruncated = in.PayloadSHA256, in.PayloadSize, false, false
 		if cur.PublishedAt.IsZero() {
 			cur.PublishedAt = in.PublishedAt
 		}

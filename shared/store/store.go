@@ -35,6 +35,7 @@ var (
 	ErrBadID       = errors.New("store: bad id")
 	ErrCorrupt     = errors.New("store: stored payload does not match its sha256")
 	ErrTooLarge    = errors.New("store: payload too large")
+	ErrInvalid     = errors.New("store: invalid entry")
 )
 
 // Retention: entries (and their payload chunks) carry expire_at = created +
@@ -146,6 +147,7 @@ type Failure struct {
 	Agent          string    `firestore:"agent,omitempty" json:"agent,omitempty"`
 	CompletedSteps []string  `firestore:"completed_steps,omitempty" json:"completed_steps,omitempty"`
 	ToolFailure    bool      `firestore:"tool_failure,omitempty" json:"tool_failure,omitempty"`
+	Retryable      *bool     `firestore:"retryable,omitempty" json:"retryable,omitempty"`
 	RecordedAt     time.Time `firestore:"recorded_at,omitempty" json:"recorded_at,omitempty"`
 }
 
@@ -186,6 +188,9 @@ type Entry struct {
 	PayloadSHA256     string    `firestore:"payload_sha256,omitempty" json:"payload_sha256,omitempty"`
 	PayloadSize       int64     `firestore:"payload_size" json:"payload_size"`
 	PayloadMissing    bool      `firestore:"payload_missing,omitempty" json:"payload_missing,omitempty"`
+	// PayloadTruncated: the bridge knew the payload (size, digest) but it
+	// did not fit into the event; PayloadMissing is set too.
+	PayloadTruncated bool `firestore:"payload_truncated,omitempty" json:"payload_truncated,omitempty"`
 	PublishedAt       time.Time `firestore:"published_at,omitempty" json:"published_at,omitempty"`
 	Kind              string    `firestore:"kind" json:"kind"`
 	// Kinds are every event kind merged into the entry (advisory + explicit).
@@ -327,7 +332,7 @@ func (s *Store) Transition(ctx context.Context, id string, c Change) (*Entry, er
 
 func txError(op string, err error) error {
 	switch {
-	case errors.Is(err, ErrNotFound), errors.Is(err, ErrWrongStatus), errors.Is(err, ErrBadID), errors.Is(err, ErrCorrupt):
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrWrongStatus), errors.Is(err, ErrBadID), errors.Is(err, ErrCorrupt), errors.Is(err, ErrInvalid), errors.Is(err, ErrTooLarge):
 		return err
 	case status.Code(err) == codes.Aborted:
 		return fmt.Errorf("%w: %s: %w", ErrConflict, op, err)
