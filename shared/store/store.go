@@ -183,16 +183,16 @@ type Entry struct {
 	// Payload is inline when at most InlinePayload bytes; larger payloads are
 	// in PayloadChunkCount chunk documents and Payload is empty in storage
 	// (Get fills it).
-	Payload           []byte    `firestore:"payload,omitempty" json:"-"`
-	PayloadChunkCount int       `firestore:"payload_chunks,omitempty" json:"payload_chunks,omitempty"`
-	PayloadSHA256     string    `firestore:"payload_sha256,omitempty" json:"payload_sha256,omitempty"`
-	PayloadSize       int64     `firestore:"payload_size" json:"payload_size"`
-	PayloadMissing    bool      `firestore:"payload_missing,omitempty" json:"payload_missing,omitempty"`
+	Payload           []byte `firestore:"payload,omitempty" json:"-"`
+	PayloadChunkCount int    `firestore:"payload_chunks,omitempty" json:"payload_chunks,omitempty"`
+	PayloadSHA256     string `firestore:"payload_sha256,omitempty" json:"payload_sha256,omitempty"`
+	PayloadSize       int64  `firestore:"payload_size" json:"payload_size"`
+	PayloadMissing    bool   `firestore:"payload_missing,omitempty" json:"payload_missing,omitempty"`
 	// PayloadTruncated: the bridge knew the payload (size, digest) but it
 	// did not fit into the event; PayloadMissing is set too.
-	PayloadTruncated bool `firestore:"payload_truncated,omitempty" json:"payload_truncated,omitempty"`
-	PublishedAt       time.Time `firestore:"published_at,omitempty" json:"published_at,omitempty"`
-	Kind              string    `firestore:"kind" json:"kind"`
+	PayloadTruncated bool      `firestore:"payload_truncated,omitempty" json:"payload_truncated,omitempty"`
+	PublishedAt      time.Time `firestore:"published_at,omitempty" json:"published_at,omitempty"`
+	Kind             string    `firestore:"kind" json:"kind"`
 	// Kinds are every event kind merged into the entry (advisory + explicit).
 	Kinds      []string `firestore:"kinds" json:"kinds"`
 	Deliveries int      `firestore:"deliveries,omitempty" json:"deliveries,omitempty"`
