@@ -1,32 +1,592 @@
-// Package replay is the replay function (SPEC §9).
+// Package replay is the replay function (SPEC §9): Cloud Tasks calls it with
+// {"entry_id","attempt"} when a failure-log entry's replay is due, and it
+// republishes the dead task to its JetStream work stream, modified by the
+// entry's strategy.
+//
+// Cloud Tasks delivers at least once and the function may die anywhere, so
+// every step converges on retry:
+//
+//  1. claim the entry (scheduled -> replaying) in a transaction, recording
+//     the claiming task; a redelivery of the same task finds the entry
+//     replaying under its own name and continues, any other task or status
+//     is answered 200 and nothing happens;
+//  2. a completion record in task-idempotency -> recovered, no publish;
+//  3. the payload must exist (else escalated, payload_missing);
+//  4. the current policy and the tenant breaker are asked again (unless an
+//     operator approved this replay): denied -> awaiting_approval, breaker
+//     open -> held, half-open -> only the probe goes;
+//  5. publish with Nats-Msg-Id "<entry id>-r<attempt>" and the expected
+//     stream, so a publish repeated after a crash is dropped by the stream's
+//     duplicate window and acknowledged with the original sequence;
+//  6. mark replayed with that sequence.
+//
+// Transient failures (Firestore, NATS) answer 5xx so Cloud Tasks retries.
 package replay
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	jevent "github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
+	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
+// Headers a replay carries (SPEC §9).
+const (
+	HeaderReplayOf         = "Jsdlq-Replay-Of"
+	HeaderReplayAttempt    = "Jsdlq-Replay-Attempt"
+	HeaderStrategy         = "Jsdlq-Strategy"
+	HeaderInstruction      = "Jsdlq-Instruction"
+	HeaderTargetModel      = "Jsdlq-Target-Model"
+	HeaderMaxContextTokens = "Jsdlq-Max-Context-Tokens"
+	HeaderMaxOutputTokens  = "Jsdlq-Max-Output-Tokens"
+	// HeaderTaskName is set by Cloud Tasks (and its emulator) on every
+	// dispatch: the task id, without the queue path.
+	HeaderTaskName = "X-CloudTasks-TaskName"
+)
+
+// By is the actor name replay writes into entry and breaker history.
+const By = "replay"
+
+// ApprovalNote starts the history note of an operator's approval
+// (shared/operator); a replay scheduled by an approval skips the policy and
+// breaker checks, because a human decided on exactly this replay.
+const ApprovalNote = "approved"
+
+// Reasons written into the history when an entry leaves the replay path.
+const (
+	ReasonPayloadMissing = "payload_missing"
+	ReasonPayloadCorrupt = "payload_corrupt"
+	ReasonStreamMismatch = "stream_mismatch"
+	ReasonTooLarge       = "payload_too_large"
+)
+
+// DefaultTimeout bounds one request when the caller set no deadline (Cloud
+// Tasks' dispatch deadline is 10 minutes by default).
+const DefaultTimeout = time.Minute
+
+// maxBody bounds the task body read; a real one is well under 1 KiB.
+const maxBody = 64 << 10
+
 // Config is what replay reads from its environment.
-type Config struct{}
+type Config struct {
+	// AgentHeader names the header carrying the agent (default X-Agent);
+	// it follows the task when a strategy reroutes it to another agent.
+	AgentHeader string
+}
+
+// Publisher publishes to JetStream (jetstream.JetStream).
+type Publisher interface {
+	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+}
+
+// PolicySource returns the triage policy in force (triage.Loader).
+type PolicySource interface {
+	Current(ctx context.Context) *triage.Policy
+}
 
 // Deps are the clients replay uses.
 type Deps struct {
-	Logger *slog.Logger
+	Logger    *slog.Logger
+	Store     *store.Store
+	Policy    PolicySource
+	Publisher Publisher
 }
 
-// Handler serves the replay function.
+// Option configures New.
+type Option func(*Handler)
+
+// WithAfterPublish runs f after the JetStream publish and before the entry is
+// marked replayed; an error from f ends the request with 500 as a crash at
+// that point would. Tests use it to show that the retry converges.
+func WithAfterPublish(f func(entryID string) error) Option {
+	return func(h *Handler) { h.afterPublish = f }
+}
+
+// Handler serves the replay function. Put it behind auth.Middleware.
 type Handler struct {
-	log *slog.Logger
+	cfg          Config
+	log          *slog.Logger
+	store        *store.Store
+	policy       PolicySource
+	pub          Publisher
+	afterPublish func(string) error
 }
 
 // New returns a Handler.
-func New(_ Config, deps Deps) *Handler {
-	return &Handler{log: deps.Logger}
+func New(cfg Config, deps Deps, opts ...Option) *Handler {
+	if cfg.AgentHeader == "" {
+		cfg.AgentHeader = jevent.DefaultConventions.AgentHeader
+	}
+	h := &Handler{cfg: cfg, log: deps.Logger, store: deps.Store, policy: deps.Policy, pub: deps.Publisher}
+	if h.log == nil {
+		h.log = obs.Discard()
+	}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
-// ServeHTTP is not built yet: it answers 501, never a fake success, so that a
-// caller (Cloud Tasks, Cloud Scheduler) sees the failure.
+// Result is the JSON body of a 200 answer: what happened to the entry.
+type Result struct {
+	EntryID string `json:"entry_id"`
+	Attempt int    `json:"attempt"`
+	// Outcome is one of the Outcome constants.
+	Outcome   string `json:"outcome"`
+	Status    string `json:"status,omitempty"`
+	Subject   string `json:"subject,omitempty"`
+	Sequence  uint64 `json:"sequence,omitempty"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Note      string `json:"note,omitempty"`
+}
+
+// Outcomes.
+const (
+	OutcomeReplayed  = "replayed"
+	OutcomeRecovered = "recovered"
+	OutcomeSkipped   = "skipped" // not ours to replay: wrong status or task
+	OutcomeGated     = "gated"   // policy or breaker kept it back
+	OutcomeEscalated = "escalated"
+)
+
+// httpError is an answer other than 200.
+type httpError struct {
+	code int
+	err  error
+}
+
+func (e *httpError) Error() string { return e.err.Error() }
+func (e *httpError) Unwrap() error { return e.err }
+
+func retry(format string, args ...any) error {
+	return &httpError{code: http.StatusServiceUnavailable, err: fmt.Errorf(format, args...)}
+}
+
+// ServeHTTP handles one task delivery.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.log.WarnContext(r.Context(), "replay: not implemented yet", "method", r.Method, "path", r.URL.Path)
-	http.Error(w, "replay: not implemented yet", http.StatusNotImplemented)
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "replay: POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	ctx := r.Context()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	body, taskName, err := readTask(r)
+	if err != nil {
+		// A malformed task can never succeed; 400 is logged and shows in
+		// the queue's metrics, and the queue's retry limit ends it.
+		h.log.WarnContext(ctx, "replay: malformed task refused", "error", err.Error(), "task", r.Header.Get(HeaderTaskName))
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	res, err := h.Replay(ctx, body.EntryID, body.Attempt, taskName)
+	if err != nil {
+		code := http.StatusInternalServerError
+		var he *httpError
+		if errors.As(err, &he) {
+			code = he.code
+		}
+		h.log.ErrorContext(ctx, "replay: failed; Cloud Tasks will retry", "entry_id", body.EntryID, "attempt", body.Attempt,
+			"task", taskName, "status_code", code, "error", err.Error())
+		http.Error(w, err.Error(), code)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(res)
+}
+
+func readTask(r *http.Request) (tasks.Body, string, error) {
+	var b tasks.Body
+	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return b, "", fmt.Errorf("replay: read body: %w", err)
+	}
+	if len(raw) > maxBody {
+		return b, "", fmt.Errorf("replay: body larger than %d bytes", maxBody)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		return b, "", fmt.Errorf("replay: body is not a replay task {\"entry_id\",\"attempt\"}: %w", err)
+	}
+	if dec.More() {
+		return b, "", errors.New("replay: trailing data after the task body")
+	}
+	if b.EntryID == "" || b.Attempt < 1 {
+		return b, "", fmt.Errorf("replay: task body needs entry_id and attempt >= 1 (got %q, %d)", b.EntryID, b.Attempt)
+	}
+	want := tasks.Name(b.EntryID, b.Attempt)
+	name := r.Header.Get(HeaderTaskName)
+	if name == "" {
+		// Called directly (dlqctl, tests): the body names the task.
+		name = want
+	}
+	if name != want {
+		return b, "", fmt.Errorf("replay: task %q does not carry entry %q attempt %d (want task %q)", name, b.EntryID, b.Attempt, want)
+	}
+	return b, name, nil
+}
+
+// errNotOurs ends a claim that belongs to another task.
+var errNotOurs = errors.New("replay: entry is claimed by another task")
+
+// shortTask is a task name without its queue path.
+func shortTask(name string) string { return name[strings.LastIndexByte(name, '/')+1:] }
+
+// Replay replays attempt of entryID for the task taskName (its id, as Cloud
+// Tasks sends it). It returns an error only when a retry can help.
+func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskName string) (Result, error) {
+	res := Result{EntryID: entryID, Attempt: attempt}
+	taskName = shortTask(taskName)
+
+	// 1. Claim.
+	reentered := false
+	e, err := h.store.Transition(ctx, entryID, store.Change{
+		From: []store.Status{store.Scheduled, store.Replaying},
+		To:   store.Replaying,
+		By:   By,
+		Note: "task " + taskName,
+		Apply: func(e *store.Entry) error {
+			reentered = e.Status == store.Replaying
+			if e.TaskName != "" && shortTask(e.TaskName) != taskName {
+				return fmt.Errorf("%w: entry %s belongs to task %s, not %s", errNotOurs, e.ID, e.TaskName, taskName)
+			}
+			e.TaskName = taskName
+			return nil
+		},
+	})
+	switch {
+	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, errNotOurs), errors.Is(err, store.ErrNotFound):
+		// Cloud Tasks may deliver twice, and a task may outlive its
+		// entry's state (a replay done, an operator's decision, TTL).
+		h.log.InfoContext(ctx, "replay: nothing to do for this task", "entry_id", entryID, "task", taskName, "reason", err.Error())
+		res.Outcome, res.Note = OutcomeSkipped, err.Error()
+		return res, nil
+	case err != nil:
+		return res, retry("replay: claim %s: %w", entryID, err)
+	}
+	log := h.log.With("entry_id", e.ID, "attempt", attempt, "task", taskName, "tenant", e.Tenant, "agent", e.Agent)
+	if reentered {
+		log.InfoContext(ctx, "replay: redelivery of the claiming task; continuing")
+	}
+
+	// 2. Done already?
+	done, err := h.store.TaskCompleted(ctx, e.IdempotencyKey)
+	if err != nil {
+		return res, retry("replay: idempotency record of %s: %w", e.ID, err)
+	}
+	if done {
+		if _, err := h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replaying}, By,
+			"task-idempotency shows "+e.IdempotencyKey+" completed; not published"); err != nil {
+			return res, retry("replay: mark %s recovered: %w", e.ID, err)
+		}
+		log.InfoContext(ctx, "replay: task completed meanwhile; recovered without a publish", "idempotency_key", e.IdempotencyKey)
+		res.Outcome, res.Status = OutcomeRecovered, string(store.Recovered)
+		return res, nil
+	}
+
+	// 3. The payload.
+	if e.PayloadMissing {
+		return h.leave(ctx, log, e, store.Escalated, OutcomeEscalated, ReasonPayloadMissing+": the payload of the dead message was not captured", res)
+	}
+	if err := h.store.LoadPayload(ctx, e); err != nil {
+		if errors.Is(err, store.ErrCorrupt) {
+			return h.leave(ctx, log, e, store.Escalated, OutcomeEscalated, ReasonPayloadCorrupt+": "+err.Error(), res)
+		}
+		return res, retry("replay: payload of %s: %w", e.ID, err)
+	}
+	headers, err := jevent.DecodeHeaders(e.Headers)
+	if err != nil {
+		return h.leave(ctx, log, e, store.Escalated, OutcomeEscalated, "headers_corrupt: "+err.Error(), res)
+	}
+
+	// 4. Gates.
+	plan, strategy := e.Plan, e.Strategy
+	var decision *triage.Decision
+	probe := e.BreakerProbe
+	if approved(e) {
+		log.InfoContext(ctx, "replay: approved by an operator; policy and breaker not consulted")
+	} else {
+		d := h.policy.Current(ctx).Evaluate(Input(e, headers), triage.Chain{Codes: e.ChainCodes, Strategies: e.ChainStrategies})
+		decision = &d
+		if d.Action != triage.AutoReplay {
+			to, ok := gateStatus[d.Action]
+			if !ok {
+				to = store.Escalated
+			}
+			note := fmt.Sprintf("policy %s rule %s now says %s", d.PolicyVersion, d.Rule, d.Action)
+			if d.Note != "" {
+				note += " (" + d.Note + ")"
+			}
+			return h.gate(ctx, log, e, to, note, &d, res)
+		}
+		plan, strategy = planOf(d), d.Strategy
+		ok, isProbe, err := h.store.BreakerAdmit(ctx, e.Tenant, e.ID, By)
+		if err != nil {
+			return res, retry("replay: breaker of tenant %s: %w", e.Tenant, err)
+		}
+		if !ok {
+			return h.gate(ctx, log, e, store.Held, "tenant breaker open", &d, res)
+		}
+		probe = probe || isProbe
+	}
+
+	// 5. Publish.
+	msg := Message(e, headers, plan, strategy, attempt, h.cfg.AgentHeader)
+	msgID := MsgID(e.ID, attempt)
+	ack, err := h.pub.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(e.Stream))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		switch {
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeStreamNotMatch:
+			return h.leave(ctx, log, e, store.Escalated, OutcomeEscalated,
+				fmt.Sprintf("%s: subject %s is not in stream %s: %v", ReasonStreamMismatch, msg.Subject, e.Stream, err), res)
+		case errors.Is(err, nats.ErrMaxPayload):
+			return h.leave(ctx, log, e, store.Escalated, OutcomeEscalated, ReasonTooLarge+": "+err.Error(), res)
+		}
+		return res, retry("replay: publish %s to %s (stream %s): %w", e.ID, msg.Subject, e.Stream, err)
+	}
+	log.InfoContext(ctx, "replay: published", "subject", msg.Subject, "stream", ack.Stream, "sequence", ack.Sequence,
+		"duplicate", ack.Duplicate, "msg_id", msgID, "strategy", strategy)
+	if h.afterPublish != nil {
+		if err := h.afterPublish(e.ID); err != nil {
+			return res, &httpError{code: http.StatusInternalServerError, err: fmt.Errorf("replay: after publish of %s: %w", e.ID, err)}
+		}
+	}
+
+	// 6. Record.
+	note := fmt.Sprintf("published to %s seq %d as %s", ack.Stream, ack.Sequence, msgID)
+	if ack.Duplicate {
+		note += " (duplicate of an earlier publish of this attempt)"
+	}
+	e2, err := h.store.Transition(ctx, e.ID, store.Change{
+		From: []store.Status{store.Replaying},
+		To:   store.Replayed,
+		By:   By,
+		Note: note,
+		Apply: func(cur *store.Entry) error {
+			if shortTask(cur.TaskName) != taskName {
+				return fmt.Errorf("%w: entry %s now belongs to task %s", errNotOurs, cur.ID, cur.TaskName)
+			}
+			cur.PublishedSeq = int64(min(ack.Sequence, 1<<63-1))
+			cur.Replays++
+			cur.BreakerProbe = probe
+			cur.Plan, cur.Strategy = plan, strategy
+			if decision != nil {
+				cur.Rule, cur.Action, cur.PolicyVersion = decision.Rule, string(decision.Action), decision.PolicyVersion
+			}
+			return nil
+		},
+	})
+	switch {
+	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, errNotOurs):
+		// Someone (an operator, reconcile) moved the entry on between our
+		// claim and now; the message is out, the decision theirs.
+		log.WarnContext(ctx, "replay: published, but the entry was changed meanwhile; left as it is", "reason", err.Error())
+		res.Outcome, res.Note = OutcomeSkipped, err.Error()
+		return res, nil
+	case err != nil:
+		return res, retry("replay: mark %s replayed: %w", e.ID, err)
+	}
+	if err := h.store.AddMetrics(ctx, e2.UpdatedAt, e2.ID, store.Metrics{ReplaysPublished: 1}); err != nil {
+		log.WarnContext(ctx, "replay: replays_published not counted", "error", err.Error())
+	}
+	res.Outcome, res.Status = OutcomeReplayed, string(store.Replayed)
+	res.Subject, res.Sequence, res.Duplicate = msg.Subject, ack.Sequence, ack.Duplicate
+	return res, nil
+}
+
+// jsErrCodeStreamNotMatch is "expected stream does not match" (nats-server
+// JSStreamNotMatchErr); nats.go has no constant for it.
+const jsErrCodeStreamNotMatch jetstream.ErrorCode = 10060
+
+// gateStatus maps a policy action other than auto_replay to the status the
+// entry waits in, as classify does for new entries.
+var gateStatus = map[triage.Action]store.Status{
+	triage.Escalate:        store.Escalated,
+	triage.Quarantine:      store.Quarantined,
+	triage.RequireApproval: store.AwaitingApproval,
+	triage.ManualReview:    store.AwaitingApproval,
+	triage.Discard:         store.Discarded,
+}
+
+// gate moves a claimed entry to where the policy or breaker sends it,
+// recording the decision.
+func (h *Handler) gate(ctx context.Context, log *slog.Logger, e *store.Entry, to store.Status, note string, d *triage.Decision, res Result) (Result, error) {
+	res, err := h.move(ctx, log, e, to, OutcomeGated, note, func(cur *store.Entry) {
+		cur.Rule, cur.Action, cur.PolicyVersion = d.Rule, string(d.Action), d.PolicyVersion
+		if to == store.Held {
+			return // the replay is still wanted, with this plan
+		}
+		cur.Strategy, cur.Plan = d.Strategy, planOf(*d)
+	}, res)
+	return res, err
+}
+
+// leave moves a claimed entry out of the replay path for a reason of its own.
+func (h *Handler) leave(ctx context.Context, log *slog.Logger, e *store.Entry, to store.Status, outcome, note string, res Result) (Result, error) {
+	return h.move(ctx, log, e, to, outcome, note, nil, res)
+}
+
+func (h *Handler) move(ctx context.Context, log *slog.Logger, e *store.Entry, to store.Status, outcome, note string, apply func(*store.Entry), res Result) (Result, error) {
+	taskName := shortTask(e.TaskName)
+	cur, err := h.store.Transition(ctx, e.ID, store.Change{
+		From: []store.Status{store.Replaying},
+		To:   to,
+		By:   By,
+		Note: note,
+		Apply: func(cur *store.Entry) error {
+			if shortTask(cur.TaskName) != taskName {
+				return fmt.Errorf("%w: entry %s now belongs to task %s", errNotOurs, cur.ID, cur.TaskName)
+			}
+			if apply != nil {
+				apply(cur)
+			}
+			return nil
+		},
+	})
+	switch {
+	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, errNotOurs):
+		res.Outcome, res.Note = OutcomeSkipped, err.Error()
+		return res, nil
+	case err != nil:
+		return res, retry("replay: move %s to %s: %w", e.ID, to, err)
+	}
+	// The half-open probe will not be replayed now: the breaker reopens and
+	// picks another after its cooldown rather than wait for it forever.
+	if err := h.store.ReleaseProbe(ctx, cur, By); err != nil {
+		log.WarnContext(ctx, "replay: breaker probe not released; reconcile moves the breaker on", "error", err.Error())
+	}
+	lvl := slog.LevelInfo
+	if to == store.Escalated {
+		lvl = slog.LevelWarn
+	}
+	log.Log(ctx, lvl, "replay: not published", "status", to, "reason", note)
+	res.Outcome, res.Status, res.Note = outcome, string(to), note
+	return res, nil
+}
+
+// approved reports whether the entry's latest entry into scheduled was an
+// operator's approval. Scheduled -> scheduled notes (a "replay now") do not
+// count as entries.
+func approved(e *store.Entry) bool {
+	for i := len(e.History) - 1; i >= 0; i-- {
+		t := e.History[i]
+		if t.To != string(store.Scheduled) {
+			continue
+		}
+		if strings.HasPrefix(t.Note, ApprovalNote) {
+			return true
+		}
+		if t.From != string(store.Scheduled) {
+			return false
+		}
+	}
+	return false
+}
+
+// Input is what the policy engine knows about an entry.
+func Input(e *store.Entry, headers map[string][]string) triage.Input {
+	in := triage.Input{
+		Kind: e.Kind, Stream: e.Stream, Subject: e.Subject, Tenant: e.Tenant, Agent: e.Agent,
+		TaskType: e.TaskType, Headers: headers, TermReason: e.TermReason, Deliveries: e.Deliveries,
+	}
+	if f := e.Failure; f != nil {
+		in.Failure = &triage.Failure{Code: f.Code, Detail: f.Detail, Attempt: f.Attempt, Agent: f.Agent,
+			CompletedSteps: f.CompletedSteps, ToolFailure: f.ToolFailure}
+	}
+	return in
+}
+
+func planOf(d triage.Decision) store.Plan {
+	return store.Plan{
+		DelaySeconds:     d.Delay.Seconds(),
+		Budget:           d.ReplayBudget,
+		Instructions:     d.Modifications.Instructions,
+		TargetModel:      d.Modifications.TargetModel,
+		MaxContextTokens: d.Modifications.MaxContextTokens,
+		MaxOutputTokens:  d.Modifications.MaxOutputTokens,
+		AlternateAgent:   d.Modifications.AlternateAgent,
+		AlternateSubject: d.Modifications.AlternateSubject,
+		EscalateTo:       d.EscalateTo,
+		Note:             d.Note,
+	}
+}
+
+// MsgID is the Nats-Msg-Id of a replay: the entry id is unique per dead
+// message (a replay that dies again is a new entry), the attempt per task,
+// so a repeated publish of one attempt is a duplicate and nothing else is.
+func MsgID(entryID string, attempt int) string { return entryID + "-r" + strconv.Itoa(attempt) }
+
+// Message builds the replay of e: the original payload and headers (the
+// idempotency key included), JetStream control headers of the original
+// publish and jsdlq headers of an earlier replay dropped, the plan's
+// modifications added, and the subject rerouted when the plan names an
+// alternate agent.
+func Message(e *store.Entry, headers map[string][]string, plan store.Plan, strategy string, attempt int, agentHeader string) *nats.Msg {
+	subject := e.Subject
+	if plan.AlternateSubject != "" {
+		subject = plan.AlternateSubject
+	}
+	h := nats.Header{}
+	for name, values := range headers {
+		if hasPrefixFold(name, "Nats-") || hasPrefixFold(name, "Jsdlq-") {
+			continue
+		}
+		h[name] = slices.Clone(values)
+	}
+	if plan.AlternateAgent != "" && subject != e.Subject {
+		for name := range h {
+			if strings.EqualFold(name, agentHeader) {
+				h[name] = []string{plan.AlternateAgent}
+			}
+		}
+	}
+	h[HeaderReplayOf] = []string{e.ID}
+	h[HeaderReplayAttempt] = []string{strconv.Itoa(attempt)}
+	if strategy != "" {
+		h[HeaderStrategy] = []string{strategy}
+	}
+	for _, ins := range plan.Instructions {
+		// One value per instruction: header values cannot hold newlines.
+		h[HeaderInstruction] = append(h[HeaderInstruction], oneLine(ins))
+	}
+	if plan.TargetModel != "" {
+		h[HeaderTargetModel] = []string{plan.TargetModel}
+	}
+	if plan.MaxContextTokens > 0 {
+		h[HeaderMaxContextTokens] = []string{strconv.Itoa(plan.MaxContextTokens)}
+	}
+	if plan.MaxOutputTokens > 0 {
+		h[HeaderMaxOutputTokens] = []string{strconv.Itoa(plan.MaxOutputTokens)}
+	}
+	return &nats.Msg{Subject: subject, Header: h, Data: e.Payload}
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\r' || r == '\n' }), " ")
 }
