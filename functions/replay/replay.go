@@ -63,11 +63,6 @@ const (
 // By is the actor name replay writes into entry and breaker history.
 const By = "replay"
 
-// ApprovalNote starts the history note of an operator's approval
-// (shared/operator); a replay scheduled by an approval skips the policy and
-// breaker checks, because a human decided on exactly this replay.
-const ApprovalNote = "approved"
-
 // Reasons written into the history when an entry leaves the replay path.
 const (
 	ReasonPayloadMissing = "payload_missing"
@@ -324,7 +319,7 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 	plan, strategy := e.Plan, e.Strategy
 	var decision *triage.Decision
 	probe := e.BreakerProbe
-	if approved(e) {
+	if e.Approved() {
 		log.InfoContext(ctx, "replay: approved by an operator; policy and breaker not consulted")
 	} else {
 		d := h.policy.Current(ctx).Evaluate(Input(e, headers), triage.Chain{Codes: e.ChainCodes, Strategies: e.ChainStrategies})
@@ -484,25 +479,6 @@ func (h *Handler) move(ctx context.Context, log *slog.Logger, e *store.Entry, to
 	log.Log(ctx, lvl, "replay: not published", "status", to, "reason", note)
 	res.Outcome, res.Status, res.Note = outcome, string(to), note
 	return res, nil
-}
-
-// approved reports whether the entry's latest entry into scheduled was an
-// operator's approval. Scheduled -> scheduled notes (a "replay now") do not
-// count as entries.
-func approved(e *store.Entry) bool {
-	for i := len(e.History) - 1; i >= 0; i-- {
-		t := e.History[i]
-		if t.To != string(store.Scheduled) {
-			continue
-		}
-		if strings.HasPrefix(t.Note, ApprovalNote) {
-			return true
-		}
-		if t.From != string(store.Scheduled) {
-			return false
-		}
-	}
-	return false
 }
 
 // Input is what the policy engine knows about an entry.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"
@@ -18,6 +20,29 @@ import (
 
 // AllTenants is the scope of an operator who may act on every tenant.
 const AllTenants = ""
+
+// ApprovalNote starts the history note of an operator's approval
+// (shared/operator). A replay scheduled by an approval skips the policy and
+// breaker checks: a human decided on exactly this replay.
+const ApprovalNote = "approved"
+
+// Approved reports whether the entry's latest move into scheduled was an
+// approval. Scheduled -> scheduled notes (a "replay now") are not moves.
+func (e *Entry) Approved() bool {
+	for i := len(e.History) - 1; i >= 0; i-- {
+		t := e.History[i]
+		if t.To != string(Scheduled) {
+			continue
+		}
+		if strings.HasPrefix(t.Note, ApprovalNote) {
+			return true
+		}
+		if t.From != string(Scheduled) {
+			return false
+		}
+	}
+	return false
+}
 
 // LoadPayload fills e.Payload from its chunks (entries read with GetMeta or
 // returned by Transition) and verifies its sha256. A missing payload is not
@@ -75,7 +100,13 @@ func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Chang
 		if !ok {
 			return fmt.Errorf("%w: entry %q is %s, want one of %v", ErrWrongStatus, id, e.Status, c.From)
 		}
+		note := c.Note
 		if staged != nil {
+			old := "missing"
+			if !e.PayloadMissing {
+				old = fmt.Sprintf("%d B sha256 %s", e.PayloadSize, e.PayloadSHA256)
+			}
+			note += fmt.Sprintf("; payload edited: %s -> %d B sha256 %s", old, staged.PayloadSize, staged.PayloadSHA256)
 			e.Payload, e.PayloadChunkCount = staged.Payload, staged.PayloadChunkCount
 			if len(staged.Payload) > InlinePayload {
 				e.Payload = nil
@@ -89,11 +120,13 @@ func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Chang
 			}
 		}
 		now := s.Now()
-		e.History = appendHistory(e.History, Transition{At: now, From: string(e.Status), To: string(c.To), By: c.By, Note: c.Note})
+		e.History = appendHistory(e.History, Transition{At: now, From: string(e.Status), To: string(c.To), By: c.By, Note: note})
 		e.Status = c.To
 		e.UpdatedAt = now
 		if c.To.Terminal() || c.To == Escalated || c.To == Quarantined {
 			e.ResolvedAt = now
+		} else {
+			e.ResolvedAt = time.Time{}
 		}
 		out = e
 		s.wrote(1)

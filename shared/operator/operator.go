@@ -1,0 +1,311 @@
+// Package operator holds the actions a human takes on failure-log entries
+// (dlqctl uses it): Approve a replay (optionally with an edited payload or
+// headers), Discard an entry, ReplayNow instead of waiting for the scheduled
+// delay.
+//
+// Every action is scoped to a tenant: an entry of another tenant is
+// ErrNotFound, exactly as an id that does not exist, and is neither changed
+// nor described. Tenant "" (store.AllTenants) is an operator of every
+// tenant. Every status change is a transaction that checks the tenant first
+// and the previous status second; Cloud Tasks work happens after the commit,
+// and is safe to repeat (task names are derived from entry and attempt).
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/googleapis/gax-go/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	jevent "github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
+)
+
+// Errors. ErrNotFound and ErrWrongStatus are the store's, so callers test
+// either package's.
+var (
+	ErrNotFound       = store.ErrNotFound
+	ErrWrongStatus    = store.ErrWrongStatus
+	ErrPayloadMissing = errors.New("operator: the entry has no payload to replay; approve it with one")
+	ErrBadEdit        = errors.New("operator: invalid edit")
+	ErrNoActor        = errors.New("operator: who acts must be named")
+)
+
+// Statuses each action accepts.
+var (
+	// Approvable: waiting for a human (policy), quarantined (poison, fixed
+	// payload), held (tenant breaker open: the operator overrides it),
+	// escalated (permanent, or the payload was missing: supply it).
+	Approvable = []store.Status{store.AwaitingApproval, store.Quarantined, store.Held, store.Escalated}
+	// Discardable: everything not resolved and not mid-replay.
+	Discardable = []store.Status{store.Scheduled, store.AwaitingApproval, store.Quarantined, store.Held, store.Escalated, store.Replayed}
+	// Runnable: a scheduled replay runs now; a held one is released now
+	// (it still meets the breaker and policy when it runs).
+	Runnable = []store.Status{store.Scheduled, store.Held}
+)
+
+// Scheduler creates replay tasks (tasks.Scheduler).
+type Scheduler interface {
+	Schedule(ctx context.Context, r tasks.Request) (name string, created bool, err error)
+	FullName(taskID string) string
+}
+
+// Runner runs a task now (the Cloud Tasks client, *cloudtasks.Client).
+type Runner interface {
+	RunTask(ctx context.Context, req *cloudtaskspb.RunTaskRequest, opts ...gax.CallOption) (*cloudtaskspb.Task, error)
+}
+
+// Operator performs the actions.
+type Operator struct {
+	store  *store.Store
+	sched  Scheduler
+	runner Runner
+}
+
+// Option configures New.
+type Option func(*Operator)
+
+// WithRunner lets ReplayNow run an existing task at once (RunTask); without
+// it ReplayNow can only create missing tasks, due now.
+func WithRunner(r Runner) Option { return func(o *Operator) { o.runner = r } }
+
+// New returns an Operator.
+func New(s *store.Store, sched Scheduler, opts ...Option) *Operator {
+	o := &Operator{store: s, sched: sched}
+	for _, f := range opts {
+		f(o)
+	}
+	return o
+}
+
+// Edits are an operator's changes to a replay. A nil Payload keeps the
+// stored one; a non-nil one (even empty) replaces it.
+type Edits struct {
+	Payload    []byte
+	SetHeaders map[string]string
+	By         string
+}
+
+// Approve schedules a replay of an entry that waits for a human: a new task
+// (attempt n+1, due now) is created and the entry is scheduled. Edits are
+// applied in the same transaction and recorded in the entry's history (the
+// size and sha256 of the old and new payload, the header names set). The
+// replay it schedules is not re-checked against the policy or the tenant
+// breaker: the approval is that check.
+//
+// If the task cannot be created after the commit, the entry is scheduled and
+// the error says so; ReplayNow (or reconcile) creates the task.
+func (o *Operator) Approve(ctx context.Context, tenant, id string, ed Edits) (*store.Entry, error) {
+	if strings.TrimSpace(ed.By) == "" {
+		return nil, ErrNoActor
+	}
+	headers, err := checkHeaders(ed.SetHeaders)
+	if err != nil {
+		return nil, err
+	}
+	note := store.ApprovalNote + " by " + ed.By
+	if len(headers) > 0 {
+		note += "; headers set: " + strings.Join(headers, ", ")
+	}
+	var attempt int
+	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
+		From: Approvable,
+		To:   store.Scheduled,
+		By:   ed.By,
+		Note: note,
+		Apply: func(e *store.Entry) error {
+			if e.PayloadMissing {
+				return ErrPayloadMissing
+			}
+			if e.Headers == nil && len(ed.SetHeaders) > 0 {
+				e.Headers = map[string][]string{}
+			}
+			for _, name := range headers {
+				for k := range e.Headers {
+					if strings.EqualFold(k, name) || strings.EqualFold(mustDecode(k), name) {
+						delete(e.Headers, k)
+					}
+				}
+				e.Headers[jevent.EncodeHeader(name)] = []string{jevent.EncodeHeader(ed.SetHeaders[name])}
+			}
+			attempt = NextAttempt(e)
+			e.TaskName = tasks.Name(e.ID, attempt)
+			e.NextRetryAt = o.store.Now()
+			e.BreakerProbe = false
+			return nil
+		},
+	}, ed.Payload)
+	if err != nil {
+		return nil, fmt.Errorf("operator: approve %s: %w", id, err)
+	}
+	if err := o.schedule(ctx, e, attempt); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+// Discard ends an entry: discarded, resolved now, the reason in its
+// history. A pending task finds the entry discarded and does nothing.
+func (o *Operator) Discard(ctx context.Context, tenant, id, reason, by string) (*store.Entry, error) {
+	if strings.TrimSpace(by) == "" {
+		return nil, ErrNoActor
+	}
+	if strings.TrimSpace(reason) == "" {
+		return nil, fmt.Errorf("%w: a discard needs a reason", ErrBadEdit)
+	}
+	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
+		From: Discardable, To: store.Discarded, By: by, Note: "discarded: " + reason,
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("operator: discard %s: %w", id, err)
+	}
+	return e, nil
+}
+
+// ReplayNow runs a scheduled replay at once (RunTask) instead of after its
+// delay, or releases a held entry with a new task due now. A scheduled
+// entry whose task is gone gets it recreated. Unlike Approve it does not
+// bypass the policy or the breaker: the replay meets both when it runs.
+func (o *Operator) ReplayNow(ctx context.Context, tenant, id, by string) (*store.Entry, error) {
+	if strings.TrimSpace(by) == "" {
+		return nil, ErrNoActor
+	}
+	attempt, fresh := 0, false
+	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
+		From: Runnable, To: store.Scheduled, By: by, Note: "replay now requested by " + by,
+		Apply: func(e *store.Entry) error {
+			attempt, fresh = attemptOf(e.TaskName), false
+			if e.Status == store.Held || e.TaskName == "" || attempt == 0 {
+				attempt, fresh = NextAttempt(e), true
+				e.TaskName = tasks.Name(e.ID, attempt)
+			}
+			e.NextRetryAt = o.store.Now()
+			return nil
+		},
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("operator: replay now %s: %w", id, err)
+	}
+	if fresh || o.runner == nil {
+		return e, o.schedule(ctx, e, attempt)
+	}
+	_, err = o.runner.RunTask(ctx, &cloudtaskspb.RunTaskRequest{Name: o.sched.FullName(e.TaskName)})
+	switch status.Code(err) {
+	case codes.OK:
+		return e, nil
+	case codes.NotFound:
+		// The task was lost; create it (due now) under its own name.
+		name, created, err := o.sched.Schedule(ctx, tasks.Request{EntryID: e.ID, Attempt: attempt, At: o.store.Now()})
+		if err != nil {
+			return e, fmt.Errorf("operator: entry %s is scheduled but its task %s is gone and could not be recreated: %w", id, e.TaskName, err)
+		}
+		if created {
+			return e, nil
+		}
+		// The name exists again or is still reserved after it ran: a
+		// task of that name cannot run again, so move to the next attempt.
+		return o.renew(ctx, tenant, e, name, by)
+	default:
+		return e, fmt.Errorf("operator: run task %s of entry %s: %w", e.TaskName, id, err)
+	}
+}
+
+// renew gives a scheduled entry whose task name is spent a new attempt.
+func (o *Operator) renew(ctx context.Context, tenant string, e *store.Entry, spent, by string) (*store.Entry, error) {
+	old := e.TaskName
+	attempt := 0
+	e, err := o.store.TransitionScoped(ctx, e.ID, tenant, store.Change{
+		From: []store.Status{store.Scheduled}, To: store.Scheduled, By: by, Note: "task " + old + " is spent; new attempt",
+		Apply: func(cur *store.Entry) error {
+			if cur.TaskName != old {
+				return fmt.Errorf("%w: entry %s was rescheduled meanwhile (task %s)", ErrWrongStatus, cur.ID, cur.TaskName)
+			}
+			attempt = NextAttempt(cur)
+			cur.TaskName = tasks.Name(cur.ID, attempt)
+			return nil
+		},
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("operator: replay now %s (task %s spent): %w", old, spent, err)
+	}
+	return e, o.schedule(ctx, e, attempt)
+}
+
+func (o *Operator) schedule(ctx context.Context, e *store.Entry, attempt int) error {
+	if _, _, err := o.sched.Schedule(ctx, tasks.Request{EntryID: e.ID, Attempt: attempt, At: e.NextRetryAt}); err != nil {
+		return fmt.Errorf("operator: entry %s is scheduled, but task %s was not created (ReplayNow or reconcile creates it): %w", e.ID, e.TaskName, err)
+	}
+	return nil
+}
+
+// NextAttempt is the replay attempt a new task of e gets: one more than any
+// attempt already used, so a task name is never reused (Cloud Tasks refuses
+// a name for about an hour after its task ran).
+func NextAttempt(e *store.Entry) int {
+	n := max(e.Replays, attemptOf(e.TaskName))
+	claims := 0
+	for _, t := range e.History {
+		if t.To == string(store.Replaying) && t.From != string(store.Replaying) {
+			claims++
+		}
+	}
+	return max(n, claims) + 1
+}
+
+func attemptOf(taskName string) int {
+	if taskName == "" {
+		return 0
+	}
+	_, n, err := tasks.ParseName(taskName)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+func mustDecode(s string) string {
+	d, err := jevent.DecodeHeader(s)
+	if err != nil {
+		return s
+	}
+	return d
+}
+
+// checkHeaders validates header edits and returns their names, sorted.
+// Names replay owns (Nats-*, Jsdlq-*) are refused: replay drops them.
+func checkHeaders(h map[string]string) ([]string, error) {
+	names := make([]string, 0, len(h))
+	for name, v := range h {
+		switch {
+		case name == "" || strings.ContainsAny(name, ": \t\r\n") || !printable(name):
+			return nil, fmt.Errorf("%w: header name %q", ErrBadEdit, name)
+		case hasPrefixFold(name, "Nats-") || hasPrefixFold(name, "Jsdlq-"):
+			return nil, fmt.Errorf("%w: header %q is set by JetStream or jsdlq, not by an edit", ErrBadEdit, name)
+		case strings.ContainsAny(v, "\r\n"):
+			return nil, fmt.Errorf("%w: header %q: value contains a line break", ErrBadEdit, name)
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
