@@ -535,3 +535,23 @@ func TestFirestoreUnavailableIsRetried(t *testing.T) {
 		t.Errorf("Handle() with Firestore down = nil, want an error so Pub/Sub retries")
 	}
 }
+
+func mustEncode(t testing.TB, ev jevent.Event) []byte {
+	t.Helper()
+	b, err := jevent.Encode(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// firestoreFor is a client of the shared emulator for a given project.
+func firestoreFor(t testing.TB, project string) *firestore.Client {
+	t.Helper()
+	c, err := firestore.NewClient(context.Background(), project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}

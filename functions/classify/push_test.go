@@ -1,0 +1,104 @@
+package classify
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
+	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+	"github.com/jsdlq/jsdlq/emulator/stack"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
+	"github.com/jsdlq/jsdlq/shared/tasks/taskstest"
+	"github.com/jsdlq/jsdlq/shared/testenv"
+)
+
+// TestPushSubscriptionEndToEnd runs the real local wiring: the Pub/Sub
+// emulator pushes to the functions host (cmd/functions), whose framework
+// turns the push request into a CloudEvent for Classify, configured from the
+// environment exactly as in the local stack. The entry must land in
+// Firestore and its replay task in the Cloud Tasks emulator.
+func TestPushSubscriptionEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the functions host")
+	}
+	ps, project := testenv.PubSub(t)
+	ctx := testenv.Context(t)
+	emu := taskstest.Start(t, cloudtasks.WithClock(cloudtasks.NewFakeClock(time.Now())))
+	queue := emu.Queue(t, "dlq-replay")
+
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "functions")
+	build := exec.Command("go", "build", "-o", bin, "../../cmd/functions")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/functions: %v\n%s", err, out)
+	}
+	addr, err := stack.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := strings.Cut(addr, ":")
+	logFile := filepath.Join(dir, "functions.log")
+	p, err := stack.Start(ctx, stack.Spec{
+		Name: "functions", Path: bin, Addr: addr, LogFile: logFile, Watch: true,
+		Env: []string{
+			"PORT=" + port,
+			"GOOGLE_CLOUD_PROJECT=" + project,
+			"FIRESTORE_EMULATOR_HOST=" + testenv.FirestoreHost(t),
+			"CLOUD_TASKS_EMULATOR_HOST=" + emu.Addr,
+			"TASKS_QUEUE=" + queue,
+			"REPLAY_URL=http://127.0.0.1:9/Replay",
+			"TASKS_SERVICE_ACCOUNT=tasks@" + project + ".iam.gserviceaccount.com",
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop() })
+
+	topic := fmt.Sprintf("projects/%s/topics/dlq-events", project)
+	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
+		Name: fmt.Sprintf("projects/%s/subscriptions/classify-push", project), Topic: topic,
+		PushConfig: &pubsubpb.PushConfig{PushEndpoint: "http://" + addr + "/Classify"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ev := explicit(77, "llm_provider_rate_limit", "429 from provider", msg{payload: []byte(`{"task":"push"}`)})
+	body := mustEncode(t, ev)
+	pub := ps.Publisher(topic)
+	defer pub.Stop()
+	if _, err := pub.Publish(ctx, &pubsub.Message{Data: body, Attributes: ev.Attributes()}).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	st := store.New(firestoreFor(t, project))
+	deadline := time.Now().Add(60 * time.Second)
+	var got *store.Entry
+	for time.Now().Before(deadline) {
+		if got, err = st.Get(ctx, "TASKS.77"); err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got == nil {
+		logs, _ := os.ReadFile(logFile)
+		t.Fatalf("no entry after the push: %v\nfunctions host log:\n%s", err, logs)
+	}
+	if got.Status != store.Scheduled || got.ReasonCode != "llm_provider_rate_limit" || string(got.Payload) != `{"task":"push"}` {
+		t.Errorf("entry = %s %s %q", got.Status, got.ReasonCode, got.Payload)
+	}
+	names := emu.Tasks(t, queue)
+	if len(names) != 1 || !strings.HasSuffix(names[0], "/"+tasks.Name("TASKS.77", 1)) {
+		t.Errorf("queue tasks = %v, want the entry's replay", names)
+	}
+}
