@@ -1,0 +1,503 @@
+package replay_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/jsdlq/jsdlq/functions/replay"
+	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
+	"github.com/jsdlq/jsdlq/shared/triage"
+)
+
+// A task Cloud Tasks delivers twice publishes once. The target answers 500
+// to the first delivery although the function ran it completely, so Cloud
+// Tasks delivers the same task again. That redelivery is a no-op because the
+// claim is a transaction that only takes a scheduled entry (or one replaying
+// under this very task): the entry is replayed by then.
+// The replay of a transient failure keeps subject, model and idempotency key.
+func TestDeliveredTwicePublishesOnce(t *testing.T) {
+	e := setup(t)
+	en := e.newEntry(t, spec{id: "TASKS.101"})
+	first := true
+	e.override = func(d delivery) int {
+		if first && d.status == http.StatusOK {
+			first = false
+			return http.StatusInternalServerError
+		}
+		return d.status
+	}
+	task := e.schedule(t, en.ID)
+	e.waitTaskGone(t, task)
+
+	ds := e.deliveriesOf(task)
+	if len(ds) != 2 {
+		t.Fatalf("deliveries of %s = %d, want 2 (one answered 500, its retry)", task, len(ds))
+	}
+	if got := []string{ds[0].result.Outcome, ds[1].result.Outcome}; !slices.Equal(got, []string{replay.OutcomeReplayed, replay.OutcomeSkipped}) {
+		t.Errorf("outcomes = %v, want [replayed skipped]", got)
+	}
+	got := e.waitStatus(t, en.ID, store.Replayed)
+	msgs := e.msgs(t)
+	if len(msgs) != 1 {
+		t.Fatalf("messages in %s = %d, want 1", workStream, len(msgs))
+	}
+	m := msgs[0]
+	if got.PublishedSeq != int64(m.Sequence) || got.Replays != 1 {
+		t.Errorf("entry published_seq, replays = %d, %d, want %d, 1", got.PublishedSeq, got.Replays, m.Sequence)
+	}
+	if m.Subject != en.Subject {
+		t.Errorf("subject = %s, want %s (transient: same agent)", m.Subject, en.Subject)
+	}
+	if !bytes.Equal(m.Data, en.Payload) {
+		t.Errorf("payload = %q, want %q", m.Data, en.Payload)
+	}
+	want := map[string]string{
+		"X-Idempotency-Key":    en.IdempotencyKey,
+		"X-Task-ID":            en.TaskID,
+		"X-Agent":              en.Agent,
+		"Jsdlq-Replay-Of":      en.ID,
+		"Jsdlq-Replay-Attempt": "1",
+		"Jsdlq-Strategy":       "transient",
+		"Nats-Msg-Id":          replay.MsgID(en.ID, 1), // not the original's
+		"Jsdlq-Target-Model":   "",                     // same model
+		"Jsdlq-Instruction":    "",
+	}
+	for k, v := range want {
+		if g := m.Header.Get(k); g != v {
+			t.Errorf("header %s = %q, want %q", k, g, v)
+		}
+	}
+}
+
+// A crash between the JetStream publish and the status update: Cloud Tasks
+// retries the task, the claim is re-entered by the same task, the publish is
+// repeated with the same Nats-Msg-Id and dropped by the stream's duplicate
+// window (PubAck.Duplicate, the original sequence), and the entry ends
+// replayed with exactly one message in the stream.
+func TestCrashAfterPublishConverges(t *testing.T) {
+	crashes := 0
+	e := setup(t, replay.WithAfterPublish(func(string) error {
+		if crashes == 0 {
+			crashes++
+			return errors.New("injected crash")
+		}
+		return nil
+	}))
+	en := e.newEntry(t, spec{id: "TASKS.102"})
+	task := e.schedule(t, en.ID)
+	e.waitTaskGone(t, task)
+
+	ds := e.deliveriesOf(task)
+	if len(ds) != 2 || ds[0].status != http.StatusInternalServerError || ds[1].status != http.StatusOK {
+		t.Fatalf("deliveries = %+v, want a 500 then a 200", ds)
+	}
+	if !ds[1].result.Duplicate {
+		t.Errorf("retry result = %+v, want a duplicate publish", ds[1].result)
+	}
+	got := e.waitStatus(t, en.ID, store.Replayed)
+	msgs := e.msgs(t)
+	if len(msgs) != 1 {
+		t.Fatalf("messages = %d, want 1", len(msgs))
+	}
+	if got.PublishedSeq != int64(msgs[0].Sequence) {
+		t.Errorf("published_seq = %d, want %d", got.PublishedSeq, msgs[0].Sequence)
+	}
+	last := got.History[len(got.History)-1]
+	if !strings.Contains(last.Note, "duplicate") {
+		t.Errorf("last history note = %q, want it to mention the duplicate", last.Note)
+	}
+}
+
+// No token: 401; a genuine emulator token for another audience, or for an
+// account not allowed: 403. Nothing is published and the entries stay
+// scheduled.
+func TestAuthentication(t *testing.T) {
+	e := setup(t)
+	noToken := e.newEntry(t, spec{id: "TASKS.201"})
+	otherAud := e.newEntry(t, spec{id: "TASKS.202"})
+	otherSA := e.newEntry(t, spec{id: "TASKS.203"})
+
+	body := `{"entry_id":"` + noToken.ID + `","attempt":1}`
+	resp, err := http.Post(e.url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("POST without token = %d, want 401", resp.StatusCode)
+	}
+
+	forged := []struct {
+		entry    *store.Entry
+		audience string
+		account  string
+		want     int
+	}{
+		{otherAud, "https://reconcile.example/Reconcile", tasksSA, http.StatusForbidden},
+		{otherSA, e.url, "intruder@test-project.iam.gserviceaccount.com", http.StatusForbidden},
+	}
+	for _, f := range forged {
+		name := e.sched.FullName(tasks.Name(f.entry.ID, 1))
+		_, err := e.ct.Client.CreateTask(e.ctx, &cloudtaskspb.CreateTaskRequest{Parent: e.queue, Task: &cloudtaskspb.Task{
+			Name: name, ScheduleTime: timestamppb.Now(),
+			MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+				Url: e.url, HttpMethod: cloudtaskspb.HttpMethod_POST,
+				Body: []byte(`{"entry_id":"` + f.entry.ID + `","attempt":1}`),
+				AuthorizationHeader: &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{
+					ServiceAccountEmail: f.account, Audience: f.audience,
+				}},
+			}},
+		}})
+		if err != nil {
+			t.Fatalf("CreateTask() = %v", err)
+		}
+		wait(t, "a delivery of "+name, func() (bool, error) { return len(e.deliveriesOf(name)) > 0, nil })
+		if err := e.sched.Delete(e.ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.deliveriesOf(name)[0].status; got != f.want {
+			t.Errorf("token for %s as %s: status %d, want %d", f.audience, f.account, got, f.want)
+		}
+	}
+	if n := len(e.msgs(t)); n != 0 {
+		t.Errorf("messages = %d, want 0", n)
+	}
+	for _, en := range []*store.Entry{noToken, otherAud, otherSA} {
+		got, err := e.store.GetMeta(e.ctx, en.ID)
+		if err != nil || got.Status != store.Scheduled {
+			t.Errorf("entry %s = %v, %v, want scheduled", en.ID, got.Status, err)
+		}
+	}
+}
+
+// The task completed meanwhile (agentkit.Once recorded it): recovered, no
+// publish.
+func TestCompletedTaskRecovers(t *testing.T) {
+	e := setup(t)
+	en := e.newEntry(t, spec{id: "TASKS.301"})
+	kit := agentkit.New(e.js, agentkit.WithFirestore(e.fs), agentkit.WithAgent("backend"))
+	if ran, err := kit.Once(e.ctx, en.IdempotencyKey, func(context.Context) error { return nil }); err != nil || !ran {
+		t.Fatalf("Once() = %v, %v", ran, err)
+	}
+	task := e.schedule(t, en.ID)
+	e.waitTaskGone(t, task)
+	e.waitStatus(t, en.ID, store.Recovered)
+	if n := len(e.msgs(t)); n != 0 {
+		t.Errorf("messages = %d, want 0", n)
+	}
+}
+
+// The policy changed (a Firestore override makes transient failures need
+// approval): awaiting_approval, nothing published. An approval with an
+// edited payload then publishes the edited payload, and history shows the
+// edit.
+func TestPolicyDenyThenApproveWithEdit(t *testing.T) {
+	e := setup(t)
+	en := e.newEntry(t, spec{id: "TASKS.401"})
+	doc := strings.Replace(string(triage.DefaultYAML()),
+		"  - name: transient\n    match: {category: [transient]}\n    action: auto_replay\n    strategy: transient",
+		"  - name: transient\n    match: {category: [transient]}\n    action: require_approval\n    strategy: none", 1)
+	if doc == string(triage.DefaultYAML()) {
+		t.Fatal("the default policy has no transient rule to override")
+	}
+	if _, err := triage.SaveOverride(e.ctx, e.fs, []byte(doc)); err != nil {
+		t.Fatalf("SaveOverride() = %v", err)
+	}
+	task := e.schedule(t, en.ID)
+	e.waitTaskGone(t, task)
+	held := e.waitStatus(t, en.ID, store.AwaitingApproval)
+	if held.Action != string(triage.RequireApproval) || held.Rule != "transient" {
+		t.Errorf("entry action, rule = %s, %s, want require_approval, transient", held.Action, held.Rule)
+	}
+	if n := len(e.msgs(t)); n != 0 {
+		t.Fatalf("messages = %d, want 0", n)
+	}
+
+	edited := []byte(`{"task":"TASKS.401","fixed":true}`)
+	approved, err := e.op.Approve(e.ctx, tenant, en.ID, operator.Edits{Payload: edited, SetHeaders: map[string]string{"X-Reviewed-By": "alice"}, By: "alice"})
+	if err != nil {
+		t.Fatalf("Approve() = %v", err)
+	}
+	if want := tasks.Name(en.ID, 2); approved.TaskName != want {
+		t.Errorf("task after approval = %s, want %s (a new attempt)", approved.TaskName, want)
+	}
+	got := e.waitStatus(t, en.ID, store.Replayed)
+	msgs := e.msgs(t)
+	if len(msgs) != 1 {
+		t.Fatalf("messages = %d, want 1", len(msgs))
+	}
+	if !bytes.Equal(msgs[0].Data, edited) {
+		t.Errorf("published payload = %q, want the edited %q", msgs[0].Data, edited)
+	}
+	if g := msgs[0].Header.Get("X-Reviewed-By"); g != "alice" {
+		t.Errorf("X-Reviewed-By = %q, want alice", g)
+	}
+	if g := msgs[0].Header.Get("Nats-Msg-Id"); g != replay.MsgID(en.ID, 2) {
+		t.Errorf("Nats-Msg-Id = %q, want %q", g, replay.MsgID(en.ID, 2))
+	}
+	var note string
+	for _, h := range got.History {
+		if strings.HasPrefix(h.Note, store.ApprovalNote) {
+			note = h.Note
+		}
+	}
+	for _, want := range []string{"alice", "X-Reviewed-By", store.PayloadSum(en.Payload), store.PayloadSum(edited),
+		"payload edited"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("approval note %q does not mention %q", note, want)
+		}
+	}
+}
+
+// Strategies change the replay: hallucination_loop goes to another agent
+// able to do the task type, with instructions and a different model;
+// context overflow and token budget add their limits.
+func TestStrategies(t *testing.T) {
+	e := setup(t)
+	cases := []struct {
+		name    string
+		spec    spec
+		subject string
+		headers map[string][]string
+	}{
+		{
+			name: "hallucination_loop",
+			spec: spec{id: "TASKS.501", agent: "cto", taskType: "code_review", code: "hallucination_loop", detail: "the same diff three times"},
+			// backend and cto can review code; backend is the other one.
+			subject: "agents.backend.tasks.code_review",
+			headers: map[string][]string{
+				"Jsdlq-Strategy":     {"hallucination_loop"},
+				"Jsdlq-Target-Model": {"alternate"},
+				"Jsdlq-Instruction": {"Previous attempts produced incorrect output: the same diff three times",
+					"Validate your output against the schema before submitting."},
+				"X-Agent":           {"backend"},
+				"X-Idempotency-Key": {"task-TASKS.501-v1"},
+			},
+		},
+		{
+			name:    "context_window_overflow",
+			spec:    spec{id: "TASKS.502", code: "context_window_overflow"},
+			subject: "agents.backend.tasks.implementation",
+			headers: map[string][]string{
+				"Jsdlq-Strategy":           {"context_window_overflow"},
+				"Jsdlq-Max-Context-Tokens": {"80000"},
+				"Jsdlq-Target-Model":       {"large-context"},
+				"Jsdlq-Instruction":        {"Focus on the core task. Skip background context."},
+				"X-Agent":                  {"backend"},
+			},
+		},
+		{
+			name:    "token_budget_exceeded",
+			spec:    spec{id: "TASKS.503", code: "token_budget_exceeded", headers: map[string][]string{"X-Token-Budget": {"1000"}}},
+			subject: "agents.backend.tasks.implementation",
+			headers: map[string][]string{
+				"Jsdlq-Strategy":          {"token_budget_exceeded"},
+				"Jsdlq-Max-Output-Tokens": {"600"},
+				"Jsdlq-Instruction":       {"Produce a concise response. Prioritize accuracy over completeness."},
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			en := e.newEntry(t, c.spec)
+			e.waitTaskGone(t, e.schedule(t, en.ID))
+			got := e.waitStatus(t, en.ID, store.Replayed)
+			s, err := e.js.Stream(e.ctx, workStream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := s.GetMsg(e.ctx, uint64(got.PublishedSeq))
+			if err != nil {
+				t.Fatalf("GetMsg(%d) = %v", got.PublishedSeq, err)
+			}
+			if m.Subject != c.subject {
+				t.Errorf("subject = %s, want %s", m.Subject, c.subject)
+			}
+			for k, want := range c.headers {
+				if diff := cmp.Diff(want, m.Header.Values(k)); diff != "" {
+					t.Errorf("header %s (-want +got):\n%s", k, diff)
+				}
+			}
+		})
+	}
+}
+
+// An open tenant breaker holds the replay; a half-open one lets exactly one
+// probe through; the probe's recovery closes the breaker, after which the
+// held entries can be replayed again.
+func TestBreaker(t *testing.T) {
+	e := setup(t)
+	a := e.newEntry(t, spec{id: "TASKS.601"})
+	b := e.newEntry(t, spec{id: "TASKS.602"})
+	c := e.newEntry(t, spec{id: "TASKS.603"})
+
+	now := time.Now().UTC()
+	e.breaker(t, store.Breaker{Tenant: tenant, State: store.BreakerOpen, OpenedAt: now, UpdatedAt: now})
+	e.waitTaskGone(t, e.schedule(t, a.ID))
+	e.waitStatus(t, a.ID, store.Held)
+	if n := len(e.msgs(t)); n != 0 {
+		t.Fatalf("open breaker: messages = %d, want 0", n)
+	}
+
+	e.breaker(t, store.Breaker{Tenant: tenant, State: store.BreakerHalfOpen, OpenedAt: now, HalfOpenAt: now, UpdatedAt: now})
+	tb, tc := e.schedule(t, b.ID), e.schedule(t, c.ID)
+	e.waitTaskGone(t, tb)
+	e.waitTaskGone(t, tc)
+	msgs := e.msgs(t)
+	if len(msgs) != 1 {
+		t.Fatalf("half-open breaker: messages = %d, want exactly 1 probe", len(msgs))
+	}
+	probe := msgs[0].Header.Get(replay.HeaderReplayOf)
+	other := b.ID
+	if probe == b.ID {
+		other = c.ID
+	}
+	pe := e.waitStatus(t, probe, store.Replayed)
+	if !pe.BreakerProbe {
+		t.Errorf("probe entry %s breaker_probe = false, want true", probe)
+	}
+	e.waitStatus(t, other, store.Held)
+	br, err := e.store.GetBreaker(e.ctx, tenant)
+	if err != nil || br.State != store.BreakerHalfOpen || br.ProbeEntry != probe {
+		t.Fatalf("breaker = %+v, %v, want half-open with probe %s", br, err, probe)
+	}
+
+	// The probe's task completes; reconcile's recovery step closes the breaker.
+	kit := agentkit.New(e.js, agentkit.WithFirestore(e.fs))
+	if _, err := kit.Once(e.ctx, pe.IdempotencyKey, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.store.RecoverIfCompleted(e.ctx, probe, "reconcile"); err != nil || !ok {
+		t.Fatalf("RecoverIfCompleted(%s) = %v, %v, want true", probe, ok, err)
+	}
+	br, err = e.store.GetBreaker(e.ctx, tenant)
+	if err != nil || br.State != store.BreakerClosed {
+		t.Fatalf("breaker after the probe recovered = %+v, %v, want closed", br, err)
+	}
+
+	// A held entry released by an operator now replays.
+	if _, err := e.op.ReplayNow(e.ctx, tenant, a.ID, "alice"); err != nil {
+		t.Fatalf("ReplayNow(%s) = %v", a.ID, err)
+	}
+	e.waitStatus(t, a.ID, store.Replayed)
+	if n := len(e.msgs(t)); n != 2 {
+		t.Errorf("messages after the release = %d, want 2", n)
+	}
+}
+
+// An entry whose payload was never captured cannot be replayed: escalated
+// with payload_missing. An approval must supply the payload, and then it
+// replays.
+func TestPayloadMissing(t *testing.T) {
+	e := setup(t)
+	en := e.newEntry(t, spec{id: "TASKS.701", missing: true})
+	e.waitTaskGone(t, e.schedule(t, en.ID))
+	got := e.waitStatus(t, en.ID, store.Escalated)
+	if last := got.History[len(got.History)-1]; !strings.HasPrefix(last.Note, replay.ReasonPayloadMissing) {
+		t.Errorf("history note = %q, want %s", last.Note, replay.ReasonPayloadMissing)
+	}
+	if n := len(e.msgs(t)); n != 0 {
+		t.Fatalf("messages = %d, want 0", n)
+	}
+	if _, err := e.op.Approve(e.ctx, tenant, en.ID, operator.Edits{By: "alice"}); !errors.Is(err, operator.ErrPayloadMissing) {
+		t.Errorf("Approve without payload = %v, want ErrPayloadMissing", err)
+	}
+	if _, err := e.op.Approve(e.ctx, tenant, en.ID, operator.Edits{Payload: []byte(`{"recovered":1}`), By: "alice"}); err != nil {
+		t.Fatalf("Approve with payload = %v", err)
+	}
+	e.waitStatus(t, en.ID, store.Replayed)
+	if msgs := e.msgs(t); len(msgs) != 1 || string(msgs[0].Data) != `{"recovered":1}` {
+		t.Errorf("messages = %v, want the supplied payload once", msgs)
+	}
+}
+
+// Direct calls with malformed tasks get a clear 400; an unknown entry or one
+// in another state is a 200 no-op.
+func TestMalformedAndStaleTasks(t *testing.T) {
+	e := setup(t)
+	en := e.newEntry(t, spec{id: "TASKS.801"})
+	h := replay.New(replay.Config{}, replay.Deps{Store: e.store, Policy: e.policy, Publisher: e.js})
+	cases := []struct {
+		name, method, body, task string
+		want                     int
+		outcome                  string
+	}{
+		{"get", http.MethodGet, "", "", http.StatusMethodNotAllowed, ""},
+		{"not json", http.MethodPost, "entry", "", http.StatusBadRequest, ""},
+		{"unknown field", http.MethodPost, `{"entry_id":"x","attempt":1,"evil":true}`, "", http.StatusBadRequest, ""},
+		{"no attempt", http.MethodPost, `{"entry_id":"x"}`, "", http.StatusBadRequest, ""},
+		{"trailing data", http.MethodPost, `{"entry_id":"x","attempt":1}{}`, "", http.StatusBadRequest, ""},
+		{"oversized", http.MethodPost, `{"entry_id":"` + strings.Repeat("x", 70<<10) + `","attempt":1}`, "", http.StatusBadRequest, ""},
+		{"task of another entry", http.MethodPost, `{"entry_id":"` + en.ID + `","attempt":1}`, tasks.Name("TASKS.999", 1), http.StatusBadRequest, ""},
+		{"unknown entry", http.MethodPost, `{"entry_id":"TASKS.999","attempt":1}`, "", http.StatusOK, replay.OutcomeSkipped},
+		{"stale attempt", http.MethodPost, `{"entry_id":"` + en.ID + `","attempt":2}`, "", http.StatusOK, replay.OutcomeSkipped},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest(c.method, "/Replay", strings.NewReader(c.body))
+			if c.task != "" {
+				r.Header.Set(replay.HeaderTaskName, c.task)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != c.want {
+				t.Errorf("%s: status %d, want %d (%s)", c.name, w.Code, c.want, w.Body.String())
+			}
+			if c.outcome != "" && !strings.Contains(w.Body.String(), `"outcome":"`+c.outcome+`"`) {
+				t.Errorf("%s: body %s, want outcome %s", c.name, w.Body.String(), c.outcome)
+			}
+		})
+	}
+	got, err := e.store.GetMeta(e.ctx, en.ID)
+	if err != nil || got.Status != store.Scheduled {
+		t.Errorf("entry = %v, %v, want still scheduled", got.Status, err)
+	}
+	if n := len(e.msgs(t)); n != 0 {
+		t.Errorf("messages = %d, want 0", n)
+	}
+}
+
+func TestMessage(t *testing.T) {
+	en := &store.Entry{ID: "TASKS.9", Subject: "agents.cto.tasks.code_review", Payload: []byte("p")}
+	headers := map[string][]string{
+		"X-Idempotency-Key":    {"k-1"},
+		"x-agent":              {"cto"},
+		"Nats-Msg-Id":          {"orig"},
+		"nats-expected-stream": {"OLD"},
+		"Jsdlq-Replay-Of":      {"TASKS.1"},
+		"Jsdlq-Instruction":    {"stale"},
+	}
+	plan := store.Plan{Instructions: []string{"line one\nline two", "second"}, AlternateAgent: "backend",
+		AlternateSubject: "agents.backend.tasks.code_review", TargetModel: "m"}
+	m := replay.Message(en, headers, plan, "hallucination_loop", 3, "X-Agent")
+	want := nats.Header{
+		"X-Idempotency-Key":    {"k-1"},
+		"x-agent":              {"backend"},
+		"Jsdlq-Replay-Of":      {"TASKS.9"},
+		"Jsdlq-Replay-Attempt": {"3"},
+		"Jsdlq-Strategy":       {"hallucination_loop"},
+		"Jsdlq-Instruction":    {"line one line two", "second"},
+		"Jsdlq-Target-Model":   {"m"},
+	}
+	if diff := cmp.Diff(want, m.Header); diff != "" {
+		t.Errorf("Message() headers (-want +got):\n%s", diff)
+	}
+	if m.Subject != plan.AlternateSubject || string(m.Data) != "p" {
+		t.Errorf("Message() = %s %q, want %s %q", m.Subject, m.Data, plan.AlternateSubject, "p")
+	}
+}
