@@ -506,16 +506,14 @@ func TestSchedulingRetryIsIdempotent(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		e.handle(t, ce)
 	}
-	if got := e.emu.Tasks(t, e.queue); len(got) != 1 || !strings.HasSuffix(got[0], "/"+tasks.Name(got0(t, e, ev.ID), 1)) {
-		t.Errorf("queue tasks = %v, want exactly the precomputed one", got)
+	if names := e.emu.Tasks(t, e.queue); len(names) != 1 || !strings.HasSuffix(names[0], "/"+got.TaskName) {
+		t.Errorf("queue tasks = %v, want exactly the precomputed %s", names, got.TaskName)
 	}
 	m, _ := e.store.ReadMetrics(ctx, store.Hour(e.clock.Now()))
 	if m.Total != 1 {
 		t.Errorf("metrics total = %d after redeliveries, want 1", m.Total)
 	}
 }
-
-func got0(t *testing.T, e *env, eventID string) string { return e.entry(t, eventID).ID }
 
 func TestFirestoreUnavailableIsRetried(t *testing.T) {
 	e := setup(t)
