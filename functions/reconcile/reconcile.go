@@ -1,32 +1,393 @@
-// Package reconcile is the reconcile function (SPEC §10).
+// Package reconcile is the reconcile function (SPEC §10): Cloud Scheduler
+// calls it, and it audits the pipeline end to end, repairs what is safe to
+// repair and reports everything in one report (dlq-audits/{run_id}, and the
+// response body), logging each alert as a structured ERROR entry.
+//
+// A run is bounded: every scan pages with a limit and stops at the time
+// budget, saving its cursor in dlq-audits/_state so the next run continues
+// where this one stopped. Runs are safe to overlap: a run takes a lease
+// (dlq-audits/_lease, acquired in a transaction, with an expiry) before it
+// repairs anything, and a second run answers 409 without touching anything.
+// Every repair is itself a transaction that checks the state it found, so a
+// repair never happens twice even across an expired lease.
 package reconcile
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
 )
 
-// Config is what reconcile reads from its environment.
-type Config struct{}
+// By is the actor reconcile writes into entry and breaker history.
+const By = "reconcile"
+
+// Config is what reconcile reads from its environment, plus thresholds
+// whose defaults follow SPEC §7, §10 and §13.
+type Config struct {
+	AdvisoryStream string   // default DLQ_ADVISORIES
+	RecordStream   string   // default DLQ_RECORDS
+	WorkStreams    []string // sampled for the traffic table; none: no table
+	// TimeBudget bounds a run (default 4 min); scans stop at it and resume
+	// in the next run.
+	TimeBudget time.Duration
+	// LeaseTTL is how long a run's lease lasts (default budget + 2 min), so
+	// a crashed run blocks the next one only that long.
+	LeaseTTL time.Duration
+	// PageSize is how many documents a scan reads per query (default 300).
+	PageSize int
+	// MaxQueueTasks bounds the Cloud Tasks listing per run (default
+	// 50 000); past it the missing-task check asks per entry.
+	MaxQueueTasks int
+	// MaxCaptureMsgs bounds the advisories and records checked per stream
+	// per run (default 5 000).
+	MaxCaptureMsgs int
+	// Grace leaves entries and tasks changed this recently alone (default
+	// 2 min): classify creates a task just after its entry commits, and a
+	// replay in flight changes its entry just before its task completes.
+	Grace time.Duration
+	// CaptureGrace is how old an advisory or record must be before its
+	// missing entry is a finding (default 10 min: the bridge and classify
+	// need time, and Pub/Sub retries take minutes).
+	CaptureGrace time.Duration
+	// StuckAfter: an entry replaying this long is stuck (default 30 min:
+	// above replay's deadline and Cloud Tasks' first retries).
+	StuckAfter time.Duration
+	// BreakerCooldown: open this long -> half-open (default 15 min).
+	BreakerCooldown time.Duration
+	// Tenant alert thresholds (SPEC §10).
+	TenantBreakerAlert time.Duration // default 30 min
+	PoisonBurst        int           // more than this many poison entries in the last hour; default 3
+	RecoveryTarget     float64       // default 0.8
+	RecoveryMinSettled int           // settled entries needed before the rate alerts; default 5
+	DominanceShare     float64       // default 0.4
+	DominanceMinTotal  int           // entries in the last hour needed before the share alerts; default 10
+	// Window is the tenant-health and drift window (default 24 h).
+	Window time.Duration
+}
+
+func (c *Config) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if c.AdvisoryStream == "" {
+		c.AdvisoryStream = "DLQ_ADVISORIES"
+	}
+	if c.RecordStream == "" {
+		c.RecordStream = "DLQ_RECORDS"
+	}
+	def(&c.TimeBudget, 4*time.Minute)
+	def(&c.LeaseTTL, c.TimeBudget+2*time.Minute)
+	def(&c.Grace, 2*time.Minute)
+	def(&c.CaptureGrace, 10*time.Minute)
+	def(&c.StuckAfter, 30*time.Minute)
+	def(&c.BreakerCooldown, store.DefaultBreaker.Cooldown)
+	def(&c.TenantBreakerAlert, 30*time.Minute)
+	def(&c.Window, 24*time.Hour)
+	if c.PageSize <= 0 {
+		c.PageSize = 300
+	}
+	if c.MaxQueueTasks <= 0 {
+		c.MaxQueueTasks = 50_000
+	}
+	if c.MaxCaptureMsgs <= 0 {
+		c.MaxCaptureMsgs = 5_000
+	}
+	if c.PoisonBurst <= 0 {
+		c.PoisonBurst = 3
+	}
+	if c.RecoveryTarget <= 0 {
+		c.RecoveryTarget = 0.8
+	}
+	if c.RecoveryMinSettled <= 0 {
+		c.RecoveryMinSettled = 5
+	}
+	if c.DominanceShare <= 0 {
+		c.DominanceShare = 0.4
+	}
+	if c.DominanceMinTotal <= 0 {
+		c.DominanceMinTotal = 10
+	}
+}
+
+// Tasks is the Cloud Tasks access reconcile needs (tasks.Scheduler).
+type Tasks interface {
+	Schedule(ctx context.Context, r tasks.Request) (name string, created bool, err error)
+	Delete(ctx context.Context, name string) error
+	Exists(ctx context.Context, name string) (bool, error)
+	Each(ctx context.Context, fn func(name string, scheduled time.Time) bool) error
+}
 
 // Deps are the clients reconcile uses.
 type Deps struct {
 	Logger *slog.Logger
+	Store  *store.Store
+	Tasks  Tasks
+	// JetStream returns the JetStream context (connecting on first use);
+	// nil skips the capture and traffic sections.
+	JetStream func(ctx context.Context) (jetstream.JetStream, error)
+	// Now is the clock (default time.Now).
+	Now func() time.Time
 }
 
-// Handler serves the reconcile function.
+// Handler serves the reconcile function. Put it behind auth.Middleware.
 type Handler struct {
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	store *store.Store
+	tasks Tasks
+	js    func(ctx context.Context) (jetstream.JetStream, error)
+	now   func() time.Time
 }
 
 // New returns a Handler.
-func New(_ Config, deps Deps) *Handler {
-	return &Handler{log: deps.Logger}
+func New(cfg Config, deps Deps) *Handler {
+	cfg.defaults()
+	h := &Handler{cfg: cfg, log: deps.Logger, store: deps.Store, tasks: deps.Tasks, js: deps.JetStream, now: deps.Now}
+	if h.log == nil {
+		h.log = obs.Discard()
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	return h
 }
 
-// ServeHTTP is not built yet: it answers 501, never a fake success, so that a
-// caller (Cloud Tasks, Cloud Scheduler) sees the failure.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.log.WarnContext(r.Context(), "reconcile: not implemented yet", "method", r.Method, "path", r.URL.Path)
-	http.Error(w, "reconcile: not implemented yet", http.StatusNotImplemented)
+// LeaseHeld is the 409 answer of a run that found another run's lease.
+type LeaseHeld struct {
+	Schema  string    `json:"schema"`
+	RunID   string    `json:"run_id"`
+	DryRun  bool      `json:"dry_run"`
+	Status  string    `json:"status"` // "lease_held"
+	Message string    `json:"message"`
+	Holder  string    `json:"holder"`
+	Until   time.Time `json:"until"`
 }
+
+// ErrLeaseHeld is returned by Run while another run holds the lease.
+var ErrLeaseHeld = errors.New("reconcile: another run holds the lease")
+
+// ServeHTTP runs one audit. Query: dry_run=true reports without repairing
+// (and without moving the cursors). 200 with the report; 409 when another
+// run holds the lease; 500 with the report when a section failed.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost && r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET, POST")
+		http.Error(w, "reconcile: GET or POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	dry := false
+	if v := r.URL.Query().Get("dry_run"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("reconcile: dry_run=%q is not a boolean", v), http.StatusBadRequest)
+			return
+		}
+		dry = b
+	}
+	rep, err := h.Run(r.Context(), dry)
+	w.Header().Set("Content-Type", "application/json")
+	var held *leaseError
+	switch {
+	case errors.As(err, &held):
+		w.WriteHeader(http.StatusConflict)
+		_ = json.NewEncoder(w).Encode(LeaseHeld{Schema: Schema, RunID: rep.RunID, DryRun: dry, Status: "lease_held",
+			Message: fmt.Sprintf("another run (%s) holds the lease until %s; this run did nothing", held.lease.Holder, held.lease.Until.Format(time.RFC3339)),
+			Holder:  held.lease.Holder, Until: held.lease.Until})
+		return
+	case err != nil && rep == nil:
+		h.log.ErrorContext(r.Context(), "reconcile: run failed", "error", err.Error())
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	case err != nil || len(rep.Errors) > 0:
+		w.WriteHeader(http.StatusInternalServerError)
+	}
+	_ = json.NewEncoder(w).Encode(rep)
+}
+
+type leaseError struct{ lease store.Lease }
+
+func (e *leaseError) Error() string {
+	return fmt.Sprintf("%s: %s until %s", ErrLeaseHeld, e.lease.Holder, e.lease.Until.Format(time.RFC3339))
+}
+func (e *leaseError) Unwrap() error { return ErrLeaseHeld }
+
+// NewRunID returns a time-ordered, unique run id (also a Firestore id).
+func NewRunID(t time.Time) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return t.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
+}
+
+// run is one audit in progress.
+type run struct {
+	h        *Handler
+	rep      *Report
+	state    *State
+	dry      bool
+	start    time.Time
+	deadline time.Time
+	// breakerState is each tenant's breaker as the breakers section left
+	// it, for the tenant health table.
+	breakerState map[string]string
+}
+
+func (r *run) now() time.Time { return r.h.now().UTC() }
+
+// over reports whether the time budget is spent.
+func (r *run) over() bool { return !r.h.now().Before(r.deadline) }
+
+func (r *run) finding(name, section, tenant, message string) *Finding {
+	f := &Finding{Name: name, Severity: severity[name], Alert: name != FindingReplayedCompleted, Section: section, Tenant: tenant, Message: message}
+	r.rep.Findings = append(r.rep.Findings, f)
+	return f
+}
+
+// ring is the order of the resumable sections; a run starts with the one
+// the previous run stopped in, so every section is eventually reached.
+var ring = []string{SectionCapture, SectionTasks, SectionReplaying, SectionReplayed, SectionEntries}
+
+// Sections.
+const (
+	SectionTraffic   = "traffic"
+	SectionCapture   = "capture"
+	SectionTasks     = "tasks"
+	SectionReplaying = "replaying"
+	SectionReplayed  = "replayed"
+	SectionBreakers  = "breakers"
+	SectionEntries   = "entries"
+)
+
+// errBudget stops a section at the time budget; its cursor is saved.
+var errBudget = errors.New("reconcile: time budget spent")
+
+// Run performs one audit and returns its report (stored unless the store
+// fails). A run that finds the lease held returns an error wrapping
+// ErrLeaseHeld and a report with only its run id.
+func (h *Handler) Run(ctx context.Context, dry bool) (*Report, error) {
+	start := h.now().UTC()
+	rep := &Report{Schema: Schema, RunID: NewRunID(start), DryRun: dry, StartedAt: start, Budget: h.cfg.TimeBudget.String(),
+		Sections: []*Section{}, Findings: []*Finding{}}
+	// I/O gets the budget plus room to finish the page or repair in hand and
+	// save the report; the sections themselves stop at the budget.
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.TimeBudget+time.Minute)
+	defer cancel()
+	log := h.log.With("run_id", rep.RunID, "dry_run", dry)
+
+	if !dry {
+		lease, err := h.store.AcquireLease(ctx, rep.RunID, h.cfg.LeaseTTL)
+		if errors.Is(err, store.ErrLeaseHeld) {
+			log.InfoContext(ctx, "reconcile: another run holds the lease; nothing done", "holder", lease.Holder, "until", lease.Until)
+			return rep, &leaseError{lease: lease}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reconcile: lease: %w", err)
+		}
+		defer func() {
+			if err := h.store.ReleaseLease(context.WithoutCancel(ctx), rep.RunID); err != nil {
+				log.WarnContext(ctx, "reconcile: lease not released; it expires by itself", "error", err.Error())
+			}
+		}()
+	}
+	st := &State{}
+	if _, err := h.store.ReadAuditState(ctx, st); err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	r := &run{h: h, rep: rep, state: st, dry: dry, start: start, deadline: start.Add(h.cfg.TimeBudget), breakerState: map[string]string{}}
+
+	// Cheap, fixed-size sections run every time.
+	r.section(ctx, SectionTraffic, r.traffic)
+	r.section(ctx, SectionBreakers, r.breakers)
+	order := ring
+	if i := slices.Index(ring, st.Resume); i > 0 {
+		order = append(append([]string{}, ring[i:]...), ring[:i]...)
+	}
+	funcs := map[string]func(context.Context, *Section) error{
+		SectionCapture: r.capture, SectionTasks: r.tasksAudit, SectionReplaying: r.replaying,
+		SectionReplayed: r.replayed, SectionEntries: r.entries,
+	}
+	st.Resume = ""
+	for _, name := range order {
+		if r.over() {
+			rep.BudgetExhausted = true
+			rep.Sections = append(rep.Sections, &Section{Name: name, Status: StatusNotReached})
+			if st.Resume == "" {
+				st.Resume = name
+			}
+			continue
+		}
+		sec := r.section(ctx, name, funcs[name])
+		if sec.Status == StatusPartial {
+			rep.BudgetExhausted = true
+			st.Resume = name
+		}
+	}
+	rep.Complete = true
+	for _, s := range rep.Sections {
+		rep.Complete = rep.Complete && (s.Status == StatusComplete || s.Status == StatusSkipped)
+	}
+	rep.Resume = &Resume{Section: st.Resume, Cursors: st.cursors()}
+	rep.FinishedAt = h.now().UTC()
+	rep.finish(ctx, log)
+
+	if !dry {
+		st.RunID, st.UpdatedAt = rep.RunID, rep.FinishedAt
+		if err := h.store.WriteAuditState(ctx, rep.RunID, st); err != nil {
+			rep.Errors = append(rep.Errors, "state not saved (the next run repeats this one's scans): "+err.Error())
+		}
+	}
+	doc, err := rep.document()
+	if err == nil {
+		err = h.store.SaveAudit(ctx, rep.RunID, doc)
+	}
+	if err != nil {
+		rep.Errors = append(rep.Errors, "report not stored: "+err.Error())
+	}
+	log.InfoContext(ctx, "reconcile: run finished", "complete", rep.Complete, "budget_exhausted", rep.BudgetExhausted,
+		"alerts", rep.Alerts, "repairs_done", rep.Repairs.Done, "repairs_failed", rep.Repairs.Failed, "resume", st.Resume,
+		"duration_ms", rep.FinishedAt.Sub(start).Milliseconds())
+	return rep, nil
+}
+
+// section runs one section and records its outcome.
+func (r *run) section(ctx context.Context, name string, f func(context.Context, *Section) error) *Section {
+	sec := &Section{Name: name, Status: StatusComplete, Counts: map[string]int64{}}
+	r.rep.Sections = append(r.rep.Sections, sec)
+	err := f(ctx, sec)
+	switch {
+	case errors.Is(err, errBudget):
+		sec.Status = StatusPartial
+	case errors.Is(err, errSkipped):
+		sec.Status = StatusSkipped
+		sec.Note = err.Error()
+	case err != nil:
+		sec.Status, sec.Error = StatusError, err.Error()
+		r.rep.Errors = append(r.rep.Errors, name+": "+err.Error())
+		r.h.log.ErrorContext(ctx, "reconcile: section failed", "run_id", r.rep.RunID, "section", name, "error", err.Error())
+	}
+	if c := r.state.cursor(name); c != "" && sec.Status != StatusComplete {
+		sec.Cursor = c
+	}
+	return sec
+}
+
+var errSkipped = errors.New("not configured")
+
+// shortTask is a task name without its queue path.
+func shortTask(name string) string { return name[strings.LastIndexByte(name, '/')+1:] }

@@ -1,0 +1,80 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/store"
+)
+
+// MaxBreakers bounds the breakers read per run: a breaker is per tenant and
+// only open or half-open ones are read.
+const MaxBreakers = 1000
+
+// breakers half-opens breakers open past their cooldown and raises the
+// tenant alert for breakers that have not been closed for too long.
+func (r *run) breakers(ctx context.Context, sec *Section) error {
+	list, err := r.h.store.ListBreakers(ctx, []string{store.BreakerOpen, store.BreakerHalfOpen}, MaxBreakers)
+	if err != nil {
+		return err
+	}
+	if len(list) == MaxBreakers {
+		sec.Note = fmt.Sprintf("more than %d open breakers; the first %d checked", MaxBreakers, MaxBreakers)
+	}
+	now := r.now()
+	var stale *Finding
+	for _, b := range list {
+		sec.add(b.State, 1)
+		r.breakerState[b.Tenant] = b.State
+		if since := notClosedSince(b); now.Sub(since) > r.h.cfg.TenantBreakerAlert {
+			f := r.finding(AlertTenantBreakerOpen30m, SectionBreakers, b.Tenant,
+				fmt.Sprintf("tenant %s's breaker has not closed since %s (%s)", b.Tenant, since.Format(time.RFC3339), b.State))
+			f.example(b.Tenant)
+			f.Value, f.Threshold = now.Sub(since).Minutes(), r.h.cfg.TenantBreakerAlert.Minutes()
+		}
+		if b.State != store.BreakerOpen || now.Sub(b.OpenedAt) <= r.h.cfg.BreakerCooldown {
+			continue
+		}
+		if stale == nil {
+			stale = r.finding(AlertBreakerOpenTooLong, SectionBreakers, "",
+				fmt.Sprintf("breakers open longer than %s without going half-open", r.h.cfg.BreakerCooldown))
+			stale.Repair = &Repair{Action: "half_open"}
+		}
+		stale.example(b.Tenant)
+		stale.Repair.Planned++
+		if r.dry {
+			continue
+		}
+		nb, err := r.h.store.BreakerAdvance(ctx, b.Tenant, By)
+		switch {
+		case err != nil:
+			stale.Repair.fail(err)
+		case nb.State == store.BreakerHalfOpen:
+			stale.Repair.Done++
+			r.breakerState[b.Tenant] = nb.State
+			r.h.log.InfoContext(ctx, "reconcile: breaker half-opened", "run_id", r.rep.RunID, "tenant", b.Tenant, "opened_at", b.OpenedAt)
+		default:
+			stale.Repair.Skipped++
+			stale.Repair.note(fmt.Sprintf("%s is %s now", b.Tenant, nb.State))
+		}
+	}
+	return nil
+}
+
+// notClosedSince is when the breaker last left closed: half-open probes that
+// died reopen it, and the tenant has been impaired all along.
+func notClosedSince(b *store.Breaker) time.Time {
+	for i := len(b.History) - 1; i >= 0; i-- {
+		if b.History[i].From == store.BreakerClosed || b.History[i].From == "" {
+			return b.History[i].At
+		}
+	}
+	if len(b.History) > 0 {
+		return b.History[0].At // trimmed history: at least that long
+	}
+	if !b.OpenedAt.IsZero() {
+		return b.OpenedAt
+	}
+	return b.HalfOpenAt
+}

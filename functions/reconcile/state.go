@@ -1,0 +1,97 @@
+package reconcile
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/store"
+)
+
+// State is dlq-audits/_state: where each resumable section stopped. Only a
+// run holding the lease writes it; a dry run reads it and leaves it.
+type State struct {
+	RunID     string    `firestore:"run_id"`
+	UpdatedAt time.Time `firestore:"updated_at"`
+	// Resume is the section the next run starts with (the one this run
+	// stopped in); empty: start at the beginning of the ring.
+	Resume string `firestore:"resume"`
+	// Capture is the last checked sequence per capture stream.
+	Capture   map[string]uint64 `firestore:"capture"`
+	Tasks     store.PageCursor  `firestore:"tasks"`
+	Replaying store.PageCursor  `firestore:"replaying"`
+	Replayed  store.PageCursor  `firestore:"replayed"`
+	// Pass is the pass over the window's entries in progress (tenant
+	// health, duplicates and metric recounts accumulate across runs).
+	Pass *Pass `firestore:"pass"`
+	// LastPass summarises the last complete pass.
+	LastPass *PassSummary `firestore:"last_pass"`
+}
+
+// Pass is a pass over the entries created in [From, To), possibly spread
+// over several runs; its partial counts are saved with its cursor.
+type Pass struct {
+	From    time.Time                 `firestore:"from"`
+	To      time.Time                 `firestore:"to"`
+	Cursor  store.PageCursor          `firestore:"cursor"`
+	Scanned int64                     `firestore:"scanned"`
+	Tenants map[string]*TenantHealth  `firestore:"tenants"`
+	Hours   map[string]*store.Metrics `firestore:"hours"`
+	// LastHour counts the entries created in the last hour of the window,
+	// all tenants together (the dominance denominator).
+	LastHour int64 `firestore:"last_hour"`
+}
+
+// PassSummary is what the traffic table keeps of the last complete pass.
+type PassSummary struct {
+	From       time.Time `firestore:"from"`
+	To         time.Time `firestore:"to"`
+	Scanned    int64     `firestore:"scanned"`
+	Duplicates int64     `firestore:"duplicates"`
+}
+
+// cursor is a section's cursor, readable, for the report.
+func (s *State) cursor(section string) string {
+	pc := func(c store.PageCursor) string {
+		if c.IsZero() {
+			return ""
+		}
+		return fmt.Sprintf("%s %s", c.At.UTC().Format(time.RFC3339Nano), c.ID)
+	}
+	switch section {
+	case SectionCapture:
+		out := ""
+		for _, k := range slices.Sorted(maps.Keys(s.Capture)) {
+			if out != "" {
+				out += ", "
+			}
+			out += k + " after seq " + strconv.FormatUint(s.Capture[k], 10)
+		}
+		return out
+	case SectionTasks:
+		return pc(s.Tasks)
+	case SectionReplaying:
+		return pc(s.Replaying)
+	case SectionReplayed:
+		return pc(s.Replayed)
+	case SectionEntries:
+		if s.Pass == nil {
+			return ""
+		}
+		return fmt.Sprintf("window %s..%s after %s (%d scanned)", s.Pass.From.Format(time.RFC3339), s.Pass.To.Format(time.RFC3339),
+			pc(s.Pass.Cursor), s.Pass.Scanned)
+	}
+	return ""
+}
+
+func (s *State) cursors() map[string]string {
+	out := map[string]string{}
+	for _, name := range ring {
+		if c := s.cursor(name); c != "" {
+			out[name] = c
+		}
+	}
+	return out
+}

@@ -1,0 +1,361 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
+)
+
+// queueListing is the queue's replay tasks by task id, when the listing got
+// to the end of the queue within its bound.
+type queueListing struct {
+	present  map[string]time.Time
+	complete bool
+}
+
+func (r *run) listQueue(ctx context.Context, sec *Section) (queueListing, error) {
+	q := queueListing{present: map[string]time.Time{}, complete: true}
+	n := 0
+	err := r.h.tasks.Each(ctx, func(name string, at time.Time) bool {
+		n++
+		if n > r.h.cfg.MaxQueueTasks {
+			q.complete = false
+			return false
+		}
+		q.present[shortTask(name)] = at
+		return true
+	})
+	sec.add("queue_tasks", int64(len(q.present)))
+	return q, err
+}
+
+// tasksAudit compares the queue with the scheduled entries: tasks whose entry
+// no longer waits for them are orphans (deleted), scheduled entries without
+// their task get it back.
+func (r *run) tasksAudit(ctx context.Context, sec *Section) error {
+	if r.h.tasks == nil {
+		return fmt.Errorf("%w: no Cloud Tasks client", errSkipped)
+	}
+	q, err := r.listQueue(ctx, sec)
+	if err != nil {
+		return err
+	}
+	if !q.complete {
+		sec.Note = fmt.Sprintf("queue holds more than %d tasks: orphans checked among the first ones, missing tasks asked one by one", r.h.cfg.MaxQueueTasks)
+	}
+	if err := r.orphans(ctx, sec, q); err != nil {
+		return err
+	}
+	return r.missing(ctx, sec, q)
+}
+
+func (r *run) orphans(ctx context.Context, sec *Section, q queueListing) error {
+	byEntry := map[string][]string{}
+	var ids []string
+	for name := range q.present {
+		id, _, err := tasks.ParseName(name)
+		if err != nil {
+			sec.add("foreign_tasks", 1) // not a replay task of ours: left alone
+			continue
+		}
+		if _, ok := byEntry[id]; !ok {
+			ids = append(ids, id)
+		}
+		byEntry[id] = append(byEntry[id], name)
+	}
+	var f *Finding
+	now := r.now()
+	for start := 0; start < len(ids); start += r.h.cfg.PageSize {
+		if r.over() {
+			return errBudget
+		}
+		chunk := ids[start:min(len(ids), start+r.h.cfg.PageSize)]
+		entries, err := r.h.store.EntriesByID(ctx, chunk)
+		if err != nil {
+			return err
+		}
+		for _, id := range chunk {
+			e := entries[id]
+			for _, name := range byEntry[id] {
+				why := orphanReason(e, name, now, r.h.cfg.Grace)
+				if why == "" {
+					continue
+				}
+				if f == nil {
+					f = r.finding(AlertOrphanTask, SectionTasks, "", "replay tasks in the queue whose entry does not wait for them (entry missing, in another status, or waiting for another task)")
+					f.Repair = &Repair{Action: "delete_task"}
+				}
+				f.example(name)
+				f.Repair.Planned++
+				if r.dry {
+					continue
+				}
+				if err := r.h.tasks.Delete(ctx, name); err != nil {
+					f.Repair.fail(err)
+					continue
+				}
+				f.Repair.Done++
+				r.h.log.InfoContext(ctx, "reconcile: orphan task deleted", "run_id", r.rep.RunID, "task", name, "entry_id", id, "reason", why)
+			}
+		}
+		sec.add("tasks_checked", int64(len(chunk)))
+	}
+	return nil
+}
+
+// orphanReason says why a task is an orphan, or "" when its entry still
+// waits for it (scheduled under its name, or replaying: the task is being
+// dispatched).
+func orphanReason(e *store.Entry, task string, now time.Time, grace time.Duration) string {
+	switch {
+	case e == nil:
+		return "entry does not exist"
+	case now.Sub(e.UpdatedAt) < grace:
+		return "" // changed just now: let the replay or classify finish
+	case shortTask(e.TaskName) != task:
+		return fmt.Sprintf("entry waits for task %q", e.TaskName)
+	case e.Status != store.Scheduled && e.Status != store.Replaying:
+		return "entry is " + string(e.Status)
+	}
+	return ""
+}
+
+// missing pages through the scheduled entries from the saved cursor.
+func (r *run) missing(ctx context.Context, sec *Section, q queueListing) error {
+	var f *Finding
+	for {
+		if r.over() {
+			return errBudget
+		}
+		page, next, err := r.h.store.ScanStatus(ctx, store.Scheduled, r.state.Tasks, r.h.cfg.PageSize)
+		if err != nil {
+			return err
+		}
+		now := r.now()
+		for _, e := range page {
+			sec.add("scheduled", 1)
+			if now.Sub(e.UpdatedAt) < r.h.cfg.Grace {
+				sec.add("scheduled_recent", 1)
+				continue
+			}
+			name := shortTask(e.TaskName)
+			if name != "" {
+				present := false
+				if q.complete {
+					_, present = q.present[name]
+				} else if present, err = r.h.tasks.Exists(ctx, name); err != nil {
+					return err
+				}
+				if present {
+					continue
+				}
+			}
+			if f == nil {
+				f = r.finding(AlertMissingTask, SectionTasks, "", "scheduled entries whose replay task is not in the queue")
+				f.Repair = &Repair{Action: "recreate_task"}
+			}
+			f.example(e.ID)
+			f.Repair.Planned++
+			if r.dry {
+				continue
+			}
+			r.recreate(ctx, f.Repair, e)
+		}
+		r.state.Tasks = next
+		if len(page) < r.h.cfg.PageSize {
+			r.state.Tasks = store.PageCursor{}
+			return nil
+		}
+	}
+}
+
+// recreate gives a scheduled entry its task back: under the same name when
+// that name was never used (ALREADY_EXISTS then means someone else just made
+// it, which is fine), else under the next attempt's name, moved onto the
+// entry first in a transaction that checks the entry still waits for the old
+// name. Entry first, task second: a crash in between leaves a scheduled
+// entry whose (never created) task the next run creates.
+func (r *run) recreate(ctx context.Context, rp *Repair, e *store.Entry) {
+	name := shortTask(e.TaskName)
+	attempt := e.Replays + 1
+	if name != "" {
+		if _, n, err := tasks.ParseName(name); err == nil {
+			attempt = n
+		}
+	}
+	for try := 0; try < 3; try++ {
+		if name != "" {
+			_, created, err := r.h.tasks.Schedule(ctx, tasks.Request{EntryID: e.ID, Attempt: attempt, At: e.NextRetryAt})
+			if err != nil {
+				rp.fail(fmt.Errorf("entry %s: %w", e.ID, err))
+				return
+			}
+			exists := true
+			if !created {
+				// ALREADY_EXISTS: present now (created meanwhile), or the
+				// name is reserved by a task that ran or was deleted.
+				if exists, err = r.h.tasks.Exists(ctx, name); err != nil {
+					rp.fail(fmt.Errorf("entry %s: %w", e.ID, err))
+					return
+				}
+			}
+			if exists {
+				rp.Done++
+				r.h.log.InfoContext(ctx, "reconcile: missing task recreated", "run_id", r.rep.RunID, "entry_id", e.ID, "task", name, "created", created)
+				return
+			}
+			attempt++
+		}
+		next := tasks.Name(e.ID, attempt)
+		cur, err := r.h.store.RequeueTask(ctx, e.ID, []store.Status{store.Scheduled}, e.TaskName, next, e.NextRetryAt, By,
+			fmt.Sprintf("task %q missing and its name used; rescheduled as %q", name, next))
+		switch {
+		case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrNotFound):
+			rp.Skipped++
+			rp.note(fmt.Sprintf("%s changed meanwhile: %v", e.ID, err))
+			return
+		case err != nil:
+			rp.fail(err)
+			return
+		}
+		e, name = cur, next
+	}
+	rp.fail(fmt.Errorf("entry %s: three task names in a row are already used", e.ID))
+}
+
+// replaying finds entries stuck in replaying and re-queues them when their
+// task is gone.
+func (r *run) replaying(ctx context.Context, sec *Section) error {
+	if r.h.tasks == nil {
+		return fmt.Errorf("%w: no Cloud Tasks client", errSkipped)
+	}
+	var f *Finding
+	for {
+		if r.over() {
+			return errBudget
+		}
+		page, next, err := r.h.store.ScanStatus(ctx, store.Replaying, r.state.Replaying, r.h.cfg.PageSize)
+		if err != nil {
+			return err
+		}
+		now := r.now()
+		for _, e := range page {
+			sec.add("replaying", 1)
+			if now.Sub(e.UpdatedAt) < r.h.cfg.StuckAfter {
+				continue
+			}
+			if f == nil {
+				f = r.finding(AlertStuckReplaying, SectionReplaying, "",
+					fmt.Sprintf("entries replaying for more than %s", r.h.cfg.StuckAfter))
+				f.Repair = &Repair{Action: "requeue"}
+			}
+			f.example(e.ID)
+			name := shortTask(e.TaskName)
+			if name != "" {
+				present, err := r.h.tasks.Exists(ctx, name)
+				if err != nil {
+					f.Repair.fail(err)
+					continue
+				}
+				if present {
+					// Cloud Tasks is still retrying it; the retry resumes
+					// the claim. A second task would publish twice.
+					f.Repair.note(e.ID + ": its task " + name + " is still in the queue (retrying); left to it")
+					continue
+				}
+			}
+			f.Repair.Planned++
+			if r.dry {
+				continue
+			}
+			attempt := e.Replays + 1
+			if _, n, err := tasks.ParseName(name); err == nil {
+				attempt = n + 1
+			}
+			next := tasks.Name(e.ID, attempt)
+			cur, err := r.h.store.RequeueTask(ctx, e.ID, []store.Status{store.Replaying}, e.TaskName, next, now, By,
+				fmt.Sprintf("replaying since %s and task %q gone; re-queued as %q", e.UpdatedAt.Format(time.RFC3339), name, next))
+			switch {
+			case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrNotFound):
+				f.Repair.Skipped++
+				continue
+			case err != nil:
+				f.Repair.fail(err)
+				continue
+			}
+			if _, _, err := r.h.tasks.Schedule(ctx, tasks.Request{EntryID: cur.ID, Attempt: attempt, At: now}); err != nil {
+				// The entry is scheduled under the new name; the next
+				// run's missing-task check creates the task.
+				f.Repair.fail(fmt.Errorf("entry %s re-queued, task not created (next run creates it): %w", e.ID, err))
+				continue
+			}
+			f.Repair.Done++
+			r.h.log.InfoContext(ctx, "reconcile: stuck entry re-queued", "run_id", r.rep.RunID, "entry_id", e.ID, "task", next)
+		}
+		r.state.Replaying = next
+		if len(page) < r.h.cfg.PageSize {
+			r.state.Replaying = store.PageCursor{}
+			return nil
+		}
+	}
+}
+
+// replayed marks replayed entries recovered when their task's completion
+// record exists.
+func (r *run) replayed(ctx context.Context, sec *Section) error {
+	var f *Finding
+	for {
+		if r.over() {
+			return errBudget
+		}
+		page, next, err := r.h.store.ScanStatus(ctx, store.Replayed, r.state.Replayed, r.h.cfg.PageSize)
+		if err != nil {
+			return err
+		}
+		keys := make([]string, 0, len(page))
+		for _, e := range page {
+			keys = append(keys, e.IdempotencyKey)
+		}
+		done, err := r.h.store.CompletedKeys(ctx, keys)
+		if err != nil {
+			return err
+		}
+		for _, e := range page {
+			sec.add("replayed", 1)
+			if e.IdempotencyKey == "" {
+				sec.add("without_idempotency_key", 1)
+				continue
+			}
+			if !done[e.IdempotencyKey] {
+				continue
+			}
+			if f == nil {
+				f = r.finding(FindingReplayedCompleted, SectionReplayed, "", "replayed entries whose task completed (task-idempotency record exists)")
+				f.Repair = &Repair{Action: "mark_recovered"}
+			}
+			f.example(e.ID)
+			f.Repair.Planned++
+			if r.dry {
+				continue
+			}
+			_, err := r.h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replayed}, By, "task-idempotency shows "+e.IdempotencyKey+" completed")
+			switch {
+			case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrNotFound):
+				f.Repair.Skipped++
+			case err != nil:
+				f.Repair.fail(err)
+			default:
+				f.Repair.Done++
+			}
+		}
+		r.state.Replayed = next
+		if len(page) < r.h.cfg.PageSize {
+			r.state.Replayed = store.PageCursor{}
+			return nil
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jsdlq/jsdlq/shared/store"
+)
+
+// traffic samples each work stream's last sequence and its consumers' ack
+// floors into the hour's metrics (dlq-metrics/{hour}/streams/{stream}) and
+// builds the published / completed / duplicates table of the window from the
+// stored samples.
+func (r *run) traffic(ctx context.Context, sec *Section) error {
+	if len(r.h.cfg.WorkStreams) == 0 {
+		return fmt.Errorf("%w: WORK_STREAMS is empty", errSkipped)
+	}
+	if r.h.js == nil {
+		return fmt.Errorf("%w: no NATS connection", errSkipped)
+	}
+	js, err := r.h.js(ctx)
+	if err != nil {
+		return fmt.Errorf("nats: %w", err)
+	}
+	now := r.now()
+	from := now.Add(-r.h.cfg.Window)
+	current := map[string]store.MetricsSample{}
+	rows := map[string]*StreamTraffic{}
+	var errs []error
+	for _, name := range r.h.cfg.WorkStreams {
+		row := &StreamTraffic{Stream: name, Acked: map[string]uint64{}, Pending: map[string]uint64{}}
+		rows[name] = row
+		s, err := sample(ctx, js, name, now)
+		if err != nil {
+			row.Error = err.Error()
+			errs = append(errs, err)
+			continue
+		}
+		current[name] = s
+		sec.add("sampled", 1)
+		if !r.dry {
+			if err := r.h.store.RecordSample(ctx, now, s); err != nil {
+				return err
+			}
+		}
+	}
+	samples, err := r.h.store.ReadSamples(ctx, from, now)
+	if err != nil {
+		return err
+	}
+	t := &Traffic{From: from, To: now, DLQRate: -1}
+	for _, name := range r.h.cfg.WorkStreams {
+		row := rows[name]
+		cur, ok := current[name]
+		if !ok {
+			t.Streams = append(t.Streams, *row)
+			continue
+		}
+		row.LastSeq = cur.LastSeq
+		// The window starts at the earliest sample in it (the current one
+		// when this is the first run): published is what was appended since.
+		first := cur
+		for _, s := range samples[name] {
+			if s.FirstAt.Before(first.FirstAt) {
+				first = s
+			}
+		}
+		row.Published = cur.LastSeq - min(cur.LastSeq, first.FirstLastSeq)
+		for c, cs := range cur.Consumers {
+			start, ok := first.FirstAckFloors[c]
+			if !ok {
+				start = cs.AckFloor
+			}
+			row.Acked[c] = cs.AckFloor - min(cs.AckFloor, start)
+			row.Pending[c] = cs.NumPending + uint64(max(cs.NumAckPending, 0))
+		}
+		t.Published += row.Published
+		t.Streams = append(t.Streams, *row)
+	}
+	if t.Completed, err = r.h.store.CountCompletions(ctx, from, now); err != nil {
+		return err
+	}
+	if t.Dead, err = r.h.store.CountCreated(ctx, from, now); err != nil {
+		return err
+	}
+	if lp := r.state.LastPass; lp != nil {
+		t.Duplicates = lp.Duplicates
+	}
+	if t.Published > 0 {
+		t.DLQRate = float64(t.Dead) / float64(t.Published)
+	}
+	r.rep.Traffic = t
+	return errors.Join(errs...)
+}
+
+// sample reads a stream's state and its consumers' ack floors.
+func sample(ctx context.Context, js jetstream.JetStream, name string, now time.Time) (store.MetricsSample, error) {
+	str, err := js.Stream(ctx, name)
+	if err != nil {
+		return store.MetricsSample{}, fmt.Errorf("work stream %s: %w", name, err)
+	}
+	info := str.CachedInfo()
+	s := store.MetricsSample{
+		Stream: name, FirstAt: now, LastAt: now, FirstLastSeq: info.State.LastSeq, LastSeq: info.State.LastSeq,
+		Messages: info.State.Msgs, FirstAckFloors: map[string]uint64{}, Consumers: map[string]store.ConsumerSample{},
+	}
+	lister := str.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		s.Consumers[ci.Name] = store.ConsumerSample{
+			AckFloor: ci.AckFloor.Stream, Delivered: ci.Delivered.Stream, NumPending: ci.NumPending,
+			NumAckPending: ci.NumAckPending, NumRedelivered: ci.NumRedelivered,
+		}
+		s.FirstAckFloors[ci.Name] = ci.AckFloor.Stream
+	}
+	if err := lister.Err(); err != nil {
+		return store.MetricsSample{}, fmt.Errorf("consumers of %s: %w", name, err)
+	}
+	return s, nil
+}
