@@ -1,0 +1,232 @@
+package operator_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
+	"github.com/jsdlq/jsdlq/shared/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+type env struct {
+	ctx   context.Context
+	store *store.Store
+	sched *tasks.Scheduler
+	op    *operator.Operator
+	queue string
+	ct    *testenv.CloudTasks
+
+	mu    sync.Mutex
+	calls map[string]int // task name -> deliveries to the target
+}
+
+// setup runs Firestore and Cloud Tasks emulators; tasks go to a target that
+// only counts them (the replay function is tested in functions/replay).
+func setup(t *testing.T) *env {
+	t.Helper()
+	e := &env{ctx: testenv.Context(t), calls: map[string]int{}}
+	fs, project := testenv.Firestore(t)
+	e.store = store.New(fs)
+	e.ct = testenv.NewCloudTasks(t)
+	e.queue = e.ct.Queue(t, project, "dlq-replay")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.mu.Lock()
+		e.calls[r.Header.Get("X-CloudTasks-TaskName")]++
+		e.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	e.sched = tasks.New(tasks.Config{Queue: e.queue, ReplayURL: srv.URL, ServiceAccount: "tasks@p.iam.gserviceaccount.com", EmulatorHost: e.ct.Host})
+	t.Cleanup(func() { e.sched.Close() })
+	e.op = operator.New(e.store, e.sched, operator.WithRunner(e.ct.Client))
+	return e
+}
+
+func (e *env) entry(t *testing.T, id, tenant string, st store.Status) *store.Entry {
+	t.Helper()
+	en := &store.Entry{ID: id, EventID: id, Stream: "TASKS", StreamSeq: 1, Subject: "agents.backend.tasks.implementation",
+		Tenant: tenant, Agent: "backend", Payload: []byte(`{"n":1}`), Kind: "explicit", Status: st,
+		Headers: map[string][]string{"X-Idempotency-Key": {id + "-v1"}}}
+	if st == store.Scheduled {
+		en.TaskName = tasks.Name(id, 1)
+		en.NextRetryAt = time.Now().Add(time.Hour)
+	}
+	res, err := e.store.Record(e.ctx, en, "test")
+	if err != nil {
+		t.Fatalf("Record(%s) = %v", id, err)
+	}
+	return res.Entry
+}
+
+func (e *env) delivered(name string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.calls[name]
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A caller scoped to tenant B cannot see or change tenant A's entries:
+// every action answers ErrNotFound, as for an id that does not exist, and
+// the entry is untouched. The same actions scoped to A (or to all tenants)
+// work.
+func TestTenantIsolation(t *testing.T) {
+	e := setup(t)
+	awaiting := e.entry(t, "TASKS.1", "tenant-a", store.AwaitingApproval)
+	scheduled := e.entry(t, "TASKS.2", "tenant-a", store.Scheduled)
+	if _, _, err := e.sched.Schedule(e.ctx, tasks.Request{EntryID: scheduled.ID, Attempt: 1, At: scheduled.NextRetryAt}); err != nil {
+		t.Fatal(err)
+	}
+	discardable := e.entry(t, "TASKS.3", "tenant-a", store.Escalated)
+
+	actions := []struct {
+		name string
+		id   string
+		do   func(tenant, id string) error
+	}{
+		{"approve", awaiting.ID, func(tenant, id string) error {
+			_, err := e.op.Approve(e.ctx, tenant, id, operator.Edits{Payload: []byte("x"), By: "mallory"})
+			return err
+		}},
+		{"discard", discardable.ID, func(tenant, id string) error {
+			_, err := e.op.Discard(e.ctx, tenant, id, "not mine", "mallory")
+			return err
+		}},
+		{"replay now", scheduled.ID, func(tenant, id string) error {
+			_, err := e.op.ReplayNow(e.ctx, tenant, id, "mallory")
+			return err
+		}},
+	}
+	for _, a := range actions {
+		before, err := e.store.Get(e.ctx, a.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errOther := a.do("tenant-b", a.id)
+		errMissing := a.do("tenant-b", "TASKS.404")
+		if !errors.Is(errOther, operator.ErrNotFound) {
+			t.Errorf("%s of tenant-a's entry as tenant-b = %v, want ErrNotFound", a.name, errOther)
+		}
+		// Not even the message may tell the two apart (apart from the id).
+		if errOther != nil && errMissing != nil &&
+			strings.ReplaceAll(errOther.Error(), a.id, "ID") != strings.ReplaceAll(errMissing.Error(), "TASKS.404", "ID") {
+			t.Errorf("%s: error for another tenant's entry %q differs from a missing one %q", a.name, errOther, errMissing)
+		}
+		after, err := e.store.Get(e.ctx, a.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(before, after); diff != "" {
+			t.Errorf("%s as tenant-b changed the entry (-before +after):\n%s", a.name, diff)
+		}
+	}
+	if n := e.delivered(tasks.Name(scheduled.ID, 1)); n != 0 {
+		t.Errorf("tenant-b's replay now ran the task %d times, want 0", n)
+	}
+
+	// Scoped to tenant-a, or to all tenants, they work.
+	if err := actions[0].do("tenant-a", awaiting.ID); err != nil {
+		t.Errorf("approve as tenant-a = %v", err)
+	}
+	if err := actions[1].do(store.AllTenants, discardable.ID); err != nil {
+		t.Errorf("discard as operator of all tenants = %v", err)
+	}
+	if err := actions[2].do("tenant-a", scheduled.ID); err != nil {
+		t.Errorf("replay now as tenant-a = %v", err)
+	}
+	waitFor(t, "the approved task", func() bool { return e.delivered(tasks.Name(awaiting.ID, 1)) == 1 })
+	// Due in an hour, but run now.
+	waitFor(t, "the task run now", func() bool { return e.delivered(tasks.Name(scheduled.ID, 1)) == 1 })
+	got, err := e.store.GetMeta(e.ctx, discardable.ID)
+	if err != nil || got.Status != store.Discarded || got.ResolvedAt.IsZero() {
+		t.Errorf("discarded entry = %+v, %v, want discarded and resolved", got, err)
+	}
+}
+
+// Actions check the status in their transaction and refuse the rest.
+func TestStatusChecked(t *testing.T) {
+	e := setup(t)
+	recovered := e.entry(t, "TASKS.10", "t", store.Scheduled)
+	if _, err := e.store.Transition(e.ctx, recovered.ID, store.Change{From: []store.Status{store.Scheduled}, To: store.Recovered, By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	awaiting := e.entry(t, "TASKS.11", "t", store.AwaitingApproval)
+	cases := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"approve recovered", errOf(e.op.Approve(e.ctx, "t", recovered.ID, operator.Edits{By: "a"})), operator.ErrWrongStatus},
+		{"discard recovered", errOf(e.op.Discard(e.ctx, "t", recovered.ID, "r", "a")), operator.ErrWrongStatus},
+		{"replay now awaiting", errOf(e.op.ReplayNow(e.ctx, "t", awaiting.ID, "a")), operator.ErrWrongStatus},
+		{"approve anonymous", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{})), operator.ErrNoActor},
+		{"discard without reason", errOf(e.op.Discard(e.ctx, "t", awaiting.ID, " ", "a")), operator.ErrBadEdit},
+		{"edit Nats header", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"Nats-Msg-Id": "x"}})), operator.ErrBadEdit},
+		{"edit Jsdlq header", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"jsdlq-strategy": "x"}})), operator.ErrBadEdit},
+		{"header with newline", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"X-A": "1\r\nX-B: 2"}})), operator.ErrBadEdit},
+		{"header name with space", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"X A": "1"}})), operator.ErrBadEdit},
+		{"oversized payload", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", Payload: make([]byte, store.MaxPayload+1)})), store.ErrTooLarge},
+	}
+	for _, c := range cases {
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s = %v, want %v", c.name, c.err, c.want)
+		}
+	}
+	got, err := e.store.GetMeta(e.ctx, awaiting.ID)
+	if err != nil || got.Status != store.AwaitingApproval || len(got.History) != 1 {
+		t.Errorf("refused edits changed the entry: %+v, %v", got, err)
+	}
+}
+
+// A large edited payload goes into chunks and reads back whole; the header
+// edit replaces the header whatever its case; history records both.
+func TestApproveLargePayloadAndHeaders(t *testing.T) {
+	e := setup(t)
+	en := e.entry(t, "TASKS.20", "t", store.Quarantined)
+	big := []byte(strings.Repeat("0123456789abcdef", (store.InlinePayload/16)+100))
+	if _, err := e.op.Approve(e.ctx, "t", en.ID, operator.Edits{Payload: big, By: "alice",
+		SetHeaders: map[string]string{"x-idempotency-key": "TASKS.20-v2"}}); err != nil {
+		t.Fatalf("Approve() = %v", err)
+	}
+	got, err := e.store.Get(e.ctx, en.ID)
+	if err != nil {
+		t.Fatalf("Get() = %v", err)
+	}
+	if string(got.Payload) != string(big) || got.PayloadChunkCount == 0 {
+		t.Errorf("payload: %d bytes in %d chunks, want %d bytes chunked", len(got.Payload), got.PayloadChunkCount, len(big))
+	}
+	if diff := cmp.Diff(map[string][]string{"x-idempotency-key": {"TASKS.20-v2"}}, got.Headers); diff != "" {
+		t.Errorf("headers (-want +got):\n%s", diff)
+	}
+	note := got.History[len(got.History)-1].Note
+	for _, want := range []string{"approved by alice", "x-idempotency-key", store.PayloadSum(en.Payload), store.PayloadSum(big)} {
+		if !strings.Contains(note, want) {
+			t.Errorf("note %q lacks %q", note, want)
+		}
+	}
+	if got.Status != store.Scheduled || got.TaskName != tasks.Name(en.ID, 1) {
+		t.Errorf("entry %s task %s, want scheduled with %s", got.Status, got.TaskName, tasks.Name(en.ID, 1))
+	}
+}
+
+func errOf(_ *store.Entry, err error) error { return err }
