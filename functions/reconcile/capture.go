@@ -43,7 +43,7 @@ func (r *run) capture(ctx context.Context, sec *Section) error {
 		return fmt.Errorf("nats: %w", err)
 	}
 	if r.state.Capture == nil {
-		r.state.Capture = map[string]uint64{}
+		r.state.Capture = map[string]int64{}
 	}
 	var f *Finding
 	partial := false
@@ -74,7 +74,7 @@ func (r *run) captureStream(ctx context.Context, sec *Section, js jetstream.JetS
 		return fmt.Errorf("stream %s: %w", name, err)
 	}
 	info := str.CachedInfo()
-	seq := max(r.state.Capture[name]+1, info.State.FirstSeq)
+	seq := max(uint64(max(r.state.Capture[name], 0))+1, info.State.FirstSeq)
 	last := info.State.LastSeq
 	checked := 0
 	for seq <= last {
@@ -143,13 +143,13 @@ func (r *run) captureStream(ctx context.Context, sec *Section, js jetstream.JetS
 		}
 		checked += len(batch)
 		if len(batch) > 0 {
-			r.state.Capture[name] = batch[len(batch)-1].seq
+			r.state.Capture[name] = int64(batch[len(batch)-1].seq)
 		}
 		if stop {
 			return nil
 		}
-		if seq > r.state.Capture[name] {
-			r.state.Capture[name] = seq - 1 // skipped messages are checked too
+		if int64(seq-1) > r.state.Capture[name] {
+			r.state.Capture[name] = int64(seq - 1) // skipped messages are checked too
 		}
 	}
 	return nil

@@ -197,7 +197,7 @@ type Traffic struct {
 	To      time.Time       `json:"to"`
 	Streams []StreamTraffic `json:"streams"`
 	// Published sums the work streams' sequence deltas.
-	Published uint64 `json:"published"`
+	Published int64 `json:"published"`
 	// Completed counts task-idempotency completions in the window.
 	Completed int64 `json:"completed"`
 	// Dead counts failure-log entries created in the window.
@@ -213,10 +213,10 @@ type Traffic struct {
 // StreamTraffic is one work stream's row.
 type StreamTraffic struct {
 	Stream    string            `json:"stream"`
-	LastSeq   uint64            `json:"last_seq"`
-	Published uint64            `json:"published"`
-	Acked     map[string]uint64 `json:"acked"`
-	Pending   map[string]uint64 `json:"pending"`
+	LastSeq   int64            `json:"last_seq"`
+	Published int64            `json:"published"`
+	Acked     map[string]int64 `json:"acked"`
+	Pending   map[string]int64 `json:"pending"`
 	Error     string            `json:"error,omitempty"`
 }
 

@@ -19,7 +19,7 @@ type State struct {
 	// stopped in); empty: start at the beginning of the ring.
 	Resume string `firestore:"resume"`
 	// Capture is the last checked sequence per capture stream.
-	Capture   map[string]uint64 `firestore:"capture"`
+	Capture   map[string]int64 `firestore:"capture"`
 	Tasks     store.PageCursor  `firestore:"tasks"`
 	Replaying store.PageCursor  `firestore:"replaying"`
 	Replayed  store.PageCursor  `firestore:"replayed"`
@@ -67,7 +67,7 @@ func (s *State) cursor(section string) string {
 			if out != "" {
 				out += ", "
 			}
-			out += k + " after seq " + strconv.FormatUint(s.Capture[k], 10)
+			out += k + " after seq " + strconv.FormatInt(s.Capture[k], 10)
 		}
 		return out
 	case SectionTasks:

@@ -32,7 +32,7 @@ func (r *run) traffic(ctx context.Context, sec *Section) error {
 	rows := map[string]*StreamTraffic{}
 	var errs []error
 	for _, name := range r.h.cfg.WorkStreams {
-		row := &StreamTraffic{Stream: name, Acked: map[string]uint64{}, Pending: map[string]uint64{}}
+		row := &StreamTraffic{Stream: name, Acked: map[string]int64{}, Pending: map[string]int64{}}
 		rows[name] = row
 		s, err := sample(ctx, js, name, now)
 		if err != nil {
@@ -76,7 +76,7 @@ func (r *run) traffic(ctx context.Context, sec *Section) error {
 				start = cs.AckFloor
 			}
 			row.Acked[c] = cs.AckFloor - min(cs.AckFloor, start)
-			row.Pending[c] = cs.NumPending + uint64(max(cs.NumAckPending, 0))
+			row.Pending[c] = cs.NumPending + int64(cs.NumAckPending)
 		}
 		t.Published += row.Published
 		t.Streams = append(t.Streams, *row)
@@ -105,19 +105,23 @@ func sample(ctx context.Context, js jetstream.JetStream, name string, now time.T
 	}
 	info := str.CachedInfo()
 	s := store.MetricsSample{
-		Stream: name, FirstAt: now, LastAt: now, FirstLastSeq: info.State.LastSeq, LastSeq: info.State.LastSeq,
-		Messages: info.State.Msgs, FirstAckFloors: map[string]uint64{}, Consumers: map[string]store.ConsumerSample{},
+		Stream: name, FirstAt: now, LastAt: now, FirstLastSeq: i64(info.State.LastSeq), LastSeq: i64(info.State.LastSeq),
+		Messages: i64(info.State.Msgs), FirstAckFloors: map[string]int64{}, Consumers: map[string]store.ConsumerSample{},
 	}
 	lister := str.ListConsumers(ctx)
 	for ci := range lister.Info() {
 		s.Consumers[ci.Name] = store.ConsumerSample{
-			AckFloor: ci.AckFloor.Stream, Delivered: ci.Delivered.Stream, NumPending: ci.NumPending,
+			AckFloor: i64(ci.AckFloor.Stream), Delivered: i64(ci.Delivered.Stream), NumPending: i64(ci.NumPending),
 			NumAckPending: ci.NumAckPending, NumRedelivered: ci.NumRedelivered,
 		}
-		s.FirstAckFloors[ci.Name] = ci.AckFloor.Stream
+		s.FirstAckFloors[ci.Name] = i64(ci.AckFloor.Stream)
 	}
 	if err := lister.Err(); err != nil {
 		return store.MetricsSample{}, fmt.Errorf("consumers of %s: %w", name, err)
 	}
 	return s, nil
 }
+
+// i64 converts a JetStream counter for Firestore, which has no unsigned
+// integers (sequences never come near 2^63).
+func i64(v uint64) int64 { return int64(min(v, 1<<63-1)) }

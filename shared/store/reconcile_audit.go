@@ -236,25 +236,27 @@ func AddEntryMetrics(m *Metrics, e *Entry) {
 type MetricsSample struct {
 	Stream         string                    `firestore:"stream" json:"stream"`
 	FirstAt        time.Time                 `firestore:"first_at" json:"first_at"`
-	FirstLastSeq   uint64                    `firestore:"first_last_seq" json:"first_last_seq"`
+	FirstLastSeq   int64                    `firestore:"first_last_seq" json:"first_last_seq"`
 	LastAt         time.Time                 `firestore:"last_at" json:"last_at"`
-	LastSeq        uint64                    `firestore:"last_seq" json:"last_seq"`
-	Messages       uint64                    `firestore:"messages" json:"messages"`
-	FirstAckFloors map[string]uint64         `firestore:"first_ack_floors" json:"first_ack_floors"`
+	LastSeq        int64                    `firestore:"last_seq" json:"last_seq"`
+	Messages       int64                    `firestore:"messages" json:"messages"`
+	FirstAckFloors map[string]int64         `firestore:"first_ack_floors" json:"first_ack_floors"`
 	Consumers      map[string]ConsumerSample `firestore:"consumers" json:"consumers"`
 }
 
 // ConsumerSample is one consumer's state at a sample.
 type ConsumerSample struct {
-	AckFloor       uint64 `firestore:"ack_floor" json:"ack_floor"`
-	Delivered      uint64 `firestore:"delivered" json:"delivered"`
-	NumPending     uint64 `firestore:"num_pending" json:"num_pending"`
+	AckFloor       int64 `firestore:"ack_floor" json:"ack_floor"`
+	Delivered      int64 `firestore:"delivered" json:"delivered"`
+	NumPending     int64 `firestore:"num_pending" json:"num_pending"`
 	NumAckPending  int    `firestore:"num_ack_pending" json:"num_ack_pending"`
 	NumRedelivered int    `firestore:"num_redelivered" json:"num_redelivered"`
 }
 
 // StreamSamples is the subcollection of an hour holding MetricsSample.
 const StreamSamples = "streams"
+
+// Firestore has no unsigned integers: sequences are stored as int64.
 
 // RecordSample merges a sample into its hour's document: the first sample
 // of the hour is kept as the hour's start, the latest (by sequence) as its
@@ -285,7 +287,7 @@ func (s *Store) RecordSample(ctx context.Context, at time.Time, in MetricsSample
 			for name, c := range in.Consumers {
 				if _, ok := cur.FirstAckFloors[name]; !ok {
 					if cur.FirstAckFloors == nil {
-						cur.FirstAckFloors = map[string]uint64{}
+						cur.FirstAckFloors = map[string]int64{}
 					}
 					cur.FirstAckFloors[name] = c.AckFloor
 				}
