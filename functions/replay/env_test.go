@@ -13,6 +13,7 @@ import (
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"cloud.google.com/go/firestore"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -53,6 +54,7 @@ type env struct {
 	fs     *firestore.Client
 	store  *store.Store
 	js     jetstream.JetStream
+	nats   *testenv.NATS
 	ct     *testenv.CloudTasks
 	queue  string
 	sched  *tasks.Scheduler
@@ -68,12 +70,17 @@ type env struct {
 
 func setup(t *testing.T, opts ...replay.Option) *env {
 	t.Helper()
+	return setupWith(t, replay.Config{}, opts...)
+}
+
+func setupWith(t *testing.T, cfg replay.Config, opts ...replay.Option) *env {
+	t.Helper()
 	e := &env{ctx: testenv.Context(t)}
 	var project string
 	e.fs, project = testenv.Firestore(t)
 	e.store = store.New(e.fs)
-	n := testenv.NewNATS(t)
-	_, e.js = n.Connect(t)
+	e.nats = testenv.NewNATS(t)
+	_, e.js = e.nats.Connect(t, nats.ReconnectWait(100*time.Millisecond), nats.MaxReconnects(-1))
 	// The duplicate window must cover Cloud Tasks' retries of one task:
 	// that is what makes a publish repeated after a crash a no-op.
 	if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{
@@ -109,7 +116,7 @@ func setup(t *testing.T, opts ...replay.Option) *env {
 	if err != nil {
 		t.Fatalf("auth.New() = %v", err)
 	}
-	h = a.Middleware(replay.New(replay.Config{}, replay.Deps{
+	h = a.Middleware(replay.New(cfg, replay.Deps{
 		Logger: obs.Discard(), Store: e.store, Policy: e.policy, Publisher: e.js,
 	}, opts...))
 	e.sched = tasks.New(tasks.Config{Queue: e.queue, ReplayURL: e.url, ServiceAccount: tasksSA, EmulatorHost: e.ct.Host})

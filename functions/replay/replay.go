@@ -83,7 +83,15 @@ type Config struct {
 	// AgentHeader names the header carrying the agent (default X-Agent);
 	// it follows the task when a strategy reroutes it to another agent.
 	AgentHeader string
+	// PublishTimeout bounds the wait for the JetStream ack (default
+	// DefaultPublishTimeout): while NATS is unreachable the client buffers
+	// the publish, and the request answers 503 after this long instead of
+	// holding the task until its dispatch deadline.
+	PublishTimeout time.Duration
 }
+
+// DefaultPublishTimeout is Config.PublishTimeout's default.
+const DefaultPublishTimeout = 10 * time.Second
 
 // Publisher publishes to JetStream (jetstream.JetStream).
 type Publisher interface {
@@ -127,6 +135,9 @@ type Handler struct {
 func New(cfg Config, deps Deps, opts ...Option) *Handler {
 	if cfg.AgentHeader == "" {
 		cfg.AgentHeader = jevent.DefaultConventions.AgentHeader
+	}
+	if cfg.PublishTimeout <= 0 {
+		cfg.PublishTimeout = DefaultPublishTimeout
 	}
 	h := &Handler{cfg: cfg, log: deps.Logger, store: deps.Store, policy: deps.Policy, pub: deps.Publisher}
 	if h.log == nil {
@@ -349,7 +360,9 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 	// 5. Publish.
 	msg := Message(e, headers, plan, strategy, attempt, h.cfg.AgentHeader)
 	msgID := MsgID(e.ID, attempt)
-	ack, err := h.pub.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(e.Stream))
+	pctx, cancel := context.WithTimeout(ctx, h.cfg.PublishTimeout)
+	ack, err := h.pub.PublishMsg(pctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(e.Stream))
+	cancel()
 	if err != nil {
 		var apiErr *jetstream.APIError
 		switch {

@@ -123,6 +123,30 @@ func TestCrashAfterPublishConverges(t *testing.T) {
 	}
 }
 
+// NATS down: the function answers 503 and Cloud Tasks retries; once NATS is
+// back the replay goes out once. A publish the client buffered during the
+// outage and flushed after it has the same Nats-Msg-Id as the retry's, so
+// the stream keeps one of them.
+func TestNATSDownRetries(t *testing.T) {
+	e := setupWith(t, replay.Config{PublishTimeout: 300 * time.Millisecond})
+	en := e.newEntry(t, spec{id: "TASKS.150"})
+	e.nats.Shutdown()
+	task := e.schedule(t, en.ID)
+	wait(t, "a 503 while NATS is down", func() (bool, error) {
+		ds := e.deliveriesOf(task)
+		return len(ds) > 0 && ds[0].status == http.StatusServiceUnavailable, nil
+	})
+	if got, err := e.store.GetMeta(e.ctx, en.ID); err != nil || got.Status != store.Replaying {
+		t.Errorf("entry during the outage = %v, %v, want replaying (claimed by its task)", got.Status, err)
+	}
+	e.nats.Restart(t)
+	e.waitTaskGone(t, task)
+	e.waitStatus(t, en.ID, store.Replayed)
+	if n := len(e.msgs(t)); n != 1 {
+		t.Errorf("messages = %d, want 1", n)
+	}
+}
+
 // No token: 401; a genuine emulator token for another audience, or for an
 // account not allowed: 403. Nothing is published and the entries stay
 // scheduled.
