@@ -212,12 +212,12 @@ type Traffic struct {
 
 // StreamTraffic is one work stream's row.
 type StreamTraffic struct {
-	Stream    string            `json:"stream"`
+	Stream    string           `json:"stream"`
 	LastSeq   int64            `json:"last_seq"`
 	Published int64            `json:"published"`
 	Acked     map[string]int64 `json:"acked"`
 	Pending   map[string]int64 `json:"pending"`
-	Error     string            `json:"error,omitempty"`
+	Error     string           `json:"error,omitempty"`
 }
 
 // finish sorts and totals the report and logs one ERROR entry per alert.

@@ -20,9 +20,9 @@ type State struct {
 	Resume string `firestore:"resume"`
 	// Capture is the last checked sequence per capture stream.
 	Capture   map[string]int64 `firestore:"capture"`
-	Tasks     store.PageCursor  `firestore:"tasks"`
-	Replaying store.PageCursor  `firestore:"replaying"`
-	Replayed  store.PageCursor  `firestore:"replayed"`
+	Tasks     store.PageCursor `firestore:"tasks"`
+	Replaying store.PageCursor `firestore:"replaying"`
+	Replayed  store.PageCursor `firestore:"replayed"`
 	// Pass is the pass over the window's entries in progress (tenant
 	// health, duplicates and metric recounts accumulate across runs).
 	Pass *Pass `firestore:"pass"`

@@ -236,11 +236,11 @@ func AddEntryMetrics(m *Metrics, e *Entry) {
 type MetricsSample struct {
 	Stream         string                    `firestore:"stream" json:"stream"`
 	FirstAt        time.Time                 `firestore:"first_at" json:"first_at"`
-	FirstLastSeq   int64                    `firestore:"first_last_seq" json:"first_last_seq"`
+	FirstLastSeq   int64                     `firestore:"first_last_seq" json:"first_last_seq"`
 	LastAt         time.Time                 `firestore:"last_at" json:"last_at"`
-	LastSeq        int64                    `firestore:"last_seq" json:"last_seq"`
-	Messages       int64                    `firestore:"messages" json:"messages"`
-	FirstAckFloors map[string]int64         `firestore:"first_ack_floors" json:"first_ack_floors"`
+	LastSeq        int64                     `firestore:"last_seq" json:"last_seq"`
+	Messages       int64                     `firestore:"messages" json:"messages"`
+	FirstAckFloors map[string]int64          `firestore:"first_ack_floors" json:"first_ack_floors"`
 	Consumers      map[string]ConsumerSample `firestore:"consumers" json:"consumers"`
 }
 
@@ -249,8 +249,8 @@ type ConsumerSample struct {
 	AckFloor       int64 `firestore:"ack_floor" json:"ack_floor"`
 	Delivered      int64 `firestore:"delivered" json:"delivered"`
 	NumPending     int64 `firestore:"num_pending" json:"num_pending"`
-	NumAckPending  int    `firestore:"num_ack_pending" json:"num_ack_pending"`
-	NumRedelivered int    `firestore:"num_redelivered" json:"num_redelivered"`
+	NumAckPending  int   `firestore:"num_ack_pending" json:"num_ack_pending"`
+	NumRedelivered int   `firestore:"num_redelivered" json:"num_redelivered"`
 }
 
 // StreamSamples is the subcollection of an hour holding MetricsSample.
