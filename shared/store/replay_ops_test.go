@@ -1,0 +1,139 @@
+package store
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/testenv"
+)
+
+func replayStore(t *testing.T) *Store {
+	t.Helper()
+	fs, _ := testenv.Firestore(t)
+	return New(fs)
+}
+
+func replayEntry(t *testing.T, s *Store, id, tenant string, st Status) *Entry {
+	t.Helper()
+	e := &Entry{ID: id, EventID: id, Stream: "TASKS", StreamSeq: 1, Subject: "agents.a.tasks.b", Tenant: tenant,
+		Agent: "a", IdempotencyKey: "key/" + id, Payload: []byte("p"), Kind: "explicit", Status: st}
+	res, err := s.Record(testenv.Context(t), e, "test")
+	if err != nil {
+		t.Fatalf("Record(%s) = %v", id, err)
+	}
+	return res.Entry
+}
+
+func TestTaskCompleted(t *testing.T) {
+	s := replayStore(t)
+	ctx := testenv.Context(t)
+	coll := s.Client().Collection(TaskIdempotency)
+	now := time.Now().UTC()
+	// Keys with '/' are stored under their hash: the lookup must agree
+	// with agentkit's mapping.
+	docs := map[string]agentkit.IdempotencyRecord{
+		"done/1":  {Key: "done/1", Status: agentkit.StatusCompleted, CompletedAt: now, ExpireAt: now.Add(time.Hour)},
+		"claimed": {Key: "claimed", Status: agentkit.StatusInProgress, ClaimedAt: now, LeaseUntil: now.Add(time.Minute), ExpireAt: now.Add(time.Hour)},
+	}
+	for k, rec := range docs {
+		if _, err := coll.Doc(agentkit.IdempotencyDocID(k)).Set(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for key, want := range map[string]bool{"done/1": true, "claimed": false, "absent": false, "": false} {
+		got, err := s.TaskCompleted(ctx, key)
+		if err != nil || got != want {
+			t.Errorf("TaskCompleted(%q) = %v, %v, want %v", key, got, err, want)
+		}
+	}
+}
+
+// MarkRecovered counts once however often it is repeated, and closes the
+// breaker of which the entry is the half-open probe.
+func TestMarkRecoveredClosesProbeBreaker(t *testing.T) {
+	s := replayStore(t)
+	ctx := testenv.Context(t)
+	e := replayEntry(t, s, "TASKS.1", "acme", Scheduled)
+	now := s.Now()
+	ref, _ := s.breakerRef("acme")
+	if _, err := ref.Set(ctx, Breaker{Tenant: "acme", State: BreakerHalfOpen, OpenedAt: now, HalfOpenAt: now, ProbeEntry: e.ID, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Transition(ctx, e.ID, Change{From: []Status{Scheduled}, To: Replayed, By: "test",
+		Apply: func(e *Entry) error { e.BreakerProbe = true; return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		got, err := s.MarkRecovered(ctx, e.ID, []Status{Replayed}, "test", "done")
+		if err != nil || got.Status != Recovered {
+			t.Fatalf("MarkRecovered() #%d = %v, %v, want recovered", i+1, got, err)
+		}
+	}
+	m, err := s.ReadMetrics(ctx, Hour(now))
+	if err != nil || m.ReplaysRecovered != 1 {
+		t.Errorf("replays_recovered = %d, %v, want 1", m.ReplaysRecovered, err)
+	}
+	b, err := s.GetBreaker(ctx, "acme")
+	if err != nil || b.State != BreakerClosed {
+		t.Errorf("breaker = %+v, %v, want closed", b, err)
+	}
+	if _, err := s.MarkRecovered(ctx, "TASKS.404", []Status{Replayed}, "test", ""); !errors.Is(err, ErrNotFound) {
+		t.Errorf("MarkRecovered(missing) = %v, want ErrNotFound", err)
+	}
+}
+
+// Another tenant's entry is not found, whatever its status.
+func TestTransitionScoped(t *testing.T) {
+	s := replayStore(t)
+	ctx := testenv.Context(t)
+	e := replayEntry(t, s, "TASKS.2", "acme", Escalated)
+	cases := []struct {
+		tenant string
+		from   Status
+		want   error
+	}{
+		{"other", Escalated, ErrNotFound},
+		{"other", Held, ErrNotFound}, // not ErrWrongStatus: that would reveal the status
+		{"acme", Held, ErrWrongStatus},
+	}
+	for _, c := range cases {
+		_, err := s.TransitionScoped(ctx, e.ID, c.tenant, Change{From: []Status{c.from}, To: Scheduled, By: "op"}, []byte("new"))
+		if !errors.Is(err, c.want) {
+			t.Errorf("TransitionScoped(tenant %q, from %s) = %v, want %v", c.tenant, c.from, err, c.want)
+		}
+	}
+	got, err := s.TransitionScoped(ctx, e.ID, AllTenants, Change{From: []Status{Escalated}, To: Scheduled, By: "op", Note: "approved by op"}, []byte("new"))
+	if err != nil {
+		t.Fatalf("TransitionScoped(all tenants) = %v", err)
+	}
+	if string(got.Payload) != "new" || got.PayloadSHA256 != PayloadSum([]byte("new")) || !got.ResolvedAt.IsZero() {
+		t.Errorf("after the edit: payload %q sha %s resolved_at %v", got.Payload, got.PayloadSHA256, got.ResolvedAt)
+	}
+	if !got.Approved() {
+		t.Errorf("Approved() = false after an approval note")
+	}
+}
+
+func TestApproved(t *testing.T) {
+	tr := func(from, to Status, note string) Transition {
+		return Transition{From: string(from), To: string(to), Note: note}
+	}
+	cases := []struct {
+		name string
+		h    []Transition
+		want bool
+	}{
+		{"classified", []Transition{tr("", Scheduled, "")}, false},
+		{"approved then claimed", []Transition{tr("", AwaitingApproval, ""), tr(AwaitingApproval, Scheduled, "approved by a"), tr(Scheduled, Replaying, "task")}, true},
+		{"approved then replay now", []Transition{tr(Held, Scheduled, "approved by a"), tr(Scheduled, Scheduled, "replay now requested by b")}, true},
+		{"approval long ago", []Transition{tr(Held, Scheduled, "approved by a"), tr(Replaying, Held, ""), tr(Held, Scheduled, "replay now requested by b")}, false},
+	}
+	for _, c := range cases {
+		e := &Entry{History: c.h}
+		if got := e.Approved(); got != c.want {
+			t.Errorf("%s: Approved() = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
