@@ -253,8 +253,12 @@ func readTask(r *http.Request) (tasks.Body, string, error) {
 	return b, name, nil
 }
 
-// errNotOurs ends a claim that belongs to another task.
-var errNotOurs = errors.New("replay: entry is claimed by another task")
+// errNotOurs ends a claim that belongs to another task; errReentered one
+// that is ours already.
+var (
+	errNotOurs   = errors.New("replay: entry is claimed by another task")
+	errReentered = errors.New("replay: entry is claimed by this task already")
+)
 
 // shortTask is a task name without its queue path.
 func shortTask(name string) string { return name[strings.LastIndexByte(name, '/')+1:] }
@@ -265,22 +269,31 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 	res := Result{EntryID: entryID, Attempt: attempt}
 	taskName = shortTask(taskName)
 
-	// 1. Claim.
-	reentered := false
+	// 1. Claim. A redelivery of the claiming task writes nothing (the
+	// transaction is abandoned with errReentered): the entry is ours
+	// already, and a long outage retried many times must not push the
+	// approval out of the bounded history.
+	var reentered *store.Entry
 	e, err := h.store.Transition(ctx, entryID, store.Change{
 		From: []store.Status{store.Scheduled, store.Replaying},
 		To:   store.Replaying,
 		By:   By,
 		Note: "task " + taskName,
 		Apply: func(e *store.Entry) error {
-			reentered = e.Status == store.Replaying
 			if e.TaskName != "" && shortTask(e.TaskName) != taskName {
 				return fmt.Errorf("%w: entry %s belongs to task %s, not %s", errNotOurs, e.ID, e.TaskName, taskName)
+			}
+			if e.Status == store.Replaying {
+				reentered = e
+				return errReentered
 			}
 			e.TaskName = taskName
 			return nil
 		},
 	})
+	if errors.Is(err, errReentered) {
+		e, err = reentered, nil
+	}
 	switch {
 	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, errNotOurs), errors.Is(err, store.ErrNotFound):
 		// Cloud Tasks may deliver twice, and a task may outlive its
@@ -292,7 +305,7 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 		return res, retry("replay: claim %s: %w", entryID, err)
 	}
 	log := h.log.With("entry_id", e.ID, "attempt", attempt, "task", taskName, "tenant", e.Tenant, "agent", e.Agent)
-	if reentered {
+	if reentered != nil {
 		log.InfoContext(ctx, "replay: redelivery of the claiming task; continuing")
 	}
 
