@@ -14,7 +14,6 @@ import (
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"cloud.google.com/go/firestore"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/bridge"
@@ -275,4 +274,21 @@ func (l *logBuffer) reset() {
 	l.buf.Reset()
 }
 
-var _ = nats.Header{}
+// breakerDoc reads a tenant's breaker document as stored (GetBreaker would
+// advance an expired open state in what it returns).
+func (f *fixture) breakerDoc(tenant string) store.Breaker {
+	f.t.Helper()
+	id, err := store.EntryID(tenant)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	snap, err := f.fs.Collection(store.Breakers).Doc(id).Get(f.ctx)
+	if err != nil {
+		f.t.Fatalf("breaker %s: %v", tenant, err)
+	}
+	var b store.Breaker
+	if err := snap.DataTo(&b); err != nil {
+		f.t.Fatal(err)
+	}
+	return b
+}

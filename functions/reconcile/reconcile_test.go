@@ -175,8 +175,8 @@ func TestFindingsReportedRepairedAndGone(t *testing.T) {
 			t.Errorf("dry run: entry %s is %s, want %s", id, got, want)
 		}
 	}
-	if b, _ := f.st.GetBreaker(f.ctx, "probe"); b == nil {
-		t.Fatal("GetBreaker failed")
+	if b := f.breakerDoc(s.breakerTenant); b.State != store.BreakerOpen {
+		t.Errorf("dry run: breaker is %s, want still open", b.State)
 	}
 	if m, _ := f.st.ReadMetrics(f.ctx, s.driftHour); m.Total != metricsBefore.Total {
 		t.Errorf("dry run rewrote metrics: total %d, was %d", m.Total, metricsBefore.Total)
@@ -256,5 +256,90 @@ func TestFindingsReportedRepairedAndGone(t *testing.T) {
 	}
 	if alerts, ok := snap.Data()["alerts"].([]any); !ok || len(alerts) != len(rep.Alerts) {
 		t.Errorf("stored alerts = %v, want %v", snap.Data()["alerts"], rep.Alerts)
+	}
+}
+
+func TestTenantAlerts(t *testing.T) {
+	f := newFixture(t, false)
+	now := time.Now().UTC()
+	recent := f.storeAt(now.Add(-5 * time.Minute))
+	seq := uint64(100)
+	next := func() uint64 { seq++; return seq }
+
+	// poisoner: 4 poison entries in the last hour (more than 3).
+	for range 4 {
+		e := entry(next(), "poisoner", store.Quarantined)
+		e.Category, e.ReasonCode, e.Action = "poison", "schema_invalid", "quarantine"
+		f.seed(recent, e)
+	}
+	// loud: 8 of the last hour's 13 entries (more than 40 %).
+	for range 8 {
+		f.seed(recent, entry(next(), "loud", store.Recovered))
+	}
+	f.seed(recent, entry(next(), "quiet", store.Recovered))
+	// flaky: 1 of 5 settled entries recovered in the window (under 80 %),
+	// three hours ago so the last hour's shares stay as above.
+	earlier := f.storeAt(now.Add(-3 * time.Hour))
+	f.seed(earlier, entry(next(), "flaky", store.Recovered))
+	for range 4 {
+		f.seed(earlier, entry(next(), "flaky", store.Escalated))
+	}
+	// stuck: a breaker that opened 40 minutes ago and never closed.
+	opener := f.storeAt(now.Add(-40*time.Minute), store.BreakerConfig{Threshold: 1, Window: time.Hour, Cooldown: 15 * time.Minute})
+	f.seed(opener, entry(next(), "stuck", store.Escalated))
+
+	h := f.handler(reconcile.Config{TimeBudget: time.Minute}, nil)
+	want := map[string]string{
+		reconcile.AlertTenantPoisonBurst:     "poisoner",
+		reconcile.AlertTenantDominates:       "loud",
+		reconcile.AlertTenantRecoveryBelow80: "flaky",
+		reconcile.AlertTenantBreakerOpen30m:  "stuck",
+	}
+	for i, dry := range []bool{true, false, false} {
+		f.logs.reset()
+		rep := f.run(h, dry)
+		for name, tenant := range want {
+			fd := finding(t, rep, name)
+			if fd.Tenant != tenant || fd.Severity == "" || !fd.Alert || fd.Repair != nil {
+				t.Errorf("run %d: %s = %+v, want an alert for tenant %s without repair", i, name, fd, tenant)
+			}
+		}
+		// Only the tenants named above cross a threshold.
+		for _, fd := range rep.Findings {
+			if _, ok := want[fd.Name]; !ok && fd.Name != reconcile.AlertBreakerOpenTooLong {
+				t.Errorf("run %d: unexpected finding %s for %q", i, fd.Name, fd.Tenant)
+			}
+		}
+		// One ERROR log entry per alert finding, named by jsonPayload.alert.
+		logged := f.logs.alerts(t)
+		var wantLogged []string
+		for _, fd := range rep.Findings {
+			if fd.Alert {
+				wantLogged = append(wantLogged, fd.Name)
+			}
+		}
+		slices.Sort(logged)
+		slices.Sort(wantLogged)
+		if !slices.Equal(logged, wantLogged) {
+			t.Errorf("run %d: logged alerts %v, want %v", i, logged, wantLogged)
+		}
+		health := map[string]*reconcile.TenantHealth{}
+		for _, th := range rep.Tenants {
+			health[th.Tenant] = th
+		}
+		if th := health["flaky"]; th == nil || th.Settled != 5 || th.Recovered != 1 || th.RecoveryRate != 0.2 {
+			t.Errorf("run %d: flaky health = %+v, want 1 of 5 recovered", i, th)
+		}
+		if th := health["poisoner"]; th == nil || th.PoisonLastHr != 4 || th.ActivePoison != 4 {
+			t.Errorf("run %d: poisoner health = %+v, want 4 active poison entries in the last hour", i, th)
+		}
+		if th := health["stuck"]; th == nil || th.Breaker == "" {
+			t.Errorf("run %d: stuck health = %+v, want its breaker state", i, th)
+		}
+	}
+	// The first real run half-opened the breaker (open 40 > 15 minutes); the
+	// tenant alert stays, since the breaker has not closed.
+	if b := f.breakerDoc("stuck"); b.State != store.BreakerHalfOpen {
+		t.Errorf("breaker of stuck = %s, want half_open", b.State)
 	}
 }
