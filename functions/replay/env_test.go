@@ -68,12 +68,12 @@ type env struct {
 	override func(d delivery) int
 }
 
-func setup(t *testing.T, opts ...replay.Option) *env {
+func setup(t testing.TB, opts ...replay.Option) *env {
 	t.Helper()
 	return setupWith(t, replay.Config{}, opts...)
 }
 
-func setupWith(t *testing.T, cfg replay.Config, opts ...replay.Option) *env {
+func setupWith(t testing.TB, cfg replay.Config, opts ...replay.Option) *env {
 	t.Helper()
 	e := &env{ctx: testenv.Context(t)}
 	var project string
@@ -141,7 +141,7 @@ type spec struct {
 // newEntry stores a classified entry as classify would (the default policy
 // decides; status scheduled with its first task name) and returns it. It
 // does not create the task.
-func (e *env) newEntry(t *testing.T, s spec) *store.Entry {
+func (e *env) newEntry(t testing.TB, s spec) *store.Entry {
 	t.Helper()
 	if s.tenant == "" {
 		s.tenant = tenant
@@ -194,7 +194,7 @@ func (e *env) newEntry(t *testing.T, s spec) *store.Entry {
 }
 
 // schedule creates the entry's first task, due now.
-func (e *env) schedule(t *testing.T, id string) string {
+func (e *env) schedule(t testing.TB, id string) string {
 	t.Helper()
 	name, _, err := e.sched.Schedule(e.ctx, tasks.Request{EntryID: id, Attempt: 1, At: time.Now()})
 	if err != nil {
@@ -269,7 +269,7 @@ func shortName(n string) string {
 }
 
 // msgs returns every message in the work stream.
-func (e *env) msgs(t *testing.T) []*jetstream.RawStreamMsg {
+func (e *env) msgs(t testing.TB) []*jetstream.RawStreamMsg {
 	t.Helper()
 	s, err := e.js.Stream(e.ctx, workStream)
 	if err != nil {

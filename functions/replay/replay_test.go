@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"cloud.google.com/go/firestore"
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -120,6 +122,55 @@ func TestCrashAfterPublishConverges(t *testing.T) {
 	last := got.History[len(got.History)-1]
 	if !strings.Contains(last.Note, "duplicate") {
 		t.Errorf("last history note = %q, want it to mention the duplicate", last.Note)
+	}
+}
+
+// The half-open probe's replay dies again: classify records the new entry
+// with Jsdlq-Replay-Of = the probe, and the breaker reopens.
+func TestProbeDeathReopensBreaker(t *testing.T) {
+	e := setup(t)
+	en := e.newEntry(t, spec{id: "TASKS.650"})
+	now := time.Now().UTC()
+	e.breaker(t, store.Breaker{Tenant: tenant, State: store.BreakerHalfOpen, OpenedAt: now, HalfOpenAt: now, UpdatedAt: now})
+	e.waitTaskGone(t, e.schedule(t, en.ID))
+	probe := e.waitStatus(t, en.ID, store.Replayed)
+	if !probe.BreakerProbe {
+		t.Fatalf("entry %s is not the probe", en.ID)
+	}
+	died := &store.Entry{ID: "TASKS.651", EventID: "TASKS.651", Stream: workStream, StreamSeq: 9, Subject: en.Subject,
+		Tenant: tenant, Agent: en.Agent, IdempotencyKey: en.IdempotencyKey, Payload: en.Payload, Kind: "explicit",
+		ReplayOf: en.ID, RootID: en.ID, Status: store.Escalated}
+	if _, err := e.store.Record(e.ctx, died, "classify"); err != nil {
+		t.Fatal(err)
+	}
+	br, err := e.store.GetBreaker(e.ctx, tenant)
+	if err != nil || br.State != store.BreakerOpen {
+		t.Errorf("breaker after the probe died = %+v, %v, want open", br, err)
+	}
+}
+
+// Firestore unreachable: 503, so Cloud Tasks retries; nothing published.
+func TestFirestoreDownAnswers503(t *testing.T) {
+	e := setup(t)
+	// The client takes its endpoint from the variable when it is built; the
+	// shared emulator is unaffected (its clients exist already).
+	t.Setenv("FIRESTORE_EMULATOR_HOST", "127.0.0.1:1")
+	dead, err := firestore.NewClient(context.Background(), "dead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dead.Close() })
+	h := replay.New(replay.Config{}, replay.Deps{Store: store.New(dead), Policy: e.policy, Publisher: e.js})
+	ctx, cancel := context.WithTimeout(e.ctx, 3*time.Second)
+	defer cancel()
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/Replay", strings.NewReader(`{"entry_id":"TASKS.1","attempt":1}`))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusServiceUnavailable {
+		t.Errorf("status = %d, want 503 (%s)", w.Code, w.Body.String())
+	}
+	if n := len(e.msgs(t)); n != 0 {
+		t.Errorf("messages = %d, want 0", n)
 	}
 }
 
@@ -524,4 +575,29 @@ func TestMessage(t *testing.T) {
 	if m.Subject != plan.AlternateSubject || string(m.Data) != "p" {
 		t.Errorf("Message() = %s %q, want %s %q", m.Subject, m.Data, plan.AlternateSubject, "p")
 	}
+}
+
+// BenchmarkReplay measures one replay end to end on the emulators (claim,
+// idempotency lookup, policy, breaker, payload, publish, record), without
+// Cloud Tasks' dispatch; it reports the Firestore operations per replay.
+func BenchmarkReplay(b *testing.B) {
+	e := setup(b)
+	h := replay.New(replay.Config{}, replay.Deps{Store: e.store, Policy: e.policy, Publisher: e.js})
+	ids := make([]string, b.N)
+	for i := range ids {
+		// One tenant per entry: ten failures of one tenant would open its breaker.
+		ids[i] = e.newEntry(b, spec{id: "TASKS." + strconv.Itoa(1000+i), tenant: "bench-" + strconv.Itoa(i)}).ID
+	}
+	before := e.store.Ops()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := h.Replay(e.ctx, ids[i], 1, tasks.Name(ids[i], 1))
+		if err != nil || res.Outcome != replay.OutcomeReplayed {
+			b.Fatalf("Replay(%s) = %+v, %v", ids[i], res, err)
+		}
+	}
+	b.StopTimer()
+	ops := e.store.Ops()
+	b.ReportMetric(float64(ops.Reads-before.Reads)/float64(b.N), "reads/op")
+	b.ReportMetric(float64(ops.Writes-before.Writes)/float64(b.N), "writes/op")
 }
