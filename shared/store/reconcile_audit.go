@@ -277,6 +277,9 @@ func (s *Store) RecordSample(ctx context.Context, at time.Time, in MetricsSample
 		}
 		cur := in
 		if err == nil {
+			// Decode into a fresh value: DataTo fills maps in place, and
+			// cur's maps are still in's.
+			cur = MetricsSample{}
 			if err := snap.DataTo(&cur); err != nil {
 				return fmt.Errorf("decode %s: %w", ref.Path, err)
 			}
