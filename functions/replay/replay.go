@@ -24,6 +24,7 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -230,7 +231,7 @@ func readTask(r *http.Request) (tasks.Body, string, error) {
 	if len(raw) > maxBody {
 		return b, "", fmt.Errorf("replay: body larger than %d bytes", maxBody)
 	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
 		return b, "", fmt.Errorf("replay: body is not a replay task {\"entry_id\",\"attempt\"}: %w", err)

@@ -166,6 +166,11 @@ func (o *Operator) Discard(ctx context.Context, tenant, id, reason, by string) (
 	if err != nil {
 		return nil, fmt.Errorf("operator: discard %s: %w", id, err)
 	}
+	// A discarded half-open probe will never report back: reopen the
+	// breaker so it picks another probe after its cooldown.
+	if err := o.store.ReleaseProbe(ctx, e, by); err != nil {
+		return e, fmt.Errorf("operator: entry %s discarded; its breaker probe was not released: %w", id, err)
+	}
 	return e, nil
 }
 
