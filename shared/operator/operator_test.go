@@ -230,3 +230,58 @@ func TestApproveLargePayloadAndHeaders(t *testing.T) {
 }
 
 func errOf(_ *store.Entry, err error) error { return err }
+
+// ReplayNow on a scheduled entry whose task is lost recreates it; when the
+// task's name is spent (it ran, and Cloud Tasks reserves the name), the
+// entry moves on to the next attempt instead of trusting ALREADY_EXISTS.
+func TestReplayNowLostAndSpentTasks(t *testing.T) {
+	e := setup(t)
+	lost := e.entry(t, "TASKS.30", "t", store.Scheduled) // its task was never created
+	if _, err := e.op.ReplayNow(e.ctx, "t", lost.ID, "alice"); err != nil {
+		t.Fatalf("ReplayNow(lost) = %v", err)
+	}
+	waitFor(t, "the recreated task", func() bool { return e.delivered(tasks.Name(lost.ID, 1)) == 1 })
+
+	spent := e.entry(t, "TASKS.31", "t", store.Scheduled)
+	first := tasks.Name(spent.ID, 1)
+	if _, _, err := e.sched.Schedule(e.ctx, tasks.Request{EntryID: spent.ID, Attempt: 1, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	// The target answers 200 without touching the entry: the task is done,
+	// its name reserved, the entry still scheduled.
+	waitFor(t, "the first task", func() bool { return e.delivered(first) == 1 })
+	waitFor(t, "the first task to be gone", func() bool {
+		ok, err := e.sched.Exists(e.ctx, first)
+		return err == nil && !ok
+	})
+	got, err := e.op.ReplayNow(e.ctx, "t", spent.ID, "alice")
+	if err != nil {
+		t.Fatalf("ReplayNow(spent) = %v", err)
+	}
+	if want := tasks.Name(spent.ID, 2); got.TaskName != want {
+		t.Errorf("task after ReplayNow = %s, want %s", got.TaskName, want)
+	}
+	waitFor(t, "the second attempt", func() bool { return e.delivered(tasks.Name(spent.ID, 2)) == 1 })
+}
+
+// Discarding the half-open probe reopens the breaker: otherwise it would
+// wait forever for a probe that never runs.
+func TestDiscardReleasesProbe(t *testing.T) {
+	e := setup(t)
+	now := e.store.Now()
+	if _, err := e.store.Client().Collection(store.Breakers).Doc("t").Set(e.ctx,
+		store.Breaker{Tenant: "t", State: store.BreakerHalfOpen, OpenedAt: now, HalfOpenAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	probe := e.entry(t, "TASKS.40", "t", store.Scheduled)
+	if !probe.BreakerProbe {
+		t.Fatalf("entry recorded under a half-open breaker is not the probe")
+	}
+	if _, err := e.op.Discard(e.ctx, "t", probe.ID, "obsolete", "alice"); err != nil {
+		t.Fatalf("Discard() = %v", err)
+	}
+	b, err := e.store.GetBreaker(e.ctx, "t")
+	if err != nil || b.State != store.BreakerOpen || b.ProbeEntry != "" {
+		t.Errorf("breaker = %+v, %v, want open without a probe", b, err)
+	}
+}
