@@ -37,6 +37,7 @@ func TestConcurrentRunsRepairOnce(t *testing.T) {
 	for round := range 3 {
 		h1 := f.handler(reconcile.Config{TimeBudget: time.Minute}, nil)
 		h2 := f.handler(reconcile.Config{TimeBudget: time.Minute}, nil)
+		startRound := time.Now()
 		var wg sync.WaitGroup
 		codes := make([]int, 2)
 		reports := make([]*reconcile.Report, 2)
@@ -63,6 +64,7 @@ func TestConcurrentRunsRepairOnce(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+		t.Logf("round %d: %v codes %v", round, time.Since(startRound), codes)
 		done := 0
 		for _, rep := range reports {
 			if rep != nil {
