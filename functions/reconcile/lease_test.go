@@ -144,3 +144,28 @@ func TestServeHTTPRefusesBadRequests(t *testing.T) {
 		}
 	}
 }
+
+// An unreadable state document (a format from another version, a manual
+// edit) costs the cursors, not the audit: the run reports the problem,
+// audits from the beginning and writes a good state for the next run.
+func TestUnreadableStateRestartsScans(t *testing.T) {
+	f := newFixture(t, false)
+	e := f.seed(f.storeAt(time.Now().Add(-10*time.Minute)), entry(1, "acme", store.Scheduled))
+	if _, err := f.fs.Collection(store.Audits).Doc(store.AuditState).Set(f.ctx, map[string]any{"capture": "not a map", "tasks": 42}); err != nil {
+		t.Fatal(err)
+	}
+	h := f.handler(reconcile.Config{TimeBudget: time.Minute}, nil)
+	rep, err := h.Run(f.ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Errors) != 1 || !strings.Contains(rep.Errors[0], "state unreadable") {
+		t.Errorf("errors = %v, want the unreadable state reported", rep.Errors)
+	}
+	if fd := finding(t, rep, reconcile.AlertMissingTask); fd.Examples[0] != e.ID || fd.Repair.Done != 1 {
+		t.Errorf("missing_task = %+v, want it found and repaired despite the state", fd)
+	}
+	if again := f.run(h, false); len(again.Findings) != 0 {
+		t.Errorf("next run: %s", summary(again))
+	}
+}

@@ -307,7 +307,12 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*Report, error) {
 	}
 	st := &State{}
 	if _, err := h.store.ReadAuditState(ctx, st); err != nil {
-		return nil, fmt.Errorf("reconcile: %w", err)
+		// Cursors only save work: without them every scan starts over,
+		// which is slower but complete. An unreadable state must not stop
+		// the audits; a real run overwrites it.
+		log.WarnContext(ctx, "reconcile: audit state unreadable; scans start from the beginning", "error", err.Error())
+		rep.Errors = append(rep.Errors, "state unreadable, scans restarted: "+err.Error())
+		st = &State{}
 	}
 	r := &run{h: h, rep: rep, state: st, dry: dry, start: start, deadline: start.Add(h.cfg.TimeBudget), breakerState: map[string]string{}}
 
