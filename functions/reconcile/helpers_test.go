@@ -38,7 +38,7 @@ const (
 // fixture is one test's Firestore project, Cloud Tasks queue (paused, so the
 // tasks stay where the test put them) and, when asked for, JetStream.
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	fs    *firestore.Client
 	st    *store.Store
@@ -48,7 +48,7 @@ type fixture struct {
 	logs  *logBuffer
 }
 
-func newFixture(t *testing.T, withNATS bool) *fixture {
+func newFixture(t testing.TB, withNATS bool) *fixture {
 	t.Helper()
 	ctx := testenv.Context(t)
 	fs, project := testenv.Firestore(t)
