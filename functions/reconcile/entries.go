@@ -73,17 +73,17 @@ func (r *run) closedBefore(p *Pass) time.Time {
 
 func (r *run) count(p *Pass, e *store.Entry) {
 	if e.CreatedAt.Before(r.closedBefore(p)) {
+		// Only the counters drift is judged on are kept, so the saved pass
+		// stays small; a drifted hour is recounted in full when repaired.
 		h := store.Hour(e.CreatedAt)
 		m := p.Hours[h]
 		if m == nil {
-			m = &store.Metrics{Hour: h}
+			m = &store.Metrics{Hour: h, ByTenant: map[string]int64{}, ByKind: map[string]int64{}}
 			p.Hours[h] = m
 		}
-		// Metrics count an entry as it was created; later transitions do
-		// not move it between status counters.
-		c := *e
-		c.Status = initialStatus(e)
-		store.AddEntryMetrics(m, &c)
+		m.Total++
+		m.ByTenant[metricKey(e.Tenant)]++
+		m.ByKind[metricKey(e.Kind)]++
 	}
 	t := p.Tenants[e.Tenant]
 	if t == nil {
@@ -212,11 +212,16 @@ func (r *run) drift(ctx context.Context, sec *Section, p *Pass) error {
 		if r.dry {
 			continue
 		}
+		full, err := r.recountHour(ctx, h)
+		if err != nil {
+			f.Repair.fail(err)
+			continue
+		}
 		rewritten, err := r.h.store.RewriteHour(ctx, hour, func(now store.Metrics) (store.Metrics, bool) {
-			if agree(now, want) {
+			if agree(now, full) {
 				return store.Metrics{}, false
 			}
-			fixed := want
+			fixed := full
 			// Replays published and recovered are counted when they
 			// happen, not from the entries created in the hour: kept.
 			fixed.ReplaysPublished, fixed.ReplaysRecovered = now.ReplaysPublished, now.ReplaysRecovered
@@ -227,7 +232,7 @@ func (r *run) drift(ctx context.Context, sec *Section, p *Pass) error {
 			f.Repair.fail(err)
 		case rewritten:
 			f.Repair.Done++
-			r.h.log.InfoContext(ctx, "reconcile: metrics hour recomputed", "run_id", r.rep.RunID, "hour", hour, "was", cur.Total, "now", want.Total)
+			r.h.log.InfoContext(ctx, "reconcile: metrics hour recomputed", "run_id", r.rep.RunID, "hour", hour, "was", cur.Total, "now", full.Total)
 		default:
 			f.Repair.Skipped++
 		}
@@ -253,4 +258,35 @@ func sameCounts(a, b map[string]int64) bool {
 		}
 	}
 	return true
+}
+
+// metricKey is a counter key as the metrics documents store it.
+func metricKey(k string) string {
+	if k == "" {
+		return "(none)"
+	}
+	return k
+}
+
+// recountHour recounts every counter of an hour from its entries, as
+// classify counted them: each entry as it was created (its initial status),
+// so later transitions do not move it between status counters.
+func (r *run) recountHour(ctx context.Context, h time.Time) (store.Metrics, error) {
+	m := store.Metrics{Hour: store.Hour(h)}
+	var cursor store.PageCursor
+	for {
+		page, next, err := r.h.store.ScanCreated(ctx, h, h.Add(time.Hour), cursor, r.h.cfg.PageSize)
+		if err != nil {
+			return m, err
+		}
+		for _, e := range page {
+			c := *e
+			c.Status = initialStatus(e)
+			store.AddEntryMetrics(&m, &c)
+		}
+		if len(page) < r.h.cfg.PageSize {
+			return m, nil
+		}
+		cursor = next
+	}
 }

@@ -220,8 +220,9 @@ func TestFindingsReportedRepairedAndGone(t *testing.T) {
 	if b, err := f.st.GetBreaker(f.ctx, s.breakerTenant); err != nil || b.State != store.BreakerHalfOpen {
 		t.Errorf("breaker = %+v, %v; want half_open", b, err)
 	}
-	if m, err := f.st.ReadMetrics(f.ctx, s.driftHour); err != nil || m.Total != s.driftRecount || m.ByTenant["acme"] != s.driftRecount {
-		t.Errorf("metrics of %s = total %d by tenant %v (%v), want %d from the entries", s.driftHour, m.Total, m.ByTenant, err, s.driftRecount)
+	if m, err := f.st.ReadMetrics(f.ctx, s.driftHour); err != nil || m.Total != s.driftRecount || m.ByTenant["acme"] != s.driftRecount ||
+		m.ByStatus["recovered"] != s.driftRecount || m.ByReason["timeout"] != s.driftRecount || m.StreamSeqMax[workStream] != 8 {
+		t.Errorf("metrics of %s = %+v (%v), want every counter recounted from its %d entries", s.driftHour, m, err, s.driftRecount)
 	}
 	// The advisory was published again under a re-drive id, so the bridge
 	// forwards it again with the same event id.
