@@ -144,10 +144,14 @@ func (r *run) missing(ctx context.Context, sec *Section, q queueListing) error {
 			}
 			name := shortTask(e.TaskName)
 			if name != "" {
-				present := false
-				if q.complete {
-					_, present = q.present[name]
-				} else if present, err = r.h.tasks.Exists(ctx, name); err != nil {
+				if _, listed := q.present[name]; listed {
+					continue
+				}
+				// Not in the listing (taken at the start of the section,
+				// or incomplete): ask, since classify may have created it
+				// after the listing.
+				present, err := r.h.tasks.Exists(ctx, name)
+				if err != nil {
 					return err
 				}
 				if present {
