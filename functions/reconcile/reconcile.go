@@ -254,14 +254,14 @@ func (r *run) now() time.Time { return r.h.now().UTC() }
 func (r *run) over() bool { return !r.h.now().Before(r.deadline) }
 
 func (r *run) finding(name, section, tenant, message string) *Finding {
-	f := &Finding{Name: name, Severity: severity[name], Alert: name != FindingReplayedCompleted, Section: section, Tenant: tenant, Message: message}
+	f := &Finding{Name: name, Severity: severity[name], Alert: severity[name] != SevInfo, Section: section, Tenant: tenant, Message: message}
 	r.rep.Findings = append(r.rep.Findings, f)
 	return f
 }
 
 // ring is the order of the resumable sections; a run starts with the one
 // the previous run stopped in, so every section is eventually reached.
-var ring = []string{SectionCapture, SectionTasks, SectionReplaying, SectionReplayed, SectionEntries}
+var ring = []string{SectionCapture, SectionTasks, SectionReplaying, SectionReplayed, SectionHeld, SectionEntries}
 
 // Sections.
 const (
@@ -271,6 +271,7 @@ const (
 	SectionReplaying = "replaying"
 	SectionReplayed  = "replayed"
 	SectionBreakers  = "breakers"
+	SectionHeld      = "held"
 	SectionEntries   = "entries"
 )
 
@@ -325,7 +326,7 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*Report, error) {
 	}
 	funcs := map[string]func(context.Context, *Section) error{
 		SectionCapture: r.capture, SectionTasks: r.tasksAudit, SectionReplaying: r.replaying,
-		SectionReplayed: r.replayed, SectionEntries: r.entries,
+		SectionReplayed: r.replayed, SectionHeld: r.held, SectionEntries: r.entries,
 	}
 	st.Resume = ""
 	for _, name := range order {

@@ -344,3 +344,62 @@ func TestTenantAlerts(t *testing.T) {
 		t.Errorf("breaker of stuck = %s, want half_open", b.State)
 	}
 }
+
+// Held entries go back to scheduled once their tenant's breaker admits
+// them: all of them when it is closed, exactly one probe when it is
+// half-open, none while it is open.
+func TestHeldEntriesReleasedAsTheBreakerAdmits(t *testing.T) {
+	f := newFixture(t, false)
+	now := time.Now().UTC()
+	cool := store.BreakerConfig{Threshold: 1, Window: time.Hour, Cooldown: 15 * time.Minute}
+	old := f.storeAt(now.Add(-10 * time.Minute))
+	calm := []string{f.seed(old, entry(1, "calm", store.Held)).ID, f.seed(old, entry(2, "calm", store.Held)).ID}
+	f.seed(f.storeAt(now.Add(-20*time.Minute), cool), entry(3, "probe", store.Escalated)) // opens 20 min ago
+	probe := []string{f.seed(old, entry(4, "probe", store.Held)).ID, f.seed(old, entry(5, "probe", store.Held)).ID}
+	f.seed(f.storeAt(now.Add(-5*time.Minute), cool), entry(6, "shut", store.Escalated)) // opens 5 min ago
+	shut := f.seed(f.storeAt(now.Add(-4*time.Minute)), entry(7, "shut", store.Held)).ID
+
+	h := f.handler(reconcile.Config{TimeBudget: time.Minute}, nil)
+	dry := f.run(h, true)
+	if fd := finding(t, dry, reconcile.FindingHeldReleased); fd.Count != 3 || fd.Alert || fd.Repair.Planned != 3 || fd.Repair.Done != 0 {
+		t.Errorf("dry run held_released = %+v, want 3 planned (2 of calm, the probe of probe), no alert", fd)
+	}
+	for _, id := range append(append(append([]string{}, calm...), probe...), shut) {
+		if st := f.get(id).Status; st != store.Held {
+			t.Errorf("dry run moved %s to %s", id, st)
+		}
+	}
+
+	rep := f.run(h, false)
+	if fd := finding(t, rep, reconcile.FindingHeldReleased); fd.Count != 3 || fd.Repair.Done != 3 {
+		t.Errorf("held_released = %+v, want 3 released", fd)
+	}
+	q := f.queueTasks()
+	for _, id := range calm {
+		if e := f.get(id); e.Status != store.Scheduled || e.BreakerProbe || !slices.Contains(q, e.TaskName) {
+			t.Errorf("calm entry %s = %s probe=%v task %s (queue %v), want scheduled with its task", id, e.Status, e.BreakerProbe, e.TaskName, q)
+		}
+	}
+	released := 0
+	for _, id := range probe {
+		e := f.get(id)
+		if e.Status == store.Scheduled {
+			released++
+			if !e.BreakerProbe || !slices.Contains(q, e.TaskName) || f.breakerDoc("probe").ProbeEntry != id {
+				t.Errorf("probe entry %s = probe=%v task %s, breaker probe %q; want it the breaker's probe with its task", id, e.BreakerProbe, e.TaskName, f.breakerDoc("probe").ProbeEntry)
+			}
+		}
+	}
+	if released != 1 {
+		t.Errorf("half-open breaker released %d entries, want exactly one probe", released)
+	}
+	if st := f.get(shut).Status; st != store.Held {
+		t.Errorf("entry of an open breaker is %s, want held", st)
+	}
+	if len(q) != 3 {
+		t.Errorf("queue = %v, want the three released tasks", q)
+	}
+	if again := f.run(h, false); len(again.Findings) != 0 {
+		t.Errorf("second run: %s", summary(again))
+	}
+}

@@ -29,6 +29,9 @@ const (
 	// FindingReplayedCompleted is a repair without an alert: a replayed
 	// entry whose task completed is marked recovered.
 	FindingReplayedCompleted = "replayed_completed"
+	// FindingHeldReleased is a repair without an alert: held entries are
+	// scheduled again once their tenant's breaker admits them.
+	FindingHeldReleased = "held_released"
 )
 
 // Severities, as Cloud Logging names them.
@@ -50,6 +53,7 @@ var severity = map[string]string{
 	AlertTenantRecoveryBelow80: SevWarning,
 	AlertTenantDominates:       SevWarning,
 	FindingReplayedCompleted:   SevInfo,
+	FindingHeldReleased:        SevInfo,
 }
 
 // MaxExamples bounds the ids a finding lists.

@@ -23,6 +23,7 @@ type State struct {
 	Tasks     store.PageCursor `firestore:"tasks"`
 	Replaying store.PageCursor `firestore:"replaying"`
 	Replayed  store.PageCursor `firestore:"replayed"`
+	Held      store.PageCursor `firestore:"held"`
 	// Pass is the pass over the window's entries in progress (tenant
 	// health, duplicates and metric recounts accumulate across runs).
 	Pass *Pass `firestore:"pass"`
@@ -76,6 +77,8 @@ func (s *State) cursor(section string) string {
 		return pc(s.Replaying)
 	case SectionReplayed:
 		return pc(s.Replayed)
+	case SectionHeld:
+		return pc(s.Held)
 	case SectionEntries:
 		if s.Pass == nil {
 			return ""

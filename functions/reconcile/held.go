@@ -1,0 +1,110 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
+)
+
+// held releases entries held back by their tenant's breaker once the
+// breaker lets them through: all of them when it is closed again, exactly
+// one (the probe) when it is half-open. Nothing else releases them when the
+// tenant sends no new failures.
+func (r *run) held(ctx context.Context, sec *Section) error {
+	if r.h.tasks == nil {
+		return fmt.Errorf("%w: no Cloud Tasks client", errSkipped)
+	}
+	var f *Finding
+	refused := map[string]bool{} // tenants whose breaker admits nothing more this run
+	for {
+		if r.over() {
+			return errBudget
+		}
+		page, next, err := r.h.store.ScanStatus(ctx, store.Held, r.state.Held, r.h.cfg.PageSize)
+		if err != nil {
+			return err
+		}
+		for _, e := range page {
+			sec.add("held", 1)
+			if refused[e.Tenant] {
+				continue
+			}
+			ok, probe, err := r.admit(ctx, e)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				refused[e.Tenant] = true
+				continue
+			}
+			if f == nil {
+				f = r.finding(FindingHeldReleased, SectionHeld, "", "held entries whose tenant breaker lets them through again")
+				f.Repair = &Repair{Action: "release"}
+			}
+			f.example(e.ID)
+			f.Repair.Planned++
+			if probe {
+				// Half-open: one probe, then the breaker waits for it.
+				refused[e.Tenant] = true
+			}
+			if r.dry {
+				continue
+			}
+			r.release(ctx, f.Repair, e, probe)
+		}
+		r.state.Held = next
+		if len(page) < r.h.cfg.PageSize {
+			r.state.Held = store.PageCursor{}
+			return nil
+		}
+	}
+}
+
+// admit asks the tenant's breaker; a dry run only reads it.
+func (r *run) admit(ctx context.Context, e *store.Entry) (ok, probe bool, err error) {
+	if !r.dry {
+		return r.h.store.BreakerAdmit(ctx, e.Tenant, e.ID, By)
+	}
+	b, err := r.h.store.GetBreaker(ctx, e.Tenant)
+	if err != nil {
+		return false, false, err
+	}
+	switch {
+	case b.State == store.BreakerClosed:
+		return true, false, nil
+	case b.State == store.BreakerHalfOpen && (b.ProbeEntry == "" || b.ProbeEntry == e.ID):
+		return true, true, nil
+	}
+	return false, false, nil
+}
+
+// release schedules a held entry under its next unused task name and
+// creates the task (recreate handles a name that turns out to be spent).
+func (r *run) release(ctx context.Context, rp *Repair, e *store.Entry, probe bool) {
+	attempt := e.Replays + 1
+	if _, n, err := tasks.ParseName(shortTask(e.TaskName)); err == nil {
+		attempt = max(attempt, n+1) // a held entry's old task was consumed
+	}
+	now := r.now()
+	cur, err := r.h.store.Transition(ctx, e.ID, store.Change{
+		From: []store.Status{store.Held}, To: store.Scheduled, By: By,
+		Note: "tenant breaker admits it again",
+		Apply: func(c *store.Entry) error {
+			c.TaskName, c.NextRetryAt, c.BreakerProbe = tasks.Name(c.ID, attempt), now, probe
+			return nil
+		},
+	})
+	switch {
+	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrNotFound):
+		rp.Skipped++
+		rp.note(fmt.Sprintf("%s changed meanwhile: %v", e.ID, err))
+		return
+	case err != nil:
+		rp.fail(err)
+		return
+	}
+	r.recreate(ctx, rp, cur)
+}
