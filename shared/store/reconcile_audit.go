@@ -41,7 +41,7 @@ func (s *Store) AcquireLease(ctx context.Context, holder string, ttl time.Durati
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(s.auditRef(AuditLease))
 		s.read(1)
-		if err != nil && !notFound(err) {
+		if err != nil && !reconcileNotFound(err) {
 			return err
 		}
 		now := s.Now()
@@ -73,7 +73,7 @@ func (s *Store) ReleaseLease(ctx context.Context, holder string) error {
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(s.auditRef(AuditLease))
 		s.read(1)
-		if notFound(err) {
+		if reconcileNotFound(err) {
 			return nil
 		}
 		if err != nil {
@@ -97,7 +97,7 @@ func (s *Store) ReleaseLease(ctx context.Context, holder string) error {
 func (s *Store) ReadAuditState(ctx context.Context, v any) (found bool, err error) {
 	snap, err := s.auditRef(AuditState).Get(ctx)
 	s.read(1)
-	if notFound(err) {
+	if reconcileNotFound(err) {
 		return false, nil
 	}
 	if err != nil {
@@ -116,7 +116,7 @@ func (s *Store) WriteAuditState(ctx context.Context, holder string, v any) error
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(s.auditRef(AuditLease))
 		s.read(1)
-		if err != nil && !notFound(err) {
+		if err != nil && !reconcileNotFound(err) {
 			return err
 		}
 		var cur Lease
@@ -170,7 +170,7 @@ func (s *Store) RewriteHour(ctx context.Context, hour string, fix func(cur Metri
 			if err := snap.DataTo(&m); err != nil {
 				return fmt.Errorf("decode metrics %s shard %s: %w", hour, snap.Ref.ID, err)
 			}
-			addMetrics(&cur, m)
+			sumMetricsInto(&cur, m)
 		}
 		want, ok := fix(cur)
 		if !ok {
@@ -194,8 +194,8 @@ func (s *Store) RewriteHour(ctx context.Context, hour string, fix func(cur Metri
 	return rewritten, nil
 }
 
-// addMetrics adds m to sum as ReadMetrics does.
-func addMetrics(sum *Metrics, m Metrics) {
+// sumMetricsInto adds m to sum as ReadMetrics does.
+func sumMetricsInto(sum *Metrics, m Metrics) {
 	sum.Total += m.Total
 	sum.ReplaysScheduled += m.ReplaysScheduled
 	sum.ReplaysPublished += m.ReplaysPublished
@@ -226,7 +226,7 @@ func AddEntryMetrics(m *Metrics, e *Entry) {
 			mm["(none)"] += v
 		}
 	}
-	addMetrics(m, d)
+	sumMetricsInto(m, d)
 }
 
 // MetricsSample is what reconcile samples of one work stream into
@@ -272,7 +272,7 @@ func (s *Store) RecordSample(ctx context.Context, at time.Time, in MetricsSample
 	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(ref)
 		s.read(1)
-		if err != nil && !notFound(err) {
+		if err != nil && !reconcileNotFound(err) {
 			return err
 		}
 		cur := in

@@ -210,4 +210,4 @@ func (s *Store) RequeueTask(ctx context.Context, id string, from []Status, sawTa
 	})
 }
 
-func notFound(err error) bool { return status.Code(err) == codes.NotFound }
+func reconcileNotFound(err error) bool { return status.Code(err) == codes.NotFound }
