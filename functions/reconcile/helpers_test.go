@@ -44,6 +44,7 @@ type fixture struct {
 	st    *store.Store
 	queue string
 	sched *tasks.Scheduler
+	ct    *testenv.CloudTasks
 	js    jetstream.JetStream
 	logs  *logBuffer
 }
@@ -59,7 +60,7 @@ func newFixture(t testing.TB, withNATS bool) *fixture {
 	}
 	sched := tasks.New(tasks.Config{Queue: queue, ReplayURL: "http://127.0.0.1:9/Replay", ServiceAccount: "tasks@test.iam.gserviceaccount.com", EmulatorHost: ct.Host})
 	t.Cleanup(func() { sched.Close() })
-	f := &fixture{t: t, ctx: ctx, fs: fs, st: store.New(fs), queue: queue, sched: sched, logs: &logBuffer{}}
+	f := &fixture{t: t, ctx: ctx, fs: fs, st: store.New(fs), queue: queue, sched: sched, ct: ct, logs: &logBuffer{}}
 	if withNATS {
 		n := testenv.NewNATS(t)
 		_, js := n.Connect(t)

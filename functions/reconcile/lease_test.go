@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+
 	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -167,5 +169,31 @@ func TestUnreadableStateRestartsScans(t *testing.T) {
 	}
 	if again := f.run(h, false); len(again.Findings) != 0 {
 		t.Errorf("next run: %s", summary(again))
+	}
+}
+
+// Tasks whose names jsdlq did not make (forged, or another team's in a
+// shared queue) are counted and never deleted.
+func TestForeignTasksLeftAlone(t *testing.T) {
+	f := newFixture(t, false)
+	for _, id := range []string{"manual-task-1", "12345678-x-r0", "deadbeef-TASKS_d1-r1x"} {
+		_, err := f.ct.Client.CreateTask(f.ctx, &cloudtaskspb.CreateTaskRequest{Parent: f.queue, Task: &cloudtaskspb.Task{
+			Name: f.queue + "/tasks/" + id,
+			MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+				Url: "http://127.0.0.1:9/elsewhere", HttpMethod: cloudtaskspb.HttpMethod_POST}},
+		}})
+		if err != nil {
+			t.Fatalf("CreateTask(%s) = %v", id, err)
+		}
+	}
+	rep := f.run(f.handler(reconcile.Config{TimeBudget: time.Minute}, nil), false)
+	if len(rep.Findings) != 0 {
+		t.Errorf("findings for foreign tasks: %s", summary(rep))
+	}
+	if got := section(t, rep, reconcile.SectionTasks).Counts["foreign_tasks"]; got != 3 {
+		t.Errorf("foreign_tasks = %d, want 3", got)
+	}
+	if q := f.queueTasks(); len(q) != 3 {
+		t.Errorf("queue = %v, want the three foreign tasks kept", q)
 	}
 }
