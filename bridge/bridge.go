@@ -57,13 +57,23 @@ type Config struct {
 	EnsureTopic bool
 	// MaxEventBytes overrides the MaxEventBytes default (tests).
 	MaxEventBytes int
-	// FetchTimeout bounds one read of an original message (default 5 s).
+	// AckWait is the consumers' ack wait (default 45 s): how long the
+	// messages a crashed bridge held stay invisible to its successor. It
+	// bounds the work on one message, so the fetch and publish timeouts
+	// default to fractions of it.
+	AckWait time.Duration
+	// FetchTimeout bounds one read of an original message (default
+	// min(5 s, AckWait/8)).
 	FetchTimeout time.Duration
 	// DrainTimeout bounds forwarding in-flight messages after ctx ends
 	// (default 8 s: Cloud Run allows 10 s after SIGTERM).
 	DrainTimeout time.Duration
 	// MaxNakDelay caps the redelivery delay after a failure (default 30 s).
 	MaxNakDelay time.Duration
+	// PublishTimeout bounds one publish including the client's retries
+	// (default min(20 s, AckWait/2)); the message is then NAKed and waits
+	// in JetStream.
+	PublishTimeout time.Duration
 	// Conventions names the tenant and agent headers.
 	Conventions event.Conventions
 	// Now is the clock (tests); default time.Now.
@@ -80,14 +90,24 @@ func (c *Config) defaults() error {
 	if c.MaxEventBytes <= 0 {
 		c.MaxEventBytes = MaxEventBytes
 	}
+	if c.AckWait <= 0 {
+		c.AckWait = 45 * time.Second
+	}
 	if c.FetchTimeout <= 0 {
-		c.FetchTimeout = 5 * time.Second
+		c.FetchTimeout = min(5*time.Second, c.AckWait/8)
 	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 8 * time.Second
 	}
 	if c.MaxNakDelay <= 0 {
 		c.MaxNakDelay = 30 * time.Second
+	}
+	if c.PublishTimeout <= 0 {
+		c.PublishTimeout = min(20*time.Second, c.AckWait/2)
+	}
+	if c.AckWait < c.PublishTimeout+2*c.FetchTimeout {
+		return fmt.Errorf("bridge: ack wait %s must exceed the publish timeout %s plus two fetch timeouts %s",
+			c.AckWait, c.PublishTimeout, c.FetchTimeout)
 	}
 	if c.Conventions.TenantHeader == "" {
 		c.Conventions = event.DefaultConventions
@@ -147,7 +167,7 @@ func New(cfg Config, nc *nats.Conn, ps *pubsub.Client, log *slog.Logger) (*Bridg
 	b.pub.PublishSettings.ByteThreshold = 5_000_000
 	// A publish that cannot complete in this time is NAKed and retried from
 	// JetStream, where the message waits safely.
-	b.pub.PublishSettings.Timeout = 20 * time.Second
+	b.pub.PublishSettings.Timeout = cfg.PublishTimeout
 	b.pub.PublishSettings.FlowControlSettings = pubsub.FlowControlSettings{
 		MaxOutstandingMessages: cfg.MaxInFlight,
 		MaxOutstandingBytes:    -1,
@@ -231,12 +251,15 @@ func (b *Bridge) Run(ctx context.Context) error {
 	for _, src := range sources {
 		stream := src.stream
 		c, err := b.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
-			Durable:       b.cfg.Consumer,
-			Description:   "jsdlq bridge: forwards to Pub/Sub",
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       2 * time.Minute,
-			MaxDeliver:    -1, // a Pub/Sub outage must never make the bridge drop input
-			MaxAckPending: b.cfg.MaxInFlight,
+			Durable:     b.cfg.Consumer,
+			Description: "jsdlq bridge: forwards to Pub/Sub",
+			AckPolicy:   jetstream.AckExplicitPolicy,
+			AckWait:     b.cfg.AckWait,
+			MaxDeliver:  -1, // a Pub/Sub outage must never make the bridge drop input
+			// Twice the in-flight bound: after a crash, the messages the
+			// dead instance held stay pending for AckWait, and the
+			// successor must not wait for them to start.
+			MaxAckPending: 2 * b.cfg.MaxInFlight,
 			DeliverPolicy: jetstream.DeliverAllPolicy,
 		})
 		if err != nil {

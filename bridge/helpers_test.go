@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -144,6 +145,8 @@ type harness struct {
 	sink    *sink
 	b       *bridge.Bridge
 	stop    func()
+	// bridgeConn dials the bridge's own connection (default: h.nats).
+	bridgeConn func(t *testing.T) *nats.Conn
 }
 
 type option func(*bridge.Config)
@@ -172,8 +175,13 @@ func (h *harness) startBridge(t *testing.T, opts ...option) {
 		o(&cfg)
 	}
 	// The bridge gets a connection of its own, as in production.
-	bnc, _ := h.nats.Connect(t)
-	b, err := bridge.New(cfg, bnc, h.ps, obs.NewLogger(testWriter{t}, obs.WithComponent("bridge")))
+	var bnc *nats.Conn
+	if h.bridgeConn != nil {
+		bnc = h.bridgeConn(t)
+	} else {
+		bnc, _ = h.nats.Connect(t)
+	}
+	b, err := bridge.New(cfg, bnc, h.ps, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,4 +263,8 @@ func exhaust(t testing.TB, c jetstream.Consumer) {
 			idle = 0
 		}
 	}
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return obs.NewLogger(testWriter{t}, obs.WithComponent("bridge"))
 }

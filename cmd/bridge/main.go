@@ -53,6 +53,7 @@ func run(log *slog.Logger, args []string) error {
 	fs.IntVar(&cfg.Port, "port", cfg.Port, "health and metrics port (PORT)")
 	fs.BoolVar(&cfg.DeleteForwarded, "delete-forwarded", cfg.DeleteForwarded, "delete max-delivered originals once forwarded (DELETE_FORWARDED)")
 	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "messages forwarded at once (BRIDGE_MAX_IN_FLIGHT)")
+	fs.DurationVar(&cfg.AckWait, "ack-wait", cfg.AckWait, "consumer ack wait; bounds the work on one message (BRIDGE_ACK_WAIT)")
 	fs.BoolVar(&cfg.EnsureTopic, "ensure-topic", cfg.EnsureTopic, "create the topic when missing (BRIDGE_ENSURE_TOPIC; default on with PUBSUB_EMULATOR_HOST)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -79,6 +80,7 @@ func run(log *slog.Logger, args []string) error {
 		MaxInFlight:     cfg.MaxInFlight,
 		DeleteForwarded: cfg.DeleteForwarded,
 		EnsureTopic:     cfg.EnsureTopic,
+		AckWait:         cfg.AckWait,
 	}, nc, ps, log)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package config_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jsdlq/jsdlq/shared/config"
 )
@@ -40,5 +41,33 @@ func TestLoadBridgeEnsureTopic(t *testing.T) {
 				t.Errorf("LoadBridge(%v).EnsureTopic = %v, want %v", tt.env, c.EnsureTopic, tt.want)
 			}
 		})
+	}
+}
+
+func TestLoadBridgeAckWait(t *testing.T) {
+	tests := []struct {
+		env  string
+		want time.Duration
+		ok   bool
+	}{
+		{"", 0, true}, // the bridge's default applies
+		{"10s", 10 * time.Second, true},
+		{"2m", 2 * time.Minute, true},
+		{"1s", 0, false},
+		{"soon", 0, false},
+	}
+	for _, tt := range tests {
+		env := map[string]string{"GOOGLE_CLOUD_PROJECT": "p"}
+		if tt.env != "" {
+			env["BRIDGE_ACK_WAIT"] = tt.env
+		}
+		c, err := config.LoadBridge(config.MapLookup(env))
+		if tt.ok != (err == nil) {
+			t.Errorf("LoadBridge(BRIDGE_ACK_WAIT=%q) error = %v, want ok=%v", tt.env, err, tt.ok)
+			continue
+		}
+		if err == nil && c.AckWait != tt.want {
+			t.Errorf("LoadBridge(BRIDGE_ACK_WAIT=%q).AckWait = %v, want %v", tt.env, c.AckWait, tt.want)
+		}
 	}
 }

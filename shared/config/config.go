@@ -224,6 +224,10 @@ type Bridge struct {
 	Port            int
 	DeleteForwarded bool
 	MaxInFlight     int
+	// AckWait is the bridge consumers' ack wait (BRIDGE_ACK_WAIT): how long
+	// messages a crashed instance held wait for redelivery. Zero when unset:
+	// the bridge's default (45 s) applies.
+	AckWait time.Duration
 	// EnsureTopic lets the bridge create its topic when missing
 	// (BRIDGE_ENSURE_TOPIC); default on with PUBSUB_EMULATOR_HOST, whose
 	// topics vanish in a restart, and off otherwise: Terraform owns the
@@ -246,6 +250,8 @@ func LoadBridge(lookup Lookup) (Bridge, error) {
 		MaxInFlight:     r.Int("BRIDGE_MAX_IN_FLIGHT", 256, 1, 10000),
 	}
 	c.EnsureTopic = r.Bool("BRIDGE_ENSURE_TOPIC", c.PubSubEmulatorHost != "")
+	c.AckWait = r.Duration("BRIDGE_ACK_WAIT", 0)
+	r.Check(c.AckWait == 0 || c.AckWait >= 5*time.Second, "BRIDGE_ACK_WAIT", "%s is below the 5s minimum", c.AckWait)
 	return c, r.Err()
 }
 

@@ -1,0 +1,365 @@
+package bridge_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jsdlq/jsdlq/bridge"
+	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Pub/Sub goes away while the bridge forwards and comes back empty (as the
+// emulator does): publishes fail, messages are NAKed and wait in JetStream,
+// health turns red, and once the topic is back every event arrives.
+//
+// The bridge reaches the emulator through a gate (a TCP relay) that stays
+// shut until the test has recreated the topic *and* its subscription: Pub/Sub
+// drops messages published to a topic without subscriptions, and that race
+// belongs to the test (in production both outlive an outage), not the bridge.
+func TestPubSubOutageLosesNothing(t *testing.T) {
+	ctx := testenv.Context(t)
+	emu := testenv.NewPubSubEmulator(t)
+	gate := newGate(t, emu.Host)
+	project := testenv.Project(t)
+	admin, err := bridge.NewPubSubClient(ctx, project, emu.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	ps, err := bridge.NewPubSubClient(ctx, project, gate.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ps.Close() })
+	h := &harness{nats: testenv.NewNATS(t), ps: ps, project: project}
+	h.nc, h.js = h.nats.Connect(t)
+	var sub string
+	h.topic, sub = newTopic(t, ctx, admin, project, "dlq-events")
+	first := collect(t, admin, sub)
+	h.sink = first
+	h.startBridge(t, func(c *bridge.Config) {
+		c.EnsureTopic = false
+		c.PublishTimeout = 3 * time.Second
+		c.MaxNakDelay = 2 * time.Second
+	})
+	cons := taskStream(t, h.js, "TASKS", "agents.>", jetstream.LimitsPolicy, 1)
+	publish := func(n int) []string {
+		var ids []string
+		for i := range n {
+			ack, err := h.js.Publish(ctx, "agents.a.tasks.x", []byte{byte(i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, event.ID("TASKS", ack.Sequence))
+		}
+		exhaust(t, cons)
+		return ids
+	}
+	publish(10)
+	first.waitFor(10, 30*time.Second)
+
+	emu.Stop()
+	gate.shut()
+	during := publish(20)
+	deadline := time.Now().Add(30 * time.Second)
+	for h.b.Counts().Failed["publish"] == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no publish failed during the outage")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ok, why := h.b.Healthy(); ok {
+		t.Errorf("Healthy during the outage = true (%s)", why)
+	}
+	emu.Start(t)
+	_, sub = newTopic(t, ctx, admin, project, "dlq-events")
+	second := collect(t, admin, sub)
+	gate.open()
+	t.Cleanup(func() {
+		if t.Failed() {
+			c, _ := h.js.Consumer(context.Background(), "DLQ_ADVISORIES", "dlq-bridge")
+			info, _ := c.Info(context.Background())
+			t.Logf("counts %+v; consumer %+v", h.b.Counts(), info)
+		}
+	})
+	// The first sink's subscriber reconnects to the recreated subscription
+	// of the same name, so the two share the deliveries.
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		var lost []string
+		for _, id := range during {
+			if len(first.all(id)) == 0 && len(second.all(id)) == 0 {
+				lost = append(lost, id)
+			}
+		}
+		if len(lost) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events lost in the outage: %v", lost)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for ok, _ := h.b.Healthy(); !ok; ok, _ = h.b.Healthy() {
+		if time.Now().After(deadline) {
+			t.Fatal("bridge not healthy again after the outage")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// gate relays TCP connections to a backend while open; shut refuses new
+// connections and cuts the open ones.
+type gate struct {
+	addr    string
+	backend string
+	mu      sync.Mutex
+	closed  bool
+	conns   []net.Conn
+}
+
+func newGate(t *testing.T, backend string) *gate {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{addr: l.Addr().String(), backend: backend}
+	t.Cleanup(func() { l.Close(); g.shut() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go g.relay(c)
+		}
+	}()
+	return g
+}
+
+func (g *gate) relay(c net.Conn) {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		c.Close()
+		return
+	}
+	g.mu.Unlock()
+	b, err := net.Dial("tcp", g.backend)
+	if err != nil {
+		c.Close()
+		return
+	}
+	g.mu.Lock()
+	g.conns = append(g.conns, c, b)
+	g.mu.Unlock()
+	go func() { _, _ = io.Copy(b, c); b.Close() }()
+	_, _ = io.Copy(c, b)
+	c.Close()
+}
+
+func (g *gate) shut() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	for _, c := range g.conns {
+		c.Close()
+	}
+	g.conns = nil
+}
+
+func (g *gate) open() {
+	g.mu.Lock()
+	g.closed = false
+	g.mu.Unlock()
+}
+
+// buildBridge compiles cmd/bridge once per test binary.
+var buildBridge = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "jsdlq-bridge-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "bridge")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/jsdlq/jsdlq/cmd/bridge").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build cmd/bridge: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// proc is a bridge binary running in its own process group.
+type proc struct {
+	cmd  *exec.Cmd
+	port int
+	log  string
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func startBinary(t *testing.T, env []string, port int) *proc {
+	t.Helper()
+	bin, err := buildBridge()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "bridge.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), append(env, fmt.Sprintf("PORT=%d", port))...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	logFile.Close()
+	p := &proc{cmd: cmd, port: port, log: logPath}
+	t.Cleanup(func() {
+		p.kill(syscall.SIGKILL)
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			if len(b) > 8000 {
+				b = b[len(b)-8000:]
+			}
+			t.Logf("bridge log (tail):\n%s", b)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("bridge binary not healthy within 30 s; log:\n%s", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (p *proc) kill(sig syscall.Signal) {
+	if p.cmd.Process == nil || p.cmd.ProcessState != nil {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	_ = p.cmd.Wait()
+}
+
+func (p *proc) logContains(s string) bool {
+	f, err := os.Open(p.log)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), s) {
+			return true
+		}
+	}
+	return false
+}
+
+// The real binary is SIGKILLed mid-stream and restarted: every dead message
+// arrives; duplicates are possible and carry the same event id (the sink
+// keys by id, and counts them).
+func TestBinaryKilledMidStreamLosesNothing(t *testing.T) {
+	ctx := testenv.Context(t)
+	n := testenv.NewNATS(t)
+	_, js := n.Connect(t)
+	ps, project := testenv.PubSub(t)
+	_, sub := newTopic(t, ctx, ps, project, "dlq-events")
+	sink := collect(t, ps, sub)
+	env := []string{"GOOGLE_CLOUD_PROJECT=" + project, "PUBSUB_EMULATOR_HOST=" + testenv.PubSubHost(t),
+		"NATS_URL=" + n.URL, "BRIDGE_MAX_IN_FLIGHT=8", "BRIDGE_ACK_WAIT=10s"}
+	port := freePort(t)
+
+	// A backlog of advisories first, so that the kill lands mid-stream.
+	const total = 2000
+	if err := bridge.Ensure(ctx, js, bridge.Names{AdvisoryStream: "DLQ_ADVISORIES", RecordStream: "DLQ_RECORDS",
+		FailureBucket: "dlq_failures"}, testLogger(t)); err != nil {
+		t.Fatal(err)
+	}
+	cons := taskStream(t, js, "TASKS", "agents.>", jetstream.LimitsPolicy, 1)
+	for i := range total {
+		if _, err := js.Publish(ctx, "agents.a.tasks.x", fmt.Appendf(nil, "task %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exhaust(t, cons)
+	p := startBinary(t, env, port)
+	// Kill it as soon as forwarding is under way.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sink.mu.Lock()
+		got := len(sink.events)
+		sink.mu.Unlock()
+		if got >= 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("bridge forwarded nothing")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.kill(syscall.SIGKILL)
+	sink.mu.Lock()
+	atKill := len(sink.events)
+	sink.mu.Unlock()
+	adv, _ := js.Consumer(ctx, "DLQ_ADVISORIES", "dlq-bridge")
+	info, err := adv.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed after %d of %d events; %d advisories not yet acked", atKill, total, info.NumPending+uint64(info.NumAckPending))
+
+	p = startBinary(t, env, port)
+	got := sink.waitFor(total, 60*time.Second)
+	dups := 0
+	for id, evs := range got {
+		dups += len(evs) - 1
+		for _, e := range evs {
+			if e.ID != id || string(e.Message.Data) != string(evs[0].Message.Data) {
+				t.Errorf("duplicate of %s differs: %+v", id, e)
+			}
+		}
+	}
+	t.Logf("%d distinct events, %d duplicates", len(got), dups)
+	// SIGTERM drains and exits cleanly.
+	p.kill(syscall.SIGTERM)
+	if !p.logContains("bridge stopped") {
+		t.Error("bridge did not log a clean stop after SIGTERM")
+	}
+}

@@ -1,0 +1,75 @@
+package bridge_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/testenv"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The bridge's credentials may not read the SECRET stream: NATS drops the
+// request and reports a permission violation asynchronously. The bridge
+// forwards the event with missing=true (permission_denied) instead of
+// retrying forever, and still reads the streams it may read.
+func TestStreamTheBridgeMayNotRead(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		Users: []*server.User{
+			{Username: "admin", Password: "admin"},
+			{Username: "bridge", Password: "bridge", Permissions: &server.Permissions{
+				Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{
+					"$JS.API.DIRECT.GET.SECRET", "$JS.API.STREAM.MSG.GET.SECRET", "$JS.API.STREAM.INFO.SECRET"}},
+			}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	dial := func(t *testing.T, user string) *nats.Conn {
+		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, user))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	ctx := testenv.Context(t)
+	h := &harness{bridgeConn: func(t *testing.T) *nats.Conn { return dial(t, "bridge") }}
+	h.nc = dial(t, "admin")
+	h.js, _ = jetstream.New(h.nc)
+	h.ps, h.project = testenv.PubSub(t)
+	var sub string
+	h.topic, sub = newTopic(t, ctx, h.ps, h.project, "dlq-events")
+	h.sink = collect(t, h.ps, sub)
+	h.startBridge(t)
+
+	secret := taskStream(t, h.js, "SECRET", "secret.>", jetstream.LimitsPolicy, 1)
+	open := taskStream(t, h.js, "OPEN", "open.>", jetstream.LimitsPolicy, 1)
+	s1, err := h.js.Publish(ctx, "secret.x", []byte("classified"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o1, err := h.js.Publish(ctx, "open.x", []byte("public"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exhaust(t, secret)
+	exhaust(t, open)
+	h.sink.waitFor(2, 60*time.Second)
+	e := h.sink.one(event.ID("SECRET", s1.Sequence))
+	if !e.Message.Missing || e.Message.MissingReason != event.MissingPermissionDenied {
+		t.Errorf("SECRET event message = %+v, want missing permission_denied", e.Message)
+	}
+	if o := h.sink.one(event.ID("OPEN", o1.Sequence)); string(o.Message.Data) != "public" {
+		t.Errorf("OPEN event payload = %q, want public", o.Message.Data)
+	}
+}
