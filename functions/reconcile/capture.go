@@ -74,8 +74,13 @@ func (r *run) captureStream(ctx context.Context, sec *Section, js jetstream.JetS
 		return fmt.Errorf("stream %s: %w", name, err)
 	}
 	info := str.CachedInfo()
-	seq := max(uint64(max(r.state.Capture[name], 0))+1, info.State.FirstSeq)
 	last := info.State.LastSeq
+	if uint64(max(r.state.Capture[name], 0)) > last {
+		// The stream was recreated: its sequences start over.
+		sec.add("cursor_reset_"+name, 1)
+		r.state.Capture[name] = 0
+	}
+	seq := max(uint64(max(r.state.Capture[name], 0))+1, info.State.FirstSeq)
 	checked := 0
 	for seq <= last {
 		if r.over() || checked >= r.h.cfg.MaxCaptureMsgs {
