@@ -163,7 +163,16 @@ func (h *Handler) handle(ctx context.Context, ce event.Event) error {
 		return fmt.Errorf("classify: record %s: %w", ev.ID, err)
 	}
 	cur := res.Entry
-	logArgs := []any{"event_id", ev.ID, "entry_id", id, "kind", ev.Kind, "tenant", cur.Tenant, "agent", cur.Agent,
+	// "event" is what Terraform's log-based metrics count: entry_created
+	// once per new entry, so a redelivery or a merge does not count twice.
+	logEvent := "entry_redelivered"
+	switch {
+	case res.Created:
+		logEvent = "entry_created"
+	case res.Merged:
+		logEvent = "entry_merged"
+	}
+	logArgs := []any{"event", logEvent, "event_id", ev.ID, "entry_id", id, "kind", ev.Kind, "tenant", cur.Tenant, "agent", cur.Agent,
 		"category", cur.Category, "reason_code", cur.ReasonCode, "rule", cur.Rule, "action", cur.Action,
 		"strategy", cur.Strategy, "status", cur.Status, "policy_version", cur.PolicyVersion,
 		"created", res.Created, "merged", res.Merged}

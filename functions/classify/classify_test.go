@@ -29,30 +29,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// syncBuffer collects log lines from concurrent handlers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Lines(substr string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for _, l := range strings.Split(s.b.String(), "\n") {
-		if strings.Contains(l, substr) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 type clock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -73,7 +49,7 @@ type env struct {
 	queue  string
 	sched  *tasks.Scheduler
 	clock  *clock
-	logs   *syncBuffer
+	logs   *testenv.LogBuffer
 	policy *triage.Loader
 }
 
@@ -86,8 +62,7 @@ func setup(t testing.TB) *env {
 	c := &clock{now: time.Now().UTC()}
 	emu := taskstest.Start(t, cloudtasks.WithClock(cloudtasks.NewFakeClock(c.Now())))
 	queue := emu.Queue(t, "dlq-replay")
-	logs := &syncBuffer{}
-	log := obs.NewLogger(logs)
+	log, logs := testenv.Logger()
 	e := &env{fs: fs, emu: emu, queue: queue, clock: c, logs: logs}
 	e.store = store.New(fs, store.WithClock(c.Now))
 	e.sched = tasks.New(tasks.Config{Queue: queue, ReplayURL: "http://127.0.0.1:9/Replay", ServiceAccount: "tasks@p.iam.gserviceaccount.com", EmulatorHost: emu.Addr},
@@ -284,6 +259,19 @@ func TestDuplicatesAndMerge(t *testing.T) {
 	}
 	if got := e.emu.Tasks(t, e.queue); len(got) != 2 {
 		t.Errorf("queue has tasks %v, want one per entry", got)
+	}
+	// Terraform's entries-per-category metric counts entry_created lines:
+	// exactly one per entry, whatever the redeliveries and merges.
+	created := e.logs.Lines(`"event":"entry_created"`)
+	if len(created) != 2 {
+		t.Errorf("%d entry_created log lines, want 2:\n%s", len(created), strings.Join(created, "\n"))
+	}
+	for _, l := range created {
+		for _, key := range []string{`"category":"transient"`, `"reason_code":`, `"action":"auto_replay"`} {
+			if !strings.Contains(l, key) {
+				t.Errorf("entry_created line lacks %s: %s", key, l)
+			}
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -61,6 +62,7 @@ type env struct {
 	op     *operator.Operator
 	url    string
 	policy *triage.Loader
+	logs   *testenv.LogBuffer
 
 	mu         sync.Mutex
 	deliveries []delivery
@@ -116,8 +118,10 @@ func setupWith(t testing.TB, cfg replay.Config, opts ...replay.Option) *env {
 	if err != nil {
 		t.Fatalf("auth.New() = %v", err)
 	}
+	var log *slog.Logger
+	log, e.logs = testenv.Logger()
 	h = a.Middleware(replay.New(cfg, replay.Deps{
-		Logger: obs.Discard(), Store: e.store, Policy: e.policy, Publisher: e.js,
+		Logger: log, Store: e.store, Policy: e.policy, Publisher: e.js,
 	}, opts...))
 	e.sched = tasks.New(tasks.Config{Queue: e.queue, ReplayURL: e.url, ServiceAccount: tasksSA, EmulatorHost: e.ct.Host})
 	t.Cleanup(func() { e.sched.Close() })

@@ -213,14 +213,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &he) {
 			code = he.code
 		}
-		h.log.ErrorContext(ctx, "replay: failed; Cloud Tasks will retry", "entry_id", body.EntryID, "attempt", body.Attempt,
+		h.log.ErrorContext(ctx, "replay: failed; Cloud Tasks will retry", "event", logEventOutcome, "outcome", "failed",
+			"entry_id", body.EntryID, "attempt", body.Attempt,
 			"task", taskName, "status_code", code, "error", err.Error())
 		http.Error(w, err.Error(), code)
 		return
 	}
+	// One line per handled task: Terraform's replay-outcome metric counts it.
+	h.log.InfoContext(ctx, "replay: "+res.Outcome, "event", logEventOutcome, "outcome", res.Outcome, "status", res.Status,
+		"entry_id", body.EntryID, "attempt", body.Attempt, "task", taskName)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(res)
 }
+
+// logEventOutcome is the jsonPayload.event of the per-task outcome line.
+const logEventOutcome = "replay_outcome"
 
 func readTask(r *http.Request) (tasks.Body, string, error) {
 	var b tasks.Body

@@ -53,6 +53,11 @@ func TestDeliveredTwicePublishesOnce(t *testing.T) {
 	if got := []string{ds[0].result.Outcome, ds[1].result.Outcome}; !slices.Equal(got, []string{replay.OutcomeReplayed, replay.OutcomeSkipped}) {
 		t.Errorf("outcomes = %v, want [replayed skipped]", got)
 	}
+	// Terraform's replay-outcome metric counts one line per handled task.
+	lines := e.logs.Lines(`"event":"replay_outcome"`)
+	if len(lines) != 2 || !strings.Contains(lines[0], `"outcome":"`+replay.OutcomeReplayed+`"`) || !strings.Contains(lines[1], `"outcome":"`+replay.OutcomeSkipped+`"`) {
+		t.Errorf("replay_outcome log lines = %q, want one replayed then one skipped", lines)
+	}
 	got := e.waitStatus(t, en.ID, store.Replayed)
 	msgs := e.msgs(t)
 	if len(msgs) != 1 {
