@@ -221,7 +221,7 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func startBinary(t *testing.T, env []string, port int) *proc {
+func startBinary(t testing.TB, env []string, port int) *proc {
 	t.Helper()
 	bin, err := buildBridge()
 	if err != nil {

@@ -1,0 +1,194 @@
+package bridge_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/jsdlq/jsdlq/bridge"
+	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// BenchmarkForward measures the bridge binary forwarding b.N max-delivery
+// advisories (each a direct get of a 512-byte original, a KV lookup and a
+// publish) against a plain publish loop of the same number of same-sized
+// messages on the same emulator, and reports both rates, their ratio and the
+// binary's peak RSS. Both publish to a topic without subscriptions so the
+// emulator's storage does not grow during the run.
+//
+//	go test ./bridge -run '^$' -bench Forward -benchtime 20000x
+func BenchmarkForward(b *testing.B) {
+	ctx := testenv.Context(b)
+	n := testenv.NewNATS(b)
+	_, js := n.Connect(b)
+	project := testenv.Project(b)
+	host := testenv.PubSubHost(b)
+	ps, err := bridge.NewPubSubClient(ctx, project, host)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ps.Close()
+	topic := "projects/" + project + "/topics/bench"
+	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+		b.Fatal(err)
+	}
+	if err := bridge.Ensure(ctx, js, bridge.Names{AdvisoryStream: "DLQ_ADVISORIES", RecordStream: "DLQ_RECORDS",
+		FailureBucket: "dlq_failures"}, testLogger(b)); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TASKS", Subjects: []string{"agents.>"}}); err != nil {
+		b.Fatal(err)
+	}
+	payload := bytes.Repeat([]byte("p"), 512)
+	// Originals and their advisories, published asynchronously in bulk.
+	for i := range b.N {
+		if _, err := js.PublishAsync("agents.backend.tasks.bench", payload); err != nil {
+			b.Fatal(err)
+		}
+		adv := fmt.Sprintf(`{"type":%q,"id":"b%d","timestamp":"2026-11-21T12:00:00Z","stream":"TASKS","consumer":"worker","stream_seq":%d,"deliveries":3}`,
+			event.AdvisoryMaxDeliver, i, i+1)
+		if _, err := js.PublishAsync("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TASKS.worker", []byte(adv)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(2 * time.Minute):
+		b.Fatal("bulk publish did not complete")
+	}
+
+	env := []string{"GOOGLE_CLOUD_PROJECT=" + project, "PUBSUB_EMULATOR_HOST=" + host, "NATS_URL=" + n.URL,
+		"DLQ_TOPIC=bench", "BRIDGE_ENSURE_TOPIC=false"}
+	if v := os.Getenv("BENCH_MAX_IN_FLIGHT"); v != "" {
+		env = append(env, "BRIDGE_MAX_IN_FLIGHT="+v)
+	}
+	p := startBinary(b, env, freePort(b))
+	b.ResetTimer()
+	start := time.Now()
+	for forwarded(b, p.port) < b.N {
+		time.Sleep(10 * time.Millisecond)
+	}
+	bridgeSecs := time.Since(start).Seconds()
+	b.StopTimer()
+	rss := peakRSS(p.cmd.Process.Pid)
+	p.kill(9)
+
+	// The plain loop: publish everything, then wait on every result, with
+	// the bridge's client settings and an event-sized body.
+	sample, err := json512Event(payload)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pub := ps.Publisher(topic)
+	pub.PublishSettings.CountThreshold = 100
+	pub.PublishSettings.DelayThreshold = 5 * time.Millisecond
+	pub.PublishSettings.ByteThreshold = 5_000_000
+	// Unbounded: every message outstanding at once.
+	rawStart := time.Now()
+	results := make([]*pubsub.PublishResult, b.N)
+	for i := range results {
+		results[i] = pub.Publish(ctx, &pubsub.Message{Data: sample, Attributes: map[string]string{"kind": "max_deliver"}})
+	}
+	for _, r := range results {
+		if _, err := r.Get(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rawSecs := time.Since(rawStart).Seconds()
+	// Windowed: at most the bridge's in-flight bound outstanding, each
+	// result awaited as it comes, as the bridge does.
+	window := 256
+	if v, err := strconv.Atoi(os.Getenv("BENCH_MAX_IN_FLIGHT")); err == nil {
+		window = v
+	}
+	sem := make(chan struct{}, window)
+	var wg sync.WaitGroup
+	winStart := time.Now()
+	for range b.N {
+		sem <- struct{}{}
+		r := pub.Publish(ctx, &pubsub.Message{Data: sample, Attributes: map[string]string{"kind": "max_deliver"}})
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if _, err := r.Get(ctx); err != nil {
+				b.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	winSecs := time.Since(winStart).Seconds()
+	pub.Stop()
+
+	b.ReportMetric(float64(b.N)/winSecs, "windowed-publishes/s")
+	b.ReportMetric(float64(b.N)/bridgeSecs/(float64(b.N)/winSecs), "ratio-vs-windowed")
+	bridgeRate, rawRate := float64(b.N)/bridgeSecs, float64(b.N)/rawSecs
+	b.ReportMetric(bridgeRate, "events/s")
+	b.ReportMetric(rawRate, "raw-publishes/s")
+	b.ReportMetric(bridgeRate/rawRate, "ratio-vs-unbounded")
+	b.ReportMetric(float64(rss)/(1<<20), "bridge-peak-RSS-MiB")
+}
+
+// forwarded reads jsdlq_bridge_forwarded_total from the binary's /metrics.
+func forwarded(tb testing.TB, port int) int {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	total := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "jsdlq_bridge_forwarded_total{") {
+			f := strings.Fields(line)
+			v, _ := strconv.Atoi(f[len(f)-1])
+			total += v
+		}
+	}
+	return total
+}
+
+// peakRSS returns VmHWM of a process in bytes (0 when unknown).
+func peakRSS(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+var benchNow = sync.OnceValue(func() time.Time { return time.Now().UTC() })
+
+// json512Event is an event like the ones the benchmark's bridge produces.
+func json512Event(payload []byte) ([]byte, error) {
+	e := event.Event{Schema: event.Schema, ID: "TASKS.1", Kind: event.KindMaxDeliver, Stream: "TASKS", StreamSeq: 1,
+		Consumer: "worker", Tenant: "default", Agent: "backend", ObservedAt: benchNow(),
+		Advisory: &event.Advisory{Type: event.AdvisoryMaxDeliver, ID: "b0", Timestamp: benchNow(), Stream: "TASKS",
+			Consumer: "worker", StreamSeq: 1, Deliveries: 3}}
+	e.Message.Subject = "agents.backend.tasks.bench"
+	t := benchNow()
+	e.Message.PublishedAt = &t
+	e.Message.SetPayload(payload)
+	return event.Encode(e)
+}
+
+
