@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Demo headers that drive the fake work.
+const (
+	HeaderFail          = "X-Demo-Fail"             // failure mode, see modes
+	HeaderFailProb      = "X-Demo-Fail-Probability" // 0..1, default 1
+	HeaderFailCode      = "X-Demo-Fail-Code"        // overrides the mode's reason code
+	HeaderContextTokens = "X-Demo-Context-Tokens"   // context the task needs (context_window_overflow)
+)
+
+// Failure modes. A replay that carries the strategy's modification headers
+// (SPEC §9) succeeds where the original failed, as a real agent would.
+const (
+	ModeNone          = "none"
+	ModeTransient     = "transient"               // Fail (NAK) on every original delivery; a replay succeeds
+	ModeContext       = "context_window_overflow" // pre-flight refuses; succeeds with Jsdlq-Max-Context-Tokens or a larger model
+	ModeHallucination = "hallucination_loop"      // succeeds with Jsdlq-Instruction or Jsdlq-Target-Model
+	ModeTokenBudget   = "token_budget_exceeded"   // succeeds with Jsdlq-Max-Output-Tokens
+	ModePermanent     = "permanent"               // impossible_task, always
+	ModePoison        = "poison"                  // payload_unmarshal_failed unless the payload is JSON
+	ModeGovernance    = "governance"              // approval_required, always
+	ModePartial       = "partial_write"           // unknown_commit_state with a completed step
+	ModeBareTerm      = "bare_term"               // TERM without agentkit: the payload is lost on WorkQueue streams
+	ModeSilent        = "silent"                  // NAK without a failure record: max deliveries, reason unknown
+)
+
+var modes = []string{ModeNone, ModeTransient, ModeContext, ModeHallucination, ModeTokenBudget, ModePermanent,
+	ModePoison, ModeGovernance, ModePartial, ModeBareTerm, ModeSilent}
+
+// Agent does fake work for tasks of one agent name.
+type Agent struct {
+	Name          string
+	Kit           *agentkit.Kit
+	Log           *slog.Logger
+	DefaultMode   string  // when a task has no X-Demo-Fail
+	DefaultProb   float64 // when a task has no X-Demo-Fail-Probability
+	ContextWindow int     // tokens of the agent's model
+	WorkTime      time.Duration
+	Idempotent    bool // use Kit.Once (needs Firestore)
+	Rand          *rand.Rand
+}
+
+// Outcome is what Handle did with a task, for logs and tests.
+type Outcome string
+
+// Outcomes.
+const (
+	Done       Outcome = "done"
+	Skipped    Outcome = "skipped_completed"
+	Failed     Outcome = "failed_nak"
+	Terminated Outcome = "terminated"
+	Busy       Outcome = "in_progress_elsewhere"
+)
+
+func header(m jetstream.Msg, name string) string { return event.Header(m.Headers(), name) }
+
+func isReplayFixed(m jetstream.Msg, names ...string) bool {
+	for _, n := range names {
+		if header(m, n) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// Handle processes one task message and always settles it (ack, NAK or TERM).
+func (a *Agent) Handle(ctx context.Context, m jetstream.Msg) (Outcome, error) {
+	mode := header(m, HeaderFail)
+	if mode == "" {
+		mode = a.DefaultMode
+	}
+	prob := a.DefaultProb
+	if v := header(m, HeaderFailProb); v != "" {
+		if p, err := strconv.ParseFloat(v, 64); err == nil {
+			prob = p
+		}
+	}
+	fails := mode != "" && mode != ModeNone && a.Rand.Float64() < prob
+	code := func(def string) string {
+		if c := header(m, HeaderFailCode); c != "" {
+			return c
+		}
+		return def
+	}
+	replay := header(m, agentkit.HeaderReplayOf) != ""
+
+	if fails {
+		switch mode {
+		case ModeTransient:
+			if !replay {
+				return Failed, a.Kit.Fail(ctx, m, agentkit.Failure{Code: code("llm_provider_timeout"), Detail: "provider did not answer in 60s"})
+			}
+		case ModeContext:
+			window := a.ContextWindow
+			if header(m, agentkit.HeaderTargetModel) != "" {
+				window *= 4 // a larger-context model
+			}
+			need := 2 * a.ContextWindow
+			if v, err := strconv.Atoi(header(m, HeaderContextTokens)); err == nil && v > 0 {
+				need = v
+			}
+			// A replay's Jsdlq-Max-Context-Tokens makes the agent compress
+			// its context to that many tokens.
+			if c := agentkit.BudgetFromHeaders(m.Headers(), 0).MaxTokens; c > 0 && c < need {
+				need = c
+			}
+			prompt := strings.Repeat("tokn", need) // ≈ need tokens
+			if _, err := a.Kit.Preflight(agentkit.Budget{MaxTokens: window}, prompt); err != nil {
+				var oe *agentkit.OverflowError
+				if errors.As(err, &oe) {
+					return Terminated, a.Kit.Terminate(ctx, m, oe.Failure())
+				}
+				return Failed, err
+			}
+		case ModeHallucination:
+			if !isReplayFixed(m, agentkit.HeaderInstruction, agentkit.HeaderTargetModel) {
+				return Terminated, a.Kit.Terminate(ctx, m, agentkit.Failure{Code: code("hallucination_loop"),
+					Detail: "the same tool call repeated 5 times with invented arguments", CompletedSteps: nil})
+			}
+		case ModeTokenBudget:
+			if !isReplayFixed(m, agentkit.HeaderMaxOutputTokens) {
+				return Terminated, a.Kit.Terminate(ctx, m, agentkit.Failure{Code: code("token_budget_exceeded"),
+					Detail: "output budget of 4000 tokens exhausted"})
+			}
+		case ModePermanent:
+			return Terminated, a.Kit.Terminate(ctx, m, agentkit.Failure{Code: code("impossible_task"), Detail: "the repository does not exist"})
+		case ModePoison:
+			if !json.Valid(m.Data()) {
+				return Terminated, a.Kit.Terminate(ctx, m, agentkit.Failure{Code: code("payload_unmarshal_failed"), Detail: "payload is not JSON"})
+			}
+		case ModeGovernance:
+			return Terminated, a.Kit.Terminate(ctx, m, agentkit.Failure{Code: code("approval_required"), Detail: "production deploy needs approval"})
+		case ModePartial:
+			return Terminated, a.Kit.Terminate(ctx, m, agentkit.Failure{Code: code("partial_external_write"),
+				Detail: "tool call failed after the PR comment was posted", CompletedSteps: []string{"post_pr_comment"}})
+		case ModeBareTerm:
+			return Terminated, m.TermWithReason(code("impossible_task") + ": terminated without agentkit")
+		case ModeSilent:
+			return Failed, m.Nak()
+		default:
+			a.Log.Warn("unknown demo failure mode; treating the task as healthy", "mode", mode)
+		}
+	}
+	return a.complete(ctx, m)
+}
+
+func (a *Agent) idempotencyKey(m jetstream.Msg) string {
+	if k := header(m, "X-Idempotency-Key"); k != "" {
+		return k
+	}
+	if id := header(m, "X-Task-ID"); id != "" {
+		return id + "-v1"
+	}
+	md, err := m.Metadata()
+	if err != nil {
+		return ""
+	}
+	return event.ID(md.Stream, md.Sequence.Stream)
+}
+
+func (a *Agent) complete(ctx context.Context, m jetstream.Msg) (Outcome, error) {
+	work := func(ctx context.Context) error {
+		select {
+		case <-time.After(a.WorkTime):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if !a.Idempotent {
+		if err := work(ctx); err != nil {
+			return Failed, errors.Join(err, m.Nak())
+		}
+		return Done, m.Ack()
+	}
+	ran, err := a.Kit.Once(ctx, a.idempotencyKey(m), work)
+	switch {
+	case errors.Is(err, agentkit.ErrInProgress):
+		return Busy, m.NakWithDelay(5 * time.Second)
+	case err != nil:
+		return Failed, errors.Join(err, m.NakWithDelay(time.Second))
+	case !ran:
+		return Skipped, m.Ack()
+	}
+	if err := m.Ack(); err != nil {
+		return Done, fmt.Errorf("ack after completion (a redelivery will be skipped): %w", err)
+	}
+	return Done, nil
+}
