@@ -48,7 +48,7 @@ func BenchmarkForward(b *testing.B) {
 		FailureBucket: "dlq_failures"}, testLogger(b)); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TASKS", Subjects: []string{"agents.>"}}); err != nil {
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TASKS", Subjects: []string{"agents.>"}, AllowDirect: true}); err != nil {
 		b.Fatal(err)
 	}
 	payload := bytes.Repeat([]byte("p"), 512)
