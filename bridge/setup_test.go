@@ -1,0 +1,98 @@
+package bridge_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jsdlq/jsdlq/bridge"
+	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+var names = bridge.Names{AdvisoryStream: "DLQ_ADVISORIES", RecordStream: "DLQ_RECORDS", FailureBucket: "dlq_failures"}
+
+func TestEnsureCreatesThenAccepts(t *testing.T) {
+	n := testenv.NewNATS(t)
+	_, js := n.Connect(t)
+	ctx := testenv.Context(t)
+	if err := bridge.Ensure(ctx, js, names, obs.Discard()); err != nil {
+		t.Fatalf("Ensure on an empty server = %v", err)
+	}
+	for name, want := range map[string]jetstream.StreamConfig{
+		"DLQ_ADVISORIES": bridge.AdvisoryStreamConfig("DLQ_ADVISORIES"),
+		"DLQ_RECORDS":    bridge.RecordStreamConfig("DLQ_RECORDS"),
+	} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := s.CachedInfo().Config
+		if got.Retention != want.Retention || got.Storage != jetstream.FileStorage || got.MaxMsgs != want.MaxMsgs ||
+			got.Discard != jetstream.DiscardOld || got.MaxAge != 0 || got.Duplicates < want.Duplicates {
+			t.Errorf("%s created as %+v", name, got)
+		}
+	}
+	kv, err := js.KeyValue(ctx, "dlq_failures")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := kv.Status(ctx)
+	if st.TTL() != bridge.DefaultFailureTTL {
+		t.Errorf("bucket TTL = %v, want %v", st.TTL(), bridge.DefaultFailureTTL)
+	}
+	// A second bridge (or a restart) accepts what exists.
+	if err := bridge.Ensure(ctx, js, names, obs.Discard()); err != nil {
+		t.Fatalf("Ensure on its own resources = %v", err)
+	}
+}
+
+func TestEnsureKeepsTunedLimits(t *testing.T) {
+	n := testenv.NewNATS(t)
+	_, js := n.Connect(t)
+	ctx := testenv.Context(t)
+	tuned := bridge.AdvisoryStreamConfig("DLQ_ADVISORIES")
+	tuned.MaxMsgs = 5_000_000
+	if _, err := js.CreateStream(ctx, tuned); err != nil {
+		t.Fatal(err)
+	}
+	if err := bridge.Ensure(ctx, js, names, obs.Discard()); err != nil {
+		t.Fatalf("Ensure with tuned limits = %v", err)
+	}
+	s, _ := js.Stream(ctx, "DLQ_ADVISORIES")
+	if got := s.CachedInfo().Config.MaxMsgs; got != 5_000_000 {
+		t.Errorf("max_msgs after Ensure = %d, want the operator's 5000000", got)
+	}
+}
+
+func TestEnsureRefusesIncompatible(t *testing.T) {
+	n := testenv.NewNATS(t)
+	_, js := n.Connect(t)
+	ctx := testenv.Context(t)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DLQ_ADVISORIES",
+		Subjects: []string{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>"}, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DLQ_RECORDS", Subjects: []string{"dlq.records.>"},
+		Retention: jetstream.WorkQueuePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	err := bridge.Ensure(ctx, js, names, obs.Discard())
+	if !errors.Is(err, bridge.ErrIncompatible) {
+		t.Fatalf("Ensure = %v, want ErrIncompatible", err)
+	}
+	for _, want := range []string{
+		`stream DLQ_ADVISORIES`, `lack "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>"`, "storage is Memory",
+		`stream DLQ_RECORDS`, "retention is WorkQueue",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Ensure error %q does not mention %q", err, want)
+		}
+	}
+	// Nothing was changed.
+	s, _ := js.Stream(ctx, "DLQ_ADVISORIES")
+	if cfg := s.CachedInfo().Config; len(cfg.Subjects) != 1 || cfg.Storage != jetstream.MemoryStorage {
+		t.Errorf("Ensure changed the stream: %+v", cfg)
+	}
+}
