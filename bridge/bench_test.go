@@ -190,5 +190,3 @@ func json512Event(payload []byte) ([]byte, error) {
 	e.Message.SetPayload(payload)
 	return event.Encode(e)
 }
-
-
