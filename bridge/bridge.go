@@ -281,6 +281,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	sem := make(chan struct{}, b.cfg.MaxInFlight)
+	fatal := make(chan error, 1)
 	var inflight sync.WaitGroup
 	var loops sync.WaitGroup
 	for _, src := range sources {
@@ -291,10 +292,20 @@ func (b *Bridge) Run(ctx context.Context) error {
 			for {
 				msg, err := it.Next()
 				if err != nil {
-					if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					switch {
+					case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+						return
+					case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConnectionClosed):
+						// Not recoverable in place: end Run with the error so
+						// the process restarts and recreates its consumer.
+						select {
+						case fatal <- fmt.Errorf("bridge: pull %s: %w", stream, err):
+						default:
+						}
 						return
 					}
 					b.log.Warn("pull failed; retrying", "stream", stream, "error", err)
+					time.Sleep(200 * time.Millisecond)
 					continue
 				}
 				sem <- struct{}{}
@@ -307,7 +318,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	<-ctx.Done()
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-fatal:
+		b.log.Error("stopping: a consumer cannot continue", "error", runErr)
+	}
 	b.log.Info("draining", "in_flight", b.m.inFlight.Load())
 	for _, src := range sources {
 		src.it.Drain()
@@ -324,7 +340,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	b.pub.Stop()
 	b.ready.Store(false)
 	b.log.Info("bridge stopped", "counts", b.m.snapshot())
-	return nil
+	return runErr
 }
 
 // errReject marks input that can never be forwarded: it is logged, counted

@@ -1,10 +1,13 @@
 package bridge_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/jsdlq/jsdlq/bridge"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/testenv"
@@ -94,5 +97,85 @@ func TestEnsureRefusesIncompatible(t *testing.T) {
 	s, _ := js.Stream(ctx, "DLQ_ADVISORIES")
 	if cfg := s.CachedInfo().Config; len(cfg.Subjects) != 1 || cfg.Storage != jetstream.MemoryStorage {
 		t.Errorf("Ensure changed the stream: %+v", cfg)
+	}
+}
+
+func TestEnsureTopic(t *testing.T) {
+	ps, project := testenv.PubSub(t)
+	ctx := testenv.Context(t)
+	n := testenv.NewNATS(t)
+	nc, _ := n.Connect(t)
+	topic := "projects/" + project + "/topics/dlq-events"
+	cfg := bridge.Config{Topic: "dlq-events", Names: names, Consumer: "dlq-bridge"}
+
+	// Off (production): a missing topic is a clear startup error.
+	b, err := bridge.New(cfg, nc, ps, obs.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Run(ctx); err == nil || !strings.Contains(err.Error(), "topic "+topic) {
+		t.Fatalf("Run without the topic = %v, want an error naming %s", err, topic)
+	}
+	// On (emulator): the bridge creates it.
+	cfg.EnsureTopic = true
+	b, err = bridge.New(cfg, nc, ps, obs.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(runCtx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for ok, _ := b.Healthy(); !ok; ok, _ = b.Healthy() {
+		if time.Now().After(deadline) {
+			t.Fatal("bridge with ensure-topic not healthy")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	if _, err := ps.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: topic}); err != nil {
+		t.Errorf("topic after ensure-topic: %v", err)
+	}
+}
+
+func TestConsumerDeletedEndsRun(t *testing.T) {
+	// Someone deletes the bridge's consumer: Run ends with the error so the
+	// process restarts and recreates it, instead of idling forever.
+	ps, project := testenv.PubSub(t)
+	ctx := testenv.Context(t)
+	n := testenv.NewNATS(t)
+	nc, js := n.Connect(t)
+	b, err := bridge.New(bridge.Config{Topic: "projects/" + project + "/topics/dlq-events", Names: names, Consumer: "dlq-bridge",
+		EnsureTopic: true}, nc, ps, obs.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for ok, _ := b.Healthy(); !ok; ok, _ = b.Healthy() {
+		select {
+		case err := <-done:
+			t.Fatalf("Run ended early: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("bridge not healthy")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := js.DeleteConsumer(ctx, "DLQ_RECORDS", "dlq-bridge"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, jetstream.ErrConsumerDeleted) {
+			t.Errorf("Run after its consumer was deleted = %v, want ErrConsumerDeleted", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not end after its consumer was deleted")
 	}
 }
