@@ -1,33 +1,24 @@
 package natsconn_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jsdlq/jsdlq/shared/natsconn"
-	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/testenv"
 )
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 func TestConnectReconnectsAfterServerRestart(t *testing.T) {
 	n := testenv.NewNATS(t)
-	var logs syncBuf
-	nc, err := natsconn.Connect(testenv.Context(t), natsconn.Config{URL: n.URL, Name: "jsdlq-test",
-		Logger: obs.NewLogger(&logs)})
+	log, logs := testenv.Logger()
+	nc, err := natsconn.Connect(testenv.Context(t), natsconn.Config{URL: n.URL, Name: "jsdlq-test", Logger: log})
 	if err != nil {
 		t.Fatalf("Connect = %v", err)
 	}
@@ -36,7 +27,7 @@ func TestConnectReconnectsAfterServerRestart(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for nc.Reconnects == 0 || !nc.IsConnected() {
 		if time.Now().After(deadline) {
-			t.Fatalf("client did not reconnect after a server restart; logs:\n%s", logs.String())
+			t.Fatalf("client did not reconnect after a server restart; logs:\n%s", strings.Join(logs.Lines(""), "\n"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -44,8 +35,8 @@ func TestConnectReconnectsAfterServerRestart(t *testing.T) {
 		t.Fatalf("publish after reconnect = %v", err)
 	}
 	for _, want := range []string{"nats connected", "nats disconnected", "nats reconnected"} {
-		if !strings.Contains(logs.String(), want) {
-			t.Errorf("logs lack %q:\n%s", want, logs.String())
+		if !strings.Contains(strings.Join(logs.Lines(""), "\n"), want) {
+			t.Errorf("logs lack %q:\n%s", want, strings.Join(logs.Lines(""), "\n"))
 		}
 	}
 }
@@ -70,3 +61,31 @@ func TestConnectWaitsForALateServer(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { testenv.Main(m) }
+
+// A Lazy made while NATS is down fails its callers without remembering the
+// failure, and serves them once NATS is up: a function instance started
+// during a NATS outage recovers without a restart.
+func TestLazyRecoversFromAFailedFirstConnect(t *testing.T) {
+	n := testenv.NewNATS(t)
+	_, js := n.Connect(t)
+	ctx := testenv.Context(t)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TASKS", Subjects: []string{"agents.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	n.Shutdown()
+	lazy := natsconn.NewLazy(natsconn.Config{URL: n.URL, Name: "lazy"})
+	defer lazy.Close()
+	down, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := lazy.PublishMsg(down, &nats.Msg{Subject: "agents.a.tasks.t", Data: []byte("x")}); err == nil {
+		t.Fatal("PublishMsg() with NATS down = nil, want an error")
+	}
+	n.Restart(t)
+	ack, err := lazy.PublishMsg(ctx, &nats.Msg{Subject: "agents.a.tasks.t", Data: []byte("x")})
+	if err != nil {
+		t.Fatalf("PublishMsg() after NATS came back = %v", err)
+	}
+	if ack.Stream != "TASKS" || ack.Sequence != 1 {
+		t.Errorf("PublishMsg() ack = %+v, want TASKS seq 1", ack)
+	}
+}
