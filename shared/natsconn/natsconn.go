@@ -63,7 +63,7 @@ func Connect(ctx context.Context, cfg Config, extra ...nats.Option) (*nats.Conn,
 			log.Warn("nats disconnected; reconnecting", "error", errString(err))
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
-			log.Info("nats reconnected", "url", c.ConnectedUrlRedacted(), "reconnects", c.Reconnects)
+			log.Info("nats reconnected", "url", c.ConnectedUrlRedacted(), "reconnects", c.Stats().Reconnects)
 		}),
 		nats.ReconnectErrHandler(func(c *nats.Conn, err error) {
 			log.Warn("nats reconnect attempt failed", "error", errString(err))

@@ -25,7 +25,7 @@ func TestConnectReconnectsAfterServerRestart(t *testing.T) {
 	defer nc.Close()
 	n.Restart(t)
 	deadline := time.Now().Add(30 * time.Second)
-	for nc.Reconnects == 0 || !nc.IsConnected() {
+	for nc.Stats().Reconnects == 0 || !nc.IsConnected() {
 		if time.Now().After(deadline) {
 			t.Fatalf("client did not reconnect after a server restart; logs:\n%s", strings.Join(logs.Lines(""), "\n"))
 		}
