@@ -339,18 +339,7 @@ var statusOf = map[triage.Action]store.Status{
 func (h *Handler) apply(e *store.Entry, d triage.Decision) {
 	e.Category, e.ReasonCode, e.ReasonRoute, e.Rule = string(d.Category), d.ReasonCode, d.Route, d.Rule
 	e.Action, e.Strategy, e.PolicyVersion = string(d.Action), d.Strategy, d.PolicyVersion
-	e.Plan = store.Plan{
-		DelaySeconds:     d.Delay.Seconds(),
-		Budget:           d.ReplayBudget,
-		Instructions:     d.Modifications.Instructions,
-		TargetModel:      d.Modifications.TargetModel,
-		MaxContextTokens: d.Modifications.MaxContextTokens,
-		MaxOutputTokens:  d.Modifications.MaxOutputTokens,
-		AlternateAgent:   d.Modifications.AlternateAgent,
-		AlternateSubject: d.Modifications.AlternateSubject,
-		EscalateTo:       d.EscalateTo,
-		Note:             d.Note,
-	}
+	e.Plan = store.PlanOf(d)
 	st, ok := statusOf[d.Action]
 	if !ok {
 		st = store.Escalated

@@ -367,7 +367,7 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 			}
 			return h.gate(ctx, log, e, to, note, &d, res)
 		}
-		plan, strategy = planOf(d), d.Strategy
+		plan, strategy = store.PlanOf(d), d.Strategy
 		ok, isProbe, err := h.store.BreakerAdmit(ctx, e.Tenant, e.ID, By)
 		if err != nil {
 			return res, retry("replay: breaker of tenant %s: %w", e.Tenant, err)
@@ -467,7 +467,7 @@ func (h *Handler) gate(ctx context.Context, log *slog.Logger, e *store.Entry, to
 		if to == store.Held {
 			return // the replay is still wanted, with this plan
 		}
-		cur.Strategy, cur.Plan = d.Strategy, planOf(*d)
+		cur.Strategy, cur.Plan = d.Strategy, store.PlanOf(*d)
 	}, res)
 	return res, err
 }
@@ -528,20 +528,6 @@ func Input(e *store.Entry, headers map[string][]string) triage.Input {
 	return in
 }
 
-func planOf(d triage.Decision) store.Plan {
-	return store.Plan{
-		DelaySeconds:     d.Delay.Seconds(),
-		Budget:           d.ReplayBudget,
-		Instructions:     d.Modifications.Instructions,
-		TargetModel:      d.Modifications.TargetModel,
-		MaxContextTokens: d.Modifications.MaxContextTokens,
-		MaxOutputTokens:  d.Modifications.MaxOutputTokens,
-		AlternateAgent:   d.Modifications.AlternateAgent,
-		AlternateSubject: d.Modifications.AlternateSubject,
-		EscalateTo:       d.EscalateTo,
-		Note:             d.Note,
-	}
-}
 
 // MsgID is the Nats-Msg-Id of a replay: the entry id is unique per dead
 // message (a replay that dies again is a new entry), the attempt per task,

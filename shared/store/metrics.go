@@ -143,24 +143,7 @@ func (s *Store) ReadMetrics(ctx context.Context, hour string) (Metrics, error) {
 		if err := snap.DataTo(&m); err != nil {
 			return Metrics{}, fmt.Errorf("decode metrics %s shard %s: %w", hour, snap.Ref.ID, err)
 		}
-		sum.Total += m.Total
-		sum.ReplaysScheduled += m.ReplaysScheduled
-		sum.ReplaysPublished += m.ReplaysPublished
-		sum.ReplaysRecovered += m.ReplaysRecovered
-		sum.Escalated += m.Escalated
-		sumMap(&sum.ByKind, m.ByKind)
-		sumMap(&sum.ByCategory, m.ByCategory)
-		sumMap(&sum.ByReason, m.ByReason)
-		sumMap(&sum.ByAgent, m.ByAgent)
-		sumMap(&sum.ByTenant, m.ByTenant)
-		sumMap(&sum.ByAction, m.ByAction)
-		sumMap(&sum.ByStatus, m.ByStatus)
-		for k, v := range m.StreamSeqMax {
-			if sum.StreamSeqMax == nil {
-				sum.StreamSeqMax = map[string]int64{}
-			}
-			sum.StreamSeqMax[k] = max(sum.StreamSeqMax[k], v)
-		}
+		sumMetricsInto(&sum, m)
 	}
 	return sum, nil
 }
@@ -174,5 +157,27 @@ func sumMap(dst *map[string]int64, src map[string]int64) {
 	}
 	for k, v := range src {
 		(*dst)[k] += v
+	}
+}
+
+// sumMetricsInto adds one shard (or hour) m to sum.
+func sumMetricsInto(sum *Metrics, m Metrics) {
+	sum.Total += m.Total
+	sum.ReplaysScheduled += m.ReplaysScheduled
+	sum.ReplaysPublished += m.ReplaysPublished
+	sum.ReplaysRecovered += m.ReplaysRecovered
+	sum.Escalated += m.Escalated
+	sumMap(&sum.ByKind, m.ByKind)
+	sumMap(&sum.ByCategory, m.ByCategory)
+	sumMap(&sum.ByReason, m.ByReason)
+	sumMap(&sum.ByAgent, m.ByAgent)
+	sumMap(&sum.ByTenant, m.ByTenant)
+	sumMap(&sum.ByAction, m.ByAction)
+	sumMap(&sum.ByStatus, m.ByStatus)
+	for k, v := range m.StreamSeqMax {
+		if sum.StreamSeqMax == nil {
+			sum.StreamSeqMax = map[string]int64{}
+		}
+		sum.StreamSeqMax[k] = max(sum.StreamSeqMax[k], v)
 	}
 }

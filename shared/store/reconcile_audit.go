@@ -194,28 +194,6 @@ func (s *Store) RewriteHour(ctx context.Context, hour string, fix func(cur Metri
 	return rewritten, nil
 }
 
-// sumMetricsInto adds m to sum as ReadMetrics does.
-func sumMetricsInto(sum *Metrics, m Metrics) {
-	sum.Total += m.Total
-	sum.ReplaysScheduled += m.ReplaysScheduled
-	sum.ReplaysPublished += m.ReplaysPublished
-	sum.ReplaysRecovered += m.ReplaysRecovered
-	sum.Escalated += m.Escalated
-	sumMap(&sum.ByKind, m.ByKind)
-	sumMap(&sum.ByCategory, m.ByCategory)
-	sumMap(&sum.ByReason, m.ByReason)
-	sumMap(&sum.ByAgent, m.ByAgent)
-	sumMap(&sum.ByTenant, m.ByTenant)
-	sumMap(&sum.ByAction, m.ByAction)
-	sumMap(&sum.ByStatus, m.ByStatus)
-	for k, v := range m.StreamSeqMax {
-		if sum.StreamSeqMax == nil {
-			sum.StreamSeqMax = map[string]int64{}
-		}
-		sum.StreamSeqMax[k] = max(sum.StreamSeqMax[k], v)
-	}
-}
-
 // AddEntryMetrics adds e's contribution (EntryMetrics) to the sum m, as
 // the metrics documents store it: empty keys become "(none)".
 func AddEntryMetrics(m *Metrics, e *Entry) {

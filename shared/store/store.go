@@ -14,6 +14,8 @@ import (
 	"cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
 // Collections.
@@ -368,4 +370,20 @@ func (s *Store) list(ctx context.Context, q firestore.Query) ([]*Entry, error) {
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// PlanOf is the stored form of what a policy decision asks of a replay.
+func PlanOf(d triage.Decision) Plan {
+	return Plan{
+		DelaySeconds:     d.Delay.Seconds(),
+		Budget:           d.ReplayBudget,
+		Instructions:     d.Modifications.Instructions,
+		TargetModel:      d.Modifications.TargetModel,
+		MaxContextTokens: d.Modifications.MaxContextTokens,
+		MaxOutputTokens:  d.Modifications.MaxOutputTokens,
+		AlternateAgent:   d.Modifications.AlternateAgent,
+		AlternateSubject: d.Modifications.AlternateSubject,
+		EscalateTo:       d.EscalateTo,
+		Note:             d.Note,
+	}
 }
