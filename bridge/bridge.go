@@ -38,6 +38,9 @@ import (
 // (message.truncated = true, size and sha256 kept), never dropped.
 const MaxEventBytes = 9_500_000
 
+// recordReadAheadBytes bounds the record payloads pulled ahead of processing.
+const recordReadAheadBytes = 32 << 20
+
 // Config configures a Bridge.
 type Config struct {
 	// Topic is the Pub/Sub topic, "projects/P/topics/T" or a topic id of the
@@ -242,11 +245,15 @@ func (b *Bridge) Run(ctx context.Context) error {
 	type source struct {
 		stream string
 		build  func(context.Context, jetstream.Msg) (event.Event, error)
+		pull   jetstream.PullMessagesOpt
 		it     jetstream.MessagesContext
 	}
+	batch := min(b.cfg.MaxInFlight, 500)
 	sources := []*source{
-		{stream: b.cfg.AdvisoryStream, build: b.fromAdvisory},
-		{stream: b.cfg.RecordStream, build: b.fromRecord},
+		{stream: b.cfg.AdvisoryStream, build: b.fromAdvisory, pull: jetstream.PullMaxMessages(batch)},
+		// Records carry payloads: their read-ahead is bounded in bytes too.
+		{stream: b.cfg.RecordStream, build: b.fromRecord,
+			pull: jetstream.PullMaxMessagesWithBytesLimit(batch, recordReadAheadBytes)},
 	}
 	for _, src := range sources {
 		stream := src.stream
@@ -266,7 +273,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			return fmt.Errorf("bridge: consumer %s on %s: %w", b.cfg.Consumer, stream, err)
 		}
 		b.cons.Store(stream, c)
-		it, err := c.Messages(jetstream.PullMaxMessages(min(b.cfg.MaxInFlight, 500)))
+		it, err := c.Messages(src.pull)
 		if err != nil {
 			return fmt.Errorf("bridge: pull %s: %w", stream, err)
 		}
