@@ -22,7 +22,6 @@ import (
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
-	"github.com/jsdlq/jsdlq/shared/tasks/taskstest"
 	"github.com/jsdlq/jsdlq/shared/testenv"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
@@ -45,7 +44,7 @@ type env struct {
 	h      *Handler
 	store  *store.Store
 	fs     *firestore.Client
-	emu    *taskstest.Emulator
+	emu    *testenv.CloudTasks
 	queue  string
 	sched  *tasks.Scheduler
 	clock  *clock
@@ -60,12 +59,12 @@ func setup(t testing.TB) *env {
 	t.Helper()
 	fs, _ := testenv.Firestore(t)
 	c := &clock{now: time.Now().UTC()}
-	emu := taskstest.Start(t, cloudtasks.WithClock(cloudtasks.NewFakeClock(c.Now())))
-	queue := emu.Queue(t, "dlq-replay")
+	emu := testenv.NewCloudTasks(t, cloudtasks.WithClock(cloudtasks.NewFakeClock(c.Now())))
+	queue := emu.Queue(t, "test-project", "dlq-replay")
 	log, logs := testenv.Logger()
 	e := &env{fs: fs, emu: emu, queue: queue, clock: c, logs: logs}
 	e.store = store.New(fs, store.WithClock(c.Now))
-	e.sched = tasks.New(tasks.Config{Queue: queue, ReplayURL: "http://127.0.0.1:9/Replay", ServiceAccount: "tasks@p.iam.gserviceaccount.com", EmulatorHost: emu.Addr},
+	e.sched = tasks.New(tasks.Config{Queue: queue, ReplayURL: "http://127.0.0.1:9/Replay", ServiceAccount: "tasks@p.iam.gserviceaccount.com", EmulatorHost: emu.Host},
 		tasks.WithClock(c.Now))
 	t.Cleanup(func() { e.sched.Close() })
 	e.policy = triage.NewLoader(fs, log)

@@ -16,7 +16,6 @@ import (
 	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
-	"github.com/jsdlq/jsdlq/shared/tasks/taskstest"
 	"github.com/jsdlq/jsdlq/shared/testenv"
 )
 
@@ -31,8 +30,8 @@ func TestPushSubscriptionEndToEnd(t *testing.T) {
 	}
 	ps, project := testenv.PubSub(t)
 	ctx := testenv.Context(t)
-	emu := taskstest.Start(t, cloudtasks.WithClock(cloudtasks.NewFakeClock(time.Now())))
-	queue := emu.Queue(t, "dlq-replay")
+	emu := testenv.NewCloudTasks(t, cloudtasks.WithClock(cloudtasks.NewFakeClock(time.Now())))
+	queue := emu.Queue(t, "test-project", "dlq-replay")
 
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "functions")
@@ -52,7 +51,7 @@ func TestPushSubscriptionEndToEnd(t *testing.T) {
 			"PORT=" + port,
 			"GOOGLE_CLOUD_PROJECT=" + project,
 			"FIRESTORE_EMULATOR_HOST=" + testenv.FirestoreHost(t),
-			"CLOUD_TASKS_EMULATOR_HOST=" + emu.Addr,
+			"CLOUD_TASKS_EMULATOR_HOST=" + emu.Host,
 			"TASKS_QUEUE=" + queue,
 			"REPLAY_URL=http://127.0.0.1:9/Replay",
 			"TASKS_SERVICE_ACCOUNT=tasks@" + project + ".iam.gserviceaccount.com",

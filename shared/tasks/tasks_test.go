@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/jsdlq/jsdlq/shared/testenv"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
-	"github.com/jsdlq/jsdlq/shared/tasks/taskstest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -61,8 +61,8 @@ type hit struct {
 }
 
 func TestScheduleDispatchesWithOIDC(t *testing.T) {
-	emu := taskstest.Start(t)
-	queue := emu.Queue(t, "dlq-replay")
+	emu := testenv.NewCloudTasks(t)
+	queue := emu.Queue(t, "test-project", "dlq-replay")
 	hits := make(chan hit, 10)
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var b Body
@@ -76,7 +76,7 @@ func TestScheduleDispatchesWithOIDC(t *testing.T) {
 	t.Cleanup(target.Close)
 	replayURL := target.URL + "/Replay"
 	now := time.Now()
-	s := New(Config{Queue: queue, ReplayURL: replayURL, ServiceAccount: "tasks@test-project.iam.gserviceaccount.com", EmulatorHost: emu.Addr},
+	s := New(Config{Queue: queue, ReplayURL: replayURL, ServiceAccount: "tasks@test-project.iam.gserviceaccount.com", EmulatorHost: emu.Host},
 		WithClock(func() time.Time { return now }))
 	t.Cleanup(func() { s.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -119,10 +119,10 @@ func TestScheduleDispatchesWithOIDC(t *testing.T) {
 }
 
 func TestScheduleLaterDeleteAndList(t *testing.T) {
-	emu := taskstest.Start(t)
-	queue := emu.Queue(t, "q")
+	emu := testenv.NewCloudTasks(t)
+	queue := emu.Queue(t, "test-project", "q")
 	now := time.Now()
-	s := New(Config{Queue: queue, ReplayURL: "http://127.0.0.1:1/Replay", ServiceAccount: "sa@p.iam.gserviceaccount.com", EmulatorHost: emu.Addr},
+	s := New(Config{Queue: queue, ReplayURL: "http://127.0.0.1:1/Replay", ServiceAccount: "sa@p.iam.gserviceaccount.com", EmulatorHost: emu.Host},
 		WithClock(func() time.Time { return now }))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -177,7 +177,7 @@ func TestScheduleLaterDeleteAndList(t *testing.T) {
 func TestScheduleUnavailableIsRetryable(t *testing.T) {
 	// Nothing listens on this port: the error must be retryable so
 	// classify returns it and Pub/Sub redelivers.
-	s := New(Config{Queue: taskstest.Location + "/queues/q", ReplayURL: "http://127.0.0.1:1/", ServiceAccount: "sa@p", EmulatorHost: "127.0.0.1:1"})
+	s := New(Config{Queue: "projects/test-project/locations/us-central1" + "/queues/q", ReplayURL: "http://127.0.0.1:1/", ServiceAccount: "sa@p", EmulatorHost: "127.0.0.1:1"})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, _, err := s.Schedule(ctx, Request{EntryID: "S.1", Attempt: 1})

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	ctapi "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"google.golang.org/api/iterator"
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
 )
@@ -86,4 +88,22 @@ func (c *CloudTasks) Queue(t testing.TB, project, id string) string {
 		t.Fatalf("testenv: create queue %s: %v", id, err)
 	}
 	return q.GetName()
+}
+
+// Tasks lists the full names of the tasks in a queue.
+func (c *CloudTasks) Tasks(t testing.TB, queue string) []string {
+	t.Helper()
+	var names []string
+	it := c.Client.ListTasks(context.Background(), &cloudtaskspb.ListTasksRequest{Parent: queue})
+	for {
+		task, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("testenv: list tasks of %s: %v", queue, err)
+		}
+		names = append(names, task.GetName())
+	}
+	return names
 }
