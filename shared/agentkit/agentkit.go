@@ -98,7 +98,7 @@ type Kit struct {
 
 	kvOnce    sync.Mutex
 	kv        jetstream.KeyValue
-	consumers sync.Map // "<stream>/<consumer>" → []time.Duration backoff
+	consumers sync.Map // "<stream>/<consumer>" → consumerRetry
 }
 
 // Option configures New.
@@ -228,8 +228,7 @@ func (k *Kit) bucketKV(ctx context.Context) (jetstream.KeyValue, error) {
 
 // Fail records f for this delivery in the failure bucket (key
 // <stream>.<seq>, the event id) and NAKs msg with the delay the consumer's
-// BackOff gives this delivery (its last entry beyond the list; an immediate
-// NAK without BackOff). The record is written before the NAK so that it is
+// BackOff gives this delivery (see Backoff). The record is written before the NAK so that it is
 // in place when the last NAK exhausts MaxDeliver. A failed write still NAKs;
 // the error is returned.
 func (k *Kit) Fail(ctx context.Context, msg jetstream.Msg, f Failure) error {
@@ -257,7 +256,10 @@ func (k *Kit) Fail(ctx context.Context, msg jetstream.Msg, f Failure) error {
 	return errors.Join(errs...)
 }
 
-// Backoff returns the NAK delay for a message's current delivery.
+// Backoff returns the NAK delay for a message's current delivery: the
+// consumer's BackOff entry for it (the last entry beyond the list), and none
+// on the last allowed delivery, whose NAK only ends the message (the server
+// then sends the max deliveries advisory; waiting would just delay it).
 func (k *Kit) Backoff(ctx context.Context, md *jetstream.MsgMetadata) time.Duration {
 	key := md.Stream + "/" + md.Consumer
 	v, ok := k.consumers.Load(key)
@@ -267,15 +269,20 @@ func (k *Kit) Backoff(ctx context.Context, md *jetstream.MsgMetadata) time.Durat
 			k.log.Warn("consumer info unavailable; NAK without delay", "stream", md.Stream, "consumer", md.Consumer, "error", err)
 			return 0
 		}
-		v = c.CachedInfo().Config.BackOff
+		cfg := c.CachedInfo().Config
+		v = consumerRetry{backoff: cfg.BackOff, maxDeliver: cfg.MaxDeliver}
 		k.consumers.Store(key, v)
 	}
-	bo := v.([]time.Duration)
-	if len(bo) == 0 || md.NumDelivered == 0 {
+	r := v.(consumerRetry)
+	if len(r.backoff) == 0 || md.NumDelivered == 0 || (r.maxDeliver > 0 && md.NumDelivered >= uint64(r.maxDeliver)) {
 		return 0
 	}
-	i := min(int(md.NumDelivered)-1, len(bo)-1)
-	return bo[i]
+	return r.backoff[min(int(md.NumDelivered)-1, len(r.backoff)-1)]
+}
+
+type consumerRetry struct {
+	backoff    []time.Duration
+	maxDeliver int
 }
 
 func (k *Kit) nak(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata) error {

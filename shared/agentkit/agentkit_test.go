@@ -228,7 +228,8 @@ func TestFailRecordsAndBacksOff(t *testing.T) {
 		if int(md.NumDelivered) != attempt {
 			t.Fatalf("delivery %d, want %d", md.NumDelivered, attempt)
 		}
-		wantDelay := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond}[attempt-1]
+		// The last delivery's NAK only ends the message: no delay.
+		wantDelay := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 0}[attempt-1]
 		if got := kit.Backoff(ctx, md); got != wantDelay {
 			t.Errorf("Backoff(delivery %d) = %v, want %v", attempt, got, wantDelay)
 		}
