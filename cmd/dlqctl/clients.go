@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/user"
+	"strings"
+	"sync"
+	"time"
+
+	ctapi "cloud.google.com/go/cloudtasks/apiv2"
+	"cloud.google.com/go/firestore"
+	"github.com/nats-io/nats.go/jetstream"
+
+	ctemu "github.com/jsdlq/jsdlq/emulator/cloudtasks"
+	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/shared/natsconn"
+	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
+)
+
+// app is one dlqctl invocation: its streams, environment, tenant scope and
+// the clients it builds on first use.
+type app struct {
+	stdout, stderr io.Writer
+	stdin          io.Reader
+	getenv         func(string) string
+	// isTTY reports whether stderr is a terminal (progress bar vs lines);
+	// nil: ask the file.
+	isTTY func() bool
+	now   func() time.Time
+	scope string // tenant the caller is limited to; "" = every tenant
+
+	// Clients; tests set them, otherwise built lazily from the environment.
+	fs        *firestore.Client
+	st        *store.Store
+	sched     *tasks.Scheduler
+	runner    operator.Runner
+	jetstream func(ctx context.Context) (jetstream.JetStream, error)
+	log       *slog.Logger
+
+	// Test hooks: called after each redrive item; adjusts reconcile's
+	// thresholds (grace periods) for audit.
+	afterRedriveItem func(done int)
+	reconcileConfig  func(*reconcile.Config)
+
+	closers []func() error
+	mu      sync.Mutex
+}
+
+func (a *app) close() {
+	for _, c := range a.closers {
+		_ = c()
+	}
+}
+
+func (a *app) clock() time.Time {
+	if a.now != nil {
+		return a.now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (a *app) env(name, def string) string {
+	if v := a.getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// actor names who acts in entry history: DLQCTL_ACTOR, else dlqctl:<user>.
+func (a *app) actor(flagBy string) string {
+	if flagBy != "" {
+		return flagBy
+	}
+	if v := a.getenv("DLQCTL_ACTOR"); v != "" {
+		return v
+	}
+	name := a.getenv("USER")
+	if u, err := user.Current(); name == "" && err == nil {
+		name = u.Username
+	}
+	if name == "" {
+		name = "operator"
+	}
+	return "dlqctl:" + name
+}
+
+func (a *app) logger() *slog.Logger {
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	return a.log
+}
+
+// store returns the Firestore store (ADC, or the emulator when
+// FIRESTORE_EMULATOR_HOST is set: the client library reads it).
+func (a *app) store(ctx context.Context) (*store.Store, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.st != nil {
+		return a.st, nil
+	}
+	if a.fs == nil {
+		project := a.getenv("GOOGLE_CLOUD_PROJECT")
+		if project == "" {
+			return nil, errors.New("GOOGLE_CLOUD_PROJECT is not set (eval \"$(make -s env)\" for the local stack)")
+		}
+		fs, err := firestore.NewClient(ctx, project)
+		if err != nil {
+			return nil, fmt.Errorf("firestore client for project %s: %w", project, err)
+		}
+		a.fs = fs
+		a.closers = append(a.closers, fs.Close)
+	}
+	a.st = store.New(a.fs)
+	return a.st, nil
+}
+
+// scheduler returns the Cloud Tasks scheduler of TASKS_QUEUE.
+func (a *app) scheduler() (*tasks.Scheduler, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sched != nil {
+		return a.sched, nil
+	}
+	cfg := tasks.Config{
+		Queue:          a.getenv("TASKS_QUEUE"),
+		ReplayURL:      a.getenv("REPLAY_URL"),
+		ServiceAccount: a.getenv("TASKS_SERVICE_ACCOUNT"),
+		EmulatorHost:   a.getenv("CLOUD_TASKS_EMULATOR_HOST"),
+	}
+	var missing []string
+	for name, v := range map[string]string{"TASKS_QUEUE": cfg.Queue, "REPLAY_URL": cfg.ReplayURL, "TASKS_SERVICE_ACCOUNT": cfg.ServiceAccount} {
+		if v == "" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("scheduling replays needs %s", strings.Join(sortStrings(missing), ", "))
+	}
+	a.sched = tasks.New(cfg)
+	a.closers = append(a.closers, a.sched.Close)
+	return a.sched, nil
+}
+
+// taskRunner returns the Cloud Tasks client used for RunTask (replay --now).
+func (a *app) taskRunner(ctx context.Context) (operator.Runner, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.runner != nil {
+		return a.runner, nil
+	}
+	opts := ctemu.ClientOptions(a.getenv("CLOUD_TASKS_EMULATOR_HOST"))
+	if a.getenv("CLOUD_TASKS_EMULATOR_HOST") == "" {
+		opts = nil
+	}
+	c, err := ctapi.NewClient(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cloud tasks client: %w", err)
+	}
+	a.runner = c
+	a.closers = append(a.closers, c.Close)
+	return c, nil
+}
+
+// js returns the JetStream context, connecting on first use.
+func (a *app) js(ctx context.Context) (jetstream.JetStream, error) {
+	a.mu.Lock()
+	if a.jetstream == nil {
+		l := natsconn.NewLazy(natsconn.Config{URL: a.env("NATS_URL", "nats://127.0.0.1:4222"),
+			Creds: a.getenv("NATS_CREDS"), Name: "jsdlq-dlqctl"})
+		a.jetstream = l.JetStream
+		a.closers = append(a.closers, l.Close)
+	}
+	f := a.jetstream
+	a.mu.Unlock()
+	return f(ctx)
+}
+
+// operator returns the operator actions; withRunner lets ReplayNow run an
+// existing task at once.
+func (a *app) operator(ctx context.Context, withRunner bool) (*operator.Operator, error) {
+	st, err := a.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sched, err := a.scheduler()
+	if err != nil {
+		return nil, err
+	}
+	var opts []operator.Option
+	if withRunner {
+		r, err := a.taskRunner(ctx)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, operator.WithRunner(r))
+	}
+	return operator.New(st, sched, opts...), nil
+}
+
+// codeOf maps an error to the documented exit code.
+func codeOf(err error) int {
+	var ec exitCoder
+	var ue usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ec):
+		return ec.ExitCode()
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.Is(err, store.ErrNotFound):
+		return exitNotFound
+	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrConflict),
+		errors.Is(err, operator.ErrPayloadMissing), errors.Is(err, operator.ErrBadEdit):
+		return exitConflict
+	}
+	return exitError
+}
+
+func (a *app) stderrIsTTY() bool {
+	if a.isTTY != nil {
+		return a.isTTY()
+	}
+	f, ok := a.stderr.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

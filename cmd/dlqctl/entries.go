@@ -1,0 +1,676 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/api/iterator"
+
+	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/store"
+)
+
+// filter selects entries (ls and redrive). Every field is an equality on
+// the entry except the created_at range.
+type filter struct {
+	Tenant   string    `json:"tenant,omitempty"`
+	Status   string    `json:"status,omitempty"`
+	Category string    `json:"category,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	Agent    string    `json:"agent,omitempty"`
+	Since    time.Time `json:"since,omitzero"`
+	Until    time.Time `json:"until,omitzero"`
+}
+
+func (f filter) String() string {
+	var parts []string
+	add := func(k, v string) {
+		if v != "" {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	add("tenant", f.Tenant)
+	add("status", f.Status)
+	add("category", f.Category)
+	add("reason", f.Reason)
+	add("agent", f.Agent)
+	if !f.Since.IsZero() {
+		add("since", f.Since.Format(time.RFC3339))
+	}
+	if !f.Until.IsZero() {
+		add("until", f.Until.Format(time.RFC3339))
+	}
+	if len(parts) == 0 {
+		return "(all entries)"
+	}
+	return strings.Join(parts, ",")
+}
+
+// set applies one key=value of --filter.
+func (f *filter) set(key, value string, now time.Time) error {
+	switch key {
+	case "tenant":
+		f.Tenant = value
+	case "status":
+		if !validStatus(value) {
+			return usagef("status %q is not one of %s", value, strings.Join(statusNames(), ", "))
+		}
+		f.Status = value
+	case "category":
+		f.Category = value
+	case "reason", "reason_code":
+		f.Reason = value
+	case "agent":
+		f.Agent = value
+	case "since", "until":
+		t, err := parseTime(value, now)
+		if err != nil {
+			return err
+		}
+		if key == "since" {
+			f.Since = t
+		} else {
+			f.Until = t
+		}
+	default:
+		return usagef("unknown filter key %q (tenant, status, category, reason, agent, since, until)", key)
+	}
+	return nil
+}
+
+var allStatuses = []store.Status{store.Scheduled, store.Replaying, store.Replayed, store.Recovered, store.AwaitingApproval,
+	store.Quarantined, store.Held, store.Escalated, store.Discarded}
+
+func statusNames() []string {
+	var out []string
+	for _, s := range allStatuses {
+		out = append(out, string(s))
+	}
+	return out
+}
+
+func validStatus(s string) bool { return slices.Contains(allStatuses, store.Status(s)) }
+
+// parseTime reads RFC 3339 or a duration back from now ("90m", "24h").
+func parseTime(v string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t.UTC(), nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, usagef("%q is neither an RFC 3339 time nor a duration such as 24h", v)
+}
+
+// scoped applies the caller's tenant limit to a filter: a limited caller
+// can only ask for its own tenant.
+func (a *app) scoped(f filter) (filter, error) {
+	if a.scope == "" {
+		return f, nil
+	}
+	if f.Tenant != "" && f.Tenant != a.scope {
+		return f, usagef("this caller is limited to tenant %q; tenant %q is refused", a.scope, f.Tenant)
+	}
+	f.Tenant = a.scope
+	return f, nil
+}
+
+// listFields are what ls reads: never payloads or history.
+var listFields = []string{"event_id", "stream", "stream_seq", "subject", "tenant", "agent", "task_id", "task_type",
+	"idempotency_key", "kind", "category", "reason_code", "rule", "action", "strategy", "status", "replays",
+	"next_retry_at", "task_name", "replay_of", "root_id", "payload_size", "created_at", "updated_at"}
+
+// pageToken is where a listing continues: the last entry's created_at and id.
+type pageToken struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+func (p pageToken) encode() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(p.CreatedAt.UnixNano(), 10) + "|" + p.ID))
+}
+
+func decodeToken(s string) (pageToken, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		ns, id, ok := strings.Cut(string(b), "|")
+		n, perr := strconv.ParseInt(ns, 10, 64)
+		if ok && perr == nil && id != "" {
+			return pageToken{CreatedAt: time.Unix(0, n).UTC(), ID: id}, nil
+		}
+	}
+	return pageToken{}, usagef("--page-token %q is not a token dlqctl printed", s)
+}
+
+// query lists entries matching f, newest first, after the token. It
+// returns the entries and the token of the next page ("" at the end).
+func (a *app) query(ctx context.Context, st *store.Store, f filter, after string, limit int, fields []string) ([]*store.Entry, string, error) {
+	col := st.Client().Collection(store.FailureLog)
+	q := col.Query
+	for _, eq := range [][2]string{{"tenant", f.Tenant}, {"status", f.Status}, {"category", f.Category},
+		{"reason_code", f.Reason}, {"agent", f.Agent}} {
+		if eq[1] != "" {
+			q = q.Where(eq[0], "==", eq[1])
+		}
+	}
+	if !f.Since.IsZero() {
+		q = q.Where("created_at", ">=", f.Since)
+	}
+	if !f.Until.IsZero() {
+		q = q.Where("created_at", "<", f.Until)
+	}
+	q = q.OrderBy("created_at", firestore.Desc).OrderBy(firestore.DocumentID, firestore.Desc)
+	if after != "" {
+		tok, err := decodeToken(after)
+		if err != nil {
+			return nil, "", err
+		}
+		q = q.StartAfter(tok.CreatedAt, col.Doc(tok.ID))
+	}
+	if len(fields) > 0 {
+		q = q.Select(fields...)
+	}
+	it := q.Limit(limit + 1).Documents(ctx)
+	defer it.Stop()
+	var out []*store.Entry
+	for {
+		snap, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("firestore query %s: %w", store.FailureLog, err)
+		}
+		var e store.Entry
+		if err := snap.DataTo(&e); err != nil {
+			return nil, "", fmt.Errorf("decode %s/%s: %w", store.FailureLog, snap.Ref.ID, err)
+		}
+		e.ID = snap.Ref.ID
+		out = append(out, &e)
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		last := out[len(out)-1]
+		next = pageToken{CreatedAt: last.CreatedAt, ID: last.ID}.encode()
+	}
+	return out, next, nil
+}
+
+// filterFlags registers the ls filters on fs.
+func filterFlags(fs *flag.FlagSet) map[string]*string {
+	m := map[string]*string{}
+	for _, k := range []string{"tenant", "status", "category", "reason", "agent", "since", "until"} {
+		m[k] = fs.String(k, "", "filter: "+k)
+	}
+	return m
+}
+
+func (a *app) filterFrom(m map[string]*string) (filter, error) {
+	var f filter
+	for _, k := range []string{"tenant", "status", "category", "reason", "agent", "since", "until"} {
+		if v := *m[k]; v != "" {
+			if err := f.set(k, v, a.clock()); err != nil {
+				return f, err
+			}
+		}
+	}
+	return a.scoped(f)
+}
+
+func (a *app) cmdLs(ctx context.Context, args []string) error {
+	fs := newFlags("ls")
+	fm := filterFlags(fs)
+	limit := fs.Int("limit", 50, "entries per page (1-1000)")
+	token := fs.String("page-token", "", "continue after the page that printed this token")
+	asJSON := fs.Bool("json", false, "JSON output")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("ls takes no arguments (got %q)", pos)
+	}
+	if *limit < 1 || *limit > 1000 {
+		return usagef("--limit %d: must be 1-1000", *limit)
+	}
+	f, err := a.filterFrom(fm)
+	if err != nil {
+		return err
+	}
+	st, err := a.store(ctx)
+	if err != nil {
+		return err
+	}
+	entries, next, err := a.query(ctx, st, f, *token, *limit, listFields)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if entries == nil {
+			entries = []*store.Entry{}
+		}
+		return writeJSON(a.stdout, map[string]any{"entries": entries, "next_page_token": next})
+	}
+	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tCATEGORY\tREASON\tTENANT\tAGENT\tREPLAYS\tCREATED")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.Status, e.Category, e.ReasonCode, e.Tenant, e.Agent,
+			e.Replays, e.CreatedAt.Format(time.RFC3339))
+	}
+	tw.Flush()
+	if next != "" {
+		fmt.Fprintf(a.stdout, "next page: dlqctl ls ... --page-token %s\n", next)
+	}
+	if len(entries) == 0 {
+		fmt.Fprintln(a.stderr, "no entries match", f.String())
+	}
+	return nil
+}
+
+// getScoped reads an entry for the caller: another tenant's entry is
+// "not found", with the same message as a missing id.
+func (a *app) getScoped(ctx context.Context, st *store.Store, id string, payload bool) (*store.Entry, error) {
+	var e *store.Entry
+	var err error
+	if payload {
+		e, err = st.Get(ctx, id)
+		if errors.Is(err, store.ErrCorrupt) {
+			e, err = st.GetMeta(ctx, id)
+			if err == nil && (a.scope == "" || e.Tenant == a.scope) {
+				fmt.Fprintf(a.stderr, "dlqctl: warning: the stored payload of %s does not match its sha256\n", id)
+				e.Payload = nil
+			}
+		}
+	} else {
+		e, err = st.GetMeta(ctx, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if a.scope != "" && e.Tenant != a.scope {
+		return nil, fmt.Errorf("%w: entry %q", store.ErrNotFound, id)
+	}
+	return e, nil
+}
+
+// chain returns the entries of e's replay chain, root first: its ancestors
+// (replay_of) and every entry with its root id.
+func (a *app) chain(ctx context.Context, st *store.Store, e *store.Entry) ([]*store.Entry, error) {
+	seen := map[string]*store.Entry{e.ID: e}
+	cur := e
+	for i := 0; i < 20 && cur.ReplayOf != ""; i++ {
+		p, err := a.getScoped(ctx, st, cur.ReplayOf, false)
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		seen[p.ID] = p
+		cur = p
+	}
+	root := e.RootID
+	if root == "" {
+		root = e.ID
+	}
+	q := st.Client().Collection(store.FailureLog).Where("root_id", "==", root)
+	if a.scope != "" {
+		q = q.Where("tenant", "==", a.scope)
+	}
+	snaps, err := q.Select(listFields...).Limit(100).Documents(ctx).GetAll()
+	if err != nil {
+		return nil, fmt.Errorf("firestore query chain of %s: %w", e.ID, err)
+	}
+	for _, s := range snaps {
+		if _, ok := seen[s.Ref.ID]; ok {
+			continue
+		}
+		var c store.Entry
+		if err := s.DataTo(&c); err != nil {
+			return nil, fmt.Errorf("decode %s/%s: %w", store.FailureLog, s.Ref.ID, err)
+		}
+		c.ID = s.Ref.ID
+		seen[c.ID] = &c
+	}
+	out := make([]*store.Entry, 0, len(seen))
+	for _, c := range seen {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(x, y *store.Entry) int {
+		if c := x.CreatedAt.Compare(y.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(x.ID, y.ID)
+	})
+	return out, nil
+}
+
+// showJSON is show's --json document.
+type showJSON struct {
+	Entry         *store.Entry `json:"entry"`
+	Payload       []byte       `json:"payload"` // base64
+	PayloadBinary bool         `json:"payload_binary"`
+	Chain         []chainLink  `json:"chain"`
+}
+
+type chainLink struct {
+	ID         string       `json:"id"`
+	Status     store.Status `json:"status"`
+	ReasonCode string       `json:"reason_code"`
+	Strategy   string       `json:"strategy"`
+	ReplayOf   string       `json:"replay_of,omitempty"`
+	CreatedAt  time.Time    `json:"created_at"`
+}
+
+func (a *app) cmdShow(ctx context.Context, args []string) error {
+	fs := newFlags("show")
+	asJSON := fs.Bool("json", false, "JSON output")
+	previewBytes := fs.Int("preview", 512, "payload bytes to preview")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("show takes one entry id")
+	}
+	st, err := a.store(ctx)
+	if err != nil {
+		return err
+	}
+	e, err := a.getScoped(ctx, st, pos[0], true)
+	if err != nil {
+		return err
+	}
+	chain, err := a.chain(ctx, st, e)
+	if err != nil {
+		return err
+	}
+	links := make([]chainLink, 0, len(chain))
+	for _, c := range chain {
+		links = append(links, chainLink{ID: c.ID, Status: c.Status, ReasonCode: c.ReasonCode, Strategy: c.Strategy, ReplayOf: c.ReplayOf, CreatedAt: c.CreatedAt})
+	}
+	if *asJSON {
+		return writeJSON(a.stdout, showJSON{Entry: e, Payload: e.Payload, PayloadBinary: !isText(e.Payload), Chain: links})
+	}
+	w := a.stdout
+	kv := func(k, format string, args ...any) { fmt.Fprintf(w, "%-11s %s\n", k, fmt.Sprintf(format, args...)) }
+	kv("entry", "%s (event %s)", e.ID, e.EventID)
+	kv("status", "%s, replays %d", e.Status, e.Replays)
+	kv("tenant", "%s  agent %s  task %s (%s)  key %s", e.Tenant, e.Agent, orDash(e.TaskID), orDash(e.TaskType), orDash(e.IdempotencyKey))
+	kv("message", "%s  stream %s #%d  consumer %s", e.Subject, e.Stream, e.StreamSeq, orDash(e.Consumer))
+	kv("kind", "%s %v  deliveries %d", e.Kind, e.Kinds, e.Deliveries)
+	kv("reason", "%s (route %s)  category %s", e.ReasonCode, orDash(e.ReasonRoute), e.Category)
+	kv("decision", "rule %s -> %s, strategy %s, policy %s", orDash(e.Rule), e.Action, orDash(e.Strategy), e.PolicyVersion)
+	if p := e.Plan; p.Note != "" || p.DelaySeconds > 0 || p.TargetModel != "" || len(p.Instructions) > 0 || p.AlternateSubject != "" {
+		kv("plan", "%s", planText(p))
+	}
+	if f := e.Failure; f != nil {
+		kv("failure", "%s: %s (attempt %d, agent %s, completed steps %v)", f.Code, f.Detail, f.Attempt, orDash(f.Agent), f.CompletedSteps)
+	}
+	if e.TermReason != "" {
+		kv("term", "%s", e.TermReason)
+	}
+	if e.Status == store.Scheduled {
+		kv("next retry", "%s  task %s", e.NextRetryAt.Format(time.RFC3339), orDash(e.TaskName))
+	}
+	kv("times", "created %s  updated %s%s", e.CreatedAt.Format(time.RFC3339), e.UpdatedAt.Format(time.RFC3339),
+		ifSet(!e.ResolvedAt.IsZero(), "  resolved "+e.ResolvedAt.Format(time.RFC3339)))
+	switch {
+	case e.PayloadMissing:
+		kv("payload", "missing (%d B, sha256 %s)%s", e.PayloadSize, orDash(e.PayloadSHA256), ifSet(e.PayloadTruncated, " — truncated in the event"))
+	default:
+		kv("payload", "%d B, sha256 %s", e.PayloadSize, e.PayloadSHA256)
+		writePreview(w, e.Payload, *previewBytes)
+	}
+	if len(e.Headers) > 0 {
+		fmt.Fprintln(w, "headers")
+		for _, k := range sortedKeys(e.Headers) {
+			for _, v := range e.Headers[k] {
+				fmt.Fprintf(w, "  %s: %s\n", k, v)
+			}
+		}
+	}
+	fmt.Fprintln(w, "chain (root first)")
+	for _, l := range links {
+		mark := " "
+		if l.ID == e.ID {
+			mark = "*"
+		}
+		fmt.Fprintf(w, " %s %s  %s  %s/%s  %s\n", mark, l.ID, l.Status, orDash(l.ReasonCode), orDash(l.Strategy), l.CreatedAt.Format(time.RFC3339))
+	}
+	fmt.Fprintln(w, "history")
+	for _, h := range e.History {
+		from := h.From
+		if from == "" {
+			from = "(new)"
+		}
+		fmt.Fprintf(w, "  %s  %s -> %s  by %s%s\n", h.At.Format(time.RFC3339), from, h.To, h.By, ifSet(h.Note != "", "  "+h.Note))
+	}
+	return nil
+}
+
+func planText(p store.Plan) string {
+	var parts []string
+	if p.DelaySeconds > 0 {
+		parts = append(parts, fmt.Sprintf("delay %.0fs", p.DelaySeconds))
+	}
+	if p.TargetModel != "" {
+		parts = append(parts, "model "+p.TargetModel)
+	}
+	if p.MaxContextTokens > 0 {
+		parts = append(parts, fmt.Sprintf("max context %d", p.MaxContextTokens))
+	}
+	if p.MaxOutputTokens > 0 {
+		parts = append(parts, fmt.Sprintf("max output %d", p.MaxOutputTokens))
+	}
+	if p.AlternateSubject != "" {
+		parts = append(parts, "reroute "+p.AlternateSubject)
+	}
+	for _, in := range p.Instructions {
+		parts = append(parts, fmt.Sprintf("instruction %q", in))
+	}
+	if p.EscalateTo != "" {
+		parts = append(parts, "escalate to "+p.EscalateTo)
+	}
+	if p.Note != "" {
+		parts = append(parts, "note: "+p.Note)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// isText reports whether a payload prints as text.
+func isText(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if !unicode.IsPrint(r) && !unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// writePreview prints up to n bytes: text as is, binary as a hex dump.
+func writePreview(w io.Writer, b []byte, n int) {
+	if len(b) == 0 {
+		return
+	}
+	cut := b
+	if len(cut) > n {
+		cut = cut[:n]
+	}
+	if isText(b) {
+		for _, line := range strings.Split(strings.TrimRight(string(cut), "\n"), "\n") {
+			fmt.Fprintf(w, "  | %s\n", line)
+		}
+	} else {
+		fmt.Fprintln(w, "  (binary)")
+		for _, line := range strings.Split(strings.TrimRight(hex.Dump(cut), "\n"), "\n") {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
+	}
+	if len(b) > n {
+		fmt.Fprintf(w, "  … %d more bytes (dlqctl show --json for all)\n", len(b)-n)
+	}
+}
+
+func (a *app) cmdReplay(ctx context.Context, args []string) error {
+	fs := newFlags("replay")
+	now := fs.Bool("now", false, "run the replay task at once instead of at its scheduled time")
+	by := fs.String("by", "", "who acts (default DLQCTL_ACTOR or dlqctl:$USER)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("replay takes one entry id")
+	}
+	op, err := a.operator(ctx, *now)
+	if err != nil {
+		return err
+	}
+	e, err := op.ReplayNow(ctx, a.scope, pos[0], a.actor(*by))
+	if err != nil {
+		return err
+	}
+	how := "due " + e.NextRetryAt.Format(time.RFC3339)
+	if *now {
+		how = "running now"
+	}
+	fmt.Fprintf(a.stdout, "%s: %s, task %s (%s)\n", e.ID, e.Status, e.TaskName, how)
+	return nil
+}
+
+// headerFlags collects repeated --set-header K=V.
+type headerFlags map[string]string
+
+func (h headerFlags) String() string { return fmt.Sprint(map[string]string(h)) }
+func (h headerFlags) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || strings.TrimSpace(k) == "" {
+		return fmt.Errorf("%q is not K=V", s)
+	}
+	h[k] = v
+	return nil
+}
+
+func (a *app) cmdApprove(ctx context.Context, args []string) error {
+	fs := newFlags("approve")
+	payloadFile := fs.String("edit-payload", "", "replace the payload with this file's bytes (- for stdin)")
+	headers := headerFlags{}
+	fs.Var(headers, "set-header", "set a header on the replay, K=V (repeatable)")
+	by := fs.String("by", "", "who approves (default DLQCTL_ACTOR or dlqctl:$USER)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("approve takes one entry id")
+	}
+	ed := operator.Edits{By: a.actor(*by)}
+	if len(headers) > 0 {
+		ed.SetHeaders = headers
+	}
+	if *payloadFile != "" {
+		var b []byte
+		if *payloadFile == "-" {
+			b, err = io.ReadAll(io.LimitReader(a.stdin, store.MaxPayload+1))
+		} else {
+			b, err = os.ReadFile(*payloadFile)
+		}
+		if err != nil {
+			return fmt.Errorf("read --edit-payload: %w", err)
+		}
+		if len(b) > store.MaxPayload {
+			return fmt.Errorf("--edit-payload: more than %d bytes", store.MaxPayload)
+		}
+		if b == nil {
+			b = []byte{}
+		}
+		ed.Payload = b
+	}
+	op, err := a.operator(ctx, false)
+	if err != nil {
+		return err
+	}
+	e, err := op.Approve(ctx, a.scope, pos[0], ed)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%s: approved, %s, task %s due %s\n", e.ID, e.Status, e.TaskName, e.NextRetryAt.Format(time.RFC3339))
+	return nil
+}
+
+func (a *app) cmdDiscard(ctx context.Context, args []string) error {
+	fs := newFlags("discard")
+	reason := fs.String("reason", "", "why the entry is discarded (required)")
+	by := fs.String("by", "", "who discards (default DLQCTL_ACTOR or dlqctl:$USER)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("discard takes one entry id")
+	}
+	if strings.TrimSpace(*reason) == "" {
+		return usagef("discard needs --reason TEXT")
+	}
+	op, err := a.operator(ctx, false)
+	if err != nil {
+		return err
+	}
+	e, err := op.Discard(ctx, a.scope, pos[0], *reason, a.actor(*by))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%s: %s\n", e.ID, e.Status)
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func ifSet(ok bool, s string) string {
+	if ok {
+		return s
+	}
+	return ""
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sortStrings(s []string) []string { slices.Sort(s); return s }

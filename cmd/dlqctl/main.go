@@ -1,0 +1,188 @@
+// Command dlqctl is the operator CLI of jsdlq: it lists and inspects
+// failure-log entries, replays, approves and discards them, redrives many at
+// a controlled rate, shows hourly statistics and tenant health, runs the
+// reconcile audit, and manages the triage policy.
+//
+// It talks to Firestore, Cloud Tasks and NATS directly with Application
+// Default Credentials, or to the local emulators through the SPEC §14
+// variables (eval "$(make -s env)").
+//
+// Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict or wrong
+// status, 5 partial (an interrupted redrive, some items failed).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes a shell script can rely on.
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitUsage    = 2
+	exitNotFound = 3
+	exitConflict = 4
+	exitPartial  = 5
+)
+
+const usage = `usage: dlqctl [--tenant T] COMMAND [FLAGS] [ARGS]
+
+Entries
+  ls       [--tenant T] [--status S] [--category C] [--reason R] [--agent A]
+           [--since T] [--until T] [--limit N] [--page-token TOKEN] [--json]
+  show     ID [--json]
+  replay   ID [--now]
+  approve  ID [--edit-payload FILE] [--set-header K=V]... [--by NAME]
+  discard  ID --reason TEXT [--by NAME]
+  redrive  --filter K=V... --rate N/s [--dry-run] [--checkpoint FILE] | --resume FILE
+Pipeline
+  stats    [--hours N] [--json]
+  health   [--json]
+  audit    [--dry-run] [--json]
+Policy
+  policy show [--json] | validate FILE | apply FILE | test FILE|current EVENT.json [--json]
+
+Times (--since, --until) are RFC 3339 or a duration back from now (90m, 24h).
+A tenant-limited caller (--tenant T before the command, or DLQCTL_TENANT)
+sees and changes only that tenant's entries.
+Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict or wrong status,
+5 partial (interrupted redrive, failed items).
+Environment: GOOGLE_CLOUD_PROJECT, FIRESTORE_EMULATOR_HOST, CLOUD_TASKS_EMULATOR_HOST,
+  NATS_URL, NATS_CREDS, TASKS_QUEUE, REPLAY_URL, TASKS_SERVICE_ACCOUNT, WORK_STREAMS,
+  ADVISORY_STREAM, RECORD_STREAM, DLQCTL_TENANT, DLQCTL_ACTOR
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	a := &app{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stdin: os.Stdin}
+	code := a.run(ctx, os.Args[1:])
+	stop()
+	a.close()
+	os.Exit(code)
+}
+
+// usageError is a malformed command line (exit 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// exitCoder lets a command choose its exit code (redrive's partial).
+type exitCoder interface{ ExitCode() int }
+
+// run executes one command line and returns the exit code.
+func (a *app) run(ctx context.Context, args []string) int {
+	err := a.dispatch(ctx, args)
+	if err == nil {
+		return exitOK
+	}
+	code := codeOf(err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(a.stderr, "dlqctl: %v\n(dlqctl help for usage)\n", err)
+		return code
+	}
+	if !errors.Is(err, errSilent) {
+		fmt.Fprintf(a.stderr, "dlqctl: %v\n", err)
+	}
+	return code
+}
+
+// errSilent marks an error whose explanation was printed already.
+var errSilent = errors.New("dlqctl: failed")
+
+func (a *app) dispatch(ctx context.Context, args []string) error {
+	g := flag.NewFlagSet("dlqctl", flag.ContinueOnError)
+	g.SetOutput(io.Discard)
+	tenant := g.String("tenant", "", "limit every command to one tenant")
+	if err := g.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(a.stdout, usage)
+			return nil
+		}
+		return usagef("%v", err)
+	}
+	args = g.Args()
+	if len(args) == 0 {
+		fmt.Fprint(a.stderr, usage)
+		return usageError{"no command"}
+	}
+	if err := a.setScope(*tenant); err != nil {
+		return err
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "ls":
+		return a.cmdLs(ctx, rest)
+	case "show":
+		return a.cmdShow(ctx, rest)
+	case "replay":
+		return a.cmdReplay(ctx, rest)
+	case "approve":
+		return a.cmdApprove(ctx, rest)
+	case "discard":
+		return a.cmdDiscard(ctx, rest)
+	case "redrive":
+		return a.cmdRedrive(ctx, rest)
+	case "stats":
+		return a.cmdStats(ctx, rest)
+	case "health":
+		return a.cmdHealth(ctx, rest)
+	case "audit":
+		return a.cmdAudit(ctx, rest)
+	case "policy":
+		return a.cmdPolicy(ctx, rest)
+	case "help", "-h", "--help":
+		fmt.Fprint(a.stdout, usage)
+		return nil
+	}
+	return usagef("unknown command %q", cmd)
+}
+
+// setScope fixes the tenant the caller is limited to: DLQCTL_TENANT (a
+// configured role) wins, and a --tenant naming another tenant is refused; a
+// --tenant alone limits this invocation.
+func (a *app) setScope(flagTenant string) error {
+	role := a.getenv("DLQCTL_TENANT")
+	switch {
+	case role != "" && flagTenant != "" && flagTenant != role:
+		return usagef("this caller is limited to tenant %q (DLQCTL_TENANT); --tenant %q is refused", role, flagTenant)
+	case role != "":
+		a.scope = role
+	default:
+		a.scope = flagTenant
+	}
+	return nil
+}
+
+// newFlags is a command's flag set; errors are returned, not printed.
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// parseFlags parses flags that may come before or after positional
+// arguments (dlqctl show ID --json).
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, usagef("%s: %v", fs.Name(), err)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}

@@ -1,0 +1,471 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/api/iterator"
+
+	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/shared/store"
+)
+
+// hourStats is one row of `dlqctl stats`.
+type hourStats struct {
+	Hour       string           `json:"hour"`
+	Processed  int64            `json:"processed"` // -1: no stream sample for the hour
+	Entries    int64            `json:"entries"`
+	DLQRate    float64          `json:"dlq_rate"` // -1 when nothing was processed
+	Recovered  int64            `json:"auto_resolved"`
+	Human      int64            `json:"human_required"`
+	ByCategory map[string]int64 `json:"by_category"`
+}
+
+// humanStatuses are the initial statuses that wait for a person.
+var humanStatuses = []string{string(store.AwaitingApproval), string(store.Quarantined), string(store.Escalated)}
+
+func (a *app) cmdStats(ctx context.Context, args []string) error {
+	fs := newFlags("stats")
+	hours := fs.Int("hours", 24, "hours to show, the current one included (1-720)")
+	asJSON := fs.Bool("json", false, "JSON output")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 || *hours < 1 || *hours > 720 {
+		return usagef("stats [--hours 1-720] [--json]")
+	}
+	st, err := a.store(ctx)
+	if err != nil {
+		return err
+	}
+	now := a.clock()
+	first := now.Truncate(time.Hour).Add(-time.Duration(*hours-1) * time.Hour)
+	var rows []hourStats
+	if a.scope == "" {
+		rows, err = a.statsFromMetrics(ctx, st, first, *hours)
+	} else {
+		// The hourly counters mix tenants; a tenant-limited caller gets
+		// its own numbers counted from its entries instead.
+		rows, err = a.statsFromEntries(ctx, st, first, *hours)
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(a.stdout, map[string]any{"hours": rows, "tenant": a.scope})
+	}
+	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "HOUR (UTC)\tPROCESSED\tDLQ ENTRIES\tDLQ RATE\tAUTO-RESOLVED\tHUMAN-REQUIRED\t")
+	var sum hourStats
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t\n", r.Hour, count(r.Processed), r.Entries, pct(r.DLQRate), r.Recovered, r.Human)
+		sum.Entries += r.Entries
+		sum.Recovered += r.Recovered
+		sum.Human += r.Human
+		if r.Processed > 0 {
+			sum.Processed += r.Processed
+		}
+	}
+	rate := -1.0
+	if sum.Processed > 0 {
+		rate = float64(sum.Entries) / float64(sum.Processed)
+	}
+	fmt.Fprintf(tw, "total\t%d\t%d\t%s\t%d\t%d\t\n", sum.Processed, sum.Entries, pct(rate), sum.Recovered, sum.Human)
+	tw.Flush()
+	cats := map[string]bool{}
+	for _, r := range rows {
+		for c := range r.ByCategory {
+			cats[c] = true
+		}
+	}
+	if len(cats) > 0 {
+		fmt.Fprintf(a.stdout, "\nentries per category, oldest hour first\n")
+		for _, c := range sortedKeys(cats) {
+			series := make([]int64, len(rows))
+			var total int64
+			for i, r := range rows {
+				series[i] = r.ByCategory[c]
+				total += series[i]
+			}
+			fmt.Fprintf(a.stdout, "  %-26s %s %d\n", c, sparkline(series), total)
+		}
+	}
+	return nil
+}
+
+func (a *app) statsFromMetrics(ctx context.Context, st *store.Store, first time.Time, hours int) ([]hourStats, error) {
+	prevEnd := map[string]int64{}
+	// The hour before the table gives the starting sequence of the first row.
+	before, err := st.ReadSamples(ctx, first.Add(-time.Hour), first.Add(-time.Hour))
+	if err != nil {
+		return nil, err
+	}
+	for stream, ss := range before {
+		prevEnd[stream] = ss[len(ss)-1].LastSeq
+	}
+	var rows []hourStats
+	for i := 0; i < hours; i++ {
+		h := first.Add(time.Duration(i) * time.Hour)
+		m, err := st.ReadMetrics(ctx, store.Hour(h))
+		if err != nil {
+			return nil, err
+		}
+		r := hourStats{Hour: store.Hour(h), Entries: m.Total, Recovered: m.ReplaysRecovered, ByCategory: m.ByCategory, Processed: -1}
+		for _, s := range humanStatuses {
+			r.Human += m.ByStatus[s]
+		}
+		samples, err := st.ReadSamples(ctx, h, h)
+		if err != nil {
+			return nil, err
+		}
+		for stream, ss := range samples {
+			s := ss[len(ss)-1]
+			start := s.FirstLastSeq
+			if p, ok := prevEnd[stream]; ok && p <= start {
+				start = p // messages published between the hours count in this one
+			}
+			r.Processed = max(r.Processed, 0) + max(s.LastSeq-start, 0)
+			prevEnd[stream] = s.LastSeq
+		}
+		r.DLQRate = rateOf(r.Entries, r.Processed)
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+func (a *app) statsFromEntries(ctx context.Context, st *store.Store, first time.Time, hours int) ([]hourStats, error) {
+	rows := make([]hourStats, hours)
+	for i := range rows {
+		rows[i] = hourStats{Hour: store.Hour(first.Add(time.Duration(i) * time.Hour)), Processed: -1, DLQRate: -1, ByCategory: map[string]int64{}}
+	}
+	q := st.Client().Collection(store.FailureLog).Where("tenant", "==", a.scope).Where("created_at", ">=", first).
+		Select("created_at", "category", "status", "history")
+	it := q.Documents(ctx)
+	defer it.Stop()
+	for n := 0; n < 100000; n++ {
+		snap, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("firestore query %s: %w", store.FailureLog, err)
+		}
+		var e store.Entry
+		if err := snap.DataTo(&e); err != nil {
+			return nil, err
+		}
+		i := int(e.CreatedAt.Sub(first) / time.Hour)
+		if i < 0 || i >= hours {
+			continue
+		}
+		r := &rows[i]
+		r.Entries++
+		r.ByCategory[e.Category]++
+		if e.Status == store.Recovered {
+			r.Recovered++
+		}
+		if len(e.History) > 0 && slices.Contains(humanStatuses, e.History[0].To) {
+			r.Human++
+		}
+	}
+	return rows, nil
+}
+
+func rateOf(n, d int64) float64 {
+	if d <= 0 {
+		return -1
+	}
+	return float64(n) / float64(d)
+}
+
+func pct(r float64) string {
+	if r < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f%%", 100*r)
+}
+
+func count(n int64) string {
+	if n < 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
+// sparkline draws a series with ▁▂▃▄▅▆▇█ scaled to its maximum; zero is a
+// space-like dot so that empty hours are visible.
+func sparkline(series []int64) string {
+	bars := []rune("▁▂▃▄▅▆▇█")
+	var top int64
+	for _, v := range series {
+		top = max(top, v)
+	}
+	var b strings.Builder
+	for _, v := range series {
+		switch {
+		case v <= 0:
+			b.WriteRune('·')
+		case top == 0:
+			b.WriteRune(bars[0])
+		default:
+			b.WriteRune(bars[min(int((v*int64(len(bars))-1)/top), len(bars)-1)])
+		}
+	}
+	return b.String()
+}
+
+// latestReport reads the newest reconcile report (dlq-audits/{run id}; ids
+// are time-ordered, documents starting with "_" are not reports).
+func latestReport(ctx context.Context, st *store.Store) (*reconcile.Report, error) {
+	q := st.Client().Collection(store.Audits).Where(firestore.DocumentID, "<", st.Client().Collection(store.Audits).Doc("_")).
+		OrderBy(firestore.DocumentID, firestore.Desc).Limit(1)
+	snaps, err := q.Documents(ctx).GetAll()
+	if err != nil {
+		return nil, fmt.Errorf("firestore query %s: %w", store.Audits, err)
+	}
+	if len(snaps) == 0 {
+		return nil, nil
+	}
+	var r reconcile.Report
+	if err := snaps[0].DataTo(&r); err != nil {
+		return nil, fmt.Errorf("decode %s/%s: %w", store.Audits, snaps[0].Ref.ID, err)
+	}
+	if r.RunID == "" {
+		r.RunID = snaps[0].Ref.ID
+	}
+	return &r, nil
+}
+
+// healthJSON is health's --json document.
+type healthJSON struct {
+	RunID    string                    `json:"run_id,omitempty"`
+	At       time.Time                 `json:"at,omitzero"`
+	Tenants  []*reconcile.TenantHealth `json:"tenants"`
+	Alerts   []*reconcile.Finding      `json:"alerts"`
+	Breakers []*store.Breaker          `json:"breakers"`
+}
+
+func (a *app) cmdHealth(ctx context.Context, args []string) error {
+	fs := newFlags("health")
+	asJSON := fs.Bool("json", false, "JSON output")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("health takes no arguments")
+	}
+	st, err := a.store(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := latestReport(ctx, st)
+	if err != nil {
+		return err
+	}
+	breakers, err := st.ListBreakers(ctx, []string{store.BreakerOpen, store.BreakerHalfOpen}, reconcile.MaxBreakers)
+	if err != nil {
+		return err
+	}
+	h := healthJSON{Tenants: []*reconcile.TenantHealth{}, Alerts: []*reconcile.Finding{}, Breakers: []*store.Breaker{}}
+	for _, b := range breakers {
+		if a.scope == "" || b.Tenant == a.scope {
+			h.Breakers = append(h.Breakers, b)
+		}
+	}
+	if r != nil {
+		h.RunID, h.At = r.RunID, r.FinishedAt
+		state := map[string]string{}
+		for _, b := range breakers {
+			state[b.Tenant] = b.State
+		}
+		for _, t := range r.Tenants {
+			if a.scope == "" || t.Tenant == a.scope {
+				// The stored report keeps the counts; the rate and the
+				// breaker state are derived (now) rather than stored.
+				t.RecoveryRate = rateOf(t.Recovered, t.Settled)
+				t.Breaker = state[t.Tenant]
+				h.Tenants = append(h.Tenants, t)
+			}
+		}
+		for _, f := range r.Findings {
+			// A tenant-limited caller sees its own tenant's alerts only:
+			// the pipeline-wide ones list other tenants' entries.
+			if f.Alert && (a.scope == "" || f.Tenant == a.scope) {
+				h.Alerts = append(h.Alerts, f)
+			}
+		}
+	}
+	if *asJSON {
+		return writeJSON(a.stdout, h)
+	}
+	if r == nil {
+		fmt.Fprintln(a.stdout, "no reconcile report yet (dlqctl audit runs one)")
+	} else {
+		fmt.Fprintf(a.stdout, "latest audit %s (%s, %s ago)\n", r.RunID, r.FinishedAt.Format(time.RFC3339), a.clock().Sub(r.FinishedAt).Round(time.Second))
+	}
+	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nTENANT\tENTRIES\tLAST HOUR\tPENDING\tPOISON\tESCALATED\tRECOVERED\tRECOVERY\tBREAKER\tLAST FAILURE")
+	for _, t := range h.Tenants {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", t.Tenant, t.Entries, t.EntriesLastHr, t.PendingRetries, t.ActivePoison,
+			t.Escalated, t.Recovered, pct(t.RecoveryRate), orDash(t.Breaker), t.LastFailure.Format(time.RFC3339))
+	}
+	tw.Flush()
+	fmt.Fprintf(a.stdout, "\nbreakers open or half-open: %d\n", len(h.Breakers))
+	for _, b := range h.Breakers {
+		fmt.Fprintf(a.stdout, "  %s  %s since %s\n", b.Tenant, b.State, b.OpenedAt.Format(time.RFC3339))
+	}
+	fmt.Fprintf(a.stdout, "active alerts: %d\n", len(h.Alerts))
+	for _, f := range h.Alerts {
+		fmt.Fprintf(a.stdout, "  %-7s %-26s %s (see docs/runbook.md#%s)\n", f.Severity, f.Name, f.Message, f.Name)
+	}
+	return nil
+}
+
+// reconcileHandler builds reconcile in-process with the operator's own
+// credentials: the deployed function accepts only Cloud Scheduler's OIDC
+// identity, and the audit needs nothing the operator cannot read.
+func (a *app) reconcileHandler(ctx context.Context) (*reconcile.Handler, error) {
+	st, err := a.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sched, err := a.scheduler()
+	if err != nil {
+		return nil, err
+	}
+	budget := 4 * time.Minute
+	if v := a.getenv("RECONCILE_TIME_BUDGET"); v != "" {
+		if budget, err = time.ParseDuration(v); err != nil || budget <= 0 {
+			return nil, fmt.Errorf("RECONCILE_TIME_BUDGET=%q is not a positive duration", v)
+		}
+	}
+	var streams []string
+	for _, s := range strings.Split(a.env("WORK_STREAMS", "TASKS"), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			streams = append(streams, s)
+		}
+	}
+	cfg := reconcile.Config{
+		AdvisoryStream: a.env("ADVISORY_STREAM", "DLQ_ADVISORIES"),
+		RecordStream:   a.env("RECORD_STREAM", "DLQ_RECORDS"),
+		WorkStreams:    streams,
+		TimeBudget:     budget,
+	}
+	if a.reconcileConfig != nil {
+		a.reconcileConfig(&cfg)
+	}
+	return reconcile.New(cfg, reconcile.Deps{Logger: a.logger(), Store: st, Tasks: sched, JetStream: a.js, Now: a.now}), nil
+}
+
+func (a *app) cmdAudit(ctx context.Context, args []string) error {
+	fs := newFlags("audit")
+	dry := fs.Bool("dry-run", false, "report what would be repaired; change nothing")
+	asJSON := fs.Bool("json", false, "print the raw report (jsdlq.audit.v1)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("audit takes no arguments")
+	}
+	if a.scope != "" {
+		return usagef("audit covers every tenant; a caller limited to tenant %q cannot run it (dlqctl health shows the tenant's part)", a.scope)
+	}
+	h, err := a.reconcileHandler(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := h.Run(ctx, *dry)
+	if errors.Is(err, reconcile.ErrLeaseHeld) {
+		return conflictError{fmt.Sprintf("%v; try again when it finishes", err)}
+	}
+	if r == nil {
+		return err
+	}
+	if *asJSON {
+		if jerr := writeJSON(a.stdout, r); jerr != nil {
+			return jerr
+		}
+	} else {
+		printReport(a.stdout, r)
+	}
+	if err != nil {
+		return err
+	}
+	if len(r.Errors) > 0 {
+		return fmt.Errorf("audit %s finished with %d errors", r.RunID, len(r.Errors))
+	}
+	return nil
+}
+
+// conflictError is exit 4 without a store error to wrap.
+type conflictError struct{ msg string }
+
+func (e conflictError) Error() string { return e.msg }
+func (conflictError) ExitCode() int   { return exitConflict }
+
+func printReport(w interface{ Write([]byte) (int, error) }, r *reconcile.Report) {
+	mode := "repairs applied"
+	if r.DryRun {
+		mode = "dry run, nothing changed"
+	}
+	fmt.Fprintf(w, "audit %s (%s) %s → %s, %s\n", r.RunID, mode, r.StartedAt.Format(time.RFC3339), r.FinishedAt.Format(time.RFC3339),
+		ifSet(r.Complete, "complete")+ifSet(r.BudgetExhausted, "stopped by its budget; next run resumes at "+resumeSection(r)))
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nSECTION\tSTATUS\tCOUNTS")
+	for _, s := range r.Sections {
+		var parts []string
+		for _, k := range sortedKeys(s.Counts) {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, s.Counts[k]))
+		}
+		note := strings.Join(parts, " ")
+		if s.Error != "" {
+			note += "  error: " + s.Error
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, s.Status, note)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nfindings: %d  alerts: %s  repairs planned %d done %d skipped %d failed %d\n", len(r.Findings),
+		orDash(strings.Join(r.Alerts, ", ")), r.Repairs.Planned, r.Repairs.Done, r.Repairs.Skipped, r.Repairs.Failed)
+	for _, f := range r.Findings {
+		rep := ""
+		if f.Repair != nil {
+			rep = fmt.Sprintf("  [%s: planned %d done %d skipped %d failed %d]", f.Repair.Action, f.Repair.Planned, f.Repair.Done, f.Repair.Skipped, f.Repair.Failed)
+		}
+		fmt.Fprintf(w, "  %-7s %-26s %d  %s%s\n", f.Severity, f.Name, f.Count, f.Message, rep)
+		if len(f.Examples) > 0 {
+			fmt.Fprintf(w, "          e.g. %s\n", strings.Join(f.Examples, " "))
+		}
+	}
+	if t := r.Traffic; t != nil {
+		fmt.Fprintf(w, "\ntraffic %s → %s: published %d, completed %d, dead %d, duplicates %d, DLQ rate %s\n",
+			t.From.Format(time.RFC3339), t.To.Format(time.RFC3339), t.Published, t.Completed, t.Dead, t.Duplicates, pct(t.DLQRate))
+	}
+	if len(r.Tenants) > 0 {
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "\nTENANT\tENTRIES\tPENDING\tPOISON\tESCALATED\tRECOVERED\tRECOVERY\tDUPLICATES")
+		for _, t := range r.Tenants {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\n", t.Tenant, t.Entries, t.PendingRetries, t.ActivePoison, t.Escalated,
+				t.Recovered, pct(t.RecoveryRate), t.Duplicates)
+		}
+		tw.Flush()
+	}
+	for _, e := range r.Errors {
+		fmt.Fprintf(w, "error: %s\n", e)
+	}
+}
+
+func resumeSection(r *reconcile.Report) string {
+	if r.Resume == nil {
+		return "-"
+	}
+	return r.Resume.Section
+}

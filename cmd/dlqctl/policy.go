@@ -1,0 +1,334 @@
+package main
+
+import (
+	"context"
+		"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/triage"
+)
+
+func (a *app) cmdPolicy(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usagef("policy show | validate FILE | apply FILE | test FILE|current EVENT.json")
+	}
+	switch args[0] {
+	case "show":
+		return a.policyShow(ctx, args[1:])
+	case "validate":
+		return a.policyValidate(args[1:])
+	case "apply":
+		return a.policyApply(ctx, args[1:])
+	case "test":
+		return a.policyTest(ctx, args[1:])
+	}
+	return usagef("unknown policy command %q", args[0])
+}
+
+// policyInForce is the override in Firestore, or the embedded default.
+type policyInForce struct {
+	Source    string    `json:"source"` // "firestore triage-policy/current" | "embedded default"
+	Version   string    `json:"version"`
+	Valid     bool      `json:"valid"`
+	Error     string    `json:"error,omitempty"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	YAML      string    `json:"yaml"`
+}
+
+func (a *app) currentPolicy(ctx context.Context) (policyInForce, error) {
+	st, err := a.store(ctx)
+	if err != nil {
+		return policyInForce{}, err
+	}
+	snap, err := st.Client().Collection(triage.OverrideCollection).Doc(triage.OverrideDoc).Get(ctx)
+	if status.Code(err) == codes.NotFound {
+		return policyInForce{Source: "embedded default", Version: triage.Default().Version(), Valid: true, YAML: string(triage.DefaultYAML())}, nil
+	}
+	if err != nil {
+		return policyInForce{}, fmt.Errorf("firestore get %s/%s: %w", triage.OverrideCollection, triage.OverrideDoc, err)
+	}
+	out := policyInForce{Source: "firestore " + triage.OverrideCollection + "/" + triage.OverrideDoc}
+	if y, ok := snap.Data()[triage.OverrideField].(string); ok {
+		out.YAML = y
+	}
+	if t, ok := snap.Data()["updated_at"].(time.Time); ok {
+		out.UpdatedAt = t
+	}
+	p, perr := triage.Parse([]byte(out.YAML))
+	if perr != nil {
+		// classify keeps the policy it had; a fresh instance uses the
+		// default. Either way this document is not in force.
+		out.Error = perr.Error()
+		out.Version = triage.Default().Version()
+		return out, nil
+	}
+	out.Valid, out.Version = true, p.Version()
+	return out, nil
+}
+
+func (a *app) policyShow(ctx context.Context, args []string) error {
+	fs := newFlags("policy show")
+	asJSON := fs.Bool("json", false, "JSON output")
+	if pos, err := parseFlags(fs, args); err != nil || len(pos) > 0 {
+		return usagef("policy show [--json]")
+	}
+	p, err := a.currentPolicy(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(a.stdout, p)
+	}
+	fmt.Fprintf(a.stdout, "# source: %s\n# version: %s\n", p.Source, p.Version)
+	if !p.UpdatedAt.IsZero() {
+		fmt.Fprintf(a.stdout, "# updated: %s\n", p.UpdatedAt.Format(time.RFC3339))
+	}
+	if !p.Valid {
+		fmt.Fprintf(a.stdout, "# INVALID, not in force (the policy in force stays; new instances use the default):\n#   %s\n",
+			strings.ReplaceAll(p.Error, "\n", "\n#   "))
+	}
+	fmt.Fprint(a.stdout, p.YAML)
+	if !strings.HasSuffix(p.YAML, "\n") {
+		fmt.Fprintln(a.stdout)
+	}
+	return nil
+}
+
+func readFileArg(a *app, path string) ([]byte, error) {
+	if path == "-" {
+		b, err := readAllLimited(a.stdin, 4<<20)
+		if err != nil {
+			return nil, fmt.Errorf("read stdin: %w", err)
+		}
+		return b, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return b, nil
+}
+
+func (a *app) policyValidate(args []string) error {
+	if len(args) != 1 {
+		return usagef("policy validate FILE")
+	}
+	doc, err := readFileArg(a, args[0])
+	if err != nil {
+		return err
+	}
+	p, err := triage.Parse(doc)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%s: valid, version %s\n", args[0], p.Version())
+	return nil
+}
+
+func (a *app) policyApply(ctx context.Context, args []string) error {
+	if len(args) != 1 {
+		return usagef("policy apply FILE")
+	}
+	if a.scope != "" {
+		return usagef("the policy covers every tenant; a caller limited to tenant %q cannot apply it", a.scope)
+	}
+	doc, err := readFileArg(a, args[0])
+	if err != nil {
+		return err
+	}
+	if _, err := triage.Parse(doc); err != nil {
+		return err // refused before anything is written
+	}
+	st, err := a.store(ctx)
+	if err != nil {
+		return err
+	}
+	prev, err := a.currentPolicy(ctx)
+	if err != nil {
+		return err
+	}
+	v, err := triage.SaveOverride(ctx, st.Client(), doc)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "policy %s applied (was %s, %s); classify and replay pick it up within %s\n", v, prev.Version, prev.Source, triage.DefaultRefresh)
+	return nil
+}
+
+// testResult is what `policy test` prints: the decision and why.
+type testResult struct {
+	PolicyVersion string               `json:"policy_version"`
+	PolicySource  string               `json:"policy_source"`
+	EventID       string               `json:"event_id"`
+	ReasonCode    string               `json:"reason_code"`
+	Route         string               `json:"route"`
+	Detail        string               `json:"detail,omitempty"`
+	Category      string               `json:"category"`
+	Rule          string               `json:"rule"`
+	Action        string               `json:"action"`
+	Strategy      string               `json:"strategy"`
+	Attempt       int                  `json:"attempt"`
+	ReplayBudget  int                  `json:"replay_budget"`
+	DelayMin      string               `json:"delay_min,omitempty"`
+	DelayMax      string               `json:"delay_max,omitempty"`
+	Modifications triage.Modifications `json:"modifications"`
+	Headers       map[string][]string  `json:"headers,omitempty"` // the Jsdlq-* headers a replay would carry
+	EscalateTo    string               `json:"escalate_to,omitempty"`
+	Note          string               `json:"note,omitempty"`
+}
+
+func (a *app) policyTest(ctx context.Context, args []string) error {
+	fs := newFlags("policy test")
+	asJSON := fs.Bool("json", false, "JSON output")
+	chainFlag := fs.String("chain", "", "earlier failures of the replay chain, root first: code[:strategy],…")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		return usagef("policy test FILE|current EVENT.json [--chain code:strategy,…] [--json]")
+	}
+	var doc []byte
+	source := pos[0]
+	if pos[0] == "current" {
+		cur, err := a.currentPolicy(ctx)
+		if err != nil {
+			return err
+		}
+		if !cur.Valid {
+			cur.YAML, cur.Source = string(triage.DefaultYAML()), "embedded default (the override is invalid)"
+		}
+		doc, source = []byte(cur.YAML), cur.Source
+	} else if doc, err = readFileArg(a, pos[0]); err != nil {
+		return err
+	}
+	raw, err := readFileArg(a, pos[1])
+	if err != nil {
+		return err
+	}
+	ev, err := event.Decode(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", pos[1], err)
+	}
+	var chain triage.Chain
+	if *chainFlag != "" {
+		for _, part := range strings.Split(*chainFlag, ",") {
+			code, strat, _ := strings.Cut(strings.TrimSpace(part), ":")
+			chain.Codes = append(chain.Codes, code)
+			chain.Strategies = append(chain.Strategies, strat)
+		}
+	}
+	in, err := inputOf(ev)
+	if err != nil {
+		return fmt.Errorf("%s: %w", pos[1], err)
+	}
+	// Evaluate at both ends of the jitter to give the delay range.
+	lo, err := triage.Parse(doc, triage.WithRand(func() float64 { return 0.999999 }))
+	if err != nil {
+		return err
+	}
+	hi, _ := triage.Parse(doc, triage.WithRand(func() float64 { return 0 }))
+	d, d2 := lo.Evaluate(in, chain), hi.Evaluate(in, chain)
+	minD, maxD := min(d.Delay, d2.Delay), max(d.Delay, d2.Delay)
+	r := testResult{PolicyVersion: d.PolicyVersion, PolicySource: source, EventID: ev.ID, ReasonCode: d.ReasonCode, Route: d.Route,
+		Detail: d.Detail, Category: string(d.Category), Rule: d.Rule, Action: string(d.Action), Strategy: d.Strategy,
+		Attempt: d.Attempt, ReplayBudget: d.ReplayBudget, Modifications: d.Modifications, Note: d.Note}
+	if d.Replay() {
+		r.DelayMin, r.DelayMax = minD.String(), maxD.String()
+		r.Headers = replayHeaders(d)
+	}
+	if d.Action == triage.Escalate {
+		r.EscalateTo = d.EscalateTo
+	}
+	if *asJSON {
+		return writeJSON(a.stdout, r)
+	}
+	w := a.stdout
+	fmt.Fprintf(w, "policy      %s (%s)\n", r.PolicyVersion, r.PolicySource)
+	fmt.Fprintf(w, "event       %s  %s  subject %s  tenant %s  agent %s  task type %s\n", ev.ID, ev.Kind, in.Subject, in.Tenant, orDash(in.Agent), orDash(in.TaskType))
+	fmt.Fprintf(w, "reason      %s (found by %s)%s\n", r.ReasonCode, r.Route, ifSet(r.Detail != "", fmt.Sprintf(": %q", r.Detail)))
+	fmt.Fprintf(w, "category    %s\n", r.Category)
+	fmt.Fprintf(w, "rule        %s\n", r.Rule)
+	fmt.Fprintf(w, "action      %s  strategy %s  (replays already made by it: %d, left including this one: %d)\n", r.Action, orDash(r.Strategy), r.Attempt, r.ReplayBudget)
+	if d.Replay() {
+		fmt.Fprintf(w, "delay       %s – %s\n", r.DelayMin, r.DelayMax)
+		fmt.Fprintln(w, "replay carries")
+		for _, k := range sortedKeys(r.Headers) {
+			for _, v := range r.Headers[k] {
+				fmt.Fprintf(w, "  %s: %s\n", k, v)
+			}
+		}
+		if m := d.Modifications; m.AlternateSubject != "" {
+			fmt.Fprintf(w, "  subject → %s (alternate agent %s)\n", m.AlternateSubject, m.AlternateAgent)
+		}
+	}
+	if r.EscalateTo != "" {
+		fmt.Fprintf(w, "escalate to %s\n", r.EscalateTo)
+	}
+	if r.Note != "" {
+		fmt.Fprintf(w, "note        %s\n", r.Note)
+	}
+	return nil
+}
+
+// inputOf maps an event onto the engine's input as classify does.
+func inputOf(ev event.Event) (triage.Input, error) {
+	headers, err := event.DecodeHeaders(ev.Message.Headers)
+	if err != nil {
+		return triage.Input{}, fmt.Errorf("headers: %w", err)
+	}
+	in := triage.Input{Kind: string(ev.Kind), Stream: ev.Stream, Subject: ev.Message.Subject, Tenant: ev.Tenant, Agent: ev.Agent,
+		TaskType: event.Header(headers, "X-Task-Type"), Headers: headers}
+	if in.TaskType == "" {
+		if t := strings.Split(ev.Message.Subject, "."); len(t) >= 4 && t[2] == "tasks" {
+			in.TaskType = strings.Join(t[3:], ".")
+		}
+	}
+	if adv := ev.Advisory; adv != nil {
+		in.TermReason, in.Deliveries = adv.Reason, int(min(adv.Deliveries, 1<<31-1))
+	}
+	if f := ev.Failure; f != nil {
+		in.Failure = &triage.Failure{Code: f.Code, Detail: f.Detail, Attempt: f.Attempt, Agent: f.Agent, CompletedSteps: f.CompletedSteps}
+		if in.Agent == "" {
+			in.Agent = f.Agent
+		}
+	}
+	return in, nil
+}
+
+// replayHeaders are the Jsdlq-* modification headers of a decision (SPEC §9).
+func replayHeaders(d triage.Decision) map[string][]string {
+	h := map[string][]string{"Jsdlq-Strategy": {d.Strategy}}
+	m := d.Modifications
+	for _, in := range m.Instructions {
+		h["Jsdlq-Instruction"] = append(h["Jsdlq-Instruction"], strings.Join(strings.Fields(in), " "))
+	}
+	if m.TargetModel != "" {
+		h["Jsdlq-Target-Model"] = []string{m.TargetModel}
+	}
+	if m.MaxContextTokens > 0 {
+		h["Jsdlq-Max-Context-Tokens"] = []string{fmt.Sprint(m.MaxContextTokens)}
+	}
+	if m.MaxOutputTokens > 0 {
+		h["Jsdlq-Max-Output-Tokens"] = []string{fmt.Sprint(m.MaxOutputTokens)}
+	}
+	return h
+}
+
+func readAllLimited(r io.Reader, n int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, n+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > n {
+		return nil, fmt.Errorf("more than %d bytes", n)
+	}
+	return b, nil
+}
