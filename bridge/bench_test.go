@@ -75,6 +75,7 @@ func BenchmarkForward(b *testing.B) {
 		env = append(env, "BRIDGE_MAX_IN_FLIGHT="+v)
 	}
 	p := startBinary(b, env, freePort(b))
+	cpuBefore := cpuTime(p.cmd.Process.Pid)
 	b.ResetTimer()
 	start := time.Now()
 	for forwarded(b, p.port) < b.N {
@@ -83,6 +84,7 @@ func BenchmarkForward(b *testing.B) {
 	bridgeSecs := time.Since(start).Seconds()
 	b.StopTimer()
 	rss := peakRSS(p.cmd.Process.Pid)
+	cpu := cpuTime(p.cmd.Process.Pid) - cpuBefore
 	p.kill(9)
 
 	// The plain loop: publish everything, then wait on every result, with
@@ -138,6 +140,7 @@ func BenchmarkForward(b *testing.B) {
 	b.ReportMetric(rawRate, "raw-publishes/s")
 	b.ReportMetric(bridgeRate/rawRate, "ratio-vs-unbounded")
 	b.ReportMetric(float64(rss)/(1<<20), "bridge-peak-RSS-MiB")
+	b.ReportMetric(cpu.Seconds()*1e6/float64(b.N), "bridge-CPU-µs/event")
 }
 
 // forwarded reads jsdlq_bridge_forwarded_total from the binary's /metrics.
@@ -157,6 +160,25 @@ func forwarded(tb testing.TB, port int) int {
 		}
 	}
 	return total
+}
+
+// cpuTime returns the user plus system CPU time of a process (Linux; 0 when
+// unknown), from /proc/<pid>/stat in clock ticks of 1/100 s.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesised command name; utime and stime are the
+	// 14th and 15th fields of the whole line.
+	rest := string(b[bytes.LastIndexByte(b, ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // peakRSS returns VmHWM of a process in bytes (0 when unknown).
