@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -224,8 +225,10 @@ func sparkline(series []int64) string {
 // latestReport reads the newest reconcile report (dlq-audits/{run id}; ids
 // are time-ordered, documents starting with "_" are not reports).
 func latestReport(ctx context.Context, st *store.Store) (*reconcile.Report, error) {
-	q := st.Client().Collection(store.Audits).Where(firestore.DocumentID, "<", st.Client().Collection(store.Audits).Doc("_")).
-		OrderBy(firestore.DocumentID, firestore.Desc).Limit(1)
+	// Reports are stored in their JSON shape (run ids and times as
+	// strings); the lease and state documents have no finished_at, so the
+	// query skips them.
+	q := st.Client().Collection(store.Audits).OrderBy("finished_at", firestore.Desc).Limit(1)
 	snaps, err := q.Documents(ctx).GetAll()
 	if err != nil {
 		return nil, fmt.Errorf("firestore query %s: %w", store.Audits, err)
@@ -234,7 +237,11 @@ func latestReport(ctx context.Context, st *store.Store) (*reconcile.Report, erro
 		return nil, nil
 	}
 	var r reconcile.Report
-	if err := snaps[0].DataTo(&r); err != nil {
+	b, err := json.Marshal(snaps[0].Data())
+	if err == nil {
+		err = json.Unmarshal(b, &r)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("decode %s/%s: %w", store.Audits, snaps[0].Ref.ID, err)
 	}
 	if r.RunID == "" {

@@ -1,0 +1,664 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jsdlq/jsdlq/bridge"
+	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
+	"github.com/jsdlq/jsdlq/shared/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// env is one test's pipeline: a Firestore project of its own, an in-process
+// Cloud Tasks emulator whose replay target counts the tasks it receives, and
+// an embedded JetStream.
+type env struct {
+	t     *testing.T
+	st    *store.Store
+	sched *tasks.Scheduler
+	ct    *testenv.CloudTasks
+	queue string
+	js    jetstream.JetStream
+
+	mu         sync.Mutex
+	dispatched map[string]int // replay task name -> deliveries
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	fs, project := testenv.Firestore(t)
+	e := &env{t: t, st: store.New(fs), dispatched: map[string]int{}}
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.mu.Lock()
+		e.dispatched[r.Header.Get("X-CloudTasks-TaskName")]++
+		e.mu.Unlock()
+	}))
+	t.Cleanup(target.Close)
+	e.ct = testenv.NewCloudTasks(t)
+	e.queue = e.ct.Queue(t, project, "dlq-replay")
+	e.sched = tasks.New(tasks.Config{Queue: e.queue, ReplayURL: target.URL + "/Replay", ServiceAccount: "tasks@test.iam.gserviceaccount.com", EmulatorHost: e.ct.Host})
+	t.Cleanup(func() { e.sched.Close() })
+	return e
+}
+
+// run runs one dlqctl command line with the environment vars.
+func (e *env) run(vars map[string]string, args ...string) (code int, stdout, stderr string) {
+	return e.runCtx(context.Background(), vars, nil, args...)
+}
+
+func (e *env) runCtx(ctx context.Context, vars map[string]string, tweak func(*app), args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	a := &app{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), getenv: func(k string) string { return vars[k] },
+		fs: e.st.Client(), st: e.st, sched: e.sched, runner: e.ct.Client, log: obs.Discard()}
+	if e.js != nil {
+		a.jetstream = func(context.Context) (jetstream.JetStream, error) { return e.js, nil }
+	}
+	if tweak != nil {
+		tweak(a)
+	}
+	code := a.run(ctx, args)
+	return code, out.String(), errb.String()
+}
+
+type seed struct {
+	id, tenant, agent, category, reason string
+	status                              store.Status
+	payload                             []byte
+	replayOf, rootID                    string
+}
+
+func (e *env) seed(entries ...seed) {
+	e.t.Helper()
+	ctx := testenv.Context(e.t)
+	for _, s := range entries {
+		seq := int64(len(s.id))
+		en := &store.Entry{ID: s.id, EventID: s.id, Stream: "TASKS", StreamSeq: seq, Subject: "agents." + s.agent + ".tasks.code_review",
+			Tenant: s.tenant, Agent: s.agent, TaskID: "task-" + s.id, TaskType: "code_review", IdempotencyKey: "task-" + s.id + "-v1",
+			Kind: "terminated", Category: s.category, ReasonCode: s.reason, Action: "escalate", Strategy: "none", Status: s.status,
+			Payload: s.payload, ReplayOf: s.replayOf, RootID: s.rootID, Headers: map[string][]string{"X-Tenant-ID": {s.tenant}}}
+		if s.payload == nil {
+			en.Payload = []byte(`{"task":"` + s.id + `"}`)
+		}
+		if s.status == store.Scheduled {
+			en.Action, en.Strategy, en.TaskName, en.NextRetryAt = "auto_replay", "transient", tasks.Name(s.id, 1), time.Now().Add(time.Hour)
+		}
+		if _, err := e.st.Record(ctx, en, "test"); err != nil {
+			e.t.Fatalf("Record(%s) = %v", s.id, err)
+		}
+		if s.status == store.Scheduled {
+			if _, _, err := e.sched.Schedule(ctx, tasks.Request{EntryID: s.id, Attempt: 1, At: en.NextRetryAt}); err != nil {
+				e.t.Fatalf("Schedule(%s) = %v", s.id, err)
+			}
+		}
+	}
+}
+
+func (e *env) entry(id string) *store.Entry {
+	e.t.Helper()
+	en, err := e.st.Get(testenv.Context(e.t), id)
+	if err != nil {
+		e.t.Fatalf("Get(%s) = %v", id, err)
+	}
+	return en
+}
+
+func lsIDs(t *testing.T, out string) ([]string, string) {
+	t.Helper()
+	var doc struct {
+		Entries []store.Entry `json:"entries"`
+		Next    string        `json:"next_page_token"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("ls --json output %q: %v", out, err)
+	}
+	var ids []string
+	for _, e := range doc.Entries {
+		ids = append(ids, e.ID)
+	}
+	return ids, doc.Next
+}
+
+func TestLsFiltersAndPages(t *testing.T) {
+	e := newEnv(t)
+	for i := 1; i <= 5; i++ {
+		e.seed(seed{id: fmt.Sprintf("TASKS.%d", i), tenant: "acme", agent: "backend", category: "permanent", reason: "impossible_task", status: store.Escalated})
+	}
+	e.seed(seed{id: "TASKS.6", tenant: "globex", agent: "cto", category: "poison", reason: "parse_error", status: store.Quarantined},
+		seed{id: "TASKS.7", tenant: "globex", agent: "cto", category: "transient", reason: "timeout", status: store.Scheduled})
+
+	tests := []struct {
+		args []string
+		want int
+	}{
+		{[]string{"ls", "--json"}, 7},
+		{[]string{"ls", "--json", "--tenant", "acme"}, 5},
+		{[]string{"ls", "--json", "--status", "quarantined"}, 1},
+		{[]string{"ls", "--json", "--category", "transient"}, 1},
+		{[]string{"ls", "--json", "--reason", "impossible_task", "--agent", "backend"}, 5},
+		{[]string{"ls", "--json", "--agent", "cto", "--since", "1h"}, 2},
+		{[]string{"ls", "--json", "--since", time.Now().Add(time.Hour).Format(time.RFC3339)}, 0},
+		{[]string{"ls", "--json", "--until", "1h"}, 0},
+	}
+	for _, tc := range tests {
+		code, out, stderr := e.run(nil, tc.args...)
+		if code != 0 {
+			t.Fatalf("dlqctl %v = exit %d, stderr %q", tc.args, code, stderr)
+		}
+		if ids, _ := lsIDs(t, out); len(ids) != tc.want {
+			t.Errorf("dlqctl %v = %d entries %v, want %d", tc.args, len(ids), ids, tc.want)
+		}
+	}
+
+	// Pages of 3 cover every entry exactly once, newest first.
+	seen := map[string]int{}
+	token := ""
+	for pages := 0; ; pages++ {
+		if pages > 5 {
+			t.Fatal("ls pagination does not end")
+		}
+		args := []string{"ls", "--json", "--limit", "3"}
+		if token != "" {
+			args = append(args, "--page-token", token)
+		}
+		code, out, stderr := e.run(nil, args...)
+		if code != 0 {
+			t.Fatalf("dlqctl %v = exit %d, stderr %q", args, code, stderr)
+		}
+		ids, next := lsIDs(t, out)
+		for _, id := range ids {
+			seen[id]++
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	if len(seen) != 7 {
+		t.Errorf("pages covered %d entries %v, want 7", len(seen), seen)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("entry %s listed %d times across pages, want 1", id, n)
+		}
+	}
+
+	// The human table prints the token for the next page.
+	if code, out, _ := e.run(nil, "ls", "--limit", "2"); code != 0 || !strings.Contains(out, "--page-token ") || !strings.Contains(out, "STATUS") {
+		t.Errorf("dlqctl ls --limit 2 = %d, %q; want a table and the next page token", code, out)
+	}
+	for _, bad := range [][]string{{"ls", "--status", "nope"}, {"ls", "--limit", "0"}, {"ls", "--page-token", "garbage!"}, {"ls", "--since", "yesterday"}, {"frobnicate"}} {
+		if code, _, stderr := e.run(nil, bad...); code != exitUsage || stderr == "" {
+			t.Errorf("dlqctl %v = exit %d (stderr %q), want %d with a message", bad, code, stderr, exitUsage)
+		}
+	}
+}
+
+func TestTenantIsolation(t *testing.T) {
+	e := newEnv(t)
+	e.seed(seed{id: "TASKS.1", tenant: "acme", agent: "backend", category: "permanent", reason: "impossible_task", status: store.Escalated},
+		seed{id: "TASKS.2", tenant: "globex", agent: "backend", category: "permanent", reason: "impossible_task", status: store.Escalated},
+		seed{id: "TASKS.3", tenant: "globex", agent: "backend", category: "transient", reason: "timeout", status: store.Scheduled})
+	acme := map[string]string{"DLQCTL_TENANT": "acme"}
+
+	// ls filters server-side: only acme's entry, whatever the filters.
+	code, out, _ := e.run(acme, "ls", "--json")
+	if ids, _ := lsIDs(t, out); code != 0 || len(ids) != 1 || ids[0] != "TASKS.1" {
+		t.Errorf("acme: ls = %d %v, want only TASKS.1", code, ids)
+	}
+	code, out, _ = e.run(nil, "--tenant", "acme", "ls", "--json", "--status", "scheduled")
+	if ids, _ := lsIDs(t, out); code != 0 || len(ids) != 0 {
+		t.Errorf("--tenant acme: ls --status scheduled = %d %v, want nothing (the scheduled entry is globex's)", code, ids)
+	}
+
+	// Another tenant's entry is "not found", with the message of a missing id.
+	_, _, missing := e.run(acme, "show", "TASKS.99")
+	for _, args := range [][]string{
+		{"show", "TASKS.2"},
+		{"replay", "TASKS.3", "--now"},
+		{"replay", "TASKS.3"},
+		{"approve", "TASKS.2"},
+		{"discard", "TASKS.2", "--reason", "not mine"},
+	} {
+		code, _, stderr := e.run(acme, args...)
+		if code != exitNotFound {
+			t.Errorf("acme: dlqctl %v = exit %d (%q), want %d", args, code, stderr, exitNotFound)
+		}
+		want := strings.ReplaceAll(missing, "TASKS.99", args[1])
+		if args[0] == "show" && stderr != want {
+			t.Errorf("acme: dlqctl %v says %q, a missing id says %q: the difference leaks", args, stderr, missing)
+		}
+	}
+	if got := e.entry("TASKS.2"); got.Status != store.Escalated || len(got.History) != 1 {
+		t.Errorf("globex entry after acme's attempts: status %s, %d transitions; want untouched", got.Status, len(got.History))
+	}
+	if got := e.entry("TASKS.3"); got.Status != store.Scheduled || len(got.History) != 1 {
+		t.Errorf("globex scheduled entry after acme's attempts: status %s, %d transitions; want untouched", got.Status, len(got.History))
+	}
+	e.mu.Lock()
+	n := len(e.dispatched)
+	e.mu.Unlock()
+	if n != 0 {
+		t.Errorf("acme's replay --now of a globex entry dispatched %d tasks, want 0", n)
+	}
+
+	// A limited caller cannot widen its scope, nor act on every tenant.
+	for _, args := range [][]string{
+		{"--tenant", "globex", "ls"},
+		{"ls", "--tenant", "globex"},
+		{"redrive", "--filter", "tenant=globex", "--rate", "5/s"},
+		{"audit", "--dry-run"},
+		{"policy", "apply", "whatever.yaml"},
+	} {
+		if code, _, stderr := e.run(acme, args...); code != exitUsage || stderr == "" {
+			t.Errorf("acme: dlqctl %v = exit %d (%q), want %d with a message", args, code, stderr, exitUsage)
+		}
+	}
+	// Its own entry works.
+	if code, out, stderr := e.run(acme, "show", "TASKS.1"); code != 0 || !strings.Contains(out, "TASKS.1") {
+		t.Errorf("acme: show TASKS.1 = %d %q %q", code, out, stderr)
+	}
+	if code, _, stderr := e.run(acme, "approve", "TASKS.1"); code != 0 {
+		t.Errorf("acme: approve TASKS.1 = %d %q", code, stderr)
+	}
+}
+
+func TestShowPayloadChainHistory(t *testing.T) {
+	e := newEnv(t)
+	bin := []byte{0x00, 0x01, 0xff, 'j', 's', 0x7f}
+	e.seed(seed{id: "TASKS.10", tenant: "acme", agent: "backend", category: "conditionally_recoverable", reason: "context_window_overflow", status: store.Escalated},
+		seed{id: "TASKS.11", tenant: "acme", agent: "backend", category: "conditionally_recoverable", reason: "context_window_overflow",
+			status: store.Quarantined, payload: bin, replayOf: "TASKS.10", rootID: "TASKS.10"})
+
+	code, out, stderr := e.run(nil, "show", "TASKS.11")
+	if code != 0 {
+		t.Fatalf("show = %d, %q", code, stderr)
+	}
+	for _, want := range []string{"(binary)", "00 01 ff 6a 73 7f", "chain (root first)", "TASKS.10", "* TASKS.11", "history", "(new) -> quarantined", "X-Tenant-ID: acme"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show TASKS.11 lacks %q:\n%s", want, out)
+		}
+	}
+	if i, j := strings.Index(out, "  TASKS.10"), strings.Index(out, "* TASKS.11"); i < 0 || j < i {
+		t.Errorf("chain not root first:\n%s", out)
+	}
+	code, out, _ = e.run(nil, "show", "TASKS.11", "--json")
+	var doc showJSON
+	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil {
+		t.Fatalf("show --json = %d, %v", code, err)
+	}
+	if !bytes.Equal(doc.Payload, bin) || !doc.PayloadBinary || len(doc.Chain) != 2 || doc.Entry.ReplayOf != "TASKS.10" {
+		t.Errorf("show --json = payload %x binary %v chain %v, want the binary payload and a chain of 2", doc.Payload, doc.PayloadBinary, doc.Chain)
+	}
+	if code, out, _ := e.run(nil, "show", "TASKS.10"); code != 0 || !strings.Contains(out, `  | {"task":"TASKS.10"}`) || !strings.Contains(out, "* TASKS.10") {
+		t.Errorf("show TASKS.10 = %d:\n%s\nwant the text payload and the chain", code, out)
+	}
+	if code, _, _ := e.run(nil, "show"); code != exitUsage {
+		t.Errorf("show without id = %d, want %d", code, exitUsage)
+	}
+}
+
+func TestReplayApproveDiscard(t *testing.T) {
+	e := newEnv(t)
+	e.seed(seed{id: "TASKS.20", tenant: "acme", agent: "backend", category: "poison", reason: "parse_error", status: store.Quarantined},
+		seed{id: "TASKS.21", tenant: "acme", agent: "backend", category: "permanent", reason: "impossible_task", status: store.Escalated},
+		seed{id: "TASKS.22", tenant: "acme", agent: "backend", category: "transient", reason: "timeout", status: store.Scheduled})
+	fixed := filepath.Join(t.TempDir(), "fixed.json")
+	if err := os.WriteFile(fixed, []byte(`{"task":"fixed"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"DLQCTL_ACTOR": "alice"}
+
+	code, out, stderr := e.run(vars, "approve", "TASKS.20", "--edit-payload", fixed, "--set-header", "X-Priority=high", "--set-header", "X-Note=fixed json")
+	if code != 0 {
+		t.Fatalf("approve = %d, %q", code, stderr)
+	}
+	got := e.entry("TASKS.20")
+	if got.Status != store.Scheduled || string(got.Payload) != `{"task":"fixed"}` || event.Header(got.Headers, "X-Priority") != "high" {
+		t.Errorf("after approve: status %s payload %q headers %v", got.Status, got.Payload, got.Headers)
+	}
+	if last := got.History[len(got.History)-1]; last.By != "alice" || !strings.HasPrefix(last.Note, store.ApprovalNote) {
+		t.Errorf("approval history = %+v, want by alice, note starting %q", last, store.ApprovalNote)
+	}
+	if !strings.Contains(out, "approved") {
+		t.Errorf("approve printed %q", out)
+	}
+	// Approving twice is a conflict: the entry is scheduled already.
+	if code, _, stderr := e.run(vars, "approve", "TASKS.20"); code != exitConflict {
+		t.Errorf("second approve = %d (%q), want %d", code, stderr, exitConflict)
+	}
+	if code, _, _ := e.run(vars, "approve", "TASKS.21", "--set-header", "Nats-Msg-Id=x"); code != exitConflict {
+		t.Errorf("approve with a Nats-* header = %d, want %d (refused edit)", code, exitConflict)
+	}
+	if code, _, _ := e.run(vars, "approve", "TASKS.404"); code != exitNotFound {
+		t.Errorf("approve of a missing id = %d, want %d", code, exitNotFound)
+	}
+
+	if code, _, _ := e.run(vars, "discard", "TASKS.21"); code != exitUsage {
+		t.Errorf("discard without --reason = %d, want %d", code, exitUsage)
+	}
+	if code, _, stderr := e.run(vars, "discard", "TASKS.21", "--reason", "customer withdrew the task"); code != 0 {
+		t.Fatalf("discard = %d, %q", code, stderr)
+	}
+	if got := e.entry("TASKS.21"); got.Status != store.Discarded || !strings.Contains(got.History[len(got.History)-1].Note, "customer withdrew") {
+		t.Errorf("after discard: %s %+v", got.Status, got.History)
+	}
+	if code, _, _ := e.run(vars, "replay", "TASKS.21"); code != exitConflict {
+		t.Errorf("replay of a discarded entry = %d, want %d", code, exitConflict)
+	}
+
+	// replay --now runs the scheduled task at once (it was due in an hour).
+	if code, out, stderr := e.run(vars, "replay", "TASKS.22", "--now"); code != 0 || !strings.Contains(out, "running now") {
+		t.Fatalf("replay --now = %d %q %q", code, out, stderr)
+	}
+	task := tasks.Name("TASKS.22", 1)
+	waitFor(t, "the replay task to be dispatched", func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.dispatched[task] == 1
+	})
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestRedriveResumes interrupts a redrive after 4 entries (the context is
+// cancelled, as Ctrl-C does), resumes it from the checkpoint, and checks
+// that every entry was approved exactly once: the checkpoint lists what was
+// acted on, and an entry acted on but not yet in the checkpoint is no longer
+// approvable, so the resumed run skips it instead of approving it again.
+func TestRedriveResumes(t *testing.T) {
+	e := newEnv(t)
+	const n = 10
+	for i := 1; i <= n; i++ {
+		e.seed(seed{id: fmt.Sprintf("TASKS.%d", 100+i), tenant: fmt.Sprintf("t%d", i%3), agent: "backend", category: "permanent", reason: "impossible_task", status: store.Escalated})
+	}
+	e.seed(seed{id: "TASKS.200", tenant: "t0", agent: "backend", category: "poison", reason: "parse_error", status: store.Quarantined})
+	cp := filepath.Join(t.TempDir(), "redrive.json")
+
+	// Dry run: lists, changes nothing.
+	code, out, _ := e.run(nil, "redrive", "--filter", "status=escalated", "--rate", "100/s", "--dry-run")
+	if code != 0 || strings.Count(out, "\tapprove\n") != n || !strings.Contains(out, "nothing changed") {
+		t.Fatalf("dry run = %d:\n%s", code, out)
+	}
+	if got := e.entry("TASKS.101"); got.Status != store.Escalated {
+		t.Fatalf("dry run changed TASKS.101 to %s", got.Status)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	code, _, stderr := e.runCtx(ctx, nil, func(a *app) {
+		a.afterRedriveItem = func(done int) {
+			if done == 4 {
+				cancel()
+			}
+		}
+	}, "redrive", "--filter", "status=escalated,category=permanent", "--rate", "50/s", "--checkpoint", cp)
+	if code != exitPartial {
+		t.Fatalf("interrupted redrive = exit %d, want %d; stderr %q", code, exitPartial, stderr)
+	}
+	if want := "resume with: dlqctl redrive --resume " + cp; !strings.Contains(stderr, want) {
+		t.Errorf("interrupted redrive stderr %q lacks %q", stderr, want)
+	}
+	saved, err := loadCheckpoint(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(saved.Done) != 4 || saved.Replayed != 4 || saved.Complete {
+		t.Errorf("checkpoint after interruption: done %d replayed %d complete %v, want 4, 4, false", len(saved.Done), saved.Replayed, saved.Complete)
+	}
+
+	code, out, stderr = e.run(nil, "redrive", "--resume", cp)
+	if code != 0 {
+		t.Fatalf("resumed redrive = %d, %q %q", code, out, stderr)
+	}
+	if !strings.Contains(out, "redrive complete: 10 replayed, 0 skipped, 0 failed") {
+		t.Errorf("resumed redrive printed %q, want 10 in all (4 before the interruption, 6 after)", out)
+	}
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("TASKS.%d", 100+i)
+		got := e.entry(id)
+		approvals := 0
+		for _, h := range got.History {
+			if strings.HasPrefix(h.Note, store.ApprovalNote) {
+				approvals++
+			}
+		}
+		if approvals != 1 || got.Status != store.Scheduled {
+			t.Errorf("%s after the redrive: status %s, %d approvals; want scheduled, exactly 1", id, got.Status, approvals)
+		}
+	}
+	// Every approved entry got exactly one replay task (due now, dispatched once).
+	waitFor(t, "10 replay tasks dispatched", func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return len(e.dispatched) == n
+	})
+	e.mu.Lock()
+	for name, k := range e.dispatched {
+		if k != 1 {
+			t.Errorf("task %s dispatched %d times, want 1", name, k)
+		}
+	}
+	e.mu.Unlock()
+	if got := e.entry("TASKS.200"); got.Status != store.Quarantined {
+		t.Errorf("the quarantined entry outside the filter became %s", got.Status)
+	}
+	// Resuming a finished redrive does nothing.
+	if code, out, _ := e.run(nil, "redrive", "--resume", cp); code != 0 || !strings.Contains(out, "complete") {
+		t.Errorf("resume of a complete redrive = %d %q", code, out)
+	}
+	for _, bad := range [][]string{{"redrive", "--rate", "5/s"}, {"redrive", "--filter", "status=escalated"}, {"redrive", "--filter", "colour=red", "--rate", "1/s"}, {"redrive", "--filter", "status=escalated", "--rate", "fast"}} {
+		if code, _, _ := e.run(nil, bad...); code != exitUsage {
+			t.Errorf("dlqctl %v = %d, want %d", bad, code, exitUsage)
+		}
+	}
+}
+
+func TestStats(t *testing.T) {
+	e := newEnv(t)
+	e.seed(seed{id: "TASKS.1", tenant: "acme", agent: "backend", category: "permanent", reason: "impossible_task", status: store.Escalated},
+		seed{id: "TASKS.2", tenant: "acme", agent: "backend", category: "transient", reason: "timeout", status: store.Scheduled},
+		seed{id: "TASKS.3", tenant: "globex", agent: "cto", category: "transient", reason: "timeout", status: store.Scheduled})
+	ctx := testenv.Context(t)
+	now := time.Now().UTC()
+	// Reconcile's samples of the work stream: 400 published this hour.
+	for _, s := range []store.MetricsSample{{Stream: "TASKS", FirstLastSeq: 100, LastSeq: 100}, {Stream: "TASKS", FirstLastSeq: 500, LastSeq: 500}} {
+		if err := e.st.RecordSample(ctx, now, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.st.AddMetrics(ctx, now, "TASKS.2", store.Metrics{ReplaysRecovered: 1}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := e.run(nil, "stats", "--hours", "2", "--json")
+	if code != 0 {
+		t.Fatalf("stats --json = %d %q", code, stderr)
+	}
+	var doc struct{ Hours []hourStats }
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Hours) != 2 {
+		t.Fatalf("stats --json = %q (%v), want 2 hours", out, err)
+	}
+	cur := doc.Hours[1]
+	want := hourStats{Hour: store.Hour(now), Processed: 400, Entries: 3, DLQRate: 3.0 / 400, Recovered: 1, Human: 1,
+		ByCategory: map[string]int64{"permanent": 1, "transient": 2}}
+	if fmt.Sprint(cur) != fmt.Sprint(want) {
+		t.Errorf("stats current hour = %+v, want %+v", cur, want)
+	}
+	code, out, _ = e.run(nil, "stats", "--hours", "3")
+	for _, s := range []string{"PROCESSED", "0.75%", "transient", "··█ 2", "permanent"} {
+		if code != 0 || !strings.Contains(out, s) {
+			t.Errorf("stats output lacks %q:\n%s", s, out)
+		}
+	}
+	// A tenant-limited caller gets its own numbers only.
+	code, out, _ = e.run(map[string]string{"DLQCTL_TENANT": "globex"}, "stats", "--hours", "1", "--json")
+	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || doc.Hours[0].Entries != 1 || doc.Hours[0].ByCategory["permanent"] != 0 {
+		t.Errorf("globex stats = %d %+v, want 1 transient entry", code, doc.Hours)
+	}
+	if got := sparkline([]int64{0, 1, 4, 8}); got != "·▁▄█" {
+		t.Errorf("sparkline(0,1,4,8) = %q, want ·▁▄█", got)
+	}
+}
+
+func TestAuditAndHealth(t *testing.T) {
+	e := newEnv(t)
+	nats := testenv.NewNATS(t)
+	_, js := nats.Connect(t)
+	e.js = js
+	ctx := testenv.Context(t)
+	if err := bridge.Ensure(ctx, js, bridge.Names{AdvisoryStream: "DLQ_ADVISORIES", RecordStream: "DLQ_RECORDS", FailureBucket: "dlq_failures"}, obs.Discard()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TASKS", Subjects: []string{"agents.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.seed(seed{id: "TASKS.1", tenant: "acme", agent: "backend", category: "permanent", reason: "impossible_task", status: store.Escalated},
+		seed{id: "TASKS.2", tenant: "globex", agent: "cto", category: "poison", reason: "parse_error", status: store.Quarantined})
+	// A scheduled entry whose task is gone: the audit's missing_task repair.
+	en := &store.Entry{ID: "TASKS.3", EventID: "TASKS.3", Stream: "TASKS", StreamSeq: 3, Subject: "agents.cto.tasks.debugging", Tenant: "globex",
+		Agent: "cto", Kind: "max_deliver", Category: "transient", ReasonCode: "timeout", Action: "auto_replay", Strategy: "transient",
+		Status: store.Scheduled, TaskName: tasks.Name("TASKS.3", 1), NextRetryAt: time.Now().Add(time.Hour), Payload: []byte("{}")}
+	if _, err := e.st.Record(ctx, en, "test"); err != nil {
+		t.Fatal(err)
+	}
+	noGrace := func(a *app) { a.reconcileConfig = func(c *reconcile.Config) { c.Grace = time.Nanosecond } }
+
+	code, out, stderr := e.runCtx(ctx, nil, noGrace, "audit", "--dry-run", "--json")
+	if code != 0 {
+		t.Fatalf("audit --dry-run = %d %q %q", code, out, stderr)
+	}
+	var r reconcile.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Schema != reconcile.Schema || !r.DryRun {
+		t.Fatalf("audit --json = %q (%v)", out, err)
+	}
+	if !strings.Contains(strings.Join(r.Alerts, ","), reconcile.AlertMissingTask) || r.Repairs.Done != 0 {
+		t.Errorf("dry-run alerts %v repairs %+v, want missing_task planned, nothing done", r.Alerts, r.Repairs)
+	}
+	if n := len(e.ct.Tasks(t, e.queue)); n != 0 {
+		t.Errorf("dry run created %d tasks", n)
+	}
+
+	code, out, stderr = e.runCtx(ctx, nil, noGrace, "audit")
+	if code != 0 || !strings.Contains(out, "missing_task") || !strings.Contains(out, "SECTION") || !strings.Contains(out, "repairs applied") {
+		t.Fatalf("audit = %d:\n%s\n%s", code, out, stderr)
+	}
+	if n := len(e.ct.Tasks(t, e.queue)); n != 1 {
+		t.Errorf("audit recreated %d tasks, want 1", n)
+	}
+
+	code, out, stderr = e.run(nil, "health", "--json")
+	var h healthJSON
+	if err := json.Unmarshal([]byte(out), &h); code != 0 || err != nil {
+		t.Fatalf("health --json = %d %q %q", code, out, stderr)
+	}
+	tenants := map[string]*reconcile.TenantHealth{}
+	for _, th := range h.Tenants {
+		tenants[th.Tenant] = th
+	}
+	if tenants["acme"] == nil || tenants["acme"].Escalated != 1 || tenants["globex"] == nil || tenants["globex"].ActivePoison != 1 || h.RunID == "" {
+		t.Errorf("health = %+v, want acme with 1 escalated and globex with 1 poison", h)
+	}
+	if code, out, _ := e.run(nil, "health"); code != 0 || !strings.Contains(out, "TENANT") || !strings.Contains(out, "globex") {
+		t.Errorf("health = %d:\n%s", code, out)
+	}
+	// acme sees its own row and none of the pipeline-wide alerts.
+	code, out, _ = e.run(map[string]string{"DLQCTL_TENANT": "acme"}, "health", "--json")
+	h = healthJSON{}
+	if err := json.Unmarshal([]byte(out), &h); code != 0 || err != nil || len(h.Tenants) != 1 || h.Tenants[0].Tenant != "acme" || len(h.Alerts) != 0 {
+		t.Errorf("acme health = %d %+v, want only acme and no foreign alerts", code, h)
+	}
+}
+
+func TestPolicy(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	code, out, _ := e.run(nil, "policy", "show")
+	if code != 0 || !strings.Contains(out, "# source: embedded default") || !strings.Contains(out, "rules:") {
+		t.Fatalf("policy show = %d:\n%.300s", code, out)
+	}
+	def := strings.SplitN(out, "\n", 3)[2]
+	bad := write("bad.yaml", strings.Replace(def, "base: 10s", "base: -1s", 1)+"\njiter: 1\n")
+	code, _, stderr := e.run(nil, "policy", "validate", bad)
+	if code != exitError || !strings.Contains(stderr, "invalid policy") {
+		t.Errorf("validate of a bad policy = %d %q, want 1 and the reasons", code, stderr)
+	}
+	if code, _, _ := e.run(nil, "policy", "apply", bad); code != exitError {
+		t.Errorf("apply of a bad policy = %d, want %d", code, exitError)
+	}
+	if code, out, _ := e.run(nil, "policy", "show", "--json"); code != 0 || !strings.Contains(out, `"source": "embedded default"`) {
+		t.Errorf("a refused apply changed the policy: %s", out)
+	}
+	fast := write("fast.yaml", strings.Replace(def, "delay: {base: 10s}\n    max_replays: 1\n    max_context_tokens: 80000", "delay: {base: 3s}\n    max_replays: 1\n    max_context_tokens: 80000", 1))
+	if code, out, stderr := e.run(nil, "policy", "validate", fast); code != 0 || !strings.Contains(out, "valid, version") {
+		t.Fatalf("validate = %d %q %q", code, out, stderr)
+	}
+	ev := event.Event{Schema: event.Schema, ID: "TASKS.7", Kind: event.KindExplicit, Stream: "TASKS", StreamSeq: 7, Tenant: "acme", Agent: "backend",
+		Message:    event.Message{Subject: "agents.backend.tasks.code_review", Headers: map[string][]string{"X-Tenant-ID": {"acme"}}, Data: []byte("{}"), Size: 2, SHA256: store.PayloadSum([]byte("{}"))},
+		Failure:    &event.Failure{Code: "context_window_overflow", Detail: "prompt of 160000 tokens", Agent: "backend"},
+		ObservedAt: time.Now().UTC()}
+	raw, err := event.Encode(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evFile := write("event.json", string(raw))
+	code, out, stderr = e.run(nil, "policy", "test", fast, evFile)
+	for _, want := range []string{"context_window_overflow (found by record)", "rule        context-overflow", "auto_replay", "delay       2.4s – 3s",
+		"Jsdlq-Max-Context-Tokens: 80000", "Jsdlq-Target-Model: large-context", "Jsdlq-Instruction: Focus on the core task."} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("policy test lacks %q (exit %d, %q):\n%s", want, code, stderr, out)
+		}
+	}
+	// The chain turns a second overflow into quarantine.
+	code, out, _ = e.run(nil, "policy", "test", fast, evFile, "--chain", "context_window_overflow:context_window_overflow", "--json")
+	var tr testResult
+	if err := json.Unmarshal([]byte(out), &tr); code != 0 || err != nil || tr.Rule != "second-context-overflow" || tr.Action != "quarantine" {
+		t.Errorf("policy test with a chain = %d %+v, want second-context-overflow / quarantine", code, tr)
+	}
+	if code, _, _ := e.run(nil, "policy", "test", fast, write("junk.json", `{"schema":"nope"}`)); code != exitError {
+		t.Errorf("policy test of a malformed event = %d, want %d", code, exitError)
+	}
+
+	code, out, stderr = e.run(nil, "policy", "apply", fast)
+	if code != 0 || !strings.Contains(out, "applied") {
+		t.Fatalf("apply = %d %q %q", code, out, stderr)
+	}
+	if code, out, _ := e.run(nil, "policy", "show"); code != 0 || !strings.Contains(out, "# source: firestore triage-policy/current") || !strings.Contains(out, "base: 3s") {
+		t.Errorf("policy show after apply = %d:\n%.200s", code, out)
+	}
+	if code, out, _ := e.run(nil, "policy", "test", "current", evFile); code != 0 || !strings.Contains(out, "2.4s – 3s") {
+		t.Errorf("policy test current = %d:\n%s", code, out)
+	}
+}
