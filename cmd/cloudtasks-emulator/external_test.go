@@ -12,7 +12,8 @@ import (
 
 	ctapi "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
-	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+
+	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
 // TestExternalEmulator drives an emulator started separately, e.g.
@@ -22,9 +23,9 @@ import (
 //
 // It is skipped when CLOUD_TASKS_EMULATOR_HOST is unset.
 func TestExternalEmulator(t *testing.T) {
-	opts := cloudtasks.ClientOptionsFromEnv()
+	opts := tasksemu.ClientOptionsFromEnv()
 	if opts == nil {
-		t.Skip(cloudtasks.EnvHost + " not set")
+		t.Skip(tasksemu.EnvHost + " not set")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -60,14 +61,14 @@ func TestExternalEmulator(t *testing.T) {
 		t.Fatalf("CreateTask() = %v", err)
 	}
 	t.Logf("created %s in %s", task.Name, q.Name)
-	jwks, err := cloudtasks.JWKSURL(os.Getenv(cloudtasks.EnvHost))
+	jwks, err := tasksemu.JWKSURL(os.Getenv(tasksemu.EnvHost))
 	if err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case r := <-got:
 		raw := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		claims, err := cloudtasks.NewVerifier(jwks).Verify(ctx, raw, tg.URL+"/Replay")
+		claims, err := tasksemu.NewVerifier(jwks).Verify(ctx, raw, tg.URL+"/Replay")
 		if err != nil {
 			t.Fatalf("Verify() against %s = %v", jwks, err)
 		}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
 	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
 func main() {
@@ -41,12 +42,12 @@ func main() {
 func run(ctx context.Context, args []string, out io.Writer, ready chan<- [2]string) error {
 	fs := flag.NewFlagSet("cloudtasks-emulator", flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
-	defHost := cloudtasks.DefaultHostPort
-	if v := os.Getenv(cloudtasks.EnvHost); v != "" {
+	defHost := tasksemu.DefaultHostPort
+	if v := os.Getenv(tasksemu.EnvHost); v != "" {
 		defHost = v
 	}
-	hostPort := fs.String("host-port", defHost, "gRPC listen address (default $"+cloudtasks.EnvHost+" or "+cloudtasks.DefaultHostPort+")")
-	jwksHostPort := fs.String("jwks-host-port", "", "HTTP listen address for "+cloudtasks.JWKSPath+" and /healthz (default: gRPC port + 1)")
+	hostPort := fs.String("host-port", defHost, "gRPC listen address (default $"+tasksemu.EnvHost+" or "+tasksemu.DefaultHostPort+")")
+	jwksHostPort := fs.String("jwks-host-port", "", "HTTP listen address for "+tasksemu.JWKSPath+" and /healthz (default: gRPC port + 1)")
 	dataDir := fs.String("data-dir", os.Getenv("CLOUD_TASKS_EMULATOR_DATA_DIR"), "directory keeping queues, tasks and the signing key across restarts (default: in memory)")
 	tombstone := fs.Duration("queue-tombstone", 0, "refuse to recreate a deleted queue's name for this long (FAILED_PRECONDITION), like the real service; 0 = off")
 	reservation := fs.Duration("name-reservation", cloudtasks.DefaultNameReservation, "how long a finished or deleted task's name stays taken")
@@ -64,7 +65,7 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- [2]stri
 	log := obs.NewLogger(out, obs.WithComponent("cloudtasks-emulator"), obs.WithLevel(level))
 
 	if *jwksHostPort == "" {
-		hp, err := cloudtasks.DefaultJWKSHostPort(*hostPort)
+		hp, err := tasksemu.DefaultJWKSHostPort(*hostPort)
 		if err != nil {
 			return err
 		}
@@ -92,10 +93,10 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- [2]stri
 	grpcAddr, jwksAddr := grpcLis.Addr().String(), httpLis.Addr().String()
 	log.Info("listening",
 		"grpc", grpcAddr,
-		"jwks_url", "http://"+jwksAddr+cloudtasks.JWKSPath,
+		"jwks_url", "http://"+jwksAddr+tasksemu.JWKSPath,
 		"healthz", "http://"+jwksAddr+"/healthz",
 		"data_dir", *dataDir,
-		"env", cloudtasks.EnvHost+"="+grpcAddr,
+		"env", tasksemu.EnvHost+"="+grpcAddr,
 	)
 	if ready != nil {
 		ready <- [2]string{grpcAddr, jwksAddr}

@@ -13,7 +13,8 @@ import (
 
 	ctapi "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
-	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+
+	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
 type lockedBuffer struct {
@@ -66,11 +67,11 @@ func TestRunServesOfficialClient(t *testing.T) {
 	if err := json.Unmarshal([]byte(strings.SplitN(out.String(), "\n", 2)[0]), &line); err != nil {
 		t.Fatalf("first log line %q: %v", out.String(), err)
 	}
-	if line["message"] != "listening" || line["grpc"] != addrs[0] || line["jwks_url"] != "http://"+addrs[1]+cloudtasks.JWKSPath {
+	if line["message"] != "listening" || line["grpc"] != addrs[0] || line["jwks_url"] != "http://"+addrs[1]+tasksemu.JWKSPath {
 		t.Errorf("readiness line = %v, want message listening with grpc %s and jwks_url", line, addrs[0])
 	}
 
-	client, err := ctapi.NewClient(ctx, cloudtasks.ClientOptions(addrs[0])...)
+	client, err := ctapi.NewClient(ctx, tasksemu.ClientOptions(addrs[0])...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestRunServesOfficialClient(t *testing.T) {
 	select {
 	case r := <-got:
 		raw := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if _, err := cloudtasks.NewVerifier("http://"+addrs[1]+cloudtasks.JWKSPath).Verify(ctx, raw, tg.URL+"/Replay"); err != nil {
+		if _, err := tasksemu.NewVerifier("http://"+addrs[1]+tasksemu.JWKSPath).Verify(ctx, raw, tg.URL+"/Replay"); err != nil {
 			t.Errorf("Verify(dispatched token) = %v", err)
 		}
 	case <-time.After(20 * time.Second):

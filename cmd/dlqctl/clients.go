@@ -16,12 +16,12 @@ import (
 	"cloud.google.com/go/firestore"
 	"github.com/nats-io/nats.go/jetstream"
 
-	ctemu "github.com/jsdlq/jsdlq/emulator/cloudtasks"
 	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
+	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
 // app is one dlqctl invocation: its streams, environment, tenant scope and
@@ -156,7 +156,7 @@ func (a *app) taskRunner(ctx context.Context) (operator.Runner, error) {
 	if a.runner != nil {
 		return a.runner, nil
 	}
-	opts := ctemu.ClientOptions(a.getenv("CLOUD_TASKS_EMULATOR_HOST"))
+	opts := tasksemu.ClientOptions(a.getenv("CLOUD_TASKS_EMULATOR_HOST"))
 	if a.getenv("CLOUD_TASKS_EMULATOR_HOST") == "" {
 		opts = nil
 	}

@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
-	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
 )
 
 // BenchmarkDispatchLateness schedules b.N tasks 2 ms apart (within the

@@ -13,10 +13,12 @@ import (
 
 	ctapi "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
-	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
 const testLocation = "projects/test-project/locations/us-central1"
@@ -48,12 +50,12 @@ func startEmu(t testing.TB, opts ...cloudtasks.Option) *emu {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, gl, hl) }()
-	client, err := ctapi.NewClient(context.Background(), cloudtasks.ClientOptions(gl.Addr().String())...)
+	client, err := ctapi.NewClient(context.Background(), tasksemu.ClientOptions(gl.Addr().String())...)
 	if err != nil {
 		cancel()
 		t.Fatalf("NewClient() = %v", err)
 	}
-	e := &emu{srv: srv, addr: gl.Addr().String(), jwksURL: "http://" + hl.Addr().String() + cloudtasks.JWKSPath, client: client}
+	e := &emu{srv: srv, addr: gl.Addr().String(), jwksURL: "http://" + hl.Addr().String() + tasksemu.JWKSPath, client: client}
 	var once sync.Once
 	e.stop = func() {
 		once.Do(func() {

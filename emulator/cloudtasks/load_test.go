@@ -16,11 +16,13 @@ import (
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
-	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
-	"github.com/jsdlq/jsdlq/shared/obs"
 	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
 // createConcurrently creates tasks with a few client goroutines, in the
@@ -223,7 +225,7 @@ func TestRestartWithDataDirLosesNothing(t *testing.T) {
 	}
 
 	// Tokens from both runs verify against the JWKS of the second: same key.
-	v := cloudtasks.NewVerifier(e2.jwksURL)
+	v := tasksemu.NewVerifier(e2.jwksURL)
 	for _, i := range []int{0, len(hits) - 1} {
 		h := hits[i]
 		raw := h.header.Get("Authorization")[len("Bearer "):]

@@ -13,7 +13,8 @@ import (
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+
+	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
 func TestJWKSURL(t *testing.T) {
@@ -24,12 +25,12 @@ func TestJWKSURL(t *testing.T) {
 		{"[::1]:8123", "http://[::1]:8124/jwks.json"},
 	}
 	for _, tt := range tests {
-		if got, err := cloudtasks.JWKSURL(tt.in); err != nil || got != tt.want {
+		if got, err := tasksemu.JWKSURL(tt.in); err != nil || got != tt.want {
 			t.Errorf("JWKSURL(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
 		}
 	}
 	for _, bad := range []string{"127.0.0.1", "host:x", "h:65535"} {
-		if _, err := cloudtasks.JWKSURL(bad); err == nil {
+		if _, err := tasksemu.JWKSURL(bad); err == nil {
 			t.Errorf("JWKSURL(%q) = nil error, want one", bad)
 		}
 	}
@@ -51,7 +52,7 @@ func TestOIDCToken(t *testing.T) {
 	e.task(t, q, withOIDC(tg.URL+"/explicit-aud", "https://replay.example.com"))
 	waitFor(t, 10*time.Second, "two dispatches", func() bool { return tg.count() == 2 })
 
-	v := cloudtasks.NewVerifier(e.jwksURL)
+	v := tasksemu.NewVerifier(e.jwksURL)
 	for _, h := range tg.snapshot() {
 		raw, ok := strings.CutPrefix(h.header.Get("Authorization"), "Bearer ")
 		if !ok {
@@ -65,8 +66,8 @@ func TestOIDCToken(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Verify(%s, aud %q) = %v", h.path, aud, err)
 		}
-		if claims.Email != sa || !claims.EmailVerified || claims.Issuer != cloudtasks.Issuer || claims.Subject == "" {
-			t.Errorf("claims = %+v, want email %s verified, iss %s, a subject", claims, sa, cloudtasks.Issuer)
+		if claims.Email != sa || !claims.EmailVerified || claims.Issuer != tasksemu.Issuer || claims.Subject == "" {
+			t.Errorf("claims = %+v, want email %s verified, iss %s, a subject", claims, sa, tasksemu.Issuer)
 		}
 		if life := claims.ExpiresAt.Sub(claims.IssuedAt.Time); life != time.Hour {
 			t.Errorf("exp - iat = %v, want 1h", life)
@@ -77,11 +78,11 @@ func TestOIDCToken(t *testing.T) {
 		}
 
 		// Wrong audience, expired, tampered: all refused.
-		if _, err := v.Verify(ctx, raw, "https://other.example.com"); !errors.Is(err, cloudtasks.ErrToken) {
+		if _, err := v.Verify(ctx, raw, "https://other.example.com"); !errors.Is(err, tasksemu.ErrToken) {
 			t.Errorf("Verify(wrong audience) = %v, want ErrToken", err)
 		}
-		late := cloudtasks.NewVerifier(e.jwksURL, cloudtasks.WithVerifierClock(func() time.Time { return time.Now().Add(2 * time.Hour) }))
-		if _, err := late.Verify(ctx, raw, aud); !errors.Is(err, cloudtasks.ErrToken) {
+		late := tasksemu.NewVerifier(e.jwksURL, tasksemu.WithVerifierClock(func() time.Time { return time.Now().Add(2 * time.Hour) }))
+		if _, err := late.Verify(ctx, raw, aud); !errors.Is(err, tasksemu.ErrToken) {
 			t.Errorf("Verify(2h later) = %v, want ErrToken (expired)", err)
 		}
 		parts := strings.Split(raw, ".")
@@ -89,7 +90,7 @@ func TestOIDCToken(t *testing.T) {
 		forgedClaims["email"] = "attacker@example.com"
 		b, _ := json.Marshal(forgedClaims)
 		tampered := parts[0] + "." + base64.RawURLEncoding.EncodeToString(b) + "." + parts[2]
-		if _, err := v.Verify(ctx, tampered, aud); !errors.Is(err, cloudtasks.ErrToken) {
+		if _, err := v.Verify(ctx, tampered, aud); !errors.Is(err, tasksemu.ErrToken) {
 			t.Errorf("Verify(tampered claims) = %v, want ErrToken", err)
 		}
 	}
@@ -101,7 +102,7 @@ func TestOIDCToken(t *testing.T) {
 	}
 	raw0, _ := strings.CutPrefix(tg.snapshot()[0].header.Get("Authorization"), "Bearer ")
 	forged := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{
-		"iss": cloudtasks.Issuer, "aud": "x", "email": sa, "email_verified": true,
+		"iss": tasksemu.Issuer, "aud": "x", "email": sa, "email_verified": true,
 		"iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix(),
 	})
 	forged.Header["kid"] = decodeSegment(t, raw0, 0)["kid"]
@@ -109,15 +110,15 @@ func TestOIDCToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.Verify(ctx, signed, "x"); !errors.Is(err, cloudtasks.ErrToken) {
+	if _, err := v.Verify(ctx, signed, "x"); !errors.Is(err, tasksemu.ErrToken) {
 		t.Errorf("Verify(foreign key) = %v, want ErrToken", err)
 	}
 	// Unsigned ("none") tokens never pass.
 	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","kid":"x"}`)) + "." + strings.Split(raw0, ".")[1] + "."
-	if _, err := v.Verify(ctx, none, tg.URL+"/default-aud?a=1"); !errors.Is(err, cloudtasks.ErrToken) {
+	if _, err := v.Verify(ctx, none, tg.URL+"/default-aud?a=1"); !errors.Is(err, tasksemu.ErrToken) {
 		t.Errorf("Verify(alg none) = %v, want ErrToken", err)
 	}
-	if _, err := v.Verify(ctx, "not-a-jwt", "x"); !errors.Is(err, cloudtasks.ErrToken) {
+	if _, err := v.Verify(ctx, "not-a-jwt", "x"); !errors.Is(err, tasksemu.ErrToken) {
 		t.Errorf("Verify(garbage) = %v, want ErrToken", err)
 	}
 }

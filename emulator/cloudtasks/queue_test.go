@@ -8,11 +8,12 @@ import (
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/google/go-cmp/cmp"
-	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
 	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
 )
 
 func TestQueueLifecycle(t *testing.T) {

@@ -9,8 +9,9 @@ import (
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/google/go-cmp/cmp"
-	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
 	"google.golang.org/grpc/codes"
+
+	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
 )
 
 func TestRetryDelay(t *testing.T) {

@@ -5,7 +5,7 @@
 // headers, OIDC tokens, rate limits and retry schedule of the real service.
 //
 // Google ships no Cloud Tasks emulator; the project's code switches to this
-// one when CLOUD_TASKS_EMULATOR_HOST is set (see ClientOptions).
+// one when CLOUD_TASKS_EMULATOR_HOST is set (see tasksemu.ClientOptions).
 package cloudtasks
 
 import (
@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
-	"github.com/jsdlq/jsdlq/shared/obs"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -32,6 +31,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/jsdlq/jsdlq/shared/obs"
 )
 
 // Limits of the real service.
@@ -188,7 +189,7 @@ func (s *Server) Close() error {
 	return s.store.close()
 }
 
-// Serve answers gRPC on grpcLis and serves the JWKS (JWKSPath) and /healthz
+// Serve answers gRPC on grpcLis and serves the JWKS (tasksemu.JWKSPath) and /healthz
 // on httpLis (may be nil) until ctx is done, then stops gracefully: in-flight
 // dispatches are cancelled and, having been recorded before they were sent,
 // are dispatched again by the next run on the same data directory.

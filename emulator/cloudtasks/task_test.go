@@ -12,11 +12,13 @@ import (
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/google/go-cmp/cmp"
-	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
-	"github.com/jsdlq/jsdlq/shared/obs"
 	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
 func TestCreateTaskValidation(t *testing.T) {
@@ -639,7 +641,7 @@ func TestQueueHTTPTargetOverrides(t *testing.T) {
 		t.Errorf("dispatch = %s %s X-Env %q, want PATCH /Replay local", h.method, h.path, h.header.Get("X-Env"))
 	}
 	raw := strings.TrimPrefix(h.header.Get("Authorization"), "Bearer ")
-	if c, err := cloudtasks.NewVerifier(e.jwksURL).Verify(context.Background(), raw, "aud-q"); err != nil || c.Email != "queue@p.iam.gserviceaccount.com" {
+	if c, err := tasksemu.NewVerifier(e.jwksURL).Verify(context.Background(), raw, "aud-q"); err != nil || c.Email != "queue@p.iam.gserviceaccount.com" {
 		t.Errorf("Verify(queue-level OIDC) = %v, %v; want the queue's service account", c, err)
 	}
 }

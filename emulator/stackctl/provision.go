@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	ctemu "github.com/jsdlq/jsdlq/emulator/cloudtasks"
+	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
 // provision creates what the pipeline expects to exist, as Terraform does in
@@ -61,7 +61,7 @@ func (s *localStack) provision(ctx context.Context, w io.Writer) error {
 	if !s.running("cloudtasks") {
 		return nil
 	}
-	ct, err := cloudtasks.NewClient(ctx, ctemu.ClientOptions(s.addr("cloudtasks"))...)
+	ct, err := cloudtasks.NewClient(ctx, tasksemu.ClientOptions(s.addr("cloudtasks"))...)
 	if err != nil {
 		return fmt.Errorf("cloud tasks client: %w", err)
 	}

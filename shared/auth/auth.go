@@ -24,9 +24,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/api/idtoken"
 
-	ctemu "github.com/jsdlq/jsdlq/emulator/cloudtasks"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
 var (
@@ -105,18 +105,18 @@ func New(cfg config.Auth, emulatorHost string, opts ...Option) (*Authenticator, 
 		url := o.jwksURL
 		if url == "" {
 			var err error
-			if url, err = ctemu.JWKSURL(emulatorHost); err != nil {
+			if url, err = tasksemu.JWKSURL(emulatorHost); err != nil {
 				return nil, fmt.Errorf("auth: emulator mode: %w", err)
 			}
 		}
-		var vopts []ctemu.VerifierOption
+		var vopts []tasksemu.VerifierOption
 		if o.httpClient != nil {
-			vopts = append(vopts, ctemu.WithVerifierHTTPClient(o.httpClient))
+			vopts = append(vopts, tasksemu.WithVerifierHTTPClient(o.httpClient))
 		}
 		if o.now != nil {
-			vopts = append(vopts, ctemu.WithVerifierClock(o.now))
+			vopts = append(vopts, tasksemu.WithVerifierClock(o.now))
 		}
-		a.verify = emulatorVerifier(ctemu.NewVerifier(url, vopts...), a.audience)
+		a.verify = emulatorVerifier(tasksemu.NewVerifier(url, vopts...), a.audience)
 	case config.AuthOIDC, "":
 		a.mode = config.AuthOIDC
 		a.verify = googleVerifier(o.httpClient)
@@ -133,11 +133,11 @@ func New(cfg config.Auth, emulatorHost string, opts ...Option) (*Authenticator, 
 // emulator's keys. A token refused only for its audience is verified again
 // against its own audience: if that passes, it is genuine but meant for
 // someone else (403), not forged (401).
-func emulatorVerifier(v *ctemu.Verifier, audience string) func(context.Context, string) (claims, error) {
+func emulatorVerifier(v *tasksemu.Verifier, audience string) func(context.Context, string) (claims, error) {
 	return func(ctx context.Context, raw string) (claims, error) {
 		c, err := v.Verify(ctx, raw, audience)
 		if err != nil && errors.Is(err, jwt.ErrTokenInvalidAudience) {
-			var unverified ctemu.IDTokenClaims
+			var unverified tasksemu.IDTokenClaims
 			if _, _, perr := jwt.NewParser().ParseUnverified(raw, &unverified); perr == nil && len(unverified.Audience) == 1 {
 				if c2, err2 := v.Verify(ctx, raw, unverified.Audience[0]); err2 == nil {
 					c, err = c2, nil
@@ -145,7 +145,7 @@ func emulatorVerifier(v *ctemu.Verifier, audience string) func(context.Context, 
 			}
 		}
 		if err != nil {
-			if errors.Is(err, ctemu.ErrToken) {
+			if errors.Is(err, tasksemu.ErrToken) {
 				return claims{}, fmt.Errorf("%w: %w", ErrUnauthenticated, err)
 			}
 			return claims{}, fmt.Errorf("%w: %w", ErrUnavailable, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/jsdlq/jsdlq/shared/testenv"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,7 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+	"github.com/jsdlq/jsdlq/shared/tasksemu"
+	"github.com/jsdlq/jsdlq/shared/testenv"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -104,7 +105,7 @@ func TestScheduleDispatchesWithOIDC(t *testing.T) {
 	if !ok {
 		t.Fatalf("Authorization = %q, want a bearer token", h.auth)
 	}
-	claims, err := cloudtasks.NewVerifier(emu.JWKSURL).Verify(ctx, raw, replayURL)
+	claims, err := tasksemu.NewVerifier(emu.JWKSURL).Verify(ctx, raw, replayURL)
 	if err != nil || claims.Email != "tasks@test-project.iam.gserviceaccount.com" {
 		t.Errorf("OIDC token: %+v, %v, want signed for the service account with the replay URL as audience", claims, err)
 	}

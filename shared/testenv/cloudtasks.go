@@ -14,6 +14,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
 // CloudTasks is an in-process Cloud Tasks emulator of a test's own, laid out
@@ -41,12 +42,12 @@ func NewCloudTasks(t testing.TB, opts ...cloudtasks.Option) *CloudTasks {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, gl, hl) }()
 	host := gl.Addr().String()
-	client, err := ctapi.NewClient(context.Background(), cloudtasks.ClientOptions(host)...)
+	client, err := ctapi.NewClient(context.Background(), tasksemu.ClientOptions(host)...)
 	if err != nil {
 		cancel()
 		t.Fatalf("testenv: cloud tasks client: %v", err)
 	}
-	jwks, _ := cloudtasks.JWKSURL(host)
+	jwks, _ := tasksemu.JWKSURL(host)
 	t.Cleanup(func() {
 		client.Close()
 		cancel()

@@ -1,4 +1,9 @@
-package cloudtasks
+// Package tasksemu is what clients need to use the project's Cloud Tasks
+// emulator (emulator/cloudtasks): the endpoint options that point the official
+// client at it, and verification of the OIDC tokens it signs. Deployed code
+// (classify, replay, reconcile) imports this small package, never the
+// emulator itself, which stays out of the function bundle.
+package tasksemu
 
 import (
 	"os"
