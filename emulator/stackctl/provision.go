@@ -17,14 +17,23 @@ import (
 	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
-// provision creates what the pipeline expects to exist, as Terraform does in
-// a real project: the dlq-events topic with its push subscription to
-// /Classify (and its dead-letter topic with a subscription), and the
-// dlq-replay queue. Existing ones are kept.
-func (s *localStack) provision(ctx context.Context, w io.Writer) error {
-	if !s.running("pubsub") {
-		return nil
+// provision creates what the pipeline expects to exist once service name is
+// up, as Terraform does in a real project: after the Pub/Sub emulator, the
+// dlq-events topic with its push subscription to /Classify (and its
+// dead-letter topic with a subscription); after the Cloud Tasks emulator, the
+// dlq-replay queue. It runs before the bridge starts: Pub/Sub drops what is
+// published to a topic without subscriptions. Existing ones are kept.
+func (s *localStack) provision(ctx context.Context, name string, w io.Writer) error {
+	switch name {
+	case "pubsub":
+		return s.provisionPubSub(ctx, w)
+	case "cloudtasks":
+		return s.provisionQueue(ctx, w)
 	}
+	return nil
+}
+
+func (s *localStack) provisionPubSub(ctx context.Context, w io.Writer) error {
 	os.Setenv("PUBSUB_EMULATOR_HOST", s.addr("pubsub"))
 	ps, err := pubsub.NewClient(ctx, s.project)
 	if err != nil {
@@ -58,9 +67,10 @@ func (s *localStack) provision(ctx context.Context, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "  subscription %s\n", sub.Name)
 	}
-	if !s.running("cloudtasks") {
-		return nil
-	}
+	return nil
+}
+
+func (s *localStack) provisionQueue(ctx context.Context, w io.Writer) error {
 	ct, err := cloudtasks.NewClient(ctx, tasksemu.ClientOptions(s.addr("cloudtasks"))...)
 	if err != nil {
 		return fmt.Errorf("cloud tasks client: %w", err)

@@ -224,6 +224,14 @@ func (s *localStack) up(ctx context.Context, w io.Writer) error {
 	if err := errors.Join(busy...); err != nil {
 		return err
 	}
+	// Firestore and Pub/Sub keep nothing across a restart, so JetStream and
+	// Cloud Tasks state left by an earlier run would only point at entries
+	// that no longer exist: every `up` starts from empty stores.
+	if os.Getenv("KEEP_DATA") == "" {
+		if err := os.RemoveAll(filepath.Join(s.root, ".local", "data")); err != nil {
+			return fmt.Errorf("clear .local/data: %w", err)
+		}
+	}
 	fmt.Fprintln(w, "building binaries into .local/bin")
 	if err := s.build(ctx, w); err != nil {
 		return err
@@ -262,10 +270,10 @@ func (s *localStack) up(ctx context.Context, w io.Writer) error {
 			return err
 		}
 		started = append(started, svc.name)
-	}
-	if err := s.provision(ctx, w); err != nil {
-		_ = s.down(io.Discard)
-		return fmt.Errorf("provision: %w (stack stopped again)", err)
+		if err := s.provision(ctx, svc.name, w); err != nil {
+			_ = s.down(io.Discard)
+			return fmt.Errorf("provision after %s: %w (stack stopped again)", svc.name, err)
+		}
 	}
 	fmt.Fprintln(w, "\nthe local stack is up; point a shell at it with:  eval \"$(go run ./emulator/stackctl env)\"")
 	return nil
