@@ -2,7 +2,6 @@ package jsdlq
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"os"
 
@@ -20,21 +19,13 @@ func newReplayHandler() http.Handler {
 	cfg, err := config.LoadReplay(os.LookupEnv)
 	if err != nil {
 		log.Error("replay: invalid configuration; tasks are refused with 500 until it is fixed", "error", err.Error())
-		return obs.Middleware(refuse(log, err))
+		return obs.Middleware(refuse(log, "replay", err))
 	}
 	log = obs.NewLogger(os.Stdout, obs.WithComponent("replay"), obs.WithProject(cfg.Project))
 	h, err := replay.Build(context.Background(), cfg, log)
 	if err != nil {
 		log.Error("replay: cannot build clients; tasks are refused with 500", "error", err.Error())
-		return obs.Middleware(refuse(log, err))
+		return obs.Middleware(refuse(log, "replay", err))
 	}
 	return obs.Middleware(h)
-}
-
-// refuse answers every request 500, logging why without telling the caller.
-func refuse(log *slog.Logger, err error) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		log.ErrorContext(r.Context(), "replay: request refused: the function is not configured", "error", err.Error())
-		http.Error(w, "replay: not configured (see the function's logs)", http.StatusInternalServerError)
-	})
 }

@@ -15,17 +15,11 @@ import (
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
 
-// Names are the capture streams reconcile reads (the bridge's, SPEC §14).
-type Names struct {
-	AdvisoryStream string
-	RecordStream   string
-}
-
 // Build makes the reconcile function for cfg behind its authentication:
 // Firestore (the emulator when FIRESTORE_EMULATOR_HOST is set), the Cloud
 // Tasks client (the emulator when CLOUD_TASKS_EMULATOR_HOST is set) and a
 // lazily connected JetStream. Nothing connects before the first request.
-func Build(ctx context.Context, cfg config.Reconcile, names Names, log *slog.Logger) (http.Handler, error) {
+func Build(ctx context.Context, cfg config.Reconcile, log *slog.Logger) (http.Handler, error) {
 	a, err := auth.New(cfg.Auth, cfg.CloudTasksEmulatorHost, auth.WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
@@ -36,8 +30,8 @@ func Build(ctx context.Context, cfg config.Reconcile, names Names, log *slog.Log
 	}
 	js := natsconn.NewLazy(natsconn.Config{URL: cfg.NATSURL, Creds: cfg.NATSCreds, Name: "jsdlq-reconcile", Logger: log})
 	h := New(Config{
-		AdvisoryStream: names.AdvisoryStream,
-		RecordStream:   names.RecordStream,
+		AdvisoryStream: cfg.AdvisoryStream,
+		RecordStream:   cfg.RecordStream,
 		WorkStreams:    cfg.WorkStreams,
 		TimeBudget:     cfg.TimeBudget,
 	}, Deps{

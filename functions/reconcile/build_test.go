@@ -45,7 +45,8 @@ func TestBuildRunsAgainstEmulators(t *testing.T) {
 		WorkStreams: []string{workStream},
 		TimeBudget:  30 * time.Second,
 	}
-	h, err := reconcile.Build(context.Background(), cfg, reconcile.Names{AdvisoryStream: advStream, RecordStream: recStream}, obs.Discard())
+	cfg.AdvisoryStream, cfg.RecordStream = advStream, recStream
+	h, err := reconcile.Build(context.Background(), cfg, obs.Discard())
 	if err != nil {
 		t.Fatalf("Build = %v", err)
 	}

@@ -344,6 +344,10 @@ type Reconcile struct {
 	Scheduling
 	WorkStreams []string // streams whose sequences and ack floors are sampled
 	TimeBudget  time.Duration
+	// The bridge's capture streams, whose sequences the audit compares
+	// with the entries (the same variables as the bridge's).
+	AdvisoryStream string
+	RecordStream   string
 }
 
 // LoadReconcile reads the reconcile function's configuration.
@@ -351,11 +355,13 @@ func LoadReconcile(lookup Lookup) (Reconcile, error) {
 	r := NewReader(lookup)
 	common := readCommon(r)
 	c := Reconcile{
-		Common:      common,
-		Auth:        readAuth(r, common),
-		Scheduling:  readScheduling(r),
-		WorkStreams: r.List("WORK_STREAMS"),
-		TimeBudget:  r.Duration("RECONCILE_TIME_BUDGET", 4*time.Minute),
+		Common:         common,
+		Auth:           readAuth(r, common),
+		Scheduling:     readScheduling(r),
+		WorkStreams:    r.List("WORK_STREAMS"),
+		TimeBudget:     r.Duration("RECONCILE_TIME_BUDGET", 4*time.Minute),
+		AdvisoryStream: r.String("ADVISORY_STREAM", "DLQ_ADVISORIES"),
+		RecordStream:   r.String("RECORD_STREAM", "DLQ_RECORDS"),
 	}
 	return c, r.Err()
 }
