@@ -40,10 +40,29 @@ const (
 // DefaultTimeout bounds one event when the caller set no deadline.
 const DefaultTimeout = time.Minute
 
+// DefaultRecordWait is how long a terminated advisory without its message
+// waits for the explicit record of the same message (see Config.RecordWait).
+const DefaultRecordWait = 30 * time.Second
+
+// ErrAwaitingRecord is returned (so Pub/Sub redelivers later) for a
+// terminated advisory whose message is gone while the explicit record of
+// the same message may still be on its way.
+var ErrAwaitingRecord = errors.New("classify: terminated advisory without its message; waiting for the explicit record")
+
 // Config is what classify reads from its environment.
 type Config struct {
 	// Conventions name the tenant and agent headers; zero means SPEC §5's.
 	Conventions jevent.Conventions
+	// RecordWait: a terminated advisory whose message is gone (a WorkQueue
+	// TERM) carries no headers, so it knows neither the tenant nor the
+	// replay chain. agentkit publishes the explicit record before the TERM,
+	// but the bridge reads the two streams independently and either event
+	// may arrive first. An advisory younger than RecordWait with no entry
+	// yet is therefore refused with ErrAwaitingRecord, so the record creates
+	// the entry and the redelivered advisory merges into it; an older one
+	// (a TERM without agentkit, which has no record) is recorded as it is.
+	// Zero means DefaultRecordWait; negative disables the wait.
+	RecordWait time.Duration
 }
 
 // PolicySource returns the triage policy in force (triage.Loader).
@@ -80,6 +99,9 @@ type Handler struct {
 func New(cfg Config, deps Deps) *Handler {
 	if cfg.Conventions == (jevent.Conventions{}) {
 		cfg.Conventions = jevent.DefaultConventions
+	}
+	if cfg.RecordWait == 0 {
+		cfg.RecordWait = DefaultRecordWait
 	}
 	h := &Handler{cfg: cfg, log: deps.Logger, store: deps.Store, pol: deps.Policy, sched: deps.Scheduler, now: deps.Now}
 	if h.log == nil {
@@ -146,6 +168,17 @@ func (h *Handler) handle(ctx context.Context, ce event.Event) error {
 	if err != nil {
 		return bad("event %s: headers: %w", ev.ID, err)
 	}
+	if h.mayAwaitRecord(ev) {
+		_, err := h.store.GetMeta(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			h.log.InfoContext(ctx, "classify: terminated advisory without its message; retrying until the explicit record arrives",
+				"event_id", ev.ID, "record_wait", h.cfg.RecordWait.String())
+			return fmt.Errorf("%w: %s", ErrAwaitingRecord, ev.ID)
+		case err != nil:
+			return fmt.Errorf("classify: read %s: %w", id, err)
+		}
+	}
 	e := h.entry(id, ev, headers)
 	chain, err := h.chain(ctx, e, headers)
 	if err != nil {
@@ -199,6 +232,27 @@ func (h *Handler) handle(ctx context.Context, ce event.Event) error {
 	}
 	h.log.InfoContext(ctx, "classify: entry recorded", logArgs...)
 	return nil
+}
+
+// mayAwaitRecord reports whether ev is a recent terminated advisory whose
+// message is gone, so an explicit record may still bring its headers and
+// payload. The server's own TERMs have no record and are not held back.
+func (h *Handler) mayAwaitRecord(ev jevent.Event) bool {
+	a := ev.Advisory
+	if h.cfg.RecordWait < 0 || ev.Kind != jevent.KindTerminated || a == nil || !ev.Message.Missing ||
+		ev.Message.MissingReason != jevent.MissingNotFound {
+		return false
+	}
+	for _, text := range triage.ServerTerminated {
+		if strings.HasPrefix(strings.ToLower(a.Reason), strings.ToLower(text)) {
+			return false
+		}
+	}
+	at := a.Timestamp
+	if at.IsZero() {
+		at = ev.ObservedAt
+	}
+	return h.now().Sub(at) < h.cfg.RecordWait
 }
 
 // unwrap returns the Pub/Sub message body of a CloudEvent.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -236,8 +237,11 @@ func TestDuplicatesAndMerge(t *testing.T) {
 	}
 	// The advisory and the explicit record of one terminated message: the
 	// advisory has no payload (TERM removed it from the WorkQueue stream).
+	// Older than the record wait, so it is recorded without waiting for
+	// the record (TestTerminatedAdvisoryWaitsForRecord covers a fresh one).
 	adv := advisory(43, jevent.KindTerminated, "timeout", msg{headers: map[string][]string{"X-Tenant-ID": {"acme"}}})
 	adv.Message.SetMissing(jevent.MissingNotFound)
+	adv.Advisory.Timestamp = e.clock.Now().Add(-2 * DefaultRecordWait)
 	rec := explicit(43, "timeout", "llm call timed out", msg{payload: []byte(`{"task":2}`), headers: map[string][]string{"X-Tenant-ID": {"acme"}}})
 	e.handle(t, cloudEvent(t, adv))
 	e.handle(t, cloudEvent(t, rec))
@@ -271,6 +275,56 @@ func TestDuplicatesAndMerge(t *testing.T) {
 				t.Errorf("entry_created line lacks %s: %s", key, l)
 			}
 		}
+	}
+}
+
+// TestTerminatedAdvisoryWaitsForRecord: the advisory of a WorkQueue TERM has
+// no message (no headers: no tenant, no replay chain). When it arrives
+// before agentkit's explicit record it is refused as retryable, so the
+// record creates the entry with the right tenant and chain and the
+// redelivered advisory merges into it. Refusing is safe to repeat: nothing
+// is written until the record exists or the wait is over.
+func TestTerminatedAdvisoryWaitsForRecord(t *testing.T) {
+	e := setup(t)
+	ctx := testenv.Context(t)
+	parent := explicit(50, "context_window_overflow", "too long", msg{payload: []byte(`{"task":5}`), headers: map[string][]string{"X-Tenant-ID": {"acme"}, "X-Task-ID": {"task-7"}}})
+	e.handle(t, cloudEvent(t, parent))
+
+	// The replay dies again: its advisory comes first, without the message.
+	adv := advisory(51, jevent.KindTerminated, "context_window_overflow: still too long", msg{})
+	adv.Message.SetMissing(jevent.MissingNotFound)
+	adv.Message.Subject, adv.Message.Headers = "", nil
+	err := e.h.Handle(ctx, cloudEvent(t, adv))
+	if !errors.Is(err, ErrAwaitingRecord) {
+		t.Fatalf("Handle(fresh terminated advisory without message) = %v, want ErrAwaitingRecord", err)
+	}
+	if n := e.entries(t); n != 1 {
+		t.Fatalf("failure-log has %d entries after the refused advisory, want 1 (the parent)", n)
+	}
+	rec := chainEvent(51, parent.ID, "context_window_overflow", msg{payload: []byte(`{"task":5}`), headers: map[string][]string{"X-Tenant-ID": {"acme"}, "X-Task-ID": {"task-7"}}})
+	e.handle(t, cloudEvent(t, rec))
+	e.handle(t, cloudEvent(t, adv)) // Pub/Sub's redelivery
+	got := e.entry(t, adv.ID)
+	if got.Tenant != "acme" || got.ReplayOf != parent.ID || got.Rule != "second-context-overflow" || got.Status != store.Quarantined ||
+		len(got.Kinds) != 2 || got.TermReason == "" {
+		t.Errorf("entry = tenant %q replay_of %q rule %q status %s kinds %v term %q; want acme, the parent, second-context-overflow, quarantined, both kinds",
+			got.Tenant, got.ReplayOf, got.Rule, got.Status, got.Kinds, got.TermReason)
+	}
+
+	// A TERM without agentkit has no record: once the wait is over it is
+	// recorded as it is. The server's own TERMs never wait.
+	old := advisory(60, jevent.KindTerminated, "impossible_task: gone", msg{})
+	old.Message.SetMissing(jevent.MissingNotFound)
+	old.Advisory.Timestamp = e.clock.Now().Add(-DefaultRecordWait - time.Second)
+	e.handle(t, cloudEvent(t, old))
+	server := advisory(61, jevent.KindTerminated, "Unacknowledged message was deleted", msg{})
+	server.Message.SetMissing(jevent.MissingNotFound)
+	e.handle(t, cloudEvent(t, server))
+	if got := e.entry(t, old.ID); got.Tenant != jevent.DefaultTenant || !got.PayloadMissing {
+		t.Errorf("old bare TERM entry = tenant %q payload missing %v", got.Tenant, got.PayloadMissing)
+	}
+	if got := e.entry(t, server.ID); got.ReasonCode != "unacked_deleted" {
+		t.Errorf("server TERM entry reason %q, want unacked_deleted", got.ReasonCode)
 	}
 }
 
