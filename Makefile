@@ -9,7 +9,7 @@ STACK := $(GO) run ./emulator/stackctl
 PKGS  ?= ./...
 TEST_TIMEOUT ?= 14m
 
-.PHONY: help up down status logs env demo test test-go vet lint fmt tf-validate
+.PHONY: help up down status logs env demo test test-go vet lint fmt tf-validate bench
 
 help:
 	@echo "make demo | test | up | down | status | logs | lint | tf-validate"
@@ -29,13 +29,14 @@ logs:
 env:
 	@$(STACK) env
 
-demo: ## the local pipeline; the full demo lands with the operator-experience issue
-	$(STACK) up
-	@echo
-	@$(STACK) status || true
-	@echo
-	@echo "The demo fleet and its summary are not built yet (issue 9)."
-	@echo "The stack above keeps running; explore it with 'make status' / 'make logs', stop it with 'make down'."
+demo: ## the pipeline end to end: stack, 7-agent fleet, 300 tasks, summary; KEEP=1 leaves the stack up
+	@trap 'echo "demo: interrupted"' INT TERM; started=0; \
+	if $(STACK) status >/dev/null 2>&1; then echo "demo: using the stack that is already up (left running)"; \
+	else $(STACK) up || exit 1; started=1; fi; \
+	eval "$$($(STACK) env)"; \
+	$(GO) run ./emulator/demo $(DEMO_FLAGS); rc=$$?; \
+	if [ "$$started" = 1 ] && [ "$(KEEP)" != 1 ]; then echo; $(STACK) down; fi; \
+	exit $$rc
 
 vet:
 	$(GO) vet ./...
@@ -44,6 +45,25 @@ test-go:
 	$(STACK) with -- $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 test: vet test-go tf-validate
+
+# Not part of `make test`: Go benchmarks on emulators of their own, then the
+# load driver on a private stack on free ports (never 8681/8682/4222/8123/
+# 8080/8090, so it runs next to `make up`); writes docs/PERFORMANCE.md.
+BENCH_DIR ?= .local/bench
+BENCH_COUNT ?= 3
+bench: ## benchmarks side by side with their physical limits -> docs/PERFORMANCE.md (about 10 min)
+	@mkdir -p $(BENCH_DIR)
+	@echo "bench 1/2: Go benchmarks (output in $(BENCH_DIR)/go-bench.txt)"
+	set -o pipefail; $(STACK) with -- bash -c '\
+	  set -e; \
+	  $(GO) test ./bridge -run "^$$" -bench "Forward$$" -benchtime 20000x -count $(BENCH_COUNT) -timeout 10m; \
+	  $(GO) test ./functions/classify -run "^$$" -bench "Classify" -benchtime 600x -timeout 10m; \
+	  $(GO) test ./functions/replay -run "^$$" -bench "Replay$$" -benchtime 50x -timeout 10m; \
+	  $(GO) test ./functions/reconcile -run "^$$" -bench "EntryLife$$" -benchtime 200x -timeout 10m; \
+	  $(GO) test ./emulator/cloudtasks -run "^$$" -bench "DispatchLateness$$" -benchtime 500x -timeout 10m' \
+	  2>&1 | tee $(BENCH_DIR)/go-bench.txt
+	@echo "bench 2/2: load driver on a private stack"
+	$(GO) run ./emulator/loadgen -go-bench $(BENCH_DIR)/go-bench.txt -out docs/PERFORMANCE.md $(LOADGEN_FLAGS)
 
 tf-validate:
 	bash emulator/tfschema/validate.sh

@@ -1,0 +1,545 @@
+// Command demo is `make demo`: on a running local stack (make up) it creates
+// the TASKS work stream, applies a demo policy with short delays, runs the
+// example agent (emulator/agent) as a fleet of seven, publishes a few
+// hundred tasks of which a quarter fail in SPEC §13's proportions, waits
+// until every task has settled, runs the reconcile audit and prints the
+// pipeline's own summary read back from Firestore. It exits non-zero when a
+// task's work ran twice, when a captured dead message has no entry, or when
+// the tasks did not settle in time.
+//
+//	eval "$(go run ./emulator/stackctl env)"; go run ./emulator/demo [--tasks 300] [--dead-rate 0.25]
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/api/iterator"
+
+	"github.com/jsdlq/jsdlq/emulator/stack"
+	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/shared/natsconn"
+	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
+	"github.com/jsdlq/jsdlq/shared/triage"
+)
+
+const workStream = "TASKS"
+
+type options struct {
+	tasks    int
+	deadRate float64
+	seed     uint64
+	timeout  time.Duration
+	root     string
+	keep     bool
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.tasks, "tasks", 300, "tasks to publish")
+	flag.Float64Var(&o.deadRate, "dead-rate", 0.25, "share of tasks that fail (SPEC §13's mix within them)")
+	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "random seed of the plan and the agents")
+	flag.DurationVar(&o.timeout, "timeout", 140*time.Second, "how long to wait for every task to settle")
+	flag.StringVar(&o.root, "root", ".", "repository root (binaries go to .local/bin, logs to .local/log)")
+	flag.Parse()
+	o.keep = os.Getenv("KEEP") == "1"
+	if o.tasks < 10 || o.deadRate <= 0 || o.deadRate >= 1 {
+		fmt.Fprintln(os.Stderr, "demo: --tasks must be at least 10 and --dead-rate in (0, 1)")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, o, os.Stdout)
+	stop()
+	os.Exit(code)
+}
+
+// demo holds the clients of one run.
+type demo struct {
+	o      options
+	out    io.Writer
+	run    string
+	start  time.Time
+	st     *store.Store
+	js     jetstream.JetStream
+	sched  *tasks.Scheduler
+	agents []*stack.Process
+	logDir string
+	binDir string
+
+	captureFrom map[string]uint64 // stream -> first sequence of this run
+	captured    map[string]bool
+	cursor      map[string]uint64
+}
+
+func (d *demo) logf(format string, args ...any) {
+	fmt.Fprintf(d.out, "[%5.1fs] %s\n", time.Since(d.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, o options, out io.Writer) int {
+	d := &demo{o: o, out: out, start: time.Now(), captured: map[string]bool{}, cursor: map[string]uint64{}, captureFrom: map[string]uint64{}}
+	d.run = strconv.FormatInt(time.Now().Unix()%1_000_000, 10)
+	root, _ := filepath.Abs(o.root)
+	d.logDir, d.binDir = filepath.Join(root, ".local", "log"), filepath.Join(root, ".local", "bin")
+	s, err := d.execute(ctx)
+	d.stopAgents()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+		if s != nil {
+			s.print(out)
+		}
+		return 1
+	}
+	s.print(out)
+	fmt.Fprintf(out, "\ndemo finished in %s: ", time.Since(d.start).Round(100*time.Millisecond))
+	if !s.ok() {
+		fmt.Fprintln(out, "FAILED (duplicates executed, lost or unsettled tasks above)")
+		return 1
+	}
+	fmt.Fprintln(out, "0 duplicates executed, 0 lost")
+	if o.keep {
+		d.printExplore()
+	}
+	return 0
+}
+
+func (d *demo) execute(ctx context.Context) (*summary, error) {
+	project := os.Getenv("GOOGLE_CLOUD_PROJECT")
+	if project == "" || os.Getenv("FIRESTORE_EMULATOR_HOST") == "" {
+		return nil, errors.New(`the stack's environment is not set: eval "$(go run ./emulator/stackctl env)" (make demo does)`)
+	}
+	fs, err := firestore.NewClient(ctx, project)
+	if err != nil {
+		return nil, fmt.Errorf("firestore: %w", err)
+	}
+	defer fs.Close()
+	d.st = store.New(fs)
+	nc, err := natsconn.Connect(ctx, natsconn.Config{URL: os.Getenv("NATS_URL"), Name: "jsdlq-demo"})
+	if err != nil {
+		return nil, fmt.Errorf("nats: %w", err)
+	}
+	defer nc.Close()
+	if d.js, err = jetstream.New(nc); err != nil {
+		return nil, err
+	}
+	d.sched = tasks.New(tasks.Config{Queue: os.Getenv("TASKS_QUEUE"), ReplayURL: os.Getenv("REPLAY_URL"),
+		ServiceAccount: os.Getenv("TASKS_SERVICE_ACCOUNT"), EmulatorHost: os.Getenv("CLOUD_TASKS_EMULATOR_HOST")})
+	defer d.sched.Close()
+
+	if err := d.prepareStreams(ctx); err != nil {
+		return nil, err
+	}
+	pol, err := demoPolicy()
+	if err != nil {
+		return nil, err
+	}
+	v, err := triage.SaveOverride(ctx, fs, pol)
+	if err != nil {
+		return nil, fmt.Errorf("apply the demo policy: %w", err)
+	}
+	d.logf("demo policy %s applied (triage-policy/current): the default with delays of seconds", v)
+	if err := d.build(ctx); err != nil {
+		return nil, err
+	}
+	// A first audit samples the work stream, so the final one can tell
+	// how many messages the run appended.
+	if _, err := d.reconcile(ctx, false); err != nil {
+		return nil, err
+	}
+	if err := d.startAgents(ctx); err != nil {
+		return nil, err
+	}
+	taskList, m := plan(d.run, d.o.tasks, d.o.deadRate, d.o.seed)
+	d.logf("plan: %d tasks, %d to fail (transient %d + %d that retries do not fix; conditionally recoverable %d: context overflow %d+%d, hallucination %d, token budget %d; permanent %d: impossible %d, filter rejection %d)",
+		m.Total, m.Dead, m.Transient, m.Persistent, m.Conditional, m.ContextOK, m.ContextHuge, m.Hallucination, m.TokenBudget,
+		m.Permanent, m.Impossible, m.FilterRejection)
+	if err := d.publish(ctx, taskList); err != nil {
+		return nil, err
+	}
+	d.logf("published %d tasks to %s", len(taskList), workStream)
+	unsettled, err := d.waitSettled(ctx, len(taskList))
+	if err != nil {
+		return nil, err
+	}
+	d.stopAgents()
+	rep, err := d.reconcile(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := d.entries(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, err
+	}
+	if err := d.readCaptured(context.WithoutCancel(ctx)); err != nil {
+		return nil, err
+	}
+	s := summarize(entries, d.captured)
+	s.Run, s.Tasks, s.Unsettled = d.run, len(taskList), unsettled
+	if s.Completions, err = d.st.CountCompletions(context.WithoutCancel(ctx), d.start, time.Now().Add(time.Minute)); err != nil {
+		return nil, err
+	}
+	done, err := d.executions()
+	if err != nil {
+		return nil, err
+	}
+	s.countExecutions(done)
+	if rep.Traffic != nil {
+		s.PipelineDuplicates, s.Published = rep.Traffic.Duplicates, rep.Traffic.Published
+	}
+	return &s, nil
+}
+
+// prepareStreams creates the work stream (kept across runs: its sequences,
+// hence entry ids and replay task names, never repeat) and notes where this
+// run's advisories and records begin.
+func (d *demo) prepareStreams(ctx context.Context) error {
+	cfg := jetstream.StreamConfig{Name: workStream, Subjects: []string{"agents.*.tasks.>"}, Retention: jetstream.WorkQueuePolicy,
+		Storage: jetstream.FileStorage, Duplicates: time.Hour, AllowDirect: true}
+	if _, err := d.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("work stream %s: %w", workStream, err)
+	}
+	for _, name := range []string{"DLQ_ADVISORIES", "DLQ_RECORDS"} {
+		var info *jetstream.StreamInfo
+		for i := 0; ; i++ {
+			s, err := d.js.Stream(ctx, name)
+			if err == nil {
+				info, err = s.Info(ctx)
+			}
+			if err == nil {
+				break
+			}
+			if i == 50 {
+				return fmt.Errorf("capture stream %s (the bridge creates it; is it running? make status): %w", name, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		d.captureFrom[name] = info.State.LastSeq + 1
+		d.cursor[name] = info.State.LastSeq
+	}
+	d.logf("work stream %s ready (subjects agents.*.tasks.>, WorkQueue, dedup window 1h); capture streams from %v", workStream, d.captureFrom)
+	return nil
+}
+
+func (d *demo) build(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", d.binDir+"/", "./emulator/agent", "./cmd/dlqctl")
+	cmd.Dir = filepath.Dir(filepath.Dir(d.binDir))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build the agent and dlqctl: %w", err)
+	}
+	return nil
+}
+
+func (d *demo) agentLog(name string) string {
+	return filepath.Join(d.logDir, "demo-agent-"+name+".log")
+}
+
+func (d *demo) startAgents(ctx context.Context) error {
+	for i, name := range fleet {
+		logFile := d.agentLog(name)
+		_ = os.Remove(logFile)
+		p, err := stack.Start(ctx, stack.Spec{Name: "agent-" + name, Path: filepath.Join(d.binDir, "agent"), LogFile: logFile, Watch: true,
+			Args: []string{"--name", name, "--stream", workStream, "--create-stream=false", "--max-deliver", "3", "--backoff", "1s,2s",
+				"--ack-wait", "20s", "--work-time", "20ms", "--seed", strconv.FormatUint(d.o.seed+uint64(i)+1, 10)}})
+		if err != nil {
+			return err
+		}
+		d.agents = append(d.agents, p)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, name := range fleet {
+		for !logHas(d.agentLog(name), `"message":"agent ready"`) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("agent %s not ready after 30s; see %s", name, d.agentLog(name))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	d.logf("fleet of %d agents ready (emulator/agent: MaxDeliver 3, BackOff 1s/2s, MaxAckPending 1; logs .local/log/demo-agent-*.log)", len(fleet))
+	return nil
+}
+
+func (d *demo) stopAgents() {
+	for _, p := range d.agents {
+		_ = p.Stop()
+	}
+	d.agents = nil
+}
+
+func logHas(path, s string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && strings.Contains(string(b), s)
+}
+
+func (d *demo) publish(ctx context.Context, list []task) error {
+	for _, t := range list {
+		m := nats.NewMsg(t.Subject())
+		m.Header.Set("X-Task-ID", t.ID)
+		m.Header.Set("X-Idempotency-Key", t.ID+"-v1")
+		m.Header.Set("X-Tenant-ID", t.Tenant)
+		m.Header.Set("X-Task-Type", t.Type)
+		m.Header.Set(nats.MsgIdHdr, t.ID)
+		if t.Mode != "" {
+			m.Header.Set("X-Demo-Fail", t.Mode)
+		}
+		if t.Code != "" {
+			m.Header.Set("X-Demo-Fail-Code", t.Code)
+		}
+		if t.ContextTokens > 0 {
+			m.Header.Set("X-Demo-Context-Tokens", strconv.Itoa(t.ContextTokens))
+		}
+		m.Data, _ = json.Marshal(map[string]any{"task": t.ID, "type": t.Type, "tenant": t.Tenant, "prompt": "Do the " + t.Type + " task " + t.ID})
+		if _, err := d.js.PublishMsg(ctx, m, jetstream.WithExpectStream(workStream)); err != nil {
+			return fmt.Errorf("publish %s: %w", t.ID, err)
+		}
+	}
+	return nil
+}
+
+// entries reads this run's failure-log entries (created since the start).
+func (d *demo) entries(ctx context.Context) ([]*store.Entry, error) {
+	it := d.st.Client().Collection(store.FailureLog).Where("created_at", ">=", d.start.Add(-time.Second)).
+		Select("event_id", "stream", "tenant", "agent", "task_id", "idempotency_key", "kind", "category", "reason_code", "status",
+			"replays", "replay_of", "root_id", "created_at").Documents(ctx)
+	defer it.Stop()
+	var out []*store.Entry
+	for {
+		snap, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read entries: %w", err)
+		}
+		var e store.Entry
+		if err := snap.DataTo(&e); err != nil {
+			return nil, err
+		}
+		e.ID = snap.Ref.ID
+		if e.Stream == workStream {
+			out = append(out, &e)
+		}
+	}
+}
+
+// readCaptured reads the advisories and DLQ records of this run: the dead
+// messages the bridge must turn into entries.
+func (d *demo) readCaptured(ctx context.Context) error {
+	for _, name := range []string{"DLQ_ADVISORIES", "DLQ_RECORDS"} {
+		s, err := d.js.Stream(ctx, name)
+		if err != nil {
+			return err
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return err
+		}
+		for seq := d.cursor[name] + 1; seq <= info.State.LastSeq; seq++ {
+			m, err := s.GetMsg(ctx, seq)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				d.cursor[name] = seq
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("read %s #%d: %w", name, seq, err)
+			}
+			d.cursor[name] = seq
+			if strings.HasPrefix(m.Header.Get(nats.MsgIdHdr), reconcile.RedrivePrefix) {
+				continue // a copy reconcile re-drove, not another dead message
+			}
+			if name == "DLQ_RECORDS" {
+				if id := m.Header.Get(nats.MsgIdHdr); strings.HasPrefix(id, workStream+".") {
+					d.captured[id] = true
+				}
+				continue
+			}
+			var adv struct {
+				Stream    string `json:"stream"`
+				StreamSeq uint64 `json:"stream_seq"`
+			}
+			if json.Unmarshal(m.Data, &adv) == nil && adv.Stream == workStream {
+				d.captured[fmt.Sprintf("%s.%d", adv.Stream, adv.StreamSeq)] = true
+			}
+		}
+	}
+	return nil
+}
+
+// settled statuses end a chain without a replay pending.
+var humanStatuses = map[store.Status]bool{store.Escalated: true, store.Quarantined: true, store.AwaitingApproval: true, store.Discarded: true}
+
+// progress is one look at the pipeline.
+type progress struct {
+	entries, replays, recovered, pending, ended int
+	completions                                 int64
+}
+
+func (d *demo) look(ctx context.Context) (progress, error) {
+	var p progress
+	entries, err := d.entries(ctx)
+	if err != nil {
+		return p, err
+	}
+	if err := d.readCaptured(ctx); err != nil {
+		return p, err
+	}
+	if p.completions, err = d.st.CountCompletions(ctx, d.start.Add(-time.Second), time.Now().Add(time.Minute)); err != nil {
+		return p, err
+	}
+	children := map[string]bool{}
+	for _, e := range entries {
+		if e.ReplayOf != "" {
+			children[e.ReplayOf] = true
+		}
+	}
+	var replayedKeys []string
+	for _, e := range entries {
+		p.entries++
+		p.replays += e.Replays
+		switch {
+		case e.Status == store.Recovered:
+			p.recovered++
+		case humanStatuses[e.Status]:
+			p.ended++
+		case e.Status == store.Replayed && !children[e.ID]:
+			replayedKeys = append(replayedKeys, e.IdempotencyKey)
+		case e.Status == store.Replayed:
+		default:
+			p.pending++ // scheduled, replaying, held
+		}
+	}
+	if len(replayedKeys) > 0 {
+		done, err := d.st.CompletedKeys(ctx, replayedKeys)
+		if err != nil {
+			return p, err
+		}
+		for _, k := range replayedKeys {
+			if !done[k] {
+				p.pending++ // its replay is still being worked on
+			}
+		}
+	}
+	return p, nil
+}
+
+// waitSettled prints progress until every task completed or ended its
+// chain in a human's hands, and the bridge turned every captured message
+// into an entry. It returns how many tasks had not settled at the timeout.
+func (d *demo) waitSettled(ctx context.Context, total int) (int, error) {
+	deadline := time.Now().Add(d.o.timeout)
+	tick := time.NewTicker(3 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-tick.C:
+		}
+		p, err := d.look(ctx)
+		if err != nil {
+			return 0, err
+		}
+		settled := int(p.completions) + p.ended
+		d.logf("published %d  completed %d  dead %d  entries %d  replays %d  recovered %d  awaiting a human %d  in flight %d",
+			total, p.completions, len(d.captured), p.entries, p.replays, p.recovered, p.ended, p.pending)
+		if settled >= total && p.pending == 0 && len(d.captured) == p.entries {
+			return 0, nil
+		}
+		if time.Now().After(deadline) {
+			d.logf("not settled after %s: %d of %d tasks settled, %d entries in flight", d.o.timeout, settled, total, p.pending)
+			return max(total-settled, p.pending, 1), nil
+		}
+	}
+}
+
+// reconcile runs the audit in-process, as dlqctl audit does. The final run
+// uses short grace periods: the demo waited for the pipeline to settle, so
+// nothing is in flight any more.
+func (d *demo) reconcile(ctx context.Context, final bool) (*reconcile.Report, error) {
+	cfg := reconcile.Config{WorkStreams: []string{workStream}, TimeBudget: time.Minute}
+	if final {
+		cfg.Grace, cfg.CaptureGrace = 3*time.Second, 3*time.Second
+	}
+	log := obs.NewLogger(io.Discard)
+	if f, err := os.OpenFile(filepath.Join(d.logDir, "demo-reconcile.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+		defer f.Close()
+		log = obs.NewLogger(f, obs.WithComponent("reconcile"))
+	}
+	h := reconcile.New(cfg, reconcile.Deps{Logger: log, Store: d.st, Tasks: d.sched,
+		JetStream: func(context.Context) (jetstream.JetStream, error) { return d.js, nil }})
+	rep, err := h.Run(context.WithoutCancel(ctx), false)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	if final {
+		var repaired []string
+		for _, f := range rep.Findings {
+			if f.Repair != nil && f.Repair.Done > 0 {
+				repaired = append(repaired, fmt.Sprintf("%s %d", f.Name, f.Repair.Done))
+			}
+		}
+		d.logf("reconcile %s: alerts %v, repairs %s", rep.RunID, rep.Alerts, orDash(strings.Join(repaired, ", ")))
+	}
+	return rep, nil
+}
+
+// executions counts, per task id, how often an agent ran the task's work
+// (emulator/agent logs outcome "done" when agentkit.Once ran it).
+func (d *demo) executions() (map[string]int, error) {
+	done := map[string]int{}
+	for _, name := range fleet {
+		f, err := os.Open(d.agentLog(name))
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var l struct {
+				Message string `json:"message"`
+				Outcome string `json:"outcome"`
+				TaskID  string `json:"task_id"`
+			}
+			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Message == "task settled" && l.Outcome == "done" && strings.HasPrefix(l.TaskID, "demo-"+d.run+"-") {
+				done[l.TaskID]++
+			}
+		}
+		f.Close()
+		if err := sc.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return done, nil
+}
+
+func (d *demo) printExplore() {
+	fmt.Fprintf(d.out, `
+KEEP=1: the stack stays up. Explore it with dlqctl (built into .local/bin):
+  eval "$(go run ./emulator/stackctl env)"
+  .local/bin/dlqctl ls --category conditionally_recoverable
+  .local/bin/dlqctl ls --status escalated --limit 5
+  .local/bin/dlqctl show <ID>              # an id from ls: payload, chain, history
+  .local/bin/dlqctl stats --hours 1
+  .local/bin/dlqctl health
+  .local/bin/dlqctl policy show | head
+  .local/bin/dlqctl redrive --filter status=escalated,category=transient --rate 5/s --dry-run
+Stop it with: make down
+`)
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// The fleet: SPEC §6's capability map plus the fallback agent (ceo), who
+// also takes planning tasks of its own.
+var fleet = []string{"cto", "backend", "frontend", "marketing", "devops", "cso", "ceo"}
+
+var capabilities = map[string][]string{
+	"cto":       {"code_review", "architecture", "technical_writing", "debugging"},
+	"backend":   {"code_review", "implementation", "api_design", "debugging"},
+	"frontend":  {"implementation", "ui_review", "technical_writing"},
+	"marketing": {"content_creation", "technical_writing", "social_media"},
+	"devops":    {"deployment", "monitoring", "infrastructure", "debugging"},
+	"cso":       {"security_review", "vulnerability_scan", "compliance"},
+	"ceo":       {"planning"},
+}
+
+// Failure modes of emulator/agent (X-Demo-Fail) the demo uses.
+const (
+	modeTransient     = "transient"
+	modeSilent        = "silent" // NAKs without a reason on every delivery, replays included
+	modeContext       = "context_window_overflow"
+	modeHallucination = "hallucination_loop"
+	modeTokenBudget   = "token_budget_exceeded"
+	modePermanent     = "permanent"
+)
+
+// Expected categories and paths (SPEC §13's vocabulary).
+const (
+	catTransient   = "transient"
+	catConditional = "conditionally_recoverable"
+	catPermanent   = "permanent"
+
+	pathMaxDeliver = "max deliveries"
+	pathTerminate  = "explicit terminate"
+	pathContext    = "context overflow"
+	pathFilter     = "consumer filter rejection"
+)
+
+// task is one task the demo publishes and what it expects of it.
+type task struct {
+	N             int
+	ID            string // X-Task-ID; the idempotency key is ID + "-v1"
+	Agent, Type   string
+	Tenant        string
+	Mode          string // "" healthy
+	Code          string // X-Demo-Fail-Code
+	ContextTokens int    // X-Demo-Context-Tokens
+	Category      string // expected category when it dies
+	Path          string // expected path into the DLQ
+	Recovers      bool   // a dead task that a replay should resolve
+}
+
+func (t task) Subject() string { return "agents." + t.Agent + ".tasks." + t.Type }
+
+// mix is how many dead tasks of each kind a plan has.
+type mix struct {
+	Transient, Persistent         int // persistent: transient failures a retry does not fix (11 %)
+	ContextOK, ContextHuge        int // context overflow fixed / not fixed by the modified replay
+	Hallucination, TokenBudget    int
+	Impossible, FilterRejection   int
+	Dead, Healthy                 int
+	Conditional, Permanent, Total int
+}
+
+// SPEC §13: 61 % transient (89 % resolve on retry), 24.6 % conditionally
+// recoverable (62 % resolve with a modified retry), 14.4 % permanent; paths
+// 61 % max deliveries, 22 % explicit terminate, 14 % context overflow, 3 %
+// consumer filter rejection.
+func mixFor(total int, deadRate float64) mix {
+	m := mix{Total: total}
+	m.Dead = int(math.Round(float64(total) * deadRate))
+	m.Healthy = total - m.Dead
+	transient := int(math.Round(float64(m.Dead) * 0.61))
+	m.Conditional = int(math.Round(float64(m.Dead) * 0.246))
+	m.Permanent = m.Dead - transient - m.Conditional
+	m.Persistent = int(math.Round(float64(transient) * 0.11))
+	m.Transient = transient - m.Persistent
+	context := min(int(math.Round(float64(m.Dead)*0.14)), m.Conditional)
+	rest := m.Conditional - context
+	m.Hallucination = (rest + 1) / 2
+	m.TokenBudget = rest - m.Hallucination
+	// Hallucination and token-budget replays carry the fix; the overflow
+	// ones make up the rest of the 62 %.
+	recover := int(math.Round(float64(m.Conditional) * 0.62))
+	m.ContextOK = min(max(recover-rest, 0), context)
+	m.ContextHuge = context - m.ContextOK
+	m.FilterRejection = min(int(math.Round(float64(m.Dead)*0.03)), m.Permanent)
+	m.Impossible = m.Permanent - m.FilterRejection
+	return m
+}
+
+// tenants the dead tasks are spread over. A tenant breaker opens at 10
+// failures in 10 minutes (SPEC §7); spreading keeps every tenant below it,
+// replays that die again included, so no replay is held for 15 minutes.
+const tenantCount = 30
+
+func tenantName(i int) string { return fmt.Sprintf("tenant-%02d", i%tenantCount+1) }
+
+// plan makes the demo's tasks in publish order.
+func plan(run string, total int, deadRate float64, seed uint64) ([]task, mix) {
+	m := mixFor(total, deadRate)
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	var dead []task
+	add := func(n int, t task) {
+		for i := 0; i < n; i++ {
+			dead = append(dead, t)
+		}
+	}
+	add(m.Transient, task{Mode: modeTransient, Category: catTransient, Path: pathMaxDeliver, Recovers: true})
+	add(m.Persistent, task{Mode: modeSilent, Category: catTransient, Path: pathMaxDeliver})
+	add(m.ContextOK, task{Mode: modeContext, ContextTokens: 16000, Category: catConditional, Path: pathContext, Recovers: true})
+	add(m.ContextHuge, task{Mode: modeContext, ContextTokens: 200000, Category: catConditional, Path: pathContext})
+	add(m.Hallucination, task{Mode: modeHallucination, Category: catConditional, Path: pathTerminate, Recovers: true})
+	add(m.TokenBudget, task{Mode: modeTokenBudget, Category: catConditional, Path: pathTerminate, Recovers: true})
+	add(m.Impossible, task{Mode: modePermanent, Category: catPermanent, Path: pathTerminate})
+	add(m.FilterRejection, task{Mode: modePermanent, Code: "consumer_filter_rejection", Category: catPermanent, Path: pathFilter})
+	workers := fleet[:len(fleet)-1] // ceo is the escalation target, not a failing worker
+	for i := range dead {
+		dead[i].Tenant = tenantName(i)
+		dead[i].Agent = workers[i%len(workers)]
+	}
+	tasks := dead
+	for i := 0; i < m.Healthy; i++ {
+		tasks = append(tasks, task{Agent: fleet[i%len(fleet)], Tenant: tenantName(rng.IntN(tenantCount))})
+	}
+	rng.Shuffle(len(tasks), func(i, j int) { tasks[i], tasks[j] = tasks[j], tasks[i] })
+	for i := range tasks {
+		t := &tasks[i]
+		t.N = i + 1
+		t.ID = fmt.Sprintf("demo-%s-%04d", run, t.N)
+		types := capabilities[t.Agent]
+		t.Type = types[rng.IntN(len(types))]
+	}
+	return tasks, m
+}
+
+// expectedRecovery is the share of a category's dead tasks the plan expects
+// to resolve.
+func expectedRecovery(tasks []task, category string) (dead, recover int) {
+	for _, t := range tasks {
+		if t.Mode != "" && t.Category == category {
+			dead++
+			if t.Recovers {
+				recover++
+			}
+		}
+	}
+	return dead, recover
+}
+
+func modesOf(tasks []task) []string {
+	var out []string
+	for _, t := range tasks {
+		if t.Mode != "" && !slices.Contains(out, t.Mode) {
+			out = append(out, t.Mode)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

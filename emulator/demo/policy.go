@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/jsdlq/jsdlq/shared/triage"
+)
+
+// demoPolicy is the default policy with delays of seconds instead of minutes
+// (so the demo finishes in time) and one rule of its own: tasks the demo
+// agent fails silently (X-Demo-Fail: silent, a NAK without a reason on every
+// delivery) stand for transient failures that a retry does not fix — the
+// 11 % of SPEC §13's transient failures that never resolve. Without the
+// rule their reason is `unknown`; with it they are transient, get the
+// transient strategy's three replays and are escalated when it is spent.
+func demoPolicy() ([]byte, error) {
+	doc := string(triage.DefaultYAML())
+	edits := []struct{ old, new string }{
+		{"delay: {base: 30s, factor: 2, max: 300s}", "delay: {base: 1s, factor: 2, max: 4s}"},
+		{"delay: {base: 10s}", "delay: {base: 1s}"},
+		{"delay: {base: 60s}", "delay: {base: 2s}"},
+		{"delay: {base: 120s}", "delay: {base: 2s}"},
+		{"  - name: transient\n", `  - name: demo-persistent-transient
+    match: {headers: {X-Demo-Fail: '^silent$'}}
+    set_category: transient
+    action: auto_replay
+    strategy: transient
+  - name: transient
+`},
+	}
+	for _, e := range edits {
+		if !strings.Contains(doc, e.old) {
+			return nil, fmt.Errorf("demo policy: the default policy no longer contains %q; update emulator/demo/policy.go", e.old)
+		}
+		doc = strings.ReplaceAll(doc, e.old, e.new)
+	}
+	doc = "# jsdlq demo policy: the default with delays of seconds (emulator/demo/policy.go).\n" + doc
+	if _, err := triage.Parse([]byte(doc)); err != nil {
+		return nil, fmt.Errorf("demo policy: %w", err)
+	}
+	return []byte(doc), nil
+}
