@@ -219,3 +219,34 @@ func (s *Store) updateBreaker(ctx context.Context, tenant string, f func(*Breake
 	}
 	return out, nil
 }
+
+// knownOpen reports whether this instance saw tenant's breaker open with a
+// cooldown that has not passed at now, and since when it is open. Such a
+// breaker cannot change before the cooldown ends: it leaves open only by
+// turning half-open, and only after the cooldown; failures are not counted
+// while it is open. So a new entry of that tenant needs neither to read nor
+// to write the breaker document, which every entry of a one-tenant storm
+// would otherwise contend on (Firestore sustains about one write per second
+// per document). A cached time older than the document's (a probe died and
+// reopened it) only ends the shortcut early.
+func (s *Store) knownOpen(tenant string, now time.Time) (openedAt time.Time, ok bool) {
+	v, found := s.openSince.Load(tenant)
+	if !found {
+		return time.Time{}, false
+	}
+	if opened := v.(time.Time); now.Before(opened.Add(s.breaker.Cooldown)) {
+		return opened, true
+	}
+	s.openSince.CompareAndDelete(tenant, v)
+	return time.Time{}, false
+}
+
+// sawBreaker remembers an open breaker for knownOpen (and forgets any other
+// state).
+func (s *Store) sawBreaker(b *Breaker) {
+	if b.State == BreakerOpen && !b.OpenedAt.IsZero() {
+		s.openSince.Store(b.Tenant, b.OpenedAt)
+		return
+	}
+	s.openSince.Delete(b.Tenant)
+}

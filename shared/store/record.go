@@ -35,7 +35,9 @@ type RecordResult struct {
 // e must carry ID, the classification and the status the decision asks for;
 // Record fills the timestamps, root id, expiry, payload digest and history.
 // A new entry costs one read (the breaker) and three writes (entry, metrics
-// shard, breaker), plus one write per payload chunk above InlinePayload.
+// shard, breaker), plus one write per payload chunk above InlinePayload;
+// while this instance knows the tenant's breaker is open, no read and two
+// writes.
 func (s *Store) Record(ctx context.Context, e *Entry, by string) (RecordResult, error) {
 	if e.ID == "" {
 		return RecordResult{}, fmt.Errorf("%w: entry without id", ErrBadID)
@@ -84,17 +86,24 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 	}
 	wanted, taskName := e.Status, e.TaskName
 	var res RecordResult
+	var seen *Breaker
 	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(bref)
-		s.read(1)
-		if err != nil && status.Code(err) != codes.NotFound {
-			return err
-		}
-		b, err := decodeBreaker(snap, e.Tenant)
-		if err != nil {
-			return err
-		}
+		seen = nil
 		now := s.Now()
+		// A breaker known to be open stays so (knownOpen): the entry is held
+		// and the breaker document is neither read nor written.
+		openedAt, known := s.knownOpen(e.Tenant, now)
+		b := &Breaker{Tenant: e.Tenant, State: BreakerOpen, OpenedAt: openedAt}
+		if !known {
+			snap, err := tx.Get(bref)
+			s.read(1)
+			if err != nil && status.Code(err) != codes.NotFound {
+				return err
+			}
+			if b, err = decodeBreaker(snap, e.Tenant); err != nil {
+				return err
+			}
+		}
 		b.advance(now, s.breaker, by)
 		b.failure(now, s.breaker, e.ReplayOf, by)
 		// Each attempt of the transaction starts from the caller's wishes.
@@ -115,8 +124,6 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 		if e.Status == Escalated || e.Status == Quarantined {
 			e.ResolvedAt = now
 		}
-		b.UpdatedAt = now
-		s.wrote(3)
 		if err := tx.Create(s.entryRef(e.ID), e); err != nil {
 			return err
 		}
@@ -124,8 +131,18 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 			return err
 		}
 		res = RecordResult{Entry: e, Created: true, Breaker: b.State}
+		if known {
+			s.wrote(2)
+			return nil
+		}
+		s.wrote(3)
+		seen = b
+		b.UpdatedAt = now
 		return tx.Set(bref, b)
 	})
+	if err == nil && seen != nil {
+		s.sawBreaker(seen)
+	}
 	return res, err
 }
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,6 +54,9 @@ type Store struct {
 	breaker BreakerConfig
 	reads   atomic.Int64
 	writes  atomic.Int64
+	// openSince caches, per tenant, when a breaker this instance saw open
+	// was opened (see Store.knownOpen).
+	openSince sync.Map
 }
 
 // Option configures New.

@@ -1,0 +1,66 @@
+package store
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/testenv"
+)
+
+// TestRecordKnownOpenBreaker: once an instance has seen a tenant's breaker
+// open, further entries of the tenant are held without reading or writing
+// the breaker document (the one-tenant storm's hot spot), with the same
+// outcome the document would give: held until the cooldown ends, then the
+// half-open probe. Another instance, without the cache, decides the same
+// from the document.
+func TestRecordKnownOpenBreaker(t *testing.T) {
+	s, c := newStore(t)
+	other := New(s.Client(), WithClock(c.Now))
+	ctx := testenv.Context(t)
+	record := func(st *Store, i int) (*Entry, Ops) {
+		t.Helper()
+		before := st.Ops()
+		res, err := st.Record(ctx, entry(fmt.Sprintf("TASKS.%d", i), nil), "classify")
+		if err != nil {
+			t.Fatalf("Record(%d) = %v", i, err)
+		}
+		after := st.Ops()
+		return res.Entry, Ops{Reads: after.Reads - before.Reads, Writes: after.Writes - before.Writes}
+	}
+	for i := 1; i <= DefaultBreaker.Threshold; i++ {
+		record(s, i)
+	}
+	opened, err := s.GetBreaker(ctx, "acme")
+	if err != nil || opened.State != BreakerOpen {
+		t.Fatalf("GetBreaker() = %+v, %v, want open after %d failures", opened, err, DefaultBreaker.Threshold)
+	}
+	for i := 11; i <= 20; i++ {
+		c.Add(time.Second)
+		e, ops := record(s, i)
+		if e.Status != Held {
+			t.Errorf("entry %d = %s, want held", i, e.Status)
+		}
+		if ops != (Ops{Reads: 0, Writes: 2}) {
+			t.Errorf("Record(%d) with the breaker known open cost %+v, want 0 reads and 2 writes", i, ops)
+		}
+	}
+	if e, ops := record(other, 21); e.Status != Held || ops != (Ops{Reads: 1, Writes: 3}) {
+		t.Errorf("another instance: entry 21 = %s at %+v, want held at 1 read and 3 writes", e.Status, ops)
+	}
+	b, err := s.GetBreaker(ctx, "acme")
+	if err != nil || !b.UpdatedAt.Equal(c.Now()) || b.OpenedAt != opened.OpenedAt {
+		t.Errorf("breaker after the cached entries = %+v, %v; want it written only by the other instance", b, err)
+	}
+	c.Add(DefaultBreaker.Cooldown)
+	if e, ops := record(s, 22); !e.BreakerProbe || e.Status != Scheduled || ops.Reads != 1 {
+		t.Errorf("entry 22 after the cooldown = %s probe=%v at %+v, want the scheduled half-open probe read from the document", e.Status, e.BreakerProbe, ops)
+	}
+	if e, _ := record(s, 23); e.Status != Held {
+		t.Errorf("entry 23 while the probe runs = %s, want held", e.Status)
+	}
+	m, err := s.ReadMetrics(ctx, Hour(c.Now()))
+	if err != nil || m.Total != 23 {
+		t.Errorf("ReadMetrics() total = %d, %v, want 23 (each entry counted once)", m.Total, err)
+	}
+}
