@@ -558,7 +558,10 @@ func parseAdvisory(data []byte) (event.Advisory, event.Kind, error) {
 	default:
 		return event.Advisory{}, "", reject("unknown_advisory", fmt.Errorf("advisory type %q", a.Type))
 	}
-	if a.Stream == "" || a.StreamSeq == 0 || strings.ContainsAny(a.Stream, ". *>") {
+	// The characters the JetStream client refuses in a stream name: an
+	// advisory naming such a stream can never be fetched, and a fetch error
+	// would be retried forever.
+	if a.Stream == "" || a.StreamSeq == 0 || strings.ContainsAny(a.Stream, ">*. /\\\t\r\n") {
 		return event.Advisory{}, "", reject("malformed_advisory", fmt.Errorf("advisory without a valid stream and stream_seq"))
 	}
 	if a.Timestamp.IsZero() {
