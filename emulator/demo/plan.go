@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 )
 
 // The fleet: SPEC §6's capability map plus the fallback agent (ceo), who
@@ -96,12 +95,28 @@ func mixFor(total int, deadRate float64) mix {
 	return m
 }
 
-// tenants the dead tasks are spread over. A tenant breaker opens at 10
-// failures in 10 minutes (SPEC §7); spreading keeps every tenant below it,
-// replays that die again included, so no replay is held for 15 minutes.
-const tenantCount = 30
+// tenantsFor is how many tenants the dead tasks are spread over. A tenant
+// breaker opens at 10 failures in 10 minutes (SPEC §7); at most 2.5 dead
+// tasks per tenant keeps every tenant below it, replays that die again
+// included, so no replay is held for 15 minutes.
+func tenantsFor(dead int) int { return max(30, (2*dead+4)/5) }
 
-func tenantName(i int) string { return fmt.Sprintf("tenant-%02d", i%tenantCount+1) }
+func tenantName(i, n int) string { return fmt.Sprintf("tenant-%02d", i%n+1) }
+
+// deaths is how often a task of the plan dies: a persistent transient one
+// at its first delivery and after each of the transient strategy's three
+// replays, an overflow too large for the replay twice.
+func (t task) deaths() int {
+	switch {
+	case t.Mode == modeSilent:
+		return 4
+	case t.Mode == modeContext && !t.Recovers:
+		return 2
+	case t.Mode != "":
+		return 1
+	}
+	return 0
+}
 
 // plan makes the demo's tasks in publish order.
 func plan(run string, total int, deadRate float64, seed uint64) ([]task, mix) {
@@ -122,13 +137,14 @@ func plan(run string, total int, deadRate float64, seed uint64) ([]task, mix) {
 	add(m.Impossible, task{Mode: modePermanent, Category: catPermanent, Path: pathTerminate})
 	add(m.FilterRejection, task{Mode: modePermanent, Code: "consumer_filter_rejection", Category: catPermanent, Path: pathFilter})
 	workers := fleet[:len(fleet)-1] // ceo is the escalation target, not a failing worker
+	tenants := tenantsFor(m.Dead)
 	for i := range dead {
-		dead[i].Tenant = tenantName(i)
+		dead[i].Tenant = tenantName(i, tenants)
 		dead[i].Agent = workers[i%len(workers)]
 	}
 	tasks := dead
 	for i := 0; i < m.Healthy; i++ {
-		tasks = append(tasks, task{Agent: fleet[i%len(fleet)], Tenant: tenantName(rng.IntN(tenantCount))})
+		tasks = append(tasks, task{Agent: fleet[i%len(fleet)], Tenant: tenantName(rng.IntN(tenants), tenants)})
 	}
 	rng.Shuffle(len(tasks), func(i, j int) { tasks[i], tasks[j] = tasks[j], tasks[i] })
 	for i := range tasks {
@@ -153,15 +169,4 @@ func expectedRecovery(tasks []task, category string) (dead, recover int) {
 		}
 	}
 	return dead, recover
-}
-
-func modesOf(tasks []task) []string {
-	var out []string
-	for _, t := range tasks {
-		if t.Mode != "" && !slices.Contains(out, t.Mode) {
-			out = append(out, t.Mode)
-		}
-	}
-	slices.Sort(out)
-	return out
 }

@@ -157,8 +157,9 @@ func (s summary) print(w io.Writer) {
 		r := s.DeadTasks[c]
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\n", c, r.Dead, pctOf(r.Dead, s.DeadTotal), r.Recovered, r.Unresolved, pctOf(r.Recovered, r.Dead), orDash(field[c]))
 	}
-	fmt.Fprintf(tw, "all\t%d\t\t%d\t%d\t%s\t81 %%\n", s.DeadTotal, s.Resolved, s.DeadTotal-s.Resolved, pctOf(s.Resolved, s.DeadTotal))
+	fmt.Fprintf(tw, "all\t%d\t\t%d\t%d\t%s\t81 %% *\n", s.DeadTotal, s.Resolved, s.DeadTotal-s.Resolved, pctOf(s.Resolved, s.DeadTotal))
 	tw.Flush()
+	fmt.Fprintln(w, "  * SPEC §13 states 81 % overall; its own category figures give 61 % x 89 % + 24.6 % x 62 % = 69.5 %")
 
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)

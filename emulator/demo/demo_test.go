@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/triage"
+)
+
+// TestPlanFollowsTheFieldMix checks the plan against SPEC §13's shares
+// (within one task of rounding) and the demo's own constraints.
+func TestPlanFollowsTheFieldMix(t *testing.T) {
+	for _, tc := range []struct {
+		total int
+		rate  float64
+	}{{300, 0.25}, {300, 0.2}, {1000, 0.3}, {40, 0.25}} {
+		tasks, m := plan("r1", tc.total, tc.rate, 42)
+		if len(tasks) != tc.total || m.Dead+m.Healthy != tc.total {
+			t.Fatalf("plan(%d) = %d tasks, dead %d healthy %d", tc.total, len(tasks), m.Dead, m.Healthy)
+		}
+		near := func(what string, got int, share float64, of int) {
+			if want := share * float64(of); math.Abs(float64(got)-want) > 1 {
+				t.Errorf("plan(%d, %.2f): %s = %d, want %.1f (%.1f %% of %d)", tc.total, tc.rate, what, got, want, 100*share, of)
+			}
+		}
+		near("transient", m.Transient+m.Persistent, 0.61, m.Dead)
+		near("conditionally recoverable", m.Conditional, 0.246, m.Dead)
+		near("permanent", m.Permanent, 0.144, m.Dead)
+		near("context overflow path", m.ContextOK+m.ContextHuge, 0.14, m.Dead)
+		near("filter rejection path", m.FilterRejection, 0.03, m.Dead)
+		dead, rec := expectedRecovery(tasks, catTransient)
+		near("transient recovering", rec, 0.89, dead)
+		dead, rec = expectedRecovery(tasks, catConditional)
+		near("conditionally recoverable recovering", rec, 0.62, dead)
+		if _, rec := expectedRecovery(tasks, catPermanent); rec != 0 {
+			t.Errorf("plan: %d permanent tasks expected to recover", rec)
+		}
+
+		ids := map[string]bool{}
+		deadPerTenant := map[string]int{}
+		for _, tk := range tasks {
+			if ids[tk.ID] {
+				t.Fatalf("task id %s twice", tk.ID)
+			}
+			ids[tk.ID] = true
+			if !triage.SubjectMatches("agents.*.tasks.>", tk.Subject()) {
+				t.Errorf("subject %s outside the work stream", tk.Subject())
+			}
+			if tk.Mode != "" {
+				deadPerTenant[tk.Tenant] += tk.deaths()
+				if tk.Agent == "ceo" {
+					t.Errorf("task %s fails at ceo, the escalation target", tk.ID)
+				}
+			}
+		}
+		// Every death counts in the tenant's breaker: stay below it.
+		for tenant, n := range deadPerTenant {
+			if n >= store.DefaultBreaker.Threshold {
+				t.Errorf("plan(%d, %.2f): tenant %s dies %d times; its breaker would open", tc.total, tc.rate, tenant, n)
+			}
+		}
+	}
+}
+
+// TestDemoPolicy: the demo policy is valid, short, and treats the agent's
+// silent failures as transient with the transient budget.
+func TestDemoPolicy(t *testing.T) {
+	doc, err := demoPolicy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := triage.Parse(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent := triage.Input{Kind: "max_deliver", Stream: "TASKS", Subject: "agents.cto.tasks.debugging", Tenant: "t", Agent: "cto",
+		TaskType: "debugging", Headers: map[string][]string{"X-Demo-Fail": {"silent"}}, Deliveries: 3}
+	tests := []struct {
+		name     string
+		in       triage.Input
+		chain    triage.Chain
+		rule     string
+		category triage.Category
+		action   triage.Action
+	}{
+		{"silent first death", silent, triage.Chain{}, "demo-persistent-transient", triage.Transient, triage.AutoReplay},
+		{"silent after three replays", silent, triage.Chain{Codes: []string{"unknown", "unknown", "unknown"}, Strategies: []string{"transient", "transient", "transient"}},
+			"demo-persistent-transient", triage.Transient, triage.Escalate},
+		{"timeout", triage.Input{Kind: "max_deliver", Subject: "agents.cto.tasks.debugging", Failure: &triage.Failure{Code: "llm_provider_timeout"}},
+			triage.Chain{}, "transient", triage.Transient, triage.AutoReplay},
+		{"overflow", triage.Input{Kind: "explicit", Subject: "agents.cto.tasks.debugging", Failure: &triage.Failure{Code: "context_window_overflow"}},
+			triage.Chain{}, "context-overflow", triage.ConditionallyRecoverable, triage.AutoReplay},
+		{"filter rejection", triage.Input{Kind: "explicit", Subject: "agents.cto.tasks.debugging", Failure: &triage.Failure{Code: "consumer_filter_rejection"}},
+			triage.Chain{}, "consumer-filter-rejection", triage.Permanent, triage.Escalate},
+	}
+	for _, tc := range tests {
+		d := p.Evaluate(tc.in, tc.chain)
+		if d.Rule != tc.rule || d.Category != tc.category || d.Action != tc.action {
+			t.Errorf("%s: Evaluate = rule %s category %s action %s, want %s %s %s", tc.name, d.Rule, d.Category, d.Action, tc.rule, tc.category, tc.action)
+		}
+		if d.Delay > 5*time.Second {
+			t.Errorf("%s: delay %s, want seconds", tc.name, d.Delay)
+		}
+	}
+}
+
+// TestSummary counts chains and entries, finds lost captures and duplicate
+// executions.
+func TestSummary(t *testing.T) {
+	e := func(id, root, replayOf, cat, reason, kind string, st store.Status, replays int) *store.Entry {
+		return &store.Entry{ID: id, EventID: id, RootID: root, ReplayOf: replayOf, Category: cat, ReasonCode: reason, Kind: kind, Status: st, Replays: replays}
+	}
+	entries := []*store.Entry{
+		e("TASKS.1", "TASKS.1", "", catTransient, "timeout", "max_deliver", store.Recovered, 1),
+		e("TASKS.2", "TASKS.2", "", catTransient, "unknown", "max_deliver", store.Replayed, 1),
+		e("TASKS.9", "TASKS.2", "TASKS.2", catTransient, "unknown", "max_deliver", store.Escalated, 0),
+		e("TASKS.3", "TASKS.3", "", catConditional, "context_window_overflow", "explicit", store.Replayed, 1),
+		e("TASKS.8", "TASKS.3", "TASKS.3", catConditional, "context_window_overflow", "explicit", store.Quarantined, 0),
+		e("TASKS.4", "TASKS.4", "", catPermanent, "consumer_filter_rejection", "explicit", store.Escalated, 0),
+	}
+	captured := map[string]bool{"TASKS.1": true, "TASKS.2": true, "TASKS.9": true, "TASKS.3": true, "TASKS.8": true, "TASKS.4": true, "TASKS.5": true}
+	s := summarize(entries, captured)
+	s.countExecutions(map[string]int{"a": 1, "b": 2})
+	if s.DeadTotal != 4 || s.Resolved != 1 || s.DeadTasks[catTransient].Dead != 2 || s.DeadTasks[catTransient].Recovered != 1 {
+		t.Errorf("dead tasks = %d resolved %d transient %+v", s.DeadTotal, s.Resolved, s.DeadTasks[catTransient])
+	}
+	if s.Entries[catTransient].Entries != 3 || s.Entries[catTransient].Replays != 2 || s.Entries[catConditional].OtherHuman != 1 {
+		t.Errorf("entries = %+v %+v", s.Entries[catTransient], s.Entries[catConditional])
+	}
+	if s.Paths[pathMaxDeliver] != 2 || s.Paths[pathContext] != 1 || s.Paths[pathFilter] != 1 {
+		t.Errorf("paths = %v", s.Paths)
+	}
+	if fmt.Sprint(s.Lost) != "[TASKS.5]" || s.DuplicatesExecuted != 1 || s.ok() {
+		t.Errorf("lost %v duplicates %d ok %v; want TASKS.5 lost, 1 duplicate, not ok", s.Lost, s.DuplicatesExecuted, s.ok())
+	}
+	var out bytes.Buffer
+	s.print(&out)
+	for _, want := range []string{"LOST (captured, no entry): TASKS.5", "duplicates executed (work run twice for one idempotency key, from the agents' logs): 1", "transient"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
+}
