@@ -98,6 +98,7 @@ func run(log *slog.Logger, args []string) error {
 	}()
 	log.Info("serving health and metrics", "addr", ln.Addr().String())
 
+	go b.LogStats(ctx, bridge.DefaultStatsInterval)
 	runErr := b.Run(ctx)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
