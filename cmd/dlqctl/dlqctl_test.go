@@ -651,6 +651,23 @@ func TestPolicy(t *testing.T) {
 		t.Errorf("policy test of a malformed event = %d, want %d", code, exitError)
 	}
 
+	// A stored entry, its chain included: a second overflow is quarantined.
+	en := &store.Entry{ID: "TASKS.70", EventID: "TASKS.70", Stream: "TASKS", StreamSeq: 70, Subject: "agents.backend.tasks.code_review",
+		Tenant: "acme", Agent: "backend", Kind: "explicit", Category: "conditionally_recoverable", ReasonCode: "context_window_overflow",
+		Action: "quarantine", Strategy: "none", Status: store.Quarantined, Payload: []byte("{}"), ReplayOf: "TASKS.7", RootID: "TASKS.7",
+		ChainCodes: []string{"context_window_overflow"}, ChainStrategies: []string{"context_window_overflow"},
+		Failure: &store.Failure{Code: "context_window_overflow", Detail: "still too long"}}
+	if _, err := e.st.Record(testenv.Context(t), en, "test"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = e.run(nil, "policy", "test", fast, "--entry", "TASKS.70")
+	if code != 0 || !strings.Contains(out, "rule        second-context-overflow") || !strings.Contains(out, "chain       context_window_overflow") {
+		t.Errorf("policy test --entry = %d %q:\n%s", code, stderr, out)
+	}
+	if code, _, _ := e.run(map[string]string{"DLQCTL_TENANT": "globex"}, "policy", "test", fast, "--entry", "TASKS.70"); code != exitNotFound {
+		t.Errorf("globex: policy test --entry of acme's entry = %d, want %d", code, exitNotFound)
+	}
+
 	code, out, stderr = e.run(nil, "policy", "apply", fast)
 	if code != 0 || !strings.Contains(out, "applied") {
 		t.Fatalf("apply = %d %q %q", code, out, stderr)

@@ -133,7 +133,7 @@ func (a *app) scoped(f filter) (filter, error) {
 // listFields are what ls reads: never payloads or history.
 var listFields = []string{"event_id", "stream", "stream_seq", "subject", "tenant", "agent", "task_id", "task_type",
 	"idempotency_key", "kind", "category", "reason_code", "rule", "action", "strategy", "status", "replays",
-	"next_retry_at", "task_name", "replay_of", "root_id", "payload_size", "created_at", "updated_at"}
+	"next_retry_at", "task_name", "replay_of", "root_id", "payload_size", "policy_version", "created_at", "updated_at"}
 
 // pageToken is where a listing continues: the last entry's created_at and id.
 type pageToken struct {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
@@ -188,12 +189,13 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 	fs := newFlags("policy test")
 	asJSON := fs.Bool("json", false, "JSON output")
 	chainFlag := fs.String("chain", "", "earlier failures of the replay chain, root first: code[:strategy],…")
+	entryID := fs.String("entry", "", "test against a stored entry (its chain included) instead of an event file")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 2 {
-		return usagef("policy test FILE|current EVENT.json [--chain code:strategy,…] [--json]")
+	if len(pos) != 2 && !(len(pos) == 1 && *entryID != "") {
+		return usagef("policy test FILE|current (EVENT.json | --entry ID) [--chain code:strategy,…] [--json]")
 	}
 	var doc []byte
 	source := pos[0]
@@ -209,25 +211,44 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 	} else if doc, err = readFileArg(a, pos[0]); err != nil {
 		return err
 	}
-	raw, err := readFileArg(a, pos[1])
-	if err != nil {
-		return err
-	}
-	ev, err := event.Decode(raw)
-	if err != nil {
-		return fmt.Errorf("%s: %w", pos[1], err)
-	}
+	var in triage.Input
 	var chain triage.Chain
+	var eventID string
+	if *entryID != "" {
+		st, err := a.store(ctx)
+		if err != nil {
+			return err
+		}
+		e, err := a.getScoped(ctx, st, *entryID, false)
+		if err != nil {
+			return err
+		}
+		if in, err = inputOfEntry(e); err != nil {
+			return fmt.Errorf("entry %s: %w", e.ID, err)
+		}
+		chain = triage.Chain{Codes: e.ChainCodes, Strategies: e.ChainStrategies}
+		eventID = e.EventID
+	} else {
+		raw, err := readFileArg(a, pos[1])
+		if err != nil {
+			return err
+		}
+		ev, err := event.Decode(raw)
+		if err != nil {
+			return fmt.Errorf("%s: %w", pos[1], err)
+		}
+		if in, err = inputOf(ev); err != nil {
+			return fmt.Errorf("%s: %w", pos[1], err)
+		}
+		eventID = ev.ID
+	}
 	if *chainFlag != "" {
+		chain = triage.Chain{}
 		for _, part := range strings.Split(*chainFlag, ",") {
 			code, strat, _ := strings.Cut(strings.TrimSpace(part), ":")
 			chain.Codes = append(chain.Codes, code)
 			chain.Strategies = append(chain.Strategies, strat)
 		}
-	}
-	in, err := inputOf(ev)
-	if err != nil {
-		return fmt.Errorf("%s: %w", pos[1], err)
 	}
 	// Evaluate at both ends of the jitter to give the delay range.
 	lo, err := triage.Parse(doc, triage.WithRand(func() float64 { return 0.999999 }))
@@ -237,7 +258,7 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 	hi, _ := triage.Parse(doc, triage.WithRand(func() float64 { return 0 }))
 	d, d2 := lo.Evaluate(in, chain), hi.Evaluate(in, chain)
 	minD, maxD := min(d.Delay, d2.Delay), max(d.Delay, d2.Delay)
-	r := testResult{PolicyVersion: d.PolicyVersion, PolicySource: source, EventID: ev.ID, ReasonCode: d.ReasonCode, Route: d.Route,
+	r := testResult{PolicyVersion: d.PolicyVersion, PolicySource: source, EventID: eventID, ReasonCode: d.ReasonCode, Route: d.Route,
 		Detail: d.Detail, Category: string(d.Category), Rule: d.Rule, Action: string(d.Action), Strategy: d.Strategy,
 		Attempt: d.Attempt, ReplayBudget: d.ReplayBudget, Modifications: d.Modifications, Note: d.Note}
 	if d.Replay() {
@@ -252,7 +273,10 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 	}
 	w := a.stdout
 	fmt.Fprintf(w, "policy      %s (%s)\n", r.PolicyVersion, r.PolicySource)
-	fmt.Fprintf(w, "event       %s  %s  subject %s  tenant %s  agent %s  task type %s\n", ev.ID, ev.Kind, in.Subject, in.Tenant, orDash(in.Agent), orDash(in.TaskType))
+	fmt.Fprintf(w, "event       %s  %s  subject %s  tenant %s  agent %s  task type %s\n", eventID, in.Kind, in.Subject, in.Tenant, orDash(in.Agent), orDash(in.TaskType))
+	if len(chain.Codes) > 0 {
+		fmt.Fprintf(w, "chain       %s (root first)\n", strings.Join(chain.Codes, " → "))
+	}
 	fmt.Fprintf(w, "reason      %s (found by %s)%s\n", r.ReasonCode, r.Route, ifSet(r.Detail != "", fmt.Sprintf(": %q", r.Detail)))
 	fmt.Fprintf(w, "category    %s\n", r.Category)
 	fmt.Fprintf(w, "rule        %s\n", r.Rule)
@@ -299,6 +323,21 @@ func inputOf(ev event.Event) (triage.Input, error) {
 		if in.Agent == "" {
 			in.Agent = f.Agent
 		}
+	}
+	return in, nil
+}
+
+// inputOfEntry maps a stored entry onto the engine's input as classify
+// did for the event that created it.
+func inputOfEntry(e *store.Entry) (triage.Input, error) {
+	headers, err := event.DecodeHeaders(e.Headers)
+	if err != nil {
+		return triage.Input{}, fmt.Errorf("headers: %w", err)
+	}
+	in := triage.Input{Kind: e.Kind, Stream: e.Stream, Subject: e.Subject, Tenant: e.Tenant, Agent: e.Agent, TaskType: e.TaskType,
+		Headers: headers, TermReason: e.TermReason, Deliveries: e.Deliveries}
+	if f := e.Failure; f != nil {
+		in.Failure = &triage.Failure{Code: f.Code, Detail: f.Detail, Attempt: f.Attempt, Agent: f.Agent, CompletedSteps: f.CompletedSteps}
 	}
 	return in, nil
 }
