@@ -47,7 +47,8 @@ Pipeline
   health   [--json]
   audit    [--dry-run] [--json]
 Policy
-  policy show [--json] | validate FILE | apply FILE | test FILE|current EVENT.json [--json]
+  policy show [--json] | validate FILE | apply FILE
+         | test FILE|current (EVENT.json | --entry ID) [--chain code:strategy,…] [--json]
 
 Times (--since, --until) are RFC 3339 or a duration back from now (90m, 24h).
 A tenant-limited caller (--tenant T before the command, or DLQCTL_TENANT)
