@@ -55,5 +55,12 @@ func EventID(entryID string) (string, error) {
 		b.WriteByte(v)
 		i += 2
 	}
-	return b.String(), nil
+	// Only the canonical encoding is accepted: "%41" or "%2a" (a document
+	// made by hand) would otherwise decode to the id of another document,
+	// and whoever acts on the decoded id would change that one instead.
+	ev := b.String()
+	if canon, err := EntryID(ev); err != nil || canon != entryID {
+		return "", fmt.Errorf("%w: %q is not the document id of an event id", ErrBadID, entryID)
+	}
+	return ev, nil
 }
