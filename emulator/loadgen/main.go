@@ -42,14 +42,14 @@ func main() {
 	flag.StringVar(&o.out, "out", "docs/PERFORMANCE.md", "report to write (empty: stdout only)")
 	flag.StringVar(&o.goBench, "go-bench", "", "output of `go test -bench` to put into the report")
 	flag.StringVar(&o.workDir, "work-dir", "", "directory for binaries, logs and data (default: a temporary one, removed afterwards)")
-	flag.StringVar(&rates, "rates", "50,200,1000", "offered rates (events/s) of the latency runs")
+	flag.StringVar(&rates, "rates", "50,200,1000", "offered rates (events/s) of the latency runs (empty: none)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each latency run")
-	flag.DurationVar(&o.drain, "drain", 90*time.Second, "how long a latency run may take to land after its last advisory")
+	flag.DurationVar(&o.drain, "drain", 3*time.Minute, "how long a latency run may take to land after its last advisory")
 	flag.IntVar(&o.storm, "storm", 10000, "dead messages in the storm (one tenant, one hour)")
 	flag.DurationVar(&o.stormWait, "storm-wait", 4*time.Minute, "how long the storm may take to land")
 	flag.IntVar(&o.replays, "replays", 100, "replays in the lateness run")
 	flag.Parse()
-	for _, r := range strings.Split(rates, ",") {
+	for _, r := range strings.FieldsFunc(rates, func(c rune) bool { return c == ',' }) {
 		v, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
 		if err != nil || v <= 0 {
 			fmt.Fprintf(os.Stderr, "loadgen: -rates: %q is not a positive number\n", r)

@@ -48,6 +48,7 @@ type results struct {
 	Storm            stormRun
 	Replay           replayRun
 	BridgeRSS, FnRSS int64
+	PushCeiling      float64 // messages/s the emulator pushes to an endpoint that acks at once
 	BridgePID, FnPID int
 	StackDir         string
 	Rates            []float64
@@ -91,6 +92,11 @@ func measure(ctx context.Context, s *benchStack, o options, progress io.Writer) 
 	// the replay run, and is purged before it.
 	if _, err := ct.PauseQueue(ctx, &cloudtaskspb.PauseQueueRequest{Name: s.queue}); err != nil {
 		return nil, fmt.Errorf("pause queue: %w", err)
+	}
+
+	fmt.Fprintln(progress, "loadgen: the Pub/Sub emulator's push rate alone (3 000 messages)")
+	if res.PushCeiling, err = pushCeiling(ctx, s, 3000, progress); err != nil {
+		return nil, err
 	}
 
 	// Warm-up: the functions host builds its clients on the first request
