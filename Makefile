@@ -65,6 +65,29 @@ bench: ## benchmarks side by side with their physical limits -> docs/PERFORMANCE
 	@echo "bench 2/2: load driver on a private stack"
 	$(GO) run ./emulator/loadgen -go-bench $(BENCH_DIR)/go-bench.txt -out docs/PERFORMANCE.md $(LOADGEN_FLAGS)
 
+# Every fuzz target (func FuzzX in a *_test.go file) for FUZZTIME each. Their
+# seed corpora (f.Add and testdata/fuzz/FuzzX) run in every `make test`; a
+# crasher found here lands in testdata/fuzz/FuzzX of its package: commit it
+# with the fix.
+FUZZTIME ?= 10s
+.PHONY: fuzz chaos
+fuzz: ## run each fuzz target for FUZZTIME (default 10s)
+	@set -e; for f in $$(grep -l '^func Fuzz' $$(git ls-files '*_test.go')); do \
+	  dir=./$$(dirname $$f); \
+	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+	    echo "fuzz $$dir $$t ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$dir; \
+	  done; \
+	done
+
+# Fault scenarios against real processes on free ports (never the `make up`
+# ports), full counts; writes the measured table into docs/RELIABILITY.md.
+# `make test` runs the same scenarios with smaller counts.
+CHAOS_TIMEOUT ?= 40m
+chaos: ## fault scenarios at full size -> docs/RELIABILITY.md
+	JSDLQ_CHAOS=full JSDLQ_CHAOS_REPORT=$(CURDIR)/docs/RELIABILITY.md \
+	  $(GO) test -count=1 -v -timeout $(CHAOS_TIMEOUT) -run 'TestChaos' ./emulator/chaos
+
 tf-validate:
 	bash emulator/tfschema/validate.sh
 
