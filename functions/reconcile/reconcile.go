@@ -78,6 +78,10 @@ type Config struct {
 	DominanceMinTotal  int           // entries in the last hour needed before the share alerts; default 10
 	// Window is the tenant-health and drift window (default 24 h).
 	Window time.Duration
+	// IOTimeout bounds each lease, state, report and Cloud Tasks call
+	// (default DefaultIOTimeout, at most the budget), so an unreachable
+	// dependency fails the call, not the whole run's time.
+	IOTimeout time.Duration
 }
 
 func (c *Config) defaults() {
@@ -94,6 +98,7 @@ func (c *Config) defaults() {
 	}
 	def(&c.TimeBudget, 4*time.Minute)
 	def(&c.LeaseTTL, c.TimeBudget+2*time.Minute)
+	def(&c.IOTimeout, min(DefaultIOTimeout, c.TimeBudget))
 	def(&c.Grace, 2*time.Minute)
 	def(&c.CaptureGrace, 10*time.Minute)
 	def(&c.StuckAfter, 30*time.Minute)
@@ -160,6 +165,16 @@ type Handler struct {
 func New(cfg Config, deps Deps) *Handler {
 	cfg.defaults()
 	h := &Handler{cfg: cfg, log: deps.Logger, store: deps.Store, tasks: deps.Tasks, js: deps.JetStream, now: deps.Now}
+	if h.tasks != nil {
+		h.tasks = boundedTasks{t: h.tasks, d: cfg.IOTimeout}
+	}
+	if js := h.js; js != nil {
+		h.js = func(ctx context.Context) (jetstream.JetStream, error) {
+			ctx, cancel := context.WithTimeout(ctx, cfg.IOTimeout)
+			defer cancel()
+			return js(ctx)
+		}
+	}
 	if h.log == nil {
 		h.log = obs.Discard()
 	}
@@ -292,7 +307,9 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*Report, error) {
 	log := h.log.With("run_id", rep.RunID, "dry_run", dry)
 
 	if !dry {
-		lease, err := h.store.AcquireLease(ctx, rep.RunID, h.cfg.LeaseTTL)
+		lctx, cancel := h.ioCtx(ctx)
+		lease, err := h.store.AcquireLease(lctx, rep.RunID, h.cfg.LeaseTTL)
+		cancel()
 		if errors.Is(err, store.ErrLeaseHeld) {
 			log.InfoContext(ctx, "reconcile: another run holds the lease; nothing done", "holder", lease.Holder, "until", lease.Until)
 			return rep, &leaseError{lease: lease}
@@ -301,13 +318,18 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*Report, error) {
 			return nil, fmt.Errorf("reconcile: lease: %w", err)
 		}
 		defer func() {
-			if err := h.store.ReleaseLease(context.WithoutCancel(ctx), rep.RunID); err != nil {
+			rctx, cancel := h.ioCtx(context.WithoutCancel(ctx))
+			defer cancel()
+			if err := h.store.ReleaseLease(rctx, rep.RunID); err != nil {
 				log.WarnContext(ctx, "reconcile: lease not released; it expires by itself", "error", err.Error())
 			}
 		}()
 	}
 	st := &State{}
-	if _, err := h.store.ReadAuditState(ctx, st); err != nil {
+	sctx, cancel := h.ioCtx(ctx)
+	_, err := h.store.ReadAuditState(sctx, st)
+	cancel()
+	if err != nil {
 		// Cursors only save work: without them every scan starts over,
 		// which is slower but complete. An unreadable state must not stop
 		// the audits; a real run overwrites it.
@@ -354,13 +376,18 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*Report, error) {
 
 	if !dry {
 		st.RunID, st.UpdatedAt = rep.RunID, rep.FinishedAt
-		if err := h.store.WriteAuditState(ctx, rep.RunID, st); err != nil {
+		wctx, cancel := h.ioCtx(ctx)
+		err := h.store.WriteAuditState(wctx, rep.RunID, st)
+		cancel()
+		if err != nil {
 			rep.Errors = append(rep.Errors, "state not saved (the next run repeats this one's scans): "+err.Error())
 		}
 	}
 	doc, err := rep.document()
 	if err == nil {
-		err = h.store.SaveAudit(ctx, rep.RunID, doc)
+		actx, cancel := h.ioCtx(ctx)
+		err = h.store.SaveAudit(actx, rep.RunID, doc)
+		cancel()
 	}
 	if err != nil {
 		rep.Errors = append(rep.Errors, "report not stored: "+err.Error())

@@ -1,0 +1,65 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/tasks"
+)
+
+// DefaultIOTimeout bounds one I/O call of a run (Config.IOTimeout). Without
+// it an unreachable dependency held a call until the run's whole deadline
+// (budget + 1 min): the client libraries retry UNAVAILABLE until the context
+// ends, so acquiring the lease with Firestore down took 5 minutes to fail.
+const DefaultIOTimeout = 30 * time.Second
+
+// ioCtx bounds one call; the run's own deadline still applies when sooner.
+func (h *Handler) ioCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, h.cfg.IOTimeout)
+}
+
+// errStalled ends a task listing that made no progress for IOTimeout.
+var errStalled = errors.New("reconcile: no progress")
+
+// boundedTasks gives every Cloud Tasks call its own deadline. A listing may
+// take long for a big queue, so it is bounded by progress instead: it ends
+// when no task arrived for the timeout (one page request).
+type boundedTasks struct {
+	t Tasks
+	d time.Duration
+}
+
+func (b boundedTasks) Schedule(ctx context.Context, r tasks.Request) (string, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.t.Schedule(ctx, r)
+}
+
+func (b boundedTasks) Delete(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.t.Delete(ctx, name)
+}
+
+func (b boundedTasks) Exists(ctx context.Context, name string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.t.Exists(ctx, name)
+}
+
+func (b boundedTasks) Each(ctx context.Context, fn func(name string, scheduled time.Time) bool) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watchdog := time.AfterFunc(b.d, func() { cancel(errStalled) })
+	defer watchdog.Stop()
+	err := b.t.Each(ctx, func(name string, scheduled time.Time) bool {
+		watchdog.Reset(b.d)
+		return fn(name, scheduled)
+	})
+	if err != nil && errors.Is(context.Cause(ctx), errStalled) {
+		return fmt.Errorf("list tasks: no answer within %s: %w", b.d, err)
+	}
+	return err
+}
