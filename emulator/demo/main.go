@@ -387,7 +387,7 @@ var humanStatuses = map[store.Status]bool{store.Escalated: true, store.Quarantin
 
 // progress is one look at the pipeline.
 type progress struct {
-	entries, replays, recovered, pending, ended int
+	entries, replays, recovered, pending, ended, held int
 	completions                                 int64
 }
 
@@ -421,6 +421,9 @@ func (d *demo) look(ctx context.Context) (progress, error) {
 		case e.Status == store.Replayed && !children[e.ID]:
 			replayedKeys = append(replayedKeys, e.IdempotencyKey)
 		case e.Status == store.Replayed:
+		case e.Status == store.Held:
+			p.held++
+			p.pending++
 		default:
 			p.pending++ // scheduled, replaying, held
 		}
@@ -457,8 +460,12 @@ func (d *demo) waitSettled(ctx context.Context, total int) (int, error) {
 			return 0, err
 		}
 		settled := int(p.completions) + p.ended
-		d.logf("published %d  completed %d  dead %d  entries %d  replays %d  recovered %d  awaiting a human %d  in flight %d",
-			total, p.completions, len(d.captured), p.entries, p.replays, p.recovered, p.ended, p.pending)
+		held := ""
+		if p.held > 0 {
+			held = fmt.Sprintf("  (held by an open tenant breaker: %d)", p.held)
+		}
+		d.logf("published %d  completed %d  dead %d  entries %d  replays %d  recovered %d  awaiting a human %d  in flight %d%s",
+			total, p.completions, len(d.captured), p.entries, p.replays, p.recovered, p.ended, p.pending, held)
 		if settled >= total && p.pending == 0 && len(d.captured) == p.entries {
 			return 0, nil
 		}

@@ -101,7 +101,10 @@ func mixFor(total int, deadRate float64) mix {
 // included, so no replay is held for 15 minutes.
 func tenantsFor(dead int) int { return max(30, (2*dead+4)/5) }
 
-func tenantName(i, n int) string { return fmt.Sprintf("tenant-%02d", i%n+1) }
+// tenantName is tenant i of n. The run id is part of the name: a demo run
+// again on a stack kept up (KEEP=1) must not meet the breakers the previous
+// run's failures filled within the last 10 minutes.
+func tenantName(run string, i, n int) string { return fmt.Sprintf("t%02d-%s", i%n+1, run) }
 
 // deaths is how often a task of the plan dies: a persistent transient one
 // at its first delivery and after each of the transient strategy's three
@@ -139,12 +142,12 @@ func plan(run string, total int, deadRate float64, seed uint64) ([]task, mix) {
 	workers := fleet[:len(fleet)-1] // ceo is the escalation target, not a failing worker
 	tenants := tenantsFor(m.Dead)
 	for i := range dead {
-		dead[i].Tenant = tenantName(i, tenants)
+		dead[i].Tenant = tenantName(run, i, tenants)
 		dead[i].Agent = workers[i%len(workers)]
 	}
 	tasks := dead
 	for i := 0; i < m.Healthy; i++ {
-		tasks = append(tasks, task{Agent: fleet[i%len(fleet)], Tenant: tenantName(rng.IntN(tenants), tenants)})
+		tasks = append(tasks, task{Agent: fleet[i%len(fleet)], Tenant: tenantName(run, rng.IntN(tenants), tenants)})
 	}
 	rng.Shuffle(len(tasks), func(i, j int) { tasks[i], tasks[j] = tasks[j], tasks[i] })
 	for i := range tasks {
