@@ -388,7 +388,7 @@ var humanStatuses = map[store.Status]bool{store.Escalated: true, store.Quarantin
 // progress is one look at the pipeline.
 type progress struct {
 	entries, replays, recovered, pending, ended, held int
-	completions                                 int64
+	completions                                       int64
 }
 
 func (d *demo) look(ctx context.Context) (progress, error) {
