@@ -422,6 +422,9 @@ func TestRedriveResumes(t *testing.T) {
 	if code != exitPartial {
 		t.Fatalf("interrupted redrive = exit %d, want %d; stderr %q", code, exitPartial, stderr)
 	}
+	if strings.Contains(stderr, "\r[") || !strings.Contains(stderr, "redrive: 4/10") {
+		t.Errorf("redrive without a terminal should print plain lines, got %q", stderr)
+	}
 	if want := "resume with: dlqctl redrive --resume " + cp; !strings.Contains(stderr, want) {
 		t.Errorf("interrupted redrive stderr %q lacks %q", stderr, want)
 	}
@@ -433,7 +436,11 @@ func TestRedriveResumes(t *testing.T) {
 		t.Errorf("checkpoint after interruption: done %d replayed %d complete %v, want 4, 4, false", len(saved.Done), saved.Replayed, saved.Complete)
 	}
 
-	code, out, stderr = e.run(nil, "redrive", "--resume", cp)
+	// The resumed run draws a progress bar, as on a terminal.
+	code, out, stderr = e.runCtx(context.Background(), nil, func(a *app) { a.isTTY = func() bool { return true } }, "redrive", "--resume", cp)
+	if !strings.Contains(stderr, "\r[") || !strings.Contains(stderr, "10/10") {
+		t.Errorf("resumed redrive on a terminal drew no bar ending at 10/10: %q", stderr)
+	}
 	if code != 0 {
 		t.Fatalf("resumed redrive = %d, %q %q", code, out, stderr)
 	}
