@@ -148,8 +148,12 @@ func pctOf(n, d int) string {
 
 func (s summary) print(w io.Writer) {
 	fmt.Fprintf(w, "\n== jsdlq demo summary (run %s), read back from Firestore ==\n\n", s.Run)
-	fmt.Fprintf(w, "tasks published %d; work completed %d (task-idempotency records); dead-lettered tasks %d (%s)\n\n",
+	fmt.Fprintf(w, "tasks published %d; work completed %d (task-idempotency records); dead-lettered tasks %d (%s)\n",
 		s.Tasks, s.Completions, s.DeadTotal, pctOf(s.DeadTotal, s.Tasks))
+	if s.Published > 0 {
+		fmt.Fprintf(w, "work stream: %d messages appended during the run (tasks and replays, from reconcile's stream samples)\n", s.Published)
+	}
+	fmt.Fprintln(w)
 	cats := sortedKeys(s.DeadTasks)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DEAD TASKS BY CATEGORY\ttasks\tshare\trecovered\tunresolved (human)\tauto-resolved\tfield (SPEC §13)")
