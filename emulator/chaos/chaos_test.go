@@ -1,0 +1,316 @@
+package chaos
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
+)
+
+// size is the dead messages per storm scenario: small in the short form
+// that `make test` runs, larger with JSDLQ_CHAOS=full (`make chaos`).
+func size() (n int, full bool) {
+	if os.Getenv("JSDLQ_CHAOS") == "full" {
+		return 200, true
+	}
+	return 12, false
+}
+
+// TestChaos runs every scenario on one private stack and checks the
+// target: nothing lost, nothing executed twice.
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos scenarios start the whole stack")
+	}
+	n, full := size()
+	s := startStack(t)
+	settle := 3 * time.Minute
+	var rows []result
+	record := func(r result) {
+		rows = append(rows, r)
+		t.Logf("%s: in %d, entries %d, replayed %d, published %d, duplicates %d, lost %d %s",
+			r.Scenario, r.In, r.Entries, r.Replayed, r.Published, r.Duplicates, r.Lost, r.Note)
+		if r.Lost != 0 || r.Duplicates != 0 || r.Entries != r.In {
+			t.Errorf("%s: lost %d, duplicates %d, entries %d of %d; want 0 lost, 0 duplicates", r.Scenario, r.Lost, r.Duplicates, r.Entries, r.In)
+		}
+	}
+	storm := func(label string, fault func()) result {
+		b := s.originals(label, n)
+		s.offer(b, float64(n)/3, n/3, fault)
+		return s.settle(b, settle)
+	}
+
+	record(storm("no fault (baseline)", nil))
+
+	record(storm("bridge SIGKILL mid-storm, restarted", func() {
+		s.kill("bridge")
+		time.Sleep(time.Second)
+		s.start("bridge")
+	}))
+
+	record(storm("nats-server SIGKILL mid-storm, restarted", func() {
+		s.kill("nats")
+		time.Sleep(2 * time.Second)
+		s.start("nats")
+	}))
+
+	record(storm("functions host SIGKILL mid-storm (classify and replay crash anywhere)", func() {
+		time.Sleep(500 * time.Millisecond)
+		s.kill("functions")
+		time.Sleep(time.Second)
+		s.start("functions")
+	}))
+
+	record(storm("Firestore emulator paused 10 s (SIGSTOP/SIGCONT) while classify runs", func() {
+		s.signal("firestore", syscall.SIGSTOP)
+		time.Sleep(10 * time.Second)
+		s.signal("firestore", syscall.SIGCONT)
+	}))
+
+	record(storm("Cloud Tasks unreachable 8 s (SIGSTOP) after classify's transaction", func() {
+		s.signal("tasks", syscall.SIGSTOP)
+		time.Sleep(8 * time.Second)
+		s.signal("tasks", syscall.SIGCONT)
+	}))
+
+	{ // Cloud Tasks emulator restart with replays pending.
+		s.setQueuePaused(true)
+		b := s.originals("Cloud Tasks emulator restarted with replays pending (--data-dir)", n)
+		s.offer(b, float64(n)/2, -1, nil)
+		s.waitScheduled(b, settle)
+		s.kill("tasks")
+		s.start("tasks")
+		s.setQueuePaused(false)
+		record(s.settle(b, settle))
+	}
+
+	{ // Pub/Sub emulator restart: the emulator keeps nothing.
+		b := s.originals("Pub/Sub emulator restarted mid-storm; topic and subscriptions recreated", n)
+		s.offer(b, float64(n)/3, n/3, func() {
+			s.kill("pubsub")
+			s.start("pubsub")
+			s.provisionPubSub()
+		})
+		r := s.settle(b, time.Minute)
+		before := r.Lost
+		// What the emulator dropped was acked in JetStream already (the
+		// bridge acks once Pub/Sub confirmed): reconcile's capture audit
+		// finds the advisories without entries and re-drives them.
+		rr := s.reconcileOnce(t)
+		r = s.settle(b, settle)
+		r.Note = fmt.Sprintf("(%d without entry before reconcile; its capture audit re-drove %d)", before, rr)
+		record(r)
+	}
+
+	record(s.pubsubTenTimes(t))
+	record(s.taskThreeTimes(t))
+	record(s.twoReconciles(t, n))
+
+	table := render(rows, full)
+	t.Log("\n" + table)
+	if path := os.Getenv("JSDLQ_CHAOS_REPORT"); path != "" && !t.Failed() {
+		if err := writeReport(path, table); err != nil {
+			t.Errorf("write report: %v", err)
+		}
+	}
+}
+
+// waitScheduled waits until every message of the batch has a scheduled entry.
+func (s *chaosStack) waitScheduled(b *batch, within time.Duration) {
+	s.t.Helper()
+	for deadline := time.Now().Add(within); ; {
+		ok := true
+		for _, e := range s.entries(b) {
+			if e == nil || e.Status != store.Scheduled {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s: entries not all scheduled within %s", b.label, within)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func (s *chaosStack) reconcileHandler() *reconcile.Handler {
+	sched := tasks.New(tasks.Config{Queue: s.queue, ReplayURL: "http://" + s.addr["functions"] + "/Replay",
+		ServiceAccount: tasksSA, EmulatorHost: s.addr["tasks"]})
+	s.t.Cleanup(func() { sched.Close() })
+	return reconcile.New(reconcile.Config{CaptureGrace: time.Millisecond, Grace: time.Millisecond, TimeBudget: time.Minute},
+		reconcile.Deps{Logger: obs.Discard(), Store: store.New(s.fs), Tasks: sched,
+			JetStream: func(context.Context) (jetstream.JetStream, error) { return s.js, nil }})
+}
+
+// reconcileOnce runs reconcile (in process, against the stack) and returns
+// how many captured messages it re-drove.
+func (s *chaosStack) reconcileOnce(t *testing.T) int {
+	rep, err := s.reconcileHandler().Run(context.Background(), false)
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	for _, f := range rep.Findings {
+		if f.Name == "advisory_entry_mismatch" && f.Repair != nil {
+			return f.Repair.Done
+		}
+	}
+	return 0
+}
+
+// pubsubTenTimes delivers one Pub/Sub message (the same message id and
+// body) ten times at once to /Classify, as a push subscription may.
+func (s *chaosStack) pubsubTenTimes(t *testing.T) result {
+	b := s.originals("one Pub/Sub message delivered 10 times at once", 1)
+	seq := b.seqs[0]
+	ctx := context.Background()
+	st, _ := s.js.Stream(ctx, workStream)
+	orig, err := st.GetMsg(ctx, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	ev := event.Event{Schema: event.Schema, ID: event.ID(workStream, seq), Kind: event.KindTerminated, Stream: workStream,
+		StreamSeq: seq, Consumer: "worker", Tenant: orig.Header.Get("X-Tenant-ID"), Agent: "backend",
+		Advisory: &event.Advisory{Type: event.AdvisoryTerminated, ID: "dup", Timestamp: now, Stream: workStream, Consumer: "worker",
+			StreamSeq: seq, Deliveries: 1, Reason: "timeout"},
+		ObservedAt: now}
+	ev.Message.Subject = orig.Subject
+	ev.Message.Headers = event.EncodeHeaders(orig.Header)
+	ev.Message.SetPayload(orig.Data)
+	body, err := event.Encode(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := map[string]any{"message": map[string]any{"data": base64.StdEncoding.EncodeToString(body), "attributes": ev.Attributes(),
+		"messageId": "chaos-dup-1", "publishTime": now.Format(time.RFC3339Nano)},
+		"subscription": "projects/" + project + "/subscriptions/classify-push"}
+	var wg sync.WaitGroup
+	codes := make([]int, 10)
+	for i := range codes {
+		wg.Add(1)
+		go func() { defer wg.Done(); codes[i], _ = s.post("/Classify", "", nil, push) }()
+	}
+	wg.Wait()
+	r := s.settle(b, 3*time.Minute)
+	r.In = 1
+	r.Note = fmt.Sprintf("(answers %v; the entry is created by one transaction, the task name is fixed)", codes)
+	return r
+}
+
+// taskThreeTimes dispatches one replay task three times at once, with a
+// genuine token, as Cloud Tasks' rare duplicate executions do.
+func (s *chaosStack) taskThreeTimes(t *testing.T) result {
+	s.setQueuePaused(true)
+	b := s.originals("one Cloud Task dispatched 3 times at once", 1)
+	s.offer(b, 10, -1, nil)
+	s.waitScheduled(b, 3*time.Minute)
+	authz := s.token()
+	id := entryID(b.seqs[0])
+	var wg sync.WaitGroup
+	codes := make([]int, 3)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i], _ = s.post("/Replay", authz, map[string]string{"X-CloudTasks-TaskName": tasks.Name(id, 1)},
+				tasks.Body{EntryID: id, Attempt: 1})
+		}()
+	}
+	wg.Wait()
+	s.setQueuePaused(false) // the real task follows: a fourth delivery
+	r := s.settle(b, 3*time.Minute)
+	r.Note = fmt.Sprintf("(answers %v, then the queued task itself)", codes)
+	return r
+}
+
+// twoReconciles has two reconcile runs repair the same damage at once: n
+// scheduled entries whose tasks were deleted from the queue.
+func (s *chaosStack) twoReconciles(t *testing.T, n int) result {
+	s.setQueuePaused(true)
+	b := s.originals("two reconcile runs at once repairing deleted tasks", n)
+	s.offer(b, float64(n)/2, -1, nil)
+	s.waitScheduled(b, 3*time.Minute)
+	for _, e := range s.entries(b) {
+		if err := s.ct.DeleteTask(context.Background(), deleteReq(s.queue+"/tasks/"+e.TaskName)); err != nil {
+			t.Fatalf("delete task %s: %v", e.TaskName, err)
+		}
+	}
+	time.Sleep(5 * time.Millisecond) // past the 1 ms grace
+	h1, h2 := s.reconcileHandler(), s.reconcileHandler()
+	var wg sync.WaitGroup
+	reps := make([]*reconcile.Report, 2)
+	errs := make([]error, 2)
+	for i, h := range []*reconcile.Handler{h1, h2} {
+		wg.Add(1)
+		go func() { defer wg.Done(); reps[i], errs[i] = h.Run(context.Background(), false) }()
+	}
+	wg.Wait()
+	done, held := 0, 0
+	for i := range reps {
+		switch {
+		case errors.Is(errs[i], reconcile.ErrLeaseHeld):
+			held++
+		case errs[i] != nil:
+			t.Fatalf("reconcile run %d: %v", i, errs[i])
+		default:
+			done += reps[i].Repairs.Done
+		}
+	}
+	s.setQueuePaused(false)
+	r := s.settle(b, 3*time.Minute)
+	r.Note = fmt.Sprintf("(%d tasks recreated in total, %d run(s) refused by the lease)", done, held)
+	if done != n {
+		t.Errorf("two reconcile runs recreated %d tasks, want %d", done, n)
+	}
+	return r
+}
+
+func render(rows []result, full bool) string {
+	var b strings.Builder
+	form := "short form (`make test`)"
+	if full {
+		form = "full form (`make chaos`)"
+	}
+	fmt.Fprintf(&b, "Measured %s, %s, %d dead messages per storm scenario.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), form, rows[0].In)
+	b.WriteString("| scenario | events in | entries out | replayed | replay messages | duplicates executed | lost |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		name := r.Scenario
+		if r.Note != "" {
+			name += " " + r.Note
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d |\n", name, r.In, r.Entries, r.Replayed, r.Published, r.Duplicates, r.Lost)
+	}
+	return b.String()
+}
+
+const beginMark, endMark = "<!-- chaos:begin -->", "<!-- chaos:end -->"
+
+func writeReport(path, table string) error {
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(doc)
+	i, j := strings.Index(s, beginMark), strings.Index(s, endMark)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s has no %s … %s block", path, beginMark, endMark)
+	}
+	return os.WriteFile(path, []byte(s[:i+len(beginMark)]+"\n"+table+s[j:]), 0o644)
+}
