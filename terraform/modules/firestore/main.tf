@@ -9,6 +9,10 @@ locals {
     tenant_created_at    = [{ field = "tenant", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
     category_created_at  = [{ field = "category", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
     agent_created_at     = [{ field = "agent", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
+    # dlqctl ls / redrive filter on these too, newest first; Firestore merges
+    # the (field, created_at) indexes for several equality filters at once.
+    status_created_at      = [{ field = "status", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
+    reason_code_created_at = [{ field = "reason_code", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
   }
 }
 
