@@ -24,6 +24,7 @@ type result struct {
 	Duplicates int // replay messages beyond one per entry: executions an agent would see twice
 	Lost       int // offered and without an entry, or scheduled and never replayed
 	Note       string
+	Took       time.Duration
 }
 
 // batch is the dead messages of one scenario.
