@@ -1,0 +1,68 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/jsdlq/jsdlq/shared/store"
+)
+
+// Entry ids crafted to reach past the caller's tenant: a path into another
+// document or subcollection, an encoded id of another tenant's entry,
+// reserved and oversized ids. Each is refused with a message, nothing of the
+// other tenant changes, nothing is dispatched, and the command does not
+// crash. Ids that are well-formed document ids are "not found" (3); ids that
+// are not (a '/', "..", "__x__") are refused by Firestore itself before any
+// read, which dlqctl reports as an error (1) naming the id.
+func TestCraftedIDsStayInTheTenant(t *testing.T) {
+	e := newEnv(t)
+	e.seed(seed{id: "TASKS.2", tenant: "globex", agent: "backend", category: "permanent", reason: "impossible_task", status: store.Escalated},
+		seed{id: "TASKS.3", tenant: "globex", agent: "backend", category: "transient", reason: "timeout", status: store.Scheduled})
+	acme := map[string]string{"DLQCTL_TENANT": "acme"}
+	ids := []string{
+		"TASKS.2/payload/x",
+		"../circuit-breakers/globex",
+		"failure-log/TASKS.2",
+		"TASKS%2E2",
+		"tasks.2",
+		" TASKS.2",
+		"TASKS.2\x00",
+		"__TASKS.2__",
+		"..",
+		strings.Repeat("T", 2000) + ".2",
+	}
+	for _, id := range ids {
+		for _, args := range [][]string{
+			{"show", id},
+			{"replay", id, "--now"},
+			{"approve", id},
+			{"discard", id, "--reason", "not mine"},
+		} {
+			code, _, stderr := e.run(acme, args...)
+			switch {
+			case code == exitNotFound || code == exitUsage:
+			case code == exitError && (strings.Contains(id, "/") || strings.Contains(id, "..") || strings.HasPrefix(id, "__")):
+				if !strings.Contains(stderr, "InvalidArgument") {
+					t.Errorf("acme: dlqctl %q = exit 1 (%q), want Firestore's refusal of the id", args, stderr)
+				}
+			default:
+				t.Errorf("acme: dlqctl %q = exit %d (%q), want %d", args, code, stderr, exitNotFound)
+			}
+			if stderr == "" {
+				t.Errorf("acme: dlqctl %q refused without a message", args)
+			}
+		}
+	}
+	if got := e.entry("TASKS.2"); got.Status != store.Escalated || len(got.History) != 1 {
+		t.Errorf("globex entry: status %s, %d transitions; want untouched", got.Status, len(got.History))
+	}
+	if got := e.entry("TASKS.3"); got.Status != store.Scheduled || len(got.History) != 1 {
+		t.Errorf("globex scheduled entry: status %s, %d transitions; want untouched", got.Status, len(got.History))
+	}
+	e.mu.Lock()
+	n := len(e.dispatched)
+	e.mu.Unlock()
+	if n != 0 {
+		t.Errorf("crafted ids dispatched %d tasks, want 0", n)
+	}
+}
