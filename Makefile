@@ -12,7 +12,7 @@ TEST_TIMEOUT ?= 14m
 .PHONY: help up down status logs env demo test test-go vet lint fmt tf-validate bench
 
 help:
-	@echo "make demo | test | up | down | status | logs | lint | tf-validate"
+	@echo "make demo | test | up | down | status | logs | env | lint | tf-validate | bench | chaos | fuzz"
 
 up: ## start the local stack (SPEC §11) and create topic, push subscription and queue
 	$(STACK) up
