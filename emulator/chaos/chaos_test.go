@@ -71,11 +71,11 @@ func TestChaos(t *testing.T) {
 		record(r)
 	}
 
-	// The short form also leaves out the scenarios whose package tests cover
+	// The short form leaves out the scenarios whose package tests cover
 	// the same path deterministically (Firestore and Cloud Tasks outages:
 	// classify TestFirestoreUnavailableIsRetried and
 	// TestSchedulingRetryIsIdempotent, replay TestFirestoreDownAnswers503)
-	// and the baseline.
+	// the baseline, and the functions-host SIGKILL (below).
 	scenario(false, func() result { return storm("no fault (baseline)", nil) })
 
 	scenario(true, func() result {
