@@ -126,6 +126,13 @@ func startStack(t *testing.T) *chaosStack {
 		Env: append(s.clientEnv(), "PORT="+fnPort)}
 	s.specs["bridge"] = stack.Spec{Name: "bridge", Path: s.bin("bridge"), Addr: s.addr["bridge"], ReadyPath: "/healthz", LogFile: logf("bridge"),
 		Env: append(s.clientEnv(), "PORT="+brPort, "BRIDGE_ACK_WAIT=5s")}
+	// `make test` points FIRESTORE_EMULATOR_HOST and PUBSUB_EMULATOR_HOST
+	// at its shared emulators, and the client libraries prefer those
+	// variables to an explicit endpoint: this test's clients and children
+	// must use the emulators it restarts.
+	t.Setenv("FIRESTORE_EMULATOR_HOST", s.addr["firestore"])
+	t.Setenv("PUBSUB_EMULATOR_HOST", s.addr["pubsub"])
+	t.Setenv("CLOUD_TASKS_EMULATOR_HOST", s.addr["tasks"])
 	for _, n := range []string{"firestore", "pubsub", "nats", "tasks", "functions"} {
 		s.start(n)
 	}
