@@ -33,6 +33,9 @@ func TestUnreachableFirestoreFailsWithinIOTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The client prefers FIRESTORE_EMULATOR_HOST (set by `make test`) to an
+	// explicit endpoint: point it at the closed port too.
+	t.Setenv("FIRESTORE_EMULATOR_HOST", addr)
 	fs, err := firestore.NewClient(context.Background(), "unreachable",
 		option.WithEndpoint(addr), option.WithoutAuthentication(),
 		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
