@@ -109,19 +109,6 @@ func subjectFor(email string) string {
 	return new(big.Int).SetBytes(sum[:9]).String()
 }
 
-type jwk struct {
-	Kty string `json:"kty"`
-	Alg string `json:"alg"`
-	Use string `json:"use"`
-	Kid string `json:"kid"`
-	N   string `json:"n"`
-	E   string `json:"e"`
-}
-
-type jwkSet struct {
-	Keys []jwk `json:"keys"`
-}
-
 func (s *signer) jwks() tasksemu.JWKSet {
 	pub := s.key.PublicKey
 	return tasksemu.JWKSet{Keys: []tasksemu.JWK{{

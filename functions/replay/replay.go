@@ -528,7 +528,6 @@ func Input(e *store.Entry, headers map[string][]string) triage.Input {
 	return in
 }
 
-
 // MsgID is the Nats-Msg-Id of a replay: the entry id is unique per dead
 // message (a replay that dies again is a new entry), the attempt per task,
 // so a repeated publish of one attempt is a duplicate and nothing else is.
