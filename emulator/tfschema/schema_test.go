@@ -52,9 +52,9 @@ func TestParseTypeRejects(t *testing.T) {
 // fakeSchema is written for these tests; it exercises every construct of
 // the `providers schema -json` format, including nested attribute types
 // that the google provider does not use.
-const fakeSchema = `{
+var fakeSchema = `{
   "format_version": "1.0",
-  "provider_schemas": {
+  "` + SchemasKey + `": {
     "registry.terraform.io/jsdlq/fake": {
       "provider": {"version": 0, "block": {"attributes": {
         "endpoint": {"type": "string", "optional": true, "description_kind": "plain"},
@@ -201,7 +201,7 @@ func TestLoadErrors(t *testing.T) {
 	if _, err := Load(strings.NewReader(fakeSchema), "registry.terraform.io/hashicorp/google"); !errors.Is(err, ErrProviderNotFound) {
 		t.Errorf("Load(absent provider) error = %v, want ErrProviderNotFound", err)
 	}
-	if _, err := Load(strings.NewReader(`{"provider_schemas": `), "x"); !errors.Is(err, ErrInvalidSchema) {
+	if _, err := Load(strings.NewReader(`{"`+SchemasKey+`": `), "x"); !errors.Is(err, ErrInvalidSchema) {
 		t.Errorf("Load(truncated) error = %v, want ErrInvalidSchema", err)
 	}
 	bad := strings.Replace(fakeSchema, `"nesting_mode": "map"`, `"nesting_mode": "bag"`, 1)
