@@ -239,25 +239,12 @@ func (s *benchStack) binaryPID(name, exe string) (int, error) {
 	if p == nil {
 		return 0, fmt.Errorf("%s not started", name)
 	}
-	entries, err := os.ReadDir("/proc")
+	pids, err := stack.GroupPIDs(p.Pgid)
 	if err != nil {
 		return 0, err
 	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(stat), ')')
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 3 || f[2] != strconv.Itoa(p.Pgid) {
-			continue
-		}
-		if target, err := os.Readlink("/proc/" + e.Name() + "/exe"); err == nil && filepath.Base(target) == exe {
+	for _, pid := range pids {
+		if target, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && filepath.Base(target) == exe {
 			return pid, nil
 		}
 	}

@@ -206,13 +206,23 @@ func StopGroup(pgid int, grace time.Duration) error {
 
 // GroupAlive reports whether any non-zombie process of group pgid is left.
 func GroupAlive(pgid int) bool {
-	entries, err := os.ReadDir("/proc")
+	pids, err := GroupPIDs(pgid)
 	if err != nil {
 		return syscall.Kill(-pgid, 0) == nil
 	}
+	return len(pids) > 0
+}
+
+// GroupPIDs lists the non-zombie processes of group pgid, read from /proc.
+func GroupPIDs(pgid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || pid <= 0 {
 			continue
 		}
 		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
@@ -228,11 +238,11 @@ func GroupAlive(pgid int) bool {
 		if len(f) < 3 || f[0] == "Z" {
 			continue
 		}
-		if g, _ := strconv.Atoi(f[2]); g == pgid && pid > 0 {
-			return true
+		if g, _ := strconv.Atoi(f[2]); g == pgid {
+			pids = append(pids, pid)
 		}
 	}
-	return false
+	return pids, nil
 }
 
 // FreeAddr returns a loopback address with a port nobody listens on now.
