@@ -29,18 +29,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 type env struct {
 	h      *Handler
 	store  *store.Store
@@ -48,7 +36,7 @@ type env struct {
 	emu    *testenv.CloudTasks
 	queue  string
 	sched  *tasks.Scheduler
-	clock  *clock
+	clock  *testenv.Clock
 	logs   *testenv.LogBuffer
 	policy *triage.Loader
 }
@@ -59,7 +47,7 @@ type env struct {
 func setup(t testing.TB) *env {
 	t.Helper()
 	fs, _ := testenv.Firestore(t)
-	c := &clock{now: time.Now().UTC()}
+	c := testenv.NewClock(time.Now().UTC())
 	emu := testenv.NewCloudTasks(t, cloudtasks.WithClock(cloudtasks.NewFakeClock(c.Now())))
 	queue := emu.Queue(t, "test-project", "dlq-replay")
 	log, logs := testenv.Logger()

@@ -3,7 +3,6 @@ package store_test
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,18 +11,10 @@ import (
 	"github.com/jsdlq/jsdlq/shared/testenv"
 )
 
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *testClock) Add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
-
 func TestLeaseHolderExpiryAndState(t *testing.T) {
 	ctx := testenv.Context(t)
 	fs, _ := testenv.Firestore(t)
-	c := &testClock{t: time.Now().UTC()}
+	c := testenv.NewClock(time.Now().UTC())
 	s := store.New(fs, store.WithClock(c.Now))
 
 	if _, err := s.AcquireLease(ctx, "a", time.Minute); err != nil {
@@ -77,7 +68,7 @@ func TestLeaseHolderExpiryAndState(t *testing.T) {
 func TestScanStatusPagesEveryEntryOnce(t *testing.T) {
 	ctx := testenv.Context(t)
 	fs, _ := testenv.Firestore(t)
-	c := &testClock{t: time.Now().UTC()}
+	c := testenv.NewClock(time.Now().UTC())
 	s := store.New(fs, store.WithClock(c.Now), store.WithBreaker(store.BreakerConfig{Threshold: 1000, Window: time.Minute, Cooldown: time.Minute}))
 	at := c.Now().Add(time.Hour)
 	want := map[string]bool{}

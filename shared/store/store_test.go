@@ -50,21 +50,9 @@ func TestEntryIDRoundTrip(t *testing.T) {
 	}
 }
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func newStore(t *testing.T, opts ...Option) (*Store, *clock) {
+func newStore(t *testing.T, opts ...Option) (*Store, *testenv.Clock) {
 	fs, _ := testenv.Firestore(t)
-	c := &clock{now: time.Date(2026, 11, 21, 10, 5, 0, 0, time.UTC)}
+	c := testenv.NewClock(time.Date(2026, 11, 21, 10, 5, 0, 0, time.UTC))
 	return New(fs, append([]Option{WithClock(c.Now)}, opts...)...), c
 }
 
