@@ -293,47 +293,9 @@ type Change struct {
 // is not one of c.From, ErrNotFound when there is no entry, ErrConflict when
 // contention outlasted the client's retries.
 func (s *Store) Transition(ctx context.Context, id string, c Change) (*Entry, error) {
-	var out *Entry
-	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(s.entryRef(id))
-		s.read(1)
-		if status.Code(err) == codes.NotFound {
-			return fmt.Errorf("%w: entry %q", ErrNotFound, id)
-		}
-		if err != nil {
-			return err
-		}
-		e, err := decodeEntry(snap)
-		if err != nil {
-			return err
-		}
-		ok := false
-		for _, f := range c.From {
-			ok = ok || e.Status == f
-		}
-		if !ok {
-			return fmt.Errorf("%w: entry %q is %s, want one of %v", ErrWrongStatus, id, e.Status, c.From)
-		}
-		if c.Apply != nil {
-			if err := c.Apply(e); err != nil {
-				return err
-			}
-		}
-		now := s.Now()
-		e.History = appendHistory(e.History, Transition{At: now, From: string(e.Status), To: string(c.To), By: c.By, Note: c.Note})
-		e.Status = c.To
-		e.UpdatedAt = now
-		if c.To.Terminal() || c.To == Escalated || c.To == Quarantined {
-			e.ResolvedAt = now
-		}
-		out = e
-		s.wrote(1)
-		return tx.Set(s.entryRef(id), e)
-	})
-	if err != nil {
-		return nil, txError("transition "+id, err)
-	}
-	return out, nil
+	// One transaction body for every caller: a status that is not resolved
+	// carries no resolved_at, whichever path moved the entry there.
+	return s.TransitionScoped(ctx, id, AllTenants, c, nil)
 }
 
 func txError(op string, err error) error {
