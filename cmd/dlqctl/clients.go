@@ -136,13 +136,15 @@ func (a *app) scheduler() (*tasks.Scheduler, error) {
 		EmulatorHost:   a.getenv("CLOUD_TASKS_EMULATOR_HOST"),
 	}
 	var missing []string
-	for name, v := range map[string]string{"TASKS_QUEUE": cfg.Queue, "REPLAY_URL": cfg.ReplayURL, "TASKS_SERVICE_ACCOUNT": cfg.ServiceAccount} {
-		if v == "" {
-			missing = append(missing, name)
+	for _, env := range []struct{ name, v string }{
+		{"REPLAY_URL", cfg.ReplayURL}, {"TASKS_QUEUE", cfg.Queue}, {"TASKS_SERVICE_ACCOUNT", cfg.ServiceAccount},
+	} {
+		if env.v == "" {
+			missing = append(missing, env.name)
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("scheduling replays needs %s", strings.Join(sortStrings(missing), ", "))
+		return nil, fmt.Errorf("scheduling replays needs %s", strings.Join(missing, ", "))
 	}
 	a.sched = tasks.New(cfg)
 	a.closers = append(a.closers, a.sched.Close)

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -440,7 +441,7 @@ func (a *app) cmdShow(ctx context.Context, args []string) error {
 	}
 	if len(e.Headers) > 0 {
 		fmt.Fprintln(w, "headers")
-		for _, k := range sortedKeys(e.Headers) {
+		for _, k := range slices.Sorted(maps.Keys(e.Headers)) {
 			for _, v := range e.Headers[k] {
 				fmt.Fprintf(w, "  %s: %s\n", k, v)
 			}
@@ -663,14 +664,3 @@ func ifSet(ok bool, s string) string {
 	}
 	return ""
 }
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
-func sortStrings(s []string) []string { slices.Sort(s); return s }

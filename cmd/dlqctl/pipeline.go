@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -88,7 +89,7 @@ func (a *app) cmdStats(ctx context.Context, args []string) error {
 	}
 	if len(cats) > 0 {
 		fmt.Fprintf(a.stdout, "\nentries per category, oldest hour first\n")
-		for _, c := range sortedKeys(cats) {
+		for _, c := range slices.Sorted(maps.Keys(cats)) {
 			series := make([]int64, len(rows))
 			var total int64
 			for i, r := range rows {
@@ -430,7 +431,7 @@ func printReport(w interface{ Write([]byte) (int, error) }, r *reconcile.Report)
 	fmt.Fprintln(tw, "\nSECTION\tSTATUS\tCOUNTS")
 	for _, s := range r.Sections {
 		var parts []string
-		for _, k := range sortedKeys(s.Counts) {
+		for _, k := range slices.Sorted(maps.Keys(s.Counts)) {
 			parts = append(parts, fmt.Sprintf("%s=%d", k, s.Counts[k]))
 		}
 		note := strings.Join(parts, " ")

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -284,7 +286,7 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 	if d.Replay() {
 		fmt.Fprintf(w, "delay       %s – %s\n", r.DelayMin, r.DelayMax)
 		fmt.Fprintln(w, "replay carries")
-		for _, k := range sortedKeys(r.Headers) {
+		for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
 			for _, v := range r.Headers[k] {
 				fmt.Fprintf(w, "  %s: %s\n", k, v)
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -154,7 +155,7 @@ func (s summary) print(w io.Writer) {
 		fmt.Fprintf(w, "work stream: %d messages appended during the run (tasks and replays, from reconcile's stream samples)\n", s.Published)
 	}
 	fmt.Fprintln(w)
-	cats := sortedKeys(s.DeadTasks)
+	cats := slices.Sorted(maps.Keys(s.DeadTasks))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DEAD TASKS BY CATEGORY\ttasks\tshare\trecovered\tunresolved (human)\tauto-resolved\tfield (SPEC §13)")
 	for _, c := range cats {
@@ -169,7 +170,7 @@ func (s summary) print(w io.Writer) {
 	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "FAILURE-LOG ENTRIES BY CATEGORY\tentries\treplays\trecovered\tescalated\tquarantined/awaiting")
 	var tot entryRow
-	for _, c := range sortedKeys(s.Entries) {
+	for _, c := range slices.Sorted(maps.Keys(s.Entries)) {
 		r := s.Entries[c]
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", c, r.Entries, r.Replays, r.Recovered, r.Escalated, r.OtherHuman)
 		tot.Entries += r.Entries
@@ -209,13 +210,4 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
