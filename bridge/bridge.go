@@ -376,10 +376,10 @@ func retry(reason string, err error) error { return &errRetry{reason: reason, er
 func (b *Bridge) forward(ctx context.Context, msg jetstream.Msg, build func(context.Context, jetstream.Msg) (event.Event, error)) {
 	ev, err := build(ctx, msg)
 	if err == nil {
-		var data []byte
-		data, err = b.encode(&ev)
+		var out *pubsub.Message
+		out, err = b.encode(&ev)
 		if err == nil {
-			err = b.publish(ctx, ev, data)
+			err = b.publish(ctx, out)
 		}
 	}
 	var rj *errReject
@@ -438,15 +438,18 @@ func truncateForLog(b []byte) string {
 	return string(b)
 }
 
-// encode returns the event's JSON, omitting the payload (then the headers)
-// when the event would exceed MaxEventBytes.
-func (b *Bridge) encode(ev *event.Event) ([]byte, error) {
+// encode returns the Pub/Sub message carrying the event, omitting the
+// payload (then the headers) when it would exceed MaxEventBytes. The
+// attributes are built once: truncation changes neither them nor their size.
+func (b *Bridge) encode(ev *event.Event) (*pubsub.Message, error) {
 	data, err := event.Encode(*ev)
 	if err != nil {
 		return nil, reject("invalid_event", err)
 	}
-	if len(data)+attrSize(ev.Attributes()) <= b.cfg.MaxEventBytes {
-		return data, nil
+	attrs := ev.Attributes()
+	limit := b.cfg.MaxEventBytes - attrSize(attrs)
+	if len(data) <= limit {
+		return &pubsub.Message{Data: data, Attributes: attrs}, nil
 	}
 	b.log.Warn("event exceeds the Pub/Sub limit: forwarding it without the payload", "event_id", ev.ID,
 		"size", ev.Message.Size, "event_bytes", len(data))
@@ -454,13 +457,13 @@ func (b *Bridge) encode(ev *event.Event) ([]byte, error) {
 	if data, err = event.Encode(*ev); err != nil {
 		return nil, reject("invalid_event", err)
 	}
-	if len(data)+attrSize(ev.Attributes()) > b.cfg.MaxEventBytes {
+	if len(data) > limit {
 		ev.Message.Headers = nil
 		if data, err = event.Encode(*ev); err != nil {
 			return nil, reject("invalid_event", err)
 		}
 	}
-	return data, nil
+	return &pubsub.Message{Data: data, Attributes: attrs}, nil
 }
 
 func attrSize(a map[string]string) int {
@@ -471,8 +474,8 @@ func attrSize(a map[string]string) int {
 	return n
 }
 
-func (b *Bridge) publish(ctx context.Context, ev event.Event, data []byte) error {
-	res := b.pub.Publish(ctx, &pubsub.Message{Data: data, Attributes: ev.Attributes()})
+func (b *Bridge) publish(ctx context.Context, m *pubsub.Message) error {
+	res := b.pub.Publish(ctx, m)
 	_, err := res.Get(ctx)
 	if err != nil {
 		b.pubFailed.Store(true)
