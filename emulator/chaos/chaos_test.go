@@ -226,6 +226,20 @@ func (s *chaosStack) reconcileOnce(t *testing.T) int {
 	return 0
 }
 
+// terminatedEvent is the bridge's event for work-stream message seq after
+// the worker terminated it once; advisoryID tells one advisory from another.
+func terminatedEvent(orig *jetstream.RawStreamMsg, seq uint64, advisoryID string, now time.Time) event.Event {
+	ev := event.Event{Schema: event.Schema, ID: event.ID(workStream, seq), Kind: event.KindTerminated, Stream: workStream,
+		StreamSeq: seq, Consumer: "worker", Tenant: orig.Header.Get("X-Tenant-ID"), Agent: "backend",
+		Advisory: &event.Advisory{Type: event.AdvisoryTerminated, ID: advisoryID, Timestamp: now, Stream: workStream, Consumer: "worker",
+			StreamSeq: seq, Deliveries: 1, Reason: "timeout"},
+		ObservedAt: now}
+	ev.Message.Subject = orig.Subject
+	ev.Message.Headers = event.EncodeHeaders(orig.Header)
+	ev.Message.SetPayload(orig.Data)
+	return ev
+}
+
 // pubsubTenTimes delivers one Pub/Sub message (the same message id and
 // body) ten times at once to /Classify, as a push subscription may.
 func (s *chaosStack) pubsubTenTimes(t *testing.T) result {
@@ -238,14 +252,7 @@ func (s *chaosStack) pubsubTenTimes(t *testing.T) result {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	ev := event.Event{Schema: event.Schema, ID: event.ID(workStream, seq), Kind: event.KindTerminated, Stream: workStream,
-		StreamSeq: seq, Consumer: "worker", Tenant: orig.Header.Get("X-Tenant-ID"), Agent: "backend",
-		Advisory: &event.Advisory{Type: event.AdvisoryTerminated, ID: "dup", Timestamp: now, Stream: workStream, Consumer: "worker",
-			StreamSeq: seq, Deliveries: 1, Reason: "timeout"},
-		ObservedAt: now}
-	ev.Message.Subject = orig.Subject
-	ev.Message.Headers = event.EncodeHeaders(orig.Header)
-	ev.Message.SetPayload(orig.Data)
+	ev := terminatedEvent(orig, seq, "dup", now)
 	body, err := event.Encode(ev)
 	if err != nil {
 		t.Fatal(err)

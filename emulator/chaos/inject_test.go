@@ -102,14 +102,7 @@ func (s *chaosStack) injected(t *testing.T, n int) result {
 			t.Fatal(err)
 		}
 		now := time.Now().UTC()
-		ev := event.Event{Schema: event.Schema, ID: event.ID(workStream, seq), Kind: event.KindTerminated, Stream: workStream,
-			StreamSeq: seq, Consumer: "worker", Tenant: orig.Header.Get("X-Tenant-ID"), Agent: "backend",
-			Advisory: &event.Advisory{Type: event.AdvisoryTerminated, ID: fmt.Sprint("inj-", seq), Timestamp: now, Stream: workStream,
-				Consumer: "worker", StreamSeq: seq, Deliveries: 1, Reason: "timeout"},
-			ObservedAt: now}
-		ev.Message.Subject = orig.Subject
-		ev.Message.Headers = event.EncodeHeaders(orig.Header)
-		ev.Message.SetPayload(orig.Data)
+		ev := terminatedEvent(orig, seq, fmt.Sprint("inj-", seq), now)
 		body, err := event.Encode(ev)
 		if err != nil {
 			t.Fatal(err)
