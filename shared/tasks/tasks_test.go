@@ -170,8 +170,15 @@ func TestScheduleLaterDeleteAndList(t *testing.T) {
 	if _, created, err := s.Schedule(ctx, Request{EntryID: "S.1", Attempt: 1, At: now}); err != nil || created {
 		t.Errorf("Schedule(deleted name) = created %v, %v, want reserved (not created, no error)", created, err)
 	}
-	if _, _, err := s.Schedule(ctx, Request{EntryID: "", Attempt: 1}); err == nil {
-		t.Errorf("Schedule(no entry) = nil, want an error")
+	// Invalid requests are refused before any call, so no task under a
+	// bogus name (attempt 0 would be "-r0") can appear in the queue.
+	for _, r := range []Request{{EntryID: "", Attempt: 1}, {EntryID: "S.2", Attempt: 0}, {EntryID: "S.2", Attempt: -1}} {
+		if name, _, err := s.Schedule(ctx, r); err == nil {
+			t.Errorf("Schedule(%+v) = %s, nil, want an error", r, name)
+		}
+		if ok, err := s.Exists(ctx, Name(r.EntryID, r.Attempt)); ok || err != nil {
+			t.Errorf("Exists(%s) after refused Schedule(%+v) = %v, %v, want false, nil", Name(r.EntryID, r.Attempt), r, ok, err)
+		}
 	}
 }
 
