@@ -203,13 +203,8 @@ func (r *run) drift(ctx context.Context, sec *Section, p *Pass) error {
 		if agree(cur, want) {
 			continue
 		}
-		if f == nil {
-			f = r.finding(AlertMetricDrift, SectionEntries, "", "hours whose metrics disagree with their entries (total, by tenant or by kind)")
-			f.Repair = &Repair{Action: "recompute_hour"}
-		}
-		f.example(fmt.Sprintf("%s: metrics %d, entries %d", hour, cur.Total, want.Total))
-		f.Repair.Planned++
-		if r.dry {
+		f = r.repairing(f, AlertMetricDrift, SectionEntries, "hours whose metrics disagree with their entries (total, by tenant or by kind)", "recompute_hour")
+		if !r.plan(f, fmt.Sprintf("%s: metrics %d, entries %d", hour, cur.Total, want.Total)) {
 			continue
 		}
 		full, err := r.recountHour(ctx, h)

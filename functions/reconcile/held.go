@@ -40,17 +40,12 @@ func (r *run) held(ctx context.Context, sec *Section) error {
 				refused[e.Tenant] = true
 				continue
 			}
-			if f == nil {
-				f = r.finding(FindingHeldReleased, SectionHeld, "", "held entries whose tenant breaker lets them through again")
-				f.Repair = &Repair{Action: "release"}
-			}
-			f.example(e.ID)
-			f.Repair.Planned++
 			if probe {
 				// Half-open: one probe, then the breaker waits for it.
 				refused[e.Tenant] = true
 			}
-			if r.dry {
+			f = r.repairing(f, FindingHeldReleased, SectionHeld, "held entries whose tenant breaker lets them through again", "release")
+			if !r.plan(f, e.ID) {
 				continue
 			}
 			r.release(ctx, f.Repair, e, probe)

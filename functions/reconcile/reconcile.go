@@ -274,6 +274,24 @@ func (r *run) finding(name, section, tenant, message string) *Finding {
 	return f
 }
 
+// repairing returns f, or, for a section's first case (f nil), a new finding
+// whose repair of action is still to be counted.
+func (r *run) repairing(f *Finding, name, section, message, action string) *Finding {
+	if f == nil {
+		f = r.finding(name, section, "", message)
+		f.Repair = &Repair{Action: action}
+	}
+	return f
+}
+
+// plan counts one case and its repair under f and reports whether to carry
+// the repair out: not in a dry run, which only counts.
+func (r *run) plan(f *Finding, example string) bool {
+	f.example(example)
+	f.Repair.Planned++
+	return !r.dry
+}
+
 // ring is the order of the resumable sections; a run starts with the one
 // the previous run stopped in, so every section is eventually reached.
 var ring = []string{SectionCapture, SectionTasks, SectionReplaying, SectionReplayed, SectionHeld, SectionEntries}

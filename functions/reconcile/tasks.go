@@ -85,13 +85,8 @@ func (r *run) orphans(ctx context.Context, sec *Section, q queueListing) error {
 				if why == "" {
 					continue
 				}
-				if f == nil {
-					f = r.finding(AlertOrphanTask, SectionTasks, "", "replay tasks in the queue whose entry does not wait for them (entry missing, in another status, or waiting for another task)")
-					f.Repair = &Repair{Action: "delete_task"}
-				}
-				f.example(name)
-				f.Repair.Planned++
-				if r.dry {
+				f = r.repairing(f, AlertOrphanTask, SectionTasks, "replay tasks in the queue whose entry does not wait for them (entry missing, in another status, or waiting for another task)", "delete_task")
+				if !r.plan(f, name) {
 					continue
 				}
 				if err := r.h.tasks.Delete(ctx, name); err != nil {
@@ -158,13 +153,8 @@ func (r *run) missing(ctx context.Context, sec *Section, q queueListing) error {
 					continue
 				}
 			}
-			if f == nil {
-				f = r.finding(AlertMissingTask, SectionTasks, "", "scheduled entries whose replay task is not in the queue")
-				f.Repair = &Repair{Action: "recreate_task"}
-			}
-			f.example(e.ID)
-			f.Repair.Planned++
-			if r.dry {
+			f = r.repairing(f, AlertMissingTask, SectionTasks, "scheduled entries whose replay task is not in the queue", "recreate_task")
+			if !r.plan(f, e.ID) {
 				continue
 			}
 			r.recreate(ctx, f.Repair, e)
@@ -252,11 +242,7 @@ func (r *run) replaying(ctx context.Context, sec *Section) error {
 			if now.Sub(e.UpdatedAt) < r.h.cfg.StuckAfter {
 				continue
 			}
-			if f == nil {
-				f = r.finding(AlertStuckReplaying, SectionReplaying, "",
-					fmt.Sprintf("entries replaying for more than %s", r.h.cfg.StuckAfter))
-				f.Repair = &Repair{Action: "requeue"}
-			}
+			f = r.repairing(f, AlertStuckReplaying, SectionReplaying, fmt.Sprintf("entries replaying for more than %s", r.h.cfg.StuckAfter), "requeue")
 			f.example(e.ID)
 			name := shortTask(e.TaskName)
 			if name != "" {
@@ -337,13 +323,8 @@ func (r *run) replayed(ctx context.Context, sec *Section) error {
 			if !done[e.IdempotencyKey] {
 				continue
 			}
-			if f == nil {
-				f = r.finding(FindingReplayedCompleted, SectionReplayed, "", "replayed entries whose task completed (task-idempotency record exists)")
-				f.Repair = &Repair{Action: "mark_recovered"}
-			}
-			f.example(e.ID)
-			f.Repair.Planned++
-			if r.dry {
+			f = r.repairing(f, FindingReplayedCompleted, SectionReplayed, "replayed entries whose task completed (task-idempotency record exists)", "mark_recovered")
+			if !r.plan(f, e.ID) {
 				continue
 			}
 			_, err := r.h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replayed}, By, "task-idempotency shows "+e.IdempotencyKey+" completed")
