@@ -36,14 +36,9 @@ func (r *run) breakers(ctx context.Context, sec *Section) error {
 		if b.State != store.BreakerOpen || now.Sub(b.OpenedAt) <= r.h.cfg.BreakerCooldown {
 			continue
 		}
-		if stale == nil {
-			stale = r.finding(AlertBreakerOpenTooLong, SectionBreakers, "",
-				fmt.Sprintf("breakers open longer than %s without going half-open", r.h.cfg.BreakerCooldown))
-			stale.Repair = &Repair{Action: "half_open"}
-		}
-		stale.example(b.Tenant)
-		stale.Repair.Planned++
-		if r.dry {
+		stale = r.repairing(stale, AlertBreakerOpenTooLong, SectionBreakers,
+			fmt.Sprintf("breakers open longer than %s without going half-open", r.h.cfg.BreakerCooldown), "half_open")
+		if !r.plan(stale, b.Tenant) {
 			continue
 		}
 		nb, err := r.h.store.BreakerAdvance(ctx, b.Tenant, By)
