@@ -105,13 +105,21 @@ func startStack(t *testing.T) *chaosStack {
 			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
 		}
 	}
-	for _, n := range []string{"firestore", "pubsub", "nats", "tasks", "functions", "bridge"} {
+	taken := map[string]bool{}
+	for _, n := range []string{"firestore", "pubsub", "nats", "functions", "bridge"} {
 		a, err := stack.FreeAddr()
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.addr[n] = a
+		taken[a] = true
 	}
+	// The Cloud Tasks emulator also takes the next port, for its token keys.
+	a, err := stack.FreeAddrPair(taken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.addr["tasks"] = a
 	logf := func(name string) string { return filepath.Join(s.logDir(), name+".log") }
 	natsHost, natsPort, _ := net.SplitHostPort(s.addr["nats"])
 	_, fnPort, _ := net.SplitHostPort(s.addr["functions"])
@@ -137,7 +145,6 @@ func startStack(t *testing.T) *chaosStack {
 		s.start(n)
 	}
 	ctx := context.Background()
-	var err error
 	if s.fs, err = firestore.NewClient(ctx, project, option.WithEndpoint(s.addr["firestore"]), option.WithoutAuthentication(),
 		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials()))); err != nil {
 		t.Fatal(err)

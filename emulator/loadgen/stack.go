@@ -75,7 +75,7 @@ func startStack(ctx context.Context, root, dir string, progress io.Writer) (_ *b
 		}
 		taken[*p] = true
 	}
-	if s.tasks, err = freePair(taken); err != nil {
+	if s.tasks, err = stack.FreeAddrPair(taken); err != nil {
 		return nil, err
 	}
 	logf := func(name string) string { return filepath.Join(dir, "log", name+".log") }
@@ -110,26 +110,6 @@ func startStack(ctx context.Context, root, dir string, progress io.Writer) (_ *b
 		return nil, err
 	}
 	return s, nil
-}
-
-// freePair returns a free loopback address whose next port is free too: the
-// Cloud Tasks emulator serves its token keys on port+1, and the replay
-// function (AUTH_MODE=emulator) finds them there.
-func freePair(taken map[string]bool) (string, error) {
-	for range 50 {
-		addr, err := stack.FreeAddr()
-		if err != nil {
-			return "", err
-		}
-		host, port, _ := net.SplitHostPort(addr)
-		p, _ := strconv.Atoi(port)
-		next := net.JoinHostPort(host, strconv.Itoa(p+1))
-		if taken[addr] || taken[next] || stack.CheckFree(next) != nil {
-			continue
-		}
-		return addr, nil
-	}
-	return "", errors.New("no free pair of loopback ports for the Cloud Tasks emulator")
 }
 
 func (s *benchStack) bin(name string) string { return filepath.Join(s.dir, "bin", name) }

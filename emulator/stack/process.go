@@ -255,6 +255,26 @@ func FreeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
+// FreeAddrPair returns a free loopback address, not in taken, whose next
+// port is free and not in taken either: the Cloud Tasks emulator serves its
+// token keys on port+1, where AUTH_MODE=emulator looks for them.
+func FreeAddrPair(taken map[string]bool) (string, error) {
+	for range 50 {
+		addr, err := FreeAddr()
+		if err != nil {
+			return "", err
+		}
+		host, port, _ := net.SplitHostPort(addr)
+		p, _ := strconv.Atoi(port)
+		next := net.JoinHostPort(host, strconv.Itoa(p+1))
+		if taken[addr] || taken[next] || CheckFree(next) != nil {
+			continue
+		}
+		return addr, nil
+	}
+	return "", errors.New("stack: no free pair of loopback ports")
+}
+
 // CheckFree returns ErrPortInUse, naming the holder when it can be found,
 // when something already listens on addr.
 func CheckFree(addr string) error {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,6 +29,34 @@ func TestCheckFreeNamesTheHolder(t *testing.T) {
 	}
 }
 
+// The Cloud Tasks emulator binds the address and the next port: both must be
+// free and neither one the caller has already handed out.
+func TestFreeAddrPairBothPortsFree(t *testing.T) {
+	taken := map[string]bool{}
+	for range 3 {
+		a, err := FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken[a] = true
+	}
+	addr, err := FreeAddrPair(taken)
+	if err != nil {
+		t.Fatalf("FreeAddrPair() = %v", err)
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(port)
+	next := net.JoinHostPort(host, strconv.Itoa(n+1))
+	for _, a := range []string{addr, next} {
+		if taken[a] {
+			t.Errorf("FreeAddrPair() = %s, whose pair %s was already taken", addr, a)
+		}
+		if err := CheckFree(a); err != nil {
+			t.Errorf("FreeAddrPair() = %s, but CheckFree(%s) = %v", addr, a, err)
+		}
+	}
+}
+
 // A server that forks a child (as gcloud's wrappers start Java) must be gone
 // entirely after Stop, child included, so its port is free again.
 func TestStopEndsTheWholeGroup(t *testing.T) {
@@ -45,6 +74,12 @@ func TestStopEndsTheWholeGroup(t *testing.T) {
 	}
 	b, _ := os.ReadFile(childPid)
 	child, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	pids, err := GroupPIDs(p.Pgid)
+	if err != nil {
+		t.Errorf("GroupPIDs(%d) = %v", p.Pgid, err)
+	} else if child > 0 && !slices.Contains(pids, child) {
+		t.Errorf("GroupPIDs(%d) = %v, want it to hold the forked child %d", p.Pgid, pids, child)
+	}
 	if err := p.Stop(); err != nil {
 		t.Fatalf("Stop() = %v", err)
 	}
