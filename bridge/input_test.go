@@ -36,6 +36,14 @@ func TestMalformedInputIsAckedAndCounted(t *testing.T) {
 			t.Fatalf("publish %s: %v", b.subject, err)
 		}
 	}
+	// A forged record that parses but cannot become a valid event (a
+	// negative attempt): the event check refuses it, so it is rejected
+	// rather than retried forever.
+	forged := &nats.Msg{Subject: "dlq.records.TASKS", Data: []byte("p"), Header: nats.Header{event.RecordHeader: {
+		fmt.Sprintf(`{"schema":%q,"stream":"TASKS","stream_seq":8,"subject":"agents.x","failure":{"code":"timeout","attempt":-1}}`, event.RecordSchema)}}}
+	if _, err := h.js.PublishMsg(ctx, forged); err != nil {
+		t.Fatalf("publish forged record: %v", err)
+	}
 	// A valid advisory after them (for a message that does not exist).
 	good := fmt.Sprintf(`{"type":%q,"id":"x","timestamp":"2026-11-21T12:00:00Z","stream":"TASKS","consumer":"w","stream_seq":7,"deliveries":3,"extra_field_of_a_newer_server":1}`,
 		event.AdvisoryMaxDeliver)
@@ -46,7 +54,7 @@ func TestMalformedInputIsAckedAndCounted(t *testing.T) {
 	if e := h.sink.one("TASKS.7"); e.Message.MissingReason != event.MissingStreamNotFound {
 		t.Errorf("valid advisory event = %+v", e.Message)
 	}
-	want := map[string]uint64{"malformed_advisory": 3, "unknown_advisory": 1, "malformed_record": 1}
+	want := map[string]uint64{"malformed_advisory": 3, "unknown_advisory": 1, "malformed_record": 1, "invalid_event": 1}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		got := h.b.Counts().Rejected
