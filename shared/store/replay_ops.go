@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,11 +94,7 @@ func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Chang
 		if tenant != AllTenants && e.Tenant != tenant {
 			return fmt.Errorf("%w: entry %q", ErrNotFound, id)
 		}
-		ok := false
-		for _, f := range c.From {
-			ok = ok || e.Status == f
-		}
-		if !ok {
+		if !slices.Contains(c.From, e.Status) {
 			return fmt.Errorf("%w: entry %q is %s, want one of %v", ErrWrongStatus, id, e.Status, c.From)
 		}
 		note := c.Note
