@@ -246,7 +246,10 @@ func (s *chaosStack) pubsubTenTimes(t *testing.T) result {
 	b := s.originals("one Pub/Sub message delivered 10 times at once", 1)
 	seq := b.seqs[0]
 	ctx := context.Background()
-	st, _ := s.js.Stream(ctx, workStream)
+	st, err := s.js.Stream(ctx, workStream)
+	if err != nil {
+		t.Fatal(err)
+	}
 	orig, err := st.GetMsg(ctx, seq)
 	if err != nil {
 		t.Fatal(err)
