@@ -462,8 +462,11 @@ func TestBreaker(t *testing.T) {
 	if _, err := kit.Once(e.ctx, pe.IdempotencyKey, func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := e.store.RecoverIfCompleted(e.ctx, probe, "reconcile"); err != nil || !ok {
-		t.Fatalf("RecoverIfCompleted(%s) = %v, %v, want true", probe, ok, err)
+	if done, err := e.store.CompletedKeys(e.ctx, []string{pe.IdempotencyKey}); err != nil || !done[pe.IdempotencyKey] {
+		t.Fatalf("CompletedKeys(%s) = %v, %v, want completed", pe.IdempotencyKey, done, err)
+	}
+	if _, err := e.store.MarkRecovered(e.ctx, probe, []store.Status{store.Replayed}, "reconcile", "completed"); err != nil {
+		t.Fatalf("MarkRecovered(%s) = %v", probe, err)
 	}
 	br, err = e.store.GetBreaker(e.ctx, tenant)
 	if err != nil || br.State != store.BreakerClosed {

@@ -192,28 +192,6 @@ func (s *Store) MarkRecovered(ctx context.Context, id string, from []Status, by,
 	return e, nil
 }
 
-// RecoverIfCompleted marks a replayed entry recovered when its task's
-// completion record exists (reconcile's step for replayed entries; it is
-// what closes a half-open breaker whose probe succeeded). It reports whether
-// the entry is recovered now.
-func (s *Store) RecoverIfCompleted(ctx context.Context, id, by string) (bool, error) {
-	e, err := s.GetMeta(ctx, id)
-	if err != nil {
-		return false, err
-	}
-	if e.Status != Replayed {
-		return e.Status == Recovered, nil
-	}
-	done, err := s.TaskCompleted(ctx, e.IdempotencyKey)
-	if err != nil || !done {
-		return false, err
-	}
-	if _, err := s.MarkRecovered(ctx, id, []Status{Replayed}, by, "task-idempotency shows the task completed"); err != nil {
-		return false, err
-	}
-	return true, nil
-}
-
 // ReleaseProbe reports a half-open probe that will not be replayed (its
 // entry was held back, escalated or sent for approval) as failed: the breaker
 // reopens and picks a new probe after its cooldown, instead of waiting
