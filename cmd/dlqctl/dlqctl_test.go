@@ -663,7 +663,7 @@ func TestPolicy(t *testing.T) {
 		Tenant: "acme", Agent: "backend", Kind: "explicit", Category: "conditionally_recoverable", ReasonCode: "context_window_overflow",
 		Action: "quarantine", Strategy: "none", Status: store.Quarantined, Payload: []byte("{}"), ReplayOf: "TASKS.7", RootID: "TASKS.7",
 		ChainCodes: []string{"context_window_overflow"}, ChainStrategies: []string{"context_window_overflow"},
-		Failure: &store.Failure{Code: "context_window_overflow", Detail: "still too long"}}
+		Failure: &event.Failure{Code: "context_window_overflow", Detail: "still too long"}}
 	if _, err := e.st.Record(testenv.Context(t), en, "test"); err != nil {
 		t.Fatal(err)
 	}

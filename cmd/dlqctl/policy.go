@@ -225,10 +225,10 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		if in, err = inputOfEntry(e); err != nil {
-			return fmt.Errorf("entry %s: %w", e.ID, err)
+		if in, err = e.PolicyInput(); err != nil {
+			return err
 		}
-		chain = triage.Chain{Codes: e.ChainCodes, Strategies: e.ChainStrategies}
+		chain = e.PolicyChain()
 		eventID = e.EventID
 	} else {
 		raw, err := readFileArg(a, pos[1])
@@ -239,7 +239,13 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", pos[1], err)
 		}
-		if in, err = inputOf(ev); err != nil {
+		headers, err := event.DecodeHeaders(ev.Message.Headers)
+		if err != nil {
+			return fmt.Errorf("%s: headers: %w", pos[1], err)
+		}
+		// The entry classify would write for the event, so the test gives
+		// the decision classify would make.
+		if in, err = store.NewEntry(ev.ID, ev, headers, event.DefaultConventions).PolicyInput(); err != nil {
 			return fmt.Errorf("%s: %w", pos[1], err)
 		}
 		eventID = ev.ID
@@ -265,7 +271,8 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 		Attempt: d.Attempt, ReplayBudget: d.ReplayBudget, Modifications: d.Modifications, Note: d.Note}
 	if d.Replay() {
 		r.DelayMin, r.DelayMax = minD.String(), maxD.String()
-		r.Headers = replayHeaders(d)
+		r.Headers = map[string][]string{}
+		store.PlanOf(d).Replay("", 0, d.Strategy, nil).Set(r.Headers)
 	}
 	if d.Action == triage.Escalate {
 		r.EscalateTo = d.EscalateTo
@@ -302,65 +309,6 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 		fmt.Fprintf(w, "note        %s\n", r.Note)
 	}
 	return nil
-}
-
-// inputOf maps an event onto the engine's input as classify does.
-func inputOf(ev event.Event) (triage.Input, error) {
-	headers, err := event.DecodeHeaders(ev.Message.Headers)
-	if err != nil {
-		return triage.Input{}, fmt.Errorf("headers: %w", err)
-	}
-	in := triage.Input{Kind: string(ev.Kind), Stream: ev.Stream, Subject: ev.Message.Subject, Tenant: ev.Tenant, Agent: ev.Agent,
-		TaskType: event.Header(headers, "X-Task-Type"), Headers: headers}
-	if in.TaskType == "" {
-		if t := strings.Split(ev.Message.Subject, "."); len(t) >= 4 && t[2] == "tasks" {
-			in.TaskType = strings.Join(t[3:], ".")
-		}
-	}
-	if adv := ev.Advisory; adv != nil {
-		in.TermReason, in.Deliveries = adv.Reason, int(min(adv.Deliveries, 1<<31-1))
-	}
-	if f := ev.Failure; f != nil {
-		in.Failure = &triage.Failure{Code: f.Code, Detail: f.Detail, Attempt: f.Attempt, Agent: f.Agent, CompletedSteps: f.CompletedSteps}
-		if in.Agent == "" {
-			in.Agent = f.Agent
-		}
-	}
-	return in, nil
-}
-
-// inputOfEntry maps a stored entry onto the engine's input as classify
-// did for the event that created it.
-func inputOfEntry(e *store.Entry) (triage.Input, error) {
-	headers, err := event.DecodeHeaders(e.Headers)
-	if err != nil {
-		return triage.Input{}, fmt.Errorf("headers: %w", err)
-	}
-	in := triage.Input{Kind: e.Kind, Stream: e.Stream, Subject: e.Subject, Tenant: e.Tenant, Agent: e.Agent, TaskType: e.TaskType,
-		Headers: headers, TermReason: e.TermReason, Deliveries: e.Deliveries}
-	if f := e.Failure; f != nil {
-		in.Failure = &triage.Failure{Code: f.Code, Detail: f.Detail, Attempt: f.Attempt, Agent: f.Agent, CompletedSteps: f.CompletedSteps}
-	}
-	return in, nil
-}
-
-// replayHeaders are the Jsdlq-* modification headers of a decision (SPEC §9).
-func replayHeaders(d triage.Decision) map[string][]string {
-	h := map[string][]string{"Jsdlq-Strategy": {d.Strategy}}
-	m := d.Modifications
-	for _, in := range m.Instructions {
-		h["Jsdlq-Instruction"] = append(h["Jsdlq-Instruction"], strings.Join(strings.Fields(in), " "))
-	}
-	if m.TargetModel != "" {
-		h["Jsdlq-Target-Model"] = []string{m.TargetModel}
-	}
-	if m.MaxContextTokens > 0 {
-		h["Jsdlq-Max-Context-Tokens"] = []string{fmt.Sprint(m.MaxContextTokens)}
-	}
-	if m.MaxOutputTokens > 0 {
-		h["Jsdlq-Max-Output-Tokens"] = []string{fmt.Sprint(m.MaxOutputTokens)}
-	}
-	return h
 }
 
 func readAllLimited(r io.Reader, n int64) ([]byte, error) {

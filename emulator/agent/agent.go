@@ -11,9 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/event"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Demo headers that drive the fake work.
@@ -98,7 +99,7 @@ func (a *Agent) Handle(ctx context.Context, m jetstream.Msg) (Outcome, error) {
 		}
 		return def
 	}
-	replay := header(m, agentkit.HeaderReplayOf) != ""
+	replay := header(m, event.HeaderReplayOf) != ""
 
 	if fails {
 		switch mode {
@@ -108,7 +109,7 @@ func (a *Agent) Handle(ctx context.Context, m jetstream.Msg) (Outcome, error) {
 			}
 		case ModeContext:
 			window := a.ContextWindow
-			if header(m, agentkit.HeaderTargetModel) != "" {
+			if header(m, event.HeaderTargetModel) != "" {
 				window *= 4 // a larger-context model
 			}
 			need := 2 * a.ContextWindow
@@ -129,12 +130,12 @@ func (a *Agent) Handle(ctx context.Context, m jetstream.Msg) (Outcome, error) {
 				return Failed, err
 			}
 		case ModeHallucination:
-			if !isReplayFixed(m, agentkit.HeaderInstruction, agentkit.HeaderTargetModel) {
+			if !isReplayFixed(m, event.HeaderInstruction, event.HeaderTargetModel) {
 				return Terminated, a.Kit.Terminate(ctx, m, agentkit.Failure{Code: code("hallucination_loop"),
 					Detail: "the same tool call repeated 5 times with invented arguments", CompletedSteps: nil})
 			}
 		case ModeTokenBudget:
-			if !isReplayFixed(m, agentkit.HeaderMaxOutputTokens) {
+			if !isReplayFixed(m, event.HeaderMaxOutputTokens) {
 				return Terminated, a.Kit.Terminate(ctx, m, agentkit.Failure{Code: code("token_budget_exceeded"),
 					Detail: "output budget of 4000 tokens exhausted"})
 			}
@@ -161,11 +162,8 @@ func (a *Agent) Handle(ctx context.Context, m jetstream.Msg) (Outcome, error) {
 }
 
 func (a *Agent) idempotencyKey(m jetstream.Msg) string {
-	if k := header(m, "X-Idempotency-Key"); k != "" {
+	if k := agentkit.IdempotencyKey(m); k != "" {
 		return k
-	}
-	if id := header(m, "X-Task-ID"); id != "" {
-		return id + "-v1"
 	}
 	md, err := m.Metadata()
 	if err != nil {

@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jsdlq/jsdlq/bridge"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/testenv"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -78,13 +79,13 @@ func TestAgentModes(t *testing.T) {
 		{"healthy", map[string]string{"X-Task-ID": "t1"}, Done},
 		{"duplicate of a completed task", map[string]string{"X-Task-ID": "t1"}, Skipped},
 		{"transient", map[string]string{"X-Task-ID": "t2", HeaderFail: ModeTransient}, Failed},
-		{"transient replay", map[string]string{"X-Task-ID": "t2", HeaderFail: ModeTransient, agentkit.HeaderReplayOf: "TASKS.3"}, Done},
+		{"transient replay", map[string]string{"X-Task-ID": "t2", HeaderFail: ModeTransient, event.HeaderReplayOf: "TASKS.3"}, Done},
 		{"context overflow", map[string]string{"X-Task-ID": "t3", HeaderFail: ModeContext}, Terminated},
 		{"context replay compressed", map[string]string{"X-Task-ID": "t3", HeaderFail: ModeContext,
-			agentkit.HeaderReplayOf: "TASKS.5", agentkit.HeaderMaxContextTokens: "900"}, Done},
+			event.HeaderReplayOf: "TASKS.5", event.HeaderMaxContextTokens: "900"}, Done},
 		{"hallucination", map[string]string{"X-Task-ID": "t4", HeaderFail: ModeHallucination}, Terminated},
 		{"hallucination replay with instruction", map[string]string{"X-Task-ID": "t4", HeaderFail: ModeHallucination,
-			agentkit.HeaderInstruction: "Validate your output against the schema before submitting."}, Done},
+			event.HeaderInstruction: "Validate your output against the schema before submitting."}, Done},
 		{"permanent", map[string]string{"X-Task-ID": "t5", HeaderFail: ModePermanent}, Terminated},
 		{"never fails at probability 0", map[string]string{"X-Task-ID": "t6", HeaderFail: ModePermanent, HeaderFailProb: "0"}, Done},
 	}

@@ -30,10 +30,12 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/obs"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 type options struct {
@@ -61,7 +63,7 @@ func parse(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.StringVar(&o.name, "name", "", "agent name, the <agent> token of agents.<agent>.tasks.<type> (required)")
-	fs.StringVar(&o.stream, "stream", "TASKS", "work stream")
+	fs.StringVar(&o.stream, "stream", event.DefaultWorkStream, "work stream")
 	fs.StringVar(&o.consumer, "consumer", "", "durable consumer (default: the agent name)")
 	fs.StringVar(&o.subject, "subject", "", "filter subject (default agents.<name>.tasks.>)")
 	fs.StringVar(&o.natsURL, "nats-url", env("NATS_URL", "nats://127.0.0.1:4222"), "NATS URL (NATS_URL)")
@@ -205,7 +207,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		}
 		outcome, err := a.Handle(context.WithoutCancel(ctx), m)
 		md, _ := m.Metadata()
-		attrs := []any{"subject", m.Subject(), "outcome", string(outcome), "task_id", header(m, "X-Task-ID")}
+		attrs := []any{"subject", m.Subject(), "outcome", string(outcome), "task_id", header(m, event.HeaderTaskID)}
 		if md != nil {
 			attrs = append(attrs, "stream_seq", md.Sequence.Stream, "delivery", md.NumDelivered)
 		}

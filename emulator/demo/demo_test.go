@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
@@ -91,11 +92,11 @@ func TestDemoPolicy(t *testing.T) {
 		{"silent first death", silent, triage.Chain{}, "demo-persistent-transient", triage.Transient, triage.AutoReplay},
 		{"silent after three replays", silent, triage.Chain{Codes: []string{"unknown", "unknown", "unknown"}, Strategies: []string{"transient", "transient", "transient"}},
 			"demo-persistent-transient", triage.Transient, triage.Escalate},
-		{"timeout", triage.Input{Kind: "max_deliver", Subject: "agents.cto.tasks.debugging", Failure: &triage.Failure{Code: "llm_provider_timeout"}},
+		{"timeout", triage.Input{Kind: "max_deliver", Subject: "agents.cto.tasks.debugging", Failure: &event.Failure{Code: "llm_provider_timeout"}},
 			triage.Chain{}, "transient", triage.Transient, triage.AutoReplay},
-		{"overflow", triage.Input{Kind: "explicit", Subject: "agents.cto.tasks.debugging", Failure: &triage.Failure{Code: "context_window_overflow"}},
+		{"overflow", triage.Input{Kind: "explicit", Subject: "agents.cto.tasks.debugging", Failure: &event.Failure{Code: "context_window_overflow"}},
 			triage.Chain{}, "context-overflow", triage.ConditionallyRecoverable, triage.AutoReplay},
-		{"filter rejection", triage.Input{Kind: "explicit", Subject: "agents.cto.tasks.debugging", Failure: &triage.Failure{Code: "consumer_filter_rejection"}},
+		{"filter rejection", triage.Input{Kind: "explicit", Subject: "agents.cto.tasks.debugging", Failure: &event.Failure{Code: "consumer_filter_rejection"}},
 			triage.Chain{}, "consumer-filter-rejection", triage.Permanent, triage.Escalate},
 	}
 	for _, tc := range tests {

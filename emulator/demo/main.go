@@ -34,6 +34,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -41,7 +42,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
-const workStream = "TASKS"
+const workStream = event.DefaultWorkStream
 
 type options struct {
 	tasks    int
@@ -215,7 +216,7 @@ func (d *demo) prepareStreams(ctx context.Context) error {
 	if _, err := d.js.CreateOrUpdateStream(ctx, cfg); err != nil {
 		return fmt.Errorf("work stream %s: %w", workStream, err)
 	}
-	for _, name := range []string{"DLQ_ADVISORIES", "DLQ_RECORDS"} {
+	for _, name := range []string{event.DefaultAdvisoryStream, event.DefaultRecordStream} {
 		var info *jetstream.StreamInfo
 		for i := 0; ; i++ {
 			s, err := d.js.Stream(ctx, name)
@@ -342,7 +343,7 @@ func (d *demo) entries(ctx context.Context) ([]*store.Entry, error) {
 // readCaptured reads the advisories and DLQ records of this run: the dead
 // messages the bridge must turn into entries.
 func (d *demo) readCaptured(ctx context.Context) error {
-	for _, name := range []string{"DLQ_ADVISORIES", "DLQ_RECORDS"} {
+	for _, name := range []string{event.DefaultAdvisoryStream, event.DefaultRecordStream} {
 		s, err := d.js.Stream(ctx, name)
 		if err != nil {
 			return err
@@ -364,7 +365,7 @@ func (d *demo) readCaptured(ctx context.Context) error {
 			if strings.HasPrefix(m.Header.Get(nats.MsgIdHdr), reconcile.RedrivePrefix) {
 				continue // a copy reconcile re-drove, not another dead message
 			}
-			if name == "DLQ_RECORDS" {
+			if name == event.DefaultRecordStream {
 				if id := m.Header.Get(nats.MsgIdHdr); strings.HasPrefix(id, workStream+".") {
 					d.captured[id] = true
 				}

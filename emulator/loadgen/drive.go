@@ -30,7 +30,7 @@ type driver struct {
 	progress io.Writer
 }
 
-const workStream = "TASKS"
+const workStream = event.DefaultWorkStream
 
 func (d *driver) setup(ctx context.Context) error {
 	_, err := d.js.CreateStream(ctx, jetstream.StreamConfig{Name: workStream, Subjects: []string{"agents.>"},

@@ -21,20 +21,11 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/jsdlq/jsdlq/shared/config"
-
 	jevent "github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 	"github.com/jsdlq/jsdlq/shared/triage"
-)
-
-// Headers classify reads (SPEC §5 and §9).
-const (
-	HeaderTaskID         = "X-Task-ID"
-	HeaderTaskType       = "X-Task-Type"
-	HeaderIdempotencyKey = "X-Idempotency-Key"
-	HeaderReplayOf       = "Jsdlq-Replay-Of"
 )
 
 // DefaultTimeout bounds one event when the caller set no deadline.
@@ -179,13 +170,16 @@ func (h *Handler) handle(ctx context.Context, ce event.Event) error {
 			return fmt.Errorf("classify: read %s: %w", id, err)
 		}
 	}
-	e := h.entry(id, ev, headers)
+	e := store.NewEntry(id, ev, headers, h.cfg.Conventions)
 	chain, err := h.chain(ctx, e, headers)
 	if err != nil {
 		return err
 	}
-	pol := h.pol.Current(ctx)
-	d := pol.Evaluate(h.input(ev, e, headers), chain)
+	in, err := e.PolicyInput()
+	if err != nil {
+		return bad("event %s: %w", ev.ID, err)
+	}
+	d := h.pol.Current(ctx).Evaluate(in, chain)
 	h.apply(e, d)
 
 	res, err := h.store.Record(ctx, e, "classify")
@@ -274,69 +268,11 @@ func unwrap(ce event.Event) (body []byte, msgID string, err error) {
 	return env.Message.Data, env.Message.MessageID, nil
 }
 
-func (h *Handler) entry(id string, ev jevent.Event, headers map[string][]string) *store.Entry {
-	m := ev.Message
-	e := &store.Entry{
-		ID:               id,
-		EventID:          ev.ID,
-		Stream:           ev.Stream,
-		Consumer:         ev.Consumer,
-		StreamSeq:        int64(min(ev.StreamSeq, 1<<63-1)),
-		Subject:          m.Subject,
-		Tenant:           ev.Tenant,
-		Agent:            ev.Agent,
-		TaskID:           jevent.Header(headers, HeaderTaskID),
-		TaskType:         jevent.Header(headers, HeaderTaskType),
-		IdempotencyKey:   jevent.Header(headers, HeaderIdempotencyKey),
-		Headers:          m.Headers, // as carried by the event: UTF-8 safe
-		Payload:          m.Data,
-		PayloadMissing:   m.Missing || m.Truncated,
-		PayloadTruncated: m.Truncated,
-		Kind:             string(ev.Kind),
-	}
-	if m.Missing || m.Truncated {
-		e.Payload, e.PayloadSize, e.PayloadSHA256 = nil, m.Size, m.SHA256
-	}
-	if m.PublishedAt != nil {
-		e.PublishedAt = *m.PublishedAt
-	}
-	if e.TaskType == "" {
-		e.TaskType = taskTypeFromSubject(m.Subject)
-	}
-	if e.IdempotencyKey == "" {
-		e.IdempotencyKey = e.TaskID
-	}
-	if a := ev.Advisory; a != nil {
-		e.Deliveries = int(min(a.Deliveries, 1<<31-1))
-		e.TermReason = a.Reason
-		if e.Consumer == "" {
-			e.Consumer = a.Consumer
-		}
-	}
-	if f := ev.Failure; f != nil {
-		e.Failure = &store.Failure{Code: f.Code, Detail: f.Detail, Attempt: f.Attempt, Agent: f.Agent,
-			CompletedSteps: f.CompletedSteps, Retryable: f.Retryable, RecordedAt: f.RecordedAt}
-		if e.Agent == "" {
-			e.Agent = f.Agent
-		}
-	}
-	return e
-}
-
-// taskTypeFromSubject reads <type> of agents.<agent>.tasks.<type>.
-func taskTypeFromSubject(subject string) string {
-	t := strings.Split(subject, ".")
-	if len(t) >= 4 && t[2] == "tasks" {
-		return strings.Join(t[3:], ".")
-	}
-	return ""
-}
-
 // chain links a replay's failure to the entry it replayed: the parent's
 // chain plus the parent itself. A Jsdlq-Replay-Of header that names no entry,
 // or an entry of another task (forged or stale), starts a new chain instead.
 func (h *Handler) chain(ctx context.Context, e *store.Entry, headers map[string][]string) (triage.Chain, error) {
-	ref := strings.TrimSpace(jevent.Header(headers, HeaderReplayOf))
+	ref := strings.TrimSpace(jevent.Header(headers, jevent.HeaderReplayOf))
 	if ref == "" {
 		return triage.Chain{}, nil
 	}
@@ -365,39 +301,14 @@ func (h *Handler) chain(ctx context.Context, e *store.Entry, headers map[string]
 	e.ReplayOf, e.RootID = parent.ID, parent.RootID
 	e.ChainCodes = append(append([]string{}, parent.ChainCodes...), parent.ReasonCode)
 	e.ChainStrategies = append(append([]string{}, parent.ChainStrategies...), parent.Strategy)
-	return triage.Chain{Codes: e.ChainCodes, Strategies: e.ChainStrategies}, nil
-}
-
-func (h *Handler) input(ev jevent.Event, e *store.Entry, headers map[string][]string) triage.Input {
-	in := triage.Input{
-		Kind: string(ev.Kind), Stream: ev.Stream, Subject: e.Subject, Tenant: e.Tenant, Agent: e.Agent,
-		TaskType: e.TaskType, Headers: headers, TermReason: e.TermReason, Deliveries: e.Deliveries,
-	}
-	if f := e.Failure; f != nil {
-		in.Failure = &triage.Failure{Code: f.Code, Detail: f.Detail, Attempt: f.Attempt, Agent: f.Agent, CompletedSteps: f.CompletedSteps}
-	}
-	return in
-}
-
-// statusOf maps an action to the status the entry starts in. Manual review
-// waits for an operator's approval after the compensating read.
-var statusOf = map[triage.Action]store.Status{
-	triage.AutoReplay:      store.Scheduled,
-	triage.Escalate:        store.Escalated,
-	triage.Quarantine:      store.Quarantined,
-	triage.RequireApproval: store.AwaitingApproval,
-	triage.ManualReview:    store.AwaitingApproval,
-	triage.Discard:         store.Discarded,
+	return e.PolicyChain(), nil
 }
 
 func (h *Handler) apply(e *store.Entry, d triage.Decision) {
 	e.Category, e.ReasonCode, e.ReasonRoute, e.Rule = string(d.Category), d.ReasonCode, d.Route, d.Rule
 	e.Action, e.Strategy, e.PolicyVersion = string(d.Action), d.Strategy, d.PolicyVersion
 	e.Plan = store.PlanOf(d)
-	st, ok := statusOf[d.Action]
-	if !ok {
-		st = store.Escalated
-	}
+	st := store.StatusFor(d.Action)
 	e.Status = st
 	if st == store.Scheduled {
 		e.NextRetryAt = h.now().UTC().Add(d.Delay)

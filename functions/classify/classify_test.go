@@ -325,7 +325,7 @@ func chainEvent(seq uint64, parentEventID, code string, m msg) jevent.Event {
 	m.headers["X-Task-ID"] = []string{"task-7"}
 	if parentEventID != "" {
 		id, _ := store.EntryID(parentEventID)
-		m.headers[HeaderReplayOf] = []string{id}
+		m.headers[jevent.HeaderReplayOf] = []string{id}
 	}
 	if m.payload == nil {
 		m.payload = []byte("same task")

@@ -28,6 +28,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -91,10 +92,10 @@ func (c *Config) defaults() {
 		}
 	}
 	if c.AdvisoryStream == "" {
-		c.AdvisoryStream = "DLQ_ADVISORIES"
+		c.AdvisoryStream = event.DefaultAdvisoryStream
 	}
 	if c.RecordStream == "" {
-		c.RecordStream = "DLQ_RECORDS"
+		c.RecordStream = event.DefaultRecordStream
 	}
 	def(&c.TimeBudget, 4*time.Minute)
 	def(&c.LeaseTTL, c.TimeBudget+2*time.Minute)

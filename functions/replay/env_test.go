@@ -178,9 +178,13 @@ func (e *env) newEntry(t testing.TB, s spec) *store.Entry {
 		Subject: "agents." + s.agent + ".tasks." + s.taskType, Tenant: s.tenant, Agent: s.agent,
 		TaskID: "task-" + s.id, TaskType: s.taskType, IdempotencyKey: "task-" + s.id + "-v1",
 		Headers: jevent.EncodeHeaders(headers), Payload: s.payload, PayloadMissing: s.missing,
-		Kind: "explicit", Failure: &store.Failure{Code: s.code, Detail: s.detail, Agent: s.agent},
+		Kind: "explicit", Failure: &jevent.Failure{Code: s.code, Detail: s.detail, Agent: s.agent},
 	}
-	d := triage.Default().Evaluate(replay.Input(en, headers), triage.Chain{})
+	in, err := en.PolicyInput()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := triage.Default().Evaluate(in, triage.Chain{})
 	if d.Action != triage.AutoReplay {
 		t.Fatalf("default policy: %s -> %s, want auto_replay", s.code, d.Action)
 	}

@@ -32,7 +32,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,19 +46,9 @@ import (
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
-// Headers a replay carries (SPEC §9).
-const (
-	HeaderReplayOf         = "Jsdlq-Replay-Of"
-	HeaderReplayAttempt    = "Jsdlq-Replay-Attempt"
-	HeaderStrategy         = "Jsdlq-Strategy"
-	HeaderInstruction      = "Jsdlq-Instruction"
-	HeaderTargetModel      = "Jsdlq-Target-Model"
-	HeaderMaxContextTokens = "Jsdlq-Max-Context-Tokens"
-	HeaderMaxOutputTokens  = "Jsdlq-Max-Output-Tokens"
-	// HeaderTaskName is set by Cloud Tasks (and its emulator) on every
-	// dispatch: the task id, without the queue path.
-	HeaderTaskName = "X-CloudTasks-TaskName"
-)
+// HeaderTaskName is set by Cloud Tasks (and its emulator) on every
+// dispatch: the task id, without the queue path.
+const HeaderTaskName = "X-CloudTasks-TaskName"
 
 // By is the actor name replay writes into entry and breaker history.
 const By = "replay"
@@ -354,13 +343,14 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 	if e.Approved() {
 		log.InfoContext(ctx, "replay: approved by an operator; policy and breaker not consulted")
 	} else {
-		d := h.policy.Current(ctx).Evaluate(Input(e, headers), triage.Chain{Codes: e.ChainCodes, Strategies: e.ChainStrategies})
+		in, err := e.PolicyInput()
+		if err != nil {
+			return h.leave(ctx, log, e, store.Escalated, OutcomeEscalated, "headers_corrupt: "+err.Error(), res)
+		}
+		d := h.policy.Current(ctx).Evaluate(in, e.PolicyChain())
 		decision = &d
 		if d.Action != triage.AutoReplay {
-			to, ok := gateStatus[d.Action]
-			if !ok {
-				to = store.Escalated
-			}
+			to := store.StatusFor(d.Action)
 			note := fmt.Sprintf("policy %s rule %s now says %s", d.PolicyVersion, d.Rule, d.Action)
 			if d.Note != "" {
 				note += " (" + d.Note + ")"
@@ -449,16 +439,6 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 // JSStreamNotMatchErr); nats.go has no constant for it.
 const jsErrCodeStreamNotMatch jetstream.ErrorCode = 10060
 
-// gateStatus maps a policy action other than auto_replay to the status the
-// entry waits in, as classify does for new entries.
-var gateStatus = map[triage.Action]store.Status{
-	triage.Escalate:        store.Escalated,
-	triage.Quarantine:      store.Quarantined,
-	triage.RequireApproval: store.AwaitingApproval,
-	triage.ManualReview:    store.AwaitingApproval,
-	triage.Discard:         store.Discarded,
-}
-
 // gate moves a claimed entry to where the policy or breaker sends it,
 // recording the decision.
 func (h *Handler) gate(ctx context.Context, log *slog.Logger, e *store.Entry, to store.Status, note string, d *triage.Decision, res Result) (Result, error) {
@@ -515,19 +495,6 @@ func (h *Handler) move(ctx context.Context, log *slog.Logger, e *store.Entry, to
 	return res, nil
 }
 
-// Input is what the policy engine knows about an entry.
-func Input(e *store.Entry, headers map[string][]string) triage.Input {
-	in := triage.Input{
-		Kind: e.Kind, Stream: e.Stream, Subject: e.Subject, Tenant: e.Tenant, Agent: e.Agent,
-		TaskType: e.TaskType, Headers: headers, TermReason: e.TermReason, Deliveries: e.Deliveries,
-	}
-	if f := e.Failure; f != nil {
-		in.Failure = &triage.Failure{Code: f.Code, Detail: f.Detail, Attempt: f.Attempt, Agent: f.Agent,
-			CompletedSteps: f.CompletedSteps, ToolFailure: f.ToolFailure}
-	}
-	return in
-}
-
 // MsgID is the Nats-Msg-Id of a replay: the entry id is unique per dead
 // message (a replay that dies again is a new entry), the attempt per task,
 // so a repeated publish of one attempt is a duplicate and nothing else is.
@@ -543,13 +510,7 @@ func Message(e *store.Entry, headers map[string][]string, plan store.Plan, strat
 	if plan.AlternateSubject != "" {
 		subject = plan.AlternateSubject
 	}
-	h := nats.Header{}
-	for name, values := range headers {
-		if hasPrefixFold(name, "Nats-") || hasPrefixFold(name, "Jsdlq-") {
-			continue
-		}
-		h[name] = slices.Clone(values)
-	}
+	h := nats.Header(jevent.CopyForReplay(headers))
 	if plan.AlternateAgent != "" && subject != e.Subject {
 		for name := range h {
 			if strings.EqualFold(name, agentHeader) {
@@ -557,31 +518,11 @@ func Message(e *store.Entry, headers map[string][]string, plan store.Plan, strat
 			}
 		}
 	}
-	h[HeaderReplayOf] = []string{e.ID}
-	h[HeaderReplayAttempt] = []string{strconv.Itoa(attempt)}
-	if strategy != "" {
-		h[HeaderStrategy] = []string{strategy}
+	var completed []string
+	if f := e.Failure; f != nil {
+		completed = f.CompletedSteps
 	}
-	for _, ins := range plan.Instructions {
-		// One value per instruction: header values cannot hold newlines.
-		h[HeaderInstruction] = append(h[HeaderInstruction], oneLine(ins))
-	}
-	if plan.TargetModel != "" {
-		h[HeaderTargetModel] = []string{plan.TargetModel}
-	}
-	if plan.MaxContextTokens > 0 {
-		h[HeaderMaxContextTokens] = []string{strconv.Itoa(plan.MaxContextTokens)}
-	}
-	if plan.MaxOutputTokens > 0 {
-		h[HeaderMaxOutputTokens] = []string{strconv.Itoa(plan.MaxOutputTokens)}
-	}
+	r := plan.Replay(e.ID, attempt, strategy, completed)
+	r.Set(h)
 	return &nats.Msg{Subject: subject, Header: h, Data: e.Payload}
-}
-
-func hasPrefixFold(s, prefix string) bool {
-	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
-}
-
-func oneLine(s string) string {
-	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\r' || r == '\n' }), " ")
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/functions/replay"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -442,7 +443,7 @@ func TestBreaker(t *testing.T) {
 	if len(msgs) != 1 {
 		t.Fatalf("half-open breaker: messages = %d, want exactly 1 probe", len(msgs))
 	}
-	probe := msgs[0].Header.Get(replay.HeaderReplayOf)
+	probe := msgs[0].Header.Get(event.HeaderReplayOf)
 	other := b.ID
 	if probe == b.ID {
 		other = c.ID

@@ -29,30 +29,19 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jsdlq/jsdlq/shared/event"
 )
 
-// Defaults; they match the bridge's (SPEC §14).
+// Defaults; the record stream and failure bucket are the bridge's (SPEC §14).
 const (
-	DefaultRecordStream          = "DLQ_RECORDS"
-	DefaultFailureBucket         = "dlq_failures"
+	DefaultRecordStream          = event.DefaultRecordStream
+	DefaultFailureBucket         = event.DefaultFailureBucket
 	DefaultIdempotencyCollection = "task-idempotency"
 	DefaultIdempotencyTTL        = 72 * time.Hour
 	DefaultLease                 = 5 * time.Minute
-)
-
-// Headers the replay function sets on a modified retry (SPEC §9); agents read
-// them to apply the strategy.
-const (
-	HeaderReplayOf         = "Jsdlq-Replay-Of"
-	HeaderReplayAttempt    = "Jsdlq-Replay-Attempt"
-	HeaderStrategy         = "Jsdlq-Strategy"
-	HeaderInstruction      = "Jsdlq-Instruction" // repeatable
-	HeaderTargetModel      = "Jsdlq-Target-Model"
-	HeaderMaxContextTokens = "Jsdlq-Max-Context-Tokens"
-	HeaderMaxOutputTokens  = "Jsdlq-Max-Output-Tokens"
 )
 
 // Reason codes agentkit itself produces (SPEC §6).
@@ -73,15 +62,14 @@ var (
 	ErrNoFirestore = errors.New("agentkit: Once needs a Firestore client (WithFirestore)")
 )
 
-// Failure is an agent's account of a failed attempt. Code is a SPEC §6 reason
-// code; CompletedSteps lists side effects already made (they make a replay
-// unsafe); Retryable, when set, overrides the policy's view.
-type Failure struct {
-	Code           string
-	Detail         string
-	CompletedSteps []string
-	Retryable      *bool
-}
+// Failure is an agent's account of a failed attempt: the wire contract's
+// one failure record. An agent sets Code (a SPEC §6 reason code), Detail,
+// CompletedSteps (side effects already made), ToolFailure (a tool call, not
+// the model, failed: with completed steps a replay is unsafe) and Retryable
+// (its own view over the policy's: false escalates a code the policy would
+// replay, true lets a permanent code be replayed once). The kit fills
+// Attempt, Agent and RecordedAt.
+type Failure = event.Failure
 
 // Kit binds agentkit to a JetStream connection and an agent name.
 type Kit struct {
@@ -141,8 +129,8 @@ func New(js jetstream.JetStream, opts ...Option) *Kit {
 }
 
 func (k *Kit) failure(md *jetstream.MsgMetadata, f Failure) event.Failure {
-	return event.Failure{Code: f.Code, Detail: f.Detail, Attempt: int(md.NumDelivered), Agent: k.agent,
-		CompletedSteps: f.CompletedSteps, Retryable: f.Retryable, RecordedAt: k.now().UTC()}
+	f.Attempt, f.Agent, f.RecordedAt = int(md.NumDelivered), k.agent, k.now().UTC()
+	return f
 }
 
 // Terminate copies msg and f to the record stream (subject

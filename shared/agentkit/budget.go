@@ -3,9 +3,9 @@ package agentkit
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"unicode/utf8"
+
+	"github.com/jsdlq/jsdlq/shared/event"
 )
 
 // EstimateTokens estimates how many model tokens text takes. BPE tokenizers
@@ -44,12 +44,8 @@ type Budget struct {
 // Jsdlq-Max-Context-Tokens header when that is smaller.
 func BudgetFromHeaders(h map[string][]string, window int) Budget {
 	b := Budget{MaxTokens: window}
-	for name, vs := range h {
-		if strings.EqualFold(name, HeaderMaxContextTokens) && len(vs) > 0 {
-			if n, err := strconv.Atoi(strings.TrimSpace(vs[0])); err == nil && n > 0 && (b.MaxTokens <= 0 || n < b.MaxTokens) {
-				b.MaxTokens = n
-			}
-		}
+	if n := event.ParseReplay(h).MaxContextTokens; n > 0 && (b.MaxTokens <= 0 || n < b.MaxTokens) {
+		b.MaxTokens = n
 	}
 	return b
 }

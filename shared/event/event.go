@@ -125,15 +125,30 @@ type Message struct {
 	Truncated     bool                `json:"truncated,omitempty"`
 }
 
-// Failure is an agent's account of why a delivery failed (SPEC §4).
+// Failure is an agent's account of why a delivery failed (SPEC §4): the one
+// failure record of jsdlq. agentkit fills it (agents set Code, Detail,
+// CompletedSteps, Retryable and ToolFailure; the kit adds Attempt, Agent and
+// RecordedAt), the bridge carries it in events, the store keeps it on the
+// entry and the triage policy reads it.
 type Failure struct {
-	Code           string    `json:"code"`
-	Detail         string    `json:"detail,omitempty"`
-	Attempt        int       `json:"attempt,omitempty"`
-	Agent          string    `json:"agent,omitempty"`
-	CompletedSteps []string  `json:"completed_steps,omitempty"`
-	Retryable      *bool     `json:"retryable,omitempty"`
-	RecordedAt     time.Time `json:"recorded_at"`
+	// Code is a SPEC §6 reason code.
+	Code   string `json:"code" firestore:"code"`
+	Detail string `json:"detail,omitempty" firestore:"detail,omitempty"`
+	// Attempt is the delivery that failed (1 for the first).
+	Attempt int    `json:"attempt,omitempty" firestore:"attempt,omitempty"`
+	Agent   string `json:"agent,omitempty" firestore:"agent,omitempty"`
+	// CompletedSteps lists the side effects the attempt already made; with
+	// a tool failure they make a replay unsafe (unknown_commit_state), and
+	// a replay carries them so the agent can skip them.
+	CompletedSteps []string `json:"completed_steps,omitempty" firestore:"completed_steps,omitempty"`
+	// Retryable, when set, is the agent's own view over the policy's:
+	// false escalates a code the policy would replay, true lets a permanent
+	// code be replayed once (docs/policy.md).
+	Retryable *bool `json:"retryable,omitempty" firestore:"retryable,omitempty"`
+	// ToolFailure says a tool call failed (rather than the model): with
+	// completed steps the effects of the call are unknown.
+	ToolFailure bool      `json:"tool_failure,omitempty" firestore:"tool_failure,omitempty"`
+	RecordedAt  time.Time `json:"recorded_at" firestore:"recorded_at,omitempty"`
 }
 
 // ID is the event id of the message at seq in stream: "<stream>.<seq>".

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/jsdlq/jsdlq/shared/triage"
+	"github.com/jsdlq/jsdlq/shared/event"
 )
 
 // Collections.
@@ -145,18 +145,6 @@ func appendHistory(h []Transition, t Transition) []Transition {
 	return h
 }
 
-// Failure is the agent's failure record, as stored.
-type Failure struct {
-	Code           string    `firestore:"code" json:"code"`
-	Detail         string    `firestore:"detail,omitempty" json:"detail,omitempty"`
-	Attempt        int       `firestore:"attempt,omitempty" json:"attempt,omitempty"`
-	Agent          string    `firestore:"agent,omitempty" json:"agent,omitempty"`
-	CompletedSteps []string  `firestore:"completed_steps,omitempty" json:"completed_steps,omitempty"`
-	ToolFailure    bool      `firestore:"tool_failure,omitempty" json:"tool_failure,omitempty"`
-	Retryable      *bool     `firestore:"retryable,omitempty" json:"retryable,omitempty"`
-	RecordedAt     time.Time `firestore:"recorded_at,omitempty" json:"recorded_at,omitempty"`
-}
-
 // Plan is the replay a decision asked for: strategy details the replay
 // function applies.
 type Plan struct {
@@ -200,10 +188,10 @@ type Entry struct {
 	PublishedAt      time.Time `firestore:"published_at,omitempty" json:"published_at,omitempty"`
 	Kind             string    `firestore:"kind" json:"kind"`
 	// Kinds are every event kind merged into the entry (advisory + explicit).
-	Kinds      []string `firestore:"kinds" json:"kinds"`
-	Deliveries int      `firestore:"deliveries,omitempty" json:"deliveries,omitempty"`
-	TermReason string   `firestore:"term_reason,omitempty" json:"term_reason,omitempty"`
-	Failure    *Failure `firestore:"failure,omitempty" json:"failure,omitempty"`
+	Kinds      []string       `firestore:"kinds" json:"kinds"`
+	Deliveries int            `firestore:"deliveries,omitempty" json:"deliveries,omitempty"`
+	TermReason string         `firestore:"term_reason,omitempty" json:"term_reason,omitempty"`
+	Failure    *event.Failure `firestore:"failure,omitempty" json:"failure,omitempty"`
 
 	Category      string `firestore:"category" json:"category"`
 	ReasonCode    string `firestore:"reason_code" json:"reason_code"`
@@ -336,20 +324,4 @@ func (s *Store) list(ctx context.Context, q firestore.Query) ([]*Entry, error) {
 		out = append(out, e)
 	}
 	return out, nil
-}
-
-// PlanOf is the stored form of what a policy decision asks of a replay.
-func PlanOf(d triage.Decision) Plan {
-	return Plan{
-		DelaySeconds:     d.Delay.Seconds(),
-		Budget:           d.ReplayBudget,
-		Instructions:     d.Modifications.Instructions,
-		TargetModel:      d.Modifications.TargetModel,
-		MaxContextTokens: d.Modifications.MaxContextTokens,
-		MaxOutputTokens:  d.Modifications.MaxOutputTokens,
-		AlternateAgent:   d.Modifications.AlternateAgent,
-		AlternateSubject: d.Modifications.AlternateSubject,
-		EscalateTo:       d.EscalateTo,
-		Note:             d.Note,
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/testenv"
 )
 
@@ -172,7 +173,7 @@ func TestRecordMergesAdvisoryAndExplicit(t *testing.T) {
 	}
 	exp := entry("TASKS.5", []byte(`{"task":"write the post"}`))
 	exp.Kind = "explicit"
-	exp.Failure = &Failure{Code: "timeout", Detail: "llm call timed out", CompletedSteps: []string{"outline"}}
+	exp.Failure = &event.Failure{Code: "timeout", Detail: "llm call timed out", CompletedSteps: []string{"outline"}}
 	exp.Category = "permanent" // a different classification must not overwrite the one acted on
 	res, err := s.Record(ctx, exp, "test")
 	if err != nil || res.Created || !res.Merged {

@@ -9,10 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jsdlq/jsdlq/shared/event"
 )
 
-// Input is what the engine knows about one dead task. It does not depend on
-// the event envelope; classify maps events onto it.
+// Input is what the engine knows about one dead task. store.Entry.PolicyInput
+// builds it, the one mapping classify, replay and dlqctl share.
 type Input struct {
 	Kind       string // max_deliver | terminated | explicit
 	Stream     string
@@ -21,21 +23,9 @@ type Input struct {
 	Agent      string
 	TaskType   string
 	Headers    map[string][]string
-	TermReason string   // the advisory's reason, as the server sent it
-	Failure    *Failure // the agentkit record, if any
+	TermReason string         // the advisory's reason, as the server sent it
+	Failure    *event.Failure // the agentkit record, if any
 	Deliveries int
-}
-
-// Failure is the explicit failure record an agent wrote with agentkit.
-type Failure struct {
-	Code           string
-	Detail         string
-	Attempt        int
-	Agent          string
-	CompletedSteps []string
-	// ToolFailure is set when the agent says a tool call failed; the engine
-	// also infers it from the code and detail (defaults.tool_failure_pattern).
-	ToolFailure bool
 }
 
 // Chain is what earlier entries of the same replay chain tell: the entry
@@ -121,6 +111,9 @@ func (p *Policy) Evaluate(in Input, chain Chain) Decision {
 		d.Action = Escalate
 		d.Note = "server-terminated messages are never replayed automatically"
 	}
+	if f := in.Failure; f != nil && f.Retryable != nil {
+		s = p.agentRetryable(&d, *f.Retryable, s)
+	}
 	if d.Action != AutoReplay {
 		return d
 	}
@@ -139,6 +132,29 @@ func (p *Policy) Evaluate(in Input, chain Chain) Decision {
 	d.Delay = p.delay(s, d.Attempt)
 	d.Modifications = p.modifications(s, in, d)
 	return d
+}
+
+// agentRetryable applies the agent's own view of its failure (agentkit's
+// Failure.Retryable) over the rule's: false stops a replay the rule would
+// make; true lets a permanent failure be replayed with the policy's
+// retryable strategy, within that strategy's budget. It never makes poison,
+// governance, uncertain side effects or the server's own deletions replay:
+// there the agent cannot know better than the policy.
+func (p *Policy) agentRetryable(d *Decision, retryable bool, s Strategy) Strategy {
+	switch {
+	case !retryable && d.Action == AutoReplay:
+		d.Action = Escalate
+		d.Note = "the agent marked the failure not retryable"
+	case retryable && d.Action == Escalate && d.Category == Permanent && d.Note == "" && p.retryable.Name != "":
+		if _, server := ServerTerminated[d.ReasonCode]; server {
+			return s
+		}
+		d.Action = AutoReplay
+		d.Strategy = p.retryable.Name
+		d.Note = "the agent marked the permanent failure retryable"
+		return p.retryable
+	}
+	return s
 }
 
 func (p *Policy) delay(s Strategy, attempt int) time.Duration {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/jsdlq/jsdlq/shared/event"
 )
 
 // want is the part of a Decision a case checks; the delay is checked as a
@@ -108,7 +110,7 @@ func TestEvaluateReasonCodes(t *testing.T) {
 	for _, tc := range tests {
 		covered[tc.code] = true
 		in := tc.in
-		in.Failure = &Failure{Code: tc.code, Detail: "detail of " + tc.code}
+		in.Failure = &event.Failure{Code: tc.code, Detail: "detail of " + tc.code}
 		checkDecision(t, p, "code "+tc.code, in, Chain{}, tc.want)
 	}
 	for code := range p.doc.Reasons {
@@ -152,7 +154,7 @@ func TestEvaluateDetectionRoutes(t *testing.T) {
 	}{
 		{
 			name: "record wins over the TERM reason",
-			in:   Input{Kind: "terminated", TermReason: "parse_error", Failure: &Failure{Code: "timeout"}},
+			in:   Input{Kind: "terminated", TermReason: "parse_error", Failure: &event.Failure{Code: "timeout"}},
 			want: want{Category: Transient, Code: "timeout", Route: RouteRecord, Action: AutoReplay, Strategy: "transient", MinDelay: t30lo, MaxDelay: t30hi, Budget: 3},
 		},
 		{
@@ -197,7 +199,7 @@ func TestEvaluateDetectionRoutes(t *testing.T) {
 		},
 		{
 			name: "pattern over the record's detail when it has no code",
-			in:   Input{Kind: "max_deliver", Failure: &Failure{Detail: "request timed out after 60s"}},
+			in:   Input{Kind: "max_deliver", Failure: &event.Failure{Detail: "request timed out after 60s"}},
 			want: want{Category: Transient, Code: "timeout", Route: RoutePattern, Action: AutoReplay, Strategy: "transient", MinDelay: t30lo, MaxDelay: t30hi, Budget: 3},
 		},
 		{
@@ -242,25 +244,25 @@ func TestEvaluateChainRules(t *testing.T) {
 	}{
 		{
 			name:  "transient backs off with the attempt and spends its budget",
-			in:    Input{Failure: &Failure{Code: "timeout"}},
+			in:    Input{Failure: &event.Failure{Code: "timeout"}},
 			chain: Chain{Codes: []string{"timeout"}, Strategies: []string{"transient"}},
 			want:  want{Category: Transient, Code: "timeout", Route: RouteRecord, Action: AutoReplay, Strategy: "transient", MinDelay: t60lo, MaxDelay: t60hi, Budget: 2},
 		},
 		{
 			name:  "transient third attempt",
-			in:    Input{Failure: &Failure{Code: "timeout"}},
+			in:    Input{Failure: &event.Failure{Code: "timeout"}},
 			chain: Chain{Codes: []string{"timeout", "timeout"}, Strategies: []string{"transient", "transient"}},
 			want:  want{Category: Transient, Code: "timeout", Route: RouteRecord, Action: AutoReplay, Strategy: "transient", MinDelay: between2(120), MaxDelay: sec(120), Budget: 1},
 		},
 		{
 			name:  "transient budget exhausted escalates",
-			in:    Input{Failure: &Failure{Code: "timeout"}},
+			in:    Input{Failure: &event.Failure{Code: "timeout"}},
 			chain: Chain{Codes: []string{"timeout", "timeout", "timeout"}, Strategies: []string{"transient", "transient", "transient"}},
 			want:  want{Category: Transient, Code: "timeout", Route: RouteRecord, Action: Escalate, Strategy: "transient"},
 		},
 		{
 			name:  "fifth failure of a chain is poison",
-			in:    Input{Failure: &Failure{Code: "timeout"}},
+			in:    Input{Failure: &event.Failure{Code: "timeout"}},
 			chain: Chain{Codes: []string{"timeout", "model_confusion", "timeout", "hallucination_loop"}, Strategies: []string{"transient", "model_confusion", "transient", "hallucination_loop"}},
 			want:  want{Category: Poison, Code: "timeout", Route: RouteRecord, Action: Escalate, Strategy: "none"},
 		},
@@ -272,17 +274,17 @@ func TestEvaluateChainRules(t *testing.T) {
 		},
 		{
 			name: "completed steps and a tool failure need manual review",
-			in:   Input{Failure: &Failure{Code: "timeout", Detail: "tool github.create_pr failed", CompletedSteps: []string{"draft", "push-branch"}}},
+			in:   Input{Failure: &event.Failure{Code: "timeout", Detail: "tool github.create_pr failed", CompletedSteps: []string{"draft", "push-branch"}}},
 			want: want{Category: UnknownCommitState, Code: "timeout", Route: RouteRecord, Action: ManualReview, Strategy: "none"},
 		},
 		{
 			name: "explicit tool failure flag",
-			in:   Input{Failure: &Failure{Code: "network_transient", ToolFailure: true, CompletedSteps: []string{"charge-card"}}},
+			in:   Input{Failure: &event.Failure{Code: "network_transient", ToolFailure: true, CompletedSteps: []string{"charge-card"}}},
 			want: want{Category: UnknownCommitState, Code: "network_transient", Route: RouteRecord, Action: ManualReview, Strategy: "none"},
 		},
 		{
 			name: "completed steps without a tool failure replay normally",
-			in:   Input{Failure: &Failure{Code: "timeout", CompletedSteps: []string{"draft"}}},
+			in:   Input{Failure: &event.Failure{Code: "timeout", CompletedSteps: []string{"draft"}}},
 			want: want{Category: Transient, Code: "timeout", Route: RouteRecord, Action: AutoReplay, Strategy: "transient", MinDelay: between2(30), MaxDelay: sec(30), Budget: 3},
 		},
 	}
@@ -308,7 +310,7 @@ func TestEvaluateTransientCap(t *testing.T) {
 	chain := Chain{}
 	var delays []time.Duration
 	for i := 0; i < 6; i++ {
-		d := p.Evaluate(Input{Failure: &Failure{Code: "network_transient"}}, Chain{Codes: chain.Codes, Strategies: chain.Strategies})
+		d := p.Evaluate(Input{Failure: &event.Failure{Code: "network_transient"}}, Chain{Codes: chain.Codes, Strategies: chain.Strategies})
 		delays = append(delays, d.Delay)
 		chain.Codes = append(chain.Codes, "x")
 		chain.Strategies = append(chain.Strategies, "transient")
@@ -363,8 +365,8 @@ func TestEvaluateRuleMatchers(t *testing.T) {
 		action     Action
 		escalateTo string
 	}{
-		{"tenant and category", Input{Tenant: "acme", Failure: &Failure{Code: "timeout"}}, "vip-tenant", RequireApproval, "ceo"},
-		{"other tenant falls through", Input{Tenant: "other", Failure: &Failure{Code: "timeout"}}, "transient", AutoReplay, "ceo"},
+		{"tenant and category", Input{Tenant: "acme", Failure: &event.Failure{Code: "timeout"}}, "vip-tenant", RequireApproval, "ceo"},
+		{"other tenant falls through", Input{Tenant: "other", Failure: &event.Failure{Code: "timeout"}}, "transient", AutoReplay, "ceo"},
 		{"subject wildcards", Input{Kind: "terminated", Subject: "agents.cto.tasks.billing.refund.eu", TermReason: "timeout"}, "billing-subjects", Escalate, "finance"},
 		{"subject > needs a token", Input{Kind: "terminated", Subject: "agents.cto.tasks.billing", TermReason: "timeout"}, "transient", AutoReplay, "ceo"},
 		{"header value", Input{Stream: "TASKS", Headers: map[string][]string{"X-Priority": {"low", "urgent"}}}, "priority-header", AutoReplay, "ceo"},

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jsdlq/jsdlq/shared/event"
 )
 
 // FuzzParse feeds arbitrary documents to the policy loader (the override in
@@ -38,7 +40,7 @@ func FuzzParse(f *testing.F) {
 		}
 		for _, in := range []Input{
 			{Kind: "terminated", Stream: "TASKS", Subject: "agents.backend.tasks.code_review", Tenant: "acme", Agent: "backend", TaskType: "code_review", TermReason: "context length exceeded"},
-			{Kind: "max_deliver", Stream: "TASKS", Subject: "x", Tenant: "t", Failure: &Failure{Code: "timeout", CompletedSteps: []string{"a"}}},
+			{Kind: "max_deliver", Stream: "TASKS", Subject: "x", Tenant: "t", Failure: &event.Failure{Code: "timeout", CompletedSteps: []string{"a"}}},
 			{Kind: "terminated", Stream: "WQ", TermReason: "Unacknowledged message was deleted"},
 		} {
 			checkFuzzDecision(t, p, in, p.Evaluate(in, Chain{Codes: []string{"timeout"}, Strategies: []string{"transient"}}))
@@ -61,7 +63,7 @@ func FuzzTermReason(f *testing.F) {
 		in := Input{Kind: "terminated", Stream: "TASKS", Subject: "agents.backend.tasks.code_review", Tenant: "acme",
 			Agent: "backend", TaskType: "code_review", TermReason: reason}
 		if code != "" {
-			in.Failure = &Failure{Code: code, Detail: reason}
+			in.Failure = &event.Failure{Code: code, Detail: reason}
 		}
 		d := p.Evaluate(in, Chain{})
 		checkFuzzDecision(t, p, in, d)

@@ -92,6 +92,10 @@ type defaults struct {
 	SubjectAgentToken  int     `yaml:"subject_agent_token,omitempty"`
 	TokenBudgetHeader  string  `yaml:"token_budget_header,omitempty"`
 	DefaultTokenBudget int     `yaml:"default_token_budget,omitempty"`
+	// RetryableStrategy replays a permanent failure the agent marked
+	// retryable (agentkit Failure.Retryable = true), within its budget;
+	// empty ignores the mark.
+	RetryableStrategy string `yaml:"retryable_strategy,omitempty"`
 }
 
 type patternDoc struct {
@@ -201,6 +205,7 @@ type Policy struct {
 	patterns  []compiledPattern
 	rules     []rule
 	toolRE    *regexp.Regexp
+	retryable Strategy            // defaults.retryable_strategy; Name "" when unset
 	byTask    map[string][]string // task type -> agents able to do it, sorted
 	rand      func() float64
 }
@@ -331,6 +336,17 @@ func (p *Policy) compile(v *validator) {
 	}
 	if d.Defaults.DefaultTokenBudget < 0 {
 		v.add("defaults.default_token_budget", "must not be negative")
+	}
+	if name := d.Defaults.RetryableStrategy; name != "" {
+		s, ok := d.Strategies[name]
+		switch {
+		case !ok:
+			v.add("defaults.retryable_strategy", "%q is not defined in strategies", name)
+		case s.MaxReplays < 1:
+			v.add("defaults.retryable_strategy", "strategy %q allows no replay", name)
+		}
+		s.Name = name
+		p.retryable = s
 	}
 	if d.Defaults.ToolFailurePattern != "" {
 		re, err := regexp.Compile(d.Defaults.ToolFailurePattern)

@@ -1,0 +1,271 @@
+package event
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Conventional message headers jsdlq reads on a task (SPEC §5). Agents and
+// publishers set them; every component reads them through Conventions.
+const (
+	HeaderTaskID         = "X-Task-ID"
+	HeaderIdempotencyKey = "X-Idempotency-Key"
+	HeaderTaskType       = "X-Task-Type"
+	HeaderTenant         = "X-Tenant-ID"
+	HeaderAgent          = "X-Agent"
+	HeaderTaskVersion    = "X-Task-Version"
+	HeaderCreatedAt      = "X-Created-At"
+	HeaderMaxRetries     = "X-Max-Retries"
+	HeaderRetryStrategy  = "X-Retry-Strategy"
+)
+
+// Headers the replay function sets on a replay (SPEC §9); agents read them
+// back with ParseReplay. ReplayPrefix marks them all: a replay drops every
+// header of an earlier replay before it adds its own.
+const (
+	ReplayPrefix           = "Jsdlq-"
+	HeaderReplayOf         = "Jsdlq-Replay-Of"
+	HeaderReplayAttempt    = "Jsdlq-Replay-Attempt"
+	HeaderStrategy         = "Jsdlq-Strategy"
+	HeaderInstruction      = "Jsdlq-Instruction" // repeatable
+	HeaderTargetModel      = "Jsdlq-Target-Model"
+	HeaderMaxContextTokens = "Jsdlq-Max-Context-Tokens"
+	HeaderMaxOutputTokens  = "Jsdlq-Max-Output-Tokens"
+	// HeaderCompletedStep names a step the failed attempt already made
+	// (repeatable), so the agent can skip it on the replay.
+	HeaderCompletedStep = "Jsdlq-Completed-Step"
+)
+
+// Default names of the JetStream objects jsdlq reads and writes (SPEC §4,
+// §14). Terraform's variable defaults must equal these (a test checks).
+const (
+	DefaultWorkStream     = "TASKS"
+	DefaultAdvisoryStream = "DLQ_ADVISORIES"
+	DefaultRecordStream   = "DLQ_RECORDS"
+	DefaultFailureBucket  = "dlq_failures"
+	DefaultBridgeConsumer = "dlq-bridge"
+	// DefaultAgentSubjectPrefix begins the subject of a task:
+	// "<prefix>.<agent>.tasks.<type>".
+	DefaultAgentSubjectPrefix = "agents"
+)
+
+// Conventions names the message headers jsdlq reads (SPEC §5) and the
+// subject grammar of tasks.
+type Conventions struct {
+	TenantHeader  string // default X-Tenant-ID
+	AgentHeader   string // default X-Agent
+	DefaultTenant string // default "default"
+	// AgentSubjectPrefix: the agent is the token after it in subjects
+	// "<prefix>.<agent>.tasks.<type>"; default "agents".
+	AgentSubjectPrefix string
+}
+
+// DefaultConventions are the header names of SPEC §5.
+var DefaultConventions = Conventions{
+	TenantHeader:       HeaderTenant,
+	AgentHeader:        HeaderAgent,
+	DefaultTenant:      DefaultTenant,
+	AgentSubjectPrefix: DefaultAgentSubjectPrefix,
+}
+
+// Subject is a task subject read by the grammar "<prefix>.<agent>.tasks.<type>".
+type Subject struct {
+	Agent    string
+	TaskType string // may contain dots; "" when the subject has none
+}
+
+// ParseSubject reads subject by the grammar; ok is false when it does not
+// follow it (the prefix is not c's, or the "tasks" token is missing).
+func (c Conventions) ParseSubject(subject string) (s Subject, ok bool) {
+	prefix := c.AgentSubjectPrefix
+	if prefix == "" {
+		prefix = DefaultAgentSubjectPrefix
+	}
+	t := strings.Split(subject, ".")
+	if len(t) < 3 || t[0] != prefix || t[1] == "" || t[2] != "tasks" {
+		return Subject{}, false
+	}
+	return Subject{Agent: t[1], TaskType: strings.Join(t[3:], ".")}, true
+}
+
+// TaskSubject builds the subject of a task of taskType for agent.
+func (c Conventions) TaskSubject(agent, taskType string) string {
+	prefix := c.AgentSubjectPrefix
+	if prefix == "" {
+		prefix = DefaultAgentSubjectPrefix
+	}
+	return prefix + "." + agent + ".tasks." + taskType
+}
+
+// Tenant returns the tenant of a message with decoded headers h.
+func (c Conventions) Tenant(h map[string][]string) string {
+	name := c.TenantHeader
+	if name == "" {
+		name = HeaderTenant
+	}
+	if t := strings.TrimSpace(Header(h, name)); t != "" {
+		return t
+	}
+	if c.DefaultTenant == "" {
+		return DefaultTenant
+	}
+	return c.DefaultTenant
+}
+
+// Agent returns the agent of a message: the agent header, else the <agent>
+// token of a subject "agents.<agent>.tasks.<type>", else "".
+func (c Conventions) Agent(subject string, h map[string][]string) string {
+	name := c.AgentHeader
+	if name == "" {
+		name = HeaderAgent
+	}
+	if a := strings.TrimSpace(Header(h, name)); a != "" {
+		return a
+	}
+	s, _ := c.ParseSubject(subject)
+	return s.Agent
+}
+
+// TaskType returns the task type of a message: the X-Task-Type header, else
+// the <type> of its subject, else "".
+func (c Conventions) TaskType(subject string, h map[string][]string) string {
+	if t := strings.TrimSpace(Header(h, HeaderTaskType)); t != "" {
+		return t
+	}
+	s, _ := c.ParseSubject(subject)
+	return s.TaskType
+}
+
+// IdempotencyKey returns the key that makes a task's effects happen once:
+// the X-Idempotency-Key header, else "<task id>-<version>" when the message
+// carries X-Task-Version (SPEC §5), else the task id, else "" (no key: the
+// task cannot be recognised as done, see docs/replay.md).
+func (c Conventions) IdempotencyKey(h map[string][]string) string {
+	if k := strings.TrimSpace(Header(h, HeaderIdempotencyKey)); k != "" {
+		return k
+	}
+	id := strings.TrimSpace(Header(h, HeaderTaskID))
+	if id == "" {
+		return ""
+	}
+	if v := strings.TrimSpace(Header(h, HeaderTaskVersion)); v != "" {
+		return id + "-" + v
+	}
+	return id
+}
+
+// Replay is what a replay's Jsdlq-* headers tell the agent.
+type Replay struct {
+	Of               string // the entry this message replays
+	Attempt          int
+	Strategy         string
+	Instructions     []string
+	TargetModel      string
+	MaxContextTokens int
+	MaxOutputTokens  int
+	CompletedSteps   []string
+}
+
+// IsReplay reports whether the headers named a replayed entry.
+func (r Replay) IsReplay() bool { return r.Of != "" }
+
+// Set writes r's headers into h, replacing any Jsdlq-* header already there.
+// Header values cannot hold line breaks: each instruction and step is put on
+// one line.
+func (r Replay) Set(h map[string][]string) {
+	for name := range h {
+		if hasPrefixFold(name, ReplayPrefix) {
+			delete(h, name)
+		}
+	}
+	set := func(name, v string) {
+		if v != "" {
+			h[name] = []string{v}
+		}
+	}
+	set(HeaderReplayOf, r.Of)
+	if r.Attempt > 0 {
+		set(HeaderReplayAttempt, strconv.Itoa(r.Attempt))
+	}
+	set(HeaderStrategy, r.Strategy)
+	for _, in := range r.Instructions {
+		h[HeaderInstruction] = append(h[HeaderInstruction], oneLine(in))
+	}
+	set(HeaderTargetModel, r.TargetModel)
+	if r.MaxContextTokens > 0 {
+		set(HeaderMaxContextTokens, strconv.Itoa(r.MaxContextTokens))
+	}
+	if r.MaxOutputTokens > 0 {
+		set(HeaderMaxOutputTokens, strconv.Itoa(r.MaxOutputTokens))
+	}
+	for _, s := range r.CompletedSteps {
+		h[HeaderCompletedStep] = append(h[HeaderCompletedStep], oneLine(s))
+	}
+}
+
+// ParseReplay reads the Jsdlq-* headers of a message (names in any case).
+// Malformed numbers read as 0: a replay is still processed, without the
+// limit it could not read.
+func ParseReplay(h map[string][]string) Replay {
+	var r Replay
+	for name, vs := range h {
+		if len(vs) == 0 || !hasPrefixFold(name, ReplayPrefix) {
+			continue
+		}
+		first := strings.TrimSpace(vs[0])
+		switch {
+		case strings.EqualFold(name, HeaderReplayOf):
+			r.Of = first
+		case strings.EqualFold(name, HeaderReplayAttempt):
+			r.Attempt = positive(first)
+		case strings.EqualFold(name, HeaderStrategy):
+			r.Strategy = first
+		case strings.EqualFold(name, HeaderInstruction):
+			r.Instructions = append(r.Instructions, vs...)
+		case strings.EqualFold(name, HeaderTargetModel):
+			r.TargetModel = first
+		case strings.EqualFold(name, HeaderMaxContextTokens):
+			r.MaxContextTokens = positive(first)
+		case strings.EqualFold(name, HeaderMaxOutputTokens):
+			r.MaxOutputTokens = positive(first)
+		case strings.EqualFold(name, HeaderCompletedStep):
+			r.CompletedSteps = append(r.CompletedSteps, vs...)
+		}
+	}
+	return r
+}
+
+// IsControlHeader reports whether a header of a stored message must not be
+// copied onto a replay: JetStream's own (Nats-*) and an earlier replay's.
+func IsControlHeader(name string) bool {
+	return hasPrefixFold(name, "Nats-") || hasPrefixFold(name, ReplayPrefix)
+}
+
+// CopyForReplay returns the headers of a stored message a replay carries:
+// all but the control headers, values copied.
+func CopyForReplay(h map[string][]string) map[string][]string {
+	out := make(map[string][]string, len(h)+4)
+	for name, values := range h {
+		if !IsControlHeader(name) {
+			out[name] = slices.Clone(values)
+		}
+	}
+	return out
+}
+
+func positive(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\r' || r == '\n' }), " ")
+}
