@@ -150,6 +150,19 @@ type Result struct {
 	Sequence  uint64 `json:"sequence,omitempty"`
 	Duplicate bool   `json:"duplicate,omitempty"`
 	Note      string `json:"note,omitempty"`
+	// Decision is the current policy's answer when replay asked it (not
+	// for an approved entry, nor one that stopped before the gates).
+	Decision *Decision `json:"decision,omitempty"`
+}
+
+// Decision is what the policy decided on re-evaluation.
+type Decision struct {
+	ReasonCode    string `json:"reason_code"`
+	Category      string `json:"category"`
+	Rule          string `json:"rule"`
+	Action        string `json:"action"`
+	Strategy      string `json:"strategy"`
+	PolicyVersion string `json:"policy_version"`
 }
 
 // Outcomes.
@@ -349,6 +362,8 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 		}
 		d := h.policy.Current(ctx).Evaluate(in, e.PolicyChain())
 		decision = &d
+		res.Decision = &Decision{ReasonCode: d.ReasonCode, Category: string(d.Category), Rule: d.Rule,
+			Action: string(d.Action), Strategy: d.Strategy, PolicyVersion: d.PolicyVersion}
 		if d.Action != triage.AutoReplay {
 			to := store.StatusFor(d.Action)
 			note := fmt.Sprintf("policy %s rule %s now says %s", d.PolicyVersion, d.Rule, d.Action)

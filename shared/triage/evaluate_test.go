@@ -523,3 +523,38 @@ func TestVersionIsContentHash(t *testing.T) {
 		t.Errorf("Version() = %s and %s, want different 12-digit versions", a.Version(), c.Version())
 	}
 }
+
+// The agent's Retryable mark is honoured as agentkit documents it: false
+// stops a replay the policy would make; true replays a permanent failure
+// once; neither moves poison, governance or the server's own deletions.
+func TestAgentRetryable(t *testing.T) {
+	p := Default()
+	yes, no := true, false
+	tests := []struct {
+		name      string
+		code      string
+		retryable *bool
+		chain     Chain
+		action    Action
+		strategy  string
+	}{
+		{"transient, no mark", "network_transient", nil, Chain{}, AutoReplay, "transient"},
+		{"transient marked not retryable", "network_transient", &no, Chain{}, Escalate, "transient"},
+		{"overflow marked not retryable", "context_window_overflow", &no, Chain{}, Escalate, "context_window_overflow"},
+		{"permanent, no mark", "impossible_task", nil, Chain{}, Escalate, "none"},
+		{"permanent marked retryable", "impossible_task", &yes, Chain{}, AutoReplay, "agent_retryable"},
+		{"permanent marked retryable, replayed once already", "impossible_task", &yes,
+			Chain{Codes: []string{"impossible_task"}, Strategies: []string{"agent_retryable"}}, Escalate, "agent_retryable"},
+		{"poison marked retryable", "parse_error", &yes, Chain{}, Quarantine, "none"},
+		{"governance marked retryable", "approval_required", &yes, Chain{}, RequireApproval, "none"},
+		{"server deletion marked retryable", "stream_limit_deleted", &yes, Chain{}, Escalate, "none"},
+		{"permanent marked not retryable", "impossible_task", &no, Chain{}, Escalate, "none"},
+	}
+	for _, tt := range tests {
+		in := Input{Kind: "explicit", Failure: &event.Failure{Code: tt.code, Retryable: tt.retryable}}
+		d := p.Evaluate(in, tt.chain)
+		if d.Action != tt.action || d.Strategy != tt.strategy {
+			t.Errorf("%s: Evaluate(%s, retryable %v) = %s/%s, want %s/%s (note %q)", tt.name, tt.code, tt.retryable, d.Action, d.Strategy, tt.action, tt.strategy, d.Note)
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package event_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jsdlq/jsdlq/shared/event"
+)
+
+func TestParseSubject(t *testing.T) {
+	c := event.DefaultConventions
+	tests := []struct {
+		subject string
+		want    event.Subject
+		ok      bool
+	}{
+		{"agents.backend.tasks.code_review", event.Subject{Agent: "backend", TaskType: "code_review"}, true},
+		{"agents.backend.tasks.review.deep", event.Subject{Agent: "backend", TaskType: "review.deep"}, true},
+		{"agents.backend.tasks", event.Subject{Agent: "backend"}, true},
+		{"agents..tasks.x", event.Subject{}, false},
+		{"workers.backend.tasks.x", event.Subject{}, false},
+		{"agents.backend.jobs.x", event.Subject{}, false},
+		{"", event.Subject{}, false},
+	}
+	for _, tt := range tests {
+		got, ok := c.ParseSubject(tt.subject)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("ParseSubject(%q) = %+v, %v, want %+v, %v", tt.subject, got, ok, tt.want, tt.ok)
+		}
+	}
+	if got := c.TaskSubject("cto", "debugging"); got != "agents.cto.tasks.debugging" {
+		t.Errorf("TaskSubject(cto, debugging) = %q", got)
+	}
+}
+
+func TestConventionsReadHeaders(t *testing.T) {
+	c := event.DefaultConventions
+	tests := []struct {
+		name                        string
+		subject                     string
+		h                           map[string][]string
+		tenant, agent, typ, idemKey string
+	}{
+		{"nothing set", "agents.cto.tasks.debugging", nil, "default", "cto", "debugging", ""},
+		{"headers win over the subject", "agents.cto.tasks.debugging",
+			map[string][]string{"x-tenant-id": {"acme"}, "X-Agent": {"backend"}, "X-Task-Type": {"review"}, "X-Task-ID": {"t1"}},
+			"acme", "backend", "review", "t1"},
+		{"task id and version", "x.y", map[string][]string{"X-Task-ID": {"t1"}, "X-Task-Version": {"3"}}, "default", "", "", "t1-3"},
+		{"explicit key wins", "x.y", map[string][]string{"X-Task-ID": {"t1"}, "X-Task-Version": {"3"}, "X-Idempotency-Key": {"k"}},
+			"default", "", "", "k"},
+	}
+	for _, tt := range tests {
+		if got := c.Tenant(tt.h); got != tt.tenant {
+			t.Errorf("%s: Tenant = %q, want %q", tt.name, got, tt.tenant)
+		}
+		if got := c.Agent(tt.subject, tt.h); got != tt.agent {
+			t.Errorf("%s: Agent = %q, want %q", tt.name, got, tt.agent)
+		}
+		if got := c.TaskType(tt.subject, tt.h); got != tt.typ {
+			t.Errorf("%s: TaskType = %q, want %q", tt.name, got, tt.typ)
+		}
+		if got := c.IdempotencyKey(tt.h); got != tt.idemKey {
+			t.Errorf("%s: IdempotencyKey = %q, want %q", tt.name, got, tt.idemKey)
+		}
+	}
+}
+
+// A replay's headers read back as they were written; an earlier replay's
+// headers are replaced, and line breaks cannot break a header value.
+func TestReplayHeadersRoundTrip(t *testing.T) {
+	r := event.Replay{Of: "TASKS.7", Attempt: 2, Strategy: "context_window_overflow",
+		Instructions: []string{"Focus on the core task.\nSkip background context."}, TargetModel: "large",
+		MaxContextTokens: 80000, MaxOutputTokens: 4800, CompletedSteps: []string{"draft", "push-branch"}}
+	h := map[string][]string{"X-Task-ID": {"t1"}, "jsdlq-strategy": {"old"}, "Jsdlq-Instruction": {"old one"}}
+	r.Set(h)
+	got := event.ParseReplay(h)
+	want := r
+	want.Instructions = []string{"Focus on the core task. Skip background context."}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ParseReplay(Set(r)) mismatch (-want +got):\n%s", diff)
+	}
+	if h["X-Task-ID"][0] != "t1" || h["jsdlq-strategy"] != nil {
+		t.Errorf("Set kept an old replay header or dropped a task header: %v", h)
+	}
+	if got := event.ParseReplay(map[string][]string{"Jsdlq-Max-Context-Tokens": {"lots"}}); got.MaxContextTokens != 0 || got.IsReplay() {
+		t.Errorf("ParseReplay(malformed) = %+v, want zero", got)
+	}
+	copied := event.CopyForReplay(map[string][]string{"Nats-Msg-Id": {"x"}, "Jsdlq-Replay-Of": {"y"}, "X-Task-ID": {"t"}})
+	if diff := cmp.Diff(map[string][]string{"X-Task-ID": {"t"}}, copied); diff != "" {
+		t.Errorf("CopyForReplay mismatch (-want +got):\n%s", diff)
+	}
+}
