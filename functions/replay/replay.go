@@ -12,9 +12,10 @@
 //     is answered 200 and nothing happens;
 //  2. a completion record in task-idempotency -> recovered, no publish;
 //  3. the payload must exist (else escalated, payload_missing);
-//  4. the current policy and the tenant breaker are asked again (unless an
-//     operator approved this replay): denied -> awaiting_approval, breaker
-//     open -> held, half-open -> only the probe goes;
+//  4. the current policy is asked again unless an operator approved this
+//     replay (an approval answers the policy, nothing else): denied ->
+//     awaiting_approval; the tenant breaker is asked always: open -> held,
+//     half-open -> only the probe goes;
 //  5. publish with Nats-Msg-Id "<entry id>-r<attempt>" and the expected
 //     stream, so a publish repeated after a crash is dropped by the stream's
 //     duplicate window and acknowledged with the original sequence;
@@ -349,12 +350,15 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 		return h.leave(ctx, log, e, store.Escalated, OutcomeEscalated, "headers_corrupt: "+err.Error(), res)
 	}
 
-	// 4. Gates.
+	// 4. Gates (SPEC §15). The policy: an operator's approval answers it
+	// for this replay, and only it. The breaker: asked whoever wanted the
+	// replay; an open one holds it. The one way past an open breaker is an
+	// explicit breaker action (store.BreakerProbeNow, BreakerClose), which
+	// the breaker itself records and admit honours.
 	plan, strategy := e.Plan, e.Strategy
 	var decision *triage.Decision
-	probe := e.BreakerProbe
 	if e.Approved() {
-		log.InfoContext(ctx, "replay: approved by an operator; policy and breaker not consulted")
+		log.InfoContext(ctx, "replay: approved by an operator; the policy is not consulted, the breaker is")
 	} else {
 		in, err := e.PolicyInput()
 		if err != nil {
@@ -373,14 +377,13 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 			return h.gate(ctx, log, e, to, note, &d, res)
 		}
 		plan, strategy = store.PlanOf(d), d.Strategy
-		ok, isProbe, err := h.store.BreakerAdmit(ctx, e.Tenant, e.ID, By)
-		if err != nil {
-			return res, retry("replay: breaker of tenant %s: %w", e.Tenant, err)
-		}
-		if !ok {
-			return h.gate(ctx, log, e, store.Held, "tenant breaker open", &d, res)
-		}
-		probe = probe || isProbe
+	}
+	ok, probe, err := h.store.BreakerAdmit(ctx, e.Tenant, e.ID, By)
+	if err != nil {
+		return res, retry("replay: breaker of tenant %s: %w", e.Tenant, err)
+	}
+	if !ok {
+		return h.gate(ctx, log, e, store.Held, "tenant breaker open", decision, res)
 	}
 
 	// 5. Publish.
@@ -458,6 +461,9 @@ const jsErrCodeStreamNotMatch jetstream.ErrorCode = 10060
 // recording the decision.
 func (h *Handler) gate(ctx context.Context, log *slog.Logger, e *store.Entry, to store.Status, note string, d *triage.Decision, res Result) (Result, error) {
 	res, err := h.move(ctx, log, e, to, OutcomeGated, note, func(cur *store.Entry) {
+		if d == nil {
+			return // approved: held by the breaker with the approved plan
+		}
 		cur.Rule, cur.Action, cur.PolicyVersion = d.Rule, string(d.Action), d.PolicyVersion
 		if to == store.Held {
 			return // the replay is still wanted, with this plan

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -34,12 +36,15 @@ type Breaker struct {
 	State  string `firestore:"state" json:"state"`
 	// Failures are the times of the latest failures within the window, at
 	// most Threshold of them, so the document stays small.
-	Failures   []time.Time  `firestore:"failures" json:"failures"`
-	OpenedAt   time.Time    `firestore:"opened_at,omitempty" json:"opened_at,omitempty"`
-	HalfOpenAt time.Time    `firestore:"half_open_at,omitempty" json:"half_open_at,omitempty"`
-	ProbeEntry string       `firestore:"probe_entry,omitempty" json:"probe_entry,omitempty"`
-	History    []Transition `firestore:"history" json:"history"`
-	UpdatedAt  time.Time    `firestore:"updated_at" json:"updated_at"`
+	Failures   []time.Time `firestore:"failures" json:"failures"`
+	OpenedAt   time.Time   `firestore:"opened_at,omitempty" json:"opened_at,omitempty"`
+	HalfOpenAt time.Time   `firestore:"half_open_at,omitempty" json:"half_open_at,omitempty"`
+	ProbeEntry string      `firestore:"probe_entry,omitempty" json:"probe_entry,omitempty"`
+	// ProbeAt is when the probe was let through; a probe whose outcome is
+	// not known ProbeTimeout later is settled (SettleProbe).
+	ProbeAt   time.Time    `firestore:"probe_at,omitempty" json:"probe_at,omitempty"`
+	History   []Transition `firestore:"history" json:"history"`
+	UpdatedAt time.Time    `firestore:"updated_at" json:"updated_at"`
 }
 
 func (s *Store) breakerRef(tenant string) (*firestore.DocumentRef, error) {
@@ -72,11 +77,11 @@ func (b *Breaker) set(now time.Time, to, by, note string) {
 	b.State = to
 	switch to {
 	case BreakerOpen:
-		b.OpenedAt, b.ProbeEntry = now, ""
+		b.OpenedAt, b.ProbeEntry, b.ProbeAt = now, "", time.Time{}
 	case BreakerHalfOpen:
-		b.HalfOpenAt, b.ProbeEntry = now, ""
+		b.HalfOpenAt, b.ProbeEntry, b.ProbeAt = now, "", time.Time{}
 	case BreakerClosed:
-		b.Failures, b.ProbeEntry = nil, ""
+		b.Failures, b.ProbeEntry, b.ProbeAt = nil, "", time.Time{}
 	}
 }
 
@@ -118,12 +123,15 @@ func (b *Breaker) failure(now time.Time, c BreakerConfig, replayOf, by string) {
 
 // admit decides whether a replay of entryID may be scheduled: always when
 // closed, never when open, and for exactly one probe when half-open.
-func (b *Breaker) admit(entryID string) (ok, probe bool) {
+func (b *Breaker) admit(now time.Time, entryID string) (ok, probe bool) {
 	switch b.State {
 	case BreakerClosed:
 		return true, false
 	case BreakerHalfOpen:
 		if b.ProbeEntry == "" || b.ProbeEntry == entryID {
+			if b.ProbeEntry == "" {
+				b.ProbeAt = now
+			}
 			b.ProbeEntry = entryID
 			return true, true
 		}
@@ -166,7 +174,7 @@ func (s *Store) BreakerAdmit(ctx context.Context, tenant, entryID, by string) (o
 	_, err = s.updateBreaker(ctx, tenant, func(b *Breaker, now time.Time) bool {
 		changed := b.advance(now, s.breaker, by)
 		before := b.ProbeEntry
-		ok, probe = b.admit(entryID)
+		ok, probe = b.admit(now, entryID)
 		return changed || b.ProbeEntry != before
 	})
 	return ok, probe, err
@@ -249,4 +257,133 @@ func (s *Store) sawBreaker(b *Breaker) {
 		return
 	}
 	s.openSince.Delete(b.Tenant)
+}
+
+// ErrBreakerOverride wraps a refused breaker action: nothing to override,
+// or no actor or reason given.
+var ErrBreakerOverride = errors.New("store: breaker override refused")
+
+// BreakerClose is the operator's override of an open or half-open breaker
+// (SPEC §15): it closes now, forgetting the failures counted so far. Who
+// and why are recorded in the breaker's history.
+func (s *Store) BreakerClose(ctx context.Context, tenant, by, reason string) (*Breaker, error) {
+	if strings.TrimSpace(by) == "" || strings.TrimSpace(reason) == "" {
+		return nil, fmt.Errorf("%w: closing a breaker needs an actor and a reason", ErrBreakerOverride)
+	}
+	var refused error
+	b, err := s.updateBreaker(ctx, tenant, func(b *Breaker, now time.Time) bool {
+		if b.State == BreakerClosed {
+			refused = fmt.Errorf("%w: the breaker of tenant %s is closed", ErrBreakerOverride, tenant)
+			return false
+		}
+		b.set(now, BreakerClosed, by, "closed by "+by+": "+reason)
+		return true
+	})
+	if err == nil {
+		err = refused
+	}
+	if err == nil {
+		s.sawBreaker(b)
+	}
+	return b, err
+}
+
+// BreakerProbeNow is the operator's other override: the breaker turns
+// half-open now (cooldown or not) with entryID as its one probe, replacing
+// a probe in flight; the probe's outcome closes or reopens it as any
+// probe's does. Who and why are recorded in the breaker's history.
+func (s *Store) BreakerProbeNow(ctx context.Context, tenant, entryID, by, reason string) (*Breaker, error) {
+	if strings.TrimSpace(by) == "" || strings.TrimSpace(reason) == "" {
+		return nil, fmt.Errorf("%w: a probe needs an actor and a reason", ErrBreakerOverride)
+	}
+	var refused error
+	b, err := s.updateBreaker(ctx, tenant, func(b *Breaker, now time.Time) bool {
+		if b.State == BreakerClosed {
+			refused = fmt.Errorf("%w: the breaker of tenant %s is closed; the replay needs no probe", ErrBreakerOverride, tenant)
+			return false
+		}
+		note := "probe " + entryID + " sent by " + by + ": " + reason
+		if b.State == BreakerHalfOpen {
+			b.History = appendHistory(b.History, Transition{At: now, From: b.State, To: b.State, By: by, Note: note})
+		} else {
+			b.set(now, BreakerHalfOpen, by, note)
+		}
+		b.ProbeEntry, b.ProbeAt = entryID, now
+		return true
+	})
+	if err == nil {
+		err = refused
+	}
+	if err == nil {
+		s.sawBreaker(b)
+	}
+	return b, err
+}
+
+// DefaultProbeTimeout is how long a half-open breaker waits for its probe's
+// outcome before SettleProbe decides it.
+const DefaultProbeTimeout = 30 * time.Minute
+
+// Probe outcomes SettleProbe reports.
+const (
+	ProbeRecovered = "recovered" // closed the breaker
+	ProbeDied      = "died"      // reopened it
+)
+
+// SettleProbe decides a half-open probe whose outcome is not known timeout
+// after it was let through, so a breaker is never stuck half-open. A probe
+// whose task has an idempotency key recovered if its completion is
+// visible (the entry recovered, or the key's record completed), and
+// otherwise counts as died: the breaker reopens and lets another probe
+// through after its cooldown. A probe without a key can show no
+// completion; its death would have reopened the breaker already (classify
+// counts the failure of a replay of the probe), so having not died within
+// timeout counts as recovered. It returns the outcome, "" when there was
+// nothing to settle.
+func (s *Store) SettleProbe(ctx context.Context, tenant string, timeout time.Duration, by string) (string, error) {
+	b, err := s.GetBreaker(ctx, tenant)
+	if err != nil {
+		return "", err
+	}
+	now := s.Now()
+	if b.State != BreakerHalfOpen || b.ProbeEntry == "" || b.ProbeAt.IsZero() || now.Sub(b.ProbeAt) < timeout {
+		return "", nil
+	}
+	probe := b.ProbeEntry
+	recovered := true
+	e, err := s.GetMeta(ctx, probe)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		// Expired or deleted: nothing shows it completed.
+		recovered = false
+	case err != nil:
+		return "", err
+	case e.Status == Recovered:
+	case e.IdempotencyKey != "":
+		if recovered, err = s.TaskCompleted(ctx, e.IdempotencyKey); err != nil {
+			return "", err
+		}
+	}
+	outcome, note := ProbeRecovered, fmt.Sprintf("probe %s settled after %s: ", probe, timeout)
+	if recovered {
+		note += "completed or did not die"
+	} else {
+		outcome, note = ProbeDied, note+"no completion visible, counted as died"
+	}
+	_, err = s.updateBreaker(ctx, tenant, func(b *Breaker, now time.Time) bool {
+		if b.State != BreakerHalfOpen || b.ProbeEntry != probe {
+			outcome = "" // someone decided meanwhile
+			return false
+		}
+		if recovered {
+			b.set(now, BreakerClosed, by, note)
+		} else {
+			b.set(now, BreakerOpen, by, note)
+		}
+		return true
+	})
+	if err != nil {
+		return "", err
+	}
+	return outcome, nil
 }

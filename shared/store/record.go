@@ -110,7 +110,7 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 		e.Status, e.BreakerProbe, e.TaskName = wanted, false, taskName
 		note := ""
 		if wanted == Scheduled {
-			ok, probe := b.admit(e.ID)
+			ok, probe := b.admit(now, e.ID)
 			switch {
 			case !ok:
 				// The name is chosen again when the entry is released.
