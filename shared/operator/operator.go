@@ -1,7 +1,8 @@
 // Package operator holds the actions a human takes on failure-log entries
 // (dlqctl uses it): Approve a replay (optionally with an edited payload or
 // headers), Discard an entry, ReplayNow instead of waiting for the scheduled
-// delay.
+// delay, and the two explicit ways past an open tenant breaker, CloseBreaker
+// and ProbeNow (SPEC §15).
 //
 // Every action is scoped to a tenant: an entry of another tenant is
 // ErrNotFound, exactly as an id that does not exist, and is neither changed
@@ -41,9 +42,10 @@ var (
 // Statuses each action accepts.
 var (
 	// Approvable: waiting for a human (policy), quarantined (poison, fixed
-	// payload), held (tenant breaker open: the operator overrides it),
-	// escalated (permanent, or the payload was missing: supply it).
-	Approvable = []store.Status{store.AwaitingApproval, store.Quarantined, store.Held, store.Escalated}
+	// payload), escalated (permanent, or the payload was missing: supply
+	// it). Not held: an approval answers the policy, and a held entry waits
+	// for its breaker (ProbeNow, CloseBreaker), not for the policy.
+	Approvable = []store.Status{store.AwaitingApproval, store.Quarantined, store.Escalated}
 	// Discardable: everything not resolved and not mid-replay.
 	Discardable = []store.Status{store.Scheduled, store.AwaitingApproval, store.Quarantined, store.Held, store.Escalated, store.Replayed}
 	// Runnable: a scheduled replay runs now; a held one is released now
@@ -97,8 +99,9 @@ type Edits struct {
 // (attempt n+1, due now) is created and the entry is scheduled. Edits are
 // applied in the same transaction and recorded in the entry's history (the
 // size and sha256 of the old and new payload, the header names set). The
-// replay it schedules is not re-checked against the policy or the tenant
-// breaker: the approval is that check.
+// replay it schedules is not re-checked against the policy (the approval
+// answers the policy's question) but still meets the tenant breaker and the
+// idempotency record: with the breaker open it is held.
 //
 // If the task cannot be created after the commit, the entry is scheduled and
 // the error says so; ReplayNow (or reconcile) creates the task.
@@ -220,6 +223,63 @@ func (o *Operator) ReplayNow(ctx context.Context, tenant, id, by string) (*store
 	default:
 		return e, fmt.Errorf("operator: run task %s of entry %s: %w", e.TaskName, id, err)
 	}
+}
+
+// ProbeNow sends entry id as its tenant breaker's one probe now: the
+// breaker turns half-open with this entry as the probe (whatever its
+// cooldown), and the entry, held or scheduled, gets a task due now. The
+// replay still meets the policy and the idempotency record. Who and why are
+// recorded in the breaker's and the entry's history.
+func (o *Operator) ProbeNow(ctx context.Context, tenant, id, by, reason string) (*store.Entry, error) {
+	if strings.TrimSpace(by) == "" {
+		return nil, ErrNoActor
+	}
+	if strings.TrimSpace(reason) == "" {
+		return nil, fmt.Errorf("%w: a breaker probe needs a reason", ErrBadEdit)
+	}
+	cur, err := o.store.GetMeta(ctx, id)
+	if err == nil && tenant != store.AllTenants && cur.Tenant != tenant {
+		err = fmt.Errorf("%w: entry %q", ErrNotFound, id)
+	}
+	if err == nil && cur.Status != store.Held && cur.Status != store.Scheduled {
+		err = fmt.Errorf("%w: entry %s is %s; only a held or scheduled entry can be the probe", ErrWrongStatus, id, cur.Status)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("operator: probe %s: %w", id, err)
+	}
+	if _, err := o.store.BreakerProbeNow(ctx, cur.Tenant, id, by, reason); err != nil {
+		return nil, fmt.Errorf("operator: probe %s: %w", id, err)
+	}
+	attempt := 0
+	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
+		From: []store.Status{store.Held, store.Scheduled}, To: store.Scheduled, By: by,
+		Note: "breaker probe sent by " + by + ": " + reason,
+		Apply: func(e *store.Entry) error {
+			attempt = NextAttempt(e)
+			e.TaskName = tasks.Name(e.ID, attempt)
+			e.NextRetryAt = o.store.Now()
+			e.BreakerProbe = true
+			return nil
+		},
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("operator: probe %s: the breaker waits for it, but the entry was not scheduled: %w", id, err)
+	}
+	return e, o.schedule(ctx, e, attempt)
+}
+
+// CloseBreaker closes tenant's open or half-open breaker now; held entries
+// of the tenant are released by reconcile's next run (or ReplayNow). Who
+// and why are recorded in the breaker's history.
+func (o *Operator) CloseBreaker(ctx context.Context, tenant, by, reason string) (*store.Breaker, error) {
+	if strings.TrimSpace(by) == "" {
+		return nil, ErrNoActor
+	}
+	b, err := o.store.BreakerClose(ctx, tenant, by, reason)
+	if err != nil {
+		return nil, fmt.Errorf("operator: close breaker of %s: %w", tenant, err)
+	}
+	return b, nil
 }
 
 // renew gives a scheduled entry whose task name is spent a new attempt.
