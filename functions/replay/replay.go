@@ -416,11 +416,14 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 	if ack.Duplicate {
 		note += " (duplicate of an earlier publish of this attempt)"
 	}
-	e2, err := h.store.Transition(ctx, e.ID, store.Change{
+	_, err = h.store.Transition(ctx, e.ID, store.Change{
 		From: []store.Status{store.Replaying},
 		To:   store.Replayed,
 		By:   By,
 		Note: note,
+		// Counted with the transition: a crash between the two can
+		// neither lose nor double the count.
+		Count: &store.Metrics{ReplaysPublished: 1},
 		Apply: func(cur *store.Entry) error {
 			if shortTask(cur.TaskName) != taskName {
 				return fmt.Errorf("%w: entry %s now belongs to task %s", errNotOurs, cur.ID, cur.TaskName)
@@ -444,9 +447,6 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 		return res, nil
 	case err != nil:
 		return res, retry("replay: mark %s replayed: %w", e.ID, err)
-	}
-	if err := h.store.AddMetrics(ctx, e2.UpdatedAt, e2.ID, store.Metrics{ReplaysPublished: 1}); err != nil {
-		log.WarnContext(ctx, "replay: replays_published not counted", "error", err.Error())
 	}
 	res.Outcome, res.Status = OutcomeReplayed, string(store.Replayed)
 	res.Subject, res.Sequence, res.Duplicate = msg.Subject, ack.Sequence, ack.Duplicate

@@ -126,6 +126,13 @@ func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Chang
 			e.ResolvedAt = time.Time{}
 		}
 		out = e
+		if c.Count != nil {
+			hour := Hour(now)
+			s.wrote(1)
+			if err := tx.Set(s.shardRef(hour, id), c.Count.updates(hour), firestore.MergeAll); err != nil {
+				return err
+			}
+		}
 		s.wrote(1)
 		return tx.Set(s.entryRef(id), e)
 	})
@@ -160,29 +167,23 @@ func (s *Store) TaskCompleted(ctx context.Context, key string) (bool, error) {
 	return rec.Status == agentkit.StatusCompleted || !rec.CompletedAt.IsZero(), nil
 }
 
-// MarkRecovered moves an entry from one of from to recovered, counts it in
-// the hour's replays_recovered and, when the entry is its tenant breaker's
+// MarkRecovered moves an entry from one of from to recovered, counting it
+// in the hour's replays_recovered in the same transaction, and, when the entry is its tenant breaker's
 // half-open probe, reports the probe recovered, which closes the breaker.
 //
 // It is safe to repeat: an entry that is recovered already is not counted
 // again, but its probe report is repeated (the report comes after the
 // transition, so a caller whose report failed retries until it succeeds).
 func (s *Store) MarkRecovered(ctx context.Context, id string, from []Status, by, note string) (*Entry, error) {
-	e, err := s.Transition(ctx, id, Change{From: from, To: Recovered, By: by, Note: note})
-	count := true
+	e, err := s.Transition(ctx, id, Change{From: from, To: Recovered, By: by, Note: note, Count: &Metrics{ReplaysRecovered: 1}})
 	if errors.Is(err, ErrWrongStatus) {
 		cur, gerr := s.GetMeta(ctx, id)
 		if gerr != nil || cur.Status != Recovered {
 			return nil, err
 		}
-		e, count = cur, false
+		e = cur
 	} else if err != nil {
 		return nil, err
-	}
-	if count {
-		if err := s.AddMetrics(ctx, s.Now(), id, Metrics{ReplaysRecovered: 1}); err != nil {
-			return e, err
-		}
 	}
 	if e.BreakerProbe {
 		if _, err := s.BreakerProbeResult(ctx, e.Tenant, e.ID, true, by); err != nil {

@@ -274,6 +274,11 @@ type Change struct {
 	// Apply edits other fields in the same transaction (may be nil). It sees
 	// the entry as read inside the transaction.
 	Apply func(*Entry) error
+	// Count, when set, is added to the metrics of the transition's hour in
+	// the same transaction: a count of what the transition did (a replay
+	// published, an entry recovered) is made exactly when the transition
+	// is, whatever crashes or retries come between.
+	Count *Metrics
 }
 
 // Transition changes an entry's status in a transaction that checks the
