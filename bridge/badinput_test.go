@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/event"
-	"github.com/jsdlq/jsdlq/shared/testenv"
 )
 
 // Advisories naming a stream JetStream can never be asked for (forged, or

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/bridge"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/event"
-	"github.com/jsdlq/jsdlq/shared/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/jsdlq/jsdlq/bridge"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/obs"
-	"github.com/jsdlq/jsdlq/shared/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/bridge"
-	"github.com/jsdlq/jsdlq/shared/testenv"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 )
 
 // TestLogStats: the periodic stats line carries what Terraform's monitoring

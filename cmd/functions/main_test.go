@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/emulator/stack"
-	"github.com/jsdlq/jsdlq/shared/testenv"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

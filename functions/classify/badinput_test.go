@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
-	"github.com/jsdlq/jsdlq/shared/testenv"
 )
 
 // Wrong JSON types in every part of an event: acknowledged (nil, so Pub/Sub

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jsdlq/jsdlq/shared/testenv"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 )
 
 // BenchmarkClassify measures new events through Handle on the Firestore and

@@ -14,9 +14,9 @@ import (
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
 	"github.com/jsdlq/jsdlq/emulator/stack"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
-	"github.com/jsdlq/jsdlq/shared/testenv"
 )
 
 // TestPushSubscriptionEndToEnd runs the real local wiring: the Pub/Sub

@@ -14,10 +14,10 @@ import (
 
 	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
-	"github.com/jsdlq/jsdlq/shared/testenv"
 )
 
 // runBound is far above IOTimeout (2 s here) and far below the budget

@@ -13,9 +13,9 @@ import (
 
 	"github.com/jsdlq/jsdlq/bridge"
 	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/obs"
-	"github.com/jsdlq/jsdlq/shared/testenv"
 )
 
 // Build wires the production clients (Firestore, Cloud Tasks, a lazily

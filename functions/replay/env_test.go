@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/jsdlq/jsdlq/functions/replay"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/auth"
 	"github.com/jsdlq/jsdlq/shared/config"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
@@ -27,7 +28,6 @@ import (
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
-	"github.com/jsdlq/jsdlq/shared/testenv"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 

@@ -22,10 +22,10 @@ import (
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
 	"github.com/jsdlq/jsdlq/functions/classify"
 	"github.com/jsdlq/jsdlq/functions/replay"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
-	"github.com/jsdlq/jsdlq/shared/testenv"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 

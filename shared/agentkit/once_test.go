@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
-	"github.com/jsdlq/jsdlq/shared/testenv"
 )
 
 func TestOnceRunsOnceAcrossRedeliveries(t *testing.T) {

@@ -19,8 +19,8 @@ import (
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/config"
-	"github.com/jsdlq/jsdlq/shared/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

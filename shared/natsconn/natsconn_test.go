@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
-	"github.com/jsdlq/jsdlq/shared/testenv"
 )
 
 func TestConnectReconnectsAfterServerRestart(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jsdlq/jsdlq/shared/testenv"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 )
 
 // TestRecordKnownOpenBreaker: once an instance has seen a tenant's breaker

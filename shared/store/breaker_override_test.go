@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
-	"github.com/jsdlq/jsdlq/shared/testenv"
 )
 
 // openBreaker records Threshold failures of tenant, which opens its breaker.

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/jsdlq/jsdlq/shared/testenv"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 )
 
 // A transition's count is written in its own transaction: made once with

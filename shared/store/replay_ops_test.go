@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
-	"github.com/jsdlq/jsdlq/shared/testenv"
 )
 
 func replayStore(t *testing.T) *Store {

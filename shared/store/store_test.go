@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/event"
-	"github.com/jsdlq/jsdlq/shared/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

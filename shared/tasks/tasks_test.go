@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/tasksemu"
-	"github.com/jsdlq/jsdlq/shared/testenv"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"

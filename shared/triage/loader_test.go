@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/obs"
-	"github.com/jsdlq/jsdlq/shared/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

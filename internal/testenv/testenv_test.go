@@ -12,7 +12,7 @@ import (
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"github.com/jsdlq/jsdlq/shared/testenv"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/emulator/stack"
-	"github.com/jsdlq/jsdlq/shared/testenv"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 )
 
 // A test binary that panics never reaches testenv.Main's cleanup; the
