@@ -11,9 +11,11 @@ import (
 	"time"
 
 	ce "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
 
 	"github.com/jsdlq/jsdlq/functions/classify"
 	"github.com/jsdlq/jsdlq/functions/replay"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/auth"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/event"
@@ -62,7 +64,8 @@ func (c crashingScheduler) Schedule(ctx context.Context, r tasks.Request) (strin
 // fail once per entry at its worst point: classify after its transaction
 // and before the task exists (the redelivery Pub/Sub would make is a second
 // Handle call), replay after the JetStream publish and before the status
-// update (Cloud Tasks retries the task, dispatched with real OIDC tokens).
+// update (its publisher stores the message, then reports the crash; Cloud
+// Tasks retries the task, dispatched with real OIDC tokens).
 func (s *chaosStack) injected(t *testing.T, n int) result {
 	ctx := context.Background()
 	fs := s.fs
@@ -77,13 +80,13 @@ func (s *chaosStack) injected(t *testing.T, n int) result {
 		t.Fatal(err)
 	}
 	replays := &onceEach{seen: map[string]bool{}}
-	h = a.Middleware(replay.New(replay.Config{}, replay.Deps{Logger: obs.Discard(), Store: st, Policy: policy, Publisher: s.js},
-		replay.WithAfterPublish(func(id string) error {
-			if replays.fail(id) {
-				return errInjected
-			}
-			return nil
-		})))
+	pub := testenv.CrashAfterPublish(s.js, func(m *nats.Msg) error {
+		if replays.fail(m.Header.Get(event.HeaderReplayOf)) {
+			return errInjected
+		}
+		return nil
+	})
+	h = a.Middleware(replay.New(replay.Config{}, replay.Deps{Logger: obs.Discard(), Store: st, Policy: policy, Publisher: pub}))
 	sched := tasks.New(tasks.Config{Queue: s.queue, ReplayURL: srv.URL + "/Replay", ServiceAccount: tasksSA, EmulatorHost: s.addr["tasks"]})
 	t.Cleanup(func() { sched.Close() })
 	classifies := &onceEach{seen: map[string]bool{}}

@@ -70,12 +70,14 @@ type env struct {
 	override func(d delivery) int
 }
 
-func setup(t testing.TB, opts ...replay.Option) *env {
+// setup starts replay behind a Cloud Tasks emulator. Each wrap, if any,
+// stands between replay and JetStream: tests inject faults there.
+func setup(t testing.TB, wrap ...func(replay.Publisher) replay.Publisher) *env {
 	t.Helper()
-	return setupWith(t, replay.Config{}, opts...)
+	return setupWith(t, replay.Config{}, wrap...)
 }
 
-func setupWith(t testing.TB, cfg replay.Config, opts ...replay.Option) *env {
+func setupWith(t testing.TB, cfg replay.Config, wrap ...func(replay.Publisher) replay.Publisher) *env {
 	t.Helper()
 	e := &env{ctx: testenv.Context(t)}
 	var project string
@@ -120,9 +122,13 @@ func setupWith(t testing.TB, cfg replay.Config, opts ...replay.Option) *env {
 	}
 	var log *slog.Logger
 	log, e.logs = testenv.Logger()
+	var pub replay.Publisher = e.js
+	for _, w := range wrap {
+		pub = w(pub)
+	}
 	h = a.Middleware(replay.New(cfg, replay.Deps{
-		Logger: log, Store: e.store, Policy: e.policy, Publisher: e.js,
-	}, opts...))
+		Logger: log, Store: e.store, Policy: e.policy, Publisher: pub,
+	}))
 	e.sched = tasks.New(tasks.Config{Queue: e.queue, ReplayURL: e.url, ServiceAccount: tasksSA, EmulatorHost: e.ct.Host})
 	t.Cleanup(func() { e.sched.Close() })
 	e.op = operator.New(e.store, e.sched, operator.WithRunner(e.ct.Client))

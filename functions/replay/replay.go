@@ -102,24 +102,17 @@ type Deps struct {
 	Publisher Publisher
 }
 
-// Option configures New.
+// Option configures New. There are none today; Build still passes them
+// through. (Fault injection is not an option: tests wrap Deps.Publisher.)
 type Option func(*Handler)
-
-// WithAfterPublish runs f after the JetStream publish and before the entry is
-// marked replayed; an error from f ends the request with 500 as a crash at
-// that point would. Tests use it to show that the retry converges.
-func WithAfterPublish(f func(entryID string) error) Option {
-	return func(h *Handler) { h.afterPublish = f }
-}
 
 // Handler serves the replay function. Put it behind auth.Middleware.
 type Handler struct {
-	cfg          Config
-	log          *slog.Logger
-	store        *store.Store
-	policy       PolicySource
-	pub          Publisher
-	afterPublish func(string) error
+	cfg    Config
+	log    *slog.Logger
+	store  *store.Store
+	policy PolicySource
+	pub    Publisher
 }
 
 // New returns a Handler.
@@ -405,11 +398,6 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 	}
 	log.InfoContext(ctx, "replay: published", "subject", msg.Subject, "stream", ack.Stream, "sequence", ack.Sequence,
 		"duplicate", ack.Duplicate, "msg_id", msgID, "strategy", strategy)
-	if h.afterPublish != nil {
-		if err := h.afterPublish(e.ID); err != nil {
-			return res, &httpError{code: http.StatusInternalServerError, err: fmt.Errorf("replay: after publish of %s: %w", e.ID, err)}
-		}
-	}
 
 	// 6. Record.
 	note := fmt.Sprintf("published to %s seq %d as %s", ack.Stream, ack.Sequence, msgID)

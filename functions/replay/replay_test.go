@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jsdlq/jsdlq/functions/replay"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/operator"
@@ -92,27 +93,31 @@ func TestDeliveredTwicePublishesOnce(t *testing.T) {
 	}
 }
 
-// A crash between the JetStream publish and the status update: Cloud Tasks
-// retries the task, the claim is re-entered by the same task, the publish is
-// repeated with the same Nats-Msg-Id and dropped by the stream's duplicate
-// window (PubAck.Duplicate, the original sequence), and the entry ends
-// replayed with exactly one message in the stream.
+// A crash between the JetStream publish and the status update (injected as
+// the ack never reaching replay: the message is in the stream, nothing after
+// the publish runs, the request fails): Cloud Tasks retries the task, the
+// claim is re-entered by the same task, the publish is repeated with the same
+// Nats-Msg-Id and dropped by the stream's duplicate window (PubAck.Duplicate,
+// the original sequence), and the entry ends replayed with exactly one
+// message in the stream.
 func TestCrashAfterPublishConverges(t *testing.T) {
 	crashes := 0
-	e := setup(t, replay.WithAfterPublish(func(string) error {
-		if crashes == 0 {
-			crashes++
-			return errors.New("injected crash")
-		}
-		return nil
-	}))
+	e := setup(t, func(p replay.Publisher) replay.Publisher {
+		return testenv.CrashAfterPublish(p, func(*nats.Msg) error {
+			if crashes == 0 {
+				crashes++
+				return errors.New("injected crash")
+			}
+			return nil
+		})
+	})
 	en := e.newEntry(t, spec{id: "TASKS.102"})
 	task := e.schedule(t, en.ID)
 	e.waitTaskGone(t, task)
 
 	ds := e.deliveriesOf(task)
-	if len(ds) != 2 || ds[0].status != http.StatusInternalServerError || ds[1].status != http.StatusOK {
-		t.Fatalf("deliveries = %+v, want a 500 then a 200", ds)
+	if len(ds) != 2 || ds[0].status != http.StatusServiceUnavailable || ds[1].status != http.StatusOK {
+		t.Fatalf("deliveries = %+v, want a 503 then a 200", ds)
 	}
 	if !ds[1].result.Duplicate {
 		t.Errorf("retry result = %+v, want a duplicate publish", ds[1].result)
