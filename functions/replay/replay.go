@@ -102,8 +102,8 @@ type Deps struct {
 	Publisher Publisher
 }
 
-// Option configures New. There are none today; Build still passes them
-// through. (Fault injection is not an option: tests wrap Deps.Publisher.)
+// Option configures New. Fault injection is not one: tests wrap
+// Deps.Publisher, so the deployed function carries no test hooks.
 type Option func(*Handler)
 
 // Handler serves the replay function. Put it behind auth.Middleware.
