@@ -213,7 +213,7 @@ variable "function_source_excludes" {
   default = [
     ".git", ".git/**",
     ".local/**", "bin/**",
-    "terraform/**", "emulator/**", "docs/**", "cmd/**",
+    "terraform/**", "emulator/**", "internal/**", "docs/**", "cmd/**",
     "**/testdata/**", "**/*_test.go",
     "*.zip", "*.out", "*.test",
   ]

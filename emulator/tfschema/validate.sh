@@ -46,7 +46,7 @@ if compgen -G "$repo/*.go" >/dev/null; then
 	step "deploy root: no imports from directories left out of the function bundle"
 	deps=$(cd "$repo" && go list -deps -f '{{.ImportPath}}' .) || die "go list of the deploy root failed"
 	module=$(cd "$repo" && go list -m)
-	bad=$(grep -E "^$module/(emulator|cmd|terraform|docs)(/|$)" <<<"$deps" || true)
+	bad=$(grep -E "^$module/(emulator|internal|cmd|terraform|docs)(/|$)" <<<"$deps" || true)
 	[ -z "$bad" ] || die "the deploy root imports packages excluded from the function bundle: $bad"
 fi
 
