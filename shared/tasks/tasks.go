@@ -21,11 +21,11 @@ import (
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/jsdlq/jsdlq/shared/emulator"
 )
 
 // Limits of Cloud Tasks.
@@ -84,14 +84,7 @@ func New(cfg Config, opts ...Option) *Scheduler {
 	for _, f := range opts {
 		f(&o)
 	}
-	copts := o.clientOpts
-	if cfg.EmulatorHost != "" {
-		copts = append([]option.ClientOption{
-			option.WithEndpoint(cfg.EmulatorHost),
-			option.WithoutAuthentication(),
-			option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
-		}, copts...)
-	}
+	copts := append(emulator.CloudTasksOptions(cfg.EmulatorHost), o.clientOpts...)
 	s := &Scheduler{cfg: cfg, now: o.now}
 	s.client = sync.OnceValues(func() (*ctapi.Client, error) {
 		s.built.Store(true)

@@ -6,11 +6,9 @@
 package tasksemu
 
 import (
-	"os"
-
 	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/jsdlq/jsdlq/shared/emulator"
 )
 
 // EnvHost names the variable that points the project's Cloud Tasks clients
@@ -21,21 +19,8 @@ const EnvHost = "CLOUD_TASKS_EMULATOR_HOST"
 const DefaultHostPort = "127.0.0.1:8123"
 
 // ClientOptions are the options that make cloudtasks.NewClient talk to the
-// emulator at hostPort: plaintext gRPC, no credentials.
+// emulator at hostPort: plaintext gRPC, no credentials (nil for an empty
+// hostPort). They are built in one place, shared/emulator, for every client.
 func ClientOptions(hostPort string) []option.ClientOption {
-	return []option.ClientOption{
-		option.WithEndpoint(hostPort),
-		option.WithoutAuthentication(),
-		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
-	}
-}
-
-// ClientOptionsFromEnv returns ClientOptions for $CLOUD_TASKS_EMULATOR_HOST,
-// or nil when it is unset (use the real service).
-func ClientOptionsFromEnv() []option.ClientOption {
-	hp := os.Getenv(EnvHost)
-	if hp == "" {
-		return nil
-	}
-	return ClientOptions(hp)
+	return emulator.CloudTasksOptions(hostPort)
 }

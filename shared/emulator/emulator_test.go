@@ -1,0 +1,25 @@
+package emulator
+
+import (
+	"testing"
+
+	"google.golang.org/api/option"
+)
+
+func TestOptions(t *testing.T) {
+	tests := []struct {
+		call string
+		got  []option.ClientOption
+		want int // 0: nil, so callers can append it to their own options
+	}{
+		{`CloudTasksOptions("")`, CloudTasksOptions(""), 0},
+		{`CloudTasksOptions("127.0.0.1:8123")`, CloudTasksOptions("127.0.0.1:8123"), 3},
+		{`PubSubOptions("")`, PubSubOptions(""), 0},
+		{`PubSubOptions("127.0.0.1:8682")`, PubSubOptions("127.0.0.1:8682"), 4},
+	}
+	for _, tt := range tests {
+		if len(tt.got) != tt.want || (tt.want == 0 && tt.got != nil) {
+			t.Errorf("%s = %d options (nil: %v), want %d", tt.call, len(tt.got), tt.got == nil, tt.want)
+		}
+	}
+}
