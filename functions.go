@@ -1,17 +1,22 @@
 // Package jsdlq is the Cloud Functions deploy root (SPEC §3). Its init
 // registers the three functions itself: a root that only blank-imports
 // sub-packages makes the Go buildpack fall back to an old template and fail.
-// Registration does no network work; each function builds its clients on
-// its first request, once.
+// Registration does no network work; each function builds itself from its
+// environment on its first request, once.
 package jsdlq
 
 import (
 	"context"
 	"net/http"
+	"os"
 	"sync"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/jsdlq/jsdlq/functions/classify"
+	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/functions/replay"
 )
 
 func init() {
@@ -21,11 +26,19 @@ func init() {
 }
 
 var (
-	classifyHandler  = sync.OnceValues(newClassifyHandler)
-	replayHandler    = sync.OnceValue(newReplayHandler)
-	reconcileHandler = sync.OnceValue(newReconcileHandler)
+	classifyHandler = sync.OnceValues(func() (*classify.Handler, error) {
+		return classify.FromEnv(context.Background(), os.LookupEnv, os.Stdout)
+	})
+	replayHandler = sync.OnceValue(func() http.Handler {
+		return replay.FromEnv(context.Background(), os.LookupEnv, os.Stdout)
+	})
+	reconcileHandler = sync.OnceValue(func() http.Handler {
+		return reconcile.FromEnv(context.Background(), os.LookupEnv, os.Stdout)
+	})
 )
 
+// handleClassify returns a configuration error for every event, so Pub/Sub
+// keeps redelivering (then dead-letters) instead of losing events.
 func handleClassify(ctx context.Context, e event.Event) error {
 	h, err := classifyHandler()
 	if err != nil {

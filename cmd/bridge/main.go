@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/bridge"
-	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/obs"
 )
@@ -38,14 +37,14 @@ func main() {
 }
 
 func run(log *slog.Logger, args []string) error {
-	cfg, err := config.LoadBridge(os.LookupEnv)
+	cfg, err := bridge.LoadEnv(os.LookupEnv)
 	if err != nil {
 		return err
 	}
 	fs := flag.NewFlagSet("bridge", flag.ContinueOnError)
 	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "Pub/Sub topic id or projects/P/topics/T (DLQ_TOPIC)")
-	fs.StringVar(&cfg.NATSURL, "nats-url", cfg.NATSURL, "NATS server URL(s) (NATS_URL)")
-	fs.StringVar(&cfg.NATSCreds, "nats-creds", cfg.NATSCreds, "NATS credentials file (NATS_CREDS)")
+	fs.StringVar(&cfg.NATS.URL, "nats-url", cfg.NATS.URL, "NATS server URL(s) (NATS_URL)")
+	fs.StringVar(&cfg.NATS.Creds, "nats-creds", cfg.NATS.Creds, "NATS credentials file (NATS_CREDS)")
 	fs.StringVar(&cfg.AdvisoryStream, "advisory-stream", cfg.AdvisoryStream, "advisory stream (ADVISORY_STREAM)")
 	fs.StringVar(&cfg.RecordStream, "record-stream", cfg.RecordStream, "explicit record stream (RECORD_STREAM)")
 	fs.StringVar(&cfg.FailureBucket, "failure-bucket", cfg.FailureBucket, "failure KV bucket (FAILURE_BUCKET)")
@@ -61,8 +60,9 @@ func run(log *slog.Logger, args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	nc, err := natsconn.Connect(ctx, natsconn.Config{URL: cfg.NATSURL, Creds: cfg.NATSCreds, Name: "jsdlq-bridge",
-		Logger: log.With("dependency", "nats")})
+	ncfg := cfg.NATS
+	ncfg.Name, ncfg.Logger = "jsdlq-bridge", log.With("dependency", "nats")
+	nc, err := natsconn.Connect(ctx, ncfg)
 	if err != nil {
 		return err
 	}
@@ -72,16 +72,7 @@ func run(log *slog.Logger, args []string) error {
 		return err
 	}
 	defer ps.Close()
-	b, err := bridge.New(bridge.Config{
-		Topic: cfg.Topic,
-		Names: bridge.Names{AdvisoryStream: cfg.AdvisoryStream, RecordStream: cfg.RecordStream,
-			FailureBucket: cfg.FailureBucket},
-		Consumer:        cfg.Consumer,
-		MaxInFlight:     cfg.MaxInFlight,
-		DeleteForwarded: cfg.DeleteForwarded,
-		EnsureTopic:     cfg.EnsureTopic,
-		AckWait:         cfg.AckWait,
-	}, nc, ps, log)
+	b, err := bridge.New(cfg.Config, nc, ps, log)
 	if err != nil {
 		return err
 	}

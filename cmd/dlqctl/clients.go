@@ -17,11 +17,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/emulator"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
-	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
 // app is one dlqctl invocation: its streams, environment, tenant scope and
@@ -29,7 +30,9 @@ import (
 type app struct {
 	stdout, stderr io.Writer
 	stdin          io.Reader
-	getenv         func(string) string
+	// lookup reads the environment (os.LookupEnv; a map in tests), always
+	// through shared/config.
+	lookup config.Lookup
 	// isTTY reports whether stderr is a terminal (progress bar vs lines);
 	// nil: ask the file.
 	isTTY func() bool
@@ -66,22 +69,25 @@ func (a *app) clock() time.Time {
 	return time.Now().UTC()
 }
 
-func (a *app) env(name, def string) string {
-	if v := a.getenv(name); v != "" {
-		return v
-	}
-	return def
-}
+// config is dlqctl's configuration; each command checks what it needs.
+func (a *app) config() config.Dlqctl { return config.LoadDlqctl(a.lookup) }
+
+// getenv and env read a variable dlqctl's configuration does not hold yet
+// (the audit's settings, read by reconcileHandler).
+func (a *app) getenv(name string) string { return a.env(name, "") }
+
+func (a *app) env(name, def string) string { return config.NewReader(a.lookup).String(name, def) }
 
 // actor names who acts in entry history: DLQCTL_ACTOR, else dlqctl:<user>.
 func (a *app) actor(flagBy string) string {
 	if flagBy != "" {
 		return flagBy
 	}
-	if v := a.getenv("DLQCTL_ACTOR"); v != "" {
-		return v
+	cfg := a.config()
+	if cfg.Actor != "" {
+		return cfg.Actor
 	}
-	name := a.getenv("USER")
+	name := cfg.User
 	if u, err := user.Current(); name == "" && err == nil {
 		name = u.Username
 	}
@@ -107,7 +113,7 @@ func (a *app) store(ctx context.Context) (*store.Store, error) {
 		return a.st, nil
 	}
 	if a.fs == nil {
-		project := a.getenv("GOOGLE_CLOUD_PROJECT")
+		project := a.config().Project
 		if project == "" {
 			return nil, errors.New("GOOGLE_CLOUD_PROJECT is not set (eval \"$(make -s env)\" for the local stack)")
 		}
@@ -129,12 +135,7 @@ func (a *app) scheduler() (*tasks.Scheduler, error) {
 	if a.sched != nil {
 		return a.sched, nil
 	}
-	cfg := tasks.Config{
-		Queue:          a.getenv("TASKS_QUEUE"),
-		ReplayURL:      a.getenv("REPLAY_URL"),
-		ServiceAccount: a.getenv("TASKS_SERVICE_ACCOUNT"),
-		EmulatorHost:   a.getenv("CLOUD_TASKS_EMULATOR_HOST"),
-	}
+	cfg := a.config().Tasks
 	var missing []string
 	for _, env := range []struct{ name, v string }{
 		{"REPLAY_URL", cfg.ReplayURL}, {"TASKS_QUEUE", cfg.Queue}, {"TASKS_SERVICE_ACCOUNT", cfg.ServiceAccount},
@@ -158,11 +159,7 @@ func (a *app) taskRunner(ctx context.Context) (operator.Runner, error) {
 	if a.runner != nil {
 		return a.runner, nil
 	}
-	opts := tasksemu.ClientOptions(a.getenv("CLOUD_TASKS_EMULATOR_HOST"))
-	if a.getenv("CLOUD_TASKS_EMULATOR_HOST") == "" {
-		opts = nil
-	}
-	c, err := ctapi.NewClient(ctx, opts...)
+	c, err := ctapi.NewClient(ctx, emulator.CloudTasksOptions(a.config().Tasks.EmulatorHost)...)
 	if err != nil {
 		return nil, fmt.Errorf("cloud tasks client: %w", err)
 	}
@@ -175,8 +172,9 @@ func (a *app) taskRunner(ctx context.Context) (operator.Runner, error) {
 func (a *app) js(ctx context.Context) (jetstream.JetStream, error) {
 	a.mu.Lock()
 	if a.jetstream == nil {
-		l := natsconn.NewLazy(natsconn.Config{URL: a.env("NATS_URL", "nats://127.0.0.1:4222"),
-			Creds: a.getenv("NATS_CREDS"), Name: "jsdlq-dlqctl"})
+		cfg := a.config().NATS
+		cfg.Name = "jsdlq-dlqctl"
+		l := natsconn.NewLazy(cfg)
 		a.jetstream = l.JetStream
 		a.closers = append(a.closers, l.Close)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/jsdlq/jsdlq/bridge"
 	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -66,7 +67,7 @@ func (e *env) run(vars map[string]string, args ...string) (code int, stdout, std
 
 func (e *env) runCtx(ctx context.Context, vars map[string]string, tweak func(*app), args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
-	a := &app{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), getenv: func(k string) string { return vars[k] },
+	a := &app{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), lookup: config.MapLookup(vars),
 		fs: e.st.Client(), st: e.st, sched: e.sched, runner: e.ct.Client, log: obs.Discard()}
 	if e.js != nil {
 		a.jetstream = func(context.Context) (jetstream.JetStream, error) { return e.js, nil }

@@ -62,7 +62,7 @@ Environment: GOOGLE_CLOUD_PROJECT, FIRESTORE_EMULATOR_HOST, CLOUD_TASKS_EMULATOR
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	a := &app{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stdin: os.Stdin}
+	a := &app{stdout: os.Stdout, stderr: os.Stderr, lookup: os.LookupEnv, stdin: os.Stdin}
 	code := a.run(ctx, os.Args[1:])
 	stop()
 	a.close()
@@ -152,7 +152,7 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 // configured role) wins, and a --tenant naming another tenant is refused; a
 // --tenant alone limits this invocation.
 func (a *app) setScope(flagTenant string) error {
-	role := a.getenv("DLQCTL_TENANT")
+	role := a.config().Tenant
 	switch {
 	case role != "" && flagTenant != "" && flagTenant != role:
 		return usagef("this caller is limited to tenant %q (DLQCTL_TENANT); --tenant %q is refused", role, flagTenant)

@@ -36,10 +36,7 @@ func run(log *slog.Logger) error {
 	}
 	// With FUNCTION_TARGET set the framework serves one function at "/".
 	os.Unsetenv("FUNCTION_TARGET")
-	host := os.Getenv("HOST")
-	if host == "" {
-		host = "127.0.0.1"
-	}
+	host := cfg.Host
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)

@@ -17,10 +17,8 @@ import (
 	"strings"
 	"time"
 
-	"cloud.google.com/go/firestore"
 	"github.com/cloudevents/sdk-go/v2/event"
 
-	"github.com/jsdlq/jsdlq/shared/config"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -315,26 +313,4 @@ func (h *Handler) apply(e *store.Entry, d triage.Decision) {
 		// Computed before the commit, so the entry is written once.
 		e.TaskName = tasks.Name(e.ID, e.Replays+1)
 	}
-}
-
-// Build makes a Handler with production clients for cfg: Firestore (the
-// emulator when FIRESTORE_EMULATOR_HOST is set), the policy loader and the
-// Cloud Tasks scheduler (the emulator when CLOUD_TASKS_EMULATOR_HOST is
-// set). Clients connect on first use.
-func Build(ctx context.Context, cfg config.Classify, log *slog.Logger) (*Handler, error) {
-	fs, err := firestore.NewClient(ctx, cfg.Project)
-	if err != nil {
-		return nil, fmt.Errorf("classify: firestore client for project %s: %w", cfg.Project, err)
-	}
-	return New(Config{}, Deps{
-		Logger: log,
-		Store:  store.New(fs),
-		Policy: triage.NewLoader(fs, log),
-		Scheduler: tasks.New(tasks.Config{
-			Queue:          cfg.TasksQueue,
-			ReplayURL:      cfg.ReplayURL,
-			ServiceAccount: cfg.TasksServiceAccount,
-			EmulatorHost:   cfg.CloudTasksEmulatorHost,
-		}),
-	}), nil
 }

@@ -1,7 +1,14 @@
-// Package config is the one place jsdlq reads its environment (SPEC §14). Each
-// component has a Load function that reports every missing or malformed
-// variable at once, so a misconfigured deployment fails with the full list
-// instead of one variable per redeploy.
+// Package config is the one place jsdlq reads its environment (SPEC §14).
+// Every variable goes through a Reader, which reports every missing or
+// malformed variable at once, so a misconfigured deployment fails with the
+// full list instead of one variable per redeploy.
+//
+// Settings land in the type of the package that uses them, once: the
+// scheduling variables in a tasks.Config, NATS_URL and NATS_CREDS in a
+// natsconn.Config, the auth variables in Auth (which shared/auth takes). A
+// component's own settings are read by the component with the same Reader
+// into its own Config (bridge.LoadEnv, functions/reconcile's FromEnv), since
+// this package sits below every component and imports none of them.
 package config
 
 import (
@@ -12,6 +19,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/natsconn"
+	"github.com/jsdlq/jsdlq/shared/tasks"
 )
 
 // ErrInvalid wraps every configuration error.
@@ -194,65 +205,37 @@ type Common struct {
 	FirestoreEmulatorHost  string
 	PubSubEmulatorHost     string
 	CloudTasksEmulatorHost string
-	NATSURL                string
-	NATSCreds              string // path to a credentials file; optional
+	// NATS is where and as whom to connect (NATS_URL, NATS_CREDS); each
+	// component names its connection and gives it a logger.
+	NATS natsconn.Config
 	// OnGoogleCloud is true when running as a Cloud Run service or function
 	// (K_SERVICE set): local-only modes are refused there.
 	OnGoogleCloud bool
 }
 
-func readCommon(r *Reader) Common {
+// DefaultNATSURL is NATS_URL when unset: the local stack's server.
+const DefaultNATSURL = "nats://127.0.0.1:4222"
+
+// ReadCommon reads the variables every component reads.
+func ReadCommon(r *Reader) Common {
 	return Common{
 		Project:                r.Required("GOOGLE_CLOUD_PROJECT"),
 		FirestoreEmulatorHost:  r.HostPort("FIRESTORE_EMULATOR_HOST", false),
 		PubSubEmulatorHost:     r.HostPort("PUBSUB_EMULATOR_HOST", false),
 		CloudTasksEmulatorHost: r.HostPort("CLOUD_TASKS_EMULATOR_HOST", false),
-		NATSURL:                r.String("NATS_URL", "nats://127.0.0.1:4222"),
-		NATSCreds:              r.String("NATS_CREDS", ""),
-		OnGoogleCloud:          r.String("K_SERVICE", "") != "",
+		NATS: natsconn.Config{
+			URL:   r.String("NATS_URL", DefaultNATSURL),
+			Creds: r.String("NATS_CREDS", ""),
+		},
+		OnGoogleCloud: r.String("K_SERVICE", "") != "",
 	}
 }
 
-// Bridge is the bridge's configuration (cmd/bridge).
-type Bridge struct {
-	Common
-	Topic           string
-	AdvisoryStream  string
-	RecordStream    string
-	FailureBucket   string
-	Consumer        string
-	Port            int
-	DeleteForwarded bool
-	MaxInFlight     int
-	// AckWait is the bridge consumers' ack wait (BRIDGE_ACK_WAIT): how long
-	// messages a crashed instance held wait for redelivery. Zero when unset:
-	// the bridge's default (45 s) applies.
-	AckWait time.Duration
-	// EnsureTopic lets the bridge create its topic when missing
-	// (BRIDGE_ENSURE_TOPIC); default on with PUBSUB_EMULATOR_HOST, whose
-	// topics vanish in a restart, and off otherwise: Terraform owns the
-	// production topic.
-	EnsureTopic bool
-}
-
-// LoadBridge reads the bridge's configuration.
-func LoadBridge(lookup Lookup) (Bridge, error) {
-	r := NewReader(lookup)
-	c := Bridge{
-		Common:          readCommon(r),
-		Topic:           r.String("DLQ_TOPIC", "dlq-events"),
-		AdvisoryStream:  r.String("ADVISORY_STREAM", "DLQ_ADVISORIES"),
-		RecordStream:    r.String("RECORD_STREAM", "DLQ_RECORDS"),
-		FailureBucket:   r.String("FAILURE_BUCKET", "dlq_failures"),
-		Consumer:        r.String("BRIDGE_CONSUMER", "dlq-bridge"),
-		Port:            r.Int("PORT", 8090, 1, 65535),
-		DeleteForwarded: r.Bool("DELETE_FORWARDED", false),
-		MaxInFlight:     r.Int("BRIDGE_MAX_IN_FLIGHT", 256, 1, 10000),
-	}
-	c.EnsureTopic = r.Bool("BRIDGE_ENSURE_TOPIC", c.PubSubEmulatorHost != "")
-	c.AckWait = r.Duration("BRIDGE_ACK_WAIT", 0)
-	r.Check(c.AckWait == 0 || c.AckWait >= 5*time.Second, "BRIDGE_ACK_WAIT", "%s is below the 5s minimum", c.AckWait)
-	return c, r.Err()
+// ReadCaptureStreams reads the names of the bridge's capture streams
+// (ADVISORY_STREAM, RECORD_STREAM): the bridge writes them, reconcile audits
+// them.
+func ReadCaptureStreams(r *Reader) (advisory, record string) {
+	return r.String("ADVISORY_STREAM", event.DefaultAdvisoryStream), r.String("RECORD_STREAM", event.DefaultRecordStream)
 }
 
 // Auth modes of the HTTP functions (SPEC §14).
@@ -269,7 +252,9 @@ type Auth struct {
 	AllowedEmails []string
 }
 
-func readAuth(r *Reader, common Common) Auth {
+// ReadAuth reads how an HTTP function authenticates its callers; the
+// local-only modes are refused on Google Cloud.
+func ReadAuth(r *Reader, common Common) Auth {
 	a := Auth{
 		Mode:          r.OneOf("AUTH_MODE", AuthOIDC, AuthOIDC, AuthEmulator, AuthNone),
 		Audience:      r.String("AUTH_AUDIENCE", ""),
@@ -286,93 +271,103 @@ func readAuth(r *Reader, common Common) Auth {
 	return a
 }
 
-// Scheduling is what every component that creates replay tasks needs.
-type Scheduling struct {
-	TasksQueue          string // projects/P/locations/L/queues/Q
-	ReplayURL           string
-	TasksServiceAccount string
-}
-
-func readScheduling(r *Reader) Scheduling {
-	s := Scheduling{
-		TasksQueue:          r.Required("TASKS_QUEUE"),
-		ReplayURL:           r.URL("REPLAY_URL", true, "http", "https"),
-		TasksServiceAccount: r.Required("TASKS_SERVICE_ACCOUNT"),
+// ReadTasks reads where replay tasks go (TASKS_QUEUE, REPLAY_URL,
+// TASKS_SERVICE_ACCOUNT; all required) for every component that creates
+// them, with the Cloud Tasks emulator of common when one is set.
+func ReadTasks(r *Reader, common Common) tasks.Config {
+	c := tasks.Config{
+		Queue:          r.Required("TASKS_QUEUE"),
+		ReplayURL:      r.URL("REPLAY_URL", true, "http", "https"),
+		ServiceAccount: r.Required("TASKS_SERVICE_ACCOUNT"),
+		EmulatorHost:   common.CloudTasksEmulatorHost,
 	}
-	if s.TasksQueue != "" {
-		parts := strings.Split(s.TasksQueue, "/")
+	if c.Queue != "" {
+		parts := strings.Split(c.Queue, "/")
 		r.Check(len(parts) == 6 && parts[0] == "projects" && parts[2] == "locations" && parts[4] == "queues" &&
 			parts[1] != "" && parts[3] != "" && parts[5] != "",
-			"TASKS_QUEUE", "%q is not projects/P/locations/L/queues/Q", s.TasksQueue)
+			"TASKS_QUEUE", "%q is not projects/P/locations/L/queues/Q", c.Queue)
 	}
-	return s
+	return c
 }
 
 // Classify is the classify function's configuration.
 type Classify struct {
 	Common
-	Scheduling
+	Tasks tasks.Config
 }
 
 // LoadClassify reads the classify function's configuration.
 func LoadClassify(lookup Lookup) (Classify, error) {
 	r := NewReader(lookup)
-	c := Classify{Common: readCommon(r), Scheduling: readScheduling(r)}
+	common := ReadCommon(r)
+	c := Classify{Common: common, Tasks: ReadTasks(r, common)}
 	return c, r.Err()
 }
 
-// Replay is the replay function's configuration. It schedules tasks too
-// (approvals, re-queues), so it reads the scheduling variables.
-type Replay struct {
+// HTTPFunction is the configuration replay and reconcile share: they
+// authenticate their callers and read the scheduling variables too, so both
+// have one deployment contract.
+type HTTPFunction struct {
 	Common
 	Auth
-	Scheduling
+	Tasks tasks.Config
+}
+
+// ReadHTTPFunction reads what every HTTP function reads; reconcile adds its
+// own settings with the same Reader.
+func ReadHTTPFunction(r *Reader) HTTPFunction {
+	common := ReadCommon(r)
+	return HTTPFunction{Common: common, Auth: ReadAuth(r, common), Tasks: ReadTasks(r, common)}
 }
 
 // LoadReplay reads the replay function's configuration.
-func LoadReplay(lookup Lookup) (Replay, error) {
+func LoadReplay(lookup Lookup) (HTTPFunction, error) {
 	r := NewReader(lookup)
-	common := readCommon(r)
-	c := Replay{Common: common, Auth: readAuth(r, common), Scheduling: readScheduling(r)}
-	return c, r.Err()
-}
-
-// Reconcile is the reconcile function's configuration.
-type Reconcile struct {
-	Common
-	Auth
-	Scheduling
-	WorkStreams []string // streams whose sequences and ack floors are sampled
-	TimeBudget  time.Duration
-	// The bridge's capture streams, whose sequences the audit compares
-	// with the entries (the same variables as the bridge's).
-	AdvisoryStream string
-	RecordStream   string
-}
-
-// LoadReconcile reads the reconcile function's configuration.
-func LoadReconcile(lookup Lookup) (Reconcile, error) {
-	r := NewReader(lookup)
-	common := readCommon(r)
-	c := Reconcile{
-		Common:         common,
-		Auth:           readAuth(r, common),
-		Scheduling:     readScheduling(r),
-		WorkStreams:    r.List("WORK_STREAMS"),
-		TimeBudget:     r.Duration("RECONCILE_TIME_BUDGET", 4*time.Minute),
-		AdvisoryStream: r.String("ADVISORY_STREAM", "DLQ_ADVISORIES"),
-		RecordStream:   r.String("RECORD_STREAM", "DLQ_RECORDS"),
-	}
+	c := ReadHTTPFunction(r)
 	return c, r.Err()
 }
 
 // Functions is the local functions host's configuration (cmd/functions).
 type Functions struct {
-	Port int
+	Host string // HOST; default 127.0.0.1
+	Port int    // PORT; default 8080
 }
 
 // LoadFunctions reads the functions host's configuration.
 func LoadFunctions(lookup Lookup) (Functions, error) {
 	r := NewReader(lookup)
-	return Functions{Port: r.Int("PORT", 8080, 1, 65535)}, r.Err()
+	return Functions{Host: r.String("HOST", "127.0.0.1"), Port: r.Int("PORT", 8080, 1, 65535)}, r.Err()
+}
+
+// Dlqctl is the operator CLI's configuration. The CLI checks each setting
+// only when a command needs it, with its own messages (a missing
+// TASKS_QUEUE does not stop dlqctl ls), so LoadDlqctl reports nothing.
+type Dlqctl struct {
+	Project string
+	// Tasks is where replays are scheduled; its fields are empty when
+	// unset, and EmulatorHost also points dlqctl's own Cloud Tasks client
+	// (replay --now) at the emulator.
+	Tasks  tasks.Config
+	NATS   natsconn.Config
+	Tenant string // DLQCTL_TENANT: the tenant this caller is limited to
+	Actor  string // DLQCTL_ACTOR: who acts in entry history
+	User   string // USER: the actor's fallback
+}
+
+// LoadDlqctl reads the operator CLI's configuration.
+func LoadDlqctl(lookup Lookup) Dlqctl {
+	r := NewReader(lookup)
+	return Dlqctl{
+		Project: r.String("GOOGLE_CLOUD_PROJECT", ""),
+		Tasks: tasks.Config{
+			Queue:          r.String("TASKS_QUEUE", ""),
+			ReplayURL:      r.String("REPLAY_URL", ""),
+			ServiceAccount: r.String("TASKS_SERVICE_ACCOUNT", ""),
+			EmulatorHost:   r.String("CLOUD_TASKS_EMULATOR_HOST", ""),
+		},
+		NATS:   natsconn.Config{URL: r.String("NATS_URL", DefaultNATSURL), Creds: r.String("NATS_CREDS", "")},
+		Tenant: r.String("DLQCTL_TENANT", ""),
+		Actor:  r.String("DLQCTL_ACTOR", ""),
+		User:   r.String("USER", ""),
+	}
 }

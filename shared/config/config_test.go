@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/jsdlq/jsdlq/shared/natsconn"
+	"github.com/jsdlq/jsdlq/shared/tasks"
 )
 
 func TestLoadClassifyReportsEveryProblemAtOnce(t *testing.T) {
@@ -43,27 +46,13 @@ func TestLoadClassify(t *testing.T) {
 		t.Fatalf("LoadClassify() = %v", err)
 	}
 	want := Classify{
-		Common: Common{Project: "p", CloudTasksEmulatorHost: "127.0.0.1:8123", NATSURL: "nats://127.0.0.1:4222"},
-		Scheduling: Scheduling{TasksQueue: "projects/p/locations/l/queues/dlq-replay",
-			ReplayURL: "http://127.0.0.1:8080/Replay", TasksServiceAccount: "tasks@p.iam.gserviceaccount.com"},
+		Common: Common{Project: "p", CloudTasksEmulatorHost: "127.0.0.1:8123", NATS: natsconn.Config{URL: "nats://127.0.0.1:4222"}},
+		// The scheduler's own Config, emulator included: nothing to copy.
+		Tasks: tasks.Config{Queue: "projects/p/locations/l/queues/dlq-replay", ReplayURL: "http://127.0.0.1:8080/Replay",
+			ServiceAccount: "tasks@p.iam.gserviceaccount.com", EmulatorHost: "127.0.0.1:8123"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("LoadClassify() mismatch (-want +got):\n%s", diff)
-	}
-}
-
-func TestLoadBridgeDefaults(t *testing.T) {
-	got, err := LoadBridge(MapLookup(map[string]string{"GOOGLE_CLOUD_PROJECT": "p"}))
-	if err != nil {
-		t.Fatalf("LoadBridge() = %v", err)
-	}
-	want := Bridge{
-		Common: Common{Project: "p", NATSURL: "nats://127.0.0.1:4222"},
-		Topic:  "dlq-events", AdvisoryStream: "DLQ_ADVISORIES", RecordStream: "DLQ_RECORDS",
-		FailureBucket: "dlq_failures", Consumer: "dlq-bridge", Port: 8090, MaxInFlight: 256,
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("LoadBridge() mismatch (-want +got):\n%s", diff)
 	}
 }
 
@@ -130,6 +119,55 @@ func TestReaderTypes(t *testing.T) {
 	for _, want := range []string{"N:", "B:", "D:"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Err() = %v, want it to name %s", err, want)
+		}
+	}
+}
+
+func TestLoadFunctions(t *testing.T) {
+	tests := []struct {
+		env     map[string]string
+		want    Functions
+		wantErr bool
+	}{
+		{map[string]string{}, Functions{Host: "127.0.0.1", Port: 8080}, false},
+		{map[string]string{"HOST": "0.0.0.0", "PORT": "9000"}, Functions{Host: "0.0.0.0", Port: 9000}, false},
+		{map[string]string{"PORT": "http"}, Functions{Host: "127.0.0.1", Port: 8080}, true},
+	}
+	for _, tt := range tests {
+		got, err := LoadFunctions(MapLookup(tt.env))
+		if (err != nil) != tt.wantErr {
+			t.Errorf("LoadFunctions(%v) error = %v, want error %v", tt.env, err, tt.wantErr)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("LoadFunctions(%v) mismatch (-want +got):\n%s", tt.env, diff)
+		}
+	}
+}
+
+// dlqctl checks each setting when a command needs it, so nothing is
+// required here and an unset variable is empty (NATS_URL: the local stack).
+func TestLoadDlqctl(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want Dlqctl
+	}{
+		{"nothing set", map[string]string{}, Dlqctl{NATS: natsconn.Config{URL: DefaultNATSURL}}},
+		{"everything set", map[string]string{
+			"GOOGLE_CLOUD_PROJECT": "p", "TASKS_QUEUE": "projects/p/locations/l/queues/q", "REPLAY_URL": "https://r",
+			"TASKS_SERVICE_ACCOUNT": "t@p", "CLOUD_TASKS_EMULATOR_HOST": "127.0.0.1:8123", "NATS_URL": "nats://n:4222",
+			"NATS_CREDS": "/c", "DLQCTL_TENANT": "acme", "DLQCTL_ACTOR": "ops", "USER": "ann",
+		}, Dlqctl{
+			Project: "p",
+			Tasks: tasks.Config{Queue: "projects/p/locations/l/queues/q", ReplayURL: "https://r", ServiceAccount: "t@p",
+				EmulatorHost: "127.0.0.1:8123"},
+			NATS:   natsconn.Config{URL: "nats://n:4222", Creds: "/c"},
+			Tenant: "acme", Actor: "ops", User: "ann",
+		}},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, LoadDlqctl(MapLookup(tt.env))); diff != "" {
+			t.Errorf("LoadDlqctl(%s) mismatch (-want +got):\n%s", tt.name, diff)
 		}
 	}
 }

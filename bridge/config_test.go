@@ -1,14 +1,37 @@
-package config_test
+package bridge_test
 
 import (
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jsdlq/jsdlq/bridge"
 	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/natsconn"
 )
 
-func TestLoadBridgeEnsureTopic(t *testing.T) {
+func TestLoadEnvDefaults(t *testing.T) {
+	got, err := bridge.LoadEnv(config.MapLookup(map[string]string{"GOOGLE_CLOUD_PROJECT": "p"}))
+	if err != nil {
+		t.Fatalf("LoadEnv() = %v", err)
+	}
+	want := bridge.Env{
+		Common: config.Common{Project: "p", NATS: natsconn.Config{URL: "nats://127.0.0.1:4222"}},
+		Config: bridge.Config{
+			Topic:    "dlq-events",
+			Names:    bridge.Names{AdvisoryStream: "DLQ_ADVISORIES", RecordStream: "DLQ_RECORDS", FailureBucket: "dlq_failures"},
+			Consumer: "dlq-bridge", MaxInFlight: 256,
+		},
+		Port: 8090,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("LoadEnv() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestLoadEnvEnsureTopic(t *testing.T) {
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -27,24 +50,24 @@ func TestLoadBridgeEnsureTopic(t *testing.T) {
 			for k, v := range tt.env {
 				env[k] = v
 			}
-			c, err := config.LoadBridge(config.MapLookup(env))
+			c, err := bridge.LoadEnv(config.MapLookup(env))
 			if tt.ok != (err == nil) {
-				t.Fatalf("LoadBridge(%v) error = %v, want ok=%v", tt.env, err, tt.ok)
+				t.Fatalf("LoadEnv(%v) error = %v, want ok=%v", tt.env, err, tt.ok)
 			}
 			if err != nil {
 				if !errors.Is(err, config.ErrInvalid) {
-					t.Errorf("LoadBridge error = %v, want ErrInvalid", err)
+					t.Errorf("LoadEnv error = %v, want ErrInvalid", err)
 				}
 				return
 			}
 			if c.EnsureTopic != tt.want {
-				t.Errorf("LoadBridge(%v).EnsureTopic = %v, want %v", tt.env, c.EnsureTopic, tt.want)
+				t.Errorf("LoadEnv(%v).EnsureTopic = %v, want %v", tt.env, c.EnsureTopic, tt.want)
 			}
 		})
 	}
 }
 
-func TestLoadBridgeAckWait(t *testing.T) {
+func TestLoadEnvAckWait(t *testing.T) {
 	tests := []struct {
 		env  string
 		want time.Duration
@@ -61,13 +84,13 @@ func TestLoadBridgeAckWait(t *testing.T) {
 		if tt.env != "" {
 			env["BRIDGE_ACK_WAIT"] = tt.env
 		}
-		c, err := config.LoadBridge(config.MapLookup(env))
+		c, err := bridge.LoadEnv(config.MapLookup(env))
 		if tt.ok != (err == nil) {
-			t.Errorf("LoadBridge(BRIDGE_ACK_WAIT=%q) error = %v, want ok=%v", tt.env, err, tt.ok)
+			t.Errorf("LoadEnv(BRIDGE_ACK_WAIT=%q) error = %v, want ok=%v", tt.env, err, tt.ok)
 			continue
 		}
 		if err == nil && c.AckWait != tt.want {
-			t.Errorf("LoadBridge(BRIDGE_ACK_WAIT=%q).AckWait = %v, want %v", tt.env, c.AckWait, tt.want)
+			t.Errorf("LoadEnv(BRIDGE_ACK_WAIT=%q).AckWait = %v, want %v", tt.env, c.AckWait, tt.want)
 		}
 	}
 }

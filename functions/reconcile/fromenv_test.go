@@ -3,10 +3,10 @@ package reconcile_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,10 +18,10 @@ import (
 	"github.com/jsdlq/jsdlq/shared/obs"
 )
 
-// Build wires the production clients (Firestore, Cloud Tasks, a lazily
-// connected JetStream) from the configuration: here all pointed at the
+// FromEnv wires the production clients (Firestore, Cloud Tasks, a lazily
+// connected JetStream) from the environment: here all pointed at the
 // emulators and an embedded JetStream, with AUTH_MODE=none.
-func TestBuildRunsAgainstEmulators(t *testing.T) {
+func TestFromEnvRunsAgainstEmulators(t *testing.T) {
 	ctx := testenv.Context(t)
 	testenv.FirestoreHost(t)
 	project := testenv.Project(t)
@@ -38,18 +38,19 @@ func TestBuildRunsAgainstEmulators(t *testing.T) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: workStream, Subjects: []string{"agents.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := config.Reconcile{
-		Common:      config.Common{Project: project, CloudTasksEmulatorHost: ct.Host, NATSURL: n.URL},
-		Auth:        config.Auth{Mode: config.AuthNone},
-		Scheduling:  config.Scheduling{TasksQueue: queue, ReplayURL: "http://127.0.0.1:9/Replay", TasksServiceAccount: "tasks@test.iam.gserviceaccount.com"},
-		WorkStreams: []string{workStream},
-		TimeBudget:  30 * time.Second,
-	}
-	cfg.AdvisoryStream, cfg.RecordStream = advStream, recStream
-	h, err := reconcile.Build(context.Background(), cfg, obs.Discard())
-	if err != nil {
-		t.Fatalf("Build = %v", err)
-	}
+	h := reconcile.FromEnv(context.Background(), config.MapLookup(map[string]string{
+		"GOOGLE_CLOUD_PROJECT":      project,
+		"CLOUD_TASKS_EMULATOR_HOST": ct.Host,
+		"NATS_URL":                  n.URL,
+		"AUTH_MODE":                 config.AuthNone,
+		"TASKS_QUEUE":               queue,
+		"REPLAY_URL":                "http://127.0.0.1:9/Replay",
+		"TASKS_SERVICE_ACCOUNT":     "tasks@test.iam.gserviceaccount.com",
+		"WORK_STREAMS":              workStream,
+		"RECONCILE_TIME_BUDGET":     "30s",
+		"ADVISORY_STREAM":           advStream,
+		"RECORD_STREAM":             recStream,
+	}), io.Discard)
 	for _, target := range []string{"/Reconcile?dry_run=1", "/Reconcile"} {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, target, nil))

@@ -1,13 +1,20 @@
 package jsdlq
 
 import (
+	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/functions/replay"
 )
 
-// The deploy root's wiring of the HTTP functions: a broken configuration
+// The HTTP functions the deploy root registers, as each builds itself from
+// its environment (FromEnv): a broken configuration
 // answers 500 naming the function (Cloud Tasks keeps the task, Cloud
 // Scheduler shows the job failing), local-only auth modes are refused on
 // Cloud Run, and a good configuration puts authentication in front of the
@@ -32,8 +39,8 @@ func TestHTTPFunctionWiring(t *testing.T) {
 		build func() http.Handler
 		body  string
 	}{
-		{"replay", newReplayHandler, `{"entry_id":"TASKS.1","attempt":1}`},
-		{"reconcile", newReconcileHandler, ""},
+		{"replay", func() http.Handler { return replay.FromEnv(context.Background(), os.LookupEnv, io.Discard) }, `{"entry_id":"TASKS.1","attempt":1}`},
+		{"reconcile", func() http.Handler { return reconcile.FromEnv(context.Background(), os.LookupEnv, io.Discard) }, ""},
 	}
 	cases := []struct {
 		name     string

@@ -1,0 +1,169 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/jsdlq/jsdlq/shared/event"
+)
+
+// errReject marks input that can never be forwarded: it is logged, counted
+// and acknowledged, so it is not redelivered forever.
+type errReject struct {
+	reason string
+	err    error
+}
+
+func (e *errReject) Error() string { return e.reason + ": " + e.err.Error() }
+func (e *errReject) Unwrap() error { return e.err }
+
+func reject(reason string, err error) error { return &errReject{reason: reason, err: err} }
+
+// errRetry marks a failure worth retrying later (NAK with delay).
+type errRetry struct {
+	reason string
+	err    error
+}
+
+func (e *errRetry) Error() string { return e.reason + ": " + e.err.Error() }
+func (e *errRetry) Unwrap() error { return e.err }
+
+func retry(reason string, err error) error { return &errRetry{reason: reason, err: err} }
+
+func (b *Bridge) forward(ctx context.Context, msg jetstream.Msg, build func(context.Context, jetstream.Msg) (event.Event, error)) {
+	ev, err := build(ctx, msg)
+	if err == nil {
+		var out *pubsub.Message
+		out, err = b.encode(&ev)
+		if err == nil {
+			err = b.publish(ctx, out)
+		}
+	}
+	var rj *errReject
+	var rt *errRetry
+	switch {
+	case err == nil:
+		if b.cfg.DeleteForwarded && ev.Kind == event.KindMaxDeliver && !ev.Message.Missing {
+			b.deleteOriginal(ctx, ev)
+		}
+		if err := msg.Ack(); err != nil {
+			// The event is out; a redelivery republishes it with the same id.
+			b.log.Warn("ack failed after publish; the event may be sent twice", "event_id", ev.ID, "error", err)
+		}
+		b.m.inc(b.m.forwarded, string(ev.Kind))
+	case errors.As(err, &rj):
+		b.log.Error("rejected input: acknowledged and dropped", "reason", rj.reason, "error", rj.err,
+			"subject", msg.Subject(), "data", truncateForLog(msg.Data()))
+		b.m.inc(b.m.rejected, rj.reason)
+		if err := msg.Ack(); err != nil {
+			b.log.Warn("ack of rejected input failed", "error", err)
+		}
+	default:
+		reason := "error"
+		if errors.As(err, &rt) {
+			reason = rt.reason
+		}
+		delay := b.nakDelay(msg)
+		b.log.Warn("forward failed; will retry", "reason", reason, "error", err, "retry_in", delay.String(),
+			"event_id", ev.ID)
+		b.m.inc(b.m.failed, reason)
+		if err := msg.NakWithDelay(delay); err != nil {
+			b.log.Warn("nak failed; redelivered after ack wait", "error", err)
+		}
+	}
+}
+
+// nakDelay grows with the delivery count: 1 s, 2 s, 4 s … MaxNakDelay, with
+// jitter so a recovered Pub/Sub does not see every message at once.
+func (b *Bridge) nakDelay(msg jetstream.Msg) time.Duration {
+	n := uint64(1)
+	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 0 {
+		n = md.NumDelivered
+	}
+	d := b.cfg.MaxNakDelay
+	if n < 16 {
+		d = min(time.Second<<(n-1), b.cfg.MaxNakDelay)
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func truncateForLog(b []byte) string {
+	const max = 512
+	if len(b) > max {
+		return string(b[:max]) + "…"
+	}
+	return string(b)
+}
+
+// encode returns the Pub/Sub message carrying the event, omitting the
+// payload (then the headers) when it would exceed MaxEventBytes. The
+// attributes are built once: truncation changes neither them nor their size.
+func (b *Bridge) encode(ev *event.Event) (*pubsub.Message, error) {
+	data, err := event.Encode(*ev)
+	if err != nil {
+		return nil, reject("invalid_event", err)
+	}
+	attrs := ev.Attributes()
+	limit := b.cfg.MaxEventBytes - attrSize(attrs)
+	if len(data) <= limit {
+		return &pubsub.Message{Data: data, Attributes: attrs}, nil
+	}
+	b.log.Warn("event exceeds the Pub/Sub limit: forwarding it without the payload", "event_id", ev.ID,
+		"size", ev.Message.Size, "event_bytes", len(data))
+	ev.Message.Truncate()
+	if data, err = event.Encode(*ev); err != nil {
+		return nil, reject("invalid_event", err)
+	}
+	if len(data) > limit {
+		ev.Message.Headers = nil
+		if data, err = event.Encode(*ev); err != nil {
+			return nil, reject("invalid_event", err)
+		}
+	}
+	return &pubsub.Message{Data: data, Attributes: attrs}, nil
+}
+
+func attrSize(a map[string]string) int {
+	n := 0
+	for k, v := range a {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+func (b *Bridge) publish(ctx context.Context, m *pubsub.Message) error {
+	res := b.pub.Publish(ctx, m)
+	_, err := res.Get(ctx)
+	if err != nil {
+		b.pubFailed.Store(true)
+		if status.Code(err) == codes.NotFound && b.cfg.EnsureTopic {
+			b.recreateTopic(ctx)
+		}
+		return retry("publish", err)
+	}
+	b.pubFailed.Store(false)
+	return nil
+}
+
+func (b *Bridge) deleteOriginal(ctx context.Context, ev event.Event) {
+	err := b.sources.delete(ctx, ev.Stream, ev.StreamSeq)
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		b.m.inc(b.m.failed, "delete")
+		b.log.Warn("delete-forwarded: could not delete the original", "event_id", ev.ID, "error", err)
+	}
+}
+
+func (b *Bridge) fromRecord(ctx context.Context, msg jetstream.Msg) (event.Event, error) {
+	r, err := event.ParseRecord(msg.Headers(), msg.Data())
+	if err != nil {
+		return event.Event{}, reject("malformed_record", err)
+	}
+	return r.Event(b.cfg.Conventions, b.cfg.Now()), nil
+}

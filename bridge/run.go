@@ -1,0 +1,139 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jsdlq/jsdlq/shared/event"
+)
+
+// recordReadAheadBytes bounds the record payloads pulled ahead of processing.
+const recordReadAheadBytes = 32 << 20
+
+// Run sets up the streams, bucket, topic and consumers, then forwards until
+// ctx ends; it then stops pulling, finishes what is in flight (bounded by
+// DrainTimeout) and flushes the publisher.
+func (b *Bridge) Run(ctx context.Context) error {
+	if err := Ensure(ctx, b.js, b.cfg.Names, b.log); err != nil {
+		return err
+	}
+	kv, err := b.js.KeyValue(ctx, b.cfg.FailureBucket)
+	if err != nil {
+		return fmt.Errorf("bridge: bucket %s: %w", b.cfg.FailureBucket, err)
+	}
+	b.kv.Store(&kv)
+	if err := b.checkTopic(ctx); err != nil {
+		return err
+	}
+	type source struct {
+		stream string
+		build  func(context.Context, jetstream.Msg) (event.Event, error)
+		pull   jetstream.PullMessagesOpt
+		it     jetstream.MessagesContext
+	}
+	batch := min(b.cfg.MaxInFlight, 500)
+	sources := []*source{
+		{stream: b.cfg.AdvisoryStream, build: b.fromAdvisory, pull: jetstream.PullMaxMessages(batch)},
+		// Records carry payloads: their read-ahead is bounded in bytes too.
+		{stream: b.cfg.RecordStream, build: b.fromRecord,
+			pull: jetstream.PullMaxMessagesWithBytesLimit(batch, recordReadAheadBytes)},
+	}
+	for _, src := range sources {
+		stream := src.stream
+		c, err := b.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+			Durable:     b.cfg.Consumer,
+			Description: "jsdlq bridge: forwards to Pub/Sub",
+			AckPolicy:   jetstream.AckExplicitPolicy,
+			AckWait:     b.cfg.AckWait,
+			MaxDeliver:  -1, // a Pub/Sub outage must never make the bridge drop input
+			// Twice the in-flight bound: after a crash, the messages the
+			// dead instance held stay pending for AckWait, and the
+			// successor must not wait for them to start.
+			MaxAckPending: 2 * b.cfg.MaxInFlight,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+		})
+		if err != nil {
+			return fmt.Errorf("bridge: consumer %s on %s: %w", b.cfg.Consumer, stream, err)
+		}
+		b.cons.Store(stream, c)
+		it, err := c.Messages(src.pull)
+		if err != nil {
+			return fmt.Errorf("bridge: pull %s: %w", stream, err)
+		}
+		defer it.Stop()
+		src.it = it
+	}
+	b.ready.Store(true)
+	b.log.Info("bridge ready", "topic", b.topic, "advisory_stream", b.cfg.AdvisoryStream,
+		"record_stream", b.cfg.RecordStream, "consumer", b.cfg.Consumer, "max_in_flight", b.cfg.MaxInFlight)
+
+	// Work outlives ctx by DrainTimeout so that in-flight messages finish.
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	sem := make(chan struct{}, b.cfg.MaxInFlight)
+	fatal := make(chan error, 1)
+	var inflight sync.WaitGroup
+	var loops sync.WaitGroup
+	for _, src := range sources {
+		stream, build, it := src.stream, src.build, src.it
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			for {
+				msg, err := it.Next()
+				if err != nil {
+					switch {
+					case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+						return
+					case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConnectionClosed):
+						// Not recoverable in place: end Run with the error so
+						// the process restarts and recreates its consumer.
+						select {
+						case fatal <- fmt.Errorf("bridge: pull %s: %w", stream, err):
+						default:
+						}
+						return
+					}
+					b.log.Warn("pull failed; retrying", "stream", stream, "error", err)
+					time.Sleep(200 * time.Millisecond)
+					continue
+				}
+				sem <- struct{}{}
+				b.m.inFlight.Add(1)
+				inflight.Add(1)
+				go func() {
+					defer func() { <-sem; b.m.inFlight.Add(-1); inflight.Done() }()
+					b.forward(work, msg, build)
+				}()
+			}
+		}()
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-fatal:
+		b.log.Error("stopping: a consumer cannot continue", "error", runErr)
+	}
+	b.log.Info("draining", "in_flight", b.m.inFlight.Load())
+	for _, src := range sources {
+		src.it.Drain()
+	}
+	done := make(chan struct{})
+	go func() { loops.Wait(); inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(b.cfg.DrainTimeout):
+		b.log.Warn("drain timeout: unfinished messages will be redelivered", "in_flight", b.m.inFlight.Load())
+		cancelWork()
+		<-done
+	}
+	b.pub.Stop()
+	b.ready.Store(false)
+	b.log.Info("bridge stopped", "counts", b.m.snapshot())
+	return runErr
+}

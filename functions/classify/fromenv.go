@@ -1,0 +1,45 @@
+package classify
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
+	"github.com/jsdlq/jsdlq/shared/triage"
+)
+
+// FromEnv builds classify from its environment (lookup: os.LookupEnv in
+// production), logging to logs: Firestore (the emulator when
+// FIRESTORE_EMULATOR_HOST is set), the policy loader and the Cloud Tasks
+// scheduler (the emulator when CLOUD_TASKS_EMULATOR_HOST is set). Clients
+// connect on first use. A configuration error is logged once, clearly, and
+// returned: the caller returns it for every event, so Pub/Sub keeps
+// redelivering (then dead-letters) instead of classify acknowledging events
+// it cannot store.
+func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) (*Handler, error) {
+	log := obs.NewLogger(logs, obs.WithComponent("classify"))
+	cfg, err := config.LoadClassify(lookup)
+	if err != nil {
+		log.Error("classify: invalid configuration; events are refused until it is fixed", "error", err.Error())
+		return nil, fmt.Errorf("classify: %w", err)
+	}
+	log = obs.NewLogger(logs, obs.WithComponent("classify"), obs.WithProject(cfg.Project))
+	fs, err := firestore.NewClient(ctx, cfg.Project)
+	if err != nil {
+		err = fmt.Errorf("classify: firestore client for project %s: %w", cfg.Project, err)
+		log.Error("classify: cannot build clients", "error", err.Error())
+		return nil, err
+	}
+	return New(Config{}, Deps{
+		Logger:    log,
+		Store:     store.New(fs),
+		Policy:    triage.NewLoader(fs, log),
+		Scheduler: tasks.New(cfg.Tasks),
+	}), nil
+}

@@ -1,0 +1,82 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/jsdlq/jsdlq/shared/auth"
+	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/natsconn"
+	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
+)
+
+// env is reconcile's environment: what every HTTP function reads and
+// reconcile's own Config.
+type env struct {
+	config.HTTPFunction
+	Config Config
+}
+
+// loadEnv reads reconcile's environment with one Reader, so every problem,
+// the shared variables' and reconcile's own, is reported at once. Unset
+// settings stay zero: Config's defaults apply.
+func loadEnv(lookup config.Lookup) (env, error) {
+	r := config.NewReader(lookup)
+	e := env{HTTPFunction: config.ReadHTTPFunction(r)}
+	e.Config.WorkStreams = r.List("WORK_STREAMS")
+	e.Config.TimeBudget = r.Duration("RECONCILE_TIME_BUDGET", 0)
+	e.Config.AdvisoryStream, e.Config.RecordStream = config.ReadCaptureStreams(r)
+	return e, r.Err()
+}
+
+// FromEnv builds the reconcile function from its environment (lookup:
+// os.LookupEnv in production), logging to logs, behind its authentication:
+// Firestore (the emulator when FIRESTORE_EMULATOR_HOST is set), the Cloud
+// Tasks client (the emulator when CLOUD_TASKS_EMULATOR_HOST is set) and a
+// lazily connected JetStream. Nothing connects before the first request. A
+// configuration error is logged once, clearly, and every request is
+// answered 500, so Cloud Scheduler shows the job failing instead of an
+// audit that silently does nothing.
+func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) http.Handler {
+	log := obs.NewLogger(logs, obs.WithComponent("reconcile"))
+	e, err := loadEnv(lookup)
+	if err != nil {
+		log.Error("reconcile: invalid configuration; every run is refused until it is fixed", "error", err.Error())
+		return obs.Middleware(obs.Refuse(log, "reconcile", err))
+	}
+	log = obs.NewLogger(logs, obs.WithComponent("reconcile"), obs.WithProject(e.Project))
+	h, err := build(ctx, e, log)
+	if err != nil {
+		log.Error("reconcile: cannot build clients; every run is refused", "error", err.Error())
+		return obs.Middleware(obs.Refuse(log, "reconcile", err))
+	}
+	return obs.Middleware(h)
+}
+
+func build(ctx context.Context, e env, log *slog.Logger) (http.Handler, error) {
+	a, err := auth.New(e.Auth, e.CloudTasksEmulatorHost, auth.WithLogger(log))
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	fs, err := firestore.NewClient(ctx, e.Project)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: firestore client for project %s: %w", e.Project, err)
+	}
+	nats := e.NATS
+	nats.Name, nats.Logger = "jsdlq-reconcile", log
+	js := natsconn.NewLazy(nats)
+	h := New(e.Config, Deps{
+		Logger:    log,
+		Store:     store.New(fs),
+		Tasks:     tasks.New(e.Tasks),
+		JetStream: js.JetStream,
+	})
+	return a.Middleware(h), nil
+}

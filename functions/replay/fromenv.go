@@ -1,0 +1,61 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/jsdlq/jsdlq/shared/auth"
+	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/natsconn"
+	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/triage"
+)
+
+// FromEnv builds the replay function from its environment (lookup:
+// os.LookupEnv in production), logging to logs, behind its authentication:
+// the Firestore client (the emulator when FIRESTORE_EMULATOR_HOST is set),
+// the policy loader and a lazily connected JetStream publisher. Nothing
+// connects before the first request. A configuration error is logged once
+// and answered 500 on every request: Cloud Tasks keeps the task and retries
+// it, so nothing is lost while the deployment is fixed.
+func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer, opts ...Option) http.Handler {
+	log := obs.NewLogger(logs, obs.WithComponent("replay"))
+	cfg, err := config.LoadReplay(lookup)
+	if err != nil {
+		log.Error("replay: invalid configuration; tasks are refused with 500 until it is fixed", "error", err.Error())
+		return obs.Middleware(obs.Refuse(log, "replay", err))
+	}
+	log = obs.NewLogger(logs, obs.WithComponent("replay"), obs.WithProject(cfg.Project))
+	h, err := build(ctx, cfg, log, opts)
+	if err != nil {
+		log.Error("replay: cannot build clients; tasks are refused with 500", "error", err.Error())
+		return obs.Middleware(obs.Refuse(log, "replay", err))
+	}
+	return obs.Middleware(h)
+}
+
+func build(ctx context.Context, cfg config.HTTPFunction, log *slog.Logger, opts []Option) (http.Handler, error) {
+	a, err := auth.New(cfg.Auth, cfg.CloudTasksEmulatorHost, auth.WithLogger(log))
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	fs, err := firestore.NewClient(ctx, cfg.Project)
+	if err != nil {
+		return nil, fmt.Errorf("replay: firestore client for project %s: %w", cfg.Project, err)
+	}
+	nats := cfg.NATS
+	nats.Name, nats.Logger = "jsdlq-replay", log
+	h := New(Config{}, Deps{
+		Logger:    log,
+		Store:     store.New(fs),
+		Policy:    triage.NewLoader(fs, log),
+		Publisher: natsconn.NewLazy(nats),
+	}, opts...)
+	return a.Middleware(h), nil
+}
