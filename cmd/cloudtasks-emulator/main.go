@@ -9,6 +9,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
@@ -42,13 +44,10 @@ func main() {
 func run(ctx context.Context, args []string, out io.Writer, ready chan<- [2]string) error {
 	fs := flag.NewFlagSet("cloudtasks-emulator", flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
-	defHost := tasksemu.DefaultHostPort
-	if v := os.Getenv(tasksemu.EnvHost); v != "" {
-		defHost = v
-	}
-	hostPort := fs.String("host-port", defHost, "gRPC listen address (default $"+tasksemu.EnvHost+" or "+tasksemu.DefaultHostPort+")")
+	env := config.LoadCloudTasksEmulator(os.LookupEnv)
+	hostPort := fs.String("host-port", cmp.Or(env.HostPort, tasksemu.DefaultHostPort), "gRPC listen address (default $"+tasksemu.EnvHost+" or "+tasksemu.DefaultHostPort+")")
 	jwksHostPort := fs.String("jwks-host-port", "", "HTTP listen address for "+tasksemu.JWKSPath+" and /healthz (default: gRPC port + 1)")
-	dataDir := fs.String("data-dir", os.Getenv("CLOUD_TASKS_EMULATOR_DATA_DIR"), "directory keeping queues, tasks and the signing key across restarts (default: in memory)")
+	dataDir := fs.String("data-dir", env.DataDir, "directory keeping queues, tasks and the signing key across restarts (default: in memory)")
 	tombstone := fs.Duration("queue-tombstone", 0, "refuse to recreate a deleted queue's name for this long (FAILED_PRECONDITION), like the real service; 0 = off")
 	reservation := fs.Duration("name-reservation", cloudtasks.DefaultNameReservation, "how long a finished or deleted task's name stays taken")
 	debug := fs.Bool("debug", false, "log at debug level")

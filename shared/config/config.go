@@ -371,3 +371,20 @@ func LoadDlqctl(lookup Lookup) Dlqctl {
 		User:   r.String("USER", ""),
 	}
 }
+
+// CloudTasksEmulator is the local Cloud Tasks emulator's configuration
+// (cmd/cloudtasks-emulator); its flags override it. Nothing is checked here:
+// the listener reports a bad address.
+type CloudTasksEmulator struct {
+	HostPort string // CLOUD_TASKS_EMULATOR_HOST: where it listens; "" = its default
+	DataDir  string // CLOUD_TASKS_EMULATOR_DATA_DIR; "" = in memory
+}
+
+// LoadCloudTasksEmulator reads the Cloud Tasks emulator's configuration.
+func LoadCloudTasksEmulator(lookup Lookup) CloudTasksEmulator {
+	r := NewReader(lookup)
+	return CloudTasksEmulator{
+		HostPort: r.String("CLOUD_TASKS_EMULATOR_HOST", ""),
+		DataDir:  r.String("CLOUD_TASKS_EMULATOR_DATA_DIR", ""),
+	}
+}

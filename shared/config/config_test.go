@@ -171,3 +171,19 @@ func TestLoadDlqctl(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadCloudTasksEmulator(t *testing.T) {
+	tests := []struct {
+		env  map[string]string
+		want CloudTasksEmulator
+	}{
+		{map[string]string{}, CloudTasksEmulator{}},
+		{map[string]string{"CLOUD_TASKS_EMULATOR_HOST": "127.0.0.1:9123", "CLOUD_TASKS_EMULATOR_DATA_DIR": "/d"},
+			CloudTasksEmulator{HostPort: "127.0.0.1:9123", DataDir: "/d"}},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, LoadCloudTasksEmulator(MapLookup(tt.env))); diff != "" {
+			t.Errorf("LoadCloudTasksEmulator(%v) mismatch (-want +got):\n%s", tt.env, diff)
+		}
+	}
+}
