@@ -14,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/bridge"
 	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
@@ -33,6 +35,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // an embedded JetStream.
 type env struct {
 	t     *testing.T
+	fs    *firestore.Client
 	st    *store.Store
 	sched *tasks.Scheduler
 	ct    *testenv.CloudTasks
@@ -46,7 +49,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	fs, project := testenv.Firestore(t)
-	e := &env{t: t, st: store.New(fs), dispatched: map[string]int{}}
+	e := &env{t: t, fs: fs, st: store.New(fs), dispatched: map[string]int{}}
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.mu.Lock()
 		e.dispatched[r.Header.Get("X-CloudTasks-TaskName")]++
@@ -68,7 +71,7 @@ func (e *env) run(vars map[string]string, args ...string) (code int, stdout, std
 func (e *env) runCtx(ctx context.Context, vars map[string]string, tweak func(*app), args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	a := &app{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), lookup: config.MapLookup(vars),
-		fs: e.st.Client(), st: e.st, sched: e.sched, runner: e.ct.Client, log: obs.Discard()}
+		fs: e.fs, st: e.st, sched: e.sched, runner: e.ct.Client, log: obs.Discard()}
 	if e.js != nil {
 		a.jetstream = func(context.Context) (jetstream.JetStream, error) { return e.js, nil }
 	}
@@ -561,11 +564,11 @@ func TestAuditAndHealth(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("audit --dry-run = %d %q %q", code, out, stderr)
 	}
-	var r reconcile.Report
-	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Schema != reconcile.Schema || !r.DryRun {
+	var r audit.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Schema != audit.Schema || !r.DryRun {
 		t.Fatalf("audit --json = %q (%v)", out, err)
 	}
-	if !strings.Contains(strings.Join(r.Alerts, ","), reconcile.AlertMissingTask) || r.Repairs.Done != 0 {
+	if !strings.Contains(strings.Join(r.Alerts, ","), audit.AlertMissingTask) || r.Repairs.Done != 0 {
 		t.Errorf("dry-run alerts %v repairs %+v, want missing_task planned, nothing done", r.Alerts, r.Repairs)
 	}
 	if n := len(e.ct.Tasks(t, e.queue)); n != 0 {
@@ -585,7 +588,7 @@ func TestAuditAndHealth(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &h); code != 0 || err != nil {
 		t.Fatalf("health --json = %d %q %q", code, out, stderr)
 	}
-	tenants := map[string]*reconcile.TenantHealth{}
+	tenants := map[string]*audit.TenantHealth{}
 	for _, th := range h.Tenants {
 		tenants[th.Tenant] = th
 	}

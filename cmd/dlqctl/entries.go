@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -12,15 +11,11 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode"
 	"unicode/utf8"
-
-	"cloud.google.com/go/firestore"
-	"google.golang.org/api/iterator"
 
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -131,86 +126,27 @@ func (a *app) scoped(f filter) (filter, error) {
 	return f, nil
 }
 
-// listFields are what ls reads: never payloads or history.
-var listFields = []string{"event_id", "stream", "stream_seq", "subject", "tenant", "agent", "task_id", "task_type",
-	"idempotency_key", "kind", "category", "reason_code", "rule", "action", "strategy", "status", "replays",
-	"next_retry_at", "task_name", "replay_of", "root_id", "payload_size", "policy_version", "created_at", "updated_at"}
-
-// pageToken is where a listing continues: the last entry's created_at and id.
-type pageToken struct {
-	CreatedAt time.Time
-	ID        string
+// query is the store query of f: newest first, reading view.
+func (f filter) query(view store.View) store.Query {
+	return store.Query{Tenant: f.Tenant, Status: store.Status(f.Status), Category: f.Category, Reason: f.Reason, Agent: f.Agent,
+		CreatedFrom: f.Since, CreatedTo: f.Until, Order: store.NewestFirst, View: view}
 }
 
-func (p pageToken) encode() string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(p.CreatedAt.UnixNano(), 10) + "|" + p.ID))
-}
-
-func decodeToken(s string) (pageToken, error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err == nil {
-		ns, id, ok := strings.Cut(string(b), "|")
-		n, perr := strconv.ParseInt(ns, 10, 64)
-		if ok && perr == nil && id != "" {
-			return pageToken{CreatedAt: time.Unix(0, n).UTC(), ID: id}, nil
-		}
+// query lists up to limit entries matching f, newest first, without
+// payloads or history, after the page token. It returns the entries and the
+// token of the next page ("" at the end).
+func (a *app) query(ctx context.Context, st *store.Store, f filter, token string, limit int) ([]*store.Entry, string, error) {
+	q := f.query(store.ListView)
+	var err error
+	if q.After, err = store.ParseCursor(token); err != nil {
+		return nil, "", usagef("--page-token %q is not a token dlqctl printed", token)
 	}
-	return pageToken{}, usagef("--page-token %q is not a token dlqctl printed", s)
-}
-
-// query lists entries matching f, newest first, after the token. It
-// returns the entries and the token of the next page ("" at the end).
-func (a *app) query(ctx context.Context, st *store.Store, f filter, after string, limit int, fields []string) ([]*store.Entry, string, error) {
-	col := st.Client().Collection(store.FailureLog)
-	q := col.Query
-	for _, eq := range [][2]string{{"tenant", f.Tenant}, {"status", f.Status}, {"category", f.Category},
-		{"reason_code", f.Reason}, {"agent", f.Agent}} {
-		if eq[1] != "" {
-			q = q.Where(eq[0], "==", eq[1])
-		}
+	q.Limit = limit
+	p, err := st.Entries(ctx, q)
+	if err != nil {
+		return nil, "", err
 	}
-	if !f.Since.IsZero() {
-		q = q.Where("created_at", ">=", f.Since)
-	}
-	if !f.Until.IsZero() {
-		q = q.Where("created_at", "<", f.Until)
-	}
-	q = q.OrderBy("created_at", firestore.Desc).OrderBy(firestore.DocumentID, firestore.Desc)
-	if after != "" {
-		tok, err := decodeToken(after)
-		if err != nil {
-			return nil, "", err
-		}
-		q = q.StartAfter(tok.CreatedAt, col.Doc(tok.ID))
-	}
-	if len(fields) > 0 {
-		q = q.Select(fields...)
-	}
-	it := q.Limit(limit + 1).Documents(ctx)
-	defer it.Stop()
-	var out []*store.Entry
-	for {
-		snap, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			break
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("firestore query %s: %w", store.FailureLog, err)
-		}
-		var e store.Entry
-		if err := snap.DataTo(&e); err != nil {
-			return nil, "", fmt.Errorf("decode %s/%s: %w", store.FailureLog, snap.Ref.ID, err)
-		}
-		e.ID = snap.Ref.ID
-		out = append(out, &e)
-	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		last := out[len(out)-1]
-		next = pageToken{CreatedAt: last.CreatedAt, ID: last.ID}.encode()
-	}
-	return out, next, nil
+	return p.Entries, p.Next.Encode(), nil
 }
 
 // filterFlags registers the ls filters on fs.
@@ -258,7 +194,7 @@ func (a *app) cmdLs(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	entries, next, err := a.query(ctx, st, f, *token, *limit, listFields)
+	entries, next, err := a.query(ctx, st, f, *token, *limit)
 	if err != nil {
 		return err
 	}
@@ -330,24 +266,15 @@ func (a *app) chain(ctx context.Context, st *store.Store, e *store.Entry) ([]*st
 	if root == "" {
 		root = e.ID
 	}
-	q := st.Client().Collection(store.FailureLog).Where("root_id", "==", root)
-	if a.scope != "" {
-		q = q.Where("tenant", "==", a.scope)
-	}
-	snaps, err := q.Select(listFields...).Limit(100).Documents(ctx).GetAll()
+	// The scope keeps a tenant-limited caller's chain to its own entries.
+	p, err := st.Entries(ctx, store.Query{RootID: root, Tenant: a.scope, View: store.ListView, Limit: 100})
 	if err != nil {
-		return nil, fmt.Errorf("firestore query chain of %s: %w", e.ID, err)
+		return nil, fmt.Errorf("chain of %s: %w", e.ID, err)
 	}
-	for _, s := range snaps {
-		if _, ok := seen[s.Ref.ID]; ok {
-			continue
+	for _, c := range p.Entries {
+		if _, ok := seen[c.ID]; !ok {
+			seen[c.ID] = c
 		}
-		var c store.Entry
-		if err := s.DataTo(&c); err != nil {
-			return nil, fmt.Errorf("decode %s/%s: %w", store.FailureLog, s.Ref.ID, err)
-		}
-		c.ID = s.Ref.ID
-		seen[c.ID] = &c
 	}
 	out := make([]*store.Entry, 0, len(seen))
 	for _, c := range seen {

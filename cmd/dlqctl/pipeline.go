@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,10 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"cloud.google.com/go/firestore"
-	"google.golang.org/api/iterator"
-
 	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -147,35 +144,32 @@ func (a *app) statsFromEntries(ctx context.Context, st *store.Store, first time.
 	for i := range rows {
 		rows[i] = hourStats{Hour: store.Hour(first.Add(time.Duration(i) * time.Hour)), Processed: -1, DLQRate: -1, ByCategory: map[string]int64{}}
 	}
-	q := st.Client().Collection(store.FailureLog).Where("tenant", "==", a.scope).Where("created_at", ">=", first).
-		Select("created_at", "category", "status", "history")
-	it := q.Documents(ctx)
-	defer it.Stop()
-	for n := 0; n < 100000; n++ {
-		snap, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			break
-		}
+	q := store.Query{Tenant: a.scope, CreatedFrom: first, View: store.ScanView, Limit: 1000}
+	for n := 0; n < 100000; {
+		p, err := st.Entries(ctx, q)
 		if err != nil {
-			return nil, fmt.Errorf("firestore query %s: %w", store.FailureLog, err)
-		}
-		var e store.Entry
-		if err := snap.DataTo(&e); err != nil {
 			return nil, err
 		}
-		i := int(e.CreatedAt.Sub(first) / time.Hour)
-		if i < 0 || i >= hours {
-			continue
+		for _, e := range p.Entries {
+			n++
+			i := int(e.CreatedAt.Sub(first) / time.Hour)
+			if i < 0 || i >= hours {
+				continue
+			}
+			r := &rows[i]
+			r.Entries++
+			r.ByCategory[e.Category]++
+			if e.Status == store.Recovered {
+				r.Recovered++
+			}
+			if len(e.History) > 0 && slices.Contains(humanStatuses, e.History[0].To) {
+				r.Human++
+			}
 		}
-		r := &rows[i]
-		r.Entries++
-		r.ByCategory[e.Category]++
-		if e.Status == store.Recovered {
-			r.Recovered++
+		if p.Next.IsZero() {
+			break
 		}
-		if len(e.History) > 0 && slices.Contains(humanStatuses, e.History[0].To) {
-			r.Human++
-		}
+		q.After = p.Next
 	}
 	return rows, nil
 }
@@ -223,41 +217,13 @@ func sparkline(series []int64) string {
 	return b.String()
 }
 
-// latestReport reads the newest reconcile report (dlq-audits/{run id}; ids
-// are time-ordered, documents starting with "_" are not reports).
-func latestReport(ctx context.Context, st *store.Store) (*reconcile.Report, error) {
-	// Reports are stored in their JSON shape (run ids and times as
-	// strings); the lease and state documents have no finished_at, so the
-	// query skips them.
-	q := st.Client().Collection(store.Audits).OrderBy("finished_at", firestore.Desc).Limit(1)
-	snaps, err := q.Documents(ctx).GetAll()
-	if err != nil {
-		return nil, fmt.Errorf("firestore query %s: %w", store.Audits, err)
-	}
-	if len(snaps) == 0 {
-		return nil, nil
-	}
-	var r reconcile.Report
-	b, err := json.Marshal(snaps[0].Data())
-	if err == nil {
-		err = json.Unmarshal(b, &r)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("decode %s/%s: %w", store.Audits, snaps[0].Ref.ID, err)
-	}
-	if r.RunID == "" {
-		r.RunID = snaps[0].Ref.ID
-	}
-	return &r, nil
-}
-
 // healthJSON is health's --json document.
 type healthJSON struct {
-	RunID    string                    `json:"run_id,omitempty"`
-	At       time.Time                 `json:"at,omitzero"`
-	Tenants  []*reconcile.TenantHealth `json:"tenants"`
-	Alerts   []*reconcile.Finding      `json:"alerts"`
-	Breakers []*store.Breaker          `json:"breakers"`
+	RunID    string                `json:"run_id,omitempty"`
+	At       time.Time             `json:"at,omitzero"`
+	Tenants  []*audit.TenantHealth `json:"tenants"`
+	Alerts   []*audit.Finding      `json:"alerts"`
+	Breakers []*store.Breaker      `json:"breakers"`
 }
 
 func (a *app) cmdHealth(ctx context.Context, args []string) error {
@@ -274,7 +240,7 @@ func (a *app) cmdHealth(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := latestReport(ctx, st)
+	r, err := st.LatestAudit(ctx)
 	if err != nil {
 		return err
 	}
@@ -282,7 +248,7 @@ func (a *app) cmdHealth(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	h := healthJSON{Tenants: []*reconcile.TenantHealth{}, Alerts: []*reconcile.Finding{}, Breakers: []*store.Breaker{}}
+	h := healthJSON{Tenants: []*audit.TenantHealth{}, Alerts: []*audit.Finding{}, Breakers: []*store.Breaker{}}
 	for _, b := range breakers {
 		if a.scope == "" || b.Tenant == a.scope {
 			h.Breakers = append(h.Breakers, b)
@@ -420,7 +386,7 @@ type conflictError struct{ msg string }
 func (e conflictError) Error() string { return e.msg }
 func (conflictError) ExitCode() int   { return exitConflict }
 
-func printReport(w interface{ Write([]byte) (int, error) }, r *reconcile.Report) {
+func printReport(w interface{ Write([]byte) (int, error) }, r *audit.Report) {
 	mode := "repairs applied"
 	if r.DryRun {
 		mode = "dry run, nothing changed"
@@ -471,7 +437,7 @@ func printReport(w interface{ Write([]byte) (int, error) }, r *reconcile.Report)
 	}
 }
 
-func resumeSection(r *reconcile.Report) string {
+func resumeSection(r *audit.Report) string {
 	if r.Resume == nil {
 		return "-"
 	}

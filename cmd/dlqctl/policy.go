@@ -10,9 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
@@ -50,20 +47,14 @@ func (a *app) currentPolicy(ctx context.Context) (policyInForce, error) {
 	if err != nil {
 		return policyInForce{}, err
 	}
-	snap, err := st.Client().Collection(triage.OverrideCollection).Doc(triage.OverrideDoc).Get(ctx)
-	if status.Code(err) == codes.NotFound {
+	o, found, err := st.PolicyOverride(ctx)
+	if err != nil {
+		return policyInForce{}, err
+	}
+	if !found {
 		return policyInForce{Source: "embedded default", Version: triage.Default().Version(), Valid: true, YAML: string(triage.DefaultYAML())}, nil
 	}
-	if err != nil {
-		return policyInForce{}, fmt.Errorf("firestore get %s/%s: %w", triage.OverrideCollection, triage.OverrideDoc, err)
-	}
-	out := policyInForce{Source: "firestore " + triage.OverrideCollection + "/" + triage.OverrideDoc}
-	if y, ok := snap.Data()[triage.OverrideField].(string); ok {
-		out.YAML = y
-	}
-	if t, ok := snap.Data()["updated_at"].(time.Time); ok {
-		out.UpdatedAt = t
-	}
+	out := policyInForce{Source: "firestore " + triage.OverrideCollection + "/" + triage.OverrideDoc, YAML: o.YAML, UpdatedAt: o.UpdatedAt}
 	p, perr := triage.Parse([]byte(out.YAML))
 	if perr != nil {
 		// classify keeps the policy it had; a fresh instance uses the
@@ -157,7 +148,7 @@ func (a *app) policyApply(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	v, err := triage.SaveOverride(ctx, st.Client(), doc)
+	v, err := st.SavePolicyOverride(ctx, doc)
 	if err != nil {
 		return err
 	}

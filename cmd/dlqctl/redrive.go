@@ -216,26 +216,14 @@ func (a *app) cmdRedrive(ctx context.Context, args []string) error {
 
 // count is how many entries match f (for the progress bar).
 func (a *app) count(ctx context.Context, st *store.Store, f filter) (int64, error) {
-	var n int64
-	tok := ""
-	for {
-		page, next, err := a.query(ctx, st, f, tok, 500, []string{"created_at"})
-		if err != nil {
-			return 0, err
-		}
-		n += int64(len(page))
-		if next == "" {
-			return n, nil
-		}
-		tok = next
-	}
+	return st.Count(ctx, f.query(store.ListView))
 }
 
 func (a *app) redriveDry(ctx context.Context, st *store.Store, cp *checkpoint) error {
 	tok := ""
 	counts := map[string]int{}
 	for {
-		page, next, err := a.query(ctx, st, cp.Filter, tok, 200, listFields)
+		page, next, err := a.query(ctx, st, cp.Filter, tok, 200)
 		if err != nil {
 			return err
 		}
@@ -289,7 +277,7 @@ func (a *app) redrive(ctx context.Context, st *store.Store, op *operator.Operato
 		if ctx.Err() != nil {
 			return interrupted()
 		}
-		page, next, err := a.query(context.WithoutCancel(ctx), st, cp.Filter, cp.Cursor, 100, listFields)
+		page, next, err := a.query(context.WithoutCancel(ctx), st, cp.Filter, cp.Cursor, 100)
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -317,7 +318,7 @@ func (s *chaosStack) twoReconciles(t *testing.T, n int) result {
 	time.Sleep(5 * time.Millisecond) // past the 1 ms grace
 	h1, h2 := s.reconcileHandler(), s.reconcileHandler()
 	var wg sync.WaitGroup
-	reps := make([]*reconcile.Report, 2)
+	reps := make([]*audit.Report, 2)
 	errs := make([]error, 2)
 	for i, h := range []*reconcile.Handler{h1, h2} {
 		wg.Add(1)

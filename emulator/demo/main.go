@@ -30,10 +30,10 @@ import (
 	"cloud.google.com/go/firestore"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/api/iterator"
 
 	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/obs"
@@ -316,27 +316,22 @@ func (d *demo) publish(ctx context.Context, list []task) error {
 
 // entries reads this run's failure-log entries (created since the start).
 func (d *demo) entries(ctx context.Context) ([]*store.Entry, error) {
-	it := d.st.Client().Collection(store.FailureLog).Where("created_at", ">=", d.start.Add(-time.Second)).
-		Select("event_id", "stream", "tenant", "agent", "task_id", "idempotency_key", "kind", "category", "reason_code", "status",
-			"replays", "replay_of", "root_id", "created_at").Documents(ctx)
-	defer it.Stop()
+	q := store.Query{CreatedFrom: d.start.Add(-time.Second), Order: store.OldestFirst, View: store.ListView, Limit: 500}
 	var out []*store.Entry
 	for {
-		snap, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			return out, nil
-		}
+		p, err := d.st.Entries(ctx, q)
 		if err != nil {
 			return nil, fmt.Errorf("read entries: %w", err)
 		}
-		var e store.Entry
-		if err := snap.DataTo(&e); err != nil {
-			return nil, err
+		for _, e := range p.Entries {
+			if e.Stream == workStream {
+				out = append(out, e)
+			}
 		}
-		e.ID = snap.Ref.ID
-		if e.Stream == workStream {
-			out = append(out, &e)
+		if p.Next.IsZero() {
+			return out, nil
 		}
+		q.After = p.Next
 	}
 }
 
@@ -480,7 +475,7 @@ func (d *demo) waitSettled(ctx context.Context, total int) (int, error) {
 // reconcile runs the audit in-process, as dlqctl audit does. The final run
 // uses short grace periods: the demo waited for the pipeline to settle, so
 // nothing is in flight any more.
-func (d *demo) reconcile(ctx context.Context, final bool) (*reconcile.Report, error) {
+func (d *demo) reconcile(ctx context.Context, final bool) (*audit.Report, error) {
 	cfg := reconcile.Config{WorkStreams: []string{workStream}, TimeBudget: time.Minute}
 	if final {
 		cfg.Grace, cfg.CaptureGrace = 3*time.Second, 3*time.Second

@@ -15,6 +15,7 @@ import (
 	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -78,13 +79,13 @@ func TestUnreachableCloudTasksFailsTheSectionOnly(t *testing.T) {
 	if d := time.Since(start); d > runBound {
 		t.Fatalf("Run with Cloud Tasks unreachable took %v; each call must end within IOTimeout", d)
 	}
-	var tasksSec *reconcile.Section
+	var tasksSec *audit.Section
 	for _, s := range rep.Sections {
 		if s.Name == reconcile.SectionTasks {
 			tasksSec = s
 		}
 	}
-	if tasksSec == nil || tasksSec.Status != reconcile.StatusError {
+	if tasksSec == nil || tasksSec.Status != audit.StatusError {
 		t.Fatalf("tasks section = %+v, want status error", tasksSec)
 	}
 	if rep.Repairs.Done != 0 {

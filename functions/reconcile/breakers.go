@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -14,7 +15,7 @@ const MaxBreakers = 1000
 
 // breakers half-opens breakers open past their cooldown and raises the
 // tenant alert for breakers that have not been closed for too long.
-func (r *run) breakers(ctx context.Context, sec *Section) error {
+func (r *run) breakers(ctx context.Context, sec *audit.Section) error {
 	list, err := r.h.store.ListBreakers(ctx, []string{store.BreakerOpen, store.BreakerHalfOpen}, MaxBreakers)
 	if err != nil {
 		return err
@@ -23,20 +24,20 @@ func (r *run) breakers(ctx context.Context, sec *Section) error {
 		sec.Note = fmt.Sprintf("more than %d open breakers; the first %d checked", MaxBreakers, MaxBreakers)
 	}
 	now := r.now()
-	var stale *Finding
+	var stale *audit.Finding
 	for _, b := range list {
-		sec.add(b.State, 1)
+		sec.Add(b.State, 1)
 		r.breakerState[b.Tenant] = b.State
 		if since := notClosedSince(b); now.Sub(since) > r.h.cfg.TenantBreakerAlert {
-			f := r.finding(AlertTenantBreakerOpen30m, SectionBreakers, b.Tenant,
+			f := r.finding(audit.AlertTenantBreakerOpen30m, SectionBreakers, b.Tenant,
 				fmt.Sprintf("tenant %s's breaker has not closed since %s (%s)", b.Tenant, since.Format(time.RFC3339), b.State))
-			f.example(b.Tenant)
+			f.Example(b.Tenant)
 			f.Value, f.Threshold = now.Sub(since).Minutes(), r.h.cfg.TenantBreakerAlert.Minutes()
 		}
 		if b.State != store.BreakerOpen || now.Sub(b.OpenedAt) <= r.h.cfg.BreakerCooldown {
 			continue
 		}
-		stale = r.repairing(stale, AlertBreakerOpenTooLong, SectionBreakers,
+		stale = r.repairing(stale, audit.AlertBreakerOpenTooLong, SectionBreakers,
 			fmt.Sprintf("breakers open longer than %s without going half-open", r.h.cfg.BreakerCooldown), "half_open")
 		if !r.plan(stale, b.Tenant) {
 			continue
@@ -44,14 +45,14 @@ func (r *run) breakers(ctx context.Context, sec *Section) error {
 		nb, err := r.h.store.BreakerAdvance(ctx, b.Tenant, By)
 		switch {
 		case err != nil:
-			stale.Repair.fail(err)
+			stale.Repair.Fail(err)
 		case nb.State == store.BreakerHalfOpen:
 			stale.Repair.Done++
 			r.breakerState[b.Tenant] = nb.State
 			r.h.log.InfoContext(ctx, "reconcile: breaker half-opened", "run_id", r.rep.RunID, "tenant", b.Tenant, "opened_at", b.OpenedAt)
 		default:
 			stale.Repair.Skipped++
-			stale.Repair.note(fmt.Sprintf("%s is %s now", b.Tenant, nb.State))
+			stale.Repair.Note(fmt.Sprintf("%s is %s now", b.Tenant, nb.State))
 		}
 	}
 	return nil

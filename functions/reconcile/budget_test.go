@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -50,7 +51,7 @@ func TestBudgetStopsWithCursorAndResumes(t *testing.T) {
 	if d := first.FinishedAt.Sub(first.StartedAt); d > budget+time.Second {
 		t.Errorf("first run took %s of its clock, budget %s", d, budget)
 	}
-	scanned := func(rep *reconcile.Report) int64 {
+	scanned := func(rep *audit.Report) int64 {
 		for _, s := range rep.Sections {
 			if s.Name == reconcile.SectionEntries {
 				return s.Counts["scanned"]
@@ -63,7 +64,7 @@ func TestBudgetStopsWithCursorAndResumes(t *testing.T) {
 		t.Fatalf("first run scanned %d entries, want some but not all %d", total, n)
 	}
 
-	var last *reconcile.Report
+	var last *audit.Report
 	for run := 2; run <= 30; run++ {
 		rep := f.run(h, false)
 		total += scanned(rep)
@@ -91,16 +92,16 @@ func TestBudgetStopsWithCursorAndResumes(t *testing.T) {
 	if counted != n {
 		t.Errorf("completed pass counted %d entries, want %d", counted, n)
 	}
-	if fd := findings(last, reconcile.AlertMetricDrift); len(fd) != 0 {
+	if fd := findings(last, audit.AlertMetricDrift); len(fd) != 0 {
 		t.Errorf("metric drift after a resumed pass: %s", summary(last))
 	}
 	// The ring goes on: every section the completing run did not reach is
 	// reached by the next run, which starts where the completing run stopped.
 	next := f.run(h, false)
 	reached := map[string]bool{}
-	for _, rep := range []*reconcile.Report{last, next} {
+	for _, rep := range []*audit.Report{last, next} {
 		for _, s := range rep.Sections {
-			if s.Status != reconcile.StatusNotReached {
+			if s.Status != audit.StatusNotReached {
 				reached[s.Name] = true
 			}
 		}
@@ -161,7 +162,7 @@ func BenchmarkEntriesPass(b *testing.B) {
 	b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "entries/s")
 }
 
-func sectionSummary(rep *reconcile.Report) string {
+func sectionSummary(rep *audit.Report) string {
 	out := ""
 	for _, s := range rep.Sections {
 		out += fmt.Sprintf("%s=%s %v; ", s.Name, s.Status, s.Counts)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -34,7 +35,7 @@ type captured struct {
 // entry is re-driven: the advisory or record is published again into its
 // stream, so the bridge forwards it again under the same event id (classify
 // creates the entry if it is absent and changes nothing if it exists).
-func (r *run) capture(ctx context.Context, sec *Section) error {
+func (r *run) capture(ctx context.Context, sec *audit.Section) error {
 	if r.h.js == nil {
 		return fmt.Errorf("%w: no NATS connection", errSkipped)
 	}
@@ -45,7 +46,7 @@ func (r *run) capture(ctx context.Context, sec *Section) error {
 	if r.state.Capture == nil {
 		r.state.Capture = map[string]int64{}
 	}
-	var f *Finding
+	var f *audit.Finding
 	partial := false
 	for _, name := range []string{r.h.cfg.AdvisoryStream, r.h.cfg.RecordStream} {
 		err := r.captureStream(ctx, sec, js, name, &f)
@@ -63,10 +64,10 @@ func (r *run) capture(ctx context.Context, sec *Section) error {
 	return nil
 }
 
-func (r *run) captureStream(ctx context.Context, sec *Section, js jetstream.JetStream, name string, f **Finding) error {
+func (r *run) captureStream(ctx context.Context, sec *audit.Section, js jetstream.JetStream, name string, f **audit.Finding) error {
 	str, err := js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		sec.add("streams_missing", 1)
+		sec.Add("streams_missing", 1)
 		sec.Note = strings.TrimPrefix(sec.Note+"; stream "+name+" does not exist", "; ")
 		return nil
 	}
@@ -77,7 +78,7 @@ func (r *run) captureStream(ctx context.Context, sec *Section, js jetstream.JetS
 	last := info.State.LastSeq
 	if uint64(max(r.state.Capture[name], 0)) > last {
 		// The stream was recreated: its sequences start over.
-		sec.add("cursor_reset_"+name, 1)
+		sec.Add("cursor_reset_"+name, 1)
 		r.state.Capture[name] = 0
 	}
 	seq := max(uint64(max(r.state.Capture[name], 0))+1, info.State.FirstSeq)
@@ -98,14 +99,14 @@ func (r *run) captureStream(ctx context.Context, sec *Section, js jetstream.JetS
 				return fmt.Errorf("stream %s seq %d: %w", name, seq, err)
 			}
 			if r.now().Sub(m.Time) < r.h.cfg.CaptureGrace {
-				sec.add("pending_"+name, int64(last-seq+1))
+				sec.Add("pending_"+name, int64(last-seq+1))
 				stop = true
 				break
 			}
 			c, ok := parseCaptured(name == r.h.cfg.RecordStream, m)
 			seq++
 			if !ok {
-				sec.add("unparseable_"+name, 1) // the bridge rejects it too
+				sec.Add("unparseable_"+name, 1) // the bridge rejects it too
 				continue
 			}
 			batch = append(batch, c)
@@ -119,18 +120,18 @@ func (r *run) captureStream(ctx context.Context, sec *Section, js jetstream.JetS
 			return err
 		}
 		for _, c := range batch {
-			sec.add("checked_"+name, 1)
+			sec.Add("checked_"+name, 1)
 			if entries[c.entryID] != nil {
 				continue
 			}
-			sec.add("missing_"+name, 1)
+			sec.Add("missing_"+name, 1)
 			if *f == nil {
-				*f = r.finding(AlertAdvisoryEntryMismatch, SectionCapture, "", "advisories or explicit records without a failure-log entry")
-				(*f).Repair = &Repair{Action: "redrive"}
+				*f = r.finding(audit.AlertAdvisoryEntryMismatch, SectionCapture, "", "advisories or explicit records without a failure-log entry")
+				(*f).Repair = &audit.Repair{Action: "redrive"}
 			}
-			(*f).example(c.eventID)
+			(*f).Example(c.eventID)
 			if c.redriven {
-				(*f).Repair.note(c.eventID + ": already re-driven once and still no entry; check the bridge and classify")
+				(*f).Repair.Note(c.eventID + ": already re-driven once and still no entry; check the bridge and classify")
 				continue
 			}
 			(*f).Repair.Planned++
@@ -140,7 +141,7 @@ func (r *run) captureStream(ctx context.Context, sec *Section, js jetstream.JetS
 			msg := &nats.Msg{Subject: c.subject, Header: c.header, Data: c.data}
 			msg.Header.Set(jetstream.MsgIDHeader, RedrivePrefix+name+"."+fmt.Sprint(c.seq))
 			if _, err := js.PublishMsg(ctx, msg, jetstream.WithExpectStream(name)); err != nil {
-				(*f).Repair.fail(fmt.Errorf("redrive %s: %w", c.eventID, err))
+				(*f).Repair.Fail(fmt.Errorf("redrive %s: %w", c.eventID, err))
 				continue
 			}
 			(*f).Repair.Done++

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -42,7 +43,7 @@ func TestCaptureGraceRecordsAndRedriveOnce(t *testing.T) {
 	// Within the grace nothing is a finding and the cursor stays put.
 	h := f.handler(reconcile.Config{TimeBudget: time.Minute}, nil)
 	rep := f.run(h, false)
-	if len(findings(rep, reconcile.AlertAdvisoryEntryMismatch)) != 0 {
+	if len(findings(rep, audit.AlertAdvisoryEntryMismatch)) != 0 {
 		t.Fatalf("fresh captures reported: %s", summary(rep))
 	}
 	sec := section(t, rep, reconcile.SectionCapture)
@@ -54,7 +55,7 @@ func TestCaptureGraceRecordsAndRedriveOnce(t *testing.T) {
 	later := func() time.Time { return time.Now().Add(20 * time.Minute) }
 	h = f.handler(reconcile.Config{TimeBudget: time.Minute}, later)
 	rep = f.run(h, false)
-	fd := finding(t, rep, reconcile.AlertAdvisoryEntryMismatch)
+	fd := finding(t, rep, audit.AlertAdvisoryEntryMismatch)
 	if fd.Count != 1 || fd.Examples[0] != event.ID(workStream, 5) || fd.Repair.Done != 1 {
 		t.Errorf("mismatch = %+v, want the record of message 5 re-driven", fd)
 	}
@@ -75,7 +76,7 @@ func TestCaptureGraceRecordsAndRedriveOnce(t *testing.T) {
 
 	// Still no entry for the re-driven copy: reported, not re-driven again.
 	rep = f.run(h, false)
-	fd = finding(t, rep, reconcile.AlertAdvisoryEntryMismatch)
+	fd = finding(t, rep, audit.AlertAdvisoryEntryMismatch)
 	if fd.Count != 1 || fd.Repair.Planned != 0 || len(fd.Repair.Notes) != 1 {
 		t.Errorf("re-driven copy without entry = %+v, want reported with a note and no second re-drive", fd)
 	}
@@ -89,7 +90,7 @@ func TestCaptureGraceRecordsAndRedriveOnce(t *testing.T) {
 	}
 }
 
-func section(t *testing.T, rep *reconcile.Report, name string) *reconcile.Section {
+func section(t *testing.T, rep *audit.Report, name string) *audit.Section {
 	t.Helper()
 	for _, s := range rep.Sections {
 		if s.Name == name {

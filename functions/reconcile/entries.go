@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -17,17 +18,17 @@ const categoryPoison = "poison"
 // possibly over several runs, counting per tenant and recounting each
 // closed hour's metrics; at the end of the pass it raises the tenant alerts
 // and compares (and repairs) the hourly metrics.
-func (r *run) entries(ctx context.Context, sec *Section) error {
+func (r *run) entries(ctx context.Context, sec *audit.Section) error {
 	now := r.now()
 	p := r.state.Pass
 	if p == nil || now.Sub(p.To) > r.h.cfg.Window {
 		// No pass in progress, or one so old its window says nothing now.
 		to := now
 		p = &Pass{From: to.Truncate(time.Hour).Add(-r.h.cfg.Window), To: to,
-			Tenants: map[string]*TenantHealth{}, Hours: map[string]*store.Metrics{}}
+			Tenants: map[string]*audit.TenantHealth{}, Hours: map[string]*store.Metrics{}}
 	}
 	if p.Tenants == nil {
-		p.Tenants = map[string]*TenantHealth{}
+		p.Tenants = map[string]*audit.TenantHealth{}
 	}
 	if p.Hours == nil {
 		p.Hours = map[string]*store.Metrics{}
@@ -35,10 +36,10 @@ func (r *run) entries(ctx context.Context, sec *Section) error {
 	r.state.Pass = p
 	for {
 		if r.over() {
-			sec.add("scanned", 0)
+			sec.Add("scanned", 0)
 			return errBudget
 		}
-		page, next, err := r.h.store.ScanCreated(ctx, p.From, p.To, p.Cursor, r.h.cfg.PageSize)
+		page, next, err := r.scanCreated(ctx, p.From, p.To, p.Cursor)
 		if err != nil {
 			return err
 		}
@@ -47,12 +48,12 @@ func (r *run) entries(ctx context.Context, sec *Section) error {
 		}
 		p.Cursor = next
 		p.Scanned += int64(len(page))
-		sec.add("scanned", int64(len(page)))
-		if len(page) < r.h.cfg.PageSize {
+		sec.Add("scanned", int64(len(page)))
+		if next.IsZero() {
 			break
 		}
 	}
-	sec.add("pass_total", p.Scanned)
+	sec.Add("pass_total", p.Scanned)
 	if err := r.finishPass(ctx, sec, p); err != nil {
 		return err
 	}
@@ -87,7 +88,7 @@ func (r *run) count(p *Pass, e *store.Entry) {
 	}
 	t := p.Tenants[e.Tenant]
 	if t == nil {
-		t = &TenantHealth{Tenant: e.Tenant}
+		t = &audit.TenantHealth{Tenant: e.Tenant}
 		p.Tenants[e.Tenant] = t
 	}
 	t.Entries++
@@ -143,7 +144,7 @@ func duplicate(e *store.Entry) bool {
 	return false
 }
 
-func (r *run) finishPass(ctx context.Context, sec *Section, p *Pass) error {
+func (r *run) finishPass(ctx context.Context, sec *audit.Section, p *Pass) error {
 	cfg := r.h.cfg
 	active := 0
 	for _, t := range p.Tenants {
@@ -160,24 +161,24 @@ func (r *run) finishPass(ctx context.Context, sec *Section, p *Pass) error {
 		t.Breaker = r.breakerState[name]
 		r.rep.Tenants = append(r.rep.Tenants, t)
 		if t.PoisonLastHr > int64(cfg.PoisonBurst) {
-			f := r.finding(AlertTenantPoisonBurst, SectionEntries, name,
+			f := r.finding(audit.AlertTenantPoisonBurst, SectionEntries, name,
 				fmt.Sprintf("tenant %s has %d poison entries in the last hour (more than %d)", name, t.PoisonLastHr, cfg.PoisonBurst))
-			f.example(name)
+			f.Example(name)
 			f.Value, f.Threshold = float64(t.PoisonLastHr), float64(cfg.PoisonBurst)
 		}
 		if t.Settled >= int64(cfg.RecoveryMinSettled) && t.RecoveryRate < cfg.RecoveryTarget {
-			f := r.finding(AlertTenantRecoveryBelow80, SectionEntries, name,
+			f := r.finding(audit.AlertTenantRecoveryBelow80, SectionEntries, name,
 				fmt.Sprintf("tenant %s recovered %d of %d settled entries in the window (%.0f%%, target %.0f%%)",
 					name, t.Recovered, t.Settled, 100*t.RecoveryRate, 100*cfg.RecoveryTarget))
-			f.example(name)
+			f.Example(name)
 			f.Value, f.Threshold = t.RecoveryRate, cfg.RecoveryTarget
 		}
 		if p.LastHour >= int64(cfg.DominanceMinTotal) && active >= 2 {
 			if share := float64(t.EntriesLastHr) / float64(p.LastHour); share > cfg.DominanceShare {
-				f := r.finding(AlertTenantDominates, SectionEntries, name,
+				f := r.finding(audit.AlertTenantDominates, SectionEntries, name,
 					fmt.Sprintf("tenant %s has %d of the last hour's %d entries (%.0f%%, more than %.0f%%)",
 						name, t.EntriesLastHr, p.LastHour, 100*share, 100*cfg.DominanceShare))
-				f.example(name)
+				f.Example(name)
 				f.Value, f.Threshold = share, cfg.DominanceShare
 			}
 		}
@@ -187,8 +188,8 @@ func (r *run) finishPass(ctx context.Context, sec *Section, p *Pass) error {
 
 // drift compares each closed hour of the pass with its metrics and rewrites
 // the hours whose creation counters disagree with the entries.
-func (r *run) drift(ctx context.Context, sec *Section, p *Pass) error {
-	var f *Finding
+func (r *run) drift(ctx context.Context, sec *audit.Section, p *Pass) error {
+	var f *audit.Finding
 	for h := p.From; h.Before(r.closedBefore(p)); h = h.Add(time.Hour) {
 		hour := store.Hour(h)
 		want := store.Metrics{Hour: hour}
@@ -199,17 +200,17 @@ func (r *run) drift(ctx context.Context, sec *Section, p *Pass) error {
 		if err != nil {
 			return err
 		}
-		sec.add("hours_checked", 1)
+		sec.Add("hours_checked", 1)
 		if agree(cur, want) {
 			continue
 		}
-		f = r.repairing(f, AlertMetricDrift, SectionEntries, "hours whose metrics disagree with their entries (total, by tenant or by kind)", "recompute_hour")
+		f = r.repairing(f, audit.AlertMetricDrift, SectionEntries, "hours whose metrics disagree with their entries (total, by tenant or by kind)", "recompute_hour")
 		if !r.plan(f, fmt.Sprintf("%s: metrics %d, entries %d", hour, cur.Total, want.Total)) {
 			continue
 		}
 		full, err := r.recountHour(ctx, h)
 		if err != nil {
-			f.Repair.fail(err)
+			f.Repair.Fail(err)
 			continue
 		}
 		rewritten, err := r.h.store.RewriteHour(ctx, hour, func(now store.Metrics) (store.Metrics, bool) {
@@ -224,7 +225,7 @@ func (r *run) drift(ctx context.Context, sec *Section, p *Pass) error {
 		})
 		switch {
 		case err != nil:
-			f.Repair.fail(err)
+			f.Repair.Fail(err)
 		case rewritten:
 			f.Repair.Done++
 			r.h.log.InfoContext(ctx, "reconcile: metrics hour recomputed", "run_id", r.rep.RunID, "hour", hour, "was", cur.Total, "now", full.Total)
@@ -268,9 +269,9 @@ func metricKey(k string) string {
 // so later transitions do not move it between status counters.
 func (r *run) recountHour(ctx context.Context, h time.Time) (store.Metrics, error) {
 	m := store.Metrics{Hour: store.Hour(h)}
-	var cursor store.PageCursor
+	var cursor store.Cursor
 	for {
-		page, next, err := r.h.store.ScanCreated(ctx, h, h.Add(time.Hour), cursor, r.h.cfg.PageSize)
+		page, next, err := r.scanCreated(ctx, h, h.Add(time.Hour), cursor)
 		if err != nil {
 			return m, err
 		}
@@ -279,7 +280,7 @@ func (r *run) recountHour(ctx context.Context, h time.Time) (store.Metrics, erro
 			c.Status = initialStatus(e)
 			store.AddEntryMetrics(&m, &c)
 		}
-		if len(page) < r.h.cfg.PageSize {
+		if next.IsZero() {
 			return m, nil
 		}
 		cursor = next

@@ -14,6 +14,7 @@ import (
 	"github.com/jsdlq/jsdlq/bridge"
 	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/obs"
 )
@@ -54,7 +55,7 @@ func TestFromEnvRunsAgainstEmulators(t *testing.T) {
 	for _, target := range []string{"/Reconcile?dry_run=1", "/Reconcile"} {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, target, nil))
-		var rep reconcile.Report
+		var rep audit.Report
 		if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &rep) != nil {
 			t.Fatalf("POST %s = %d %s", target, w.Code, w.Body)
 		}

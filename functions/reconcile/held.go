@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
@@ -13,22 +14,22 @@ import (
 // breaker lets them through: all of them when it is closed again, exactly
 // one (the probe) when it is half-open. Nothing else releases them when the
 // tenant sends no new failures.
-func (r *run) held(ctx context.Context, sec *Section) error {
+func (r *run) held(ctx context.Context, sec *audit.Section) error {
 	if r.h.tasks == nil {
 		return fmt.Errorf("%w: no Cloud Tasks client", errSkipped)
 	}
-	var f *Finding
+	var f *audit.Finding
 	refused := map[string]bool{} // tenants whose breaker admits nothing more this run
 	for {
 		if r.over() {
 			return errBudget
 		}
-		page, next, err := r.h.store.ScanStatus(ctx, store.Held, r.state.Held, r.h.cfg.PageSize)
+		page, next, err := r.scanStatus(ctx, store.Held, r.state.Held)
 		if err != nil {
 			return err
 		}
 		for _, e := range page {
-			sec.add("held", 1)
+			sec.Add("held", 1)
 			if refused[e.Tenant] {
 				continue
 			}
@@ -44,15 +45,15 @@ func (r *run) held(ctx context.Context, sec *Section) error {
 				// Half-open: one probe, then the breaker waits for it.
 				refused[e.Tenant] = true
 			}
-			f = r.repairing(f, FindingHeldReleased, SectionHeld, "held entries whose tenant breaker lets them through again", "release")
+			f = r.repairing(f, audit.FindingHeldReleased, SectionHeld, "held entries whose tenant breaker lets them through again", "release")
 			if !r.plan(f, e.ID) {
 				continue
 			}
 			r.release(ctx, f.Repair, e, probe)
 		}
 		r.state.Held = next
-		if len(page) < r.h.cfg.PageSize {
-			r.state.Held = store.PageCursor{}
+		if next.IsZero() {
+			r.state.Held = store.Cursor{}
 			return nil
 		}
 	}
@@ -78,7 +79,7 @@ func (r *run) admit(ctx context.Context, e *store.Entry) (ok, probe bool, err er
 
 // release schedules a held entry under its next unused task name and
 // creates the task (recreate handles a name that turns out to be spent).
-func (r *run) release(ctx context.Context, rp *Repair, e *store.Entry, probe bool) {
+func (r *run) release(ctx context.Context, rp *audit.Repair, e *store.Entry, probe bool) {
 	attempt := e.Replays + 1
 	if _, n, err := tasks.ParseName(shortTask(e.TaskName)); err == nil {
 		attempt = max(attempt, n+1) // a held entry's old task was consumed
@@ -95,10 +96,10 @@ func (r *run) release(ctx context.Context, rp *Repair, e *store.Entry, probe boo
 	switch {
 	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrNotFound):
 		rp.Skipped++
-		rp.note(fmt.Sprintf("%s changed meanwhile: %v", e.ID, err))
+		rp.Note(fmt.Sprintf("%s changed meanwhile: %v", e.ID, err))
 		return
 	case err != nil:
-		rp.fail(err)
+		rp.Fail(err)
 		return
 	}
 	r.recreate(ctx, rp, cur)

@@ -20,6 +20,7 @@ import (
 	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -195,7 +196,7 @@ func (f *fixture) lastMsg(stream string) *jetstream.RawStreamMsg {
 	return m
 }
 
-func (f *fixture) run(h *reconcile.Handler, dry bool) *reconcile.Report {
+func (f *fixture) run(h *reconcile.Handler, dry bool) *audit.Report {
 	f.t.Helper()
 	rep, err := h.Run(f.ctx, dry)
 	if err != nil {
@@ -207,8 +208,8 @@ func (f *fixture) run(h *reconcile.Handler, dry bool) *reconcile.Report {
 	return rep
 }
 
-func findings(rep *reconcile.Report, name string) []*reconcile.Finding {
-	var out []*reconcile.Finding
+func findings(rep *audit.Report, name string) []*audit.Finding {
+	var out []*audit.Finding
 	for _, f := range rep.Findings {
 		if f.Name == name {
 			out = append(out, f)
@@ -217,7 +218,7 @@ func findings(rep *reconcile.Report, name string) []*reconcile.Finding {
 	return out
 }
 
-func finding(t *testing.T, rep *reconcile.Report, name string) *reconcile.Finding {
+func finding(t *testing.T, rep *audit.Report, name string) *audit.Finding {
 	t.Helper()
 	fs := findings(rep, name)
 	if len(fs) != 1 {
@@ -226,7 +227,7 @@ func finding(t *testing.T, rep *reconcile.Report, name string) *reconcile.Findin
 	return fs[0]
 }
 
-func summary(rep *reconcile.Report) string {
+func summary(rep *audit.Report) string {
 	var b strings.Builder
 	for _, f := range rep.Findings {
 		fmt.Fprintf(&b, "[%s %s tenant=%q count=%d examples=%v repair=%+v] ", f.Section, f.Name, f.Tenant, f.Count, f.Examples, f.Repair)

@@ -12,6 +12,7 @@ import (
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 
 	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
@@ -42,7 +43,7 @@ func TestConcurrentRunsRepairOnce(t *testing.T) {
 		startRound := time.Now()
 		var wg sync.WaitGroup
 		codes := make([]int, 2)
-		reports := make([]*reconcile.Report, 2)
+		reports := make([]*audit.Report, 2)
 		for i, h := range []*reconcile.Handler{h1, h2} {
 			wg.Add(1)
 			go func() {
@@ -51,7 +52,7 @@ func TestConcurrentRunsRepairOnce(t *testing.T) {
 				h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/Reconcile", nil))
 				codes[i] = w.Code
 				if w.Code == http.StatusOK {
-					reports[i] = &reconcile.Report{}
+					reports[i] = &audit.Report{}
 					if err := json.Unmarshal(w.Body.Bytes(), reports[i]); err != nil {
 						t.Errorf("report: %v", err)
 					}
@@ -113,11 +114,11 @@ func TestLeaseHeldAnswers409AndChangesNothing(t *testing.T) {
 	// A dry run needs no lease: it writes nothing but its report.
 	w = httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/Reconcile?dry_run=true", nil))
-	var rep reconcile.Report
+	var rep audit.Report
 	if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &rep) != nil || !rep.DryRun {
 		t.Fatalf("dry run during a lease = %d %s, want 200 with a dry-run report", w.Code, w.Body)
 	}
-	if fd := finding(t, &rep, reconcile.AlertMissingTask); fd.Examples[0] != e.ID || fd.Repair.Done != 0 {
+	if fd := finding(t, &rep, audit.AlertMissingTask); fd.Examples[0] != e.ID || fd.Repair.Done != 0 {
 		t.Errorf("dry run missing_task = %+v", fd)
 	}
 	// Once the holder releases it, a run proceeds.
@@ -164,7 +165,7 @@ func TestUnreadableStateRestartsScans(t *testing.T) {
 	if len(rep.Errors) != 1 || !strings.Contains(rep.Errors[0], "state unreadable") {
 		t.Errorf("errors = %v, want the unreadable state reported", rep.Errors)
 	}
-	if fd := finding(t, rep, reconcile.AlertMissingTask); fd.Examples[0] != e.ID || fd.Repair.Done != 1 {
+	if fd := finding(t, rep, audit.AlertMissingTask); fd.Examples[0] != e.ID || fd.Repair.Done != 1 {
 		t.Errorf("missing_task = %+v, want it found and repaired despite the state", fd)
 	}
 	if again := f.run(h, false); len(again.Findings) != 0 {

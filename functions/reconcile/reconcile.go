@@ -28,6 +28,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -223,7 +224,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &held):
 		w.WriteHeader(http.StatusConflict)
-		_ = json.NewEncoder(w).Encode(LeaseHeld{Schema: Schema, RunID: rep.RunID, DryRun: dry, Status: "lease_held",
+		_ = json.NewEncoder(w).Encode(LeaseHeld{Schema: audit.Schema, RunID: rep.RunID, DryRun: dry, Status: "lease_held",
 			Message: fmt.Sprintf("another run (%s) holds the lease until %s; this run did nothing", held.lease.Holder, held.lease.Until.Format(time.RFC3339)),
 			Holder:  held.lease.Holder, Until: held.lease.Until})
 		return
@@ -254,7 +255,7 @@ func NewRunID(t time.Time) string {
 // run is one audit in progress.
 type run struct {
 	h        *Handler
-	rep      *Report
+	rep      *audit.Report
 	state    *State
 	dry      bool
 	start    time.Time
@@ -269,26 +270,42 @@ func (r *run) now() time.Time { return r.h.now().UTC() }
 // over reports whether the time budget is spent.
 func (r *run) over() bool { return !r.h.now().Before(r.deadline) }
 
-func (r *run) finding(name, section, tenant, message string) *Finding {
-	f := &Finding{Name: name, Severity: severity[name], Alert: severity[name] != SevInfo, Section: section, Tenant: tenant, Message: message}
+// scanStatus returns a page of the entries in status st after the cursor, in
+// the order their replays fall due, and the cursor of the next page (zero
+// after the last).
+func (r *run) scanStatus(ctx context.Context, st store.Status, after store.Cursor) ([]*store.Entry, store.Cursor, error) {
+	p, err := r.h.store.Entries(ctx, store.Query{Status: st, Order: store.DueFirst, View: store.ScanView, After: after, Limit: r.h.cfg.PageSize})
+	return p.Entries, p.Next, err
+}
+
+// scanCreated returns a page of the entries created in [from, to) after the
+// cursor, oldest first, and the cursor of the next page (zero after the
+// last).
+func (r *run) scanCreated(ctx context.Context, from, to time.Time, after store.Cursor) ([]*store.Entry, store.Cursor, error) {
+	p, err := r.h.store.Entries(ctx, store.Query{CreatedFrom: from, CreatedTo: to, Order: store.OldestFirst, View: store.ScanView, After: after, Limit: r.h.cfg.PageSize})
+	return p.Entries, p.Next, err
+}
+
+func (r *run) finding(name, section, tenant, message string) *audit.Finding {
+	f := audit.NewFinding(name, section, tenant, message)
 	r.rep.Findings = append(r.rep.Findings, f)
 	return f
 }
 
 // repairing returns f, or, for a section's first case (f nil), a new finding
 // whose repair of action is still to be counted.
-func (r *run) repairing(f *Finding, name, section, message, action string) *Finding {
+func (r *run) repairing(f *audit.Finding, name, section, message, action string) *audit.Finding {
 	if f == nil {
 		f = r.finding(name, section, "", message)
-		f.Repair = &Repair{Action: action}
+		f.Repair = &audit.Repair{Action: action}
 	}
 	return f
 }
 
 // plan counts one case and its repair under f and reports whether to carry
 // the repair out: not in a dry run, which only counts.
-func (r *run) plan(f *Finding, example string) bool {
-	f.example(example)
+func (r *run) plan(f *audit.Finding, example string) bool {
+	f.Example(example)
 	f.Repair.Planned++
 	return !r.dry
 }
@@ -315,10 +332,10 @@ var errBudget = errors.New("reconcile: time budget spent")
 // Run performs one audit and returns its report (stored unless the store
 // fails). A run that finds the lease held returns an error wrapping
 // ErrLeaseHeld and a report with only its run id.
-func (h *Handler) Run(ctx context.Context, dry bool) (*Report, error) {
+func (h *Handler) Run(ctx context.Context, dry bool) (*audit.Report, error) {
 	start := h.now().UTC()
-	rep := &Report{Schema: Schema, RunID: NewRunID(start), DryRun: dry, StartedAt: start, Budget: h.cfg.TimeBudget.String(),
-		Sections: []*Section{}, Findings: []*Finding{}}
+	rep := &audit.Report{Schema: audit.Schema, RunID: NewRunID(start), DryRun: dry, StartedAt: start, Budget: h.cfg.TimeBudget.String(),
+		Sections: []*audit.Section{}, Findings: []*audit.Finding{}}
 	// I/O gets the budget plus room to finish the page or repair in hand and
 	// save the report; the sections themselves stop at the budget.
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.TimeBudget+time.Minute)
@@ -365,7 +382,7 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*Report, error) {
 	if i := slices.Index(ring, st.Resume); i > 0 {
 		order = append(append([]string{}, ring[i:]...), ring[:i]...)
 	}
-	funcs := map[string]func(context.Context, *Section) error{
+	funcs := map[string]func(context.Context, *audit.Section) error{
 		SectionCapture: r.capture, SectionTasks: r.tasksAudit, SectionReplaying: r.replaying,
 		SectionReplayed: r.replayed, SectionHeld: r.held, SectionEntries: r.entries,
 	}
@@ -373,25 +390,25 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*Report, error) {
 	for _, name := range order {
 		if r.over() {
 			rep.BudgetExhausted = true
-			rep.Sections = append(rep.Sections, &Section{Name: name, Status: StatusNotReached})
+			rep.Sections = append(rep.Sections, &audit.Section{Name: name, Status: audit.StatusNotReached})
 			if st.Resume == "" {
 				st.Resume = name
 			}
 			continue
 		}
 		sec := r.section(ctx, name, funcs[name])
-		if sec.Status == StatusPartial {
+		if sec.Status == audit.StatusPartial {
 			rep.BudgetExhausted = true
 			st.Resume = name
 		}
 	}
 	rep.Complete = true
 	for _, s := range rep.Sections {
-		rep.Complete = rep.Complete && (s.Status == StatusComplete || s.Status == StatusSkipped)
+		rep.Complete = rep.Complete && (s.Status == audit.StatusComplete || s.Status == audit.StatusSkipped)
 	}
-	rep.Resume = &Resume{Section: st.Resume, Cursors: st.cursors()}
+	rep.Resume = &audit.Resume{Section: st.Resume, Cursors: st.cursors()}
 	rep.FinishedAt = h.now().UTC()
-	rep.finish(ctx, log)
+	finish(ctx, log, rep)
 
 	if !dry {
 		st.RunID, st.UpdatedAt = rep.RunID, rep.FinishedAt
@@ -402,12 +419,9 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*Report, error) {
 			rep.Errors = append(rep.Errors, "state not saved (the next run repeats this one's scans): "+err.Error())
 		}
 	}
-	doc, err := rep.document()
-	if err == nil {
-		actx, cancel := h.ioCtx(ctx)
-		err = h.store.SaveAudit(actx, rep.RunID, doc)
-		cancel()
-	}
+	actx, cancel := h.ioCtx(ctx)
+	err = h.store.SaveAudit(actx, rep)
+	cancel()
 	if err != nil {
 		rep.Errors = append(rep.Errors, "report not stored: "+err.Error())
 	}
@@ -418,22 +432,22 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*Report, error) {
 }
 
 // section runs one section and records its outcome.
-func (r *run) section(ctx context.Context, name string, f func(context.Context, *Section) error) *Section {
-	sec := &Section{Name: name, Status: StatusComplete, Counts: map[string]int64{}}
+func (r *run) section(ctx context.Context, name string, f func(context.Context, *audit.Section) error) *audit.Section {
+	sec := &audit.Section{Name: name, Status: audit.StatusComplete, Counts: map[string]int64{}}
 	r.rep.Sections = append(r.rep.Sections, sec)
 	err := f(ctx, sec)
 	switch {
 	case errors.Is(err, errBudget):
-		sec.Status = StatusPartial
+		sec.Status = audit.StatusPartial
 	case errors.Is(err, errSkipped):
-		sec.Status = StatusSkipped
+		sec.Status = audit.StatusSkipped
 		sec.Note = err.Error()
 	case err != nil:
-		sec.Status, sec.Error = StatusError, err.Error()
+		sec.Status, sec.Error = audit.StatusError, err.Error()
 		r.rep.Errors = append(r.rep.Errors, name+": "+err.Error())
 		r.h.log.ErrorContext(ctx, "reconcile: section failed", "run_id", r.rep.RunID, "section", name, "error", err.Error())
 	}
-	if c := r.state.cursor(name); c != "" && sec.Status != StatusComplete {
+	if c := r.state.cursor(name); c != "" && sec.Status != audit.StatusComplete {
 		sec.Cursor = c
 	}
 	return sec

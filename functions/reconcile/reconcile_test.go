@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -119,17 +120,17 @@ func TestFindingsReportedRepairedAndGone(t *testing.T) {
 	}
 
 	wantFindings := map[string]string{ // name -> an example it must list
-		reconcile.AlertAdvisoryEntryMismatch: event.ID(workStream, s.advisorySeq),
-		reconcile.AlertMissingTask:           s.missing,
-		reconcile.AlertOrphanTask:            s.orphanNoEntry,
-		reconcile.AlertStuckReplaying:        s.stuck,
-		reconcile.AlertBreakerOpenTooLong:    s.breakerTenant,
-		reconcile.AlertMetricDrift:           s.driftHour,
-		reconcile.FindingReplayedCompleted:   s.replayedDone,
+		audit.AlertAdvisoryEntryMismatch: event.ID(workStream, s.advisorySeq),
+		audit.AlertMissingTask:           s.missing,
+		audit.AlertOrphanTask:            s.orphanNoEntry,
+		audit.AlertStuckReplaying:        s.stuck,
+		audit.AlertBreakerOpenTooLong:    s.breakerTenant,
+		audit.AlertMetricDrift:           s.driftHour,
+		audit.FindingReplayedCompleted:   s.replayedDone,
 	}
-	check := func(rep *reconcile.Report, dry bool) {
+	check := func(rep *audit.Report, dry bool) {
 		t.Helper()
-		if rep.DryRun != dry || rep.RunID == "" || rep.Schema != reconcile.Schema {
+		if rep.DryRun != dry || rep.RunID == "" || rep.Schema != audit.Schema {
 			t.Errorf("report header = %q %q dry=%v, want schema, run id and dry=%v", rep.Schema, rep.RunID, rep.DryRun, dry)
 		}
 		for name, example := range wantFindings {
@@ -146,14 +147,14 @@ func TestFindingsReportedRepairedAndGone(t *testing.T) {
 			if !dry && (fd.Repair.Done != fd.Repair.Planned || fd.Repair.Failed != 0) {
 				t.Errorf("%s repair = %+v, want every planned repair done", name, fd.Repair)
 			}
-			if wantAlert := name != reconcile.FindingReplayedCompleted; fd.Alert != wantAlert {
+			if wantAlert := name != audit.FindingReplayedCompleted; fd.Alert != wantAlert {
 				t.Errorf("%s alert = %v, want %v", name, fd.Alert, wantAlert)
 			}
 		}
-		if fd := finding(t, rep, reconcile.AlertMissingTask); fd.Count != 2 || fd.Repair.Planned != 2 {
+		if fd := finding(t, rep, audit.AlertMissingTask); fd.Count != 2 || fd.Repair.Planned != 2 {
 			t.Errorf("missing_task = %+v, want the never-created and the spent task", fd)
 		}
-		if fd := finding(t, rep, reconcile.AlertOrphanTask); fd.Count != 2 || !slices.Contains(fd.Examples, s.orphanEscalated) {
+		if fd := finding(t, rep, audit.AlertOrphanTask); fd.Count != 2 || !slices.Contains(fd.Examples, s.orphanEscalated) {
 			t.Errorf("orphan_task = %+v, want %s and %s", fd, s.orphanNoEntry, s.orphanEscalated)
 		}
 		if len(rep.Findings) != len(wantFindings) {
@@ -291,10 +292,10 @@ func TestTenantAlerts(t *testing.T) {
 
 	h := f.handler(reconcile.Config{TimeBudget: time.Minute}, nil)
 	want := map[string]string{
-		reconcile.AlertTenantPoisonBurst:     "poisoner",
-		reconcile.AlertTenantDominates:       "loud",
-		reconcile.AlertTenantRecoveryBelow80: "flaky",
-		reconcile.AlertTenantBreakerOpen30m:  "stuck",
+		audit.AlertTenantPoisonBurst:     "poisoner",
+		audit.AlertTenantDominates:       "loud",
+		audit.AlertTenantRecoveryBelow80: "flaky",
+		audit.AlertTenantBreakerOpen30m:  "stuck",
 	}
 	for i, dry := range []bool{true, false, false} {
 		f.logs.reset()
@@ -307,7 +308,7 @@ func TestTenantAlerts(t *testing.T) {
 		}
 		// Only the tenants named above cross a threshold.
 		for _, fd := range rep.Findings {
-			if _, ok := want[fd.Name]; !ok && fd.Name != reconcile.AlertBreakerOpenTooLong {
+			if _, ok := want[fd.Name]; !ok && fd.Name != audit.AlertBreakerOpenTooLong {
 				t.Errorf("run %d: unexpected finding %s for %q", i, fd.Name, fd.Tenant)
 			}
 		}
@@ -324,7 +325,7 @@ func TestTenantAlerts(t *testing.T) {
 		if !slices.Equal(logged, wantLogged) {
 			t.Errorf("run %d: logged alerts %v, want %v", i, logged, wantLogged)
 		}
-		health := map[string]*reconcile.TenantHealth{}
+		health := map[string]*audit.TenantHealth{}
 		for _, th := range rep.Tenants {
 			health[th.Tenant] = th
 		}
@@ -361,7 +362,7 @@ func TestHeldEntriesReleasedAsTheBreakerAdmits(t *testing.T) {
 
 	h := f.handler(reconcile.Config{TimeBudget: time.Minute}, nil)
 	dry := f.run(h, true)
-	if fd := finding(t, dry, reconcile.FindingHeldReleased); fd.Count != 3 || fd.Alert || fd.Repair.Planned != 3 || fd.Repair.Done != 0 {
+	if fd := finding(t, dry, audit.FindingHeldReleased); fd.Count != 3 || fd.Alert || fd.Repair.Planned != 3 || fd.Repair.Done != 0 {
 		t.Errorf("dry run held_released = %+v, want 3 planned (2 of calm, the probe of probe), no alert", fd)
 	}
 	for _, id := range append(append(append([]string{}, calm...), probe...), shut) {
@@ -371,7 +372,7 @@ func TestHeldEntriesReleasedAsTheBreakerAdmits(t *testing.T) {
 	}
 
 	rep := f.run(h, false)
-	if fd := finding(t, rep, reconcile.FindingHeldReleased); fd.Count != 3 || fd.Repair.Done != 3 {
+	if fd := finding(t, rep, audit.FindingHeldReleased); fd.Count != 3 || fd.Repair.Done != 3 {
 		t.Errorf("held_released = %+v, want 3 released", fd)
 	}
 	q := f.queueTasks()

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -20,10 +21,10 @@ type State struct {
 	Resume string `firestore:"resume"`
 	// Capture is the last checked sequence per capture stream.
 	Capture   map[string]int64 `firestore:"capture"`
-	Tasks     store.PageCursor `firestore:"tasks"`
-	Replaying store.PageCursor `firestore:"replaying"`
-	Replayed  store.PageCursor `firestore:"replayed"`
-	Held      store.PageCursor `firestore:"held"`
+	Tasks     store.Cursor     `firestore:"tasks"`
+	Replaying store.Cursor     `firestore:"replaying"`
+	Replayed  store.Cursor     `firestore:"replayed"`
+	Held      store.Cursor     `firestore:"held"`
 	// Pass is the pass over the window's entries in progress (tenant
 	// health, duplicates and metric recounts accumulate across runs).
 	Pass *Pass `firestore:"pass"`
@@ -34,12 +35,12 @@ type State struct {
 // Pass is a pass over the entries created in [From, To), possibly spread
 // over several runs; its partial counts are saved with its cursor.
 type Pass struct {
-	From    time.Time                 `firestore:"from"`
-	To      time.Time                 `firestore:"to"`
-	Cursor  store.PageCursor          `firestore:"cursor"`
-	Scanned int64                     `firestore:"scanned"`
-	Tenants map[string]*TenantHealth  `firestore:"tenants"`
-	Hours   map[string]*store.Metrics `firestore:"hours"`
+	From    time.Time                      `firestore:"from"`
+	To      time.Time                      `firestore:"to"`
+	Cursor  store.Cursor                   `firestore:"cursor"`
+	Scanned int64                          `firestore:"scanned"`
+	Tenants map[string]*audit.TenantHealth `firestore:"tenants"`
+	Hours   map[string]*store.Metrics      `firestore:"hours"`
 	// LastHour counts the entries created in the last hour of the window,
 	// all tenants together (the dominance denominator).
 	LastHour int64 `firestore:"last_hour"`
@@ -55,7 +56,7 @@ type PassSummary struct {
 
 // cursor is a section's cursor, readable, for the report.
 func (s *State) cursor(section string) string {
-	pc := func(c store.PageCursor) string {
+	pc := func(c store.Cursor) string {
 		if c.IsZero() {
 			return ""
 		}

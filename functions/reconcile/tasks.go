@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
@@ -17,7 +18,7 @@ type queueListing struct {
 	complete bool
 }
 
-func (r *run) listQueue(ctx context.Context, sec *Section) (queueListing, error) {
+func (r *run) listQueue(ctx context.Context, sec *audit.Section) (queueListing, error) {
 	q := queueListing{present: map[string]time.Time{}, complete: true}
 	n := 0
 	err := r.h.tasks.Each(ctx, func(name string, at time.Time) bool {
@@ -29,14 +30,14 @@ func (r *run) listQueue(ctx context.Context, sec *Section) (queueListing, error)
 		q.present[shortTask(name)] = at
 		return true
 	})
-	sec.add("queue_tasks", int64(len(q.present)))
+	sec.Add("queue_tasks", int64(len(q.present)))
 	return q, err
 }
 
 // tasksAudit compares the queue with the scheduled entries: tasks whose entry
 // no longer waits for them are orphans (deleted), scheduled entries without
 // their task get it back.
-func (r *run) tasksAudit(ctx context.Context, sec *Section) error {
+func (r *run) tasksAudit(ctx context.Context, sec *audit.Section) error {
 	if r.h.tasks == nil {
 		return fmt.Errorf("%w: no Cloud Tasks client", errSkipped)
 	}
@@ -53,13 +54,13 @@ func (r *run) tasksAudit(ctx context.Context, sec *Section) error {
 	return r.missing(ctx, sec, q)
 }
 
-func (r *run) orphans(ctx context.Context, sec *Section, q queueListing) error {
+func (r *run) orphans(ctx context.Context, sec *audit.Section, q queueListing) error {
 	byEntry := map[string][]string{}
 	var ids []string
 	for name := range q.present {
 		id, _, err := tasks.ParseName(name)
 		if err != nil {
-			sec.add("foreign_tasks", 1) // not a replay task of ours: left alone
+			sec.Add("foreign_tasks", 1) // not a replay task of ours: left alone
 			continue
 		}
 		if _, ok := byEntry[id]; !ok {
@@ -67,7 +68,7 @@ func (r *run) orphans(ctx context.Context, sec *Section, q queueListing) error {
 		}
 		byEntry[id] = append(byEntry[id], name)
 	}
-	var f *Finding
+	var f *audit.Finding
 	now := r.now()
 	for start := 0; start < len(ids); start += r.h.cfg.PageSize {
 		if r.over() {
@@ -85,19 +86,19 @@ func (r *run) orphans(ctx context.Context, sec *Section, q queueListing) error {
 				if why == "" {
 					continue
 				}
-				f = r.repairing(f, AlertOrphanTask, SectionTasks, "replay tasks in the queue whose entry does not wait for them (entry missing, in another status, or waiting for another task)", "delete_task")
+				f = r.repairing(f, audit.AlertOrphanTask, SectionTasks, "replay tasks in the queue whose entry does not wait for them (entry missing, in another status, or waiting for another task)", "delete_task")
 				if !r.plan(f, name) {
 					continue
 				}
 				if err := r.h.tasks.Delete(ctx, name); err != nil {
-					f.Repair.fail(err)
+					f.Repair.Fail(err)
 					continue
 				}
 				f.Repair.Done++
 				r.h.log.InfoContext(ctx, "reconcile: orphan task deleted", "run_id", r.rep.RunID, "task", name, "entry_id", id, "reason", why)
 			}
 		}
-		sec.add("tasks_checked", int64(len(chunk)))
+		sec.Add("tasks_checked", int64(len(chunk)))
 	}
 	return nil
 }
@@ -120,21 +121,21 @@ func orphanReason(e *store.Entry, task string, now time.Time, grace time.Duratio
 }
 
 // missing pages through the scheduled entries from the saved cursor.
-func (r *run) missing(ctx context.Context, sec *Section, q queueListing) error {
-	var f *Finding
+func (r *run) missing(ctx context.Context, sec *audit.Section, q queueListing) error {
+	var f *audit.Finding
 	for {
 		if r.over() {
 			return errBudget
 		}
-		page, next, err := r.h.store.ScanStatus(ctx, store.Scheduled, r.state.Tasks, r.h.cfg.PageSize)
+		page, next, err := r.scanStatus(ctx, store.Scheduled, r.state.Tasks)
 		if err != nil {
 			return err
 		}
 		now := r.now()
 		for _, e := range page {
-			sec.add("scheduled", 1)
+			sec.Add("scheduled", 1)
 			if now.Sub(e.UpdatedAt) < r.h.cfg.Grace {
-				sec.add("scheduled_recent", 1)
+				sec.Add("scheduled_recent", 1)
 				continue
 			}
 			name := shortTask(e.TaskName)
@@ -153,15 +154,15 @@ func (r *run) missing(ctx context.Context, sec *Section, q queueListing) error {
 					continue
 				}
 			}
-			f = r.repairing(f, AlertMissingTask, SectionTasks, "scheduled entries whose replay task is not in the queue", "recreate_task")
+			f = r.repairing(f, audit.AlertMissingTask, SectionTasks, "scheduled entries whose replay task is not in the queue", "recreate_task")
 			if !r.plan(f, e.ID) {
 				continue
 			}
 			r.recreate(ctx, f.Repair, e)
 		}
 		r.state.Tasks = next
-		if len(page) < r.h.cfg.PageSize {
-			r.state.Tasks = store.PageCursor{}
+		if next.IsZero() {
+			r.state.Tasks = store.Cursor{}
 			return nil
 		}
 	}
@@ -173,7 +174,7 @@ func (r *run) missing(ctx context.Context, sec *Section, q queueListing) error {
 // entry first in a transaction that checks the entry still waits for the old
 // name. Entry first, task second: a crash in between leaves a scheduled
 // entry whose (never created) task the next run creates.
-func (r *run) recreate(ctx context.Context, rp *Repair, e *store.Entry) {
+func (r *run) recreate(ctx context.Context, rp *audit.Repair, e *store.Entry) {
 	name := shortTask(e.TaskName)
 	attempt := e.Replays + 1
 	if name != "" {
@@ -185,7 +186,7 @@ func (r *run) recreate(ctx context.Context, rp *Repair, e *store.Entry) {
 		if name != "" {
 			_, created, err := r.h.tasks.Schedule(ctx, tasks.Request{EntryID: e.ID, Attempt: attempt, At: e.NextRetryAt})
 			if err != nil {
-				rp.fail(fmt.Errorf("entry %s: %w", e.ID, err))
+				rp.Fail(fmt.Errorf("entry %s: %w", e.ID, err))
 				return
 			}
 			exists := true
@@ -193,7 +194,7 @@ func (r *run) recreate(ctx context.Context, rp *Repair, e *store.Entry) {
 				// ALREADY_EXISTS: present now (created meanwhile), or the
 				// name is reserved by a task that ran or was deleted.
 				if exists, err = r.h.tasks.Exists(ctx, name); err != nil {
-					rp.fail(fmt.Errorf("entry %s: %w", e.ID, err))
+					rp.Fail(fmt.Errorf("entry %s: %w", e.ID, err))
 					return
 				}
 			}
@@ -210,51 +211,51 @@ func (r *run) recreate(ctx context.Context, rp *Repair, e *store.Entry) {
 		switch {
 		case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrNotFound):
 			rp.Skipped++
-			rp.note(fmt.Sprintf("%s changed meanwhile: %v", e.ID, err))
+			rp.Note(fmt.Sprintf("%s changed meanwhile: %v", e.ID, err))
 			return
 		case err != nil:
-			rp.fail(err)
+			rp.Fail(err)
 			return
 		}
 		e, name = cur, next
 	}
-	rp.fail(fmt.Errorf("entry %s: three task names in a row are already used", e.ID))
+	rp.Fail(fmt.Errorf("entry %s: three task names in a row are already used", e.ID))
 }
 
 // replaying finds entries stuck in replaying and re-queues them when their
 // task is gone.
-func (r *run) replaying(ctx context.Context, sec *Section) error {
+func (r *run) replaying(ctx context.Context, sec *audit.Section) error {
 	if r.h.tasks == nil {
 		return fmt.Errorf("%w: no Cloud Tasks client", errSkipped)
 	}
-	var f *Finding
+	var f *audit.Finding
 	for {
 		if r.over() {
 			return errBudget
 		}
-		page, next, err := r.h.store.ScanStatus(ctx, store.Replaying, r.state.Replaying, r.h.cfg.PageSize)
+		page, next, err := r.scanStatus(ctx, store.Replaying, r.state.Replaying)
 		if err != nil {
 			return err
 		}
 		now := r.now()
 		for _, e := range page {
-			sec.add("replaying", 1)
+			sec.Add("replaying", 1)
 			if now.Sub(e.UpdatedAt) < r.h.cfg.StuckAfter {
 				continue
 			}
-			f = r.repairing(f, AlertStuckReplaying, SectionReplaying, fmt.Sprintf("entries replaying for more than %s", r.h.cfg.StuckAfter), "requeue")
-			f.example(e.ID)
+			f = r.repairing(f, audit.AlertStuckReplaying, SectionReplaying, fmt.Sprintf("entries replaying for more than %s", r.h.cfg.StuckAfter), "requeue")
+			f.Example(e.ID)
 			name := shortTask(e.TaskName)
 			if name != "" {
 				present, err := r.h.tasks.Exists(ctx, name)
 				if err != nil {
-					f.Repair.fail(err)
+					f.Repair.Fail(err)
 					continue
 				}
 				if present {
 					// Cloud Tasks is still retrying it; the retry resumes
 					// the claim. A second task would publish twice.
-					f.Repair.note(e.ID + ": its task " + name + " is still in the queue (retrying); left to it")
+					f.Repair.Note(e.ID + ": its task " + name + " is still in the queue (retrying); left to it")
 					continue
 				}
 			}
@@ -274,21 +275,21 @@ func (r *run) replaying(ctx context.Context, sec *Section) error {
 				f.Repair.Skipped++
 				continue
 			case err != nil:
-				f.Repair.fail(err)
+				f.Repair.Fail(err)
 				continue
 			}
 			if _, _, err := r.h.tasks.Schedule(ctx, tasks.Request{EntryID: cur.ID, Attempt: attempt, At: now}); err != nil {
 				// The entry is scheduled under the new name; the next
 				// run's missing-task check creates the task.
-				f.Repair.fail(fmt.Errorf("entry %s re-queued, task not created (next run creates it): %w", e.ID, err))
+				f.Repair.Fail(fmt.Errorf("entry %s re-queued, task not created (next run creates it): %w", e.ID, err))
 				continue
 			}
 			f.Repair.Done++
 			r.h.log.InfoContext(ctx, "reconcile: stuck entry re-queued", "run_id", r.rep.RunID, "entry_id", e.ID, "task", next)
 		}
 		r.state.Replaying = next
-		if len(page) < r.h.cfg.PageSize {
-			r.state.Replaying = store.PageCursor{}
+		if next.IsZero() {
+			r.state.Replaying = store.Cursor{}
 			return nil
 		}
 	}
@@ -296,13 +297,13 @@ func (r *run) replaying(ctx context.Context, sec *Section) error {
 
 // replayed marks replayed entries recovered when their task's completion
 // record exists.
-func (r *run) replayed(ctx context.Context, sec *Section) error {
-	var f *Finding
+func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
+	var f *audit.Finding
 	for {
 		if r.over() {
 			return errBudget
 		}
-		page, next, err := r.h.store.ScanStatus(ctx, store.Replayed, r.state.Replayed, r.h.cfg.PageSize)
+		page, next, err := r.scanStatus(ctx, store.Replayed, r.state.Replayed)
 		if err != nil {
 			return err
 		}
@@ -315,15 +316,15 @@ func (r *run) replayed(ctx context.Context, sec *Section) error {
 			return err
 		}
 		for _, e := range page {
-			sec.add("replayed", 1)
+			sec.Add("replayed", 1)
 			if e.IdempotencyKey == "" {
-				sec.add("without_idempotency_key", 1)
+				sec.Add("without_idempotency_key", 1)
 				continue
 			}
 			if !done[e.IdempotencyKey] {
 				continue
 			}
-			f = r.repairing(f, FindingReplayedCompleted, SectionReplayed, "replayed entries whose task completed (task-idempotency record exists)", "mark_recovered")
+			f = r.repairing(f, audit.FindingReplayedCompleted, SectionReplayed, "replayed entries whose task completed (task-idempotency record exists)", "mark_recovered")
 			if !r.plan(f, e.ID) {
 				continue
 			}
@@ -332,14 +333,14 @@ func (r *run) replayed(ctx context.Context, sec *Section) error {
 			case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrNotFound):
 				f.Repair.Skipped++
 			case err != nil:
-				f.Repair.fail(err)
+				f.Repair.Fail(err)
 			default:
 				f.Repair.Done++
 			}
 		}
 		r.state.Replayed = next
-		if len(page) < r.h.cfg.PageSize {
-			r.state.Replayed = store.PageCursor{}
+		if next.IsZero() {
+			r.state.Replayed = store.Cursor{}
 			return nil
 		}
 	}

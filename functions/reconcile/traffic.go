@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -15,7 +16,7 @@ import (
 // floors into the hour's metrics (dlq-metrics/{hour}/streams/{stream}) and
 // builds the published / completed / duplicates table of the window from the
 // stored samples.
-func (r *run) traffic(ctx context.Context, sec *Section) error {
+func (r *run) traffic(ctx context.Context, sec *audit.Section) error {
 	if len(r.h.cfg.WorkStreams) == 0 {
 		return fmt.Errorf("%w: WORK_STREAMS is empty", errSkipped)
 	}
@@ -29,10 +30,10 @@ func (r *run) traffic(ctx context.Context, sec *Section) error {
 	now := r.now()
 	from := now.Add(-r.h.cfg.Window)
 	current := map[string]store.MetricsSample{}
-	rows := map[string]*StreamTraffic{}
+	rows := map[string]*audit.StreamTraffic{}
 	var errs []error
 	for _, name := range r.h.cfg.WorkStreams {
-		row := &StreamTraffic{Stream: name, Acked: map[string]int64{}, Pending: map[string]int64{}}
+		row := &audit.StreamTraffic{Stream: name, Acked: map[string]int64{}, Pending: map[string]int64{}}
 		rows[name] = row
 		s, err := sample(ctx, js, name, now)
 		if err != nil {
@@ -41,7 +42,7 @@ func (r *run) traffic(ctx context.Context, sec *Section) error {
 			continue
 		}
 		current[name] = s
-		sec.add("sampled", 1)
+		sec.Add("sampled", 1)
 		if !r.dry {
 			if err := r.h.store.RecordSample(ctx, now, s); err != nil {
 				return err
@@ -52,7 +53,7 @@ func (r *run) traffic(ctx context.Context, sec *Section) error {
 	if err != nil {
 		return err
 	}
-	t := &Traffic{From: from, To: now, DLQRate: -1}
+	t := &audit.Traffic{From: from, To: now, DLQRate: -1}
 	for _, name := range r.h.cfg.WorkStreams {
 		row := rows[name]
 		cur, ok := current[name]
@@ -84,7 +85,7 @@ func (r *run) traffic(ctx context.Context, sec *Section) error {
 	if t.Completed, err = r.h.store.CountCompletions(ctx, from, now); err != nil {
 		return err
 	}
-	if t.Dead, err = r.h.store.CountCreated(ctx, from, now); err != nil {
+	if t.Dead, err = r.h.store.Count(ctx, store.Query{CreatedFrom: from, CreatedTo: now}); err != nil {
 		return err
 	}
 	if lp := r.state.LastPass; lp != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
@@ -22,6 +23,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 type env struct {
 	ctx   context.Context
+	fs    *firestore.Client
 	store *store.Store
 	sched *tasks.Scheduler
 	op    *operator.Operator
@@ -38,7 +40,7 @@ func setup(t *testing.T) *env {
 	t.Helper()
 	e := &env{ctx: testenv.Context(t), calls: map[string]int{}}
 	fs, project := testenv.Firestore(t)
-	e.store = store.New(fs)
+	e.fs, e.store = fs, store.New(fs)
 	e.ct = testenv.NewCloudTasks(t)
 	e.queue = e.ct.Queue(t, project, "dlq-replay")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -269,7 +271,7 @@ func TestReplayNowLostAndSpentTasks(t *testing.T) {
 func TestDiscardReleasesProbe(t *testing.T) {
 	e := setup(t)
 	now := e.store.Now()
-	if _, err := e.store.Client().Collection(store.Breakers).Doc("t").Set(e.ctx,
+	if _, err := e.fs.Collection(store.Breakers).Doc("t").Set(e.ctx,
 		store.Breaker{Tenant: "t", State: store.BreakerHalfOpen, OpenedAt: now, HalfOpenAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}

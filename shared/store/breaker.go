@@ -387,3 +387,39 @@ func (s *Store) SettleProbe(ctx context.Context, tenant string, timeout time.Dur
 	}
 	return outcome, nil
 }
+
+// ReleaseProbe reports a half-open probe that will not be replayed (its
+// entry was held back, escalated or sent for approval) as failed: the breaker
+// reopens and picks a new probe after its cooldown, instead of waiting
+// forever for a replay that is not coming. Entries that are not the probe
+// change nothing.
+func (s *Store) ReleaseProbe(ctx context.Context, e *Entry, by string) error {
+	if !e.BreakerProbe {
+		return nil
+	}
+	_, err := s.BreakerProbeResult(ctx, e.Tenant, e.ID, false, by)
+	return err
+}
+
+// ListBreakers returns up to limit tenant breakers in one of states.
+func (s *Store) ListBreakers(ctx context.Context, states []string, limit int) ([]*Breaker, error) {
+	snaps, err := s.fs.Collection(Breakers).Where("state", "in", states).Limit(limit).Documents(ctx).GetAll()
+	s.read(max(1, len(snaps)))
+	if err != nil {
+		return nil, fmt.Errorf("firestore query %s: %w", Breakers, err)
+	}
+	out := make([]*Breaker, 0, len(snaps))
+	for _, snap := range snaps {
+		b, err := decodeBreaker(snap, "")
+		if err != nil {
+			return nil, err
+		}
+		if b.Tenant == "" {
+			if b.Tenant, err = EventID(snap.Ref.ID); err != nil {
+				b.Tenant = snap.Ref.ID
+			}
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}

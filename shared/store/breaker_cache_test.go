@@ -16,7 +16,7 @@ import (
 // from the document.
 func TestRecordKnownOpenBreaker(t *testing.T) {
 	s, c := newStore(t)
-	other := New(s.Client(), WithClock(c.Now))
+	other := New(s.fs, WithClock(c.Now))
 	ctx := testenv.Context(t)
 	record := func(st *Store, i int) (*Entry, Ops) {
 		t.Helper()

@@ -181,3 +181,60 @@ func sumMetricsInto(sum *Metrics, m Metrics) {
 		sum.StreamSeqMax[k] = max(sum.StreamSeqMax[k], v)
 	}
 }
+
+// RewriteHour replaces the counters of an hour, in a transaction over every
+// shard: fix sees the current sum and returns the counters the hour should
+// hold, or false to leave it (it agrees now, or another run rewrote it).
+// Shard 0 gets the returned counters and the other shards are deleted, so the
+// sum ReadMetrics returns equals them.
+func (s *Store) RewriteHour(ctx context.Context, hour string, fix func(cur Metrics) (Metrics, bool)) (rewritten bool, err error) {
+	shards := s.fs.Collection(MetricsColl).Doc(hour).Collection(MetricsShards)
+	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		rewritten = false
+		snaps, err := tx.Documents(shards).GetAll()
+		s.read(max(1, len(snaps)))
+		if err != nil {
+			return err
+		}
+		cur := Metrics{Hour: hour}
+		for _, snap := range snaps {
+			var m Metrics
+			if err := snap.DataTo(&m); err != nil {
+				return fmt.Errorf("decode metrics %s shard %s: %w", hour, snap.Ref.ID, err)
+			}
+			sumMetricsInto(&cur, m)
+		}
+		want, ok := fix(cur)
+		if !ok {
+			return nil
+		}
+		want.Hour = hour
+		for _, snap := range snaps {
+			if snap.Ref.ID != "0" {
+				if err := tx.Delete(snap.Ref); err != nil {
+					return err
+				}
+			}
+		}
+		s.wrote(len(snaps) + 1)
+		rewritten = true
+		return tx.Set(shards.Doc(strconv.Itoa(0)), want)
+	})
+	if err != nil {
+		return false, txError("rewrite metrics "+hour, err)
+	}
+	return rewritten, nil
+}
+
+// AddEntryMetrics adds e's contribution (EntryMetrics) to the sum m, as
+// the metrics documents store it: empty keys become "(none)".
+func AddEntryMetrics(m *Metrics, e *Entry) {
+	d := EntryMetrics(e)
+	for _, mm := range []map[string]int64{d.ByKind, d.ByCategory, d.ByReason, d.ByAgent, d.ByTenant, d.ByAction, d.ByStatus} {
+		if v, ok := mm[""]; ok {
+			delete(mm, "")
+			mm["(none)"] += v
+		}
+	}
+	sumMetricsInto(m, d)
+}

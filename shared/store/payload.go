@@ -66,6 +66,16 @@ func (s *Store) writeChunks(ctx context.Context, id string, e *Entry) error {
 	return nil
 }
 
+// LoadPayload fills e.Payload from its chunks (entries read with GetMeta or
+// returned by Transition) and verifies its sha256. A missing payload is not
+// an error here: e.PayloadMissing tells.
+func (s *Store) LoadPayload(ctx context.Context, e *Entry) error {
+	if e.PayloadMissing {
+		return nil
+	}
+	return s.loadPayload(ctx, e)
+}
+
 // loadPayload fills e.Payload from its chunks and verifies the sha256.
 func (s *Store) loadPayload(ctx context.Context, e *Entry) error {
 	if e.PayloadChunkCount > 0 {

@@ -229,9 +229,9 @@ func TestTransition(t *testing.T) {
 	if len(got.History) != MaxHistory || got.History[MaxHistory-1].Note != fmt.Sprint(MaxHistory+9) || string(got.Payload) != "p" {
 		t.Errorf("history has %d transitions, last %+v; payload %q", len(got.History), got.History[len(got.History)-1], got.Payload)
 	}
-	list, err := s.ListByStatus(ctx, got.Status, 10)
-	if err != nil || len(list) != 1 || list[0].ID != "TASKS.1" {
-		t.Errorf("ListByStatus(%s) = %v, %v", got.Status, list, err)
+	p, err := s.Entries(ctx, Query{Status: got.Status, Order: DueFirst, Limit: 10})
+	if err != nil || len(p.Entries) != 1 || p.Entries[0].ID != "TASKS.1" {
+		t.Errorf("Entries(status %s) = %+v, %v", got.Status, p, err)
 	}
 }
 

@@ -13,6 +13,11 @@ locals {
     # the (field, created_at) indexes for several equality filters at once.
     status_created_at      = [{ field = "status", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
     reason_code_created_at = [{ field = "reason_code", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
+    # The rest of store.Query's equality filters: a replay chain (dlqctl
+    # show's lineage, root_id) and an agent's task by id or type.
+    root_id_created_at   = [{ field = "root_id", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
+    task_id_created_at   = [{ field = "task_id", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
+    task_type_created_at = [{ field = "task_type", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
   }
 }
 

@@ -3,10 +3,8 @@ package store
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
-	"github.com/jsdlq/jsdlq/shared/agentkit"
 )
 
 func replayStore(t *testing.T) *Store {
@@ -24,30 +22,6 @@ func replayEntry(t *testing.T, s *Store, id, tenant string, st Status) *Entry {
 		t.Fatalf("Record(%s) = %v", id, err)
 	}
 	return res.Entry
-}
-
-func TestTaskCompleted(t *testing.T) {
-	s := replayStore(t)
-	ctx := testenv.Context(t)
-	coll := s.Client().Collection(TaskIdempotency)
-	now := time.Now().UTC()
-	// Keys with '/' are stored under their hash: the lookup must agree
-	// with agentkit's mapping.
-	docs := map[string]agentkit.IdempotencyRecord{
-		"done/1":  {Key: "done/1", Status: agentkit.StatusCompleted, CompletedAt: now, ExpireAt: now.Add(time.Hour)},
-		"claimed": {Key: "claimed", Status: agentkit.StatusInProgress, ClaimedAt: now, LeaseUntil: now.Add(time.Minute), ExpireAt: now.Add(time.Hour)},
-	}
-	for k, rec := range docs {
-		if _, err := coll.Doc(agentkit.IdempotencyDocID(k)).Set(ctx, rec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for key, want := range map[string]bool{"done/1": true, "claimed": false, "absent": false, "": false} {
-		got, err := s.TaskCompleted(ctx, key)
-		if err != nil || got != want {
-			t.Errorf("TaskCompleted(%q) = %v, %v, want %v", key, got, err, want)
-		}
-	}
 }
 
 // MarkRecovered counts once however often it is repeated, and closes the

@@ -1,0 +1,223 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/jsdlq/jsdlq/shared/audit"
+)
+
+// This file holds dlq-audits (SPEC §7): reconcile's run lease, its
+// resumable scan state and its reports.
+
+// Documents of dlq-audits that are not reports. Report ids never start with
+// '_', so listing reports skips these.
+const (
+	AuditLease = "_lease"
+	AuditState = "_state"
+)
+
+// ErrLeaseHeld is returned by AcquireLease while another run holds the lease.
+var ErrLeaseHeld = errors.New("store: another reconcile run holds the lease")
+
+// Lease is the dlq-audits/_lease document.
+type Lease struct {
+	Holder     string    `firestore:"holder" json:"holder"`
+	AcquiredAt time.Time `firestore:"acquired_at" json:"acquired_at"`
+	Until      time.Time `firestore:"until" json:"until"`
+}
+
+func (s *Store) auditRef(id string) *firestore.DocumentRef { return s.fs.Collection(Audits).Doc(id) }
+
+// AcquireLease takes the run lease for holder until now+ttl, in a
+// transaction: an unexpired lease of another holder makes it fail with
+// ErrLeaseHeld and returns that lease.
+func (s *Store) AcquireLease(ctx context.Context, holder string, ttl time.Duration) (Lease, error) {
+	var out Lease
+	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(s.auditRef(AuditLease))
+		s.read(1)
+		if err != nil && !isNotFound(err) {
+			return err
+		}
+		now := s.Now()
+		if err == nil {
+			var cur Lease
+			if err := snap.DataTo(&cur); err != nil {
+				return fmt.Errorf("decode %s/%s: %w", Audits, AuditLease, err)
+			}
+			if cur.Holder != holder && cur.Until.After(now) {
+				out = cur
+				return ErrLeaseHeld
+			}
+		}
+		out = Lease{Holder: holder, AcquiredAt: now, Until: now.Add(ttl)}
+		s.wrote(1)
+		return tx.Set(s.auditRef(AuditLease), out)
+	})
+	if errors.Is(err, ErrLeaseHeld) {
+		return out, fmt.Errorf("%w: %s until %s", ErrLeaseHeld, out.Holder, out.Until.Format(time.RFC3339))
+	}
+	if err != nil {
+		return Lease{}, txError("acquire lease", err)
+	}
+	return out, nil
+}
+
+// ReleaseLease ends holder's lease (another holder's is left alone).
+func (s *Store) ReleaseLease(ctx context.Context, holder string) error {
+	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(s.auditRef(AuditLease))
+		s.read(1)
+		if isNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var cur Lease
+		if err := snap.DataTo(&cur); err != nil || cur.Holder != holder {
+			return err
+		}
+		s.wrote(1)
+		return tx.Delete(s.auditRef(AuditLease))
+	})
+	if err != nil {
+		return txError("release lease", err)
+	}
+	return nil
+}
+
+// ReadAuditState decodes dlq-audits/_state into v; found is false (and v
+// untouched) when there is none.
+func (s *Store) ReadAuditState(ctx context.Context, v any) (found bool, err error) {
+	snap, err := s.auditRef(AuditState).Get(ctx)
+	s.read(1)
+	if isNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("firestore get %s/%s: %w", Audits, AuditState, err)
+	}
+	if err := snap.DataTo(v); err != nil {
+		return false, fmt.Errorf("decode %s/%s: %w", Audits, AuditState, err)
+	}
+	return true, nil
+}
+
+// WriteAuditState replaces dlq-audits/_state with v, but only while holder
+// still holds the lease: a run that lost its lease (it overran) must not
+// overwrite the cursors of the run that took over.
+func (s *Store) WriteAuditState(ctx context.Context, holder string, v any) error {
+	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(s.auditRef(AuditLease))
+		s.read(1)
+		if err != nil && !isNotFound(err) {
+			return err
+		}
+		var cur Lease
+		if err == nil {
+			if err := snap.DataTo(&cur); err != nil {
+				return err
+			}
+		}
+		if cur.Holder != holder {
+			return fmt.Errorf("%w: %s holds it now", ErrLeaseHeld, cur.Holder)
+		}
+		s.wrote(1)
+		return tx.Set(s.auditRef(AuditState), v)
+	})
+	if errors.Is(err, ErrLeaseHeld) {
+		return err
+	}
+	if err != nil {
+		return txError("write audit state", err)
+	}
+	return nil
+}
+
+// SaveAudit stores a report as dlq-audits/{run id}. The document is the
+// report's JSON shape (times as RFC 3339 strings), so the stored report and
+// the function's response are one format (audit.Schema).
+func (s *Store) SaveAudit(ctx context.Context, r *audit.Report) error {
+	doc, err := auditDocument(r)
+	if err != nil {
+		return fmt.Errorf("encode %s/%s: %w", Audits, r.RunID, err)
+	}
+	_, err = s.auditRef(r.RunID).Set(ctx, doc)
+	s.wrote(1)
+	if err != nil {
+		return fmt.Errorf("firestore set %s/%s: %w", Audits, r.RunID, err)
+	}
+	return nil
+}
+
+// LatestAudit reads the newest report (by finished_at), or nil when there
+// is none. The lease and state documents have no finished_at, so the query
+// never returns them.
+func (s *Store) LatestAudit(ctx context.Context) (*audit.Report, error) {
+	snaps, err := s.fs.Collection(Audits).OrderBy("finished_at", firestore.Desc).Limit(1).Documents(ctx).GetAll()
+	s.read(max(1, len(snaps)))
+	if err != nil {
+		return nil, fmt.Errorf("firestore query %s: %w", Audits, err)
+	}
+	if len(snaps) == 0 {
+		return nil, nil
+	}
+	var r audit.Report
+	b, err := json.Marshal(snaps[0].Data())
+	if err == nil {
+		err = json.Unmarshal(b, &r)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("decode %s/%s: %w", Audits, snaps[0].Ref.ID, err)
+	}
+	if r.RunID == "" {
+		r.RunID = snaps[0].Ref.ID
+	}
+	return &r, nil
+}
+
+// auditDocument turns a report into the map Firestore stores, through its
+// JSON.
+func auditDocument(r *audit.Report) (map[string]any, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	return jsonNumbers(m).(map[string]any), nil
+}
+
+// jsonNumbers replaces json.Number with int64 or float64, which Firestore
+// knows.
+func jsonNumbers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = jsonNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = jsonNumbers(e)
+		}
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	}
+	return v
+}

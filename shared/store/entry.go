@@ -1,0 +1,396 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/jsdlq/jsdlq/shared/event"
+)
+
+// This file holds the failure-log entry (SPEC §7): its fields, its status
+// machine and the transitions every component and operator makes. Creating
+// and merging an entry is in record.go, its payload in payload.go.
+
+// Status of an entry (SPEC §7).
+type Status string
+
+// Statuses.
+const (
+	Scheduled        Status = "scheduled"
+	Replaying        Status = "replaying"
+	Replayed         Status = "replayed"
+	Recovered        Status = "recovered"
+	AwaitingApproval Status = "awaiting_approval"
+	Quarantined      Status = "quarantined"
+	Held             Status = "held"
+	Escalated        Status = "escalated"
+	Discarded        Status = "discarded"
+)
+
+// Terminal reports whether no further automatic step follows the status.
+func (st Status) Terminal() bool {
+	return st == Recovered || st == Discarded
+}
+
+// MaxHistory bounds the transitions kept on an entry or breaker.
+const MaxHistory = 50
+
+// Transition is one status change.
+type Transition struct {
+	At   time.Time `firestore:"at" json:"at"`
+	From string    `firestore:"from" json:"from"`
+	To   string    `firestore:"to" json:"to"`
+	By   string    `firestore:"by" json:"by"`
+	Note string    `firestore:"note,omitempty" json:"note,omitempty"`
+}
+
+func appendHistory(h []Transition, t Transition) []Transition {
+	h = append(h, t)
+	if len(h) > MaxHistory {
+		h = append([]Transition(nil), h[len(h)-MaxHistory:]...)
+	}
+	return h
+}
+
+// Plan is the replay a decision asked for: strategy details the replay
+// function applies.
+type Plan struct {
+	DelaySeconds     float64  `firestore:"delay_seconds,omitempty" json:"delay_seconds,omitempty"`
+	Budget           int      `firestore:"budget,omitempty" json:"budget,omitempty"`
+	Instructions     []string `firestore:"instructions,omitempty" json:"instructions,omitempty"`
+	TargetModel      string   `firestore:"target_model,omitempty" json:"target_model,omitempty"`
+	MaxContextTokens int      `firestore:"max_context_tokens,omitempty" json:"max_context_tokens,omitempty"`
+	MaxOutputTokens  int      `firestore:"max_output_tokens,omitempty" json:"max_output_tokens,omitempty"`
+	AlternateAgent   string   `firestore:"alternate_agent,omitempty" json:"alternate_agent,omitempty"`
+	AlternateSubject string   `firestore:"alternate_subject,omitempty" json:"alternate_subject,omitempty"`
+	EscalateTo       string   `firestore:"escalate_to,omitempty" json:"escalate_to,omitempty"`
+	Note             string   `firestore:"note,omitempty" json:"note,omitempty"`
+}
+
+// Entry is a failure-log document.
+type Entry struct {
+	ID             string              `firestore:"-" json:"id"`
+	EventID        string              `firestore:"event_id" json:"event_id"`
+	Stream         string              `firestore:"stream" json:"stream"`
+	Consumer       string              `firestore:"consumer,omitempty" json:"consumer,omitempty"`
+	StreamSeq      int64               `firestore:"stream_seq" json:"stream_seq"`
+	Subject        string              `firestore:"subject" json:"subject"`
+	Tenant         string              `firestore:"tenant" json:"tenant"`
+	Agent          string              `firestore:"agent" json:"agent"`
+	TaskID         string              `firestore:"task_id,omitempty" json:"task_id,omitempty"`
+	TaskType       string              `firestore:"task_type,omitempty" json:"task_type,omitempty"`
+	IdempotencyKey string              `firestore:"idempotency_key,omitempty" json:"idempotency_key,omitempty"`
+	Headers        map[string][]string `firestore:"headers,omitempty" json:"headers,omitempty"`
+	// Payload is inline when at most InlinePayload bytes; larger payloads are
+	// in PayloadChunkCount chunk documents and Payload is empty in storage
+	// (Get fills it).
+	Payload           []byte `firestore:"payload,omitempty" json:"-"`
+	PayloadChunkCount int    `firestore:"payload_chunks,omitempty" json:"payload_chunks,omitempty"`
+	PayloadSHA256     string `firestore:"payload_sha256,omitempty" json:"payload_sha256,omitempty"`
+	PayloadSize       int64  `firestore:"payload_size" json:"payload_size"`
+	PayloadMissing    bool   `firestore:"payload_missing,omitempty" json:"payload_missing,omitempty"`
+	// PayloadTruncated: the bridge knew the payload (size, digest) but it
+	// did not fit into the event; PayloadMissing is set too.
+	PayloadTruncated bool      `firestore:"payload_truncated,omitempty" json:"payload_truncated,omitempty"`
+	PublishedAt      time.Time `firestore:"published_at,omitempty" json:"published_at,omitempty"`
+	Kind             string    `firestore:"kind" json:"kind"`
+	// Kinds are every event kind merged into the entry (advisory + explicit).
+	Kinds      []string       `firestore:"kinds" json:"kinds"`
+	Deliveries int            `firestore:"deliveries,omitempty" json:"deliveries,omitempty"`
+	TermReason string         `firestore:"term_reason,omitempty" json:"term_reason,omitempty"`
+	Failure    *event.Failure `firestore:"failure,omitempty" json:"failure,omitempty"`
+
+	Category      string `firestore:"category" json:"category"`
+	ReasonCode    string `firestore:"reason_code" json:"reason_code"`
+	ReasonRoute   string `firestore:"reason_route,omitempty" json:"reason_route,omitempty"`
+	Rule          string `firestore:"rule,omitempty" json:"rule,omitempty"`
+	Action        string `firestore:"action" json:"action"`
+	Strategy      string `firestore:"strategy" json:"strategy"`
+	Plan          Plan   `firestore:"plan" json:"plan"`
+	PolicyVersion string `firestore:"policy_version" json:"policy_version"`
+
+	Status      Status    `firestore:"status" json:"status"`
+	Replays     int       `firestore:"replays" json:"replays"`
+	NextRetryAt time.Time `firestore:"next_retry_at" json:"next_retry_at"`
+	TaskName    string    `firestore:"task_name,omitempty" json:"task_name,omitempty"`
+	// BreakerProbe marks the one replay a half-open tenant breaker lets through.
+	BreakerProbe bool `firestore:"breaker_probe,omitempty" json:"breaker_probe,omitempty"`
+	// PublishedSeq is the work-stream sequence of the replay (replay sets it).
+	PublishedSeq int64 `firestore:"published_seq,omitempty" json:"published_seq,omitempty"`
+
+	ReplayOf string `firestore:"replay_of,omitempty" json:"replay_of,omitempty"`
+	RootID   string `firestore:"root_id" json:"root_id"`
+	// ChainCodes and ChainStrategies are the reason codes and strategies of
+	// this entry's ancestors, root first, so a replay's failure is judged
+	// against its whole chain with one read.
+	ChainCodes      []string `firestore:"chain_codes,omitempty" json:"chain_codes,omitempty"`
+	ChainStrategies []string `firestore:"chain_strategies,omitempty" json:"chain_strategies,omitempty"`
+
+	History    []Transition `firestore:"history" json:"history"`
+	CreatedAt  time.Time    `firestore:"created_at" json:"created_at"`
+	UpdatedAt  time.Time    `firestore:"updated_at" json:"updated_at"`
+	ResolvedAt time.Time    `firestore:"resolved_at,omitempty" json:"resolved_at,omitempty"`
+	ExpireAt   time.Time    `firestore:"expire_at" json:"expire_at"`
+}
+
+func (s *Store) entryRef(id string) *firestore.DocumentRef {
+	return s.fs.Collection(FailureLog).Doc(id)
+}
+
+// Get reads an entry with its payload reassembled and verified.
+func (s *Store) Get(ctx context.Context, id string) (*Entry, error) {
+	e, err := s.GetMeta(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.loadPayload(ctx, e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// GetMeta reads an entry without fetching payload chunks (inline payloads are
+// included).
+func (s *Store) GetMeta(ctx context.Context, id string) (*Entry, error) {
+	snap, err := s.entryRef(id).Get(ctx)
+	s.read(1)
+	if status.Code(err) == codes.NotFound {
+		return nil, fmt.Errorf("%w: entry %q", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("firestore get %s/%s: %w", FailureLog, id, err)
+	}
+	return decodeEntry(snap)
+}
+
+func decodeEntry(snap *firestore.DocumentSnapshot) (*Entry, error) {
+	var e Entry
+	if err := snap.DataTo(&e); err != nil {
+		return nil, fmt.Errorf("decode %s/%s: %w", FailureLog, snap.Ref.ID, err)
+	}
+	e.ID = snap.Ref.ID
+	return &e, nil
+}
+
+// Change is a status transition of an entry.
+type Change struct {
+	From []Status // the statuses the entry must be in
+	To   Status
+	By   string // who made the change (component or operator)
+	Note string
+	// Apply edits other fields in the same transaction (may be nil). It sees
+	// the entry as read inside the transaction.
+	Apply func(*Entry) error
+	// Count, when set, is added to the metrics of the transition's hour in
+	// the same transaction: a count of what the transition did (a replay
+	// published, an entry recovered) is made exactly when the transition
+	// is, whatever crashes or retries come between.
+	Count *Metrics
+}
+
+// Transition changes an entry's status in a transaction that checks the
+// previous status: ErrWrongStatus (wrapped, with the actual status) when it
+// is not one of c.From, ErrNotFound when there is no entry, ErrConflict when
+// contention outlasted the client's retries.
+func (s *Store) Transition(ctx context.Context, id string, c Change) (*Entry, error) {
+	// One transaction body for every caller: a status that is not resolved
+	// carries no resolved_at, whichever path moved the entry there.
+	return s.TransitionScoped(ctx, id, AllTenants, c, nil)
+}
+
+// AllTenants is the scope of an operator who may act on every tenant.
+const AllTenants = ""
+
+// ApprovalNote starts the history note of an operator's approval
+// (shared/operator). A replay scheduled by an approval skips the policy and
+// breaker checks: a human decided on exactly this replay.
+const ApprovalNote = "approved"
+
+// Approved reports whether the entry's latest move into scheduled was an
+// approval. Scheduled -> scheduled notes (a "replay now") are not moves.
+func (e *Entry) Approved() bool {
+	for i := len(e.History) - 1; i >= 0; i-- {
+		t := e.History[i]
+		if t.To != string(Scheduled) {
+			continue
+		}
+		if strings.HasPrefix(t.Note, ApprovalNote) {
+			return true
+		}
+		if t.From != string(Scheduled) {
+			return false
+		}
+	}
+	return false
+}
+
+// TransitionScoped is Transition for a caller scoped to one tenant (tenant
+// AllTenants: any). An entry of another tenant is ErrNotFound, decided before
+// its status is looked at, so a scoped caller learns nothing about it.
+//
+// A non-nil payload replaces the entry's payload in the same transaction
+// (chunks above InlinePayload are written first, under content-derived ids,
+// so a retried or abandoned edit leaves only orphans that expire); the entry
+// is no longer payload_missing afterwards. The returned entry carries the
+// new payload, or the inline one.
+func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Change, payload []byte) (*Entry, error) {
+	var staged *Entry
+	if payload != nil {
+		if len(payload) > MaxPayload {
+			return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(payload), MaxPayload)
+		}
+		staged = &Entry{Payload: payload, PayloadSHA256: PayloadSum(payload), PayloadSize: int64(len(payload)), ExpireAt: s.Now().Add(Retention)}
+		if len(payload) > InlinePayload {
+			if err := s.writeChunks(ctx, id, staged); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var out *Entry
+	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(s.entryRef(id))
+		s.read(1)
+		if status.Code(err) == codes.NotFound {
+			return fmt.Errorf("%w: entry %q", ErrNotFound, id)
+		}
+		if err != nil {
+			return err
+		}
+		e, err := decodeEntry(snap)
+		if err != nil {
+			return err
+		}
+		if tenant != AllTenants && e.Tenant != tenant {
+			return fmt.Errorf("%w: entry %q", ErrNotFound, id)
+		}
+		if !slices.Contains(c.From, e.Status) {
+			return fmt.Errorf("%w: entry %q is %s, want one of %v", ErrWrongStatus, id, e.Status, c.From)
+		}
+		note := c.Note
+		if staged != nil {
+			old := "missing"
+			if !e.PayloadMissing {
+				old = fmt.Sprintf("%d B sha256 %s", e.PayloadSize, e.PayloadSHA256)
+			}
+			note += fmt.Sprintf("; payload edited: %s -> %d B sha256 %s", old, staged.PayloadSize, staged.PayloadSHA256)
+			e.Payload, e.PayloadChunkCount = staged.Payload, staged.PayloadChunkCount
+			if len(staged.Payload) > InlinePayload {
+				e.Payload = nil
+			}
+			e.PayloadSHA256, e.PayloadSize = staged.PayloadSHA256, staged.PayloadSize
+			e.PayloadMissing, e.PayloadTruncated = false, false
+		}
+		if c.Apply != nil {
+			if err := c.Apply(e); err != nil {
+				return err
+			}
+		}
+		now := s.Now()
+		e.History = appendHistory(e.History, Transition{At: now, From: string(e.Status), To: string(c.To), By: c.By, Note: note})
+		e.Status = c.To
+		e.UpdatedAt = now
+		if c.To.Terminal() || c.To == Escalated || c.To == Quarantined {
+			e.ResolvedAt = now
+		} else {
+			e.ResolvedAt = time.Time{}
+		}
+		out = e
+		if c.Count != nil {
+			hour := Hour(now)
+			s.wrote(1)
+			if err := tx.Set(s.shardRef(hour, id), c.Count.updates(hour), firestore.MergeAll); err != nil {
+				return err
+			}
+		}
+		s.wrote(1)
+		return tx.Set(s.entryRef(id), e)
+	})
+	if err != nil {
+		return nil, txError("transition "+id, err)
+	}
+	if staged != nil {
+		out.Payload = staged.Payload
+	}
+	return out, nil
+}
+
+// MarkRecovered moves an entry from one of from to recovered, counting it
+// in the hour's replays_recovered in the same transaction, and, when the entry is its tenant breaker's
+// half-open probe, reports the probe recovered, which closes the breaker.
+//
+// It is safe to repeat: an entry that is recovered already is not counted
+// again, but its probe report is repeated (the report comes after the
+// transition, so a caller whose report failed retries until it succeeds).
+func (s *Store) MarkRecovered(ctx context.Context, id string, from []Status, by, note string) (*Entry, error) {
+	e, err := s.Transition(ctx, id, Change{From: from, To: Recovered, By: by, Note: note, Count: &Metrics{ReplaysRecovered: 1}})
+	if errors.Is(err, ErrWrongStatus) {
+		cur, gerr := s.GetMeta(ctx, id)
+		if gerr != nil || cur.Status != Recovered {
+			return nil, err
+		}
+		e = cur
+	} else if err != nil {
+		return nil, err
+	}
+	if e.BreakerProbe {
+		if _, err := s.BreakerProbeResult(ctx, e.Tenant, e.ID, true, by); err != nil {
+			return e, fmt.Errorf("entry %s recovered; breaker probe result not recorded: %w", id, err)
+		}
+	}
+	return e, nil
+}
+
+// RequeueTask moves an entry to scheduled under a new task name, but only
+// while it is still in one of from with the task name the caller saw (so a
+// replay or operator that moved it on meanwhile wins, and two reconcile runs
+// never both re-queue it). It returns ErrWrongStatus (wrapped) otherwise.
+func (s *Store) RequeueTask(ctx context.Context, id string, from []Status, sawTask, newTask string, at time.Time, by, note string) (*Entry, error) {
+	return s.Transition(ctx, id, Change{
+		From: from, To: Scheduled, By: by, Note: note,
+		Apply: func(e *Entry) error {
+			if e.TaskName != sawTask {
+				return fmt.Errorf("%w: entry %q now belongs to task %q, not %q", ErrWrongStatus, id, e.TaskName, sawTask)
+			}
+			e.TaskName, e.NextRetryAt = newTask, at
+			return nil
+		},
+	})
+}
+
+// EntriesByID reads entries (without payload chunks) by id; ids without an
+// entry are absent from the map.
+func (s *Store) EntriesByID(ctx context.Context, ids []string) (map[string]*Entry, error) {
+	out := make(map[string]*Entry, len(ids))
+	for start := 0; start < len(ids); start += 300 {
+		chunk := ids[start:min(len(ids), start+300)]
+		refs := make([]*firestore.DocumentRef, len(chunk))
+		for i, id := range chunk {
+			refs[i] = s.entryRef(id)
+		}
+		snaps, err := s.fs.GetAll(ctx, refs)
+		s.read(len(refs))
+		if err != nil {
+			return nil, fmt.Errorf("firestore get %d entries: %w", len(refs), err)
+		}
+		for _, snap := range snaps {
+			if !snap.Exists() {
+				continue
+			}
+			e, err := decodeEntry(snap)
+			if err != nil {
+				return nil, err
+			}
+			e.Payload = nil // never needed by a batch lookup; keep memory flat
+			out[e.ID] = e
+		}
+	}
+	return out, nil
+}

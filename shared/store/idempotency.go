@@ -1,0 +1,79 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/jsdlq/jsdlq/shared/agentkit"
+)
+
+// This file reads task-idempotency (SPEC §7): the completion records
+// agentkit.Once writes, which say whether a dead task is done already.
+
+// TaskCompleted reports whether task-idempotency holds a completion record
+// (agentkit.Once) for an idempotency key. An in-progress claim is not a
+// completion.
+func (s *Store) TaskCompleted(ctx context.Context, key string) (bool, error) {
+	if key == "" {
+		return false, nil
+	}
+	snap, err := s.fs.Collection(TaskIdempotency).Doc(agentkit.IdempotencyDocID(key)).Get(ctx)
+	s.read(1)
+	if status.Code(err) == codes.NotFound {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("firestore get %s/%s: %w", TaskIdempotency, agentkit.IdempotencyDocID(key), err)
+	}
+	var rec agentkit.IdempotencyRecord
+	if err := snap.DataTo(&rec); err != nil {
+		return false, fmt.Errorf("decode %s/%s: %w", TaskIdempotency, snap.Ref.ID, err)
+	}
+	return rec.Status == agentkit.StatusCompleted || !rec.CompletedAt.IsZero(), nil
+}
+
+// CompletedKeys reports, for each idempotency key, whether task-idempotency
+// holds its completion record (agentkit.Once); one batched read.
+func (s *Store) CompletedKeys(ctx context.Context, keys []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(keys))
+	var refs []*firestore.DocumentRef
+	var refKeys []string
+	for _, k := range keys {
+		if k == "" {
+			continue
+		}
+		refs = append(refs, s.fs.Collection(TaskIdempotency).Doc(agentkit.IdempotencyDocID(k)))
+		refKeys = append(refKeys, k)
+	}
+	for start := 0; start < len(refs); start += 300 {
+		end := min(len(refs), start+300)
+		snaps, err := s.fs.GetAll(ctx, refs[start:end])
+		s.read(end - start)
+		if err != nil {
+			return nil, fmt.Errorf("firestore get %d %s records: %w", end-start, TaskIdempotency, err)
+		}
+		for i, snap := range snaps {
+			if !snap.Exists() {
+				continue
+			}
+			var rec agentkit.IdempotencyRecord
+			if err := snap.DataTo(&rec); err != nil {
+				return nil, fmt.Errorf("decode %s/%s: %w", TaskIdempotency, snap.Ref.ID, err)
+			}
+			out[refKeys[start+i]] = rec.Status == agentkit.StatusCompleted || !rec.CompletedAt.IsZero()
+		}
+	}
+	return out, nil
+}
+
+// CountCompletions counts the completion records (agentkit.Once) whose
+// completed_at is in [from, to).
+func (s *Store) CountCompletions(ctx context.Context, from, to time.Time) (int64, error) {
+	q := s.fs.Collection(TaskIdempotency).Where("completed_at", ">=", from).Where("completed_at", "<", to)
+	return s.count(ctx, q, TaskIdempotency)
+}

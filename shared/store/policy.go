@@ -1,0 +1,51 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/triage"
+)
+
+// This file holds the operator's triage policy override
+// (triage-policy/current). classify and replay read it through
+// triage.Loader; dlqctl shows and applies it through these.
+
+// PolicyOverride is the stored override document, as written: its YAML may
+// be invalid (then it is not in force).
+type PolicyOverride struct {
+	YAML      string
+	UpdatedAt time.Time
+}
+
+// PolicyOverride reads the override; found is false when there is none
+// (the embedded default is in force).
+func (s *Store) PolicyOverride(ctx context.Context) (o PolicyOverride, found bool, err error) {
+	snap, err := s.fs.Collection(triage.OverrideCollection).Doc(triage.OverrideDoc).Get(ctx)
+	s.read(1)
+	if isNotFound(err) {
+		return PolicyOverride{}, false, nil
+	}
+	if err != nil {
+		return PolicyOverride{}, false, fmt.Errorf("firestore get %s/%s: %w", triage.OverrideCollection, triage.OverrideDoc, err)
+	}
+	if y, ok := snap.Data()[triage.OverrideField].(string); ok {
+		o.YAML = y
+	}
+	if t, ok := snap.Data()["updated_at"].(time.Time); ok {
+		o.UpdatedAt = t
+	}
+	return o, true, nil
+}
+
+// SavePolicyOverride validates doc and stores it as the override
+// (triage.SaveOverride: an invalid document is refused before it is
+// written). It returns the policy's version.
+func (s *Store) SavePolicyOverride(ctx context.Context, doc []byte) (string, error) {
+	v, err := triage.SaveOverride(ctx, s.fs, doc)
+	if !triage.IsInvalid(err) {
+		s.wrote(1)
+	}
+	return v, err
+}
