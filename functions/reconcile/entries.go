@@ -86,6 +86,31 @@ func (r *run) count(p *Pass, e *store.Entry) {
 		m.ByTenant[metricKey(e.Tenant)]++
 		m.ByKind[metricKey(e.Kind)]++
 	}
+	// Replays published and recovered are counted in the hour they happen,
+	// with the transition; the entries' histories show the same facts,
+	// so a closed hour can be checked against them too.
+	for _, tr := range e.History {
+		if tr.From == "" || tr.From == tr.To || tr.At.Before(p.From) || !tr.At.Before(r.closedBefore(p)) {
+			continue
+		}
+		var published, recovered int64
+		switch store.Status(tr.To) {
+		case store.Replayed:
+			published = 1
+		case store.Recovered:
+			recovered = 1
+		default:
+			continue
+		}
+		h := store.Hour(tr.At)
+		m := p.Hours[h]
+		if m == nil {
+			m = &store.Metrics{Hour: h, ByTenant: map[string]int64{}, ByKind: map[string]int64{}}
+			p.Hours[h] = m
+		}
+		m.ReplaysPublished += published
+		m.ReplaysRecovered += recovered
+	}
 	t := p.Tenants[e.Tenant]
 	if t == nil {
 		t = &audit.TenantHealth{Tenant: e.Tenant}
@@ -204,7 +229,7 @@ func (r *run) drift(ctx context.Context, sec *audit.Section, p *Pass) error {
 		if agree(cur, want) {
 			continue
 		}
-		f = r.repairing(f, audit.AlertMetricDrift, SectionEntries, "hours whose metrics disagree with their entries (total, by tenant or by kind)", "recompute_hour")
+		f = r.repairing(f, audit.AlertMetricDrift, SectionEntries, "hours whose metrics disagree with their entries (total, by tenant or by kind, or fewer replays than the entries show)", "recompute_hour")
 		if !r.plan(f, fmt.Sprintf("%s: metrics %d, entries %d", hour, cur.Total, want.Total)) {
 			continue
 		}
@@ -213,14 +238,18 @@ func (r *run) drift(ctx context.Context, sec *audit.Section, p *Pass) error {
 			f.Repair.Fail(err)
 			continue
 		}
+		full.ReplaysPublished, full.ReplaysRecovered = want.ReplaysPublished, want.ReplaysRecovered
 		rewritten, err := r.h.store.RewriteHour(ctx, hour, func(now store.Metrics) (store.Metrics, bool) {
 			if agree(now, full) {
 				return store.Metrics{}, false
 			}
 			fixed := full
 			// Replays published and recovered are counted when they
-			// happen, not from the entries created in the hour: kept.
-			fixed.ReplaysPublished, fixed.ReplaysRecovered = now.ReplaysPublished, now.ReplaysRecovered
+			// happen (by entries created in any hour): the larger of the
+			// stored count and the entries' histories, which may have
+			// lost transitions of entries older than the window.
+			fixed.ReplaysPublished = max(now.ReplaysPublished, want.ReplaysPublished)
+			fixed.ReplaysRecovered = max(now.ReplaysRecovered, want.ReplaysRecovered)
 			return fixed, true
 		})
 		switch {
@@ -236,10 +265,14 @@ func (r *run) drift(ctx context.Context, sec *audit.Section, p *Pass) error {
 	return nil
 }
 
-// agree compares the counters that only entry creation changes and that no
-// later transition rewrites on the entry: total, by tenant, by kind.
+// agree compares the stored metrics a with b, counted from the entries: the
+// counters that only entry creation changes and that no later transition
+// rewrites on the entry (total, by tenant, by kind) must be equal; the
+// replays published and recovered must be at least what the entries'
+// histories show (entries created before the window are not scanned).
 func agree(a, b store.Metrics) bool {
-	return a.Total == b.Total && sameCounts(a.ByTenant, b.ByTenant) && sameCounts(a.ByKind, b.ByKind)
+	return a.Total == b.Total && sameCounts(a.ByTenant, b.ByTenant) && sameCounts(a.ByKind, b.ByKind) &&
+		a.ReplaysPublished >= b.ReplaysPublished && a.ReplaysRecovered >= b.ReplaysRecovered
 }
 
 func sameCounts(a, b map[string]int64) bool {
