@@ -16,11 +16,11 @@ import (
 	"cloud.google.com/go/firestore"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/emulator"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
@@ -50,7 +50,7 @@ type app struct {
 	// Test hooks: called after each redrive item; adjusts reconcile's
 	// thresholds (grace periods) for audit.
 	afterRedriveItem func(done int)
-	reconcileConfig  func(*reconcile.Config)
+	reconcileConfig  func(*reconciler.Config)
 
 	closers []func() error
 	mu      sync.Mutex

@@ -18,12 +18,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/bridge"
-	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
@@ -558,7 +558,7 @@ func TestAuditAndHealth(t *testing.T) {
 	if _, err := e.st.Record(ctx, en, "test"); err != nil {
 		t.Fatal(err)
 	}
-	noGrace := func(a *app) { a.reconcileConfig = func(c *reconcile.Config) { c.Grace = time.Nanosecond } }
+	noGrace := func(a *app) { a.reconcileConfig = func(c *reconciler.Config) { c.Grace = time.Nanosecond } }
 
 	code, out, stderr := e.runCtx(ctx, nil, noGrace, "audit", "--dry-run", "--json")
 	if code != 0 {

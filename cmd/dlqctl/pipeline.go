@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -244,7 +244,7 @@ func (a *app) cmdHealth(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	breakers, err := st.ListBreakers(ctx, []string{store.BreakerOpen, store.BreakerHalfOpen}, reconcile.MaxBreakers)
+	breakers, err := st.ListBreakers(ctx, []string{store.BreakerOpen, store.BreakerHalfOpen}, reconciler.MaxBreakers)
 	if err != nil {
 		return err
 	}
@@ -306,7 +306,7 @@ func (a *app) cmdHealth(ctx context.Context, args []string) error {
 // reconcileHandler builds reconcile in-process with the operator's own
 // credentials: the deployed function accepts only Cloud Scheduler's OIDC
 // identity, and the audit needs nothing the operator cannot read.
-func (a *app) reconcileHandler(ctx context.Context) (*reconcile.Handler, error) {
+func (a *app) reconcileHandler(ctx context.Context) (*reconciler.Handler, error) {
 	st, err := a.store(ctx)
 	if err != nil {
 		return nil, err
@@ -327,7 +327,7 @@ func (a *app) reconcileHandler(ctx context.Context) (*reconcile.Handler, error) 
 			streams = append(streams, s)
 		}
 	}
-	cfg := reconcile.Config{
+	cfg := reconciler.Config{
 		AdvisoryStream: a.env("ADVISORY_STREAM", "DLQ_ADVISORIES"),
 		RecordStream:   a.env("RECORD_STREAM", "DLQ_RECORDS"),
 		WorkStreams:    streams,
@@ -336,7 +336,7 @@ func (a *app) reconcileHandler(ctx context.Context) (*reconcile.Handler, error) 
 	if a.reconcileConfig != nil {
 		a.reconcileConfig(&cfg)
 	}
-	return reconcile.New(cfg, reconcile.Deps{Logger: a.logger(), Store: st, Tasks: sched, JetStream: a.js, Now: a.now}), nil
+	return reconciler.New(cfg, reconciler.Deps{Logger: a.logger(), Store: st, Tasks: sched, JetStream: a.js, Now: a.now}), nil
 }
 
 func (a *app) cmdAudit(ctx context.Context, args []string) error {
@@ -358,7 +358,7 @@ func (a *app) cmdAudit(ctx context.Context, args []string) error {
 		return err
 	}
 	r, err := h.Run(ctx, *dry)
-	if errors.Is(err, reconcile.ErrLeaseHeld) {
+	if errors.Is(err, reconciler.ErrLeaseHeld) {
 		return conflictError{fmt.Sprintf("%v; try again when it finishes", err)}
 	}
 	if r == nil {

@@ -14,10 +14,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
@@ -203,12 +203,12 @@ func (s *chaosStack) waitScheduled(b *batch, within time.Duration) {
 	}
 }
 
-func (s *chaosStack) reconcileHandler() *reconcile.Handler {
+func (s *chaosStack) reconcileHandler() *reconciler.Handler {
 	sched := tasks.New(tasks.Config{Queue: s.queue, ReplayURL: "http://" + s.addr["functions"] + "/Replay",
 		ServiceAccount: tasksSA, EmulatorHost: s.addr["tasks"]})
 	s.t.Cleanup(func() { sched.Close() })
-	return reconcile.New(reconcile.Config{CaptureGrace: time.Millisecond, Grace: time.Millisecond, TimeBudget: time.Minute},
-		reconcile.Deps{Logger: obs.Discard(), Store: store.New(s.fs), Tasks: sched,
+	return reconciler.New(reconciler.Config{CaptureGrace: time.Millisecond, Grace: time.Millisecond, TimeBudget: time.Minute},
+		reconciler.Deps{Logger: obs.Discard(), Store: store.New(s.fs), Tasks: sched,
 			JetStream: func(context.Context) (jetstream.JetStream, error) { return s.js, nil }})
 }
 
@@ -320,7 +320,7 @@ func (s *chaosStack) twoReconciles(t *testing.T, n int) result {
 	var wg sync.WaitGroup
 	reps := make([]*audit.Report, 2)
 	errs := make([]error, 2)
-	for i, h := range []*reconcile.Handler{h1, h2} {
+	for i, h := range []*reconciler.Handler{h1, h2} {
 		wg.Add(1)
 		go func() { defer wg.Done(); reps[i], errs[i] = h.Run(context.Background(), false) }()
 	}
@@ -328,7 +328,7 @@ func (s *chaosStack) twoReconciles(t *testing.T, n int) result {
 	done, held := 0, 0
 	for i := range reps {
 		switch {
-		case errors.Is(errs[i], reconcile.ErrLeaseHeld):
+		case errors.Is(errs[i], reconciler.ErrLeaseHeld):
 			held++
 		case errs[i] != nil:
 			t.Fatalf("reconcile run %d: %v", i, errs[i])

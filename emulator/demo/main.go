@@ -32,11 +32,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/emulator/stack"
-	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 	"github.com/jsdlq/jsdlq/shared/triage"
@@ -357,7 +357,7 @@ func (d *demo) readCaptured(ctx context.Context) error {
 				return fmt.Errorf("read %s #%d: %w", name, seq, err)
 			}
 			d.cursor[name] = seq
-			if strings.HasPrefix(m.Header.Get(nats.MsgIdHdr), reconcile.RedrivePrefix) {
+			if strings.HasPrefix(m.Header.Get(nats.MsgIdHdr), reconciler.RedrivePrefix) {
 				continue // a copy reconcile re-drove, not another dead message
 			}
 			if name == event.DefaultRecordStream {
@@ -476,7 +476,7 @@ func (d *demo) waitSettled(ctx context.Context, total int) (int, error) {
 // uses short grace periods: the demo waited for the pipeline to settle, so
 // nothing is in flight any more.
 func (d *demo) reconcile(ctx context.Context, final bool) (*audit.Report, error) {
-	cfg := reconcile.Config{WorkStreams: []string{workStream}, TimeBudget: time.Minute}
+	cfg := reconciler.Config{WorkStreams: []string{workStream}, TimeBudget: time.Minute}
 	if final {
 		cfg.Grace, cfg.CaptureGrace = 3*time.Second, 3*time.Second
 	}
@@ -485,7 +485,7 @@ func (d *demo) reconcile(ctx context.Context, final bool) (*audit.Report, error)
 		defer f.Close()
 		log = obs.NewLogger(f, obs.WithComponent("reconcile"))
 	}
-	h := reconcile.New(cfg, reconcile.Deps{Logger: log, Store: d.st, Tasks: d.sched,
+	h := reconciler.New(cfg, reconciler.Deps{Logger: log, Store: d.st, Tasks: d.sched,
 		JetStream: func(context.Context) (jetstream.JetStream, error) { return d.js, nil }})
 	rep, err := h.Run(context.WithoutCancel(ctx), false)
 	if err != nil {

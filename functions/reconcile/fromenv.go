@@ -1,3 +1,6 @@
+// Package reconcile is the reconcile function (SPEC §10): Cloud Scheduler
+// calls it over HTTP with OIDC; it runs the engine of shared/reconciler,
+// which dlqctl audit runs too.
 package reconcile
 
 import (
@@ -13,6 +16,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
@@ -21,7 +25,7 @@ import (
 // reconcile's own Config.
 type env struct {
 	config.HTTPFunction
-	Config Config
+	Config reconciler.Config
 }
 
 // loadEnv reads reconcile's environment with one Reader, so every problem,
@@ -72,7 +76,7 @@ func build(ctx context.Context, e env, log *slog.Logger) (http.Handler, error) {
 	nats := e.NATS
 	nats.Name, nats.Logger = "jsdlq-reconcile", log
 	js := natsconn.NewLazy(nats)
-	h := New(e.Config, Deps{
+	h := reconciler.New(e.Config, reconciler.Deps{
 		Logger:    log,
 		Store:     store.New(fs),
 		Tasks:     tasks.New(e.Tasks),

@@ -16,8 +16,11 @@ import (
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
 )
+
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // FromEnv wires the production clients (Firestore, Cloud Tasks, a lazily
 // connected JetStream) from the environment: here all pointed at the
@@ -33,10 +36,10 @@ func TestFromEnvRunsAgainstEmulators(t *testing.T) {
 	}
 	n := testenv.NewNATS(t)
 	_, js := n.Connect(t)
-	if err := bridge.Ensure(ctx, js, bridge.Names{AdvisoryStream: advStream, RecordStream: recStream, FailureBucket: "dlq_failures"}, obs.Discard()); err != nil {
+	if err := bridge.Ensure(ctx, js, bridge.Names{AdvisoryStream: event.DefaultAdvisoryStream, RecordStream: event.DefaultRecordStream, FailureBucket: event.DefaultFailureBucket}, obs.Discard()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: workStream, Subjects: []string{"agents.>"}}); err != nil {
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: event.DefaultWorkStream, Subjects: []string{"agents.>"}}); err != nil {
 		t.Fatal(err)
 	}
 	h := reconcile.FromEnv(context.Background(), config.MapLookup(map[string]string{
@@ -47,10 +50,10 @@ func TestFromEnvRunsAgainstEmulators(t *testing.T) {
 		"TASKS_QUEUE":               queue,
 		"REPLAY_URL":                "http://127.0.0.1:9/Replay",
 		"TASKS_SERVICE_ACCOUNT":     "tasks@test.iam.gserviceaccount.com",
-		"WORK_STREAMS":              workStream,
+		"WORK_STREAMS":              event.DefaultWorkStream,
 		"RECONCILE_TIME_BUDGET":     "30s",
-		"ADVISORY_STREAM":           advStream,
-		"RECORD_STREAM":             recStream,
+		"ADVISORY_STREAM":           event.DefaultAdvisoryStream,
+		"RECORD_STREAM":             event.DefaultRecordStream,
 	}), io.Discard)
 	for _, target := range []string{"/Reconcile?dry_run=1", "/Reconcile"} {
 		w := httptest.NewRecorder()

@@ -1,5 +1,6 @@
-// Package reconcile is the reconcile function (SPEC §10): Cloud Scheduler
-// calls it, and it audits the pipeline end to end, repairs what is safe to
+// Package reconciler is the reconcile engine (SPEC §10) that the reconcile
+// function (functions/reconcile, called by Cloud Scheduler) and dlqctl
+// audit run: it audits the pipeline end to end, repairs what is safe to
 // repair and reports everything in one report (dlq-audits/{run_id}, and the
 // response body), logging each alert as a structured ERROR entry.
 //
@@ -10,7 +11,7 @@
 // repairs anything, and a second run answers 409 without touching anything.
 // Every repair is itself a transaction that checks the state it found, so a
 // repair never happens twice even across an expired lease.
-package reconcile
+package reconciler
 
 import (
 	"context"

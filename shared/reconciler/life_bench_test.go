@@ -1,10 +1,10 @@
-package reconcile_test
+package reconciler_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -25,7 +25,7 @@ func BenchmarkEntryLife(b *testing.B) {
 		f.move(st, e.ID, store.Replaying, store.Replayed, "replay")
 		f.complete(e.IdempotencyKey)
 	}
-	h := f.handler(reconcile.Config{TimeBudget: 10 * time.Minute, PageSize: 300}, nil)
+	h := f.handler(reconciler.Config{TimeBudget: 10 * time.Minute, PageSize: 300}, nil)
 	before := f.st.Ops()
 	b.ResetTimer()
 	start := time.Now()

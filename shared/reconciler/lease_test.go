@@ -1,4 +1,4 @@
-package reconcile_test
+package reconciler_test
 
 import (
 	"encoding/json"
@@ -11,8 +11,8 @@ import (
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 
-	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
@@ -38,13 +38,13 @@ func TestConcurrentRunsRepairOnce(t *testing.T) {
 	const seeded = 5
 
 	for round := range 3 {
-		h1 := f.handler(reconcile.Config{TimeBudget: time.Minute}, nil)
-		h2 := f.handler(reconcile.Config{TimeBudget: time.Minute}, nil)
+		h1 := f.handler(reconciler.Config{TimeBudget: time.Minute}, nil)
+		h2 := f.handler(reconciler.Config{TimeBudget: time.Minute}, nil)
 		startRound := time.Now()
 		var wg sync.WaitGroup
 		codes := make([]int, 2)
 		reports := make([]*audit.Report, 2)
-		for i, h := range []*reconcile.Handler{h1, h2} {
+		for i, h := range []*reconciler.Handler{h1, h2} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -57,7 +57,7 @@ func TestConcurrentRunsRepairOnce(t *testing.T) {
 						t.Errorf("report: %v", err)
 					}
 				} else if w.Code == http.StatusConflict {
-					var held reconcile.LeaseHeld
+					var held reconciler.LeaseHeld
 					if err := json.Unmarshal(w.Body.Bytes(), &held); err != nil || held.Status != "lease_held" || !strings.Contains(held.Message, "holds the lease until") {
 						t.Errorf("409 body = %s (%v), want lease_held with its expiry", w.Body, err)
 					}
@@ -101,10 +101,10 @@ func TestLeaseHeldAnswers409AndChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := f.handler(reconcile.Config{TimeBudget: time.Minute}, nil)
+	h := f.handler(reconciler.Config{TimeBudget: time.Minute}, nil)
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/Reconcile", nil))
-	var held reconcile.LeaseHeld
+	var held reconciler.LeaseHeld
 	if w.Code != http.StatusConflict || json.Unmarshal(w.Body.Bytes(), &held) != nil || held.Holder != "other-run" || held.Until.Sub(lease.Until).Abs() > time.Millisecond {
 		t.Fatalf("ServeHTTP with a held lease = %d %s, want 409 naming other-run until %s", w.Code, w.Body, lease.Until)
 	}
@@ -132,7 +132,7 @@ func TestLeaseHeldAnswers409AndChangesNothing(t *testing.T) {
 
 func TestServeHTTPRefusesBadRequests(t *testing.T) {
 	f := newFixture(t, false)
-	h := f.handler(reconcile.Config{TimeBudget: time.Minute}, nil)
+	h := f.handler(reconciler.Config{TimeBudget: time.Minute}, nil)
 	for _, tc := range []struct {
 		method, target string
 		want           int
@@ -157,7 +157,7 @@ func TestUnreadableStateRestartsScans(t *testing.T) {
 	if _, err := f.fs.Collection(store.Audits).Doc(store.AuditState).Set(f.ctx, map[string]any{"capture": "not a map", "tasks": 42}); err != nil {
 		t.Fatal(err)
 	}
-	h := f.handler(reconcile.Config{TimeBudget: time.Minute}, nil)
+	h := f.handler(reconciler.Config{TimeBudget: time.Minute}, nil)
 	rep, err := h.Run(f.ctx, false)
 	if err != nil {
 		t.Fatal(err)
@@ -187,11 +187,11 @@ func TestForeignTasksLeftAlone(t *testing.T) {
 			t.Fatalf("CreateTask(%s) = %v", id, err)
 		}
 	}
-	rep := f.run(f.handler(reconcile.Config{TimeBudget: time.Minute}, nil), false)
+	rep := f.run(f.handler(reconciler.Config{TimeBudget: time.Minute}, nil), false)
 	if len(rep.Findings) != 0 {
 		t.Errorf("findings for foreign tasks: %s", summary(rep))
 	}
-	if got := section(t, rep, reconcile.SectionTasks).Counts["foreign_tasks"]; got != 3 {
+	if got := section(t, rep, reconciler.SectionTasks).Counts["foreign_tasks"]; got != 3 {
 		t.Errorf("foreign_tasks = %d, want 3", got)
 	}
 	if q := f.queueTasks(); len(q) != 3 {

@@ -1,4 +1,4 @@
-package reconcile_test
+package reconciler_test
 
 import (
 	"bufio"
@@ -17,12 +17,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/bridge"
-	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
@@ -78,13 +78,13 @@ func newFixture(t testing.TB, withNATS bool) *fixture {
 
 // handler builds reconcile over the fixture. now replaces the clock when
 // not nil.
-func (f *fixture) handler(cfg reconcile.Config, now func() time.Time) *reconcile.Handler {
-	deps := reconcile.Deps{Logger: obs.NewLogger(f.logs), Store: f.st, Tasks: f.sched, Now: now}
+func (f *fixture) handler(cfg reconciler.Config, now func() time.Time) *reconciler.Handler {
+	deps := reconciler.Deps{Logger: obs.NewLogger(f.logs), Store: f.st, Tasks: f.sched, Now: now}
 	if f.js != nil {
 		deps.JetStream = func(context.Context) (jetstream.JetStream, error) { return f.js, nil }
 		cfg.AdvisoryStream, cfg.RecordStream = advStream, recStream
 	}
-	return reconcile.New(cfg, deps)
+	return reconciler.New(cfg, deps)
 }
 
 // storeAt is a store whose clock stands at at, so seeded entries, breakers
@@ -196,7 +196,7 @@ func (f *fixture) lastMsg(stream string) *jetstream.RawStreamMsg {
 	return m
 }
 
-func (f *fixture) run(h *reconcile.Handler, dry bool) *audit.Report {
+func (f *fixture) run(h *reconciler.Handler, dry bool) *audit.Report {
 	f.t.Helper()
 	rep, err := h.Run(f.ctx, dry)
 	if err != nil {

@@ -1,4 +1,4 @@
-package reconcile_test
+package reconciler_test
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jsdlq/jsdlq/functions/reconcile"
+	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -52,7 +52,7 @@ func TestTrafficTableFromSamples(t *testing.T) {
 	f.move(old, e.ID, store.Scheduled, store.Replaying, "replay")
 	f.move(old, e.ID, store.Replaying, store.Recovered, "replay")
 
-	h := f.handler(reconcile.Config{TimeBudget: time.Minute, WorkStreams: []string{workStream}}, nil)
+	h := f.handler(reconciler.Config{TimeBudget: time.Minute, WorkStreams: []string{workStream}}, nil)
 	first := f.run(h, false)
 	tr := first.Traffic
 	if tr == nil || len(tr.Streams) != 1 || tr.Streams[0].LastSeq != 10 || tr.Streams[0].Published != 0 {

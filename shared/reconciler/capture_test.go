@@ -1,4 +1,4 @@
-package reconcile_test
+package reconciler_test
 
 import (
 	"strings"
@@ -8,9 +8,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -41,25 +41,25 @@ func TestCaptureGraceRecordsAndRedriveOnce(t *testing.T) {
 	}
 
 	// Within the grace nothing is a finding and the cursor stays put.
-	h := f.handler(reconcile.Config{TimeBudget: time.Minute}, nil)
+	h := f.handler(reconciler.Config{TimeBudget: time.Minute}, nil)
 	rep := f.run(h, false)
 	if len(findings(rep, audit.AlertAdvisoryEntryMismatch)) != 0 {
 		t.Fatalf("fresh captures reported: %s", summary(rep))
 	}
-	sec := section(t, rep, reconcile.SectionCapture)
+	sec := section(t, rep, reconciler.SectionCapture)
 	if sec.Counts["pending_"+advStream] != 2 || sec.Counts["pending_"+recStream] != 1 {
 		t.Errorf("capture counts = %v, want 2 advisories and 1 record pending", sec.Counts)
 	}
 
 	// Twenty minutes later (the clock moved, not the test) they are due.
 	later := func() time.Time { return time.Now().Add(20 * time.Minute) }
-	h = f.handler(reconcile.Config{TimeBudget: time.Minute}, later)
+	h = f.handler(reconciler.Config{TimeBudget: time.Minute}, later)
 	rep = f.run(h, false)
 	fd := finding(t, rep, audit.AlertAdvisoryEntryMismatch)
 	if fd.Count != 1 || fd.Examples[0] != event.ID(workStream, 5) || fd.Repair.Done != 1 {
 		t.Errorf("mismatch = %+v, want the record of message 5 re-driven", fd)
 	}
-	sec = section(t, rep, reconcile.SectionCapture)
+	sec = section(t, rep, reconciler.SectionCapture)
 	if sec.Counts["unparseable_"+advStream] != 1 || sec.Counts["checked_"+advStream] != 1 || sec.Counts["checked_"+recStream] != 1 {
 		t.Errorf("capture counts = %v, want 1 advisory checked, 1 unparseable, 1 record checked", sec.Counts)
 	}
@@ -70,7 +70,7 @@ func TestCaptureGraceRecordsAndRedriveOnce(t *testing.T) {
 	if err != nil || event.ID(rec.Meta.Stream, rec.Meta.StreamSeq) != event.ID(workStream, 5) || string(rec.Data) != `{"task":5}` {
 		t.Fatalf("re-driven record = %+v, %v; want the record of %s", rec, err, event.ID(workStream, 5))
 	}
-	if !strings.HasPrefix(last.Header.Get(jetstream.MsgIDHeader), reconcile.RedrivePrefix) {
+	if !strings.HasPrefix(last.Header.Get(jetstream.MsgIDHeader), reconciler.RedrivePrefix) {
 		t.Errorf("re-driven record id = %q, want the re-drive prefix", last.Header.Get(jetstream.MsgIDHeader))
 	}
 

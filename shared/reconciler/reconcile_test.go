@@ -1,4 +1,4 @@
-package reconcile_test
+package reconciler_test
 
 import (
 	"slices"
@@ -8,9 +8,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
@@ -110,7 +110,7 @@ func seedRepairable(f *fixture) repairable {
 func TestFindingsReportedRepairedAndGone(t *testing.T) {
 	f := newFixture(t, true)
 	s := seedRepairable(f)
-	cfg := reconcile.Config{CaptureGrace: time.Nanosecond, TimeBudget: time.Minute}
+	cfg := reconciler.Config{CaptureGrace: time.Nanosecond, TimeBudget: time.Minute}
 	h := f.handler(cfg, nil)
 	tasksBefore := f.queueTasks()
 	advBefore := f.lastMsg(advStream).Sequence
@@ -228,7 +228,7 @@ func TestFindingsReportedRepairedAndGone(t *testing.T) {
 	// The advisory was published again under a re-drive id, so the bridge
 	// forwards it again with the same event id.
 	last := f.lastMsg(advStream)
-	if last.Sequence != advBefore+1 || !strings.HasPrefix(last.Header.Get(jetstream.MsgIDHeader), reconcile.RedrivePrefix) {
+	if last.Sequence != advBefore+1 || !strings.HasPrefix(last.Header.Get(jetstream.MsgIDHeader), reconciler.RedrivePrefix) {
 		t.Fatalf("advisory stream last = seq %d id %q, want a re-drive at %d", last.Sequence, last.Header.Get(jetstream.MsgIDHeader), advBefore+1)
 	}
 	if !strings.Contains(string(last.Data), `"stream_seq":77`) {
@@ -290,7 +290,7 @@ func TestTenantAlerts(t *testing.T) {
 	opener := f.storeAt(now.Add(-40*time.Minute), store.BreakerConfig{Threshold: 1, Window: time.Hour, Cooldown: 15 * time.Minute})
 	f.seed(opener, entry(next(), "stuck", store.Escalated))
 
-	h := f.handler(reconcile.Config{TimeBudget: time.Minute}, nil)
+	h := f.handler(reconciler.Config{TimeBudget: time.Minute}, nil)
 	want := map[string]string{
 		audit.AlertTenantPoisonBurst:     "poisoner",
 		audit.AlertTenantDominates:       "loud",
@@ -360,7 +360,7 @@ func TestHeldEntriesReleasedAsTheBreakerAdmits(t *testing.T) {
 	f.seed(f.storeAt(now.Add(-5*time.Minute), cool), entry(6, "shut", store.Escalated)) // opens 5 min ago
 	shut := f.seed(f.storeAt(now.Add(-4*time.Minute)), entry(7, "shut", store.Held)).ID
 
-	h := f.handler(reconcile.Config{TimeBudget: time.Minute}, nil)
+	h := f.handler(reconciler.Config{TimeBudget: time.Minute}, nil)
 	dry := f.run(h, true)
 	if fd := finding(t, dry, audit.FindingHeldReleased); fd.Count != 3 || fd.Alert || fd.Repair.Planned != 3 || fd.Repair.Done != 0 {
 		t.Errorf("dry run held_released = %+v, want 3 planned (2 of calm, the probe of probe), no alert", fd)

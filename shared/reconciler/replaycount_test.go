@@ -1,11 +1,11 @@
-package reconcile_test
+package reconciler_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -26,7 +26,7 @@ func TestDriftRecountsReplaysFromHistory(t *testing.T) {
 			f.move(at, e.ID, store.Replayed, store.Recovered, "reconcile")
 		}
 	}
-	h := f.handler(reconcile.Config{TimeBudget: time.Minute}, nil)
+	h := f.handler(reconciler.Config{TimeBudget: time.Minute}, nil)
 	rep := f.run(h, false)
 	fd := finding(t, rep, audit.AlertMetricDrift)
 	if fd.Repair == nil || fd.Repair.Done != 1 {

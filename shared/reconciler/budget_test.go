@@ -1,4 +1,4 @@
-package reconcile_test
+package reconciler_test
 
 import (
 	"fmt"
@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -39,13 +39,13 @@ func TestBudgetStopsWithCursorAndResumes(t *testing.T) {
 
 	const budget = 2 * time.Second
 	clock := &steppingClock{t: now, step: 100 * time.Millisecond}
-	h := f.handler(reconcile.Config{TimeBudget: budget, PageSize: 200}, clock.Now)
+	h := f.handler(reconciler.Config{TimeBudget: budget, PageSize: 200}, clock.Now)
 
 	first := f.run(h, false)
 	if first.Complete || !first.BudgetExhausted {
 		t.Fatalf("first run complete=%v budget_exhausted=%v, want it stopped by the budget", first.Complete, first.BudgetExhausted)
 	}
-	if first.Resume == nil || first.Resume.Section != reconcile.SectionEntries || first.Resume.Cursors[reconcile.SectionEntries] == "" {
+	if first.Resume == nil || first.Resume.Section != reconciler.SectionEntries || first.Resume.Cursors[reconciler.SectionEntries] == "" {
 		t.Fatalf("first run resume = %+v, want the entries section with its cursor", first.Resume)
 	}
 	if d := first.FinishedAt.Sub(first.StartedAt); d > budget+time.Second {
@@ -53,7 +53,7 @@ func TestBudgetStopsWithCursorAndResumes(t *testing.T) {
 	}
 	scanned := func(rep *audit.Report) int64 {
 		for _, s := range rep.Sections {
-			if s.Name == reconcile.SectionEntries {
+			if s.Name == reconciler.SectionEntries {
 				return s.Counts["scanned"]
 			}
 		}
@@ -72,7 +72,7 @@ func TestBudgetStopsWithCursorAndResumes(t *testing.T) {
 			last = rep
 			break
 		}
-		if rep.Resume.Section != reconcile.SectionEntries {
+		if rep.Resume.Section != reconciler.SectionEntries {
 			t.Fatalf("run %d resumes at %q, want the unfinished entries pass", run, rep.Resume.Section)
 		}
 	}
@@ -106,7 +106,7 @@ func TestBudgetStopsWithCursorAndResumes(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{reconcile.SectionCapture, reconcile.SectionTasks, reconcile.SectionReplaying, reconcile.SectionReplayed, reconcile.SectionHeld} {
+	for _, name := range []string{reconciler.SectionCapture, reconciler.SectionTasks, reconciler.SectionReplaying, reconciler.SectionReplayed, reconciler.SectionHeld} {
 		if !reached[name] {
 			t.Errorf("section %s not reached by the completing run nor the next: %s | %s", name, sectionSummary(last), sectionSummary(next))
 		}
@@ -150,7 +150,7 @@ func BenchmarkEntriesPass(b *testing.B) {
 	f := newFixture(b, false)
 	const n = 2000
 	seedBulk(b, f, n, 10, time.Now().UTC())
-	h := f.handler(reconcile.Config{TimeBudget: 10 * time.Minute, PageSize: 300}, nil)
+	h := f.handler(reconciler.Config{TimeBudget: 10 * time.Minute, PageSize: 300}, nil)
 	b.ResetTimer()
 	start := time.Now()
 	for b.Loop() {

@@ -1,4 +1,4 @@
-package reconcile_test
+package reconciler_test
 
 import (
 	"context"
@@ -13,10 +13,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/jsdlq/jsdlq/emulator/stack"
-	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
@@ -44,8 +44,8 @@ func TestUnreachableFirestoreFailsWithinIOTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fs.Close() })
-	h := reconcile.New(reconcile.Config{TimeBudget: 4 * time.Minute, IOTimeout: 2 * time.Second},
-		reconcile.Deps{Logger: obs.Discard(), Store: store.New(fs)})
+	h := reconciler.New(reconciler.Config{TimeBudget: 4 * time.Minute, IOTimeout: 2 * time.Second},
+		reconciler.Deps{Logger: obs.Discard(), Store: store.New(fs)})
 	start := time.Now()
 	_, err = h.Run(testenv.Context(t), false)
 	if err == nil || !strings.Contains(err.Error(), "lease") {
@@ -69,8 +69,8 @@ func TestUnreachableCloudTasksFailsTheSectionOnly(t *testing.T) {
 	dead := tasks.New(tasks.Config{Queue: f.queue, ReplayURL: "http://127.0.0.1:9/Replay",
 		ServiceAccount: "tasks@test.iam.gserviceaccount.com", EmulatorHost: addr})
 	t.Cleanup(func() { dead.Close() })
-	h := reconcile.New(reconcile.Config{TimeBudget: 4 * time.Minute, IOTimeout: 2 * time.Second, Grace: time.Nanosecond},
-		reconcile.Deps{Logger: obs.NewLogger(f.logs), Store: f.st, Tasks: dead})
+	h := reconciler.New(reconciler.Config{TimeBudget: 4 * time.Minute, IOTimeout: 2 * time.Second, Grace: time.Nanosecond},
+		reconciler.Deps{Logger: obs.NewLogger(f.logs), Store: f.st, Tasks: dead})
 	start := time.Now()
 	rep, err := h.Run(f.ctx, false)
 	if err != nil {
@@ -81,7 +81,7 @@ func TestUnreachableCloudTasksFailsTheSectionOnly(t *testing.T) {
 	}
 	var tasksSec *audit.Section
 	for _, s := range rep.Sections {
-		if s.Name == reconcile.SectionTasks {
+		if s.Name == reconciler.SectionTasks {
 			tasksSec = s
 		}
 	}
@@ -119,9 +119,9 @@ func TestHandEditedDocumentsAreReportedNotFatal(t *testing.T) {
 	if _, err := f.fs.Collection(store.Breakers).Doc("acme").Set(ctx, map[string]any{"state": "open", "failures": "x"}); err != nil {
 		t.Fatal(err)
 	}
-	h := f.handler(reconcile.Config{Grace: time.Nanosecond}, nil)
+	h := f.handler(reconciler.Config{Grace: time.Nanosecond}, nil)
 	rep, err := h.Run(ctx, false)
-	if err != nil && !errors.Is(err, reconcile.ErrLeaseHeld) && rep == nil {
+	if err != nil && !errors.Is(err, reconciler.ErrLeaseHeld) && rep == nil {
 		t.Fatalf("Run over hand-edited documents = %v, want a report", err)
 	}
 	if rep == nil {
