@@ -267,25 +267,9 @@ var ErrBreakerOverride = errors.New("store: breaker override refused")
 // (SPEC §15): it closes now, forgetting the failures counted so far. Who
 // and why are recorded in the breaker's history.
 func (s *Store) BreakerClose(ctx context.Context, tenant, by, reason string) (*Breaker, error) {
-	if strings.TrimSpace(by) == "" || strings.TrimSpace(reason) == "" {
-		return nil, fmt.Errorf("%w: closing a breaker needs an actor and a reason", ErrBreakerOverride)
-	}
-	var refused error
-	b, err := s.updateBreaker(ctx, tenant, func(b *Breaker, now time.Time) bool {
-		if b.State == BreakerClosed {
-			refused = fmt.Errorf("%w: the breaker of tenant %s is closed", ErrBreakerOverride, tenant)
-			return false
-		}
+	return s.overrideBreaker(ctx, tenant, by, reason, "is closed", func(b *Breaker, now time.Time) {
 		b.set(now, BreakerClosed, by, "closed by "+by+": "+reason)
-		return true
 	})
-	if err == nil {
-		err = refused
-	}
-	if err == nil {
-		s.sawBreaker(b)
-	}
-	return b, err
 }
 
 // BreakerProbeNow is the operator's other override: the breaker turns
@@ -293,15 +277,7 @@ func (s *Store) BreakerClose(ctx context.Context, tenant, by, reason string) (*B
 // a probe in flight; the probe's outcome closes or reopens it as any
 // probe's does. Who and why are recorded in the breaker's history.
 func (s *Store) BreakerProbeNow(ctx context.Context, tenant, entryID, by, reason string) (*Breaker, error) {
-	if strings.TrimSpace(by) == "" || strings.TrimSpace(reason) == "" {
-		return nil, fmt.Errorf("%w: a probe needs an actor and a reason", ErrBreakerOverride)
-	}
-	var refused error
-	b, err := s.updateBreaker(ctx, tenant, func(b *Breaker, now time.Time) bool {
-		if b.State == BreakerClosed {
-			refused = fmt.Errorf("%w: the breaker of tenant %s is closed; the replay needs no probe", ErrBreakerOverride, tenant)
-			return false
-		}
+	return s.overrideBreaker(ctx, tenant, by, reason, "is closed; the replay needs no probe", func(b *Breaker, now time.Time) {
 		note := "probe " + entryID + " sent by " + by + ": " + reason
 		if b.State == BreakerHalfOpen {
 			b.History = appendHistory(b.History, Transition{At: now, From: b.State, To: b.State, By: by, Note: note})
@@ -309,6 +285,23 @@ func (s *Store) BreakerProbeNow(ctx context.Context, tenant, entryID, by, reason
 			b.set(now, BreakerHalfOpen, by, note)
 		}
 		b.ProbeEntry, b.ProbeAt = entryID, now
+	})
+}
+
+// overrideBreaker applies an operator's override to a breaker that is not
+// closed; without an actor and a reason, or on a closed breaker (whyNot
+// says why it needs none), it is refused with ErrBreakerOverride.
+func (s *Store) overrideBreaker(ctx context.Context, tenant, by, reason, whyNot string, apply func(*Breaker, time.Time)) (*Breaker, error) {
+	if strings.TrimSpace(by) == "" || strings.TrimSpace(reason) == "" {
+		return nil, fmt.Errorf("%w: a breaker override needs an actor and a reason", ErrBreakerOverride)
+	}
+	var refused error
+	b, err := s.updateBreaker(ctx, tenant, func(b *Breaker, now time.Time) bool {
+		if b.State == BreakerClosed {
+			refused = fmt.Errorf("%w: the breaker of tenant %s %s", ErrBreakerOverride, tenant, whyNot)
+			return false
+		}
+		apply(b, now)
 		return true
 	})
 	if err == nil {
