@@ -1,0 +1,256 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/firestore"
+)
+
+// This file holds the tenant recovery API's keys (SPEC §16): a key is shown
+// once, when it is made, and only the SHA-256 of its secret is stored. A
+// plain digest is enough because the secret is 32 random bytes (no
+// dictionary to try); the comparison is constant-time all the same. Every
+// verification reads the key's document, so a revocation holds from the
+// next request on: there is no cache to invalidate.
+
+// TenantKeys is the collection of tenant API keys, one document per key id.
+const TenantKeys = "tenant-keys"
+
+// ErrUnknownKey is every key that does not let its bearer in: malformed,
+// unknown, revoked or not matching its stored digest. The API answers each
+// alike (401), so the message says which only to the log.
+var ErrUnknownKey = errors.New("store: unknown or revoked tenant key")
+
+// tenantKeyPrefix starts every key, so a leaked key is recognisable (secret
+// scanners match on it) and a key of another system is refused at a glance.
+const tenantKeyPrefix = "jsdlq_"
+
+const (
+	keyIDBytes     = 8  // key id: 16 hex digits, the document id
+	keySecretBytes = 32 // secret: base64url, 43 characters
+)
+
+// TenantKey is a stored key, without its secret.
+type TenantKey struct {
+	ID        string    `firestore:"-" json:"id"`
+	Tenant    string    `firestore:"tenant" json:"tenant"`
+	Hash      string    `firestore:"secret_sha256" json:"-"`
+	CreatedAt time.Time `firestore:"created_at" json:"created_at"`
+	CreatedBy string    `firestore:"created_by" json:"created_by"`
+	Revoked   bool      `firestore:"revoked" json:"revoked"`
+	RevokedAt time.Time `firestore:"revoked_at,omitempty" json:"revoked_at,omitzero"`
+	RevokedBy string    `firestore:"revoked_by,omitempty" json:"revoked_by,omitempty"`
+}
+
+// checkTenant refuses tenant names no entry can be scoped to: empty (it
+// would mean every tenant, store.AllTenants), over-long or with control
+// characters.
+func checkTenant(tenant string) error {
+	if tenant == AllTenants || strings.TrimSpace(tenant) != tenant || len(tenant) > 256 {
+		return fmt.Errorf("%w: tenant %q", ErrInvalid, tenant)
+	}
+	for _, r := range tenant {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%w: tenant %q has a control character", ErrInvalid, tenant)
+		}
+	}
+	return nil
+}
+
+// CreateTenantKey makes a key for tenant and returns it (the only time the
+// secret exists outside its bearer's hands) with its id. by is who made it.
+func (s *Store) CreateTenantKey(ctx context.Context, tenant, by string) (key, id string, err error) {
+	if err := checkTenant(tenant); err != nil {
+		return "", "", err
+	}
+	if strings.TrimSpace(by) == "" {
+		return "", "", fmt.Errorf("%w: who creates a tenant key must be named", ErrInvalid)
+	}
+	idb := make([]byte, keyIDBytes)
+	secret := make([]byte, keySecretBytes)
+	if _, err := rand.Read(idb); err != nil {
+		return "", "", fmt.Errorf("tenant key id: %w", err)
+	}
+	if _, err := rand.Read(secret); err != nil {
+		return "", "", fmt.Errorf("tenant key secret: %w", err)
+	}
+	id = hex.EncodeToString(idb)
+	sec := base64.RawURLEncoding.EncodeToString(secret)
+	k := TenantKey{Tenant: tenant, Hash: digest(sec), CreatedAt: s.Now(), CreatedBy: by}
+	// Create, not Set: a (vanishingly unlikely) id collision fails instead
+	// of replacing another tenant's key.
+	_, err = s.fs.Collection(TenantKeys).Doc(id).Create(ctx, k)
+	s.wrote(1)
+	if err != nil {
+		return "", "", fmt.Errorf("firestore create %s/%s: %w", TenantKeys, id, err)
+	}
+	return tenantKeyPrefix + id + "_" + sec, id, nil
+}
+
+// ListTenantKeys returns tenant's keys, revoked ones included, oldest first.
+func (s *Store) ListTenantKeys(ctx context.Context, tenant string) ([]TenantKey, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, err
+	}
+	// One equality filter needs no composite index; a tenant has few keys,
+	// so they are ordered here.
+	snaps, err := s.fs.Collection(TenantKeys).Where("tenant", "==", tenant).Documents(ctx).GetAll()
+	s.read(max(1, len(snaps)))
+	if err != nil {
+		return nil, fmt.Errorf("firestore query %s of tenant %q: %w", TenantKeys, tenant, err)
+	}
+	keys := make([]TenantKey, 0, len(snaps))
+	for _, snap := range snaps {
+		var k TenantKey
+		if err := snap.DataTo(&k); err != nil {
+			return nil, fmt.Errorf("decode %s/%s: %w", TenantKeys, snap.Ref.ID, err)
+		}
+		k.ID = snap.Ref.ID
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if !keys[i].CreatedAt.Equal(keys[j].CreatedAt) {
+			return keys[i].CreatedAt.Before(keys[j].CreatedAt)
+		}
+		return keys[i].ID < keys[j].ID
+	})
+	return keys, nil
+}
+
+// RevokeTenantKey revokes one key of tenant. A key of another tenant is
+// ErrNotFound, as an id that does not exist; revoking a revoked key is a
+// no-op.
+func (s *Store) RevokeTenantKey(ctx context.Context, tenant, id, by string) error {
+	if err := checkTenant(tenant); err != nil {
+		return err
+	}
+	if !validKeyID(id) {
+		return fmt.Errorf("%w: tenant key id %q", ErrNotFound, id)
+	}
+	ref := s.fs.Collection(TenantKeys).Doc(id)
+	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(ref)
+		s.read(1)
+		if isNotFound(err) {
+			return fmt.Errorf("%w: tenant key %s", ErrNotFound, id)
+		}
+		if err != nil {
+			return err
+		}
+		var k TenantKey
+		if err := snap.DataTo(&k); err != nil {
+			return fmt.Errorf("decode %s/%s: %w", TenantKeys, id, err)
+		}
+		if k.Tenant != tenant {
+			return fmt.Errorf("%w: tenant key %s", ErrNotFound, id)
+		}
+		if k.Revoked {
+			return nil
+		}
+		s.wrote(1)
+		return tx.Update(ref, []firestore.Update{
+			{Path: "revoked", Value: true}, {Path: "revoked_at", Value: s.Now()}, {Path: "revoked_by", Value: by},
+		})
+	})
+	if err != nil {
+		return txError("revoke tenant key "+id, err)
+	}
+	return nil
+}
+
+// RevokeTenantKeys revokes every key of tenant and returns how many were
+// in force.
+func (s *Store) RevokeTenantKeys(ctx context.Context, tenant, by string) (int, error) {
+	keys, err := s.ListTenantKeys(ctx, tenant)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, k := range keys {
+		if k.Revoked {
+			continue
+		}
+		if err := s.RevokeTenantKey(ctx, tenant, k.ID, by); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// VerifyTenantKey returns the tenant a key belongs to, or ErrUnknownKey.
+// It reads the key's document on every call, so a revocation is effective
+// on the next request.
+func (s *Store) VerifyTenantKey(ctx context.Context, key string) (string, error) {
+	id, sec, ok := parseTenantKey(key)
+	if !ok {
+		return "", fmt.Errorf("%w: malformed", ErrUnknownKey)
+	}
+	snap, err := s.fs.Collection(TenantKeys).Doc(id).Get(ctx)
+	s.read(1)
+	if isNotFound(err) {
+		return "", fmt.Errorf("%w: no key %s", ErrUnknownKey, id)
+	}
+	if err != nil {
+		return "", fmt.Errorf("firestore get %s/%s: %w", TenantKeys, id, err)
+	}
+	var k TenantKey
+	if err := snap.DataTo(&k); err != nil {
+		return "", fmt.Errorf("decode %s/%s: %w", TenantKeys, id, err)
+	}
+	if subtle.ConstantTimeCompare([]byte(digest(sec)), []byte(k.Hash)) != 1 {
+		return "", fmt.Errorf("%w: key %s: wrong secret", ErrUnknownKey, id)
+	}
+	if k.Revoked {
+		return "", fmt.Errorf("%w: key %s was revoked", ErrUnknownKey, id)
+	}
+	if checkTenant(k.Tenant) != nil {
+		return "", fmt.Errorf("%w: key %s has no tenant", ErrUnknownKey, id)
+	}
+	return k.Tenant, nil
+}
+
+// parseTenantKey splits "jsdlq_<16 hex>_<43 base64url>".
+func parseTenantKey(key string) (id, secret string, ok bool) {
+	rest, ok := strings.CutPrefix(key, tenantKeyPrefix)
+	if !ok || len(rest) != 2*keyIDBytes+1+base64.RawURLEncoding.EncodedLen(keySecretBytes) {
+		return "", "", false
+	}
+	id, secret = rest[:2*keyIDBytes], rest[2*keyIDBytes+1:]
+	if rest[2*keyIDBytes] != '_' || !validKeyID(id) {
+		return "", "", false
+	}
+	if b, err := base64.RawURLEncoding.Strict().DecodeString(secret); err != nil || len(b) != keySecretBytes {
+		return "", "", false
+	}
+	return id, secret, true
+}
+
+// validKeyID reports whether id is a key id CreateTenantKey makes (lower
+// hex), so no other string reaches Firestore as a document path.
+func validKeyID(id string) bool {
+	if len(id) != 2*keyIDBytes {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func digest(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
+}
