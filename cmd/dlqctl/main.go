@@ -49,6 +49,8 @@ Pipeline
 Policy
   policy show [--json] | validate FILE | apply FILE
          | test FILE|current (EVENT.json | --entry ID) [--chain code:strategy,…] [--json]
+Tenant API keys
+  tenant-key create TENANT | list TENANT [--json] | revoke TENANT [KEY_ID]
 
 Times (--since, --until) are RFC 3339 or a duration back from now (90m, 24h).
 A tenant-limited caller (--tenant T before the command, or DLQCTL_TENANT)
@@ -141,6 +143,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.cmdAudit(ctx, rest)
 	case "policy":
 		return a.cmdPolicy(ctx, rest)
+	case "tenant-key":
+		return a.cmdTenantKey(ctx, rest)
 	case "help", "-h", "--help":
 		fmt.Fprint(a.stdout, usage)
 		return nil
