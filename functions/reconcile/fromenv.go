@@ -49,19 +49,12 @@ func loadEnv(lookup config.Lookup) (env, error) {
 // answered 500, so Cloud Scheduler shows the job failing instead of an
 // audit that silently does nothing.
 func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) http.Handler {
-	log := obs.NewLogger(logs, obs.WithComponent("reconcile"))
-	e, err := loadEnv(lookup)
-	if err != nil {
-		log.Error("reconcile: invalid configuration; every run is refused until it is fixed", "error", err.Error())
-		return obs.Middleware(obs.Refuse(log, "reconcile", err))
-	}
-	log = obs.NewLogger(logs, obs.WithComponent("reconcile"), obs.WithProject(e.Project))
-	h, err := build(ctx, e, log)
-	if err != nil {
-		log.Error("reconcile: cannot build clients; every run is refused", "error", err.Error())
-		return obs.Middleware(obs.Refuse(log, "reconcile", err))
-	}
-	return obs.Middleware(h)
+	return obs.HTTPFunction(logs, "reconcile", func() (env, string, error) {
+		e, err := loadEnv(lookup)
+		return e, e.Project, err
+	}, func(e env, log *slog.Logger) (http.Handler, error) {
+		return build(ctx, e, log)
+	})
 }
 
 func build(ctx context.Context, e env, log *slog.Logger) (http.Handler, error) {

@@ -24,23 +24,16 @@ import (
 // connects before the first request. A configuration error is logged once
 // and answered 500 on every request: Cloud Tasks keeps the task and retries
 // it, so nothing is lost while the deployment is fixed.
-func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer, opts ...Option) http.Handler {
-	log := obs.NewLogger(logs, obs.WithComponent("replay"))
-	cfg, err := config.LoadReplay(lookup)
-	if err != nil {
-		log.Error("replay: invalid configuration; tasks are refused with 500 until it is fixed", "error", err.Error())
-		return obs.Middleware(obs.Refuse(log, "replay", err))
-	}
-	log = obs.NewLogger(logs, obs.WithComponent("replay"), obs.WithProject(cfg.Project))
-	h, err := build(ctx, cfg, log, opts)
-	if err != nil {
-		log.Error("replay: cannot build clients; tasks are refused with 500", "error", err.Error())
-		return obs.Middleware(obs.Refuse(log, "replay", err))
-	}
-	return obs.Middleware(h)
+func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) http.Handler {
+	return obs.HTTPFunction(logs, "replay", func() (config.HTTPFunction, string, error) {
+		cfg, err := config.LoadReplay(lookup)
+		return cfg, cfg.Project, err
+	}, func(cfg config.HTTPFunction, log *slog.Logger) (http.Handler, error) {
+		return build(ctx, cfg, log)
+	})
 }
 
-func build(ctx context.Context, cfg config.HTTPFunction, log *slog.Logger, opts []Option) (http.Handler, error) {
+func build(ctx context.Context, cfg config.HTTPFunction, log *slog.Logger) (http.Handler, error) {
 	a, err := auth.New(cfg.Auth, cfg.CloudTasksEmulatorHost, auth.WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
@@ -56,6 +49,6 @@ func build(ctx context.Context, cfg config.HTTPFunction, log *slog.Logger, opts 
 		Store:     store.New(fs),
 		Policy:    triage.NewLoader(fs, log),
 		Publisher: natsconn.NewLazy(nats),
-	}, opts...)
+	})
 	return a.Middleware(h), nil
 }

@@ -102,10 +102,6 @@ type Deps struct {
 	Publisher Publisher
 }
 
-// Option configures New. Fault injection is not one: tests wrap
-// Deps.Publisher, so the deployed function carries no test hooks.
-type Option func(*Handler)
-
 // Handler serves the replay function. Put it behind auth.Middleware.
 type Handler struct {
 	cfg    Config
@@ -116,7 +112,7 @@ type Handler struct {
 }
 
 // New returns a Handler.
-func New(cfg Config, deps Deps, opts ...Option) *Handler {
+func New(cfg Config, deps Deps) *Handler {
 	if cfg.AgentHeader == "" {
 		cfg.AgentHeader = jevent.DefaultConventions.AgentHeader
 	}
@@ -126,9 +122,6 @@ func New(cfg Config, deps Deps, opts ...Option) *Handler {
 	h := &Handler{cfg: cfg, log: deps.Logger, store: deps.Store, policy: deps.Policy, pub: deps.Publisher}
 	if h.log == nil {
 		h.log = obs.Discard()
-	}
-	for _, o := range opts {
-		o(h)
 	}
 	return h
 }
