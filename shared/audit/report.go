@@ -31,6 +31,10 @@ const (
 	// FindingHeldReleased is a repair without an alert: held entries are
 	// scheduled again once their tenant's breaker admits them.
 	FindingHeldReleased = "held_released"
+	// FindingProbeSettled is a repair without an alert: a half-open
+	// breaker whose probe's outcome was unknown past the probe timeout is
+	// closed (completion visible) or reopened (counted as died).
+	FindingProbeSettled = "probe_settled"
 )
 
 // Severities, as Cloud Logging names them.
@@ -54,6 +58,7 @@ var severity = map[string]string{
 	AlertTenantDominates:       SevWarning,
 	FindingReplayedCompleted:   SevInfo,
 	FindingHeldReleased:        SevInfo,
+	FindingProbeSettled:        SevInfo,
 }
 
 // NewFinding starts a finding of a kind, with the kind's severity; every

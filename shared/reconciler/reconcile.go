@@ -72,6 +72,11 @@ type Config struct {
 	StuckAfter time.Duration
 	// BreakerCooldown: open this long -> half-open (default 15 min).
 	BreakerCooldown time.Duration
+	// ProbeTimeout: a half-open breaker's probe whose outcome is unknown
+	// this long after it was let through is settled (default
+	// store.DefaultProbeTimeout, 30 min: above replay's deadline and
+	// Cloud Tasks' first retries, like StuckAfter).
+	ProbeTimeout time.Duration
 	// Tenant alert thresholds (SPEC §10).
 	TenantBreakerAlert time.Duration // default 30 min
 	PoisonBurst        int           // more than this many poison entries in the last hour; default 3
@@ -106,6 +111,7 @@ func (c *Config) defaults() {
 	def(&c.CaptureGrace, 10*time.Minute)
 	def(&c.StuckAfter, 30*time.Minute)
 	def(&c.BreakerCooldown, store.DefaultBreaker.Cooldown)
+	def(&c.ProbeTimeout, store.DefaultProbeTimeout)
 	def(&c.TenantBreakerAlert, 30*time.Minute)
 	def(&c.Window, 24*time.Hour)
 	if c.PageSize <= 0 {
