@@ -351,7 +351,7 @@ func checkHeaders(h map[string]string) ([]string, error) {
 		switch {
 		case name == "" || strings.ContainsAny(name, ": \t\r\n") || !printable(name):
 			return nil, fmt.Errorf("%w: header name %q", ErrBadEdit, name)
-		case hasPrefixFold(name, "Nats-") || hasPrefixFold(name, "Jsdlq-"):
+		case jevent.IsControlHeader(name):
 			return nil, fmt.Errorf("%w: header %q is set by JetStream or jsdlq, not by an edit", ErrBadEdit, name)
 		case strings.ContainsAny(v, "\r\n"):
 			return nil, fmt.Errorf("%w: header %q: value contains a line break", ErrBadEdit, name)
@@ -369,8 +369,4 @@ func printable(s string) bool {
 		}
 	}
 	return true
-}
-
-func hasPrefixFold(s, prefix string) bool {
-	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
