@@ -32,9 +32,9 @@ const (
 	HeaderTargetModel      = "Jsdlq-Target-Model"
 	HeaderMaxContextTokens = "Jsdlq-Max-Context-Tokens"
 	HeaderMaxOutputTokens  = "Jsdlq-Max-Output-Tokens"
-	// HeaderCompletedStep names a step the failed attempt already made
-	// (repeatable), so the agent can skip it on the replay.
-	HeaderCompletedStep = "Jsdlq-Completed-Step"
+	// HeaderCompletedSteps names the steps the failed attempt already made,
+	// one value per step, so the agent can skip them on the replay.
+	HeaderCompletedSteps = "Jsdlq-Completed-Steps"
 )
 
 // Default names of the JetStream objects jsdlq reads and writes (SPEC §4,
@@ -200,7 +200,7 @@ func (r Replay) Set(h map[string][]string) {
 		set(HeaderMaxOutputTokens, strconv.Itoa(r.MaxOutputTokens))
 	}
 	for _, s := range r.CompletedSteps {
-		h[HeaderCompletedStep] = append(h[HeaderCompletedStep], oneLine(s))
+		h[HeaderCompletedSteps] = append(h[HeaderCompletedSteps], oneLine(s))
 	}
 }
 
@@ -229,7 +229,7 @@ func ParseReplay(h map[string][]string) Replay {
 			r.MaxContextTokens = positive(first)
 		case strings.EqualFold(name, HeaderMaxOutputTokens):
 			r.MaxOutputTokens = positive(first)
-		case strings.EqualFold(name, HeaderCompletedStep):
+		case strings.EqualFold(name, HeaderCompletedSteps):
 			r.CompletedSteps = append(r.CompletedSteps, vs...)
 		}
 	}
