@@ -286,3 +286,39 @@ func TestEveryPathAsksEveryGate(t *testing.T) {
 		}
 	}
 }
+
+// An approval answers the policy for the replay it schedules, however long
+// the breaker holds it: held while the tenant's breaker is open, released
+// once an operator closes the breaker (with a reason, recorded), the replay
+// is published without asking the human again; the breaker's history says
+// who closed it and why.
+func TestApprovalOutlastsTheBreaker(t *testing.T) {
+	g := newGates(t)
+	ctx := testenv.Context(t)
+	e := g.seed(t, "tenant-a", "approver", "approved-1", store.AwaitingApproval, cell{policy: deny, breaker: open})
+	if _, err := g.op.Approve(ctx, "tenant-a", e.ID, operator.Edits{By: "alice"}); err != nil {
+		t.Fatalf("Approve() = %v", err)
+	}
+	if n := g.published(t, "approver"); n != 0 {
+		t.Fatalf("replays published with the breaker open = %d, want 0", n)
+	}
+	if got, _ := g.st.GetMeta(ctx, e.ID); got.Status != store.Held {
+		t.Fatalf("approved entry with the breaker open = %s, want held", got.Status)
+	}
+	if _, err := g.op.Approve(ctx, "tenant-a", e.ID, operator.Edits{By: "alice"}); !errors.Is(err, store.ErrWrongStatus) {
+		t.Errorf("Approve(held) = %v, want ErrWrongStatus: a held entry waits for its breaker", err)
+	}
+	b, err := g.op.CloseBreaker(ctx, "tenant-a", "bob", "provider incident over")
+	if err != nil {
+		t.Fatalf("CloseBreaker() = %v", err)
+	}
+	if last := b.History[len(b.History)-1]; last.By != "bob" || last.To != store.BreakerClosed {
+		t.Errorf("breaker history = %+v, want closed by bob", last)
+	}
+	if _, err := g.op.ReplayNow(ctx, "tenant-a", e.ID, "bob"); err != nil {
+		t.Fatalf("ReplayNow() = %v", err)
+	}
+	if n := g.published(t, "approver"); n != 1 {
+		t.Errorf("replays published after the breaker closed = %d, want 1 (the approval still answers the policy)", n)
+	}
+}

@@ -214,18 +214,24 @@ const AllTenants = ""
 // breaker checks: a human decided on exactly this replay.
 const ApprovalNote = "approved"
 
-// Approved reports whether the entry's latest move into scheduled was an
-// approval. Scheduled -> scheduled notes (a "replay now") are not moves.
+// Approved reports whether an operator's approval is in force for the
+// entry's pending replay: its history, read backwards, reaches an approval
+// (a move into scheduled noted ApprovalNote) before any decision point. The
+// moves a replay makes while it waits for its gates do not end an approval:
+// held by the breaker and released again, claimed and requeued, run now,
+// sent as the breaker's probe. A publish (replayed) or a new human decision
+// (awaiting approval, quarantined, escalated, discarded, recovered) does:
+// the next replay is judged by the policy again.
 func (e *Entry) Approved() bool {
 	for i := len(e.History) - 1; i >= 0; i-- {
 		t := e.History[i]
-		if t.To != string(Scheduled) {
-			continue
-		}
-		if strings.HasPrefix(t.Note, ApprovalNote) {
-			return true
-		}
-		if t.From != string(Scheduled) {
+		switch Status(t.To) {
+		case Scheduled:
+			if strings.HasPrefix(t.Note, ApprovalNote) {
+				return true
+			}
+		case Held, Replaying:
+		default:
 			return false
 		}
 	}

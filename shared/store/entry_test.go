@@ -102,7 +102,17 @@ func TestApproved(t *testing.T) {
 		{"classified", []Transition{tr("", Scheduled, "")}, false},
 		{"approved then claimed", []Transition{tr("", AwaitingApproval, ""), tr(AwaitingApproval, Scheduled, "approved by a"), tr(Scheduled, Replaying, "task")}, true},
 		{"approved then replay now", []Transition{tr(Held, Scheduled, "approved by a"), tr(Scheduled, Scheduled, "replay now requested by b")}, true},
-		{"approval long ago", []Transition{tr(Held, Scheduled, "approved by a"), tr(Replaying, Held, ""), tr(Held, Scheduled, "replay now requested by b")}, false},
+		// An approval stands while the replay waits for its breaker: the
+		// breaker is a gate of its own, not a reason to ask the human again.
+		{"approved, held by the breaker, released", []Transition{tr(AwaitingApproval, Scheduled, "approved by a"), tr(Scheduled, Replaying, "task"),
+			tr(Replaying, Held, "tenant breaker open"), tr(Held, Scheduled, "tenant breaker admits it again")}, true},
+		{"approved, held, sent as the probe", []Transition{tr(Quarantined, Scheduled, "approved by a"), tr(Scheduled, Held, ""),
+			tr(Held, Scheduled, "breaker probe sent by b: provider back")}, true},
+		{"approved and published: the next replay is judged again", []Transition{tr(AwaitingApproval, Scheduled, "approved by a"),
+			tr(Scheduled, Replaying, "task"), tr(Replaying, Replayed, "published")}, false},
+		{"approved, the policy asked again later", []Transition{tr(AwaitingApproval, Scheduled, "approved by a"),
+			tr(Replaying, AwaitingApproval, "policy now says require_approval"), tr(AwaitingApproval, Scheduled, "replay now")}, false},
+		{"a release without an approval", []Transition{tr("", Held, "tenant breaker open"), tr(Held, Scheduled, "tenant breaker admits it again")}, false},
 	}
 	for _, c := range cases {
 		e := &Entry{History: c.h}
