@@ -17,6 +17,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 	"github.com/jsdlq/jsdlq/shared/triage"
@@ -228,6 +229,12 @@ var paths = []path{
 		_, err := g.op.Approve(context.Background(), scope, e.ID, operator.Edits{By: "alice"})
 		return err
 	}},
+	{"reconcile repair", store.Held, func(g *gates, _ string, _ *store.Entry) error {
+		// Reconcile releases held entries whose breaker admits them again.
+		h := reconciler.New(reconciler.Config{TimeBudget: time.Minute}, reconciler.Deps{Store: g.st, Tasks: g.sched, Now: g.clock.Now})
+		_, err := h.Run(context.Background(), false)
+		return err
+	}},
 	{"breaker probe now", store.Held, func(g *gates, scope string, e *store.Entry) error {
 		_, err := g.op.ProbeNow(context.Background(), scope, e.ID, "alice", "provider recovered")
 		return err
@@ -257,6 +264,7 @@ func TestEveryPathAsksEveryGate(t *testing.T) {
 		"scheduled task":    {1, 0, 0, 0, 1, 0, 0, -1},
 		"replay now":        {1, 0, 0, 0, 1, 0, 0, 0},
 		"approve":           {1, 1, 0, 0, 1, 0, 0, 0},
+		"reconcile repair":  {1, 0, 0, 0, 1, 0, 0, -1},
 		"breaker probe now": {0, 0, 1, 0, 1, 1, 0, 0},
 	}
 	n := 0
