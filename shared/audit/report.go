@@ -25,6 +25,9 @@ const (
 	AlertTenantBreakerOpen30m  = "tenant_breaker_open_30m"
 	AlertTenantRecoveryBelow80 = "tenant_recovery_below_80"
 	AlertTenantDominates       = "tenant_dominates_traffic"
+	// AlertUnconsumedMessages: work-stream messages on subjects no
+	// consumer's filter matches; nobody will ever run these tasks.
+	AlertUnconsumedMessages = "unconsumed_messages"
 	// FindingReplayedCompleted is a repair without an alert: a replayed
 	// entry whose task completed is marked recovered.
 	FindingReplayedCompleted = "replayed_completed"
@@ -56,6 +59,7 @@ var severity = map[string]string{
 	AlertTenantBreakerOpen30m:  SevError,
 	AlertTenantRecoveryBelow80: SevWarning,
 	AlertTenantDominates:       SevWarning,
+	AlertUnconsumedMessages:    SevError,
 	FindingReplayedCompleted:   SevInfo,
 	FindingHeldReleased:        SevInfo,
 	FindingProbeSettled:        SevInfo,

@@ -34,6 +34,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
+	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
 // By is the actor reconcile writes into entry and breaker history.
@@ -59,6 +60,13 @@ type Config struct {
 	// MaxCaptureMsgs bounds the advisories and records checked per stream
 	// per run (default 5 000).
 	MaxCaptureMsgs int
+	// MaxUnconsumedMsgs bounds the messages read per work stream per run
+	// by the consumer-filter audit (default 1 000); the rest are read by
+	// the next runs.
+	MaxUnconsumedMsgs int
+	// Conventions name the tenant and agent headers of the entries the
+	// consumer-filter audit records; zero means SPEC §5's (as classify).
+	Conventions event.Conventions
 	// Grace leaves entries and tasks changed this recently alone (default
 	// 2 min): classify creates a task just after its entry commits, and a
 	// replay in flight changes its entry just before its task completes.
@@ -123,6 +131,12 @@ func (c *Config) defaults() {
 	if c.MaxCaptureMsgs <= 0 {
 		c.MaxCaptureMsgs = 5_000
 	}
+	if c.MaxUnconsumedMsgs <= 0 {
+		c.MaxUnconsumedMsgs = 1_000
+	}
+	if c.Conventions == (event.Conventions{}) {
+		c.Conventions = event.DefaultConventions
+	}
 	if c.PoisonBurst <= 0 {
 		c.PoisonBurst = 3
 	}
@@ -148,11 +162,20 @@ type Tasks interface {
 	Each(ctx context.Context, fn func(name string, scheduled time.Time) bool) error
 }
 
+// PolicySource returns the triage policy in force (triage.Loader).
+type PolicySource interface {
+	Current(ctx context.Context) *triage.Policy
+}
+
 // Deps are the clients reconcile uses.
 type Deps struct {
 	Logger *slog.Logger
 	Store  *store.Store
 	Tasks  Tasks
+	// Policy classifies the entries reconcile records itself (messages no
+	// consumer receives); default: the store's policy loader, the policy
+	// classify and replay use.
+	Policy PolicySource
 	// JetStream returns the JetStream context (connecting on first use);
 	// nil skips the capture and traffic sections.
 	JetStream func(ctx context.Context) (jetstream.JetStream, error)
@@ -166,6 +189,7 @@ type Handler struct {
 	log   *slog.Logger
 	store *store.Store
 	tasks Tasks
+	pol   PolicySource
 	js    func(ctx context.Context) (jetstream.JetStream, error)
 	now   func() time.Time
 }
@@ -173,7 +197,7 @@ type Handler struct {
 // New returns a Handler.
 func New(cfg Config, deps Deps) *Handler {
 	cfg.defaults()
-	h := &Handler{cfg: cfg, log: deps.Logger, store: deps.Store, tasks: deps.Tasks, js: deps.JetStream, now: deps.Now}
+	h := &Handler{cfg: cfg, log: deps.Logger, store: deps.Store, tasks: deps.Tasks, pol: deps.Policy, js: deps.JetStream, now: deps.Now}
 	if h.tasks != nil {
 		h.tasks = boundedTasks{t: h.tasks, d: cfg.IOTimeout}
 	}
@@ -186,6 +210,9 @@ func New(cfg Config, deps Deps) *Handler {
 	}
 	if h.log == nil {
 		h.log = obs.Discard()
+	}
+	if h.pol == nil && h.store != nil {
+		h.pol = h.store.PolicyLoader(h.log)
 	}
 	if h.now == nil {
 		h.now = time.Now
@@ -324,6 +351,7 @@ var ring = []string{SectionCapture, SectionTasks, SectionReplaying, SectionRepla
 // Sections.
 const (
 	SectionTraffic   = "traffic"
+	SectionConsumers = "consumers"
 	SectionCapture   = "capture"
 	SectionTasks     = "tasks"
 	SectionReplaying = "replaying"
@@ -382,9 +410,11 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*audit.Report, error) {
 	}
 	r := &run{h: h, rep: rep, state: st, dry: dry, start: start, deadline: start.Add(h.cfg.TimeBudget), breakerState: map[string]string{}}
 
-	// Cheap, fixed-size sections run every time.
+	// Cheap, fixed-size sections run every time (consumers reads at most
+	// MaxUnconsumedMsgs per work stream).
 	r.section(ctx, SectionTraffic, r.traffic)
 	r.section(ctx, SectionBreakers, r.breakers)
+	r.section(ctx, SectionConsumers, r.consumers)
 	order := ring
 	if i := slices.Index(ring, st.Resume); i > 0 {
 		order = append(append([]string{}, ring[i:]...), ring[:i]...)

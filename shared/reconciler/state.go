@@ -20,16 +20,32 @@ type State struct {
 	// stopped in); empty: start at the beginning of the ring.
 	Resume string `firestore:"resume"`
 	// Capture is the last checked sequence per capture stream.
-	Capture   map[string]int64 `firestore:"capture"`
-	Tasks     store.Cursor     `firestore:"tasks"`
-	Replaying store.Cursor     `firestore:"replaying"`
-	Replayed  store.Cursor     `firestore:"replayed"`
-	Held      store.Cursor     `firestore:"held"`
+	Capture map[string]int64 `firestore:"capture"`
+	// Unconsumed is, per work stream, the last sequence recorded on each
+	// subject no consumer's filter matches (subjects that became matched
+	// or empty are dropped).
+	Unconsumed map[string][]SubjectCursor `firestore:"unconsumed"`
+	Tasks      store.Cursor               `firestore:"tasks"`
+	Replaying  store.Cursor               `firestore:"replaying"`
+	Replayed   store.Cursor               `firestore:"replayed"`
+	Held       store.Cursor               `firestore:"held"`
 	// Pass is the pass over the window's entries in progress (tenant
 	// health, duplicates and metric recounts accumulate across runs).
 	Pass *Pass `firestore:"pass"`
 	// LastPass summarises the last complete pass.
 	LastPass *PassSummary `firestore:"last_pass"`
+}
+
+// SubjectCursor is where the consumer-filter audit stopped on a subject
+// (Seq, the last message handled) and the subject's oldest message, so a
+// run reads only what is new. Cursors are per subject, not per stream: a
+// subject whose consumer was deleted becomes unmatched with messages older
+// than any stream cursor.
+type SubjectCursor struct {
+	Subject string    `firestore:"subject"`
+	Seq     int64     `firestore:"seq"`
+	First   int64     `firestore:"first"`
+	FirstAt time.Time `firestore:"first_at"`
 }
 
 // Pass is a pass over the entries created in [From, To), possibly spread
@@ -70,6 +86,17 @@ func (s *State) cursor(section string) string {
 				out += ", "
 			}
 			out += k + " after seq " + strconv.FormatInt(s.Capture[k], 10)
+		}
+		return out
+	case SectionConsumers:
+		out := ""
+		for _, k := range slices.Sorted(maps.Keys(s.Unconsumed)) {
+			for _, c := range s.Unconsumed[k] {
+				if out != "" {
+					out += ", "
+				}
+				out += k + " " + c.Subject + " after seq " + strconv.FormatInt(c.Seq, 10)
+			}
 		}
 		return out
 	case SectionTasks:
