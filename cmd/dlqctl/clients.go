@@ -34,10 +34,11 @@ type app struct {
 	// through shared/config.
 	lookup config.Lookup
 	// isTTY reports whether stderr is a terminal (progress bar vs lines);
+	// stdinTTY whether stdin is one (redrive may ask for confirmation);
 	// nil: ask the file.
-	isTTY func() bool
-	now   func() time.Time
-	scope string // tenant the caller is limited to; "" = every tenant
+	isTTY, stdinTTY func() bool
+	now             func() time.Time
+	scope           string // tenant the caller is limited to; "" = every tenant
 
 	// Clients; tests set them, otherwise built lazily from the environment.
 	fs        *firestore.Client
@@ -47,10 +48,12 @@ type app struct {
 	jetstream func(ctx context.Context) (jetstream.JetStream, error)
 	log       *slog.Logger
 
-	// Test hooks: called after each redrive item; adjusts reconcile's
-	// thresholds (grace periods) for audit.
-	afterRedriveItem func(done int)
-	reconcileConfig  func(*reconciler.Config)
+	// Test hooks: called around each redrive action (seen: entries passed
+	// before it) — after its write-ahead checkpoint, and after the action
+	// before the checkpoint records it; adjusts reconcile's thresholds
+	// (grace periods) for audit.
+	beforeRedriveAct, afterRedriveItem func(seen int)
+	reconcileConfig                    func(*reconciler.Config)
 
 	closers []func() error
 	mu      sync.Mutex
@@ -219,7 +222,7 @@ func codeOf(err error) int {
 	case errors.Is(err, store.ErrNotFound):
 		return exitNotFound
 	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrConflict),
-		errors.Is(err, operator.ErrPayloadMissing), errors.Is(err, operator.ErrBadEdit):
+		errors.Is(err, operator.ErrPayloadMissing), errors.Is(err, operator.ErrBadEdit), errors.Is(err, store.ErrBreakerOverride):
 		return exitConflict
 	}
 	return exitError
@@ -229,7 +232,19 @@ func (a *app) stderrIsTTY() bool {
 	if a.isTTY != nil {
 		return a.isTTY()
 	}
-	f, ok := a.stderr.(*os.File)
+	return isTerminal(a.stderr)
+}
+
+func (a *app) stdinIsTTY() bool {
+	if a.stdinTTY != nil {
+		return a.stdinTTY()
+	}
+	return isTerminal(a.stdin)
+}
+
+// isTerminal reports whether a stream is a character device (a terminal).
+func isTerminal(s any) bool {
+	f, ok := s.(*os.File)
 	if !ok {
 		return false
 	}

@@ -1,7 +1,8 @@
 // Command dlqctl is the operator CLI of jsdlq: it lists and inspects
 // failure-log entries, replays, approves and discards them, redrives many at
-// a controlled rate, shows hourly statistics and tenant health, runs the
-// reconcile audit, and manages the triage policy.
+// a controlled rate after showing its plan, shows and overrides tenant
+// breakers, shows hourly statistics and tenant health, runs the reconcile
+// audit, and manages the triage policy.
 //
 // It talks to Firestore, Cloud Tasks and NATS directly with Application
 // Default Credentials, or to the local emulators through the SPEC §14
@@ -41,7 +42,12 @@ Entries
   replay   ID [--now]
   approve  ID [--edit-payload FILE] [--set-header K=V]... [--by NAME]
   discard  ID --reason TEXT [--by NAME]
-  redrive  --filter K=V... --rate N/s [--dry-run] [--checkpoint FILE] | --resume FILE
+  redrive  --filter K=V... --rate N/s [--dry-run] [--yes] [--checkpoint FILE]
+           [--include-governance] [--include-poison] [--include-unknown-commit-state]
+         | --resume FILE [--rate N/s] [--dry-run] [--yes]
+Breakers
+  breaker ls [--json] | show TENANT [--json]
+        | close TENANT --reason R [--by NAME] | probe ENTRY --reason R [--by NAME]
 Pipeline
   stats    [--hours N] [--json]
   health   [--json]
@@ -135,6 +141,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.cmdDiscard(ctx, rest)
 	case "redrive":
 		return a.cmdRedrive(ctx, rest)
+	case "breaker":
+		return a.cmdBreaker(ctx, rest)
 	case "stats":
 		return a.cmdStats(ctx, rest)
 	case "health":

@@ -1,11 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,61 +13,71 @@ import (
 
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
-// checkpoint is a redrive's progress on disk: enough to resume after an
-// interruption without replaying any entry twice.
-type checkpoint struct {
-	Schema    string    `json:"schema"`
-	Filter    filter    `json:"filter"`
-	Rate      float64   `json:"rate_per_second"`
-	Scope     string    `json:"scope,omitempty"`
-	By        string    `json:"by"`
-	Total     int64     `json:"total"`
-	Cursor    string    `json:"cursor,omitempty"` // the page in progress starts after this token
-	Done      []string  `json:"done"`             // entries acted on or skipped, in order
-	Replayed  int       `json:"replayed"`
-	Skipped   int       `json:"skipped"`
-	Failed    int       `json:"failed"`
-	StartedAt time.Time `json:"started_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-	Complete  bool      `json:"complete"`
+// Redrive's actions. Every other entry it meets is left alone.
+const (
+	// actApprove: an entry waiting for a human (operator.Approvable). The
+	// approval answers the policy; the replay still meets the idempotency
+	// record and the breaker.
+	actApprove = "approve"
+	// actRunNow: a scheduled entry's task runs now (operator.ReplayNow);
+	// the replay still meets all three gates.
+	actRunNow = "run-now"
+)
+
+// Why an entry is left alone.
+const (
+	leaveHeld     = "held"     // its breaker releases it, not redrive
+	leaveExcluded = "excluded" // its category needs an explicit flag
+	leaveNothing  = "nothing"  // nothing to do in its status
+)
+
+// optIn are the categories a redrive includes only when asked by name, each
+// with its flag: approving them unchanged in bulk is rarely right (a
+// governance denial, a payload known to be broken, a task whose side effects
+// may have happened).
+var optIn = []struct {
+	category triage.Category
+	flag     string
+}{
+	{triage.Governance, "include-governance"},
+	{triage.Poison, "include-poison"},
+	{triage.UnknownCommitState, "include-unknown-commit-state"},
 }
 
-const checkpointSchema = "jsdlq.redrive.v1"
+// step is what redrive does with one entry: an action, or why it leaves it
+// alone.
+type step struct{ action, leave string }
+
+// step decides for an entry as listed. A held entry is never released by a
+// redrive: an open breaker holds a replay whoever asked, and only its own
+// override (dlqctl breaker probe|close) or reconcile, once the breaker
+// admits, lets it go.
+func (cp *checkpoint) step(e *store.Entry) step {
+	if e.Status == store.Held {
+		return step{leave: leaveHeld}
+	}
+	for _, o := range optIn {
+		if e.Category == string(o.category) && !slices.Contains(cp.Include, e.Category) {
+			return step{leave: leaveExcluded}
+		}
+	}
+	switch {
+	case slices.Contains(operator.Approvable, e.Status):
+		return step{action: actApprove}
+	case e.Status == store.Scheduled:
+		return step{action: actRunNow}
+	}
+	return step{leave: leaveNothing}
+}
 
 // partialError ends a redrive that did not do everything (exit 5).
 type partialError struct{ msg string }
 
 func (e partialError) Error() string { return e.msg }
 func (partialError) ExitCode() int   { return exitPartial }
-
-func (cp *checkpoint) save(path string) error {
-	b, err := json.MarshalIndent(cp, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("write checkpoint: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write checkpoint: %w", err)
-	}
-	return nil
-}
-
-func loadCheckpoint(path string) (*checkpoint, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read checkpoint: %w", err)
-	}
-	var cp checkpoint
-	if err := json.Unmarshal(b, &cp); err != nil || cp.Schema != checkpointSchema {
-		return nil, usagef("%s is not a dlqctl redrive checkpoint", path)
-	}
-	return &cp, nil
-}
 
 // parseRate reads "5/s", "5", "300/m".
 func parseRate(s string) (float64, error) {
@@ -122,11 +131,16 @@ func (a *app) cmdRedrive(ctx context.Context, args []string) error {
 	fs := newFlags("redrive")
 	var filters filterList
 	fs.Var(&filters, "filter", "K=V[,K=V…]: tenant, status, category, reason, agent, since, until (repeatable)")
-	rateS := fs.String("rate", "", "replays per second, e.g. 5/s (required)")
-	dry := fs.Bool("dry-run", false, "list what would be replayed; change nothing")
+	rateS := fs.String("rate", "", "actions per second, e.g. 5/s (required)")
+	dry := fs.Bool("dry-run", false, "print the plan; change nothing")
+	yes := fs.Bool("yes", false, "run without asking (scripts)")
 	cpPath := fs.String("checkpoint", "", "checkpoint file (default dlqctl-redrive-<time>.json)")
 	resume := fs.String("resume", "", "continue the redrive saved in this checkpoint")
 	by := fs.String("by", "", "who acts (default DLQCTL_ACTOR or dlqctl:$USER)")
+	include := map[string]*bool{}
+	for _, o := range optIn {
+		include[string(o.category)] = fs.Bool(o.flag, false, "include "+string(o.category)+" entries")
+	}
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -134,17 +148,23 @@ func (a *app) cmdRedrive(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return usagef("redrive takes no arguments (got %q)", pos)
 	}
+	var included []string
+	for _, o := range optIn {
+		if *include[string(o.category)] {
+			included = append(included, string(o.category))
+		}
+	}
 	var cp *checkpoint
 	path := *cpPath
 	if *resume != "" {
-		if len(filters) > 0 || *dry {
-			return usagef("--resume takes the filter from the checkpoint; drop --filter and --dry-run")
+		if len(filters) > 0 || len(included) > 0 || *cpPath != "" {
+			return usagef("--resume takes the filter, the --include-* flags and the file from the checkpoint; drop --filter, --include-* and --checkpoint")
 		}
 		if cp, err = loadCheckpoint(*resume); err != nil {
 			return err
 		}
 		if cp.Complete {
-			fmt.Fprintf(a.stdout, "redrive in %s is complete: %d replayed, %d skipped, %d failed\n", *resume, cp.Replayed, cp.Skipped, cp.Failed)
+			fmt.Fprintf(a.stdout, "redrive in %s is complete: %s\n", *resume, cp.summary())
 			return nil
 		}
 		if cp.Scope != a.scope {
@@ -183,164 +203,247 @@ func (a *app) cmdRedrive(ctx context.Context, args []string) error {
 			return err
 		}
 		now := a.clock()
-		cp = &checkpoint{Schema: checkpointSchema, Filter: f, Rate: rate, Scope: a.scope, By: a.actor(*by), StartedAt: now}
+		cp = &checkpoint{Schema: checkpointSchema, Filter: f, Include: included, Rate: rate, Scope: a.scope, By: a.actor(*by), StartedAt: now}
 		if path == "" {
 			path = "dlqctl-redrive-" + now.Format("20060102T150405Z") + ".json"
 		}
+	}
+	if !*dry && !*yes && !a.stdinIsTTY() {
+		return usagef("redrive asks for confirmation and stdin is not a terminal: check the plan with --dry-run, then run it with --yes")
 	}
 	st, err := a.store(ctx)
 	if err != nil {
 		return err
 	}
+	p, err := a.plan(ctx, st, cp)
+	if err != nil {
+		return err
+	}
+	p.print(a.stdout, cp, *resume != "")
 	if *dry {
-		return a.redriveDry(ctx, st, cp)
+		fmt.Fprintln(a.stdout, "dry run: nothing changed")
+		return nil
+	}
+	if p.acts() == 0 && cp.Pending == nil && *resume == "" {
+		fmt.Fprintln(a.stdout, "nothing to do: no entry would be acted on")
+		return nil
+	}
+	if !*yes {
+		ok, err := a.confirm(fmt.Sprintf("act on %d entries at %.3g/s? [y/N] ", p.acts(), cp.Rate))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errors.New("redrive not confirmed; nothing changed")
+		}
 	}
 	op, err := a.operator(ctx, true)
 	if err != nil {
 		return err
 	}
 	if cp.Total == 0 {
-		if cp.Total, err = a.count(ctx, st, cp.Filter); err != nil {
-			return err
-		}
+		cp.Total = int64(p.Matched)
 	}
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
-	if err := cp.save(path); err != nil {
+	w := &checkpointFile{path: path}
+	if err := w.save(cp); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "redrive %s at %.3g/s: %d entries match; checkpoint %s\n", cp.Filter, cp.Rate, cp.Total, path)
-	return a.redrive(ctx, st, op, cp, path)
+	fmt.Fprintf(a.stderr, "redrive %s at %.3g/s; checkpoint %s\n", cp.Filter, cp.Rate, path)
+	return a.redrive(ctx, st, op, cp, w)
 }
 
-// count is how many entries match f (for the progress bar).
-func (a *app) count(ctx context.Context, st *store.Store, f filter) (int64, error) {
-	return st.Count(ctx, f.query(store.ListView))
-}
-
-func (a *app) redriveDry(ctx context.Context, st *store.Store, cp *checkpoint) error {
-	tok := ""
-	counts := map[string]int{}
-	for {
-		page, next, err := a.query(ctx, st, cp.Filter, tok, 200)
-		if err != nil {
-			return err
-		}
-		for _, e := range page {
-			act := redriveAction(e.Status)
-			counts[act]++
-			fmt.Fprintf(a.stdout, "%s\t%s\t%s\t%s\n", e.ID, e.Status, e.ReasonCode, act)
-		}
-		if next == "" {
-			break
-		}
-		tok = next
+// confirm asks a yes/no question on stderr and reads the answer from stdin.
+func (a *app) confirm(question string) (bool, error) {
+	fmt.Fprint(a.stderr, question)
+	line, err := bufio.NewReader(a.stdin).ReadString('\n')
+	if err != nil && line == "" {
+		fmt.Fprintln(a.stderr)
+		return false, nil
 	}
-	fmt.Fprintf(a.stdout, "dry run, nothing changed: %d approve, %d replay-now, %d skip\n", counts["approve"], counts["replay-now"], counts["skip"])
-	return nil
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
 }
 
-// redriveAction is what redrive does with an entry in status st.
-func redriveAction(st store.Status) string {
-	switch {
-	case slices.Contains(operator.Approvable, st):
-		return "approve"
-	case slices.Contains(operator.Runnable, st):
-		return "replay-now"
-	}
-	return "skip"
-}
+// cursorOf is an entry's position in the redrive's order (newest first).
+func cursorOf(e *store.Entry) store.Cursor { return store.Cursor{At: e.CreatedAt, ID: e.ID} }
 
-func (a *app) redrive(ctx context.Context, st *store.Store, op *operator.Operator, cp *checkpoint, path string) error {
-	done := make(map[string]bool, len(cp.Done))
-	for _, id := range cp.Done {
-		done[id] = true
-	}
+func (a *app) redrive(ctx context.Context, st *store.Store, op *operator.Operator, cp *checkpoint, w *checkpointFile) error {
 	b := &bucket{interval: time.Duration(float64(time.Second) / cp.Rate)}
 	prog := newProgress(a.stderr, a.stderrIsTTY(), cp.Total)
 	prog.show(cp)
 	interrupted := func() error {
 		cp.UpdatedAt = a.clock()
-		if err := cp.save(path); err != nil {
+		if err := w.save(cp); err != nil {
 			return err
 		}
 		prog.finish(cp)
-		resume := "dlqctl redrive --resume " + path
+		resume := "dlqctl redrive --resume " + w.path
 		if a.scope != "" {
-			resume = fmt.Sprintf("dlqctl --tenant %s redrive --resume %s", a.scope, path)
+			resume = fmt.Sprintf("dlqctl --tenant %s redrive --resume %s", a.scope, w.path)
 		}
-		return partialError{fmt.Sprintf("redrive interrupted after %d of %d entries (%d replayed, %d skipped, %d failed); checkpoint saved\nresume with: %s",
-			len(cp.Done), cp.Total, cp.Replayed, cp.Skipped, cp.Failed, resume)}
+		return partialError{fmt.Sprintf("redrive interrupted after %d of %d entries (%s); checkpoint saved\nresume with: %s",
+			cp.Seen, cp.Total, cp.summary(), resume)}
 	}
+	// The actions run to their end even when Ctrl-C arrives meanwhile, and
+	// so do the reads that feed them.
+	actx := context.WithoutCancel(ctx)
+	if cp.Pending != nil {
+		if err := a.settlePending(actx, st, op, cp); err != nil {
+			return err
+		}
+		cp.UpdatedAt = a.clock()
+		if err := w.save(cp); err != nil {
+			return err
+		}
+		prog.show(cp)
+	}
+	q := cp.Filter.query(store.ListView)
+	q.Limit = 100
 	for {
 		if ctx.Err() != nil {
 			return interrupted()
 		}
-		page, next, err := a.query(context.WithoutCancel(ctx), st, cp.Filter, cp.Cursor, 100)
+		q.After = cp.Cursor
+		page, err := st.Entries(actx, q)
 		if err != nil {
 			return err
 		}
-		for _, e := range page {
-			if done[e.ID] {
+		for _, e := range page.Entries {
+			s := cp.step(e)
+			if s.action == "" {
+				cp.LeftAlone++
+				cp.Seen++
+				cp.Cursor = cursorOf(e)
 				continue
 			}
 			if err := b.wait(ctx); err != nil {
 				return interrupted()
 			}
-			// The action runs to its end even when Ctrl-C arrives meanwhile,
-			// so the checkpoint never misses an entry that was acted on.
-			actx := context.WithoutCancel(ctx)
-			var aerr error
-			switch redriveAction(e.Status) {
-			case "approve":
-				_, aerr = op.Approve(actx, a.scope, e.ID, operator.Edits{By: cp.By})
-			case "replay-now":
-				_, aerr = op.ReplayNow(actx, a.scope, e.ID, cp.By)
-			default:
-				aerr = store.ErrWrongStatus
-			}
-			switch {
-			case aerr == nil:
-				cp.Replayed++
-			case errors.Is(aerr, store.ErrWrongStatus), errors.Is(aerr, store.ErrNotFound):
-				// Changed since it was listed (a replay, another operator,
-				// or this redrive before an interruption): not ours to redo.
-				cp.Skipped++
-			default:
-				cp.Failed++
-				prog.note(fmt.Sprintf("%s: %v", e.ID, aerr))
-			}
-			cp.Done = append(cp.Done, e.ID)
-			done[e.ID] = true
+			// Write-ahead: the checkpoint names the entry before the
+			// action, so a crash in between leaves it decidable.
+			cp.Pending = &pending{At: cursorOf(e), Action: s.action, UpdatedAt: e.UpdatedAt}
 			cp.UpdatedAt = a.clock()
-			if err := cp.save(path); err != nil {
+			if err := w.save(cp); err != nil {
 				return err
 			}
+			if a.beforeRedriveAct != nil {
+				a.beforeRedriveAct(cp.Seen)
+			}
+			cp.count(s.action, a.act(actx, op, cp, e.ID, s.action), e.ID, prog)
+			cp.Pending = nil
+			cp.Cursor = cursorOf(e)
+			cp.Seen++
 			prog.show(cp)
 			if a.afterRedriveItem != nil {
-				a.afterRedriveItem(len(cp.Done))
+				a.afterRedriveItem(cp.Seen)
 			}
 		}
-		if next == "" {
+		if page.Next.IsZero() {
 			break
 		}
-		cp.Cursor = next
-		if err := cp.save(path); err != nil {
+		// Left-alone entries are not saved one by one; the page end
+		// saves them (or the next action's write-ahead does).
+		cp.UpdatedAt = a.clock()
+		if err := w.save(cp); err != nil {
 			return err
 		}
 	}
 	cp.Complete = true
 	cp.UpdatedAt = a.clock()
-	if err := cp.save(path); err != nil {
+	if err := w.save(cp); err != nil {
 		return err
 	}
 	prog.finish(cp)
-	fmt.Fprintf(a.stdout, "redrive complete: %d replayed, %d skipped, %d failed (checkpoint %s)\n", cp.Replayed, cp.Skipped, cp.Failed, path)
+	fmt.Fprintf(a.stdout, "redrive complete: %s (checkpoint %s)\n", cp.summary(), w.path)
 	if cp.Failed > 0 {
-		return partialError{fmt.Sprintf("%d entries failed; run the same redrive again (dlqctl redrive --filter '%s' --rate %g/s) to retry them", cp.Failed, cp.Filter, cp.Rate)}
+		return partialError{fmt.Sprintf("%d entries failed; run the same redrive again (dlqctl redrive --filter '%s' --rate %g/s …) to retry them", cp.Failed, cp.Filter, cp.Rate)}
 	}
 	return nil
+}
+
+// act performs one action on an entry.
+func (a *app) act(ctx context.Context, op *operator.Operator, cp *checkpoint, id, action string) error {
+	var err error
+	switch action {
+	case actApprove:
+		_, err = op.Approve(ctx, a.scope, id, operator.Edits{By: cp.By})
+	case actRunNow:
+		_, err = op.ReplayNow(ctx, a.scope, id, cp.By)
+	default:
+		err = fmt.Errorf("redrive: unknown action %q", action)
+	}
+	return err
+}
+
+// count adds an action's outcome to the counters.
+func (cp *checkpoint) count(action string, err error, id string, prog *progress) {
+	switch {
+	case err == nil && action == actApprove:
+		cp.Approved++
+	case err == nil:
+		cp.RunNow++
+	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrNotFound):
+		// Changed since it was listed (a replay, another operator): not
+		// ours to redo.
+		cp.Skipped++
+	default:
+		cp.Failed++
+		prog.note(fmt.Sprintf("%s: %v", id, err))
+	}
+}
+
+// settlePending decides the entry a previous run named in its write-ahead
+// and may or may not have acted on before it stopped. Unchanged since it
+// was listed (same updated_at): the action did not happen, do it now.
+// Changed, with a transition by this redrive's actor after that: the
+// action happened, count it. Changed otherwise: someone else moved it,
+// skip it. Either way it is acted on at most once.
+func (a *app) settlePending(ctx context.Context, st *store.Store, op *operator.Operator, cp *checkpoint) error {
+	p := cp.Pending
+	cur, err := st.GetMeta(ctx, p.At.ID)
+	if err == nil && a.scope != "" && cur.Tenant != a.scope {
+		err = fmt.Errorf("%w: entry %q", store.ErrNotFound, p.At.ID)
+	}
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		cp.Skipped++
+	case err != nil:
+		return err
+	case cur.UpdatedAt.Equal(p.UpdatedAt):
+		cp.count(p.Action, a.act(ctx, op, cp, p.At.ID, p.Action), p.At.ID, newProgress(a.stderr, false, 0))
+	case actedSince(cur, cp.By, p.UpdatedAt):
+		if p.Action == actApprove {
+			cp.Approved++
+		} else {
+			cp.RunNow++
+		}
+	default:
+		cp.Skipped++
+	}
+	cp.Pending = nil
+	cp.Cursor = p.At
+	cp.Seen++
+	return nil
+}
+
+// actedSince reports whether by moved the entry after since.
+func actedSince(e *store.Entry, by string, since time.Time) bool {
+	for _, h := range e.History {
+		if h.By == by && h.At.After(since) {
+			return true
+		}
+	}
+	return false
+}
+
+func (cp *checkpoint) summary() string {
+	return fmt.Sprintf("%d approved, %d run now, %d skipped, %d failed, %d left alone", cp.Approved, cp.RunNow, cp.Skipped, cp.Failed, cp.LeftAlone)
 }
 
 // progress draws a bar on a terminal, plain lines elsewhere.
@@ -349,18 +452,22 @@ type progress struct {
 	tty   bool
 	total int64
 	start time.Time
+	first int // entries passed before this run
 	last  time.Time
 	drawn bool
 }
 
 func newProgress(w interface{ Write([]byte) (int, error) }, tty bool, total int64) *progress {
-	return &progress{w: w, tty: tty, total: total, start: time.Now()}
+	return &progress{w: w, tty: tty, total: total, start: time.Now(), first: -1}
 }
 
 func (p *progress) line(cp *checkpoint) string {
-	n := len(cp.Done)
-	rate := float64(n) / max(time.Since(p.start).Seconds(), 0.001)
-	return fmt.Sprintf("%d/%d  replayed %d  skipped %d  failed %d  %.1f/s", n, p.total, cp.Replayed, cp.Skipped, cp.Failed, rate)
+	if p.first < 0 {
+		p.first = cp.Seen
+	}
+	rate := float64(cp.Seen-p.first) / max(time.Since(p.start).Seconds(), 0.001)
+	return fmt.Sprintf("%d/%d  approved %d  run now %d  skipped %d  failed %d  left alone %d  %.1f/s",
+		cp.Seen, p.total, cp.Approved, cp.RunNow, cp.Skipped, cp.Failed, cp.LeftAlone, rate)
 }
 
 func (p *progress) show(cp *checkpoint) {
@@ -368,13 +475,13 @@ func (p *progress) show(cp *checkpoint) {
 		const width = 30
 		filled := width
 		if p.total > 0 {
-			filled = min(width, int(int64(len(cp.Done))*width/p.total))
+			filled = min(width, int(int64(cp.Seen)*width/p.total))
 		}
 		fmt.Fprintf(p.w, "\r[%s%s] %s ", strings.Repeat("#", filled), strings.Repeat("-", width-filled), p.line(cp))
 		p.drawn = true
 		return
 	}
-	if time.Since(p.last) >= 2*time.Second || len(cp.Done)%10 == 0 {
+	if time.Since(p.last) >= 2*time.Second || cp.Seen%10 == 0 {
 		fmt.Fprintf(p.w, "redrive: %s\n", p.line(cp))
 		p.last = time.Now()
 	}

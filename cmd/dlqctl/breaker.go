@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/reconciler"
+	"github.com/jsdlq/jsdlq/shared/store"
+)
+
+// The breaker commands are the two explicit ways past an open tenant
+// breaker (SPEC §15), each by a named actor with a reason recorded in the
+// breaker's history, and the reads an operator needs before using them.
+
+func (a *app) cmdBreaker(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usagef("breaker ls | show TENANT | close TENANT --reason R | probe ENTRY --reason R")
+	}
+	switch args[0] {
+	case "ls":
+		return a.breakerLs(ctx, args[1:])
+	case "show":
+		return a.breakerShow(ctx, args[1:])
+	case "close":
+		return a.breakerClose(ctx, args[1:])
+	case "probe":
+		return a.breakerProbe(ctx, args[1:])
+	}
+	return usagef("unknown breaker command %q (ls, show, close, probe)", args[0])
+}
+
+// breakerJSON is a breaker with the number of its tenant's held entries.
+type breakerJSON struct {
+	*store.Breaker
+	Held int64 `json:"held"`
+}
+
+// scopedTenant refuses another tenant's breaker to a tenant-limited caller
+// as "not found", as for entries.
+func (a *app) scopedTenant(tenant string) error {
+	if a.scope != "" && tenant != a.scope {
+		return fmt.Errorf("%w: breaker of tenant %q", store.ErrNotFound, tenant)
+	}
+	return nil
+}
+
+func (a *app) heldOf(ctx context.Context, st *store.Store, tenant string) (int64, error) {
+	return st.Count(ctx, store.Query{Tenant: tenant, Status: store.Held})
+}
+
+func (a *app) breakerLs(ctx context.Context, args []string) error {
+	fs := newFlags("breaker ls")
+	asJSON := fs.Bool("json", false, "JSON output")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("breaker ls takes no arguments (got %q)", pos)
+	}
+	st, err := a.store(ctx)
+	if err != nil {
+		return err
+	}
+	var list []*store.Breaker
+	if a.scope != "" {
+		b, err := st.GetBreaker(ctx, a.scope)
+		if err != nil {
+			return err
+		}
+		if b.State != store.BreakerClosed {
+			list = append(list, b)
+		}
+	} else if list, err = st.ListBreakers(ctx, []string{store.BreakerOpen, store.BreakerHalfOpen}, reconciler.MaxBreakers); err != nil {
+		return err
+	}
+	out := make([]breakerJSON, 0, len(list))
+	for _, b := range list {
+		held, err := a.heldOf(ctx, st, b.Tenant)
+		if err != nil {
+			return err
+		}
+		out = append(out, breakerJSON{Breaker: b, Held: held})
+	}
+	if *asJSON {
+		return writeJSON(a.stdout, map[string]any{"breakers": out})
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(a.stdout, "no breaker is open or half-open")
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TENANT\tSTATE\tSINCE\tPROBE\tHELD\tLAST CHANGE")
+	for _, b := range out {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", b.Tenant, b.State, since(b.Breaker).Format(time.RFC3339), orDash(b.ProbeEntry), b.Held, lastChange(b.Breaker))
+	}
+	return tw.Flush()
+}
+
+// since is when the breaker entered its state.
+func since(b *store.Breaker) time.Time {
+	switch b.State {
+	case store.BreakerOpen:
+		return b.OpenedAt
+	case store.BreakerHalfOpen:
+		return b.HalfOpenAt
+	}
+	if n := len(b.History); n > 0 {
+		return b.History[n-1].At
+	}
+	return time.Time{}
+}
+
+func lastChange(b *store.Breaker) string {
+	if len(b.History) == 0 {
+		return "-"
+	}
+	h := b.History[len(b.History)-1]
+	return fmt.Sprintf("by %s%s", h.By, ifSet(h.Note != "", ": "+h.Note))
+}
+
+func (a *app) breakerShow(ctx context.Context, args []string) error {
+	fs := newFlags("breaker show")
+	asJSON := fs.Bool("json", false, "JSON output")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("breaker show takes one tenant")
+	}
+	tenant := pos[0]
+	if err := a.scopedTenant(tenant); err != nil {
+		return err
+	}
+	st, err := a.store(ctx)
+	if err != nil {
+		return err
+	}
+	b, err := st.GetBreaker(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	held, err := a.heldOf(ctx, st, tenant)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(a.stdout, breakerJSON{Breaker: b, Held: held})
+	}
+	w := a.stdout
+	kv := func(k, format string, args ...any) { fmt.Fprintf(w, "%-9s %s\n", k, fmt.Sprintf(format, args...)) }
+	kv("tenant", "%s", b.Tenant)
+	switch b.State {
+	case store.BreakerClosed:
+		kv("state", "closed: replays go through")
+	case store.BreakerOpen:
+		kv("state", "open since %s: every replay of the tenant is held", b.OpenedAt.Format(time.RFC3339))
+	default:
+		kv("state", "half-open since %s: one probe replay goes, the rest are held", b.HalfOpenAt.Format(time.RFC3339))
+	}
+	if b.ProbeEntry != "" {
+		kv("probe", "%s since %s (dlqctl show %s)", b.ProbeEntry, b.ProbeAt.Format(time.RFC3339), b.ProbeEntry)
+	} else {
+		kv("probe", "-")
+	}
+	kv("failures", "%d in the window", len(b.Failures))
+	kv("held", "%d entries (dlqctl ls --tenant %s --status held)", held, b.Tenant)
+	if b.State != store.BreakerClosed {
+		kv("override", "dlqctl breaker probe ENTRY --reason R | dlqctl breaker close %s --reason R", b.Tenant)
+	}
+	fmt.Fprintln(w, "history")
+	for _, h := range b.History {
+		fmt.Fprintf(w, "  %s  %s -> %s  by %s%s\n", h.At.Format(time.RFC3339), orDash(h.From), h.To, h.By, ifSet(h.Note != "", "  "+h.Note))
+	}
+	return nil
+}
+
+// overrideFlags are the flags both overrides take.
+func overrideFlags(name string) (*flag.FlagSet, *string, *string) {
+	fs := newFlags(name)
+	reason := fs.String("reason", "", "why (required; recorded in the breaker's history)")
+	by := fs.String("by", "", "who acts (default DLQCTL_ACTOR or dlqctl:$USER)")
+	return fs, reason, by
+}
+
+func (a *app) breakerClose(ctx context.Context, args []string) error {
+	fs, reason, by := overrideFlags("breaker close")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("breaker close takes one tenant")
+	}
+	if strings.TrimSpace(*reason) == "" {
+		return usagef("breaker close needs --reason TEXT")
+	}
+	tenant := pos[0]
+	if err := a.scopedTenant(tenant); err != nil {
+		return err
+	}
+	st, err := a.store(ctx)
+	if err != nil {
+		return err
+	}
+	// Closing schedules nothing (reconcile releases the held entries), so
+	// it needs no Cloud Tasks configuration.
+	b, err := operator.New(st, nil).CloseBreaker(ctx, tenant, a.actor(*by), *reason)
+	if err != nil {
+		return err
+	}
+	held, err := a.heldOf(ctx, st, tenant)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "breaker of %s: %s; %d held entries are released by reconcile's next run (dlqctl audit runs it now)\n", b.Tenant, b.State, held)
+	return nil
+}
+
+func (a *app) breakerProbe(ctx context.Context, args []string) error {
+	fs, reason, by := overrideFlags("breaker probe")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("breaker probe takes one entry id")
+	}
+	if strings.TrimSpace(*reason) == "" {
+		return usagef("breaker probe needs --reason TEXT")
+	}
+	op, err := a.operator(ctx, false)
+	if err != nil {
+		return err
+	}
+	e, err := op.ProbeNow(ctx, a.scope, pos[0], a.actor(*by), *reason)
+	if e == nil && err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%s: the half-open probe of tenant %s's breaker, %s, task %s due %s\n", e.ID, e.Tenant, e.Status, e.TaskName, e.NextRetryAt.Format(time.RFC3339))
+	return err
+}
