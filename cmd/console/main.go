@@ -1,0 +1,117 @@
+// Command console serves jsdlq's operator web console and tenant recovery
+// API (SPEC §16, package console). It runs as a Cloud Run service and
+// locally (`go run ./cmd/console`, or `make up`). Configuration comes from
+// the environment (docs/console.md); flags override it.
+//
+// On Google Cloud the operator UI sits behind IAP and verifies IAP's signed
+// header (CONSOLE_AUTH=iap, CONSOLE_IAP_AUDIENCE); locally
+// CONSOLE_AUTH=local names the operator (CONSOLE_OPERATOR), with the
+// emulators only.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	ctapi "cloud.google.com/go/cloudtasks/apiv2"
+	"cloud.google.com/go/firestore"
+
+	"github.com/jsdlq/jsdlq/console"
+	"github.com/jsdlq/jsdlq/shared/emulator"
+	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
+)
+
+func main() {
+	log := obs.NewLogger(os.Stderr, obs.WithComponent("console"))
+	if err := run(log, os.Args[1:]); err != nil {
+		log.Error("console failed", "error", err)
+		os.Exit(1)
+	}
+}
+
+func run(log *slog.Logger, args []string) error {
+	fs := flag.NewFlagSet("console", flag.ContinueOnError)
+	port := fs.Int("port", 0, "listen port (PORT, else CONSOLE_PORT, else 8070)")
+	host := fs.String("host", "", "listen address (default all interfaces; the local stack uses 127.0.0.1)")
+	operatorFlag := fs.String("operator", "", "who acts in local mode (CONSOLE_OPERATOR)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	lookup := os.LookupEnv
+	if *operatorFlag != "" {
+		lookup = func(k string) (string, bool) {
+			if k == "CONSOLE_OPERATOR" {
+				return *operatorFlag, true
+			}
+			return os.LookupEnv(k)
+		}
+	}
+	cfg, err := console.LoadEnv(lookup)
+	if err != nil {
+		return err
+	}
+	if *port != 0 {
+		cfg.Port = *port
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	fsc, err := firestore.NewClient(ctx, cfg.Project)
+	if err != nil {
+		return fmt.Errorf("firestore client for project %s: %w", cfg.Project, err)
+	}
+	defer fsc.Close()
+	st := store.New(fsc)
+	sched := tasks.New(cfg.Tasks)
+	defer sched.Close()
+	runner, err := ctapi.NewClient(ctx, emulator.CloudTasksOptions(cfg.CloudTasksEmulatorHost)...)
+	if err != nil {
+		return fmt.Errorf("cloud tasks client: %w", err)
+	}
+	defer runner.Close()
+	op := operator.New(st, sched, operator.WithRunner(runner))
+
+	var auth console.Authenticator
+	switch cfg.Auth {
+	case console.AuthLocal:
+		auth = console.LocalAuth(cfg.Operator)
+		log.Warn("local mode: every request acts as the configured operator", "operator", cfg.Operator)
+	default:
+		auth = console.NewIAPAuth(cfg.IAPAudience, console.NewJWKSKeys(console.IAPKeysURL, nil), nil)
+	}
+	srv := console.New(st, op, auth,
+		console.WithLogger(log), console.WithTaskState(sched), console.WithServe(cfg.UI, cfg.API),
+		console.WithSecureCookies(cfg.OnGoogleCloud))
+
+	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return fmt.Errorf("listen on port %d: %w", cfg.Port, err)
+	}
+	hs := &http.Server{Handler: obs.Middleware(srv.Handler()), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	log.Info("console ready", "addr", ln.Addr().String(), "ui", cfg.UI, "api", cfg.API, "auth", cfg.Auth)
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	return hs.Shutdown(shutdownCtx)
+}

@@ -1,0 +1,335 @@
+package console
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/store"
+)
+
+// This file is the tenant recovery API (SPEC §16). The bearer key names the
+// tenant; every read and action is scoped to it inside the query
+// (store.Query.Tenant, operator's tenant argument), never filtered after.
+// A tenant path other than the key's, and an entry of another tenant,
+// answer 404 with the same body as an entry that does not exist.
+
+// API limits.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 200
+	maxBodyBytes    = 16 << 10
+	maxReasonBytes  = 1000
+)
+
+// listParams are the list route's query parameters; any other is refused.
+var listParams = map[string]bool{"status": true, "category": true, "reason": true, "agent": true, "page_size": true, "page_token": true}
+
+// Statuses a filter may name.
+var statuses = map[store.Status]bool{
+	store.Scheduled: true, store.Replaying: true, store.Replayed: true, store.Recovered: true, store.AwaitingApproval: true,
+	store.Quarantined: true, store.Held: true, store.Escalated: true, store.Discarded: true,
+}
+
+// apiError is the body of every refusal: {"error": {"code", "message"}}.
+type apiError struct {
+	status  int
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+func badRequest(format string, args ...any) *apiError {
+	return &apiError{http.StatusBadRequest, "invalid_argument", fmt.Sprintf(format, args...)}
+}
+
+var (
+	errAPIUnauthenticated = &apiError{http.StatusUnauthorized, "unauthenticated", "a valid tenant key is required (Authorization: Bearer <key>)"}
+	errAPINotFound        = &apiError{http.StatusNotFound, "not_found", "no such entry"}
+)
+
+func (s *Server) routeAPI(mux *http.ServeMux) {
+	mux.Handle("GET /api/v1/tenants/{tenant}/entries", s.tenantRoute(s.apiList))
+	mux.Handle("GET /api/v1/tenants/{tenant}/entries/{entry}", s.tenantRoute(s.apiGet))
+	mux.Handle("POST /api/v1/tenants/{tenant}/entries/{entry}", s.tenantRoute(s.apiAction))
+	mux.Handle("/api/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeAPIError(w, &apiError{http.StatusNotFound, "not_found", "no such route"})
+	}))
+}
+
+// tenantCall is an authenticated API request: the key's tenant and key id.
+type tenantCall struct {
+	tenant, keyID string
+}
+
+func (c tenantCall) actor() string { return "tenant-api:" + c.tenant + ":key-" + c.keyID }
+
+// tenantRoute authenticates the key and checks the path's tenant against
+// it before the handler runs.
+func (s *Server) tenantRoute(h func(w http.ResponseWriter, r *http.Request, c tenantCall) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err := func() error {
+			scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+			if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+				return errAPIUnauthenticated
+			}
+			tenant, err := s.store.VerifyTenantKey(r.Context(), key)
+			if errors.Is(err, store.ErrUnknownKey) {
+				s.log.WarnContext(r.Context(), "tenant key refused", "error", err.Error(), "path", r.URL.Path)
+				return errAPIUnauthenticated
+			}
+			if err != nil {
+				return err
+			}
+			if r.PathValue("tenant") != tenant {
+				return errAPINotFound
+			}
+			// The key's format is "jsdlq_<id>_<secret>" (store.CreateTenantKey).
+			return h(w, r, tenantCall{tenant: tenant, keyID: key[len("jsdlq_") : len("jsdlq_")+16]})
+		}()
+		if err != nil {
+			s.apiFail(w, r, err)
+		}
+	})
+}
+
+func (s *Server) apiFail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+	case errors.Is(err, store.ErrNotFound):
+		ae = errAPINotFound
+	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrConflict), errors.Is(err, operator.ErrPayloadMissing):
+		ae = &apiError{http.StatusConflict, "failed_precondition", trimPrefixes(err.Error())}
+	case errors.Is(err, operator.ErrBadEdit), errors.Is(err, store.ErrBadID), errors.Is(err, store.ErrBadQuery), errors.Is(err, store.ErrBadCursor):
+		ae = badRequest("%s", trimPrefixes(err.Error()))
+	default:
+		s.log.ErrorContext(r.Context(), "tenant api failed", "error", err.Error(), "path", r.URL.Path)
+		ae = &apiError{http.StatusInternalServerError, "internal", "internal error"}
+	}
+	if ae.status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="jsdlq"`)
+	}
+	writeAPIError(w, ae)
+}
+
+// trimPrefixes keeps the last part of a wrapped error, which says what was
+// wrong without the layers that led to it.
+func trimPrefixes(msg string) string {
+	if i := strings.LastIndex(msg, ": "); i >= 0 && i+2 < len(msg) {
+		return msg[i+2:]
+	}
+	return msg
+}
+
+func writeAPIError(w http.ResponseWriter, ae *apiError) {
+	writeJSON(w, ae.status, map[string]*apiError{"error": ae})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// listPage is the list route's answer.
+type listPage struct {
+	Entries       []*store.Entry `json:"entries"`
+	NextPageToken string         `json:"next_page_token,omitempty"`
+}
+
+func (s *Server) apiList(w http.ResponseWriter, r *http.Request, c tenantCall) error {
+	q, err := s.tenantQuery(r, c.tenant)
+	if err != nil {
+		return err
+	}
+	p, err := s.store.Entries(r.Context(), q)
+	if err != nil {
+		return err
+	}
+	out := listPage{Entries: p.Entries, NextPageToken: p.Next.Encode()}
+	if out.Entries == nil {
+		out.Entries = []*store.Entry{}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// tenantQuery reads the list filters into a query of tenant's entries.
+func (s *Server) tenantQuery(r *http.Request, tenant string) (store.Query, error) {
+	vals, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return store.Query{}, badRequest("malformed query string")
+	}
+	for name, v := range vals {
+		if !listParams[name] {
+			return store.Query{}, badRequest("unknown parameter %q (allowed: status, category, reason, agent, page_size, page_token)", name)
+		}
+		if len(v) != 1 {
+			return store.Query{}, badRequest("parameter %q given %d times", name, len(v))
+		}
+	}
+	q := store.Query{Tenant: tenant, View: store.ListView, Limit: DefaultPageSize,
+		Status: store.Status(vals.Get("status")), Category: vals.Get("category"), Reason: vals.Get("reason"), Agent: vals.Get("agent")}
+	if q.Status != "" && !statuses[q.Status] {
+		return q, badRequest("unknown status %q", q.Status)
+	}
+	for name, v := range map[string]string{"category": q.Category, "reason": q.Reason, "agent": q.Agent} {
+		if len(v) > 256 || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return q, badRequest("parameter %q is not a plain value of at most 256 bytes", name)
+		}
+	}
+	if ps := vals.Get("page_size"); ps != "" {
+		n, err := strconv.Atoi(ps)
+		if err != nil || n < 1 || n > MaxPageSize {
+			return q, badRequest("page_size %q is not a number from 1 to %d", ps, MaxPageSize)
+		}
+		q.Limit = n
+	}
+	if tok := vals.Get("page_token"); tok != "" {
+		cur, err := store.ParseCursor(tok)
+		if err != nil {
+			return q, badRequest("page_token is not a token this listing made")
+		}
+		// A token names an entry; one of another tenant (or none) was not
+		// made by this tenant's listing. Same answer either way, so the
+		// refusal tells nothing about other tenants' entries.
+		e, err := s.store.GetMeta(r.Context(), cur.ID)
+		if errors.Is(err, store.ErrNotFound) || err == nil && (e.Tenant != tenant || !e.CreatedAt.Equal(cur.At)) {
+			return q, badRequest("page_token is not a token this listing made")
+		}
+		if err != nil {
+			return q, err
+		}
+		q.After = cur
+	}
+	return q, nil
+}
+
+// entryID checks a path's entry id: the canonical document id of an event
+// id (store.EventID), so no other string reaches Firestore as a path.
+func entryID(raw string) (string, error) {
+	if _, err := store.EventID(raw); err != nil || raw == "" {
+		return "", badRequest("malformed entry id")
+	}
+	return raw, nil
+}
+
+// entryView is an entry as the API and the UI show it: the payload
+// included (base64 in JSON).
+type entryView struct {
+	*store.Entry
+	Payload []byte `json:"payload,omitempty"`
+}
+
+func (s *Server) apiGet(w http.ResponseWriter, r *http.Request, c tenantCall) error {
+	id, err := entryID(r.PathValue("entry"))
+	if err != nil {
+		return err
+	}
+	e, err := s.store.GetMeta(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if e.Tenant != c.tenant {
+		return errAPINotFound
+	}
+	if err := s.store.LoadPayload(r.Context(), e); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, entryView{Entry: e, Payload: e.Payload})
+	return nil
+}
+
+// apiAction is POST .../entries/{entry}:replay and :discard (the action is
+// the part after the last colon; an entry id never holds one, EntryID
+// encodes it).
+func (s *Server) apiAction(w http.ResponseWriter, r *http.Request, c tenantCall) error {
+	raw, verb, ok := cutLast(r.PathValue("entry"), ":")
+	if !ok || verb != "replay" && verb != "discard" {
+		return &apiError{http.StatusNotFound, "not_found", "no such route (POST …/entries/{entry}:replay or :discard)"}
+	}
+	id, err := entryID(raw)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	if err := readJSON(r, &body, verb == "discard"); err != nil {
+		return err
+	}
+	var e *store.Entry
+	switch verb {
+	case "replay":
+		e, err = s.tenantReplay(r, c, id)
+	case "discard":
+		reason := strings.TrimSpace(body.Reason)
+		if reason == "" || len(reason) > maxReasonBytes {
+			return badRequest("a discard needs a reason of 1 to %d bytes", maxReasonBytes)
+		}
+		e, err = s.actions.Discard(r.Context(), c.tenant, id, reason, c.actor())
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entry": e})
+	return nil
+}
+
+// tenantReplay replays now what is scheduled or held, and approves (no
+// edits) what waits for a human; the replay meets the breaker and the
+// idempotency record either way.
+func (s *Server) tenantReplay(r *http.Request, c tenantCall, id string) (*store.Entry, error) {
+	cur, err := s.store.GetMeta(r.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Tenant != c.tenant {
+		return nil, errAPINotFound
+	}
+	for _, st := range operator.Approvable {
+		if cur.Status == st {
+			return s.actions.Approve(r.Context(), c.tenant, id, operator.Edits{By: c.actor()})
+		}
+	}
+	return s.actions.ReplayNow(r.Context(), c.tenant, id, c.actor())
+}
+
+// readJSON decodes an optional (or required) small JSON object body with
+// no unknown fields.
+func readJSON(r *http.Request, v any, required bool) error {
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBodyBytes))
+	if err != nil {
+		return badRequest("body over %d bytes", maxBodyBytes)
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		if required {
+			return badRequest(`a JSON body {"reason": "..."} is required`)
+		}
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil || dec.More() {
+		return badRequest("body is not the expected JSON object")
+	}
+	return nil
+}
+
+func cutLast(s, sep string) (before, after string, ok bool) {
+	i := strings.LastIndex(s, sep)
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+len(sep):], true
+}

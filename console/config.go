@@ -1,0 +1,75 @@
+package console
+
+import (
+	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/tasks"
+)
+
+// Operator authentication modes (CONSOLE_AUTH).
+const (
+	// AuthIAP verifies the x-goog-iap-jwt-assertion header IAP signs.
+	AuthIAP = "iap"
+	// AuthLocal takes the operator from CONSOLE_OPERATOR: the local stack
+	// only, refused when K_SERVICE is set or no emulator is configured.
+	AuthLocal = "local"
+)
+
+// DefaultPort is the console's port in the local stack (SPEC §14).
+const DefaultPort = 8070
+
+// Env is the console's configuration as read from its environment.
+type Env struct {
+	config.Common
+	Tasks tasks.Config
+	// Port is PORT (Cloud Run sets it), else CONSOLE_PORT, else 8070.
+	Port int
+	// Auth is CONSOLE_AUTH: iap (default) or local.
+	Auth string
+	// IAPAudience is CONSOLE_IAP_AUDIENCE, the aud IAP signs for this
+	// service (/projects/NUMBER/locations/REGION/services/NAME).
+	IAPAudience string
+	// Operator is CONSOLE_OPERATOR, who acts in local mode.
+	Operator string
+	// UI and API are what this instance serves (CONSOLE_SERVE, a list of
+	// ui and api; default both): on Google Cloud the operator UI sits
+	// behind IAP and the tenant API, which tenants reach with their keys,
+	// is a second service of the same image.
+	UI, API bool
+}
+
+// LoadEnv reads the console's configuration (SPEC §14): the common
+// variables, the scheduling variables every replay path needs, and its own.
+func LoadEnv(lookup config.Lookup) (Env, error) {
+	r := config.NewReader(lookup)
+	common := config.ReadCommon(r)
+	e := Env{Common: common, Tasks: config.ReadTasks(r, common)}
+	e.Port = r.Int("PORT", r.Int("CONSOLE_PORT", DefaultPort, 1, 65535), 1, 65535)
+	e.Auth = r.OneOf("CONSOLE_AUTH", AuthIAP, AuthIAP, AuthLocal)
+	e.IAPAudience = r.String("CONSOLE_IAP_AUDIENCE", "")
+	e.Operator = r.String("CONSOLE_OPERATOR", "")
+	serve := r.List("CONSOLE_SERVE")
+	if len(serve) == 0 {
+		serve = []string{"ui", "api"}
+	}
+	for _, s := range serve {
+		switch s {
+		case "ui":
+			e.UI = true
+		case "api":
+			e.API = true
+		default:
+			r.Check(false, "CONSOLE_SERVE", "%q is neither ui nor api", s)
+		}
+	}
+	if e.UI {
+		switch e.Auth {
+		case AuthIAP:
+			r.Check(e.IAPAudience != "", "CONSOLE_IAP_AUDIENCE", "required when CONSOLE_AUTH is iap")
+		case AuthLocal:
+			r.Check(!common.OnGoogleCloud, "CONSOLE_AUTH", "local is for the emulators only and is refused when K_SERVICE is set")
+			r.Check(common.FirestoreEmulatorHost != "", "CONSOLE_AUTH", "local needs FIRESTORE_EMULATOR_HOST: it exists only with the emulators")
+			r.Check(e.Operator != "", "CONSOLE_OPERATOR", "required when CONSOLE_AUTH is local (who acts in entry history)")
+		}
+	}
+	return e, r.Err()
+}

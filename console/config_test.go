@@ -1,0 +1,51 @@
+package console_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/jsdlq/jsdlq/console"
+	"github.com/jsdlq/jsdlq/shared/config"
+)
+
+func TestLoadEnv(t *testing.T) {
+	base := map[string]string{"GOOGLE_CLOUD_PROJECT": "p", "TASKS_QUEUE": "projects/p/locations/l/queues/q",
+		"REPLAY_URL": "http://127.0.0.1:8080/Replay", "TASKS_SERVICE_ACCOUNT": "t@p.iam.gserviceaccount.com"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	tests := []struct {
+		name    string
+		env     map[string]string
+		wantErr string
+		port    int
+	}{
+		{"iap needs an audience", with(), "CONSOLE_IAP_AUDIENCE", 0},
+		{"iap", with("CONSOLE_IAP_AUDIENCE", "/projects/1/locations/l/services/console", "PORT", "9000"), "", 9000},
+		{"local with emulator", with("CONSOLE_AUTH", "local", "CONSOLE_OPERATOR", "me", "FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681"), "", console.DefaultPort},
+		{"console port", with("CONSOLE_AUTH", "local", "CONSOLE_OPERATOR", "me", "FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681", "CONSOLE_PORT", "8071"), "", 8071},
+		{"local refused on Cloud Run", with("CONSOLE_AUTH", "local", "CONSOLE_OPERATOR", "me", "FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681", "K_SERVICE", "console"), "K_SERVICE", 0},
+		{"local refused without emulator", with("CONSOLE_AUTH", "local", "CONSOLE_OPERATOR", "me"), "FIRESTORE_EMULATOR_HOST", 0},
+		{"local needs an operator", with("CONSOLE_AUTH", "local", "FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681"), "CONSOLE_OPERATOR", 0},
+		{"api only needs no operator auth", with("CONSOLE_SERVE", "api"), "", console.DefaultPort},
+		{"unknown part", with("CONSOLE_SERVE", "ui,admin", "CONSOLE_IAP_AUDIENCE", "a"), "CONSOLE_SERVE", 0},
+	}
+	for _, tc := range tests {
+		got, err := console.LoadEnv(config.MapLookup(tc.env))
+		switch {
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: LoadEnv() = %v, want an error naming %s", tc.name, err, tc.wantErr)
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: LoadEnv() = %v", tc.name, err)
+		case tc.wantErr == "" && got.Port != tc.port:
+			t.Errorf("%s: LoadEnv().Port = %d, want %d", tc.name, got.Port, tc.port)
+		}
+	}
+}

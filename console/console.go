@@ -1,0 +1,102 @@
+// Package console is jsdlq's front door (SPEC §16): the operator web console
+// and the tenant recovery API, served by cmd/console. It reads through the
+// store's query API and acts only through shared/operator, so every action
+// meets the same gates (SPEC §15) and writes history with who acted: the
+// operator's verified Google identity, or the tenant's key.
+//
+// The tenant API (api.go) is scoped by the key's tenant inside every query
+// and action; another tenant's entry answers 404 exactly like a missing one.
+// The operator UI (ui.go) is server-rendered html/template with embedded
+// assets; every state-changing form carries a CSRF token (csrf.go).
+package console
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/store"
+)
+
+// Actions is what the console does to entries and breakers
+// (*operator.Operator).
+type Actions interface {
+	Approve(ctx context.Context, tenant, id string, ed operator.Edits) (*store.Entry, error)
+	Discard(ctx context.Context, tenant, id, reason, by string) (*store.Entry, error)
+	ReplayNow(ctx context.Context, tenant, id, by string) (*store.Entry, error)
+	ProbeNow(ctx context.Context, tenant, id, by, reason string) (*store.Entry, error)
+	CloseBreaker(ctx context.Context, tenant, by, reason string) (*store.Breaker, error)
+}
+
+// TaskState tells whether a replay task exists in Cloud Tasks
+// (*tasks.Scheduler); the entry page shows it.
+type TaskState interface {
+	Exists(ctx context.Context, name string) (bool, error)
+}
+
+// Server serves the console.
+type Server struct {
+	store   *store.Store
+	actions Actions
+	auth    Authenticator
+	tasks   TaskState
+	log     *slog.Logger
+	ui, api bool
+	secure  bool
+	now     func() time.Time
+}
+
+// Option configures New.
+type Option func(*Server)
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// WithTaskState lets the entry page show its Cloud Tasks task.
+func WithTaskState(t TaskState) Option { return func(s *Server) { s.tasks = t } }
+
+// WithServe chooses what is served (default both).
+func WithServe(ui, api bool) Option { return func(s *Server) { s.ui, s.api = ui, api } }
+
+// WithSecureCookies marks the CSRF cookie Secure (on Google Cloud, where
+// the console is served over HTTPS only).
+func WithSecureCookies(on bool) Option { return func(s *Server) { s.secure = on } }
+
+// New returns a console over st whose actions go through act and whose
+// operators auth names (nil: the UI answers 401 to everyone).
+func New(st *store.Store, act Actions, auth Authenticator, opts ...Option) *Server {
+	s := &Server{store: st, actions: act, auth: auth, log: slog.New(slog.DiscardHandler), ui: true, api: true, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Handler routes the console's requests.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	if s.api {
+		s.routeAPI(mux)
+	}
+	if s.ui {
+		s.routeUI(mux)
+	}
+	return securityHeaders(mux)
+}
+
+// securityHeaders are sent with every answer: no framing, no sniffing, no
+// script but the console's own (it has none), no referrer leaking ids.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}

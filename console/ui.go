@@ -1,0 +1,570 @@
+package console
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/store"
+)
+
+// This file is the operator UI: server-rendered pages over the store's
+// query API, and forms whose actions go through shared/operator with the
+// verified operator as the actor.
+
+//go:embed templates/*.html static/*
+var assets embed.FS
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+	"ago": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return time.Since(t).Round(time.Minute).String()
+	},
+	"join": strings.Join,
+	"lastChange": func(h []store.Transition) *store.Transition {
+		if len(h) == 0 {
+			return nil
+		}
+		return &h[len(h)-1]
+	},
+}).ParseFS(assets, "templates/*.html"))
+
+// Entries list filters (query parameters); any other is refused.
+var uiFilters = []string{"tenant", "status", "category", "reason", "agent", "task_type", "from", "to", "q", "page_token"}
+
+func (s *Server) routeUI(mux *http.ServeMux) {
+	static := http.FileServerFS(assets)
+	mux.Handle("GET /static/", static)
+	mux.Handle("GET /{$}", s.page(s.overview))
+	mux.Handle("GET /entries", s.page(s.entries))
+	mux.Handle("GET /entries/{entry}", s.page(s.entry))
+	mux.Handle("GET /tenants", s.page(s.tenants))
+	cop := http.NewCrossOriginProtection()
+	mux.Handle("POST /entries/{entry}/{action}", cop.Handler(s.form(s.entryAction)))
+	mux.Handle("POST /tenants/{tenant}/{action}", cop.Handler(s.form(s.breakerAction)))
+}
+
+// pageData is what every page template gets.
+type pageData struct {
+	Title    string
+	Operator string
+	CSRF     string
+	Nav      string
+	Flash    string
+	Body     any
+}
+
+// uiError is a refusal a page shows with its status.
+type uiError struct {
+	status int
+	msg    string
+}
+
+func (e *uiError) Error() string { return e.msg }
+
+func uiBad(format string, args ...any) error {
+	return &uiError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+// page authenticates the operator and renders what h returns.
+func (s *Server) page(h func(r *http.Request) (name, title string, body any, err error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		who, ok := s.operator(w, r)
+		if !ok {
+			return
+		}
+		csrf := s.csrfToken(w, r)
+		name, title, body, err := h(r)
+		if err != nil {
+			s.uiFail(w, r, who, csrf, err)
+			return
+		}
+		s.render(w, http.StatusOK, name, pageData{Title: title, Operator: who, CSRF: csrf, Nav: name, Flash: r.URL.Query().Get("done"), Body: body})
+	})
+}
+
+// form authenticates the operator, checks the CSRF token and runs a
+// state-changing action, which answers with where to go next.
+func (s *Server) form(h func(w http.ResponseWriter, r *http.Request, who string) (next string, err error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 2<<20)
+		who, ok := s.operator(w, r)
+		if !ok {
+			return
+		}
+		if !checkCSRF(r) {
+			s.log.WarnContext(r.Context(), "form without a valid CSRF token refused", "operator", who, "path", r.URL.Path)
+			s.uiFail(w, r, who, "", &uiError{http.StatusForbidden, "the form's CSRF token is missing or stale: reload the page and try again"})
+			return
+		}
+		next, err := h(w, r, who)
+		if err != nil {
+			s.uiFail(w, r, who, s.csrfToken(w, r), err)
+			return
+		}
+		if next == "" {
+			return // h rendered the answer itself
+		}
+		http.Redirect(w, r, next, http.StatusSeeOther)
+	})
+}
+
+func (s *Server) operator(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if s.auth == nil {
+		http.Error(w, "no operator authentication configured", http.StatusUnauthorized)
+		return "", false
+	}
+	who, err := s.auth.Operator(r)
+	if err != nil {
+		code := http.StatusUnauthorized
+		if errors.Is(err, ErrKeysUnavailable) {
+			code = http.StatusServiceUnavailable
+		}
+		s.log.WarnContext(r.Context(), "operator refused", "error", err.Error(), "path", r.URL.Path)
+		http.Error(w, http.StatusText(code), code)
+		return "", false
+	}
+	return who, true
+}
+
+func (s *Server) uiFail(w http.ResponseWriter, r *http.Request, who, csrf string, err error) {
+	code, msg := http.StatusInternalServerError, "internal error"
+	var ue *uiError
+	switch {
+	case errors.As(err, &ue):
+		code, msg = ue.status, ue.msg
+	case errors.Is(err, store.ErrNotFound):
+		code, msg = http.StatusNotFound, "not found"
+	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrConflict), errors.Is(err, operator.ErrPayloadMissing):
+		code, msg = http.StatusConflict, err.Error()
+	case errors.Is(err, operator.ErrBadEdit), errors.Is(err, store.ErrBadID), errors.Is(err, store.ErrBadQuery), errors.Is(err, store.ErrBadCursor), errors.Is(err, store.ErrInvalid):
+		code, msg = http.StatusBadRequest, err.Error()
+	default:
+		s.log.ErrorContext(r.Context(), "console page failed", "error", err.Error(), "path", r.URL.Path)
+	}
+	s.render(w, code, "error", pageData{Title: http.StatusText(code), Operator: who, CSRF: csrf, Body: msg})
+}
+
+func (s *Server) render(w http.ResponseWriter, code int, name string, d pageData) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	if err := pages.ExecuteTemplate(w, name+".html", d); err != nil {
+		s.log.Error("render page", "page", name, "error", err.Error())
+	}
+}
+
+// overviewData is the overview page.
+type overviewData struct {
+	Chart    chart
+	Total24h int64
+	Breakers []*store.Breaker
+	Waiting  []*store.Entry
+	Audit    *audit.Report
+	Alerts   []*audit.Finding
+}
+
+func (s *Server) overview(r *http.Request) (string, string, any, error) {
+	ctx := r.Context()
+	now := s.now().UTC().Truncate(time.Hour)
+	var d overviewData
+	hours := make([]store.Metrics, 0, 24)
+	for i := 23; i >= 0; i-- {
+		h := store.Hour(now.Add(-time.Duration(i) * time.Hour))
+		m, err := s.store.ReadMetrics(ctx, h)
+		if err != nil {
+			return "", "", nil, err
+		}
+		m.Hour = h
+		d.Total24h += m.Total
+		hours = append(hours, m)
+	}
+	d.Chart = newChart(hours)
+	var err error
+	if d.Breakers, err = s.store.ListBreakers(ctx, []string{store.BreakerOpen, store.BreakerHalfOpen}, 100); err != nil {
+		return "", "", nil, err
+	}
+	// Waiting for a human: the approvable statuses, oldest first.
+	for _, st := range operator.Approvable {
+		p, err := s.store.Entries(ctx, store.Query{Status: st, Order: store.OldestFirst, View: store.ListView, Limit: 20})
+		if err != nil {
+			return "", "", nil, err
+		}
+		d.Waiting = append(d.Waiting, p.Entries...)
+	}
+	sort.SliceStable(d.Waiting, func(i, j int) bool { return d.Waiting[i].CreatedAt.Before(d.Waiting[j].CreatedAt) })
+	if len(d.Waiting) > 20 {
+		d.Waiting = d.Waiting[:20]
+	}
+	if d.Audit, err = s.store.LatestAudit(ctx); err != nil {
+		return "", "", nil, err
+	}
+	if d.Audit != nil {
+		for _, f := range d.Audit.Findings {
+			if f.Alert {
+				d.Alerts = append(d.Alerts, f)
+			}
+		}
+	}
+	return "overview", "Overview", d, nil
+}
+
+// entriesData is the entries page.
+type entriesData struct {
+	F        map[string]string
+	Statuses []store.Status
+	Entries  []*store.Entry
+	Next     string // query string of the next page
+	Lookup   bool
+}
+
+func (s *Server) entries(r *http.Request) (string, string, any, error) {
+	vals, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return "", "", nil, uiBad("malformed query string")
+	}
+	f := map[string]string{}
+	for name, v := range vals {
+		known := false
+		for _, k := range uiFilters {
+			known = known || k == name
+		}
+		if !known {
+			return "", "", nil, uiBad("unknown filter %q", name)
+		}
+		if len(v) != 1 || len(v[0]) > 512 {
+			return "", "", nil, uiBad("filter %q: one value of at most 512 bytes", name)
+		}
+		f[name] = strings.TrimSpace(v[0])
+	}
+	d := entriesData{F: f, Statuses: allStatuses()}
+	if q := f["q"]; q != "" {
+		d.Lookup = true
+		found, err := s.lookup(r, q)
+		if err != nil {
+			return "", "", nil, err
+		}
+		d.Entries = found
+		return "entries", "Entries", d, nil
+	}
+	q := store.Query{Tenant: f["tenant"], Status: store.Status(f["status"]), Category: f["category"], Reason: f["reason"],
+		Agent: f["agent"], TaskType: f["task_type"], View: store.ListView, Limit: DefaultPageSize}
+	if q.Status != "" && !statuses[q.Status] {
+		return "", "", nil, uiBad("unknown status %q", q.Status)
+	}
+	if q.CreatedFrom, err = parseTime(f["from"]); err != nil {
+		return "", "", nil, uiBad("from: %v", err)
+	}
+	if q.CreatedTo, err = parseTime(f["to"]); err != nil {
+		return "", "", nil, uiBad("to: %v", err)
+	}
+	if q.After, err = store.ParseCursor(f["page_token"]); err != nil {
+		return "", "", nil, uiBad("page_token is not a token this listing made")
+	}
+	p, err := s.store.Entries(r.Context(), q)
+	if err != nil {
+		return "", "", nil, err
+	}
+	d.Entries = p.Entries
+	if !p.Next.IsZero() {
+		next := url.Values{}
+		for k, v := range f {
+			if v != "" && k != "page_token" {
+				next.Set(k, v)
+			}
+		}
+		next.Set("page_token", p.Next.Encode())
+		d.Next = next.Encode()
+	}
+	return "entries", "Entries", d, nil
+}
+
+// lookup finds entries by entry id, task id or root id.
+func (s *Server) lookup(r *http.Request, q string) ([]*store.Entry, error) {
+	var out []*store.Entry
+	seen := map[string]bool{}
+	if _, err := store.EventID(q); err == nil {
+		e, err := s.store.GetMeta(r.Context(), q)
+		if err == nil {
+			out, seen[e.ID] = append(out, e), true
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+	}
+	for _, query := range []store.Query{{TaskID: q}, {RootID: q}} {
+		query.View, query.Limit = store.ListView, DefaultPageSize
+		p, err := s.store.Entries(r.Context(), query)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range p.Entries {
+			if !seen[e.ID] {
+				out, seen[e.ID] = append(out, e), true
+			}
+		}
+	}
+	return out, nil
+}
+
+func parseTime(v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not RFC 3339, YYYY-MM-DDTHH:MM or YYYY-MM-DD", v)
+}
+
+func allStatuses() []store.Status {
+	out := make([]store.Status, 0, len(statuses))
+	for st := range statuses {
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// entryData is the entry page.
+type entryData struct {
+	E          *store.Entry
+	Payload    payloadView
+	Headers    []headerLine
+	Chain      []*store.Entry
+	Task       string
+	Approvable bool
+	Runnable   bool
+	Discard    bool
+	Probe      bool
+	RawPayload string
+	HeaderText string
+}
+
+type headerLine struct{ Name, Value string }
+
+func (s *Server) entry(r *http.Request) (string, string, any, error) {
+	id := r.PathValue("entry")
+	if _, err := store.EventID(id); err != nil {
+		return "", "", nil, uiBad("malformed entry id")
+	}
+	e, err := s.store.Get(r.Context(), id)
+	if err != nil {
+		return "", "", nil, err
+	}
+	d := entryData{E: e, Payload: viewPayload(e.Payload)}
+	if d.Payload.Editable {
+		d.RawPayload = string(e.Payload)
+	}
+	for name, vs := range e.Headers {
+		for _, v := range vs {
+			d.Headers = append(d.Headers, headerLine{decodeHeader(name), decodeHeader(v)})
+		}
+	}
+	sort.Slice(d.Headers, func(i, j int) bool { return d.Headers[i].Name < d.Headers[j].Name })
+	if e.RootID != "" {
+		p, err := s.store.Entries(r.Context(), store.Query{RootID: e.RootID, View: store.ListView, Limit: 50})
+		if err != nil {
+			return "", "", nil, err
+		}
+		d.Chain = p.Entries
+		sort.SliceStable(d.Chain, func(i, j int) bool { return d.Chain[i].CreatedAt.Before(d.Chain[j].CreatedAt) })
+	}
+	d.Task = "—"
+	if s.tasks != nil && e.TaskName != "" {
+		ok, err := s.tasks.Exists(r.Context(), e.TaskName)
+		switch {
+		case err != nil:
+			d.Task = "unknown (" + err.Error() + ")"
+		case ok:
+			d.Task = "queued"
+		default:
+			d.Task = "not in the queue"
+		}
+	}
+	d.Approvable = has(operator.Approvable, e.Status)
+	d.Runnable = has(operator.Runnable, e.Status)
+	d.Discard = has(operator.Discardable, e.Status)
+	d.Probe = e.Status == store.Held || e.Status == store.Scheduled
+	return "entry", "Entry " + e.ID, d, nil
+}
+
+// decodeHeader shows a stored header name or value as sent (the store
+// keeps them encoded, event.EncodeHeader).
+func decodeHeader(s string) string {
+	d, err := event.DecodeHeader(s)
+	if err != nil {
+		return s
+	}
+	return d
+}
+
+func has(list []store.Status, st store.Status) bool {
+	for _, x := range list {
+		if x == st {
+			return true
+		}
+	}
+	return false
+}
+
+// approveData is the approve confirmation page: the edits as a diff.
+type approveData struct {
+	E           *store.Entry
+	Diff        []diffLine
+	HeaderSets  []headerLine
+	Payload     string
+	Headers     string
+	PayloadKept bool
+}
+
+// entryAction runs replay, approve (preview, then confirm), discard and
+// probe on an entry.
+func (s *Server) entryAction(w http.ResponseWriter, r *http.Request, who string) (string, error) {
+	id := r.PathValue("entry")
+	if _, err := store.EventID(id); err != nil {
+		return "", uiBad("malformed entry id")
+	}
+	back := "/entries/" + url.PathEscape(id)
+	ctx := r.Context()
+	switch r.PathValue("action") {
+	case "replay":
+		if _, err := s.actions.ReplayNow(ctx, store.AllTenants, id, who); err != nil {
+			return "", err
+		}
+		return back + "?done=replay+requested", nil
+	case "discard":
+		reason := strings.TrimSpace(r.PostFormValue("reason"))
+		if reason == "" || len(reason) > maxReasonBytes {
+			return "", uiBad("a discard needs a reason of 1 to %d bytes", maxReasonBytes)
+		}
+		if _, err := s.actions.Discard(ctx, store.AllTenants, id, reason, who); err != nil {
+			return "", err
+		}
+		return back + "?done=discarded", nil
+	case "probe":
+		reason := strings.TrimSpace(r.PostFormValue("reason"))
+		if reason == "" || len(reason) > maxReasonBytes {
+			return "", uiBad("a breaker probe needs a reason of 1 to %d bytes", maxReasonBytes)
+		}
+		if _, err := s.actions.ProbeNow(ctx, store.AllTenants, id, who, reason); err != nil {
+			return "", err
+		}
+		return back + "?done=probe+sent", nil
+	case "approve":
+		return s.approve(w, r, who, id, back)
+	}
+	return "", &uiError{http.StatusNotFound, "no such action"}
+}
+
+func (s *Server) approve(w http.ResponseWriter, r *http.Request, who, id, back string) (string, error) {
+	e, err := s.store.Get(r.Context(), id)
+	if err != nil {
+		return "", err
+	}
+	headers, err := parseHeaderEdits(r.PostFormValue("headers"))
+	if err != nil {
+		return "", err
+	}
+	ed := operator.Edits{By: who, SetHeaders: headers}
+	text := strings.ReplaceAll(r.PostFormValue("payload"), "\r\n", "\n")
+	kept := text == strings.ReplaceAll(string(e.Payload), "\r\n", "\n")
+	if !kept {
+		ed.Payload = []byte(text)
+	}
+	if r.PostFormValue("step") != "confirm" {
+		d := approveData{E: e, Payload: text, Headers: r.PostFormValue("headers"), PayloadKept: kept}
+		if !kept {
+			d.Diff = lineDiff(viewPayload(e.Payload).Text, viewPayload(ed.Payload).Text)
+		}
+		for name, v := range headers {
+			d.HeaderSets = append(d.HeaderSets, headerLine{name, v})
+		}
+		sort.Slice(d.HeaderSets, func(i, j int) bool { return d.HeaderSets[i].Name < d.HeaderSets[j].Name })
+		s.render(w, http.StatusOK, "approve", pageData{Title: "Approve " + id, Operator: who, CSRF: r.PostFormValue(csrfField), Body: d})
+		return "", nil
+	}
+	if _, err := s.actions.Approve(r.Context(), store.AllTenants, id, ed); err != nil {
+		return "", err
+	}
+	return back + "?done=approved", nil
+}
+
+// parseHeaderEdits reads "Name: value" lines.
+func parseHeaderEdits(text string) (map[string]string, error) {
+	out := map[string]string{}
+	for line := range strings.Lines(text) {
+		line = strings.TrimRight(line, "\r\n")
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		name, v, ok := strings.Cut(line, ":")
+		if !ok || strings.TrimSpace(name) == "" {
+			return nil, uiBad("header edit %q is not Name: value", line)
+		}
+		out[strings.TrimSpace(name)] = strings.TrimSpace(v)
+	}
+	return out, nil
+}
+
+// tenantsData is the tenants and breakers page.
+type tenantsData struct {
+	Breakers []*store.Breaker
+}
+
+func (s *Server) tenants(r *http.Request) (string, string, any, error) {
+	bs, err := s.store.ListBreakers(r.Context(), []string{store.BreakerOpen, store.BreakerHalfOpen, store.BreakerClosed}, 500)
+	if err != nil {
+		return "", "", nil, err
+	}
+	sort.Slice(bs, func(i, j int) bool {
+		if bs[i].State != bs[j].State {
+			return bs[i].State > bs[j].State // open, half_open, closed
+		}
+		return bs[i].Tenant < bs[j].Tenant
+	})
+	return "tenants", "Tenants and breakers", tenantsData{Breakers: bs}, nil
+}
+
+// breakerAction closes a tenant's breaker, or sends an entry as its probe.
+func (s *Server) breakerAction(_ http.ResponseWriter, r *http.Request, who string) (string, error) {
+	tenant := r.PathValue("tenant")
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	if reason == "" || len(reason) > maxReasonBytes {
+		return "", uiBad("a breaker action needs a reason of 1 to %d bytes", maxReasonBytes)
+	}
+	switch r.PathValue("action") {
+	case "close":
+		if _, err := s.actions.CloseBreaker(r.Context(), tenant, who, reason); err != nil {
+			return "", err
+		}
+		return "/tenants?done=breaker+closed", nil
+	case "probe":
+		id := strings.TrimSpace(r.PostFormValue("entry"))
+		if _, err := store.EventID(id); err != nil || id == "" {
+			return "", uiBad("a probe names a held or scheduled entry of the tenant")
+		}
+		if _, err := s.actions.ProbeNow(r.Context(), tenant, id, who, reason); err != nil {
+			return "", err
+		}
+		return "/tenants?done=probe+sent", nil
+	}
+	return "", &uiError{http.StatusNotFound, "no such action"}
+}
