@@ -107,10 +107,12 @@ func (e *env) seed(entries ...seed) {
 		if s.status == store.Scheduled {
 			en.Action, en.Strategy, en.TaskName, en.NextRetryAt = "auto_replay", "transient", tasks.Name(s.id, 1), time.Now().Add(time.Hour)
 		}
-		if _, err := e.st.Record(ctx, en, "test"); err != nil {
+		res, err := e.st.Record(ctx, en, "test")
+		if err != nil {
 			e.t.Fatalf("Record(%s) = %v", s.id, err)
 		}
-		if s.status == store.Scheduled {
+		// An open breaker holds a scheduled entry: no task, as in classify.
+		if res.Entry.Status == store.Scheduled {
 			if _, _, err := e.sched.Schedule(ctx, tasks.Request{EntryID: s.id, Attempt: 1, At: en.NextRetryAt}); err != nil {
 				e.t.Fatalf("Schedule(%s) = %v", s.id, err)
 			}

@@ -105,6 +105,7 @@ func TestRedrivePlan(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("dry run = %d %q", code, stderr)
 	}
+	t.Logf("dlqctl %s --dry-run:\n%s", strings.Join(args, " "), out)
 	for _, want := range []string{"entries matching: 12", "by status    escalated 4", "by tenant    acme 9, globex 3", "dry run: nothing changed",
 		"globex open since", "→ escalated 1"} {
 		if !strings.Contains(out, want) {

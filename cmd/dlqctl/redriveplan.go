@@ -222,12 +222,13 @@ func (p *redrivePlan) print(w io.Writer, cp *checkpoint, resumed bool) {
 	if p.acts() > 0 {
 		fmt.Fprintf(tw, "what the gates will do with the %d, as things stand now:\n", p.acts())
 		fmt.Fprintf(tw, "  already completed\t%d\tidempotency record: marked recovered, not published\n", p.Completed)
-		fmt.Fprintf(tw, "  stopped by the policy\t%d\twould need approval%s\n", sum(p.PolicyStops), ifSet(len(p.PolicyStops) > 0, " (→ "+countsText(p.PolicyStops, 0)+")"))
+		fmt.Fprintf(tw, "  stopped by the policy\t%d\tthe current policy no longer replays them%s: they would need approval\n", sum(p.PolicyStops),
+			ifSet(len(p.PolicyStops) > 0, " (→ "+countsText(p.PolicyStops, 0)+")"))
 		fmt.Fprintf(tw, "  held by a breaker\t%d\t%s\n", sum(p.BreakerHeld), p.breakerText())
 		if p.Probes > 0 {
 			fmt.Fprintf(tw, "  half-open probe\t%d\tthe one replay a half-open breaker lets through\n", p.Probes)
 		}
-		fmt.Fprintf(tw, "  replayed\t%d\t\n", p.Replays)
+		fmt.Fprintf(tw, "  replayed\t%d\tpublished to their work stream\n", p.Replays)
 	}
 	tw.Flush()
 }
