@@ -36,6 +36,7 @@ func loadEnv(lookup config.Lookup) (env, error) {
 	e := env{HTTPFunction: config.ReadHTTPFunction(r)}
 	e.Config.WorkStreams = r.List("WORK_STREAMS")
 	e.Config.TimeBudget = r.Duration("RECONCILE_TIME_BUDGET", 0)
+	e.Config.ProbeTimeout = r.Duration("RECONCILE_PROBE_TIMEOUT", 0)
 	e.Config.AdvisoryStream, e.Config.RecordStream = config.ReadCaptureStreams(r)
 	return e, r.Err()
 }
