@@ -163,7 +163,7 @@ func TestRedrivePlan(t *testing.T) {
 	}
 
 	// The poison entry goes only with its flag (and the flag only adds it).
-	code, out, _ = e.run(vars, "redrive", "--filter", "tenant=acme", "--rate", "100/s", "--include-poison", "--yes")
+	code, out, _ = e.run(vars, "redrive", "--filter", "tenant=acme", "--rate", "100/s", "--include-poison", "--yes", "--checkpoint", filepath.Join(t.TempDir(), "poison.json"))
 	if code != 0 || planFigure(t, out, "approve") != 1 || !strings.Contains(out, "needs --include-poison (given)") {
 		t.Errorf("redrive --include-poison = %d:\n%s\nwant 1 approval", code, out)
 	}

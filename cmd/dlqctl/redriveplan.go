@@ -58,6 +58,9 @@ func (a *app) plan(ctx context.Context, st *store.Store, cp *checkpoint) (*redri
 		}
 		var acts []*store.Entry
 		for _, e := range page.Entries {
+			if cp.Pending != nil && e.ID == cp.Pending.At.ID {
+				continue // settled first, on its own (settlePending)
+			}
 			p.Matched++
 			p.ByTenant[e.Tenant]++
 			p.ByCategory[e.Category]++
@@ -201,6 +204,10 @@ func (p *redrivePlan) print(w io.Writer, cp *checkpoint, resumed bool) {
 	fmt.Fprintf(w, "redrive plan: filter %s (%s), %.3g/s, by %s\n", cp.Filter, scope, cp.Rate, cp.By)
 	if resumed {
 		fmt.Fprintf(w, "resuming: %d entries passed already (%s); the plan covers the rest\n", cp.Seen, cp.summary())
+		if cp.Pending != nil {
+			fmt.Fprintf(w, "the entry in hand when the run stopped, %s (%s), is settled first: acted on only if unchanged since it was listed\n",
+				cp.Pending.At.ID, cp.Pending.Action)
+		}
 	}
 	fmt.Fprintf(w, "entries matching: %d\n", p.Matched)
 	if p.Matched > 0 {
