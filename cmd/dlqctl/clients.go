@@ -15,6 +15,7 @@ import (
 	ctapi "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/firestore"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/term"
 
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/emulator"
@@ -242,12 +243,10 @@ func (a *app) stdinIsTTY() bool {
 	return isTerminal(a.stdin)
 }
 
-// isTerminal reports whether a stream is a character device (a terminal).
+// isTerminal reports whether a stream is a terminal. A character device is
+// not enough: /dev/null is one, and a script's `</dev/null` must be refused
+// for want of --yes, not read as a "no".
 func isTerminal(s any) bool {
 	f, ok := s.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
