@@ -146,6 +146,15 @@ var (
 // dlqctl builds the operator CLI once per test binary.
 func dlqctl(t *testing.T) string {
 	t.Helper()
+	if dlqctlBinary(); dlqctlErr != nil {
+		t.Fatal(dlqctlErr)
+	}
+	return dlqctlPath
+}
+
+// dlqctlBinary is dlqctl's path, built on first use ("" when the build
+// failed: dlqctlErr says why).
+func dlqctlBinary() string {
 	dlqctlOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "coretest-dlqctl-")
 		if err != nil {
@@ -159,9 +168,6 @@ func dlqctl(t *testing.T) string {
 			dlqctlErr = fmt.Errorf("go build ./cmd/dlqctl: %v\n%s", err, out)
 		}
 	})
-	if dlqctlErr != nil {
-		t.Fatal(dlqctlErr)
-	}
 	return dlqctlPath
 }
 
