@@ -169,16 +169,19 @@ func (h *Handler) handle(ctx context.Context, ce event.Event) error {
 		}
 	}
 	e := store.NewEntry(id, ev, headers, h.cfg.Conventions)
-	chain, err := h.chain(ctx, e, headers)
+	chain, unlinked, err := h.store.LinkReplay(ctx, e, headers)
 	if err != nil {
-		return err
+		return fmt.Errorf("classify: %w", err)
+	}
+	if unlinked != "" {
+		h.log.WarnContext(ctx, "classify: "+unlinked, "entry_id", e.ID)
 	}
 	in, err := e.PolicyInput()
 	if err != nil {
 		return bad("event %s: %w", ev.ID, err)
 	}
 	d := h.pol.Current(ctx).Evaluate(in, chain)
-	h.apply(e, d)
+	e.Decide(d, h.now())
 
 	res, err := h.store.Record(ctx, e, "classify")
 	switch {
@@ -264,53 +267,4 @@ func unwrap(ce event.Event) (body []byte, msgID string, err error) {
 		return nil, env.Message.MessageID, bad("pubsub message %s has no data", env.Message.MessageID)
 	}
 	return env.Message.Data, env.Message.MessageID, nil
-}
-
-// chain links a replay's failure to the entry it replayed: the parent's
-// chain plus the parent itself. A Jsdlq-Replay-Of header that names no entry,
-// or an entry of another task (forged or stale), starts a new chain instead.
-func (h *Handler) chain(ctx context.Context, e *store.Entry, headers map[string][]string) (triage.Chain, error) {
-	ref := strings.TrimSpace(jevent.Header(headers, jevent.HeaderReplayOf))
-	if ref == "" {
-		return triage.Chain{}, nil
-	}
-	parentID := ref
-	if enc, err := store.EntryID(ref); err == nil {
-		parentID = enc // the header may carry the event id rather than the entry id
-	}
-	parent, err := h.store.GetMeta(ctx, parentID)
-	if errors.Is(err, store.ErrNotFound) && parentID != ref {
-		parent, err = h.store.GetMeta(ctx, ref)
-	}
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		h.log.WarnContext(ctx, "classify: replay parent not found; starting a new chain", "entry_id", e.ID, "replay_of", ref)
-		return triage.Chain{}, nil
-	case err != nil:
-		return triage.Chain{}, fmt.Errorf("classify: read replay parent %s: %w", ref, err)
-	case parent.ID == e.ID:
-		h.log.WarnContext(ctx, "classify: entry claims to replay itself; ignoring", "entry_id", e.ID)
-		return triage.Chain{}, nil
-	case parent.IdempotencyKey != "" && e.IdempotencyKey != "" && parent.IdempotencyKey != e.IdempotencyKey:
-		h.log.WarnContext(ctx, "classify: replay parent is another task; starting a new chain", "entry_id", e.ID, "replay_of", parent.ID,
-			"idempotency_key", e.IdempotencyKey, "parent_idempotency_key", parent.IdempotencyKey)
-		return triage.Chain{}, nil
-	}
-	e.ReplayOf, e.RootID = parent.ID, parent.RootID
-	e.ChainCodes = append(append([]string{}, parent.ChainCodes...), parent.ReasonCode)
-	e.ChainStrategies = append(append([]string{}, parent.ChainStrategies...), parent.Strategy)
-	return e.PolicyChain(), nil
-}
-
-func (h *Handler) apply(e *store.Entry, d triage.Decision) {
-	e.Category, e.ReasonCode, e.ReasonRoute, e.Rule = string(d.Category), d.ReasonCode, d.Route, d.Rule
-	e.Action, e.Strategy, e.PolicyVersion = string(d.Action), d.Strategy, d.PolicyVersion
-	e.Plan = store.PlanOf(d)
-	st := store.StatusFor(d.Action)
-	e.Status = st
-	if st == store.Scheduled {
-		e.NextRetryAt = h.now().UTC().Add(d.Delay)
-		// Computed before the commit, so the entry is written once.
-		e.TaskName = tasks.Name(e.ID, e.Replays+1)
-	}
 }

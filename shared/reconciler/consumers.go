@@ -376,7 +376,9 @@ func (w *subjectWalk) recordOne(ctx context.Context, rp *audit.Repair, id string
 		return
 	}
 	e := store.NewEntry(id, ev, headers, r.h.cfg.Conventions)
-	chain, err := r.chain(ctx, e, headers)
+	// A replay sent to a subject nobody consumes is linked to the entry it
+	// replays, as classify links a replay's death.
+	chain, _, err := r.h.store.LinkReplay(ctx, e, headers)
 	if err != nil {
 		rp.Fail(err)
 		return
@@ -386,7 +388,7 @@ func (w *subjectWalk) recordOne(ctx context.Context, rp *audit.Repair, id string
 		rp.Fail(err)
 		return
 	}
-	classifyEntry(e, r.h.pol.Current(ctx).Evaluate(in, chain), now)
+	e.Decide(r.h.pol.Current(ctx).Evaluate(in, chain), now)
 	res, err := r.h.store.Record(ctx, e, By)
 	switch {
 	case err != nil:
@@ -407,47 +409,4 @@ func (w *subjectWalk) recordOne(ctx context.Context, rp *audit.Repair, id string
 			rp.Note(fmt.Sprintf("%s: replay task not created (%v); the missing-task repair creates it", cur.ID, err))
 		}
 	}
-}
-
-// classifyEntry sets the policy's decision on a new entry, as classify
-// does: category, reason, rule, action, strategy, plan, the status the
-// action waits in and, for a replay, its time and task name.
-func classifyEntry(e *store.Entry, d triage.Decision, now time.Time) {
-	e.Category, e.ReasonCode, e.ReasonRoute, e.Rule = string(d.Category), d.ReasonCode, d.Route, d.Rule
-	e.Action, e.Strategy, e.PolicyVersion = string(d.Action), d.Strategy, d.PolicyVersion
-	e.Plan = store.PlanOf(d)
-	e.Status = store.StatusFor(d.Action)
-	if e.Status == store.Scheduled {
-		e.NextRetryAt = now.UTC().Add(d.Delay)
-		e.TaskName = tasks.Name(e.ID, e.Replays+1)
-	}
-}
-
-// chain links a message that is itself a replay (a replay rerouted to a
-// subject nobody consumes) to the entry it replays, as classify links a
-// replay's failure: the parent's chain plus the parent. A header naming no
-// entry, or an entry of another task, starts a new chain.
-func (r *run) chain(ctx context.Context, e *store.Entry, headers map[string][]string) (triage.Chain, error) {
-	ref := strings.TrimSpace(event.Header(headers, event.HeaderReplayOf))
-	if ref == "" {
-		return triage.Chain{}, nil
-	}
-	id := ref
-	if enc, err := store.EntryID(ref); err == nil {
-		id = enc // the header may carry the event id rather than the entry id
-	}
-	parent, err := r.h.store.GetMeta(ctx, id)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return triage.Chain{}, nil
-	case err != nil:
-		return triage.Chain{}, fmt.Errorf("replay parent %s of %s: %w", ref, e.ID, err)
-	case parent.ID == e.ID,
-		parent.IdempotencyKey != "" && e.IdempotencyKey != "" && parent.IdempotencyKey != e.IdempotencyKey:
-		return triage.Chain{}, nil
-	}
-	e.ReplayOf, e.RootID = parent.ID, parent.RootID
-	e.ChainCodes = append(slices.Clone(parent.ChainCodes), parent.ReasonCode)
-	e.ChainStrategies = append(slices.Clone(parent.ChainStrategies), parent.Strategy)
-	return e.PolicyChain(), nil
 }

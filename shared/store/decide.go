@@ -1,9 +1,15 @@
 package store
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/tasks"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
@@ -70,6 +76,57 @@ func (e *Entry) PolicyInput() (triage.Input, error) {
 		TaskType: e.TaskType, Headers: headers, TermReason: e.TermReason, Deliveries: e.Deliveries,
 		Failure: e.Failure,
 	}, nil
+}
+
+// Decide records the policy's decision d on a new entry: classification,
+// plan and the status the action leads to; a replay is due now + the
+// strategy's delay under the task name of its first attempt (chosen before
+// the entry is written, so it is written once).
+func (e *Entry) Decide(d triage.Decision, now time.Time) {
+	e.Category, e.ReasonCode, e.ReasonRoute, e.Rule = string(d.Category), d.ReasonCode, d.Route, d.Rule
+	e.Action, e.Strategy, e.PolicyVersion = string(d.Action), d.Strategy, d.PolicyVersion
+	e.Plan = PlanOf(d)
+	e.Status = StatusFor(d.Action)
+	if e.Status == Scheduled {
+		e.NextRetryAt = now.UTC().Add(d.Delay)
+		e.TaskName = tasks.Name(e.ID, e.Replays+1)
+	}
+}
+
+// LinkReplay links a new entry whose message is a replay (its
+// Jsdlq-Replay-Of header, in the decoded headers) to the entry it replays:
+// the parent's chain plus the parent itself, so the policy judges the whole
+// chain with one read. A header that names no entry, the entry itself, or an
+// entry of another task (forged or stale) starts a new chain instead; unlinked
+// says why, for the caller's log ("" when linked or not a replay).
+func (s *Store) LinkReplay(ctx context.Context, e *Entry, headers map[string][]string) (chain triage.Chain, unlinked string, err error) {
+	ref := strings.TrimSpace(event.Header(headers, event.HeaderReplayOf))
+	if ref == "" {
+		return triage.Chain{}, "", nil
+	}
+	parentID := ref
+	if enc, err := EntryID(ref); err == nil {
+		parentID = enc // the header may carry the event id rather than the entry id
+	}
+	parent, err := s.GetMeta(ctx, parentID)
+	if errors.Is(err, ErrNotFound) && parentID != ref {
+		parent, err = s.GetMeta(ctx, ref)
+	}
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return triage.Chain{}, "replay parent " + ref + " not found; a new chain starts", nil
+	case err != nil:
+		return triage.Chain{}, "", fmt.Errorf("store: read replay parent %s of %s: %w", ref, e.ID, err)
+	case parent.ID == e.ID:
+		return triage.Chain{}, "the entry claims to replay itself; ignored", nil
+	case parent.IdempotencyKey != "" && e.IdempotencyKey != "" && parent.IdempotencyKey != e.IdempotencyKey:
+		return triage.Chain{}, fmt.Sprintf("replay parent %s is another task (idempotency key %q, not %q); a new chain starts",
+			parent.ID, parent.IdempotencyKey, e.IdempotencyKey), nil
+	}
+	e.ReplayOf, e.RootID = parent.ID, parent.RootID
+	e.ChainCodes = append(slices.Clone(parent.ChainCodes), parent.ReasonCode)
+	e.ChainStrategies = append(slices.Clone(parent.ChainStrategies), parent.Strategy)
+	return e.PolicyChain(), "", nil
 }
 
 // PolicyChain is what the entry's replay chain tells the engine.
