@@ -76,12 +76,6 @@ func (a *app) clock() time.Time {
 // config is dlqctl's configuration; each command checks what it needs.
 func (a *app) config() config.Dlqctl { return config.LoadDlqctl(a.lookup) }
 
-// getenv and env read a variable dlqctl's configuration does not hold yet
-// (the audit's settings, read by reconcileHandler).
-func (a *app) getenv(name string) string { return a.env(name, "") }
-
-func (a *app) env(name, def string) string { return config.NewReader(a.lookup).String(name, def) }
-
 // actor names who acts in entry history: DLQCTL_ACTOR, else dlqctl:<user>.
 func (a *app) actor(flagBy string) string {
 	if flagBy != "" {

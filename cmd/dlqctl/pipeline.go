@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -315,23 +317,15 @@ func (a *app) reconcileHandler(ctx context.Context) (*reconciler.Handler, error)
 	if err != nil {
 		return nil, err
 	}
-	budget := 4 * time.Minute
-	if v := a.getenv("RECONCILE_TIME_BUDGET"); v != "" {
-		if budget, err = time.ParseDuration(v); err != nil || budget <= 0 {
-			return nil, fmt.Errorf("RECONCILE_TIME_BUDGET=%q is not a positive duration", v)
-		}
+	r := config.NewReader(a.lookup)
+	cfg := reconciler.ReadConfig(r)
+	if err := r.Err(); err != nil {
+		return nil, err
 	}
-	var streams []string
-	for _, s := range strings.Split(a.env("WORK_STREAMS", "TASKS"), ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			streams = append(streams, s)
-		}
-	}
-	cfg := reconciler.Config{
-		AdvisoryStream: a.env("ADVISORY_STREAM", "DLQ_ADVISORIES"),
-		RecordStream:   a.env("RECORD_STREAM", "DLQ_RECORDS"),
-		WorkStreams:    streams,
-		TimeBudget:     budget,
+	if len(cfg.WorkStreams) == 0 {
+		// An operator's audit samples the default work stream unless told
+		// otherwise; the deployed function samples what Terraform names.
+		cfg.WorkStreams = []string{event.DefaultWorkStream}
 	}
 	if a.reconcileConfig != nil {
 		a.reconcileConfig(&cfg)

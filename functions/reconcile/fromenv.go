@@ -33,11 +33,7 @@ type env struct {
 // settings stay zero: Config's defaults apply.
 func loadEnv(lookup config.Lookup) (env, error) {
 	r := config.NewReader(lookup)
-	e := env{HTTPFunction: config.ReadHTTPFunction(r)}
-	e.Config.WorkStreams = r.List("WORK_STREAMS")
-	e.Config.TimeBudget = r.Duration("RECONCILE_TIME_BUDGET", 0)
-	e.Config.ProbeTimeout = r.Duration("RECONCILE_PROBE_TIMEOUT", 0)
-	e.Config.AdvisoryStream, e.Config.RecordStream = config.ReadCaptureStreams(r)
+	e := env{HTTPFunction: config.ReadHTTPFunction(r), Config: reconciler.ReadConfig(r)}
 	return e, r.Err()
 }
 

@@ -1,0 +1,16 @@
+package reconciler
+
+import "github.com/jsdlq/jsdlq/shared/config"
+
+// ReadConfig reads the engine's settings from the environment with r (its
+// problems join r's, so every one is reported at once): the reconcile
+// function and dlqctl audit read the same variables the same way. Unset
+// settings stay zero, so Config's defaults apply.
+func ReadConfig(r *config.Reader) Config {
+	var c Config
+	c.WorkStreams = r.List("WORK_STREAMS")
+	c.TimeBudget = r.Duration("RECONCILE_TIME_BUDGET", 0)
+	c.ProbeTimeout = r.Duration("RECONCILE_PROBE_TIMEOUT", 0)
+	c.AdvisoryStream, c.RecordStream = config.ReadCaptureStreams(r)
+	return c
+}
