@@ -101,10 +101,6 @@ func (s *sourceReader) forget(name string) {
 	s.mu.Unlock()
 }
 
-// Headers a direct get adds to the original's; not part of the message.
-var directGetHeaders = []string{"Nats-Stream", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Subject",
-	"Nats-Last-Sequence", "Nats-Num-Pending", "Nats-UpTo-Sequence"}
-
 // get returns the message at seq, or a missing reason when it cannot be read
 // and never will be; an error means "try again later".
 func (s *sourceReader) get(ctx context.Context, name string, seq uint64) (*jetstream.RawStreamMsg, string, error) {
@@ -137,9 +133,7 @@ func (s *sourceReader) get(ctx context.Context, name string, seq uint64) (*jetst
 		return nil, "", fmt.Errorf("get %s: %w", event.ID(name, seq), err)
 	}
 	if info := st.CachedInfo(); info != nil && info.Config.AllowDirect && m.Header != nil {
-		for _, h := range directGetHeaders {
-			delete(m.Header, h)
-		}
+		event.DropDirectGetHeaders(m.Header)
 		if len(m.Header) == 0 {
 			m.Header = nil
 		}

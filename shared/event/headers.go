@@ -95,3 +95,20 @@ func Header(h map[string][]string, name string) string {
 	}
 	return ""
 }
+
+// directGetHeaders are the headers JetStream adds to a message read with a
+// direct get; they are not the publisher's.
+var directGetHeaders = []string{"Nats-Stream", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Subject",
+	"Nats-Last-Sequence", "Nats-Num-Pending", "Nats-UpTo-Sequence"}
+
+// DropDirectGetHeaders removes from h (a message read with a direct get)
+// the headers the get added, so what is kept is what the publisher sent.
+func DropDirectGetHeaders(h map[string][]string) {
+	for _, name := range directGetHeaders {
+		for k := range h {
+			if strings.EqualFold(k, name) {
+				delete(h, k)
+			}
+		}
+	}
+}

@@ -23,11 +23,6 @@ import (
 // no consumer listens: the entries the consumer-filter audit records.
 const ReasonFilterRejection = "consumer_filter_rejection"
 
-// directGetHeaders are the headers a direct get adds to the stored message
-// (the bridge strips the same ones); they are not the publisher's.
-var directGetHeaders = []string{jetstream.StreamHeader, jetstream.SequenceHeader, jetstream.TimeStampHeaer,
-	jetstream.SubjectHeader, jetstream.LastSequenceHeader, "Nats-Num-Pending", "Nats-UpTo-Sequence"}
-
 // unconsumed accumulates the consumer-filter finding over the work streams.
 type unconsumed struct {
 	f       *audit.Finding
@@ -298,9 +293,7 @@ func (w *subjectWalk) next(ctx context.Context, subj string, seq uint64) (*jetst
 		return nil, fmt.Errorf("stream %s subject %s after seq %d: %w", w.stream, subj, seq, err)
 	}
 	if w.direct {
-		for _, h := range directGetHeaders {
-			m.Header.Del(h)
-		}
+		event.DropDirectGetHeaders(m.Header)
 	}
 	if len(m.Header) == 0 {
 		m.Header = nil
