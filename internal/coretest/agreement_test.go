@@ -29,7 +29,14 @@ import (
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if dlqctlPath != "" {
+		os.RemoveAll(filepath.Dir(dlqctlPath))
+	}
+	testenv.StopAll()
+	os.Exit(code)
+}
 
 // core is classify and replay on one Firestore project, a Cloud Tasks
 // emulator whose clock stands still (scheduled replays wait in the queue;

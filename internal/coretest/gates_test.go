@@ -41,6 +41,7 @@ type gates struct {
 	kit   *agentkit.Kit
 	// env points dlqctl at the test's emulators and queue.
 	env []string
+	dir string // the test's temporary directory
 	// opener records one failure with a threshold of 1: the tenant's
 	// breaker opens.
 	opener *store.Store
@@ -54,7 +55,7 @@ func newGates(t *testing.T) *gates {
 	fs, project := testenv.Firestore(t)
 	log, _ := testenv.Logger()
 	c := &skewClock{}
-	g := &gates{clock: c}
+	g := &gates{clock: c, dir: t.TempDir()}
 	g.st = store.New(fs, store.WithClock(c.Now), store.WithBreaker(breakerConfig))
 	open := breakerConfig
 	open.Threshold = 1
@@ -251,7 +252,7 @@ var paths = []path{
 		// The agent filter leaves out the entry that opened the breaker.
 		cmd := exec.Command(dlqctlBinary(), "redrive", "--filter", "tenant="+e.Tenant+",agent="+e.Agent, "--rate", "50/s", "--yes",
 			"--include-governance", "--include-poison", "--include-unknown-commit-state",
-			"--checkpoint", filepath.Join(os.TempDir(), "coretest-redrive-"+e.ID+".json"))
+			"--checkpoint", filepath.Join(g.dir, "redrive-"+e.ID+".json"))
 		cmd.Env = append(g.env, "DLQCTL_TENANT="+scope)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("dlqctl redrive: %v\n%s", err, out)
