@@ -37,6 +37,10 @@ const (
 	HeaderCompletedSteps = "Jsdlq-Completed-Steps"
 )
 
+// HeaderTriageEntry names, on a triage task, the entry the triage agent is
+// asked to decide on (with X-Task-ID and X-Tenant-ID naming it too).
+const HeaderTriageEntry = "Jsdlq-Triage-Entry"
+
 // Default names of the JetStream objects jsdlq reads and writes (SPEC §4,
 // §14). Terraform's variable defaults must equal these (a test checks).
 const (
