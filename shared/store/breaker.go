@@ -45,6 +45,9 @@ type Breaker struct {
 	ProbeAt   time.Time    `firestore:"probe_at,omitempty" json:"probe_at,omitempty"`
 	History   []Transition `firestore:"history" json:"history"`
 	UpdatedAt time.Time    `firestore:"updated_at" json:"updated_at"`
+	// changes are the state changes made since the document was read; the
+	// transaction that writes it writes their notifications.
+	changes []Transition
 }
 
 func (s *Store) breakerRef(tenant string) (*firestore.DocumentRef, error) {
@@ -73,7 +76,9 @@ func (b *Breaker) set(now time.Time, to, by, note string) {
 	if b.State == to {
 		return
 	}
-	b.History = appendHistory(b.History, Transition{At: now, From: b.State, To: to, By: by, Note: note})
+	t := Transition{At: now, From: b.State, To: to, By: by, Note: note}
+	b.History = appendHistory(b.History, t)
+	b.changes = append(b.changes, t)
 	b.State = to
 	switch to {
 	case BreakerOpen:
@@ -219,6 +224,9 @@ func (s *Store) updateBreaker(ctx context.Context, tenant string, f func(*Breake
 			return nil
 		}
 		b.UpdatedAt = now
+		if err := s.notifyBreaker(tx, b); err != nil {
+			return err
+		}
 		s.wrote(1)
 		return tx.Set(ref, b)
 	})

@@ -300,6 +300,7 @@ func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Chang
 			}
 		}
 		now := s.Now()
+		from := e.Status
 		e.History = appendHistory(e.History, Transition{At: now, From: string(e.Status), To: string(c.To), By: c.By, Note: note})
 		e.Status = c.To
 		e.UpdatedAt = now
@@ -315,6 +316,9 @@ func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Chang
 			if err := tx.Set(s.shardRef(hour, id), c.Count.updates(hour), firestore.MergeAll); err != nil {
 				return err
 			}
+		}
+		if err := s.notifyEntry(tx, e, from, now); err != nil {
+			return err
 		}
 		s.wrote(1)
 		return tx.Set(s.entryRef(id), e)

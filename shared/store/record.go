@@ -127,6 +127,9 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 		if err := tx.Create(s.entryRef(e.ID), e); err != nil {
 			return err
 		}
+		if err := s.notifyEntry(tx, e, "", now); err != nil {
+			return err
+		}
 		if err := tx.Set(s.shardRef(Hour(e.CreatedAt), e.ID), EntryMetrics(e).updates(Hour(e.CreatedAt)), firestore.MergeAll); err != nil {
 			return err
 		}
@@ -138,6 +141,9 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 		s.wrote(3)
 		seen = b
 		b.UpdatedAt = now
+		if err := s.notifyBreaker(tx, b); err != nil {
+			return err
+		}
 		return tx.Set(bref, b)
 	})
 	if err == nil && seen != nil {

@@ -1,0 +1,153 @@
+package store
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/event"
+)
+
+// outboxKinds lists the kinds of the outbox's notifications, sorted.
+func outboxKinds(t *testing.T, s *Store) []string {
+	t.Helper()
+	snaps, err := s.fs.Collection(Notifications).Documents(testenv.Context(t)).GetAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, snap := range snaps {
+		o, err := decodeOutbox(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := o.Event()
+		if err != nil {
+			t.Fatalf("outbox %s: %v", o.ID, err)
+		}
+		if n.ID != o.ID || string(n.Kind) != o.Kind || o.State != OutboxPending {
+			t.Errorf("outbox %s = %+v (notification %+v), want a pending document under the notification's id", o.ID, o, n)
+		}
+		kinds = append(kinds, o.Kind)
+	}
+	slices.Sort(kinds)
+	return kinds
+}
+
+// Every transition someone must hear about writes exactly one notification,
+// in its own transaction: a repeated Record or a refused repeat of a
+// transition writes none.
+func TestOutboxOnePerTransition(t *testing.T) {
+	s, clock := newStore(t)
+	ctx := testenv.Context(t)
+
+	esc := entry("TASKS.esc", nil)
+	esc.Status, esc.TaskName, esc.Plan.EscalateTo = Escalated, "", "triager"
+	for range 3 {
+		if _, err := s.Record(ctx, esc, "classify"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sched := entry("TASKS.sched", nil)
+	if _, err := s.Record(ctx, sched, "classify"); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"escalated"}, outboxKinds(t, s)); d != "" {
+		t.Fatalf("after Record (-want +got):\n%s", d)
+	}
+	clock.Add(1)
+	for i := range 2 {
+		_, err := s.Transition(ctx, sched.ID, Change{From: []Status{Scheduled}, To: AwaitingApproval, By: "classify"})
+		if (err == nil) != (i == 0) {
+			t.Fatalf("Transition #%d = %v", i, err)
+		}
+	}
+	clock.Add(1)
+	if _, err := s.Transition(ctx, sched.ID, Change{From: []Status{AwaitingApproval}, To: Quarantined, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Transition(ctx, sched.ID, Change{From: []Status{Quarantined}, To: Discarded, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"awaiting_approval", "escalated", "quarantined"}, outboxKinds(t, s)); d != "" {
+		t.Fatalf("after transitions (-want +got):\n%s", d)
+	}
+	o, err := s.GetNotification(ctx, event.NotificationID(event.NotifyEscalated, esc.ID, clock.Now().Add(-2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := o.Event(); n.EscalateTo != "triager" || n.EntryID != esc.ID || n.Tenant != "acme" || o.TaskType != "code_review" {
+		t.Errorf("escalated notification = %+v (%+v), want entry %s to triager", n, o, esc.ID)
+	}
+}
+
+func TestOutboxBreakerStates(t *testing.T) {
+	s, clock := newStore(t)
+	ctx := testenv.Context(t)
+	openBreaker(t, s, "acme")
+	clock.Add(DefaultBreaker.Cooldown)
+	if b, err := s.BreakerAdvance(ctx, "acme", "reconcile"); err != nil || b.State != BreakerHalfOpen {
+		t.Fatalf("BreakerAdvance = %+v, %v", b, err)
+	}
+	clock.Add(1)
+	if _, err := s.BreakerClose(ctx, "acme", "alice", "fixed upstream"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"breaker_closed", "breaker_half_open", "breaker_opened"}
+	if d := cmp.Diff(want, outboxKinds(t, s)); d != "" {
+		t.Errorf("outbox kinds (-want +got):\n%s", d)
+	}
+}
+
+// Two publishers claiming at once never both get a notification.
+func TestClaimNotificationsExclusive(t *testing.T) {
+	s, clock := newStore(t)
+	ctx := testenv.Context(t)
+	for i := range 6 {
+		e := entry(fmt.Sprintf("TASKS.q%d", i), nil)
+		e.Status, e.TaskName = Quarantined, ""
+		if _, err := s.Record(ctx, e, "classify"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	claimed := map[string]string{}
+	var wg sync.WaitGroup
+	for _, owner := range []string{"a", "b"} {
+		wg.Go(func() {
+			got, err := s.ClaimNotifications(ctx, owner, 60e9, 100)
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, o := range got {
+				if prev, ok := claimed[o.ID]; ok {
+					t.Errorf("%s claimed by %s and %s", o.ID, prev, owner)
+				}
+				claimed[o.ID] = owner
+			}
+		})
+	}
+	wg.Wait()
+	if len(claimed) != 6 {
+		t.Errorf("claimed %d notifications, want 6", len(claimed))
+	}
+	for id, owner := range claimed {
+		other := map[string]string{"a": "b", "b": "a"}[owner]
+		if err := s.NotificationPublished(ctx, id, other); err == nil {
+			t.Errorf("NotificationPublished(%s, %s) = nil, want ErrLeaseLost", id, other)
+		}
+		if err := s.NotificationPublished(ctx, id, owner); err != nil {
+			t.Errorf("NotificationPublished(%s, %s) = %v", id, owner, err)
+		}
+	}
+	clock.Add(61e9)
+	if got, err := s.ClaimNotifications(ctx, "c", 60e9, 100); err != nil || len(got) != 0 {
+		t.Errorf("ClaimNotifications after publishing = %d, %v, want none", len(got), err)
+	}
+}
