@@ -1,0 +1,235 @@
+// Package notify publishes the notifications outbox (store.Notifications):
+// each jsdlq.notification.v1 event to the Pub/Sub topic dlq-notifications,
+// with the attributes kind, tenant, severity and notification_id for
+// subscription filters, and, for an entry escalated or awaiting approval,
+// one triage task (jsdlq.triage.v1) on the triage agent's subject of the
+// work stream.
+//
+// The store writes a notification in the transaction of the transition it
+// reports, so it exists exactly when the transition does; Flush only moves
+// it on. A claim (a lease taken in a transaction) keeps two flushers from
+// publishing the same notification; the triage task carries
+// Nats-Msg-Id "triage-<notification id>" and its publish is recorded before
+// the Pub/Sub publish, so a retried flush never sends it twice. A Pub/Sub
+// subscriber sees a notification at least once, and once more only when a
+// flusher crashed between the publish and its record: it deduplicates by
+// the notification_id attribute.
+package notify
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/store"
+)
+
+// DefaultTopic is the notifications topic's name.
+const DefaultTopic = "dlq-notifications"
+
+// TriageMsgIDPrefix begins the Nats-Msg-Id of a triage task.
+const TriageMsgIDPrefix = "triage-"
+
+// ErrNoTasks is a triage task's failure when the flusher has no JetStream.
+var ErrNoTasks = errors.New("notify: no JetStream to publish the triage task to")
+
+// Topic publishes one message to the notifications topic and waits for the
+// server's acknowledgement.
+type Topic interface {
+	Publish(ctx context.Context, data []byte, attrs map[string]string) error
+}
+
+// Tasks publishes to the work stream (jetstream.JetStream).
+type Tasks interface {
+	PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+}
+
+// Flusher publishes pending notifications. It is safe for concurrent use,
+// and any number of flushers may run at once.
+type Flusher struct {
+	store   *store.Store
+	topic   Topic
+	tasks   func(context.Context) (Tasks, error)
+	conv    event.Conventions
+	console string
+	owner   string
+	lease   time.Duration
+	batch   int
+	log     *slog.Logger
+}
+
+// Option configures New.
+type Option func(*Flusher)
+
+// WithConventions sets the subject grammar of triage tasks and the tenant
+// header (default event.DefaultConventions).
+func WithConventions(c event.Conventions) Option { return func(f *Flusher) { f.conv = c } }
+
+// WithConsoleURL sets the console's address; triage tasks link to the
+// entry's page under it.
+func WithConsoleURL(u string) Option { return func(f *Flusher) { f.console = u } }
+
+// WithLease sets how long a claim lasts (default 2 min): a flusher that
+// crashed holds its notifications that long.
+func WithLease(d time.Duration) Option { return func(f *Flusher) { f.lease = d } }
+
+// WithBatch bounds the notifications one Flush claims (default 500).
+func WithBatch(n int) Option { return func(f *Flusher) { f.batch = n } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(f *Flusher) { f.log = l } }
+
+// WithTasks sets the work stream's publisher, connected on first use; nil
+// (the default) leaves triage notifications pending, failed.
+func WithTasks(tasks func(context.Context) (Tasks, error)) Option {
+	return func(f *Flusher) { f.tasks = tasks }
+}
+
+// LazyJetStream adapts a lazily connected JetStream (natsconn.Lazy) to
+// WithTasks.
+func LazyJetStream(js func(context.Context) (jetstream.JetStream, error)) func(context.Context) (Tasks, error) {
+	return func(ctx context.Context) (Tasks, error) { return js(ctx) }
+}
+
+// New returns a Flusher of st's outbox publishing to topic.
+func New(st *store.Store, topic Topic, opts ...Option) *Flusher {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	f := &Flusher{store: st, topic: topic, conv: event.DefaultConventions, owner: "flusher-" + hex.EncodeToString(b),
+		lease: 2 * time.Minute, batch: 500, log: obs.Discard()}
+	for _, o := range opts {
+		o(f)
+	}
+	return f
+}
+
+// Result is what one Flush did.
+type Result struct {
+	Published int // notifications published and marked so
+	Triaged   int // triage tasks published
+	Failed    int // notifications left pending for the next flush
+	// Errors are the failures' causes, one per failed notification.
+	Errors []string
+}
+
+// Flush publishes the pending notifications it can claim. A notification
+// that fails is released for the next flush and counted in Failed; the
+// error is for a failure to claim at all.
+func (f *Flusher) Flush(ctx context.Context) (Result, error) {
+	var res Result
+	claimed, err := f.store.ClaimNotifications(ctx, f.owner, f.lease, f.batch)
+	if err != nil && len(claimed) == 0 {
+		return res, fmt.Errorf("notify: claim: %w", err)
+	}
+	for _, o := range claimed {
+		triaged, perr := f.publish(ctx, o)
+		if triaged {
+			res.Triaged++
+		}
+		if perr == nil {
+			res.Published++
+			continue
+		}
+		res.Failed++
+		res.Errors = append(res.Errors, fmt.Sprintf("%s: %v", o.ID, perr))
+		f.log.WarnContext(ctx, "notify: notification not published; the next flush retries it", "notification_id", o.ID, "kind", o.Kind, "tenant", o.Tenant, "error", perr.Error())
+		if errors.Is(perr, store.ErrLeaseLost) {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		if rerr := f.store.ReleaseNotification(rctx, o.ID, f.owner, perr); rerr != nil {
+			f.log.WarnContext(ctx, "notify: claim not released; it expires by itself", "notification_id", o.ID, "error", rerr.Error())
+		}
+		cancel()
+	}
+	if err != nil {
+		return res, fmt.Errorf("notify: claim: %w", err)
+	}
+	return res, nil
+}
+
+// publish sends o's triage task (once) and o itself, and marks it
+// published; triaged reports a triage task sent by this call.
+func (f *Flusher) publish(ctx context.Context, o *store.Outbox) (triaged bool, err error) {
+	n, err := o.Event()
+	if err != nil {
+		return false, err
+	}
+	if n.Kind.Triage() && !o.TriagePublished {
+		if err := f.triage(ctx, o, n); err != nil {
+			return false, err
+		}
+		triaged = true
+		if err := f.store.NotificationTriagePublished(ctx, o.ID, f.owner); err != nil {
+			return triaged, err
+		}
+	}
+	if err := f.topic.Publish(ctx, []byte(o.Notification), n.Attributes()); err != nil {
+		return triaged, fmt.Errorf("publish to the notifications topic: %w", err)
+	}
+	return triaged, f.store.NotificationPublished(ctx, o.ID, f.owner)
+}
+
+// TriageMsg is the triage task of the entry notification n: on the triage
+// agent's subject, with headers naming the entry and a Nats-Msg-Id that is
+// the same for every publish of the same decision.
+func TriageMsg(conv event.Conventions, n event.Notification, taskType, action, consoleURL string) (*nats.Msg, error) {
+	task := event.NewTriageTask(n, taskType, action, consoleURL)
+	body, err := json.Marshal(task)
+	if err != nil {
+		return nil, fmt.Errorf("notify: encode triage task: %w", err)
+	}
+	tenantHeader := conv.TenantHeader
+	if tenantHeader == "" {
+		tenantHeader = event.HeaderTenant
+	}
+	m := nats.NewMsg(conv.TaskSubject(task.Agent, event.TriageTaskType))
+	m.Data = body
+	m.Header.Set(jetstream.MsgIDHeader, TriageMsgIDPrefix+n.ID)
+	m.Header.Set(event.HeaderTaskID, n.EntryID)
+	m.Header.Set(tenantHeader, n.Tenant)
+	m.Header.Set(event.HeaderAgent, task.Agent)
+	m.Header.Set(event.HeaderTaskType, event.TriageTaskType)
+	m.Header.Set(event.HeaderIdempotencyKey, TriageMsgIDPrefix+n.ID)
+	m.Header.Set(event.HeaderTriageEntry, n.EntryID)
+	return m, nil
+}
+
+func (f *Flusher) triage(ctx context.Context, o *store.Outbox, n event.Notification) error {
+	if f.tasks == nil {
+		return ErrNoTasks
+	}
+	tasks, err := f.tasks(ctx)
+	if err != nil {
+		return fmt.Errorf("notify: jetstream: %w", err)
+	}
+	m, err := TriageMsg(f.conv, n, o.TaskType, o.Action, f.console)
+	if err != nil {
+		return err
+	}
+	if _, err := tasks.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("publish triage task to %s: %w", m.Subject, err)
+	}
+	return nil
+}
+
+// PubSubTopic is a Topic over a Pub/Sub publisher.
+func PubSubTopic(p *pubsub.Publisher) Topic { return pubsubTopic{p} }
+
+type pubsubTopic struct{ p *pubsub.Publisher }
+
+func (t pubsubTopic) Publish(ctx context.Context, data []byte, attrs map[string]string) error {
+	_, err := t.p.Publish(ctx, &pubsub.Message{Data: data, Attributes: attrs}).Get(ctx)
+	return err
+}

@@ -1,0 +1,292 @@
+package notify_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	cloudevent "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jsdlq/jsdlq/functions/classify"
+	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/event/eventschema"
+	"github.com/jsdlq/jsdlq/shared/notify"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/triage"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+type env struct {
+	fs    *firestore.Client
+	store *store.Store
+	clock *testenv.Clock
+	ps    *pubsub.Client
+	pub   *pubsub.Publisher
+	sub   string
+	js    jetstream.JetStream
+	work  jetstream.Stream
+}
+
+// setup wires a store (Firestore emulator), a notifications topic with a
+// subscription (Pub/Sub emulator) and a work stream (embedded JetStream).
+func setup(t *testing.T) *env {
+	t.Helper()
+	ctx := testenv.Context(t)
+	fs, _ := testenv.Firestore(t)
+	clock := testenv.NewClock(time.Date(2026, 11, 21, 10, 5, 0, 0, time.UTC))
+	ps, project := testenv.PubSub(t)
+	topic := fmt.Sprintf("projects/%s/topics/%s", project, notify.DefaultTopic)
+	sub := fmt.Sprintf("projects/%s/subscriptions/%s", project, testenv.Name(t, "sub"))
+	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+		t.Fatalf("CreateTopic() = %v", err)
+	}
+	if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic}); err != nil {
+		t.Fatalf("CreateSubscription() = %v", err)
+	}
+	pub := ps.Publisher(topic)
+	t.Cleanup(pub.Stop)
+	_, js := testenv.NewNATS(t).Connect(t)
+	work, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: event.DefaultWorkStream, Subjects: []string{"agents.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{fs: fs, store: store.New(fs, store.WithClock(clock.Now)), clock: clock, ps: ps, pub: pub, sub: sub, js: js, work: work}
+}
+
+func (e *env) flusher(opts ...notify.Option) *notify.Flusher {
+	tasks := func(context.Context) (notify.Tasks, error) { return e.js, nil }
+	return notify.New(e.store, notify.PubSubTopic(e.pub), append([]notify.Option{notify.WithTasks(tasks), notify.WithConsoleURL("https://console.example.com")}, opts...)...)
+}
+
+// received pulls the subscription until quiet for a few seconds.
+func (e *env) received(t *testing.T) []*pubsub.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(testenv.Context(t), 30*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var got []*pubsub.Message
+	quiet := time.AfterFunc(5*time.Second, cancel)
+	err := e.ps.Subscriber(e.sub).Receive(ctx, func(_ context.Context, m *pubsub.Message) {
+		m.Ack()
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, m)
+		quiet.Reset(3 * time.Second)
+	})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("Receive() = %v", err)
+	}
+	return got
+}
+
+// triageTasks returns the messages on the triage subject of agent.
+func (e *env) triageTasks(t *testing.T, agent string) []*jetstream.RawStreamMsg {
+	t.Helper()
+	ctx := testenv.Context(t)
+	subject := event.DefaultConventions.TaskSubject(agent, event.TriageTaskType)
+	info, err := e.work.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
+		m, err := e.work.GetMsg(ctx, seq)
+		if err != nil {
+			continue
+		}
+		if m.Subject == subject {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func classifyEvent(t *testing.T, seq uint64) cloudevent.Event {
+	t.Helper()
+	ev := event.Event{Schema: event.Schema, ID: event.ID("TASKS", seq), Kind: event.KindExplicit, Stream: "TASKS", StreamSeq: seq,
+		Consumer: "backend", Tenant: "acme", Agent: "backend", ObservedAt: time.Now().UTC()}
+	ev.Message.Subject = "agents.backend.tasks.code_review"
+	ev.Message.Headers = event.EncodeHeaders(map[string][]string{event.HeaderTenant: {"acme"}, event.HeaderTaskID: {"t-1"}})
+	ev.Message.SetPayload([]byte(`{"x":1}`))
+	ev.Failure = &event.Failure{Code: "data_integrity", Detail: "checksum mismatch", Attempt: 3, Agent: "backend", RecordedAt: time.Now().UTC()}
+	b, err := event.Encode(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ce := cloudevent.New()
+	ce.SetID(fmt.Sprint("msg-", seq))
+	ce.SetSource("//pubsub.googleapis.com/projects/p/topics/dlq-events")
+	ce.SetType("google.cloud.pubsub.topic.v1.messagePublished")
+	if err := ce.SetData("application/json", map[string]any{
+		"message":      map[string]any{"data": b, "messageId": fmt.Sprint("msg-", seq), "publishTime": "2026-11-21T10:00:00Z"},
+		"subscription": "projects/p/subscriptions/classify",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ce
+}
+
+// An escalated entry sends its triage agent exactly one task, however often
+// classify is delivered its event and however often the outbox is flushed.
+func TestEscalationOneTriageTask(t *testing.T) {
+	e := setup(t)
+	ctx := testenv.Context(t)
+	h := classify.New(classify.Config{}, classify.Deps{Store: e.store, Policy: triage.NewLoader(e.fs, nil), Now: e.clock.Now})
+	f := e.flusher()
+	for range 5 {
+		if err := h.Handle(ctx, classifyEvent(t, 42)); err != nil {
+			t.Fatalf("Handle() = %v", err)
+		}
+		if _, err := f.Flush(ctx); err != nil {
+			t.Fatalf("Flush() = %v", err)
+		}
+	}
+	entryID, _ := store.EntryID(event.ID("TASKS", 42))
+	got, err := e.store.GetMeta(ctx, entryID)
+	if err != nil || got.Status != store.Escalated {
+		t.Fatalf("entry = %+v, %v, want escalated", got, err)
+	}
+	agent := event.TriageAgent(got.Plan.EscalateTo)
+	tasks := e.triageTasks(t, agent)
+	if len(tasks) != 1 {
+		t.Fatalf("%d triage tasks on %s, want 1", len(tasks), event.DefaultConventions.TaskSubject(agent, event.TriageTaskType))
+	}
+	m := tasks[0]
+	for name, want := range map[string]string{event.HeaderTaskID: entryID, event.HeaderTenant: "acme", event.HeaderTriageEntry: entryID, event.HeaderTaskType: event.TriageTaskType} {
+		if got := m.Header.Get(name); got != want {
+			t.Errorf("triage header %s = %q, want %q", name, got, want)
+		}
+	}
+	if id := m.Header.Get(jetstream.MsgIDHeader); id == "" || id[:len(notify.TriageMsgIDPrefix)] != notify.TriageMsgIDPrefix {
+		t.Errorf("Nats-Msg-Id = %q, want triage-<notification id>", id)
+	}
+	v, err := eventschema.Load("../../docs/triage-task.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Validate(m.Data); err != nil {
+		t.Errorf("triage task %s: %v", m.Data, err)
+	}
+	msgs := e.received(t)
+	if len(msgs) != 1 || msgs[0].Attributes["kind"] != string(event.NotifyEscalated) {
+		t.Errorf("received %d notifications (%v), want one escalated", len(msgs), msgs)
+	}
+}
+
+// Every kind the store writes arrives on the topic once, with its
+// attributes, and the body validates against the schema.
+func TestEveryKindArrivesOnce(t *testing.T) {
+	e := setup(t)
+	ctx := testenv.Context(t)
+	for i, st := range []store.Status{store.Escalated, store.AwaitingApproval, store.Quarantined} {
+		en := &store.Entry{ID: fmt.Sprint("TASKS.", i+1), EventID: fmt.Sprint("TASKS.", i+1), Stream: "TASKS", StreamSeq: int64(i + 1),
+			Subject: "agents.cto.tasks.code_review", Tenant: "acme", Agent: "cto", TaskType: "code_review", Kind: "explicit",
+			Category: "permanent", ReasonCode: "data_integrity", Action: "escalate", Status: st}
+		if _, err := e.store.Record(ctx, en, "classify"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Open the breaker of tenant "beta", half-open it, close it.
+	for i := range store.DefaultBreaker.Threshold {
+		en := &store.Entry{ID: fmt.Sprint("TASKS.b", i), EventID: fmt.Sprint("TASKS.b", i), Stream: "TASKS", StreamSeq: 100,
+			Tenant: "beta", Kind: "explicit", Category: "transient", ReasonCode: "timeout", Status: store.Scheduled, TaskName: fmt.Sprint("t", i)}
+		if _, err := e.store.Record(ctx, en, "classify"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clock.Add(store.DefaultBreaker.Cooldown)
+	if _, err := e.store.BreakerAdvance(ctx, "beta", "reconcile"); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(time.Second)
+	if _, err := e.store.BreakerClose(ctx, "beta", "alice", "upstream fixed"); err != nil {
+		t.Fatal(err)
+	}
+	f := e.flusher()
+	for range 3 {
+		if _, err := f.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, err := eventschema.Load("../../docs/notification.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, m := range e.received(t) {
+		n, err := event.DecodeNotification(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Validate(m.Data); err != nil {
+			t.Errorf("%s: %v", m.Data, err)
+		}
+		if d := cmp.Diff(n.Attributes(), m.Attributes); d != "" {
+			t.Errorf("attributes of %s (-want +got):\n%s", n.Kind, d)
+		}
+		got[string(n.Kind)+"/"+n.Tenant]++
+	}
+	want := map[string]int{"escalated/acme": 1, "awaiting_approval/acme": 1, "quarantined/acme": 1,
+		"breaker_opened/beta": 1, "breaker_half_open/beta": 1, "breaker_closed/beta": 1}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("notifications received (-want +got):\n%s", d)
+	}
+	if n := len(e.triageTasks(t, event.DefaultTriageAgent)); n != 2 {
+		t.Errorf("%d triage tasks for ceo, want 2 (escalated, awaiting approval)", n)
+	}
+}
+
+// Two flushers at once publish each notification once.
+func TestConcurrentFlushesPublishOnce(t *testing.T) {
+	e := setup(t)
+	ctx := testenv.Context(t)
+	const n = 6 // below the breaker threshold: entries only
+	for i := range n {
+		en := &store.Entry{ID: fmt.Sprint("TASKS.", i+1), EventID: fmt.Sprint("TASKS.", i+1), Stream: "TASKS", StreamSeq: int64(i + 1),
+			Tenant: "acme", Kind: "explicit", Category: "permanent", ReasonCode: "data_integrity", Status: store.Escalated}
+		if _, err := e.store.Record(ctx, en, "classify"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	results := make([]notify.Result, 2)
+	for i := range results {
+		f := e.flusher()
+		wg.Go(func() {
+			r, err := f.Flush(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = r
+		})
+	}
+	wg.Wait()
+	if got := results[0].Published + results[1].Published; got != n {
+		t.Errorf("published %d+%d, want %d in all", results[0].Published, results[1].Published, n)
+	}
+	ids := map[string]int{}
+	for _, m := range e.received(t) {
+		ids[m.Attributes[event.AttrNotificationID]]++
+	}
+	if len(ids) != n {
+		t.Errorf("received %d distinct notifications, want %d", len(ids), n)
+	}
+	for id, c := range ids {
+		if c != 1 {
+			t.Errorf("notification %s received %d times", id, c)
+		}
+	}
+	if got := len(e.triageTasks(t, event.DefaultTriageAgent)); got != n {
+		t.Errorf("%d triage tasks, want %d", got, n)
+	}
+}
