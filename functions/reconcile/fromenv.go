@@ -14,7 +14,10 @@ import (
 
 	"github.com/jsdlq/jsdlq/shared/auth"
 	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/emulator"
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
+	"github.com/jsdlq/jsdlq/shared/notify"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -25,7 +28,8 @@ import (
 // reconcile's own Config.
 type env struct {
 	config.HTTPFunction
-	Config reconciler.Config
+	Config        reconciler.Config
+	Notifications config.Notifications
 }
 
 // loadEnv reads reconcile's environment with one Reader, so every problem,
@@ -33,7 +37,7 @@ type env struct {
 // settings stay zero: Config's defaults apply.
 func loadEnv(lookup config.Lookup) (env, error) {
 	r := config.NewReader(lookup)
-	e := env{HTTPFunction: config.ReadHTTPFunction(r), Config: reconciler.ReadConfig(r)}
+	e := env{HTTPFunction: config.ReadHTTPFunction(r), Config: reconciler.ReadConfig(r), Notifications: config.ReadNotifications(r)}
 	return e, r.Err()
 }
 
@@ -66,11 +70,21 @@ func build(ctx context.Context, e env, log *slog.Logger) (http.Handler, error) {
 	nats := e.NATS
 	nats.Name, nats.Logger = "jsdlq-reconcile", log
 	js := natsconn.NewLazy(nats)
+	st := store.New(fs)
+	// The outbox is published each run: the Pub/Sub client is made on the
+	// first notification, the triage tasks go to the work stream.
+	topic := notify.NewLazyTopic(e.Project, e.Notifications.Topic, emulator.PubSubOptions(e.PubSubEmulatorHost)...)
+	conv := e.Config.Conventions
+	if conv == (event.Conventions{}) {
+		conv = event.DefaultConventions
+	}
 	h := reconciler.New(e.Config, reconciler.Deps{
 		Logger:    log,
-		Store:     store.New(fs),
+		Store:     st,
 		Tasks:     tasks.New(e.Tasks),
 		JetStream: js.JetStream,
+		Notify: notify.New(st, topic, notify.WithLogger(log), notify.WithConsoleURL(e.Notifications.ConsoleURL),
+			notify.WithConventions(conv), notify.WithTasks(notify.LazyJetStream(js.JetStream))),
 	})
 	return a.Middleware(h), nil
 }

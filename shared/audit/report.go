@@ -28,6 +28,9 @@ const (
 	// AlertUnconsumedMessages: work-stream messages on subjects no
 	// consumer's filter matches; nobody will ever run these tasks.
 	AlertUnconsumedMessages = "unconsumed_messages"
+	// AlertNotificationsUnpublished: notifications (and triage tasks) the
+	// run could not publish; they stay in the outbox for the next run.
+	AlertNotificationsUnpublished = "notifications_unpublished"
 	// FindingReplayedCompleted is a repair without an alert: a replayed
 	// entry whose task completed is marked recovered.
 	FindingReplayedCompleted = "replayed_completed"
@@ -49,20 +52,21 @@ const (
 
 // severity is each finding's severity; a finding that is not INFO alerts.
 var severity = map[string]string{
-	AlertAdvisoryEntryMismatch: SevError,
-	AlertMissingTask:           SevWarning,
-	AlertOrphanTask:            SevWarning,
-	AlertStuckReplaying:        SevError,
-	AlertBreakerOpenTooLong:    SevWarning,
-	AlertMetricDrift:           SevWarning,
-	AlertTenantPoisonBurst:     SevError,
-	AlertTenantBreakerOpen30m:  SevError,
-	AlertTenantRecoveryBelow80: SevWarning,
-	AlertTenantDominates:       SevWarning,
-	AlertUnconsumedMessages:    SevError,
-	FindingReplayedCompleted:   SevInfo,
-	FindingHeldReleased:        SevInfo,
-	FindingProbeSettled:        SevInfo,
+	AlertAdvisoryEntryMismatch:    SevError,
+	AlertMissingTask:              SevWarning,
+	AlertOrphanTask:               SevWarning,
+	AlertStuckReplaying:           SevError,
+	AlertBreakerOpenTooLong:       SevWarning,
+	AlertMetricDrift:              SevWarning,
+	AlertTenantPoisonBurst:        SevError,
+	AlertTenantBreakerOpen30m:     SevError,
+	AlertTenantRecoveryBelow80:    SevWarning,
+	AlertTenantDominates:          SevWarning,
+	AlertUnconsumedMessages:       SevError,
+	AlertNotificationsUnpublished: SevWarning,
+	FindingReplayedCompleted:      SevInfo,
+	FindingHeldReleased:           SevInfo,
+	FindingProbeSettled:           SevInfo,
 }
 
 // NewFinding starts a finding of a kind, with the kind's severity; every

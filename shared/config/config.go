@@ -320,6 +320,24 @@ func ReadHTTPFunction(r *Reader) HTTPFunction {
 	return HTTPFunction{Common: common, Auth: ReadAuth(r, common), Tasks: ReadTasks(r, common)}
 }
 
+// Notifications is where the notifications outbox is published.
+type Notifications struct {
+	// Topic is the Pub/Sub topic (NOTIFICATIONS_TOPIC; default
+	// dlq-notifications): a name in the project, or a full path.
+	Topic string
+	// ConsoleURL (CONSOLE_URL, optional) is the console's address; triage
+	// tasks link to the entry's page under it.
+	ConsoleURL string
+}
+
+// ReadNotifications reads where notifications go.
+func ReadNotifications(r *Reader) Notifications {
+	return Notifications{
+		Topic:      r.String("NOTIFICATIONS_TOPIC", event.DefaultNotificationsTopic),
+		ConsoleURL: r.URL("CONSOLE_URL", false, "https", "http"),
+	}
+}
+
 // LoadReplay reads the replay function's configuration.
 func LoadReplay(lookup Lookup) (HTTPFunction, error) {
 	r := NewReader(lookup)

@@ -15,6 +15,10 @@ import (
 // to its notifications topic (docs/notification.schema.json).
 const NotificationSchema = "jsdlq.notification.v1"
 
+// DefaultNotificationsTopic is the Pub/Sub topic notifications go to
+// (NOTIFICATIONS_TOPIC; Terraform's default is the same).
+const DefaultNotificationsTopic = "dlq-notifications"
+
 // NotificationKind says what happened.
 type NotificationKind string
 

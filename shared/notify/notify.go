@@ -24,19 +24,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/api/option"
 
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
-
-// DefaultTopic is the notifications topic's name.
-const DefaultTopic = "dlq-notifications"
 
 // TriageMsgIDPrefix begins the Nats-Msg-Id of a triage task.
 const TriageMsgIDPrefix = "triage-"
@@ -232,4 +232,51 @@ type pubsubTopic struct{ p *pubsub.Publisher }
 func (t pubsubTopic) Publish(ctx context.Context, data []byte, attrs map[string]string) error {
 	_, err := t.p.Publish(ctx, &pubsub.Message{Data: data, Attributes: attrs}).Get(ctx)
 	return err
+}
+
+// LazyTopic is topic (a name, or a full "projects/..." path) of project,
+// with a client made on the first publish, so a function that has nothing
+// to publish never needs Pub/Sub credentials. Close stops it.
+type LazyTopic struct {
+	project, topic string
+	opts           []option.ClientOption
+	mu             sync.Mutex
+	client         *pubsub.Client
+	pub            *pubsub.Publisher
+}
+
+// NewLazyTopic returns a LazyTopic; opts point it at an emulator
+// (emulator.PubSubOptions).
+func NewLazyTopic(project, topic string, opts ...option.ClientOption) *LazyTopic {
+	if !strings.HasPrefix(topic, "projects/") {
+		topic = "projects/" + project + "/topics/" + topic
+	}
+	return &LazyTopic{project: project, topic: topic, opts: opts}
+}
+
+// Publish publishes one message and waits for its acknowledgement.
+func (t *LazyTopic) Publish(ctx context.Context, data []byte, attrs map[string]string) error {
+	t.mu.Lock()
+	if t.pub == nil {
+		c, err := pubsub.NewClient(context.WithoutCancel(ctx), t.project, t.opts...)
+		if err != nil {
+			t.mu.Unlock()
+			return fmt.Errorf("notify: pubsub client for %s: %w", t.project, err)
+		}
+		t.client, t.pub = c, c.Publisher(t.topic)
+	}
+	p := t.pub
+	t.mu.Unlock()
+	return pubsubTopic{p}.Publish(ctx, data, attrs)
+}
+
+// Close stops the publisher and the client, if one was made.
+func (t *LazyTopic) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pub == nil {
+		return nil
+	}
+	t.pub.Stop()
+	return t.client.Close()
 }

@@ -45,7 +45,7 @@ func setup(t *testing.T) *env {
 	fs, _ := testenv.Firestore(t)
 	clock := testenv.NewClock(time.Date(2026, 11, 21, 10, 5, 0, 0, time.UTC))
 	ps, project := testenv.PubSub(t)
-	topic := fmt.Sprintf("projects/%s/topics/%s", project, notify.DefaultTopic)
+	topic := fmt.Sprintf("projects/%s/topics/%s", project, event.DefaultNotificationsTopic)
 	sub := fmt.Sprintf("projects/%s/subscriptions/%s", project, testenv.Name(t, "sub"))
 	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
 		t.Fatalf("CreateTopic() = %v", err)

@@ -181,23 +181,26 @@ type Deps struct {
 	JetStream func(ctx context.Context) (jetstream.JetStream, error)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Notify publishes the notifications outbox each run; nil skips it.
+	Notify Notifier
 }
 
 // Handler serves the reconcile function. Put it behind auth.Middleware.
 type Handler struct {
-	cfg   Config
-	log   *slog.Logger
-	store *store.Store
-	tasks Tasks
-	pol   PolicySource
-	js    func(ctx context.Context) (jetstream.JetStream, error)
-	now   func() time.Time
+	cfg    Config
+	log    *slog.Logger
+	store  *store.Store
+	tasks  Tasks
+	pol    PolicySource
+	js     func(ctx context.Context) (jetstream.JetStream, error)
+	now    func() time.Time
+	notify Notifier
 }
 
 // New returns a Handler.
 func New(cfg Config, deps Deps) *Handler {
 	cfg.defaults()
-	h := &Handler{cfg: cfg, log: deps.Logger, store: deps.Store, tasks: deps.Tasks, pol: deps.Policy, js: deps.JetStream, now: deps.Now}
+	h := &Handler{cfg: cfg, log: deps.Logger, store: deps.Store, tasks: deps.Tasks, pol: deps.Policy, js: deps.JetStream, now: deps.Now, notify: deps.Notify}
 	if h.tasks != nil {
 		h.tasks = boundedTasks{t: h.tasks, d: cfg.IOTimeout}
 	}
@@ -439,6 +442,8 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*audit.Report, error) {
 			st.Resume = name
 		}
 	}
+	// Last, so this run's own transitions leave with it.
+	r.section(ctx, SectionNotifications, r.notifications)
 	rep.Complete = true
 	for _, s := range rep.Sections {
 		rep.Complete = rep.Complete && (s.Status == audit.StatusComplete || s.Status == audit.StatusSkipped)

@@ -62,6 +62,7 @@ variable "reconcile_alerts" {
     tenant_breaker_open_30m  = { severity = "ERROR", documentation = "A tenant's breaker has been open for more than 30 minutes; its replays are held." }
     tenant_recovery_below_80 = { severity = "WARNING", documentation = "A tenant's 24 h recovery rate is under 80 %." }
     tenant_dominates_traffic = { severity = "WARNING", documentation = "One tenant produced more than 40 % of all entries in the last hour." }
+    notifications_unpublished = { severity = "WARNING", documentation = "reconcile could not publish notifications to dlq-notifications or triage tasks to the work stream; they stay in the notifications outbox and the next run retries them. See the report's notifications section for the causes (topic IAM, JetStream reachability)." }
     unconsumed_messages      = { severity = "ERROR", documentation = "Work-stream messages sit on subjects no consumer's filter matches: nobody will ever run these tasks (SPEC reason consumer_filter_rejection). reconcile recorded each as an entry (payload kept) and left the message in the stream. Fix the publisher's subject or add a consumer for it; purge the subject once the entries are handled." }
   }
 

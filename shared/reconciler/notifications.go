@@ -1,0 +1,44 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/notify"
+)
+
+// SectionNotifications publishes the notifications outbox.
+const SectionNotifications = "notifications"
+
+// Notifier publishes the notifications outbox (notify.Flusher).
+type Notifier interface {
+	Flush(ctx context.Context) (notify.Result, error)
+}
+
+// notifications publishes what the outbox holds, this run's own transitions
+// included (it runs last): every notification is written with its
+// transition, and this section makes sure it leaves, whichever function
+// made it. What fails stays in the outbox for the next run and is a finding.
+func (r *run) notifications(ctx context.Context, sec *audit.Section) error {
+	if r.h.notify == nil {
+		return errSkipped
+	}
+	if r.dry {
+		sec.Note = "dry run: nothing published"
+		return nil
+	}
+	res, err := r.h.notify.Flush(ctx)
+	sec.Add("published", int64(res.Published))
+	sec.Add("triage_tasks", int64(res.Triaged))
+	sec.Add("failed", int64(res.Failed))
+	if res.Failed > 0 {
+		f := r.finding(audit.AlertNotificationsUnpublished, SectionNotifications, "",
+			fmt.Sprintf("%d notifications not published; they stay in the outbox for the next run", res.Failed))
+		f.Count = res.Failed
+		for _, e := range res.Errors {
+			f.Example(e)
+		}
+	}
+	return err
+}
