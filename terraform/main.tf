@@ -83,6 +83,8 @@ locals {
       # Finish and store the report well before the platform cuts the
       # request off.
       RECONCILE_TIME_BUDGET = "${max(30, local.reconcile_timeout - 60)}s"
+      # Each run publishes the notifications outbox.
+      NOTIFICATIONS_TOPIC = var.notifications_topic
     })
   }
   reconcile_timeout = try(var.function_settings.reconcile.timeout_seconds, 60)
@@ -353,6 +355,22 @@ module "monitoring" {
   queue_name               = module.tasks.queue_name
   function_error_threshold = var.function_error_threshold
   notification_channels    = var.notification_channels
+
+  depends_on = [google_project_service.enabled]
+}
+
+# Notifications (escalations, approvals, quarantines, breaker changes):
+# reconcile publishes the outbox each run, so it alone publishes.
+module "notifications" {
+  source = "./modules/notifications"
+
+  project_id        = var.project_id
+  topic_name        = var.notifications_topic
+  message_retention = var.event_retention
+  labels            = local.labels
+  publisher_members = {
+    reconcile = google_service_account.component["reconcile"].member
+  }
 
   depends_on = [google_project_service.enabled]
 }

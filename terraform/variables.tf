@@ -430,3 +430,14 @@ variable "deletion_protection" {
   description = "Whether Terraform refuses to delete the bridge service."
   default     = false
 }
+
+variable "notifications_topic" {
+  type        = string
+  description = "Topic notifications are published to (NOTIFICATIONS_TOPIC)."
+  default     = "dlq-notifications"
+
+  validation {
+    condition     = can(regex("^[A-Za-z][A-Za-z0-9._~%+-]{2,254}$", var.notifications_topic)) && !startswith(var.notifications_topic, "goog")
+    error_message = "notifications_topic must be a valid Pub/Sub topic name."
+  }
+}

@@ -52,18 +52,18 @@ variable "reconcile_alerts" {
   }))
   description = "Alerts reconcile logs as ERROR entries with jsonPayload.alert = <key> (SPEC §10); one alert policy each, named after the key."
   default = {
-    advisory_entry_mismatch  = { severity = "ERROR", documentation = "Advisories/records captured in JetStream and entries in failure-log disagree: a dead message may be lost between the bridge and classify. Check the bridge, the classify subscription backlog and its dead-letter subscription." }
-    missing_task             = { severity = "WARNING", documentation = "A scheduled entry had no Cloud Tasks task; reconcile recreated it. Repeated alerts point at classify failing after the Firestore transaction." }
-    orphan_task              = { severity = "WARNING", documentation = "A replay task exists without a scheduled entry; reconcile deleted it." }
-    stuck_replaying          = { severity = "ERROR", documentation = "Entries stayed in status replaying too long: a replay died between claim and publish. Inspect with dlqctl and the replay logs." }
-    breaker_open_too_long    = { severity = "WARNING", documentation = "A tenant circuit breaker stayed open past its cool-down; reconcile moved it to half-open." }
-    metric_drift             = { severity = "WARNING", documentation = "Hourly dlq-metrics totals disagreed with the entries; reconcile recomputed the hour." }
-    tenant_poison_burst      = { severity = "ERROR", documentation = "A tenant produced more than 3 poison entries within an hour: its payloads or mappings are broken." }
-    tenant_breaker_open_30m  = { severity = "ERROR", documentation = "A tenant's breaker has been open for more than 30 minutes; its replays are held." }
-    tenant_recovery_below_80 = { severity = "WARNING", documentation = "A tenant's 24 h recovery rate is under 80 %." }
-    tenant_dominates_traffic = { severity = "WARNING", documentation = "One tenant produced more than 40 % of all entries in the last hour." }
+    advisory_entry_mismatch   = { severity = "ERROR", documentation = "Advisories/records captured in JetStream and entries in failure-log disagree: a dead message may be lost between the bridge and classify. Check the bridge, the classify subscription backlog and its dead-letter subscription." }
+    missing_task              = { severity = "WARNING", documentation = "A scheduled entry had no Cloud Tasks task; reconcile recreated it. Repeated alerts point at classify failing after the Firestore transaction." }
+    orphan_task               = { severity = "WARNING", documentation = "A replay task exists without a scheduled entry; reconcile deleted it." }
+    stuck_replaying           = { severity = "ERROR", documentation = "Entries stayed in status replaying too long: a replay died between claim and publish. Inspect with dlqctl and the replay logs." }
+    breaker_open_too_long     = { severity = "WARNING", documentation = "A tenant circuit breaker stayed open past its cool-down; reconcile moved it to half-open." }
+    metric_drift              = { severity = "WARNING", documentation = "Hourly dlq-metrics totals disagreed with the entries; reconcile recomputed the hour." }
+    tenant_poison_burst       = { severity = "ERROR", documentation = "A tenant produced more than 3 poison entries within an hour: its payloads or mappings are broken." }
+    tenant_breaker_open_30m   = { severity = "ERROR", documentation = "A tenant's breaker has been open for more than 30 minutes; its replays are held." }
+    tenant_recovery_below_80  = { severity = "WARNING", documentation = "A tenant's 24 h recovery rate is under 80 %." }
+    tenant_dominates_traffic  = { severity = "WARNING", documentation = "One tenant produced more than 40 % of all entries in the last hour." }
     notifications_unpublished = { severity = "WARNING", documentation = "reconcile could not publish notifications to dlq-notifications or triage tasks to the work stream; they stay in the notifications outbox and the next run retries them. See the report's notifications section for the causes (topic IAM, JetStream reachability)." }
-    unconsumed_messages      = { severity = "ERROR", documentation = "Work-stream messages sit on subjects no consumer's filter matches: nobody will ever run these tasks (SPEC reason consumer_filter_rejection). reconcile recorded each as an entry (payload kept) and left the message in the stream. Fix the publisher's subject or add a consumer for it; purge the subject once the entries are handled." }
+    unconsumed_messages       = { severity = "ERROR", documentation = "Work-stream messages sit on subjects no consumer's filter matches: nobody will ever run these tasks (SPEC reason consumer_filter_rejection). reconcile recorded each as an entry (payload kept) and left the message in the stream. Fix the publisher's subject or add a consumer for it; purge the subject once the entries are handled." }
   }
 
   validation {
