@@ -117,6 +117,9 @@ func run(ctx context.Context, o options, out io.Writer) int {
 	fmt.Fprintln(out, "0 duplicates executed, 0 lost")
 	if o.keep {
 		d.printExplore()
+		if url := os.Getenv("CONSOLE_URL"); url != "" {
+			fmt.Fprintf(out, "The operator console serves this run's entries at %s\n", url)
+		}
 	}
 	return 0
 }
@@ -156,6 +159,9 @@ func (d *demo) execute(ctx context.Context) (*summary, error) {
 		return nil, fmt.Errorf("apply the demo policy: %w", err)
 	}
 	d.logf("demo policy %s applied (triage-policy/current): the default with delays of seconds", v)
+	if url := os.Getenv("CONSOLE_URL"); url != "" {
+		d.logf("operator console: %s (entries appear as the run goes; KEEP=1 leaves it serving)", url)
+	}
 	if err := d.build(ctx); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,6 @@
 // Command stackctl runs the local jsdlq stack (SPEC §11): the Firestore and
 // Pub/Sub emulators, nats-server with JetStream, the Cloud Tasks emulator, the
-// functions host and the bridge, each in its own process group with a log
+// functions host, the bridge and the console, each in its own process group with a log
 // file under .local/log and its state under .local/run.
 //
 //	stackctl up | down | status | logs [-n N] [NAME…] | env
@@ -29,6 +29,7 @@ const usage = `usage: stackctl COMMAND
            with FIRESTORE_EMULATOR_HOST and PUBSUB_EMULATOR_HOST set, stop them
 Ports and names (environment): FIRESTORE_PORT (8681) PUBSUB_PORT (8682)
   CLOUD_TASKS_PORT (8123) NATS_PORT (4222) FUNCTIONS_PORT (8080) BRIDGE_PORT (8090)
+  CONSOLE_PORT (8070)
   GOOGLE_CLOUD_PROJECT (jsdlq-local) TASKS_LOCATION (us-central1)
 `
 

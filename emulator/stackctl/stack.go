@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jsdlq/jsdlq/console"
 	"github.com/jsdlq/jsdlq/emulator/stack"
 )
 
@@ -85,6 +86,7 @@ func newStack(root string) (*localStack, error) {
 	}{
 		{"FIRESTORE_PORT", "firestore", 8681}, {"PUBSUB_PORT", "pubsub", 8682}, {"NATS_PORT", "nats", 4222},
 		{"CLOUD_TASKS_PORT", "cloudtasks", 8123}, {"FUNCTIONS_PORT", "functions", 8080}, {"BRIDGE_PORT", "bridge", 8090},
+		{"CONSOLE_PORT", "console", console.DefaultPort},
 	} {
 		port, err := envPort(p.env, p.def)
 		errs = append(errs, err)
@@ -114,6 +116,13 @@ func newStack(root string) (*localStack, error) {
 		{name: "bridge", port: ports["bridge"], readyPath: "/healthz", build: "./cmd/bridge", spec: func(s *localStack, addr string) stack.Spec {
 			_, port, _ := net.SplitHostPort(addr)
 			return stack.Spec{Path: s.bin("bridge"), Env: append(s.clientEnv(), "PORT="+port)}
+		}},
+		// The console acts as one fixed local operator: CONSOLE_AUTH=local is
+		// refused without the emulators and on Cloud Run (docs/console.md).
+		{name: "console", port: ports["console"], readyPath: "/healthz", build: "./cmd/console", spec: func(s *localStack, addr string) stack.Spec {
+			host, port, _ := net.SplitHostPort(addr)
+			return stack.Spec{Path: s.bin("console"), Args: []string{"--host", host},
+				Env: append(s.clientEnv(), "PORT="+port, "CONSOLE_AUTH="+console.AuthLocal, "CONSOLE_OPERATOR="+localOperator)}
 		}},
 	}
 	for i, svc := range s.services {
@@ -159,8 +168,15 @@ func (s *localStack) clientEnv() []string {
 	}
 }
 
+// localOperator is who acts in the local console's entry history.
+const localOperator = "local-operator"
+
 func (s *localStack) printEnv(w io.Writer) {
-	for _, kv := range s.clientEnv() {
+	env := s.clientEnv()
+	if s.running("console") {
+		env = append(env, "CONSOLE_URL=http://"+s.addr("console"))
+	}
+	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		fmt.Fprintf(w, "export %s=%q\n", k, v)
 	}
@@ -276,12 +292,15 @@ func (s *localStack) up(ctx context.Context, w io.Writer) error {
 		}
 	}
 	fmt.Fprintln(w, "\nthe local stack is up; point a shell at it with:  eval \"$(go run ./emulator/stackctl env)\"")
+	if s.running("console") {
+		fmt.Fprintf(w, "the operator console (local mode, acting as %s): http://%s\n", localOperator, s.addr("console"))
+	}
 	return nil
 }
 
 func portEnv(name string) string {
 	return map[string]string{"firestore": "FIRESTORE_PORT", "pubsub": "PUBSUB_PORT", "nats": "NATS_PORT",
-		"cloudtasks": "CLOUD_TASKS_PORT", "functions": "FUNCTIONS_PORT", "bridge": "BRIDGE_PORT"}[name]
+		"cloudtasks": "CLOUD_TASKS_PORT", "functions": "FUNCTIONS_PORT", "bridge": "BRIDGE_PORT", "console": "CONSOLE_PORT"}[name]
 }
 
 func rel(root, path string) string {
@@ -293,7 +312,7 @@ func rel(root, path string) string {
 
 func (s *localStack) down(w io.Writer) error {
 	var errs []error
-	// Reverse order: the bridge and functions go before what they use.
+	// Reverse order: the console, bridge and functions go before what they use.
 	for i := len(s.services) - 1; i >= 0; i-- {
 		name := s.services[i].name
 		st, ok := s.readState(name)
