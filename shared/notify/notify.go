@@ -166,7 +166,10 @@ func (f *Flusher) publish(ctx context.Context, o *store.Outbox) (triaged bool, e
 	if err != nil {
 		return false, err
 	}
-	if n.Kind.Triage() && !o.TriagePublished {
+	// A triage task that itself died is escalated like any task, but to a
+	// human by its notification only: another triage task for it could
+	// loop for as long as the triage agent fails.
+	if n.Kind.Triage() && !o.TriagePublished && o.TaskType != event.TriageTaskType {
 		if err := f.triage(ctx, o, n); err != nil {
 			return false, err
 		}

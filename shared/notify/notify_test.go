@@ -113,9 +113,14 @@ func (e *env) triageTasks(t *testing.T, agent string) []*jetstream.RawStreamMsg 
 
 func classifyEvent(t *testing.T, seq uint64) cloudevent.Event {
 	t.Helper()
+	return classifyEventOn(t, seq, "agents.backend.tasks.code_review")
+}
+
+func classifyEventOn(t *testing.T, seq uint64, subject string) cloudevent.Event {
+	t.Helper()
 	ev := event.Event{Schema: event.Schema, ID: event.ID("TASKS", seq), Kind: event.KindExplicit, Stream: "TASKS", StreamSeq: seq,
 		Consumer: "backend", Tenant: "acme", Agent: "backend", ObservedAt: time.Now().UTC()}
-	ev.Message.Subject = "agents.backend.tasks.code_review"
+	ev.Message.Subject = subject
 	ev.Message.Headers = event.EncodeHeaders(map[string][]string{event.HeaderTenant: {"acme"}, event.HeaderTaskID: {"t-1"}})
 	ev.Message.SetPayload([]byte(`{"x":1}`))
 	ev.Failure = &event.Failure{Code: "data_integrity", Detail: "checksum mismatch", Attempt: 3, Agent: "backend", RecordedAt: time.Now().UTC()}
@@ -180,6 +185,29 @@ func TestEscalationOneTriageTask(t *testing.T) {
 	msgs := e.received(t)
 	if len(msgs) != 1 || msgs[0].Attributes["kind"] != string(event.NotifyEscalated) {
 		t.Errorf("received %d notifications (%v), want one escalated", len(msgs), msgs)
+	}
+}
+
+// A triage task that dies is escalated and its notification published, but
+// no triage task is sent about it: that could loop for as long as the
+// triage agent fails.
+func TestDeadTriageTaskIsNotTriagedAgain(t *testing.T) {
+	e := setup(t)
+	ctx := testenv.Context(t)
+	h := classify.New(classify.Config{}, classify.Deps{Store: e.store, Policy: triage.NewLoader(e.fs, nil), Now: e.clock.Now})
+	subject := event.DefaultConventions.TaskSubject("ceo", event.TriageTaskType)
+	if err := h.Handle(ctx, classifyEventOn(t, 43, subject)); err != nil {
+		t.Fatalf("Handle() = %v", err)
+	}
+	res, err := e.flusher().Flush(ctx)
+	if err != nil || res.Triaged != 0 {
+		t.Fatalf("Flush() = %+v, %v, want no triage task", res, err)
+	}
+	if tasks := e.triageTasks(t, "ceo"); len(tasks) != 0 {
+		t.Errorf("%d triage tasks about a dead triage task, want 0", len(tasks))
+	}
+	if msgs := e.received(t); len(msgs) != 1 || msgs[0].Attributes["kind"] != string(event.NotifyEscalated) {
+		t.Errorf("received %d notifications, want the one escalated", len(msgs))
 	}
 }
 
