@@ -1,5 +1,5 @@
 # The jsdlq store (SPEC §7): one native-mode database, the composite indexes
-# the dlqctl and reconcile queries need, and TTL policies so expired entries
+# the dlqctl, reconcile and console queries need, and TTL policies so expired entries
 # and idempotency records disappear without a sweeper.
 
 locals {
@@ -18,6 +18,10 @@ locals {
     root_id_created_at   = [{ field = "root_id", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
     task_id_created_at   = [{ field = "task_id", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
     task_type_created_at = [{ field = "task_type", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
+    # The console's overview lists the entries of each waiting status
+    # oldest first (store.OldestFirst with a status filter); merged indexes
+    # need one direction, so the DESC index above cannot serve it.
+    status_created_at_asc = [{ field = "status", order = "ASCENDING" }, { field = "created_at", order = "ASCENDING" }]
   }
 }
 
