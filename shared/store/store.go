@@ -3,8 +3,11 @@
 // record.go) and chunked payloads (payload.go), the typed entry queries
 // (query.go), hourly sharded metrics (metrics.go) and stream samples
 // (samples.go), per-tenant circuit breakers (breaker.go), task completions
-// (idempotency.go), reconcile's lease, state and reports (audit.go) and the
-// triage policy override (policy.go). Every status change is a transaction
+// (idempotency.go), reconcile's lease, state and reports (audit.go), the
+// triage policy override (policy.go, policyloader.go), tenant API keys
+// (tenantkey.go), the notifications outbox (notifications.go) and the one
+// mapping between events, entries and the triage engine (decide.go). Every
+// status change is a transaction
 // that checks the previous status; every write that may be retried is
 // idempotent. Field names are the store's own: callers say what they want
 // with typed values (Query, Change, Metrics), never with Firestore paths.
