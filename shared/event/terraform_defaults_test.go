@@ -27,6 +27,7 @@ func TestTerraformDefaultsEqualGo(t *testing.T) {
 		{"failure_bucket", `"` + event.DefaultFailureBucket + `"`},
 		{"bridge_consumer", `"` + event.DefaultBridgeConsumer + `"`},
 		{"work_streams", `["` + event.DefaultWorkStream + `"]`},
+		{"notifications_topic", `"` + event.DefaultNotificationsTopic + `"`},
 	}
 	for _, tt := range tests {
 		re := regexp.MustCompile(`(?s)variable "` + tt.variable + `" \{.*?\n\s*default\s*=\s*([^\n]+)\n`)
