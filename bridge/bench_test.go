@@ -44,8 +44,7 @@ func BenchmarkForward(b *testing.B) {
 	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
 		b.Fatal(err)
 	}
-	if err := bridge.Ensure(ctx, js, bridge.Names{AdvisoryStream: "DLQ_ADVISORIES", RecordStream: "DLQ_RECORDS",
-		FailureBucket: "dlq_failures"}, testLogger(b)); err != nil {
+	if err := bridge.Ensure(ctx, js, bridge.DefaultNames, testLogger(b)); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TASKS", Subjects: []string{"agents.>"}, AllowDirect: true}); err != nil {

@@ -14,13 +14,42 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+func TestMaxDeliverForwardsOriginal(t *testing.T) {
+	h, ctx := newHarness(t)
+	c := taskStream(t, h.js, "TASKS", "agents.>", jetstream.LimitsPolicy, 2)
+	payloads := map[uint64][]byte{}
+	for i := range 5 {
+		m := nats.NewMsg(fmt.Sprintf("agents.backend.tasks.t%d", i))
+		m.Data = []byte{byte(i), 0, 0xff, '\n'}
+		m.Header.Set("X-Tenant-ID", "acme")
+		ack, err := h.js.PublishMsg(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		payloads[ack.Sequence] = m.Data
+	}
+	exhaust(t, c)
+	got := h.sink.waitFor(5, 30*time.Second)
+	for seq, want := range payloads {
+		e := got[event.ID("TASKS", seq)][0]
+		if e.Kind != event.KindMaxDeliver || e.Tenant != "acme" || e.Agent != "backend" || e.Consumer != "worker" {
+			t.Errorf("event %s = kind %s tenant %s agent %s consumer %s", e.ID, e.Kind, e.Tenant, e.Agent, e.Consumer)
+		}
+		if !bytes.Equal(e.Message.Data, want) {
+			t.Errorf("event %s payload = %x, want %x", e.ID, e.Message.Data, want)
+		}
+		if e.Advisory.Deliveries != 2 {
+			t.Errorf("event %s deliveries = %d, want 2", e.ID, e.Advisory.Deliveries)
+		}
+	}
+}
+
 // N tasks exhaust MaxDeliver (each attempt recorded with agentkit.Fail) and
 // M are terminated with agentkit.Terminate on a WorkQueue stream: exactly
 // N+M distinct event ids, the original payloads byte for byte, the recorded
 // failures attached.
 func TestCaptureMaxDeliverAndExplicit(t *testing.T) {
-	h := newHarness(t)
-	ctx := testenv.Context(t)
+	h, ctx := newHarness(t)
 	const n, m = 12, 8
 	cons := taskStream(t, h.js, "TASKS", "agents.>", jetstream.WorkQueuePolicy, 2)
 	kit := agentkit.New(h.js, agentkit.WithAgent("backend"))
@@ -106,28 +135,24 @@ func TestCaptureMaxDeliverAndExplicit(t *testing.T) {
 	}
 	// Every terminated task also yields its advisory, under the same id:
 	// on a WorkQueue stream TERM removed the message, so it is missing.
-	deadline := time.Now().Add(30 * time.Second)
 	for seq, i := range bySeq {
 		if i < n {
 			continue
 		}
-		for {
-			var adv *event.Event
+		var adv *event.Event
+		testenv.WaitFor(t, 30*time.Second, func() error {
 			for _, e := range h.sink.all(event.ID("TASKS", seq)) {
 				if e.Kind == event.KindTerminated {
 					adv = &e
 				}
 			}
-			if adv != nil {
-				if !adv.Message.Missing || adv.Message.MissingReason != event.MissingNotFound || adv.Advisory.Reason != "hallucination_loop" {
-					t.Errorf("terminated advisory event of task %d = %+v", i, adv.Message)
-				}
-				break
+			if adv == nil {
+				return fmt.Errorf("no terminated advisory event for task %d", i)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no terminated advisory event for task %d", i)
-			}
-			time.Sleep(50 * time.Millisecond)
+			return nil
+		})
+		if !adv.Message.Missing || adv.Message.MissingReason != event.MissingNotFound || adv.Advisory.Reason != "hallucination_loop" {
+			t.Errorf("terminated advisory event of task %d = %+v", i, adv.Message)
 		}
 	}
 	c := h.b.Counts()
@@ -139,13 +164,9 @@ func TestCaptureMaxDeliverAndExplicit(t *testing.T) {
 // A bare TERM (no agentkit) on a WorkQueue stream removes the message: the
 // event says so with missing=true and carries the reason.
 func TestBareTermOnWorkQueueIsMissing(t *testing.T) {
-	h := newHarness(t)
-	ctx := testenv.Context(t)
+	h, ctx := newHarness(t)
 	cons := taskStream(t, h.js, "WQ", "agents.>", jetstream.WorkQueuePolicy, 3)
-	ack, err := h.js.Publish(ctx, "agents.cto.tasks.review", []byte("gone"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ack := publish(t, ctx, h.js, "agents.cto.tasks.review", []byte("gone"))
 	msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -167,13 +188,9 @@ func TestBareTermOnWorkQueueIsMissing(t *testing.T) {
 // The server terminates a delivered, unacknowledged message that is deleted
 // from the stream ("Unacknowledged message was deleted"): forwarded, missing.
 func TestServerGeneratedTerm(t *testing.T) {
-	h := newHarness(t)
-	ctx := testenv.Context(t)
+	h, ctx := newHarness(t)
 	cons := taskStream(t, h.js, "LIM", "agents.>", jetstream.LimitsPolicy, 3)
-	ack, err := h.js.Publish(ctx, "agents.cso.tasks.scan", []byte("x"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ack := publish(t, ctx, h.js, "agents.cso.tasks.scan", []byte("x"))
 	if _, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -191,20 +208,13 @@ func TestServerGeneratedTerm(t *testing.T) {
 // The original is gone (deleted after max deliveries, or its stream deleted)
 // before the bridge reads it: forwarded with missing=true and the reason.
 func TestMissingOriginal(t *testing.T) {
-	h := newHarness(t)
-	ctx := testenv.Context(t)
+	h, ctx := newHarness(t)
 	h.stop() // advisories wait in their stream meanwhile
 	h.stop = nil
 	gone := taskStream(t, h.js, "GONE", "gone.>", jetstream.LimitsPolicy, 1)
 	dropped := taskStream(t, h.js, "DROPPED", "dropped.>", jetstream.LimitsPolicy, 1)
-	a1, err := h.js.Publish(ctx, "gone.x", []byte("1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a2, err := h.js.Publish(ctx, "dropped.x", []byte("2"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a1 := publish(t, ctx, h.js, "gone.x", []byte("1"))
+	a2 := publish(t, ctx, h.js, "dropped.x", []byte("2"))
 	exhaust(t, gone)
 	exhaust(t, dropped)
 	st, _ := h.js.Stream(ctx, "GONE")

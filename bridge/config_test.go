@@ -21,7 +21,7 @@ func TestLoadEnvDefaults(t *testing.T) {
 		Common: config.Common{Project: "p", NATS: natsconn.Config{URL: "nats://127.0.0.1:4222"}},
 		Config: bridge.Config{
 			Topic:    "dlq-events",
-			Names:    bridge.Names{AdvisoryStream: "DLQ_ADVISORIES", RecordStream: "DLQ_RECORDS", FailureBucket: "dlq_failures"},
+			Names:    bridge.DefaultNames,
 			Consumer: "dlq-bridge", MaxInFlight: 256,
 		},
 		Port: 8090,

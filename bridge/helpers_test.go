@@ -88,22 +88,18 @@ func collect(t testing.TB, ps *pubsub.Client, sub string) *sink {
 // waitFor waits until n distinct event ids arrived (or fails the test).
 func (s *sink) waitFor(n int, within time.Duration) map[string][]event.Event {
 	s.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	testenv.WaitFor(s.t, within, func() error {
 		s.mu.Lock()
 		got, bad := len(s.events), append([]string(nil), s.bad...)
 		s.mu.Unlock()
 		if len(bad) > 0 {
 			s.t.Fatalf("invalid events received: %v", bad)
 		}
-		if got >= n {
-			break
+		if got < n {
+			return fmt.Errorf("received %d distinct events, want %d", got, n)
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("received %d distinct events, want %d", got, n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[string][]event.Event, len(s.events))
@@ -151,7 +147,9 @@ type harness struct {
 
 type option func(*bridge.Config)
 
-func newHarness(t *testing.T, opts ...option) *harness {
+// newHarness starts a harness, and returns it with the test's context (every
+// test using it talks to its servers).
+func newHarness(t *testing.T, opts ...option) (*harness, context.Context) {
 	t.Helper()
 	ctx := testenv.Context(t)
 	h := &harness{nats: testenv.NewNATS(t)}
@@ -161,14 +159,14 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	h.topic, sub = newTopic(t, ctx, h.ps, h.project, "dlq-events")
 	h.sink = collect(t, h.ps, sub)
 	h.startBridge(t, opts...)
-	return h
+	return h, ctx
 }
 
 func (h *harness) startBridge(t *testing.T, opts ...option) {
 	t.Helper()
 	cfg := bridge.Config{
 		Topic:    h.topic,
-		Names:    bridge.Names{AdvisoryStream: "DLQ_ADVISORIES", RecordStream: "DLQ_RECORDS", FailureBucket: "dlq_failures"},
+		Names:    bridge.DefaultNames,
 		Consumer: "dlq-bridge", MaxInFlight: 64, FetchTimeout: time.Second,
 	}
 	for _, o := range opts {
@@ -201,18 +199,25 @@ func (h *harness) startBridge(t *testing.T, opts ...option) {
 			h.stop = nil
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for ok, _ := b.Healthy(); !ok; ok, _ = b.Healthy() {
+	waitHealthy(t, b, done)
+}
+
+// waitHealthy waits until b reports healthy, failing the test at once if its
+// Run (whose result done receives) ends first: a bridge that cannot start
+// says why rather than timing out.
+func waitHealthy(t testing.TB, b *bridge.Bridge, done <-chan error) {
+	t.Helper()
+	testenv.WaitFor(t, 20*time.Second, func() error {
 		select {
 		case err := <-done:
 			t.Fatalf("bridge Run ended early: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("bridge not healthy within 20 s")
+		if ok, why := b.Healthy(); !ok {
+			return fmt.Errorf("bridge not healthy: %s", why)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 type testWriter struct{ t testing.TB }
@@ -222,6 +227,17 @@ func (w testWriter) Write(p []byte) (int, error) {
 		w.t.Log(string(p))
 	}
 	return len(p), nil
+}
+
+// publish publishes data on subject, failing the test unless JetStream
+// acknowledges it.
+func publish(t testing.TB, ctx context.Context, js jetstream.JetStream, subject string, data []byte) *jetstream.PubAck {
+	t.Helper()
+	ack, err := js.Publish(ctx, subject, data)
+	if err != nil {
+		t.Fatalf("publish %s: %v", subject, err)
+	}
+	return ack
 }
 
 // taskStream creates a work stream on subjects with a worker consumer.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,8 +23,7 @@ import (
 // Input that can never become an event is logged, acknowledged and counted,
 // never redelivered forever; good input behind it still flows.
 func TestMalformedInputIsAckedAndCounted(t *testing.T) {
-	h := newHarness(t)
-	ctx := testenv.Context(t)
+	h, ctx := newHarness(t)
 	bad := []struct{ subject, data string }{
 		{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TASKS.w", "not json"},
 		{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TASKS.w", `{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"TASKS"}`},
@@ -32,9 +32,7 @@ func TestMalformedInputIsAckedAndCounted(t *testing.T) {
 		{"dlq.records.TASKS", "a record without its header"},
 	}
 	for _, b := range bad {
-		if _, err := h.js.Publish(ctx, b.subject, []byte(b.data)); err != nil {
-			t.Fatalf("publish %s: %v", b.subject, err)
-		}
+		publish(t, ctx, h.js, b.subject, []byte(b.data))
 	}
 	// A forged record that parses but cannot become a valid event (a
 	// negative attempt): the event check refuses it, so it is rejected
@@ -47,48 +45,70 @@ func TestMalformedInputIsAckedAndCounted(t *testing.T) {
 	// A valid advisory after them (for a message that does not exist).
 	good := fmt.Sprintf(`{"type":%q,"id":"x","timestamp":"2026-11-21T12:00:00Z","stream":"TASKS","consumer":"w","stream_seq":7,"deliveries":3,"extra_field_of_a_newer_server":1}`,
 		event.AdvisoryMaxDeliver)
-	if _, err := h.js.Publish(ctx, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TASKS.w", []byte(good)); err != nil {
-		t.Fatal(err)
-	}
+	publish(t, ctx, h.js, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TASKS.w", []byte(good))
 	h.sink.waitFor(1, 30*time.Second)
 	if e := h.sink.one("TASKS.7"); e.Message.MissingReason != event.MissingStreamNotFound {
 		t.Errorf("valid advisory event = %+v", e.Message)
 	}
 	want := map[string]uint64{"malformed_advisory": 3, "unknown_advisory": 1, "malformed_record": 1, "invalid_event": 1}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := h.b.Counts().Rejected
-		if fmt.Sprint(got) == fmt.Sprint(want) {
-			break
+	testenv.WaitFor(t, 10*time.Second, func() error {
+		if got := h.b.Counts().Rejected; fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("rejected = %v, want %v", got, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rejected = %v, want %v", got, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	// Acknowledged: nothing pending or awaiting redelivery on either stream.
 	for _, stream := range []string{"DLQ_ADVISORIES", "DLQ_RECORDS"} {
 		c, err := h.js.Consumer(ctx, stream, "dlq-bridge")
 		if err != nil {
 			t.Fatal(err)
 		}
-		for {
+		testenv.WaitFor(t, 10*time.Second, func() error {
 			info, err := c.Info(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if info.NumPending == 0 && info.NumAckPending == 0 && info.NumRedelivered == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: pending %d, ack pending %d, redelivered %d; want all acked once", stream,
+			if info.NumPending != 0 || info.NumAckPending != 0 || info.NumRedelivered != 0 {
+				return fmt.Errorf("%s: pending %d, ack pending %d, redelivered %d; want all acked once", stream,
 					info.NumPending, info.NumAckPending, info.NumRedelivered)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	if c := h.b.Counts(); c.Failed["publish"] != 0 {
 		t.Errorf("failed = %v, want no retries", c.Failed)
+	}
+}
+
+// Advisories naming a stream JetStream can never be asked for (forged, or
+// from a future server with other naming rules) are rejected and counted at
+// once. Before the fix they passed the parser, every direct get failed with
+// "invalid stream name", and the message was NAKed forever (the bridge's
+// consumer has no MaxDeliver), holding an in-flight slot and flooding the log.
+func TestAdvisoryWithInvalidStreamNameIsRejected(t *testing.T) {
+	h, ctx := newHarness(t)
+	streams := []string{`A/B`, `A\\B`, `A\tB`, `A\nB`}
+	for i, s := range streams {
+		adv := fmt.Sprintf(`{"type":%q,"id":"f%d","timestamp":"2026-11-21T12:00:00Z","stream":"%s","consumer":"w","stream_seq":5,"deliveries":3}`,
+			event.AdvisoryMaxDeliver, i, s)
+		publish(t, ctx, h.js, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.X.w", []byte(adv))
+	}
+	good := fmt.Sprintf(`{"type":%q,"id":"g","timestamp":"2026-11-21T12:00:00Z","stream":"GOOD","consumer":"w","stream_seq":1,"deliveries":3}`,
+		event.AdvisoryMaxDeliver)
+	publish(t, ctx, h.js, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.GOOD.w", []byte(good))
+	got := h.sink.waitFor(1, 30*time.Second)
+	if _, ok := got["GOOD.1"]; !ok || len(got) != 1 {
+		t.Fatalf("events = %v, want only GOOD.1", keys(got))
+	}
+	testenv.WaitFor(t, 15*time.Second, func() error {
+		if c := h.b.Counts(); c.Rejected["malformed_advisory"] != uint64(len(streams)) {
+			return fmt.Errorf("rejected = %v failed = %v, want %d malformed_advisory and no fetch retries",
+				c.Rejected, c.Failed, len(streams))
+		}
+		return nil
+	})
+	if f := h.b.Counts().Failed["fetch"]; f != 0 {
+		t.Errorf("failed[fetch] = %d, want 0: a forged advisory must not be retried", f)
 	}
 }
 
@@ -96,19 +116,12 @@ func TestMalformedInputIsAckedAndCounted(t *testing.T) {
 // payload, with size and sha256, never dropped. (The limit is lowered here:
 // the test server's max payload is 1 MiB, Pub/Sub's 10 MB.)
 func TestOversizedEventIsTruncated(t *testing.T) {
-	h := newHarness(t, func(c *bridge.Config) { c.MaxEventBytes = 64 << 10 })
-	ctx := testenv.Context(t)
+	h, ctx := newHarness(t, func(c *bridge.Config) { c.MaxEventBytes = 64 << 10 })
 	cons := taskStream(t, h.js, "BIG", "agents.>", jetstream.LimitsPolicy, 1)
 	big := bytes.Repeat([]byte{0xab, 0x00}, 60<<10) // 120 KiB, 160 KiB in base64
 	small := []byte("fits")
-	aBig, err := h.js.Publish(ctx, "agents.a.tasks.big", big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	aSmall, err := h.js.Publish(ctx, "agents.a.tasks.small", small)
-	if err != nil {
-		t.Fatal(err)
-	}
+	aBig := publish(t, ctx, h.js, "agents.a.tasks.big", big)
+	aSmall := publish(t, ctx, h.js, "agents.a.tasks.small", small)
 	exhaust(t, cons)
 	h.sink.waitFor(2, 30*time.Second)
 	e := h.sink.one(event.ID("BIG", aBig.Sequence))
@@ -125,17 +138,13 @@ func TestOversizedEventIsTruncated(t *testing.T) {
 
 // Payloads up to the server's max payload (1 MiB here) are forwarded whole.
 func TestMaxPayloadForwarded(t *testing.T) {
-	h := newHarness(t)
-	ctx := testenv.Context(t)
+	h, ctx := newHarness(t)
 	cons := taskStream(t, h.js, "MAXP", "agents.>", jetstream.LimitsPolicy, 1)
 	data := make([]byte, int(h.nc.MaxPayload())-512)
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
-	ack, err := h.js.Publish(ctx, "agents.a.tasks.huge", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ack := publish(t, ctx, h.js, "agents.a.tasks.huge", data)
 	exhaust(t, cons)
 	h.sink.waitFor(1, 30*time.Second)
 	if e := h.sink.one(event.ID("MAXP", ack.Sequence)); !bytes.Equal(e.Message.Data, data) || e.Message.Truncated {
@@ -144,45 +153,33 @@ func TestMaxPayloadForwarded(t *testing.T) {
 }
 
 func TestDeleteForwarded(t *testing.T) {
-	h := newHarness(t, func(c *bridge.Config) { c.DeleteForwarded = true })
-	ctx := testenv.Context(t)
+	h, ctx := newHarness(t, func(c *bridge.Config) { c.DeleteForwarded = true })
 	cons := taskStream(t, h.js, "DEL", "agents.>", jetstream.WorkQueuePolicy, 1)
 	var seqs []uint64
 	for i := range 3 {
-		ack, err := h.js.Publish(ctx, "agents.a.tasks.x", []byte{byte(i)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		ack := publish(t, ctx, h.js, "agents.a.tasks.x", []byte{byte(i)})
 		seqs = append(seqs, ack.Sequence)
 	}
 	exhaust(t, cons)
 	h.sink.waitFor(3, 30*time.Second)
 	st, _ := h.js.Stream(ctx, "DEL")
-	deadline := time.Now().Add(10 * time.Second)
 	for _, seq := range seqs {
 		if e := h.sink.one(event.ID("DEL", seq)); e.Message.Missing {
 			t.Errorf("event %s lost its payload", e.ID)
 		}
-		for {
-			_, err := st.GetMsg(ctx, seq)
-			if err != nil {
-				break
+		testenv.WaitFor(t, 10*time.Second, func() error {
+			if _, err := st.GetMsg(ctx, seq); err == nil {
+				return fmt.Errorf("original %d still in the stream after its event was confirmed", seq)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("original %d still in the stream after its event was confirmed", seq)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }
 
 func TestHealthAndMetrics(t *testing.T) {
-	h := newHarness(t)
-	ctx := testenv.Context(t)
+	h, ctx := newHarness(t)
 	cons := taskStream(t, h.js, "M", "agents.>", jetstream.LimitsPolicy, 1)
-	if _, err := h.js.Publish(ctx, "agents.a.tasks.x", nil); err != nil {
-		t.Fatal(err)
-	}
+	publish(t, ctx, h.js, "agents.a.tasks.x", nil)
 	exhaust(t, cons)
 	h.sink.waitFor(1, 30*time.Second)
 	srv := httptest.NewServer(h.b.Handler())
@@ -214,44 +211,35 @@ func TestHealthAndMetrics(t *testing.T) {
 	}
 	// NATS gone: not healthy.
 	h.nats.Shutdown()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		code, _ := get("/healthz")
-		if code == http.StatusServiceUnavailable {
-			break
+	testenv.WaitFor(t, 10*time.Second, func() error {
+		if code, _ := get("/healthz"); code != http.StatusServiceUnavailable {
+			return fmt.Errorf("/healthz = %d with NATS down, want 503", code)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/healthz = %d with NATS down, want 503", code)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // A NATS restart mid-stream: the bridge reconnects, its durable consumers
 // resume, nothing is lost.
 func TestNATSRestart(t *testing.T) {
-	h := newHarness(t)
-	ctx := testenv.Context(t)
+	h, ctx := newHarness(t)
 	cons := taskStream(t, h.js, "R", "agents.>", jetstream.LimitsPolicy, 1)
-	publish := func(n int) {
+	publishTasks := func(n int) {
 		for i := range n {
-			if _, err := h.js.Publish(ctx, "agents.a.tasks.x", []byte{byte(i)}); err != nil {
-				t.Fatal(err)
-			}
+			publish(t, ctx, h.js, "agents.a.tasks.x", []byte{byte(i)})
 		}
 	}
-	publish(5)
+	publishTasks(5)
 	exhaust(t, cons)
 	h.sink.waitFor(5, 30*time.Second)
 	h.nats.Restart(t)
-	deadline := time.Now().Add(20 * time.Second)
-	for !h.nc.IsConnected() {
-		if time.Now().After(deadline) {
-			t.Fatal("test connection did not reconnect")
+	testenv.WaitFor(t, 20*time.Second, func() error {
+		if !h.nc.IsConnected() {
+			return errors.New("test connection did not reconnect")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	publish(5)
+		return nil
+	})
+	publishTasks(5)
 	exhaust(t, cons)
 	h.sink.waitFor(10, 60*time.Second)
 }

@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -57,31 +58,27 @@ func TestPubSubOutageLosesNothing(t *testing.T) {
 		c.MaxNakDelay = 2 * time.Second
 	})
 	cons := taskStream(t, h.js, "TASKS", "agents.>", jetstream.LimitsPolicy, 1)
-	publish := func(n int) []string {
+	publishTasks := func(n int) []string {
 		var ids []string
 		for i := range n {
-			ack, err := h.js.Publish(ctx, "agents.a.tasks.x", []byte{byte(i)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			ack := publish(t, ctx, h.js, "agents.a.tasks.x", []byte{byte(i)})
 			ids = append(ids, event.ID("TASKS", ack.Sequence))
 		}
 		exhaust(t, cons)
 		return ids
 	}
-	publish(10)
+	publishTasks(10)
 	first.waitFor(10, 30*time.Second)
 
 	emu.Stop()
 	gate.shut()
-	during := publish(20)
-	deadline := time.Now().Add(30 * time.Second)
-	for h.b.Counts().Failed["publish"] == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no publish failed during the outage")
+	during := publishTasks(20)
+	testenv.WaitFor(t, 30*time.Second, func() error {
+		if h.b.Counts().Failed["publish"] == 0 {
+			return errors.New("no publish failed during the outage")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if ok, why := h.b.Healthy(); ok {
 		t.Errorf("Healthy during the outage = true (%s)", why)
 	}
@@ -98,29 +95,24 @@ func TestPubSubOutageLosesNothing(t *testing.T) {
 	})
 	// The first sink's subscriber reconnects to the recreated subscription
 	// of the same name, so the two share the deliveries.
-	deadline = time.Now().Add(60 * time.Second)
-	for {
+	testenv.WaitFor(t, 60*time.Second, func() error {
 		var lost []string
 		for _, id := range during {
 			if len(first.all(id)) == 0 && len(second.all(id)) == 0 {
 				lost = append(lost, id)
 			}
 		}
-		if len(lost) == 0 {
-			break
+		if len(lost) > 0 {
+			return fmt.Errorf("events lost in the outage: %v", lost)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("events lost in the outage: %v", lost)
+		return nil
+	})
+	testenv.WaitFor(t, 10*time.Second, func() error {
+		if ok, why := h.b.Healthy(); !ok {
+			return fmt.Errorf("bridge not healthy again after the outage: %s", why)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	deadline = time.Now().Add(10 * time.Second)
-	for ok, _ := h.b.Healthy(); !ok; ok, _ = h.b.Healthy() {
-		if time.Now().After(deadline) {
-			t.Fatal("bridge not healthy again after the outage")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // gate relays TCP connections to a backend while open; shut refuses new
@@ -251,21 +243,18 @@ func startBinary(t testing.TB, env []string, port int) *proc {
 			t.Logf("bridge log (tail):\n%s", b)
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.WaitFor(t, 30*time.Second, func() error {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return p
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("bridge binary not healthy within 30 s; log:\n%s", b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		b, _ := os.ReadFile(logPath)
+		return fmt.Errorf("bridge binary not healthy; log:\n%s", b)
+	})
+	return p
 }
 
 func (p *proc) kill(sig syscall.Signal) {
@@ -308,32 +297,24 @@ func TestBinaryKilledMidStreamLosesNothing(t *testing.T) {
 
 	// A backlog of advisories first, so that the kill lands mid-stream.
 	const total = 2000
-	if err := bridge.Ensure(ctx, js, bridge.Names{AdvisoryStream: "DLQ_ADVISORIES", RecordStream: "DLQ_RECORDS",
-		FailureBucket: "dlq_failures"}, testLogger(t)); err != nil {
+	if err := bridge.Ensure(ctx, js, bridge.DefaultNames, testLogger(t)); err != nil {
 		t.Fatal(err)
 	}
 	cons := taskStream(t, js, "TASKS", "agents.>", jetstream.LimitsPolicy, 1)
 	for i := range total {
-		if _, err := js.Publish(ctx, "agents.a.tasks.x", fmt.Appendf(nil, "task %d", i)); err != nil {
-			t.Fatal(err)
-		}
+		publish(t, ctx, js, "agents.a.tasks.x", fmt.Appendf(nil, "task %d", i))
 	}
 	exhaust(t, cons)
 	p := startBinary(t, env, port)
 	// Kill it as soon as forwarding is under way.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.WaitFor(t, 30*time.Second, func() error {
 		sink.mu.Lock()
-		got := len(sink.events)
-		sink.mu.Unlock()
-		if got >= 20 {
-			break
+		defer sink.mu.Unlock()
+		if len(sink.events) < 20 {
+			return fmt.Errorf("bridge forwarded %d events, want 20 before the kill", len(sink.events))
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("bridge forwarded nothing")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	p.kill(syscall.SIGKILL)
 	sink.mu.Lock()
 	atKill := len(sink.events)

@@ -54,14 +54,8 @@ func TestStreamTheBridgeMayNotRead(t *testing.T) {
 
 	secret := taskStream(t, h.js, "SECRET", "secret.>", jetstream.LimitsPolicy, 1)
 	open := taskStream(t, h.js, "OPEN", "open.>", jetstream.LimitsPolicy, 1)
-	s1, err := h.js.Publish(ctx, "secret.x", []byte("classified"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	o1, err := h.js.Publish(ctx, "open.x", []byte("public"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s1 := publish(t, ctx, h.js, "secret.x", []byte("classified"))
+	o1 := publish(t, ctx, h.js, "open.x", []byte("public"))
 	exhaust(t, secret)
 	exhaust(t, open)
 	h.sink.waitFor(2, 60*time.Second)

@@ -43,6 +43,14 @@ type Names struct {
 	FailureBucket  string
 }
 
+// DefaultNames are the resources' default names (SPEC §14), the ones every
+// deployment uses unless configured otherwise.
+var DefaultNames = Names{
+	AdvisoryStream: event.DefaultAdvisoryStream,
+	RecordStream:   event.DefaultRecordStream,
+	FailureBucket:  event.DefaultFailureBucket,
+}
+
 // AdvisoryStreamConfig is the configuration Ensure creates for the advisory stream.
 func AdvisoryStreamConfig(name string) jetstream.StreamConfig {
 	return jetstream.StreamConfig{

@@ -14,13 +14,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-var names = bridge.Names{AdvisoryStream: "DLQ_ADVISORIES", RecordStream: "DLQ_RECORDS", FailureBucket: "dlq_failures"}
-
 func TestEnsureCreatesThenAccepts(t *testing.T) {
 	n := testenv.NewNATS(t)
 	_, js := n.Connect(t)
 	ctx := testenv.Context(t)
-	if err := bridge.Ensure(ctx, js, names, obs.Discard()); err != nil {
+	if err := bridge.Ensure(ctx, js, bridge.DefaultNames, obs.Discard()); err != nil {
 		t.Fatalf("Ensure on an empty server = %v", err)
 	}
 	for name, want := range map[string]jetstream.StreamConfig{
@@ -46,7 +44,7 @@ func TestEnsureCreatesThenAccepts(t *testing.T) {
 		t.Errorf("bucket TTL = %v, want %v", st.TTL(), bridge.DefaultFailureTTL)
 	}
 	// A second bridge (or a restart) accepts what exists.
-	if err := bridge.Ensure(ctx, js, names, obs.Discard()); err != nil {
+	if err := bridge.Ensure(ctx, js, bridge.DefaultNames, obs.Discard()); err != nil {
 		t.Fatalf("Ensure on its own resources = %v", err)
 	}
 }
@@ -60,7 +58,7 @@ func TestEnsureKeepsTunedLimits(t *testing.T) {
 	if _, err := js.CreateStream(ctx, tuned); err != nil {
 		t.Fatal(err)
 	}
-	if err := bridge.Ensure(ctx, js, names, obs.Discard()); err != nil {
+	if err := bridge.Ensure(ctx, js, bridge.DefaultNames, obs.Discard()); err != nil {
 		t.Fatalf("Ensure with tuned limits = %v", err)
 	}
 	s, _ := js.Stream(ctx, "DLQ_ADVISORIES")
@@ -81,7 +79,7 @@ func TestEnsureRefusesIncompatible(t *testing.T) {
 		Retention: jetstream.WorkQueuePolicy}); err != nil {
 		t.Fatal(err)
 	}
-	err := bridge.Ensure(ctx, js, names, obs.Discard())
+	err := bridge.Ensure(ctx, js, bridge.DefaultNames, obs.Discard())
 	if !errors.Is(err, bridge.ErrIncompatible) {
 		t.Fatalf("Ensure = %v, want ErrIncompatible", err)
 	}
@@ -106,7 +104,7 @@ func TestEnsureTopic(t *testing.T) {
 	n := testenv.NewNATS(t)
 	nc, _ := n.Connect(t)
 	topic := "projects/" + project + "/topics/dlq-events"
-	cfg := bridge.Config{Topic: "dlq-events", Names: names, Consumer: "dlq-bridge"}
+	cfg := bridge.Config{Topic: "dlq-events", Names: bridge.DefaultNames, Consumer: "dlq-bridge"}
 
 	// Off (production): a missing topic is a clear startup error.
 	b, err := bridge.New(cfg, nc, ps, obs.Discard())
@@ -125,13 +123,7 @@ func TestEnsureTopic(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- b.Run(runCtx) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for ok, _ := b.Healthy(); !ok; ok, _ = b.Healthy() {
-		if time.Now().After(deadline) {
-			t.Fatal("bridge with ensure-topic not healthy")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitHealthy(t, b, done)
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v", err)
@@ -148,25 +140,14 @@ func TestConsumerDeletedEndsRun(t *testing.T) {
 	ctx := testenv.Context(t)
 	n := testenv.NewNATS(t)
 	nc, js := n.Connect(t)
-	b, err := bridge.New(bridge.Config{Topic: "projects/" + project + "/topics/dlq-events", Names: names, Consumer: "dlq-bridge",
+	b, err := bridge.New(bridge.Config{Topic: "projects/" + project + "/topics/dlq-events", Names: bridge.DefaultNames, Consumer: "dlq-bridge",
 		EnsureTopic: true}, nc, ps, obs.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for ok, _ := b.Healthy(); !ok; ok, _ = b.Healthy() {
-		select {
-		case err := <-done:
-			t.Fatalf("Run ended early: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("bridge not healthy")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitHealthy(t, b, done)
 	if err := js.DeleteConsumer(ctx, "DLQ_RECORDS", "dlq-bridge"); err != nil {
 		t.Fatal(err)
 	}

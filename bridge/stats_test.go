@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,11 +14,11 @@ import (
 // TestLogStats: the periodic stats line carries what Terraform's monitoring
 // reads: jsonPayload.event = bridge_stats and a numeric lag.
 func TestLogStats(t *testing.T) {
-	h := newHarness(t)
+	h, _ := newHarness(t)
 	log, logs := testenv.Logger()
 	bnc, _ := h.nats.Connect(t)
 	b, err := bridge.New(bridge.Config{Topic: h.topic, Consumer: "dlq-bridge", MaxInFlight: 8, FetchTimeout: time.Second,
-		Names: bridge.Names{AdvisoryStream: "DLQ_ADVISORIES", RecordStream: "DLQ_RECORDS", FailureBucket: "dlq_failures"}}, bnc, h.ps, log)
+		Names: bridge.DefaultNames}, bnc, h.ps, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,8 +28,7 @@ func TestLogStats(t *testing.T) {
 	go b.LogStats(ctx, 50*time.Millisecond)
 	t.Cleanup(func() { cancel(); <-done })
 
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testenv.WaitFor(t, 20*time.Second, func() error {
 		for _, l := range logs.Lines(`"event":"bridge_stats"`) {
 			var line struct {
 				Message string            `json:"message"`
@@ -40,12 +40,9 @@ func TestLogStats(t *testing.T) {
 				t.Fatalf("stats line %q: %v", l, err)
 			}
 			if line.Lag != nil && line.Healthy && len(line.ByStr) == 2 {
-				return
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no healthy bridge_stats line with lag for both streams; lines: %v", logs.Lines("bridge_stats"))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("no healthy bridge_stats line with lag for both streams; lines: %v", logs.Lines("bridge_stats"))
+	})
 }

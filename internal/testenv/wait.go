@@ -1,0 +1,29 @@
+package testenv
+
+import (
+	"testing"
+	"time"
+)
+
+// pollEvery is how often WaitFor asks again: often enough that a test is not
+// slowed by its own polling, rarely enough not to load the emulators.
+const pollEvery = 20 * time.Millisecond
+
+// WaitFor asks cond until it returns nil and fails the test with cond's last
+// error once timeout has passed. Tests wait on servers that settle in their
+// own time (a bridge getting healthy, a stream draining); cond's error says
+// what was still wrong, so a timeout reads like any other failed assertion.
+func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", timeout, err)
+		}
+		time.Sleep(pollEvery)
+	}
+}
