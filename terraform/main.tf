@@ -15,6 +15,7 @@ locals {
     "cloudtasks.googleapis.com",
     "firestore.googleapis.com",
     "iam.googleapis.com",
+    "iap.googleapis.com",
     "logging.googleapis.com",
     "monitoring.googleapis.com",
     "pubsub.googleapis.com",
@@ -96,7 +97,12 @@ locals {
     reconcile = { scheduler = google_service_account.component["scheduler"].member }
   }
 
-  bridge_enabled = var.bridge_image != null
+  bridge_enabled  = var.bridge_image != null
+  console_enabled = var.console_image != null
+
+  # The console's account joins the Firestore users and the queue's
+  # enqueuers (those modules hold the one definition of each grant).
+  console_member = local.console_enabled ? { console = module.console[0].service_account_member } : {}
 }
 
 resource "google_project_service" "enabled" {
@@ -187,11 +193,11 @@ module "firestore" {
   location_id       = coalesce(var.firestore_location, var.region)
   delete_on_destroy = var.firestore_delete_on_destroy
   delete_protection = var.firestore_delete_protection
-  user_members = {
+  user_members = merge({
     classify  = google_service_account.component["classify"].member
     replay    = google_service_account.component["replay"].member
     reconcile = google_service_account.component["reconcile"].member
-  }
+  }, local.console_member)
 
   depends_on = [google_project_service.enabled]
 }
@@ -210,11 +216,11 @@ module "tasks" {
   max_doublings             = var.replay_queue.max_doublings
   max_retry_duration        = var.replay_queue.max_retry_duration
   task_service_account_id   = google_service_account.component["tasks"].name
-  enqueuer_members = {
+  enqueuer_members = merge({
     classify  = google_service_account.component["classify"].member
     replay    = google_service_account.component["replay"].member
     reconcile = google_service_account.component["reconcile"].member
-  }
+  }, local.console_member)
   auditor_members = {
     reconcile = google_service_account.component["reconcile"].member
   }
@@ -339,6 +345,35 @@ module "bridge" {
     google_secret_manager_secret_version.nats_creds,
     module.events,
   ]
+}
+
+# The operator console behind IAP and the tenant recovery API
+# (docs/console.md), from the cmd/console image.
+module "console" {
+  source = "./modules/console"
+  count  = local.console_enabled ? 1 : 0
+
+  project_id         = var.project_id
+  project_number     = data.google_project.this.number
+  region             = var.region
+  name               = "${var.name_prefix}-console"
+  service_account_id = "${var.name_prefix}-console"
+  image              = var.console_image
+  operator_members   = var.console_operator_members
+  tenant_api_enabled = var.console_tenant_api_enabled
+  max_instances      = var.console_max_instances
+  queue_name         = module.tasks.queue_name
+  queue_location     = var.region
+  environment = {
+    GOOGLE_CLOUD_PROJECT  = var.project_id
+    TASKS_QUEUE           = local.tasks_queue
+    REPLAY_URL            = local.function_urls.replay
+    TASKS_SERVICE_ACCOUNT = google_service_account.component["tasks"].email
+  }
+  deletion_protection = var.deletion_protection
+  labels              = local.labels
+
+  depends_on = [google_project_service.enabled]
 }
 
 module "monitoring" {

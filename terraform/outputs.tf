@@ -68,6 +68,21 @@ output "bridge_service" {
   value       = local.bridge_enabled ? module.bridge[0].service_name : null
 }
 
+output "console_url" {
+  description = "URL of the operator console (behind IAP; console_operator_members may open it), or null when console_image is unset."
+  value       = local.console_enabled ? module.console[0].ui_url : null
+}
+
+output "console_api_url" {
+  description = "Base URL of the tenant recovery API (<this>/api/v1/tenants/{tenant}/entries, Authorization: Bearer <key>), or null when the console or its API is not deployed."
+  value       = local.console_enabled ? module.console[0].api_url : null
+}
+
+output "console_service_account" {
+  description = "Email of the console's service account, or null when console_image is unset."
+  value       = local.console_enabled ? module.console[0].service_account_email : null
+}
+
 output "dashboard_id" {
   description = "Monitoring dashboard id."
   value       = module.monitoring.dashboard_id

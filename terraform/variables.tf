@@ -194,6 +194,47 @@ variable "bridge_memory" {
   }
 }
 
+# ---------------------------------------------------------------- console --
+
+variable "console_image" {
+  type        = string
+  description = "Container image of the console (cmd/console). Null skips the console (its two services and its service account), like bridge_image."
+  default     = null
+
+  validation {
+    condition     = var.console_image == null || can(regex("^[^\\s]+$", coalesce(var.console_image, "-")))
+    error_message = "console_image must be an image reference without spaces."
+  }
+}
+
+variable "console_operator_members" {
+  type        = set(string)
+  description = "Who may open the operator UI through IAP: user:, group:, domain: or serviceAccount: members of the project's organization (IAP on Cloud Run admits identities of the same organization only)."
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.console_operator_members : can(regex("^(user|group|domain|serviceAccount):[^\\s]+$", m))])
+    error_message = "console_operator_members must be user:, group:, domain: or serviceAccount: members (allUsers and allAuthenticatedUsers are refused)."
+  }
+}
+
+variable "console_tenant_api_enabled" {
+  type        = bool
+  description = "Whether to deploy the tenant recovery API service (<prefix>-console-api), reached by tenants with their keys (dlqctl tenant-key create)."
+  default     = true
+}
+
+variable "console_max_instances" {
+  type        = number
+  description = "Upper bound on instances of each console service (they scale to zero)."
+  default     = 3
+
+  validation {
+    condition     = var.console_max_instances >= 1 && var.console_max_instances <= 100
+    error_message = "console_max_instances must be between 1 and 100."
+  }
+}
+
 # -------------------------------------------------------------- functions --
 
 variable "function_runtime" {
@@ -427,7 +468,7 @@ variable "function_error_threshold" {
 
 variable "deletion_protection" {
   type        = bool
-  description = "Whether Terraform refuses to delete the bridge service."
+  description = "Whether Terraform refuses to delete the bridge and console services."
   default     = false
 }
 

@@ -1,0 +1,48 @@
+# The console's service account gets, besides what is granted here:
+# - roles/datastore.user, conditioned on the jsdlq database (the firestore
+#   module's user_members: Firestore has no narrower binding);
+# - roles/cloudtasks.enqueuer on the replay queue and
+#   roles/iam.serviceAccountUser on the tasks account (the tasks module's
+#   enqueuer_members: an approval or a replay creates a task carrying the
+#   tasks account's OIDC token).
+# It writes logs to stdout only (Cloud Run collects them), so it needs no
+# logging or monitoring role.
+
+# "Replay now" runs a scheduled task at once (RunTask).
+resource "google_cloud_tasks_queue_iam_member" "task_runner" {
+  project  = var.project_id
+  location = var.queue_location
+  name     = var.queue_name
+  role     = "roles/cloudtasks.taskRunner"
+  member   = google_service_account.console.member
+}
+
+# The entry page shows whether the entry's task is in the queue (GetTask).
+resource "google_cloud_tasks_queue_iam_member" "viewer" {
+  project  = var.project_id
+  location = var.queue_location
+  name     = var.queue_name
+  role     = "roles/cloudtasks.viewer"
+  member   = google_service_account.console.member
+}
+
+# Who may pass IAP to the operator UI.
+resource "google_iap_web_cloud_run_service_iam_member" "operator" {
+  for_each = var.operator_members
+
+  project                = var.project_id
+  location               = var.region
+  cloud_run_service_name = google_cloud_run_v2_service.console["ui"].name
+  role                   = "roles/iap.httpsResourceAccessor"
+  member                 = each.value
+}
+
+# IAP calls the UI service with its own service agent's identity token, so
+# the agent is the UI's only invoker.
+resource "google_cloud_run_v2_service_iam_member" "iap_invoker" {
+  project  = var.project_id
+  location = var.region
+  name     = google_cloud_run_v2_service.console["ui"].name
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:service-${var.project_number}@gcp-sa-iap.iam.gserviceaccount.com"
+}

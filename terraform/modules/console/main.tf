@@ -1,0 +1,109 @@
+# The console (cmd/console, docs/console.md): one image, two Cloud Run
+# services, one service account.
+#
+# - <name>: the operator UI (CONSOLE_SERVE=ui). IAP is enabled on the
+#   service itself, so the run.app URL is reachable only through IAP, by
+#   the operator_members; the console verifies IAP's signed header in code
+#   as well (CONSOLE_AUTH=iap, CONSOLE_IAP_AUDIENCE).
+# - <name>-api: the tenant recovery API (CONSOLE_SERVE=api). Tenants are
+#   not Google identities: each request carries a tenant key the console
+#   checks against Firestore, so Cloud Run's invoker check is turned off
+#   for this service (invoker_iam_disabled) instead of granting run.invoker
+#   to allUsers. It serves no operator page.
+#
+# Both scale to zero: the console keeps no state of its own (bulk work and
+# approvals live in Firestore and Cloud Tasks).
+
+locals {
+  services = merge(
+    {
+      ui = {
+        name = var.name
+        env = {
+          CONSOLE_SERVE        = "ui"
+          CONSOLE_AUTH         = "iap"
+          CONSOLE_IAP_AUDIENCE = "/projects/${var.project_number}/locations/${var.region}/services/${var.name}"
+        }
+        iap = true
+      }
+    },
+    var.tenant_api_enabled ? {
+      api = {
+        name = "${var.name}-api"
+        env  = { CONSOLE_SERVE = "api" }
+        iap  = false
+      }
+    } : {},
+  )
+}
+
+resource "google_service_account" "console" {
+  project      = var.project_id
+  account_id   = var.service_account_id
+  display_name = "jsdlq console (operator UI and tenant API)"
+  description  = "Runtime identity of the jsdlq console services: Firestore user, schedules and runs replay tasks on the replay queue."
+}
+
+resource "google_cloud_run_v2_service" "console" {
+  for_each = local.services
+
+  project             = var.project_id
+  location            = var.region
+  name                = each.value.name
+  ingress             = "INGRESS_TRAFFIC_ALL"
+  deletion_protection = var.deletion_protection
+  labels              = var.labels
+
+  # IAP directly on a Cloud Run service is a preview feature of the Cloud
+  # Run Admin API; the tenant API uses GA features only.
+  launch_stage         = each.value.iap ? "BETA" : null
+  iap_enabled          = each.value.iap
+  invoker_iam_disabled = !each.value.iap
+
+  template {
+    service_account                  = google_service_account.console.email
+    max_instance_request_concurrency = 40
+    timeout                          = "60s"
+
+    scaling {
+      min_instance_count = 0
+      max_instance_count = var.max_instances
+    }
+
+    containers {
+      name  = "console"
+      image = var.image
+
+      ports {
+        container_port = var.container_port
+      }
+
+      resources {
+        cpu_idle          = true
+        startup_cpu_boost = true
+        limits = {
+          cpu    = var.cpu
+          memory = var.memory
+        }
+      }
+
+      dynamic "env" {
+        for_each = merge(var.environment, each.value.env)
+        content {
+          name  = env.key
+          value = env.value
+        }
+      }
+
+      startup_probe {
+        period_seconds    = 3
+        timeout_seconds   = 2
+        failure_threshold = 20
+        http_get {
+          path = "/healthz"
+          port = var.container_port
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,151 @@
+variable "project_id" {
+  type        = string
+  description = "Project of the console services and their service account."
+}
+
+variable "project_number" {
+  type        = string
+  description = "Number of the project: IAP signs its assertions for /projects/NUMBER/locations/REGION/services/NAME, and its service agent is service-NUMBER@gcp-sa-iap.iam.gserviceaccount.com."
+
+  validation {
+    condition     = can(regex("^[0-9]+$", var.project_number))
+    error_message = "project_number must be the project's number (digits), not its id."
+  }
+}
+
+variable "region" {
+  type        = string
+  description = "Region of the Cloud Run services (the region of the replay queue is passed in queue_location)."
+}
+
+variable "name" {
+  type        = string
+  description = "Cloud Run service name of the operator UI; the tenant API is <name>-api."
+  default     = "jsdlq-console"
+
+  validation {
+    # 49 characters at most, so that <name>-api stays within Cloud Run's 63
+    # and the deterministic URL's first label.
+    condition     = can(regex("^[a-z][a-z0-9-]{0,47}[a-z0-9]$", var.name))
+    error_message = "name must be 2-49 lowercase letters, digits or hyphens, starting with a letter."
+  }
+}
+
+variable "service_account_id" {
+  type        = string
+  description = "account_id of the console's one service account (both services run as it)."
+  default     = "jsdlq-console"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.service_account_id))
+    error_message = "service_account_id must be 6-30 lowercase letters, digits or hyphens, starting with a letter."
+  }
+}
+
+variable "image" {
+  type        = string
+  description = "Container image of cmd/console (built from cmd/console/Dockerfile), preferably pinned by digest."
+
+  validation {
+    condition     = length(trimspace(var.image)) > 0 && !strcontains(var.image, " ")
+    error_message = "image must be a container image reference such as europe-west1-docker.pkg.dev/P/jsdlq/console@sha256:…"
+  }
+}
+
+variable "operator_members" {
+  type        = set(string)
+  description = "Who may open the operator UI through IAP (roles/iap.httpsResourceAccessor on the UI service): user:, group:, domain: or serviceAccount: members of the project's organization. Empty: nobody gets in until members are added."
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.operator_members : can(regex("^(user|group|domain|serviceAccount):[^\\s]+$", m))])
+    error_message = "operator_members must be user:, group:, domain: or serviceAccount: members (allUsers and allAuthenticatedUsers are refused)."
+  }
+}
+
+variable "tenant_api_enabled" {
+  type        = bool
+  description = "Whether to deploy the tenant recovery API (<name>-api). It authenticates every request by a tenant key in code; Cloud Run's invoker check is off for it (invoker_iam_disabled), no allUsers binding is made."
+  default     = true
+}
+
+variable "environment" {
+  type        = map(string)
+  description = "Environment both services share (SPEC §14): GOOGLE_CLOUD_PROJECT, TASKS_QUEUE, REPLAY_URL, TASKS_SERVICE_ACCOUNT. CONSOLE_SERVE, CONSOLE_AUTH and CONSOLE_IAP_AUDIENCE are set by the module."
+
+  validation {
+    condition     = alltrue([for k in ["GOOGLE_CLOUD_PROJECT", "TASKS_QUEUE", "REPLAY_URL", "TASKS_SERVICE_ACCOUNT"] : contains(keys(var.environment), k)])
+    error_message = "environment must set GOOGLE_CLOUD_PROJECT, TASKS_QUEUE, REPLAY_URL and TASKS_SERVICE_ACCOUNT."
+  }
+
+  validation {
+    condition     = length(setintersection(keys(var.environment), ["PORT", "CONSOLE_SERVE", "CONSOLE_AUTH", "CONSOLE_IAP_AUDIENCE", "CONSOLE_OPERATOR", "FIRESTORE_EMULATOR_HOST", "CLOUD_TASKS_EMULATOR_HOST"])) == 0
+    error_message = "environment must not set PORT (Cloud Run's), the CONSOLE_SERVE/CONSOLE_AUTH/CONSOLE_IAP_AUDIENCE the module sets, CONSOLE_OPERATOR (local mode only) or emulator hosts."
+  }
+}
+
+variable "queue_name" {
+  type        = string
+  description = "Short name of the replay queue (dlq-replay): the console runs (cloudtasks.taskRunner) and reads (cloudtasks.viewer) its tasks. Creating tasks (enqueuer + actAs) is granted by the tasks module."
+}
+
+variable "queue_location" {
+  type        = string
+  description = "Location of the replay queue."
+}
+
+variable "container_port" {
+  type        = number
+  description = "Port the console listens on; Cloud Run passes it as PORT."
+  default     = 8070
+
+  validation {
+    condition     = var.container_port >= 1 && var.container_port <= 65535
+    error_message = "container_port must be a port number."
+  }
+}
+
+variable "max_instances" {
+  type        = number
+  description = "Upper bound on instances of each service. The console keeps no state of its own (Firestore and Cloud Tasks hold it), so any number serves."
+  default     = 3
+
+  validation {
+    condition     = var.max_instances >= 1 && var.max_instances <= 100
+    error_message = "max_instances must be between 1 and 100."
+  }
+}
+
+variable "cpu" {
+  type        = string
+  description = "CPU limit per instance (allocated during requests only)."
+  default     = "1"
+
+  validation {
+    condition     = contains(["1", "2", "4"], var.cpu)
+    error_message = "cpu must be 1, 2 or 4."
+  }
+}
+
+variable "memory" {
+  type        = string
+  description = "Memory limit per instance, e.g. 512Mi."
+  default     = "512Mi"
+
+  validation {
+    condition     = can(regex("^[0-9]+(Mi|Gi)$", var.memory))
+    error_message = "memory must look like 512Mi or 1Gi."
+  }
+}
+
+variable "deletion_protection" {
+  type        = bool
+  description = "Whether Terraform refuses to delete the services."
+  default     = false
+}
+
+variable "labels" {
+  type        = map(string)
+  description = "Labels for the services."
+  default     = {}
+}
