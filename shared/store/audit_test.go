@@ -13,10 +13,8 @@ import (
 )
 
 func TestLeaseHolderExpiryAndState(t *testing.T) {
-	ctx := testenv.Context(t)
-	fs, _ := testenv.Firestore(t)
 	c := testenv.NewClock(time.Now().UTC())
-	s := store.New(fs, store.WithClock(c.Now))
+	ctx, _, s := newStore(t, store.WithClock(c.Now))
 
 	if _, err := s.AcquireLease(ctx, "a", time.Minute); err != nil {
 		t.Fatalf("AcquireLease(a) = %v", err)
@@ -67,9 +65,7 @@ func TestLeaseHolderExpiryAndState(t *testing.T) {
 // A stored report reads back typed and equal, and the newest by finished_at
 // wins; the lease and state documents are never taken for a report.
 func TestLatestAudit(t *testing.T) {
-	ctx := testenv.Context(t)
-	fs, _ := testenv.Firestore(t)
-	s := store.New(fs)
+	ctx, _, s := newStore(t)
 	if r, err := s.LatestAudit(ctx); err != nil || r != nil {
 		t.Fatalf("LatestAudit() on an empty store = %+v, %v; want nil, nil", r, err)
 	}

@@ -4,15 +4,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
 func TestTaskCompleted(t *testing.T) {
-	ctx := testenv.Context(t)
-	fs, _ := testenv.Firestore(t)
-	s := store.New(fs)
+	ctx, fs, s := newStore(t)
 	coll := fs.Collection(store.TaskIdempotency)
 	now := time.Now().UTC()
 	// Keys with '/' are stored under their hash: the lookup must agree
@@ -35,9 +32,7 @@ func TestTaskCompleted(t *testing.T) {
 }
 
 func TestCompletedKeysIgnoresClaims(t *testing.T) {
-	ctx := testenv.Context(t)
-	fs, _ := testenv.Firestore(t)
-	s := store.New(fs)
+	ctx, fs, s := newStore(t)
 	now := time.Now().UTC()
 	recs := map[string]agentkit.IdempotencyRecord{
 		"done":     {Key: "done", Status: agentkit.StatusCompleted, CompletedAt: now},

@@ -37,6 +37,39 @@ type Metrics struct {
 	StreamSeqMax map[string]int64 `firestore:"stream_seq_max" json:"stream_seq_max"`
 }
 
+// counter is a total of Metrics under its document field name.
+type counter struct {
+	field string
+	v     *int64
+}
+
+// breakdown is a per-key count of Metrics under its document field name.
+type breakdown struct {
+	field string
+	m     *map[string]int64
+}
+
+// counters lists m's totals and breakdowns (all but StreamSeqMax, a maximum,
+// not a sum) once, in the same order for every Metrics, for the code that
+// writes, sums and normalises them.
+func (m *Metrics) counters() ([]counter, []breakdown) {
+	return []counter{
+			{"total", &m.Total},
+			{"replays_scheduled", &m.ReplaysScheduled},
+			{"replays_published", &m.ReplaysPublished},
+			{"replays_recovered", &m.ReplaysRecovered},
+			{"escalated", &m.Escalated},
+		}, []breakdown{
+			{"by_kind", &m.ByKind},
+			{"by_category", &m.ByCategory},
+			{"by_reason", &m.ByReason},
+			{"by_agent", &m.ByAgent},
+			{"by_tenant", &m.ByTenant},
+			{"by_action", &m.ByAction},
+			{"by_status", &m.ByStatus},
+		}
+}
+
 // EntryMetrics is the delta one new entry adds.
 func EntryMetrics(e *Entry) Metrics {
 	m := Metrics{
@@ -66,36 +99,25 @@ func EntryMetrics(e *Entry) Metrics {
 // tenant or agent names with dots stay one field.
 func (m Metrics) updates(hour string) map[string]any {
 	u := map[string]any{"hour": hour}
-	add := func(name string, v int64) {
-		if v != 0 {
-			u[name] = firestore.Increment(v)
+	totals, breakdowns := m.counters()
+	for _, c := range totals {
+		if *c.v != 0 {
+			u[c.field] = firestore.Increment(*c.v)
 		}
 	}
-	addMap := func(name string, mm map[string]int64) {
-		if len(mm) == 0 {
-			return
+	for _, b := range breakdowns {
+		if len(*b.m) == 0 {
+			continue
 		}
 		sub := map[string]any{}
-		for k, v := range mm {
+		for k, v := range *b.m {
 			if k == "" {
 				k = "(none)"
 			}
 			sub[k] = firestore.Increment(v)
 		}
-		u[name] = sub
+		u[b.field] = sub
 	}
-	add("total", m.Total)
-	addMap("by_kind", m.ByKind)
-	addMap("by_category", m.ByCategory)
-	addMap("by_reason", m.ByReason)
-	addMap("by_agent", m.ByAgent)
-	addMap("by_tenant", m.ByTenant)
-	addMap("by_action", m.ByAction)
-	addMap("by_status", m.ByStatus)
-	add("replays_scheduled", m.ReplaysScheduled)
-	add("replays_published", m.ReplaysPublished)
-	add("replays_recovered", m.ReplaysRecovered)
-	add("escalated", m.Escalated)
 	if len(m.StreamSeqMax) > 0 {
 		sub := map[string]any{}
 		for k, v := range m.StreamSeqMax {
@@ -137,6 +159,11 @@ func (s *Store) ReadMetrics(ctx context.Context, hour string) (Metrics, error) {
 	if err != nil {
 		return Metrics{}, fmt.Errorf("firestore read metrics %s: %w", hour, err)
 	}
+	return sumShards(hour, snaps)
+}
+
+// sumShards decodes the shard documents of an hour and adds them up.
+func sumShards(hour string, snaps []*firestore.DocumentSnapshot) (Metrics, error) {
 	sum := Metrics{Hour: hour}
 	for _, snap := range snaps {
 		var m Metrics
@@ -162,18 +189,14 @@ func sumMap(dst *map[string]int64, src map[string]int64) {
 
 // sumMetricsInto adds one shard (or hour) m to sum.
 func sumMetricsInto(sum *Metrics, m Metrics) {
-	sum.Total += m.Total
-	sum.ReplaysScheduled += m.ReplaysScheduled
-	sum.ReplaysPublished += m.ReplaysPublished
-	sum.ReplaysRecovered += m.ReplaysRecovered
-	sum.Escalated += m.Escalated
-	sumMap(&sum.ByKind, m.ByKind)
-	sumMap(&sum.ByCategory, m.ByCategory)
-	sumMap(&sum.ByReason, m.ByReason)
-	sumMap(&sum.ByAgent, m.ByAgent)
-	sumMap(&sum.ByTenant, m.ByTenant)
-	sumMap(&sum.ByAction, m.ByAction)
-	sumMap(&sum.ByStatus, m.ByStatus)
+	sumTotals, sumBreakdowns := sum.counters()
+	totals, breakdowns := m.counters()
+	for i, c := range totals {
+		*sumTotals[i].v += *c.v
+	}
+	for i, b := range breakdowns {
+		sumMap(sumBreakdowns[i].m, *b.m)
+	}
 	for k, v := range m.StreamSeqMax {
 		if sum.StreamSeqMax == nil {
 			sum.StreamSeqMax = map[string]int64{}
@@ -196,13 +219,9 @@ func (s *Store) RewriteHour(ctx context.Context, hour string, fix func(cur Metri
 		if err != nil {
 			return err
 		}
-		cur := Metrics{Hour: hour}
-		for _, snap := range snaps {
-			var m Metrics
-			if err := snap.DataTo(&m); err != nil {
-				return fmt.Errorf("decode metrics %s shard %s: %w", hour, snap.Ref.ID, err)
-			}
-			sumMetricsInto(&cur, m)
+		cur, err := sumShards(hour, snaps)
+		if err != nil {
+			return err
 		}
 		want, ok := fix(cur)
 		if !ok {
@@ -230,7 +249,9 @@ func (s *Store) RewriteHour(ctx context.Context, hour string, fix func(cur Metri
 // the metrics documents store it: empty keys become "(none)".
 func AddEntryMetrics(m *Metrics, e *Entry) {
 	d := EntryMetrics(e)
-	for _, mm := range []map[string]int64{d.ByKind, d.ByCategory, d.ByReason, d.ByAgent, d.ByTenant, d.ByAction, d.ByStatus} {
+	_, breakdowns := d.counters()
+	for _, b := range breakdowns {
+		mm := *b.m
 		if v, ok := mm[""]; ok {
 			delete(mm, "")
 			mm["(none)"] += v

@@ -5,14 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
 func TestRewriteHourReplacesEveryShard(t *testing.T) {
-	ctx := testenv.Context(t)
-	fs, _ := testenv.Firestore(t)
-	s := store.New(fs)
+	ctx, _, s := newStore(t)
 	at := time.Now().UTC().Add(-3 * time.Hour)
 	hour := store.Hour(at)
 	for i := range 5 {

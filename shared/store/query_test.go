@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -8,20 +9,31 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
+// newStore is the external tests' fixture: the test's context, a Firestore
+// project of its own and a store on it.
+func newStore(t *testing.T, opts ...store.Option) (context.Context, *firestore.Client, *store.Store) {
+	t.Helper()
+	fs, _ := testenv.Firestore(t)
+	return testenv.Context(t), fs, store.New(fs, opts...)
+}
+
+// lenientBreaker keeps the tenant breaker from holding entries of tests that
+// record many failures of one tenant within a minute.
+var lenientBreaker = store.WithBreaker(store.BreakerConfig{Threshold: 1000, Window: time.Minute, Cooldown: time.Minute})
+
 // Pages continue exactly after the cursor even when many entries share the
 // order field's value (the document id breaks ties), and the last page says
 // so (a zero Next).
 func TestEntriesPagesEveryEntryOnce(t *testing.T) {
-	ctx := testenv.Context(t)
-	fs, _ := testenv.Firestore(t)
 	c := testenv.NewClock(time.Now().UTC())
-	s := store.New(fs, store.WithClock(c.Now), store.WithBreaker(store.BreakerConfig{Threshold: 1000, Window: time.Minute, Cooldown: time.Minute}))
+	ctx, _, s := newStore(t, store.WithClock(c.Now), lenientBreaker)
 	at := c.Now().Add(time.Hour)
 	want := map[string]bool{}
 	for i := range 21 {
@@ -80,10 +92,8 @@ func TestEntriesPagesEveryEntryOnce(t *testing.T) {
 
 // Every filter selects on its own field, in the order asked for.
 func TestEntriesFiltersAndOrder(t *testing.T) {
-	ctx := testenv.Context(t)
-	fs, _ := testenv.Firestore(t)
 	c := testenv.NewClock(time.Date(2026, 11, 21, 13, 0, 0, 0, time.UTC))
-	s := store.New(fs, store.WithClock(c.Now), store.WithBreaker(store.BreakerConfig{Threshold: 1000, Window: time.Minute, Cooldown: time.Minute}))
+	ctx, _, s := newStore(t, store.WithClock(c.Now), lenientBreaker)
 	start := c.Now()
 	rows := []struct {
 		id, tenant, category, reason, agent, taskType, taskID, root string
