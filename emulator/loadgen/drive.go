@@ -151,31 +151,13 @@ func (d *driver) await(ctx context.Context, label string, seqs []uint64, timeout
 	return created, nil
 }
 
-// entries reads the entries of seqs.
-func (d *driver) entries(ctx context.Context, seqs []uint64) ([]*store.Entry, error) {
-	var out []*store.Entry
-	for chunk := range slices.Chunk(seqs, 300) {
-		refs := make([]*firestore.DocumentRef, len(chunk))
-		for j, seq := range chunk {
-			refs[j] = d.fs.Collection(store.FailureLog).Doc(event.ID(workStream, seq))
-		}
-		snaps, err := d.fs.GetAll(ctx, refs)
-		if err != nil {
-			return nil, fmt.Errorf("read entries: %w", err)
-		}
-		for _, snap := range snaps {
-			if !snap.Exists() {
-				out = append(out, nil)
-				continue
-			}
-			var e store.Entry
-			if err := snap.DataTo(&e); err != nil {
-				return nil, fmt.Errorf("decode %s: %w", snap.Ref.ID, err)
-			}
-			out = append(out, &e)
-		}
+// entries reads the entries of seqs that exist.
+func (d *driver) entries(ctx context.Context, seqs []uint64) (map[string]*store.Entry, error) {
+	ids := make([]string, len(seqs))
+	for i, seq := range seqs {
+		ids[i] = event.ID(workStream, seq)
 	}
-	return out, nil
+	return d.store.EntriesByID(ctx, ids)
 }
 
 // latencies are the created − sent durations of the entries that came.

@@ -119,6 +119,36 @@ func (r *terraformRig) run(t *testing.T, dir string, args ...string) (string, er
 	return out.String(), err
 }
 
+// validateCase is a configuration and what terraform validate says of it.
+type validateCase struct {
+	name   string
+	config string
+	want   []string // substrings of terraform's output; empty = must pass
+}
+
+// validateAll validates each case's config after header, a subtest each.
+func (r *terraformRig) validateAll(t *testing.T, header string, tests []validateCase) {
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := r.validate(t, header+tt.config)
+			if len(tt.want) == 0 {
+				if err != nil || !strings.Contains(out, "Success! The configuration is valid.") {
+					t.Fatalf("terraform validate = %v, want success; output:\n%s", err, out)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("terraform validate succeeded, want failure with %q; output:\n%s", tt.want, out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(squash(out), squash(w)) {
+					t.Errorf("terraform validate output lacks %q; output:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
 // squash collapses whitespace runs: terraform wraps long messages to the
 // terminal width.
 func squash(s string) string { return strings.Join(strings.Fields(s), " ") }
@@ -160,11 +190,7 @@ func TestTerraformValidateGoogleSchema(t *testing.T) {
 		{"registry.terraform.io/hashicorp/archive", "2.8.0"},
 	})
 
-	tests := []struct {
-		name   string
-		config string
-		want   []string // substrings of terraform's output; empty = must pass
-	}{
+	tests := []validateCase{
 		{
 			name: "correct config passes",
 			config: `
@@ -292,47 +318,35 @@ data "archive_file" "src" {
 			want: []string{`An argument named "source_dirs" is not expected here.`},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			out, err := rig.validate(t, googleHeader+tt.config)
-			if len(tt.want) == 0 {
-				if err != nil || !strings.Contains(out, "Success! The configuration is valid.") {
-					t.Fatalf("terraform validate = %v, want success; output:\n%s", err, out)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("terraform validate succeeded, want failure with %q; output:\n%s", tt.want, out)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(squash(out), squash(w)) {
-					t.Errorf("terraform validate output lacks %q; output:\n%s", w, out)
-				}
-			}
-		})
-	}
+	rig.validateAll(t, googleHeader, tests)
 }
 
-// TestTerraformValidateNestedAttributes drives the nested attribute types
-// (protocol 6 only) that the google schema does not use, through a schema
-// file written by the test, so it needs terraform but not the team file.
-func TestTerraformValidateNestedAttributes(t *testing.T) {
-	schemaFile := filepath.Join(t.TempDir(), "schema.json")
-	if err := os.WriteFile(schemaFile, []byte(fakeSchema), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rig := newRig(t, schemaFile, []provider{{"registry.terraform.io/jsdlq/fake", "1.0.0"}})
-	const header = `
+// fakeHeader requires the fake provider of fakeSchema.
+const fakeHeader = `
 terraform {
   required_providers {
     fake = { source = "jsdlq/fake", version = "1.0.0" }
   }
 }
 `
-	tests := []struct {
-		name, config string
-		want         []string
-	}{
+
+// fakeRig is a terraform rig whose one provider serves fakeSchema, written
+// by the test, so its tests need terraform but not the team's schema file.
+func fakeRig(t *testing.T, opts ...rigOption) *terraformRig {
+	t.Helper()
+	schemaFile := filepath.Join(t.TempDir(), "schema.json")
+	if err := os.WriteFile(schemaFile, []byte(fakeSchema), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return newRig(t, schemaFile, []provider{{"registry.terraform.io/jsdlq/fake", "1.0.0"}}, opts...)
+}
+
+// TestTerraformValidateNestedAttributes drives the nested attribute types
+// (protocol 6 only) that the google schema does not use, through a schema
+// file written by the test, so it needs terraform but not the team file.
+func TestTerraformValidateNestedAttributes(t *testing.T) {
+	rig := fakeRig(t)
+	tests := []validateCase{
 		{
 			name: "correct config passes",
 			config: `
@@ -421,25 +435,7 @@ resource "fake_thing" "a" {
 			want: []string{`Error: Computed attribute cannot be set`, `"uid" is computed by the provider`},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			out, err := rig.validate(t, header+tt.config)
-			if len(tt.want) == 0 {
-				if err != nil || !strings.Contains(out, "Success! The configuration is valid.") {
-					t.Fatalf("terraform validate = %v, want success; output:\n%s", err, out)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("terraform validate succeeded, want failure with %q; output:\n%s", tt.want, out)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(squash(out), squash(w)) {
-					t.Errorf("terraform validate output lacks %q; output:\n%s", w, out)
-				}
-			}
-		})
-	}
+	rig.validateAll(t, fakeHeader, tests)
 }
 
 // TestTerraformPlanAndApply runs the plan-side RPCs through terraform:
@@ -448,17 +444,7 @@ resource "fake_thing" "a" {
 // function is evaluated, and apply is refused with a clear message rather
 // than pretending to create anything.
 func TestTerraformPlanAndApply(t *testing.T) {
-	schemaFile := filepath.Join(t.TempDir(), "schema.json")
-	if err := os.WriteFile(schemaFile, []byte(fakeSchema), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	const config = `
-terraform {
-  required_providers {
-    fake = { source = "jsdlq/fake", version = "1.0.0" }
-  }
-}
-
+	const config = fakeHeader + `
 data "fake_info" "i" {
   project = "p1"
 }
@@ -476,10 +462,8 @@ output "project" {
   value = provider::fake::project_from_id("projects/p1/locations/l/things/a")
 }
 `
-	fake := []provider{{"registry.terraform.io/jsdlq/fake", "1.0.0"}}
-
 	t.Run("data sources refuse without placeholders", func(t *testing.T) {
-		rig := newRig(t, schemaFile, fake)
+		rig := fakeRig(t)
 		dir := rig.initDir(t, config)
 		out, err := rig.run(t, dir, "plan", "-input=false", "-no-color")
 		if err == nil || !strings.Contains(squash(out), "tfschema: reading a data source is not supported") {
@@ -487,7 +471,7 @@ output "project" {
 		}
 	})
 
-	rig := newRig(t, schemaFile, fake, withPlaceholderData)
+	rig := fakeRig(t, withPlaceholderData)
 	dir := rig.initDir(t, config)
 	out, err := rig.run(t, dir, "plan", "-input=false", "-no-color")
 	if err != nil {

@@ -1,13 +1,21 @@
 package classify
 
 import (
+	"context"
 	"fmt"
 	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/store"
 )
 
 // BenchmarkClassify measures new events through Handle on the Firestore and
@@ -21,14 +29,7 @@ func BenchmarkClassify(b *testing.B) {
 		b.Run(fmt.Sprintf("inflight=%d", par), func(b *testing.B) {
 			e := setup(b)
 			ctx := testenv.Context(b)
-			payload := make([]byte, 1024)
-			var seq atomic.Uint64
-			next := func() error {
-				n := seq.Add(1)
-				ev := explicit(n, "llm_provider_timeout", "upstream timed out", msg{payload: payload})
-				ev.Tenant = fmt.Sprint("bench-", n)
-				return e.h.Handle(ctx, cloudEvent(b, ev))
-			}
+			next, seq := e.ownTenantEvents(b, ctx, "llm_provider_timeout", "upstream timed out", make([]byte, 1024))
 			before := e.store.Ops()
 			start := time.Now()
 			b.ResetTimer()
@@ -51,14 +52,135 @@ func BenchmarkClassify(b *testing.B) {
 			}
 			b.StopTimer()
 			elapsed := time.Since(start)
-			ops := e.store.Ops()
 			n := float64(seq.Load())
 			b.ReportMetric(n/elapsed.Seconds(), "events/s")
-			b.ReportMetric(float64(ops.Reads-before.Reads)/n, "fs-reads/entry")
-			b.ReportMetric(float64(ops.Writes-before.Writes)/n, "fs-writes/entry")
+			reportOps(b, before, e.store.Ops(), n)
 			if got := len(e.emu.Tasks(b, e.queue)); got != int(n) {
 				b.Errorf("%d tasks for %d events", got, int(n))
 			}
 		})
 	}
+}
+
+// BenchmarkClassifyVsRawTx puts classify next to its physical limit on the
+// same emulator in the same run: a bare loop of Firestore transactions
+// doing exactly what a new entry costs (read a breaker document; create an
+// entry document of the same size; merge-increment a metrics shard; write
+// the breaker), with the same number in flight. Events carry a permanent
+// reason code so classify, like the loop, makes no Cloud Tasks call: the
+// ratio isolates what classify adds (decode, policy, the entry's fields)
+// to the storage work. Rounds alternate between the two and the ratio is
+// taken from the medians, because the machine is shared and noisy.
+//
+//	go test ./functions/classify -run '^$' -bench ClassifyVsRawTx -benchtime 600x
+func BenchmarkClassifyVsRawTx(b *testing.B) {
+	const inflight, rounds = 8, 3
+	e := setup(b)
+	ctx := testenv.Context(b)
+	payload := make([]byte, 1024)
+	classifyOne, seq := e.ownTenantEvents(b, ctx, "impossible_task", "the task cannot be done", payload)
+	raw := newRawTx(e.fs, payload)
+	per := max(1, b.N/rounds)
+	var classifyRates, rawRates []float64
+	before := e.store.Ops()
+	b.ResetTimer()
+	for range rounds {
+		rawRates = append(rawRates, runInFlight(b, per, inflight, func() error { return raw.one(ctx) }))
+		classifyRates = append(classifyRates, runInFlight(b, per, inflight, classifyOne))
+	}
+	b.StopTimer()
+	ops := e.store.Ops()
+	slices.Sort(classifyRates)
+	slices.Sort(rawRates)
+	c, r := classifyRates[rounds/2], rawRates[rounds/2]
+	b.ReportMetric(c, "classify-events/s")
+	b.ReportMetric(r, "raw-tx/s")
+	b.ReportMetric(c/r, "ratio")
+	reportOps(b, before, ops, float64(seq.Load()))
+}
+
+// ownTenantEvents returns a function that classifies one new explicit
+// event with reason per call, each of a tenant of its own so that breakers
+// stay closed, and the count of calls.
+func (e *env) ownTenantEvents(b *testing.B, ctx context.Context, reason, message string, payload []byte) (func() error, *atomic.Uint64) {
+	var seq atomic.Uint64
+	return func() error {
+		n := seq.Add(1)
+		ev := explicit(n, reason, message, msg{payload: payload})
+		ev.Tenant = fmt.Sprint("bench-", n)
+		return e.h.Handle(ctx, cloudEvent(b, ev))
+	}, &seq
+}
+
+// reportOps reports the Firestore reads and writes per entry between two
+// Ops counts over n new entries (the storage target: 1 read, 3 writes).
+func reportOps(b *testing.B, before, after store.Ops, n float64) {
+	b.ReportMetric(float64(after.Reads-before.Reads)/n, "fs-reads/entry")
+	b.ReportMetric(float64(after.Writes-before.Writes)/n, "fs-writes/entry")
+}
+
+// runInFlight runs fn n times with at most inflight calls at once and
+// returns the calls per second.
+func runInFlight(b *testing.B, n, inflight int, fn func() error) float64 {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range inflight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				if err := fn(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// rawTx is the storage work of one new entry without classify around it.
+type rawTx struct {
+	fs      *firestore.Client
+	payload []byte
+	prefix  string
+	n       atomic.Uint64
+}
+
+func newRawTx(fs *firestore.Client, payload []byte) *rawTx {
+	return &rawTx{fs: fs, payload: payload, prefix: fmt.Sprint("raw-", time.Now().UnixNano())}
+}
+
+func (r *rawTx) one(ctx context.Context) error {
+	n := r.n.Add(1)
+	now := time.Now().UTC()
+	id := fmt.Sprintf("%s-TASKS.%d", r.prefix, n)
+	tenant := fmt.Sprint("raw-tenant-", n)
+	entry := &store.Entry{ID: id, EventID: id, Stream: "TASKS", StreamSeq: int64(n), Subject: "agents.backend.tasks.code_review",
+		Tenant: tenant, Agent: "backend", TaskType: "code_review", Kind: "explicit", Kinds: []string{"explicit"},
+		Payload: r.payload, PayloadSize: int64(len(r.payload)), PayloadSHA256: store.PayloadSum(r.payload),
+		Category: "permanent", ReasonCode: "impossible_task", Action: "escalate", Status: store.Escalated,
+		CreatedAt: now, UpdatedAt: now, ExpireAt: now.Add(store.Retention), RootID: id,
+		History: []store.Transition{{At: now, To: string(store.Escalated), By: "raw"}}}
+	breaker := r.fs.Collection(r.prefix + "-breakers").Doc(tenant)
+	shard := r.fs.Collection(r.prefix + "-metrics").Doc(store.Hour(now)).Collection("shards").Doc(fmt.Sprint(n % 8))
+	inc := firestore.Increment(1)
+	return r.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		if _, err := tx.Get(breaker); err != nil && status.Code(err) != codes.NotFound {
+			return err
+		}
+		if err := tx.Create(r.fs.Collection(r.prefix+"-entries").Doc(id), entry); err != nil {
+			return err
+		}
+		if err := tx.Set(shard, map[string]any{"hour": store.Hour(now), "total": inc,
+			"by_kind": map[string]any{"explicit": inc}, "by_category": map[string]any{"permanent": inc},
+			"by_reason": map[string]any{"impossible_task": inc}, "by_agent": map[string]any{"backend": inc},
+			"by_tenant": map[string]any{tenant: inc}, "by_action": map[string]any{"escalate": inc},
+			"by_status": map[string]any{"escalated": inc}, "escalated": inc}, firestore.MergeAll); err != nil {
+			return err
+		}
+		return tx.Set(breaker, map[string]any{"state": "closed", "failures": []time.Time{now}, "updated_at": now})
+	})
 }

@@ -261,6 +261,23 @@ func (e *env) waitTaskGone(t *testing.T, name string) {
 	})
 }
 
+// settled waits until task is done and has left entry id in status want,
+// and returns the entry.
+func (e *env) settled(t *testing.T, task, id string, want store.Status) *store.Entry {
+	t.Helper()
+	e.waitTaskGone(t, task)
+	return e.waitStatus(t, id, want)
+}
+
+// wantMsgs checks how many messages the work stream holds: the replays
+// published (the tests start from an empty stream).
+func (e *env) wantMsgs(t *testing.T, want int) {
+	t.Helper()
+	if n := len(e.msgs(t)); n != want {
+		t.Errorf("messages = %d, want %d", n, want)
+	}
+}
+
 func (e *env) deliveriesOf(task string) []delivery {
 	e.mu.Lock()
 	defer e.mu.Unlock()

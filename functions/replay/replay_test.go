@@ -143,8 +143,7 @@ func TestProbeDeathReopensBreaker(t *testing.T) {
 	en := e.newEntry(t, spec{id: "TASKS.650"})
 	now := time.Now().UTC()
 	e.breaker(t, store.Breaker{Tenant: tenant, State: store.BreakerHalfOpen, OpenedAt: now, HalfOpenAt: now, UpdatedAt: now})
-	e.waitTaskGone(t, e.schedule(t, en.ID))
-	probe := e.waitStatus(t, en.ID, store.Replayed)
+	probe := e.settled(t, e.schedule(t, en.ID), en.ID, store.Replayed)
 	if !probe.BreakerProbe {
 		t.Fatalf("entry %s is not the probe", en.ID)
 	}
@@ -180,9 +179,7 @@ func TestFirestoreDownAnswers503(t *testing.T) {
 	if w.Code != http.StatusServiceUnavailable {
 		t.Errorf("status = %d, want 503 (%s)", w.Code, w.Body.String())
 	}
-	if n := len(e.msgs(t)); n != 0 {
-		t.Errorf("messages = %d, want 0", n)
-	}
+	e.wantMsgs(t, 0)
 }
 
 // NATS down: the function answers 503 and Cloud Tasks retries; once NATS is
@@ -202,11 +199,8 @@ func TestNATSDownRetries(t *testing.T) {
 		t.Errorf("entry during the outage = %v, %v, want replaying (claimed by its task)", got.Status, err)
 	}
 	e.nats.Restart(t)
-	e.waitTaskGone(t, task)
-	e.waitStatus(t, en.ID, store.Replayed)
-	if n := len(e.msgs(t)); n != 1 {
-		t.Errorf("messages = %d, want 1", n)
-	}
+	e.settled(t, task, en.ID, store.Replayed)
+	e.wantMsgs(t, 1)
 }
 
 // No token: 401; a genuine emulator token for another audience, or for an
@@ -260,9 +254,7 @@ func TestAuthentication(t *testing.T) {
 			t.Errorf("token for %s as %s: status %d, want %d", f.audience, f.account, got, f.want)
 		}
 	}
-	if n := len(e.msgs(t)); n != 0 {
-		t.Errorf("messages = %d, want 0", n)
-	}
+	e.wantMsgs(t, 0)
 	for _, en := range []*store.Entry{noToken, otherAud, otherSA} {
 		got, err := e.store.GetMeta(e.ctx, en.ID)
 		if err != nil || got.Status != store.Scheduled {
@@ -281,11 +273,8 @@ func TestCompletedTaskRecovers(t *testing.T) {
 		t.Fatalf("Once() = %v, %v", ran, err)
 	}
 	task := e.schedule(t, en.ID)
-	e.waitTaskGone(t, task)
-	e.waitStatus(t, en.ID, store.Recovered)
-	if n := len(e.msgs(t)); n != 0 {
-		t.Errorf("messages = %d, want 0", n)
-	}
+	e.settled(t, task, en.ID, store.Recovered)
+	e.wantMsgs(t, 0)
 }
 
 // The policy changed (a Firestore override makes transient failures need
@@ -305,8 +294,7 @@ func TestPolicyDenyThenApproveWithEdit(t *testing.T) {
 		t.Fatalf("SaveOverride() = %v", err)
 	}
 	task := e.schedule(t, en.ID)
-	e.waitTaskGone(t, task)
-	held := e.waitStatus(t, en.ID, store.AwaitingApproval)
+	held := e.settled(t, task, en.ID, store.AwaitingApproval)
 	if held.Action != string(triage.RequireApproval) || held.Rule != "transient" {
 		t.Errorf("entry action, rule = %s, %s, want require_approval, transient", held.Action, held.Rule)
 	}
@@ -401,8 +389,7 @@ func TestStrategies(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			en := e.newEntry(t, c.spec)
-			e.waitTaskGone(t, e.schedule(t, en.ID))
-			got := e.waitStatus(t, en.ID, store.Replayed)
+			got := e.settled(t, e.schedule(t, en.ID), en.ID, store.Replayed)
 			s, err := e.js.Stream(e.ctx, workStream)
 			if err != nil {
 				t.Fatal(err)
@@ -434,8 +421,7 @@ func TestBreaker(t *testing.T) {
 
 	now := time.Now().UTC()
 	e.breaker(t, store.Breaker{Tenant: tenant, State: store.BreakerOpen, OpenedAt: now, UpdatedAt: now})
-	e.waitTaskGone(t, e.schedule(t, a.ID))
-	e.waitStatus(t, a.ID, store.Held)
+	e.settled(t, e.schedule(t, a.ID), a.ID, store.Held)
 	if n := len(e.msgs(t)); n != 0 {
 		t.Fatalf("open breaker: messages = %d, want 0", n)
 	}
@@ -495,8 +481,7 @@ func TestBreaker(t *testing.T) {
 func TestPayloadMissing(t *testing.T) {
 	e := setup(t)
 	en := e.newEntry(t, spec{id: "TASKS.701", missing: true})
-	e.waitTaskGone(t, e.schedule(t, en.ID))
-	got := e.waitStatus(t, en.ID, store.Escalated)
+	got := e.settled(t, e.schedule(t, en.ID), en.ID, store.Escalated)
 	if last := got.History[len(got.History)-1]; !strings.HasPrefix(last.Note, replay.ReasonPayloadMissing) {
 		t.Errorf("history note = %q, want %s", last.Note, replay.ReasonPayloadMissing)
 	}
@@ -556,9 +541,7 @@ func TestMalformedAndStaleTasks(t *testing.T) {
 	if err != nil || got.Status != store.Scheduled {
 		t.Errorf("entry = %v, %v, want still scheduled", got.Status, err)
 	}
-	if n := len(e.msgs(t)); n != 0 {
-		t.Errorf("messages = %d, want 0", n)
-	}
+	e.wantMsgs(t, 0)
 }
 
 func TestMessage(t *testing.T) {
