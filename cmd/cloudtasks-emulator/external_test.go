@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -29,51 +26,16 @@ func TestExternalEmulator(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	got := make(chan *http.Request, 1)
-	tg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case got <- r:
-		default:
-		}
-	}))
-	defer tg.Close()
 	client, err := ctapi.NewClient(ctx, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	id := fmt.Sprintf("smoke-%d", time.Now().UnixNano())
-	q, err := client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{
-		Parent: "projects/smoke/locations/local",
-		Queue:  &cloudtaskspb.Queue{Name: "projects/smoke/locations/local/queues/" + id},
-	})
-	if err != nil {
-		t.Fatalf("CreateQueue() = %v", err)
-	}
-	defer client.DeleteQueue(context.Background(), &cloudtaskspb.DeleteQueueRequest{Name: q.Name})
-	task, err := client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q.Name, Task: &cloudtaskspb.Task{
-		MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
-			Url:                 tg.URL + "/Replay",
-			AuthorizationHeader: &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{ServiceAccountEmail: "sa@smoke.iam.gserviceaccount.com"}},
-		}},
-	}})
-	if err != nil {
-		t.Fatalf("CreateTask() = %v", err)
-	}
-	t.Logf("created %s in %s", task.Name, q.Name)
 	jwks, err := tasksemu.JWKSURL(os.Getenv(tasksemu.EnvHost))
 	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case r := <-got:
-		raw := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		claims, err := tasksemu.NewVerifier(jwks).Verify(ctx, raw, tg.URL+"/Replay")
-		if err != nil {
-			t.Fatalf("Verify() against %s = %v", jwks, err)
-		}
-		t.Logf("dispatched %s %s with token for %s, verified against %s", r.Method, r.URL.Path, claims.Email, jwks)
-	case <-ctx.Done():
-		t.Fatal("task not dispatched")
-	}
+	parent, id := "projects/smoke/locations/local", fmt.Sprintf("smoke-%d", time.Now().UnixNano())
+	defer client.DeleteQueue(context.Background(), &cloudtaskspb.DeleteQueueRequest{Name: parent + "/queues/" + id})
+	dispatchVerified(t, ctx, client, parent, id, "sa@smoke.iam.gserviceaccount.com", jwks)
 }

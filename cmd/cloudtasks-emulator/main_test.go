@@ -38,15 +38,6 @@ func (l *lockedBuffer) String() string {
 // a queue and a task through ClientOptions, the task reaches its target with
 // an OIDC token the advertised JWKS verifies, and a cancel stops it cleanly.
 func TestRunServesOfficialClient(t *testing.T) {
-	got := make(chan *http.Request, 1)
-	tg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case got <- r:
-		default:
-		}
-	}))
-	defer tg.Close()
-
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out := &lockedBuffer{}
@@ -76,30 +67,9 @@ func TestRunServesOfficialClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	q, err := client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{
-		Parent: "projects/p/locations/l",
-		Queue:  &cloudtaskspb.Queue{Name: "projects/p/locations/l/queues/replay"},
-	})
-	if err != nil {
-		t.Fatalf("CreateQueue() = %v", err)
-	}
-	if _, err := client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q.Name, Task: &cloudtaskspb.Task{
-		MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
-			Url:                 tg.URL + "/Replay",
-			AuthorizationHeader: &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{ServiceAccountEmail: "sa@p.iam.gserviceaccount.com"}},
-		}},
-	}}); err != nil {
-		t.Fatalf("CreateTask() = %v", err)
-	}
-	select {
-	case r := <-got:
-		raw := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if _, err := tasksemu.NewVerifier("http://"+addrs[1]+tasksemu.JWKSPath).Verify(ctx, raw, tg.URL+"/Replay"); err != nil {
-			t.Errorf("Verify(dispatched token) = %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("task not dispatched")
-	}
+	dispatchCtx, stop := context.WithTimeout(ctx, 20*time.Second)
+	defer stop()
+	dispatchVerified(t, dispatchCtx, client, "projects/p/locations/l", "replay", "sa@p.iam.gserviceaccount.com", "http://"+addrs[1]+tasksemu.JWKSPath)
 	resp, err := http.Get("http://" + addrs[1] + "/healthz")
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /healthz = %v, %v; want 200", resp, err)
@@ -123,5 +93,49 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		if err := run(context.Background(), args, &lockedBuffer{}, nil); err == nil {
 			t.Errorf("run(%q) = nil, want an error", args)
 		}
+	}
+}
+
+// dispatchVerified creates queue id under parent and in it a task with an
+// OIDC token for account to a target of the test's own, waits (while ctx
+// lasts) for the dispatch and verifies its token against jwks: the round
+// trip a replay makes.
+func dispatchVerified(t *testing.T, ctx context.Context, client *ctapi.Client, parent, id, account, jwks string) {
+	t.Helper()
+	got := make(chan *http.Request, 1)
+	tg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case got <- r:
+		default:
+		}
+	}))
+	defer tg.Close()
+	q, err := client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{
+		Parent: parent,
+		Queue:  &cloudtaskspb.Queue{Name: parent + "/queues/" + id},
+	})
+	if err != nil {
+		t.Fatalf("CreateQueue() = %v", err)
+	}
+	task, err := client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q.Name, Task: &cloudtaskspb.Task{
+		MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+			Url:                 tg.URL + "/Replay",
+			AuthorizationHeader: &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{ServiceAccountEmail: account}},
+		}},
+	}})
+	if err != nil {
+		t.Fatalf("CreateTask() = %v", err)
+	}
+	t.Logf("created %s in %s", task.Name, q.Name)
+	select {
+	case r := <-got:
+		raw := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		claims, err := tasksemu.NewVerifier(jwks).Verify(ctx, raw, tg.URL+"/Replay")
+		if err != nil {
+			t.Fatalf("Verify(dispatched token) against %s = %v", jwks, err)
+		}
+		t.Logf("dispatched %s %s with token for %s, verified against %s", r.Method, r.URL.Path, claims.Email, jwks)
+	case <-ctx.Done():
+		t.Fatal("task not dispatched")
 	}
 }

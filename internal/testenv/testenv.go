@@ -178,13 +178,9 @@ func Context(t testing.TB) context.Context {
 func Firestore(t testing.TB) (*firestore.Client, string) {
 	t.Helper()
 	FirestoreHost(t)
-	project := Project(t)
-	c, err := firestore.NewClient(context.Background(), project)
-	if err != nil {
-		t.Fatalf("testenv: firestore client: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c, project
+	return projectClient(t, "firestore", func(ctx context.Context, project string) (*firestore.Client, error) {
+		return firestore.NewClient(ctx, project)
+	})
 }
 
 // PubSub returns a client of the shared Pub/Sub emulator for a project of this
@@ -192,10 +188,19 @@ func Firestore(t testing.TB) (*firestore.Client, string) {
 func PubSub(t testing.TB) (*pubsub.Client, string) {
 	t.Helper()
 	PubSubHost(t)
+	return projectClient(t, "pubsub", func(ctx context.Context, project string) (*pubsub.Client, error) {
+		return pubsub.NewClient(ctx, project)
+	})
+}
+
+// projectClient dials a client for a project of the test's own (the
+// emulator host is in the environment by now), closed when the test ends.
+func projectClient[C interface{ Close() error }](t testing.TB, what string, dial func(context.Context, string) (C, error)) (C, string) {
+	t.Helper()
 	project := Project(t)
-	c, err := pubsub.NewClient(context.Background(), project)
+	c, err := dial(context.Background(), project)
 	if err != nil {
-		t.Fatalf("testenv: pubsub client: %v", err)
+		t.Fatalf("testenv: %s client: %v", what, err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c, project

@@ -13,6 +13,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -90,13 +91,7 @@ func TestPubSubPublishReceiveOnEmulator(t *testing.T) {
 }
 
 func TestJetStreamPublishConsume(t *testing.T) {
-	n := testenv.NewNATS(t)
-	_, js := n.Connect(t)
-	ctx := testenv.Context(t)
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TASKS", Subjects: []string{"agents.>"}})
-	if err != nil {
-		t.Fatalf("CreateStream() = %v", err)
-	}
+	ctx, n, js, s := taskStream(t)
 	if _, err := js.Publish(ctx, "agents.cto.tasks.review", []byte("t1")); err != nil {
 		t.Fatalf("Publish() = %v", err)
 	}
@@ -176,5 +171,62 @@ func TestRestartablePubSubEmulator(t *testing.T) {
 	defer ps2.Close()
 	if _, err := ps2.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
 		t.Fatalf("CreateTopic() after restart = %v", err)
+	}
+}
+
+// taskStream starts a NATS server of the test's own with a TASKS stream on
+// agents.>, and returns the test's context, the server, a JetStream client
+// and the stream.
+func taskStream(t *testing.T) (context.Context, *testenv.NATS, jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	n := testenv.NewNATS(t)
+	_, js := n.Connect(t)
+	ctx := testenv.Context(t)
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TASKS", Subjects: []string{"agents.>"}})
+	if err != nil {
+		t.Fatalf("CreateStream() = %v", err)
+	}
+	return ctx, n, js, s
+}
+
+// The crash comes after the message is stored: the caller sees the error,
+// the stream has the message, and a retry with the same Nats-Msg-Id is the
+// stream's duplicate.
+func TestCrashAfterPublish(t *testing.T) {
+	ctx, _, js, s := taskStream(t)
+	crash := errors.New("injected crash")
+	crashes := 0
+	pub := testenv.CrashAfterPublish(js, func(m *nats.Msg) error {
+		if crashes == 0 {
+			crashes++
+			return crash
+		}
+		return nil
+	})
+	msg := &nats.Msg{Subject: "agents.cto.tasks.review", Data: []byte("t1")}
+
+	tests := []struct {
+		name    string
+		wantErr error
+		wantDup bool
+	}{
+		{name: "first publish crashes", wantErr: crash},
+		{name: "retry is a duplicate", wantDup: true},
+	}
+	for _, tt := range tests {
+		ack, err := pub.PublishMsg(ctx, msg, jetstream.WithMsgID("m1"))
+		if !errors.Is(err, tt.wantErr) {
+			t.Fatalf("%s: PublishMsg() error = %v, want %v", tt.name, err, tt.wantErr)
+		}
+		if err == nil && ack.Duplicate != tt.wantDup {
+			t.Errorf("%s: PublishMsg() ack.Duplicate = %t, want %t", tt.name, ack.Duplicate, tt.wantDup)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatalf("Info() = %v", err)
+		}
+		if got := info.State.Msgs; got != 1 {
+			t.Errorf("%s: messages = %d, want 1", tt.name, got)
+		}
 	}
 }
