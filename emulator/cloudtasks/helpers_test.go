@@ -13,6 +13,7 @@ import (
 
 	ctapi "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -152,6 +153,31 @@ func (tg *target) count() int {
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
 	return len(tg.hits)
+}
+
+// drain collects everything an iterator of the official client yields,
+// paging as the client does.
+func drain[T any](t testing.TB, what string, it interface{ Next() (T, error) }) []T {
+	t.Helper()
+	var out []T
+	for {
+		v, err := it.Next()
+		if err == iterator.Done {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("%s iterator = %v", what, err)
+		}
+		out = append(out, v)
+	}
+}
+
+func queueNames(qs []*cloudtaskspb.Queue) []string {
+	names := make([]string, len(qs))
+	for i, q := range qs {
+		names[i] = q.Name
+	}
+	return names
 }
 
 // waitFor polls cond until it holds or the timeout passes.

@@ -8,7 +8,6 @@ import (
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -74,19 +73,8 @@ func TestQueueLifecycle(t *testing.T) {
 	if err != nil || p.State != cloudtaskspb.Queue_PAUSED {
 		t.Fatalf("PauseQueue() = %v, %v; want PAUSED", p.GetState(), err)
 	}
-	var paused []string
-	it := e.client.ListQueues(ctx, &cloudtaskspb.ListQueuesRequest{Parent: testLocation, Filter: "state: PAUSED"})
-	for {
-		q, err := it.Next()
-		if err == iterator.Done {
-			break
-		}
-		if err != nil {
-			t.Fatalf("ListQueues(filter) = %v", err)
-		}
-		paused = append(paused, q.Name)
-	}
-	if diff := cmp.Diff([]string{name}, paused); diff != "" {
+	paused := drain(t, "ListQueues(filter)", e.client.ListQueues(ctx, &cloudtaskspb.ListQueuesRequest{Parent: testLocation, Filter: "state: PAUSED"}))
+	if diff := cmp.Diff([]string{name}, queueNames(paused)); diff != "" {
 		t.Errorf("ListQueues(state: PAUSED) mismatch (-want +got):\n%s", diff)
 	}
 	r, err := e.client.ResumeQueue(ctx, &cloudtaskspb.ResumeQueueRequest{Name: name})
@@ -99,19 +87,8 @@ func TestQueueLifecycle(t *testing.T) {
 	}
 
 	// Paging through the queues of the location, one per page.
-	var all []string
-	it = e.client.ListQueues(ctx, &cloudtaskspb.ListQueuesRequest{Parent: testLocation, PageSize: 1})
-	for {
-		q, err := it.Next()
-		if err == iterator.Done {
-			break
-		}
-		if err != nil {
-			t.Fatalf("ListQueues() = %v", err)
-		}
-		all = append(all, q.Name)
-	}
-	if diff := cmp.Diff([]string{name, other}, all); diff != "" {
+	all := drain(t, "ListQueues()", e.client.ListQueues(ctx, &cloudtaskspb.ListQueuesRequest{Parent: testLocation, PageSize: 1}))
+	if diff := cmp.Diff([]string{name, other}, queueNames(all)); diff != "" {
 		t.Errorf("ListQueues() mismatch (-want +got):\n%s", diff)
 	}
 

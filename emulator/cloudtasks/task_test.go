@@ -187,19 +187,7 @@ func TestTaskCRUDAndViews(t *testing.T) {
 		t.Errorf("ListTasks(bad token) = %v, want InvalidArgument", err)
 	}
 	// The iterator of the official client drives the same paging.
-	n := 0
-	it := e.client.ListTasks(ctx, &cloudtaskspb.ListTasksRequest{Parent: q, PageSize: 7})
-	for {
-		_, err := it.Next()
-		if err == iterator.Done {
-			break
-		}
-		if err != nil {
-			t.Fatalf("ListTasks iterator = %v", err)
-		}
-		n++
-	}
-	if n != 25 {
+	if n := len(drain(t, "ListTasks", e.client.ListTasks(ctx, &cloudtaskspb.ListTasksRequest{Parent: q, PageSize: 7}))); n != 25 {
 		t.Errorf("ListTasks iterator = %d tasks, want 25", n)
 	}
 

@@ -72,21 +72,28 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		"max_deliver": maxDeliverEvent(), "terminated missing": terminatedMissing(), "explicit truncated": explicitTruncated(),
 	} {
 		t.Run(name, func(t *testing.T) {
-			b, err := event.Encode(e)
-			if err != nil {
-				t.Fatalf("Encode = %v", err)
-			}
-			if err := v.Validate(b); err != nil {
-				t.Fatalf("schema rejects Encode output: %v\n%s", err, b)
-			}
-			got, err := event.Decode(b)
-			if err != nil {
-				t.Fatalf("Decode = %v", err)
-			}
-			if d := cmp.Diff(e, got); d != "" {
-				t.Errorf("Decode(Encode(e)) differs (-want +got):\n%s", d)
-			}
+			roundTrip(t, v, e, event.Encode, event.Decode)
 		})
+	}
+}
+
+// roundTrip encodes v, requires the schema to accept the encoding and the
+// decoding of it to equal v: what every contract of this package promises.
+func roundTrip[T any](t *testing.T, schema interface{ Validate([]byte) error }, v T, encode func(T) ([]byte, error), decode func([]byte) (T, error)) {
+	t.Helper()
+	b, err := encode(v)
+	if err != nil {
+		t.Fatalf("Encode(%+v) = %v", v, err)
+	}
+	if err := schema.Validate(b); err != nil {
+		t.Errorf("schema refuses the encoding %s: %v", b, err)
+	}
+	got, err := decode(b)
+	if err != nil {
+		t.Fatalf("Decode(%s) = %v", b, err)
+	}
+	if d := cmp.Diff(v, got); d != "" {
+		t.Errorf("Decode(Encode(v)) differs (-want +got):\n%s", d)
 	}
 }
 

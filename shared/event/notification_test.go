@@ -40,20 +40,7 @@ func TestNotificationMatchesSchema(t *testing.T) {
 	}
 	for _, n := range sampleNotifications(time.Date(2026, 3, 1, 12, 0, 0, 123, time.UTC)) {
 		t.Run(string(n.Kind), func(t *testing.T) {
-			b, err := n.Encode()
-			if err != nil {
-				t.Fatalf("Encode() = %v", err)
-			}
-			if err := v.Validate(b); err != nil {
-				t.Errorf("schema refuses %s: %v", b, err)
-			}
-			got, err := event.DecodeNotification(b)
-			if err != nil {
-				t.Fatalf("DecodeNotification(%s) = %v", b, err)
-			}
-			if d := cmp.Diff(n, got); d != "" {
-				t.Errorf("round trip (-want +got):\n%s", d)
-			}
+			roundTrip(t, v, n, event.Notification.Encode, event.DecodeNotification)
 			want := map[string]string{"kind": string(n.Kind), "tenant": "acme", "severity": n.Kind.Severity(), "notification_id": n.ID}
 			if d := cmp.Diff(want, n.Attributes()); d != "" {
 				t.Errorf("Attributes() (-want +got):\n%s", d)
