@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"cloud.google.com/go/firestore"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -34,11 +34,9 @@ type batch struct {
 	first uint64 // work stream sequence before the batch
 }
 
-// originals publishes n tasks, one tenant each (so no tenant breaker opens:
-// the scenarios measure loss, not the breaker), and returns the batch.
-func (s *chaosStack) originals(label string, n int) *batch {
+// workStream returns the work stream and its last sequence.
+func (s *chaosStack) workStream(ctx context.Context) (jetstream.Stream, uint64) {
 	s.t.Helper()
-	ctx := context.Background()
 	st, err := s.js.Stream(ctx, workStream)
 	if err != nil {
 		s.t.Fatal(err)
@@ -47,7 +45,16 @@ func (s *chaosStack) originals(label string, n int) *batch {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	b := &batch{label: label, first: info.State.LastSeq}
+	return st, info.State.LastSeq
+}
+
+// originals publishes n tasks, one tenant each (so no tenant breaker opens:
+// the scenarios measure loss, not the breaker), and returns the batch.
+func (s *chaosStack) originals(label string, n int) *batch {
+	s.t.Helper()
+	ctx := context.Background()
+	_, last := s.workStream(ctx)
+	b := &batch{label: label, first: last}
 	for i := range n {
 		m := nats.NewMsg("agents.backend.tasks.code_review")
 		m.Data = fmt.Appendf(nil, `{"scenario":%q,"n":%d}`, label, i)
@@ -105,20 +112,22 @@ func entryID(seq uint64) string {
 	return id
 }
 
-// entries reads the batch's entries (nil where absent).
+// entries reads the batch's entries (nil where absent), retrying while the
+// scenario's faults make Firestore fail.
 func (s *chaosStack) entries(b *batch) []*store.Entry {
 	s.t.Helper()
+	st := store.New(s.fs)
 	out := make([]*store.Entry, 0, len(b.seqs))
 	for chunk := range slices.Chunk(b.seqs, 300) {
-		refs := make([]*firestore.DocumentRef, len(chunk))
+		ids := make([]string, len(chunk))
 		for j, seq := range chunk {
-			refs[j] = s.fs.Collection(store.FailureLog).Doc(entryID(seq))
+			ids[j] = entryID(seq)
 		}
-		var snaps []*firestore.DocumentSnapshot
+		var got map[string]*store.Entry
 		var err error
 		for attempt := 0; attempt < 30; attempt++ {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			snaps, err = s.fs.GetAll(ctx, refs)
+			got, err = st.EntriesByID(ctx, ids)
 			cancel()
 			if err == nil {
 				break
@@ -128,17 +137,8 @@ func (s *chaosStack) entries(b *batch) []*store.Entry {
 		if err != nil {
 			s.t.Fatalf("read entries: %v", err)
 		}
-		for _, snap := range snaps {
-			if !snap.Exists() {
-				out = append(out, nil)
-				continue
-			}
-			var e store.Entry
-			if err := snap.DataTo(&e); err != nil {
-				s.t.Fatalf("decode %s: %v", snap.Ref.ID, err)
-			}
-			e.ID = snap.Ref.ID
-			out = append(out, &e)
+		for _, id := range ids {
+			out = append(out, got[id])
 		}
 	}
 	return out
@@ -149,20 +149,13 @@ func (s *chaosStack) entries(b *batch) []*store.Entry {
 func (s *chaosStack) replays(b *batch) map[string]int {
 	s.t.Helper()
 	ctx := context.Background()
-	st, err := s.js.Stream(ctx, workStream)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		s.t.Fatal(err)
-	}
+	st, last := s.workStream(ctx)
 	mine := map[string]bool{}
 	for _, seq := range b.seqs {
 		mine[entryID(seq)] = true
 	}
 	out := map[string]int{}
-	for seq := b.first + 1; seq <= info.State.LastSeq; seq++ {
+	for seq := b.first + 1; seq <= last; seq++ {
 		m, err := st.GetMsg(ctx, seq)
 		if err != nil {
 			s.t.Fatalf("get %d: %v", seq, err)
