@@ -230,8 +230,12 @@ type entriesData struct {
 	F        map[string]string
 	Statuses []store.Status
 	Entries  []*store.Entry
-	Next     string // query string of the next page
-	Lookup   bool
+	// Next is the link to the next page. A template.URL, because
+	// html/template escapes the = and & of a plain string inside a query
+	// (the link would name one unknown filter); it is built here from
+	// url.Values, so it is a relative URL with an encoded query only.
+	Next   template.URL
+	Lookup bool
 }
 
 func (s *Server) entries(r *http.Request) (string, string, any, error) {
@@ -290,7 +294,7 @@ func (s *Server) entries(r *http.Request) (string, string, any, error) {
 			}
 		}
 		next.Set("page_token", p.Next.Encode())
-		d.Next = next.Encode()
+		d.Next = template.URL("/entries?" + next.Encode())
 	}
 	return "entries", "Entries", d, nil
 }

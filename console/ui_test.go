@@ -6,11 +6,13 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"errors"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -245,4 +247,27 @@ func (k keys) Key(_ context.Context, kid string) (*ecdsa.PublicKey, error) {
 		return pk, nil
 	}
 	return nil, console.ErrUnauthenticated
+}
+
+// The next-page link works as a browser follows it: its query keeps the
+// filters and the page token (html/template must not escape its = and &).
+func TestEntriesNextPageLink(t *testing.T) {
+	e := newEnv(t, console.LocalAuth("ops@example.com"))
+	for i := range console.DefaultPageSize + 1 {
+		e.seed(t, "acme", "TASKS."+strconv.Itoa(i+1), store.Escalated, `{}`)
+	}
+	b := newBrowser(t, e.srv.URL)
+	code, body := b.get("/entries?tenant=acme")
+	m := nextLink.FindStringSubmatch(body)
+	if code != 200 || m == nil {
+		t.Fatalf("GET /entries?tenant=acme = %d, want a next link", code)
+	}
+	next := html.UnescapeString(m[1])
+	code, body = b.get(next)
+	if code != 200 {
+		t.Fatalf("GET %s (the next link) = %d, want 200:\n%s", next, code, body)
+	}
+	if rows := strings.Count(body, `<tr><td><a href="/entries/`); rows != 1 {
+		t.Errorf("GET %s lists %d entries, want the 1 left after a page of %d", next, rows, console.DefaultPageSize)
+	}
 }
