@@ -51,7 +51,7 @@ test: vet test-go tf-validate
 # 8080/8090, so it runs next to `make up`); writes docs/PERFORMANCE.md.
 BENCH_DIR ?= .local/bench
 BENCH_COUNT ?= 3
-bench: ## benchmarks side by side with their physical limits -> docs/PERFORMANCE.md (about 10 min)
+bench: ## benchmarks side by side with their physical limits -> docs/PERFORMANCE.md (about 15 min)
 	@mkdir -p $(BENCH_DIR)
 	@echo "bench 1/2: Go benchmarks (output in $(BENCH_DIR)/go-bench.txt)"
 	set -o pipefail; $(STACK) with -- bash -c '\
@@ -60,7 +60,8 @@ bench: ## benchmarks side by side with their physical limits -> docs/PERFORMANCE
 	  $(GO) test ./functions/classify -run "^$$" -bench "Classify" -benchtime 600x -timeout 5m; \
 	  $(GO) test ./functions/replay -run "^$$" -bench "Replay$$" -benchtime 50x -timeout 5m; \
 	  $(GO) test ./shared/reconciler -run "^$$" -bench "EntryLife$$" -benchtime 200x -timeout 5m; \
-	  $(GO) test ./emulator/cloudtasks -run "^$$" -bench "DispatchLateness$$" -benchtime 500x -timeout 5m' \
+	  $(GO) test ./emulator/cloudtasks -run "^$$" -bench "DispatchLateness$$" -benchtime 500x -timeout 5m; \
+	  $(GO) test ./console -run "^$$" -bench "Pages$$" -benchtime 100x -timeout 30m' \
 	  2>&1 | tee $(BENCH_DIR)/go-bench.txt
 	@echo "bench 2/2: load driver on a private stack"
 	$(GO) run ./emulator/loadgen -go-bench $(BENCH_DIR)/go-bench.txt -out docs/PERFORMANCE.md $(LOADGEN_FLAGS)

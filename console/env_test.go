@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/console"
@@ -28,6 +29,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // emulator dispatching to the real replay function, which publishes to an
 // embedded JetStream work stream.
 type env struct {
+	fs    *firestore.Client
 	st    *store.Store
 	js    jetstream.JetStream
 	ct    *testenv.CloudTasks
@@ -37,12 +39,12 @@ type env struct {
 	srv   *httptest.Server
 }
 
-func newEnv(t *testing.T, auth console.Authenticator) *env {
+func newEnv(t testing.TB, auth console.Authenticator) *env {
 	t.Helper()
 	ctx := testenv.Context(t)
 	fs, project := testenv.Firestore(t)
 	log, _ := testenv.Logger()
-	e := &env{st: store.New(fs)}
+	e := &env{fs: fs, st: store.New(fs)}
 	n := testenv.NewNATS(t)
 	_, e.js = n.Connect(t)
 	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: jevent.DefaultWorkStream, Subjects: []string{"agents.>"}, Duplicates: time.Hour}); err != nil {
