@@ -2,14 +2,12 @@ package console
 
 import (
 	"context"
-	"crypto/ecdh"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/http"
 	"strings"
 	"sync"
@@ -212,16 +210,21 @@ func (k JWK) PublicKey() (*ecdsa.PublicKey, error) {
 	if err1 != nil || err2 != nil || len(x) != 32 || len(y) != 32 {
 		return nil, fmt.Errorf("key %q: bad coordinates", k.Kid)
 	}
-	if _, err := ecdh.P256().NewPublicKey(append(append([]byte{4}, x...), y...)); err != nil {
+	// The uncompressed point 04||X||Y; parsing checks it is on the curve.
+	pk, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), append(append([]byte{4}, x...), y...))
+	if err != nil {
 		return nil, fmt.Errorf("key %q: %w", k.Kid, err)
 	}
-	return &ecdsa.PublicKey{Curve: elliptic.P256(), X: new(big.Int).SetBytes(x), Y: new(big.Int).SetBytes(y)}, nil
+	return pk, nil
 }
 
 // NewJWK describes a public key as a JWK (tests serve their own key set).
 func NewJWK(kid string, pk *ecdsa.PublicKey) JWK {
-	b := make([]byte, 32)
+	b, err := pk.Bytes() // 04||X||Y for a valid P-256 key
+	if err != nil || len(b) != 65 {
+		return JWK{Kty: "EC", Crv: "P-256", Kid: kid}
+	}
 	return JWK{Kty: "EC", Crv: "P-256", Kid: kid,
-		X: base64.RawURLEncoding.EncodeToString(pk.X.FillBytes(b)),
-		Y: base64.RawURLEncoding.EncodeToString(pk.Y.FillBytes(make([]byte, 32)))}
+		X: base64.RawURLEncoding.EncodeToString(b[1:33]),
+		Y: base64.RawURLEncoding.EncodeToString(b[33:])}
 }

@@ -51,9 +51,6 @@ type pending struct {
 // checkpointSchema names the format; v1 kept the whole done-list.
 const checkpointSchema = "jsdlq.redrive.v2"
 
-// acted is how many entries the redrive acted on.
-func (cp *checkpoint) acted() int { return cp.Approved + cp.RunNow }
-
 // checkpointFile writes a checkpoint atomically (a temporary file renamed
 // over the old one, so a kill mid-write leaves the previous checkpoint) and
 // counts the bytes it wrote.

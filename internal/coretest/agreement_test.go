@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -169,7 +168,8 @@ func dlqctlBinary() string {
 			return
 		}
 		dlqctlPath = filepath.Join(dir, "dlqctl")
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", dlqctlPath, "./cmd/dlqctl")
+		// The go command that runs the tests is on PATH (go test needs it).
+		cmd := exec.Command("go", "build", "-o", dlqctlPath, "./cmd/dlqctl")
 		cmd.Dir = filepath.Join("..", "..")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			dlqctlErr = fmt.Errorf("go build ./cmd/dlqctl: %v\n%s", err, out)
