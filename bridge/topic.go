@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/jsdlq/jsdlq/shared/emulator"
+	"github.com/jsdlq/jsdlq/shared/clientopt"
 )
 
 // NewPubSubClient returns the Pub/Sub client the bridge publishes with. gRPC
@@ -33,7 +33,7 @@ func NewPubSubClient(ctx context.Context, project, emulatorHost string, opts ...
 			MinConnectTimeout: 2 * time.Second,
 		})),
 	}
-	o = append(o, emulator.PubSubOptions(emulatorHost)...)
+	o = append(o, clientopt.PubSubOptions(emulatorHost)...)
 	c, err := pubsub.NewClient(ctx, project, append(o, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("bridge: pubsub client: %w", err)

@@ -27,7 +27,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/jsdlq/jsdlq/console"
-	"github.com/jsdlq/jsdlq/shared/emulator"
+	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -77,7 +77,7 @@ func run(log *slog.Logger, args []string) error {
 	st := store.New(fsc)
 	sched := tasks.New(cfg.Tasks)
 	defer sched.Close()
-	runner, err := ctapi.NewClient(ctx, emulator.CloudTasksOptions(cfg.CloudTasksEmulatorHost)...)
+	runner, err := ctapi.NewClient(ctx, clientopt.CloudTasksOptions(cfg.CloudTasksEmulatorHost)...)
 	if err != nil {
 		return fmt.Errorf("cloud tasks client: %w", err)
 	}

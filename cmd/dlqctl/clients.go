@@ -17,8 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/term"
 
+	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/config"
-	"github.com/jsdlq/jsdlq/shared/emulator"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
@@ -157,7 +157,7 @@ func (a *app) taskRunner(ctx context.Context) (operator.Runner, error) {
 	if a.runner != nil {
 		return a.runner, nil
 	}
-	c, err := ctapi.NewClient(ctx, emulator.CloudTasksOptions(a.config().Tasks.EmulatorHost)...)
+	c, err := ctapi.NewClient(ctx, clientopt.CloudTasksOptions(a.config().Tasks.EmulatorHost)...)
 	if err != nil {
 		return nil, fmt.Errorf("cloud tasks client: %w", err)
 	}

@@ -13,8 +13,8 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/jsdlq/jsdlq/shared/auth"
+	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/config"
-	"github.com/jsdlq/jsdlq/shared/emulator"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/notify"
@@ -73,7 +73,7 @@ func build(ctx context.Context, e env, log *slog.Logger) (http.Handler, error) {
 	st := store.New(fs)
 	// The outbox is published each run: the Pub/Sub client is made on the
 	// first notification, the triage tasks go to the work stream.
-	topic := notify.NewLazyTopic(e.Project, e.Notifications.Topic, emulator.PubSubOptions(e.PubSubEmulatorHost)...)
+	topic := notify.NewLazyTopic(e.Project, e.Notifications.Topic, clientopt.PubSubOptions(e.PubSubEmulatorHost)...)
 	conv := e.Config.Conventions
 	if conv == (event.Conventions{}) {
 		conv = event.DefaultConventions

@@ -249,7 +249,7 @@ type LazyTopic struct {
 }
 
 // NewLazyTopic returns a LazyTopic; opts point it at an emulator
-// (emulator.PubSubOptions).
+// (clientopt.PubSubOptions).
 func NewLazyTopic(project, topic string, opts ...option.ClientOption) *LazyTopic {
 	if !strings.HasPrefix(topic, "projects/") {
 		topic = "projects/" + project + "/topics/" + topic

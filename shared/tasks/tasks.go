@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/jsdlq/jsdlq/shared/emulator"
+	"github.com/jsdlq/jsdlq/shared/clientopt"
 )
 
 // Limits of Cloud Tasks.
@@ -84,7 +84,7 @@ func New(cfg Config, opts ...Option) *Scheduler {
 	for _, f := range opts {
 		f(&o)
 	}
-	copts := append(emulator.CloudTasksOptions(cfg.EmulatorHost), o.clientOpts...)
+	copts := append(clientopt.CloudTasksOptions(cfg.EmulatorHost), o.clientOpts...)
 	s := &Scheduler{cfg: cfg, now: o.now}
 	s.client = sync.OnceValues(func() (*ctapi.Client, error) {
 		s.built.Store(true)

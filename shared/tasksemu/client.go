@@ -8,7 +8,7 @@ package tasksemu
 import (
 	"google.golang.org/api/option"
 
-	"github.com/jsdlq/jsdlq/shared/emulator"
+	"github.com/jsdlq/jsdlq/shared/clientopt"
 )
 
 // EnvHost names the variable that points the project's Cloud Tasks clients
@@ -20,7 +20,7 @@ const DefaultHostPort = "127.0.0.1:8123"
 
 // ClientOptions are the options that make cloudtasks.NewClient talk to the
 // emulator at hostPort: plaintext gRPC, no credentials (nil for an empty
-// hostPort). They are built in one place, shared/emulator, for every client.
+// hostPort). They are built in one place, shared/clientopt, for every client.
 func ClientOptions(hostPort string) []option.ClientOption {
-	return emulator.CloudTasksOptions(hostPort)
+	return clientopt.CloudTasksOptions(hostPort)
 }

@@ -1,9 +1,9 @@
-// Package emulator builds the client options that point Google Cloud clients
+// Package clientopt builds the client options that point Google Cloud clients
 // at local emulators. It is the client side only, small enough for deployed
 // code: the emulators themselves live under /emulator, which production never
 // links. The hosts come from shared/config (CLOUD_TASKS_EMULATOR_HOST,
 // PUBSUB_EMULATOR_HOST); an empty host means the real service.
-package emulator
+package clientopt
 
 import (
 	"google.golang.org/api/option"
