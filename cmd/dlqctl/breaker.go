@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -181,27 +180,30 @@ func (a *app) breakerShow(ctx context.Context, args []string) error {
 	return nil
 }
 
-// overrideFlags are the flags both overrides take.
-func overrideFlags(name string) (*flag.FlagSet, *string, *string) {
+// overrideArgs reads the arguments both overrides take: one target (what
+// names it), a required --reason and --by.
+func (a *app) overrideArgs(name, what string, args []string) (target, reason, by string, err error) {
 	fs := newFlags(name)
-	reason := fs.String("reason", "", "why (required; recorded in the breaker's history)")
-	by := fs.String("by", "", "who acts (default DLQCTL_ACTOR or dlqctl:$USER)")
-	return fs, reason, by
+	reasonF := fs.String("reason", "", "why (required; recorded in the breaker's history)")
+	byF := fs.String("by", "", "who acts (default DLQCTL_ACTOR or dlqctl:$USER)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return "", "", "", err
+	}
+	if len(pos) != 1 {
+		return "", "", "", usagef("%s takes one %s", name, what)
+	}
+	if strings.TrimSpace(*reasonF) == "" {
+		return "", "", "", usagef("%s needs --reason TEXT", name)
+	}
+	return pos[0], *reasonF, a.actor(*byF), nil
 }
 
 func (a *app) breakerClose(ctx context.Context, args []string) error {
-	fs, reason, by := overrideFlags("breaker close")
-	pos, err := parseFlags(fs, args)
+	tenant, reason, by, err := a.overrideArgs("breaker close", "tenant", args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usagef("breaker close takes one tenant")
-	}
-	if strings.TrimSpace(*reason) == "" {
-		return usagef("breaker close needs --reason TEXT")
-	}
-	tenant := pos[0]
 	if err := a.scopedTenant(tenant); err != nil {
 		return err
 	}
@@ -211,7 +213,7 @@ func (a *app) breakerClose(ctx context.Context, args []string) error {
 	}
 	// Closing schedules nothing (reconcile releases the held entries), so
 	// it needs no Cloud Tasks configuration.
-	b, err := operator.New(st, nil).CloseBreaker(ctx, tenant, a.actor(*by), *reason)
+	b, err := operator.New(st, nil).CloseBreaker(ctx, tenant, by, reason)
 	if err != nil {
 		return err
 	}
@@ -224,22 +226,15 @@ func (a *app) breakerClose(ctx context.Context, args []string) error {
 }
 
 func (a *app) breakerProbe(ctx context.Context, args []string) error {
-	fs, reason, by := overrideFlags("breaker probe")
-	pos, err := parseFlags(fs, args)
+	id, reason, by, err := a.overrideArgs("breaker probe", "entry id", args)
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usagef("breaker probe takes one entry id")
-	}
-	if strings.TrimSpace(*reason) == "" {
-		return usagef("breaker probe needs --reason TEXT")
 	}
 	op, err := a.operator(ctx, false)
 	if err != nil {
 		return err
 	}
-	e, err := op.ProbeNow(ctx, a.scope, pos[0], a.actor(*by), *reason)
+	e, err := op.ProbeNow(ctx, a.scope, id, by, reason)
 	if e == nil && err != nil {
 		return err
 	}
