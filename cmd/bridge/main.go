@@ -11,16 +11,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"os/signal"
-	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/jsdlq/jsdlq/bridge"
@@ -28,15 +21,9 @@ import (
 	"github.com/jsdlq/jsdlq/shared/obs"
 )
 
-func main() {
-	log := obs.NewLogger(os.Stderr, obs.WithComponent("bridge"))
-	if err := run(log, os.Args[1:]); err != nil {
-		log.Error("bridge failed", "error", err)
-		os.Exit(1)
-	}
-}
+func main() { obs.Command("bridge", run) }
 
-func run(log *slog.Logger, args []string) error {
+func run(ctx context.Context, log *slog.Logger, args []string) error {
 	cfg, err := bridge.LoadEnv(os.LookupEnv)
 	if err != nil {
 		return err
@@ -57,8 +44,6 @@ func run(log *slog.Logger, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 
 	ncfg := cfg.NATS
 	ncfg.Name, ncfg.Logger = "jsdlq-bridge", log.With("dependency", "nats")
@@ -77,23 +62,20 @@ func run(log *slog.Logger, args []string) error {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port)))
+	srv, err := obs.Listen("", cfg.Port, b.Handler())
 	if err != nil {
-		return fmt.Errorf("listen on port %d: %w", cfg.Port, err)
+		return err
 	}
-	srv := &http.Server{Handler: obs.Middleware(b.Handler()), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := <-srv.Failed(); err != nil {
 			log.Error("http server failed", "error", err)
 		}
 	}()
-	log.Info("serving health and metrics", "addr", ln.Addr().String())
+	log.Info("serving health and metrics", "addr", srv.Addr())
 
 	go b.LogStats(ctx, bridge.DefaultStatsInterval)
 	runErr := b.Run(ctx)
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutdownCtx)
+	_ = srv.Shutdown(2 * time.Second)
 	if err := nc.Drain(); err != nil {
 		log.Warn("nats drain", "error", err)
 	}

@@ -11,16 +11,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"os/signal"
-	"strconv"
-	"syscall"
 	"time"
 
 	ctapi "cloud.google.com/go/cloudtasks/apiv2"
@@ -34,15 +28,9 @@ import (
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
 
-func main() {
-	log := obs.NewLogger(os.Stderr, obs.WithComponent("console"))
-	if err := run(log, os.Args[1:]); err != nil {
-		log.Error("console failed", "error", err)
-		os.Exit(1)
-	}
-}
+func main() { obs.Command("console", run) }
 
-func run(log *slog.Logger, args []string) error {
+func run(ctx context.Context, log *slog.Logger, args []string) error {
 	fs := flag.NewFlagSet("console", flag.ContinueOnError)
 	port := fs.Int("port", 0, "listen port (PORT, else CONSOLE_PORT, else 8070)")
 	host := fs.String("host", "", "listen address (default all interfaces; the local stack uses 127.0.0.1)")
@@ -66,8 +54,6 @@ func run(log *slog.Logger, args []string) error {
 	if *port != 0 {
 		cfg.Port = *port
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 
 	fsc, err := firestore.NewClient(ctx, cfg.Project)
 	if err != nil {
@@ -96,22 +82,15 @@ func run(log *slog.Logger, args []string) error {
 		console.WithLogger(log), console.WithTaskState(sched), console.WithServe(cfg.UI, cfg.API),
 		console.WithSecureCookies(cfg.OnGoogleCloud))
 
-	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(cfg.Port)))
+	hs, err := obs.Listen(*host, cfg.Port, srv.Handler())
 	if err != nil {
-		return fmt.Errorf("listen on port %d: %w", cfg.Port, err)
+		return err
 	}
-	hs := &http.Server{Handler: obs.Middleware(srv.Handler()), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	log.Info("console ready", "addr", ln.Addr().String(), "ui", cfg.UI, "api", cfg.API, "auth", cfg.Auth)
+	log.Info("console ready", "addr", hs.Addr(), "ui", cfg.UI, "api", cfg.API, "auth", cfg.Auth)
 	select {
-	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
+	case err := <-hs.Failed():
+		return err
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
-	defer cancel()
-	return hs.Shutdown(shutdownCtx)
+	return hs.Shutdown(8 * time.Second)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -99,5 +100,35 @@ func TestMiddlewareAddsTraceToEntries(t *testing.T) {
 	log.InfoContext(context.Background(), "plain")
 	if _, ok := decode(t, buf.Bytes())[KeyTrace]; ok {
 		t.Errorf("entry without a request has a trace key")
+	}
+}
+
+func TestListenServesThroughMiddlewareUntilShutdown(t *testing.T) {
+	srv, err := Listen("127.0.0.1", 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t, _ := r.Context().Value(traceKey{}).(traceInfo)
+		w.Write([]byte("trace=" + t.traceID))
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+srv.Addr()+"/", nil)
+	req.Header.Set("X-Cloud-Trace-Context", "0123456789abcdef0123456789abcdef/1;o=1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if got, want := string(body), "trace=0123456789abcdef0123456789abcdef"; got != want {
+		t.Errorf("GET / = %q, want %q", got, want)
+	}
+	if err := srv.Shutdown(time.Second); err != nil {
+		t.Fatalf("Shutdown = %v, want nil", err)
+	}
+	if err := <-srv.Failed(); err != nil {
+		t.Errorf("Failed() after Shutdown = %v, want nil (a shutdown is not a failure)", err)
+	}
+	if _, err := Listen("127.0.0.1", -1, http.NotFoundHandler()); err == nil {
+		t.Error("Listen(port -1) = nil error, want one naming the port")
 	}
 }

@@ -21,7 +21,7 @@ variable "name" {
 
 variable "image" {
   type        = string
-  description = "Container image of cmd/bridge (built from cmd/bridge/Dockerfile), preferably pinned by digest."
+  description = "Container image of cmd/bridge (built from cmd/Dockerfile with SERVICE=bridge), preferably pinned by digest."
 
   validation {
     condition     = length(trimspace(var.image)) > 0 && !strcontains(var.image, " ")

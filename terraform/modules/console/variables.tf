@@ -44,7 +44,7 @@ variable "service_account_id" {
 
 variable "image" {
   type        = string
-  description = "Container image of cmd/console (built from cmd/console/Dockerfile), preferably pinned by digest."
+  description = "Container image of cmd/console (built from cmd/Dockerfile with SERVICE=console), preferably pinned by digest."
 
   validation {
     condition     = length(trimspace(var.image)) > 0 && !strcontains(var.image, " ")
