@@ -23,7 +23,8 @@ const DefaultNotificationsTopic = "dlq-notifications"
 type NotificationKind string
 
 // Kinds of notifications: an entry that needs a human, a tenant breaker
-// that changed state, a reconcile alert.
+// that changed state, a reconcile alert, a tenant webhook disabled after
+// its run of failures.
 const (
 	NotifyEscalated        NotificationKind = "escalated"
 	NotifyAwaitingApproval NotificationKind = "awaiting_approval"
@@ -33,13 +34,14 @@ const (
 	NotifyBreakerClosed    NotificationKind = "breaker_closed"
 	NotifyAlertRaised      NotificationKind = "alert_raised"
 	NotifyAlertCleared     NotificationKind = "alert_cleared"
+	NotifyWebhookDisabled  NotificationKind = "webhook_disabled"
 )
 
 // NotificationKinds are all kinds, in the schema's order.
 var NotificationKinds = []NotificationKind{
 	NotifyEscalated, NotifyAwaitingApproval, NotifyQuarantined,
 	NotifyBreakerOpened, NotifyBreakerHalfOpen, NotifyBreakerClosed,
-	NotifyAlertRaised, NotifyAlertCleared,
+	NotifyAlertRaised, NotifyAlertCleared, NotifyWebhookDisabled,
 }
 
 // Severities of notifications.
@@ -56,7 +58,7 @@ func (k NotificationKind) Severity() string {
 	switch k {
 	case NotifyBreakerOpened, NotifyAlertRaised:
 		return SeverityCritical
-	case NotifyEscalated, NotifyAwaitingApproval, NotifyQuarantined:
+	case NotifyEscalated, NotifyAwaitingApproval, NotifyQuarantined, NotifyWebhookDisabled:
 		return SeverityWarning
 	}
 	return SeverityInfo
@@ -74,6 +76,14 @@ func (k NotificationKind) IsBreaker() bool {
 
 // IsAlert reports whether the kind reports a reconcile alert.
 func (k NotificationKind) IsAlert() bool { return k == NotifyAlertRaised || k == NotifyAlertCleared }
+
+// IsWebhook reports whether the kind reports a tenant webhook's state.
+func (k NotificationKind) IsWebhook() bool { return k == NotifyWebhookDisabled }
+
+// ForTenant reports whether the tenant's own webhooks receive the kind:
+// every kind but the operators' news about the webhooks themselves (a
+// disabled endpoint is told to the operators, who re-enable it).
+func (k NotificationKind) ForTenant() bool { return !k.IsWebhook() }
 
 // Triage reports whether the kind asks the triage agent for a decision.
 func (k NotificationKind) Triage() bool { return k == NotifyEscalated || k == NotifyAwaitingApproval }
@@ -107,7 +117,12 @@ type Notification struct {
 	// Alert kinds.
 	AlertName    string `json:"alert_name,omitempty"`
 	AlertMessage string `json:"alert_message,omitempty"`
-	Summary      string `json:"summary"`
+	// Webhook kinds.
+	WebhookID string `json:"webhook_id,omitempty"`
+	// WebhookHost is the endpoint's host (not its URL, whose path or query
+	// may hold the tenant's own token).
+	WebhookHost string `json:"webhook_host,omitempty"`
+	Summary     string `json:"summary"`
 }
 
 // NotificationID derives the id of the notification of kind about subject
@@ -144,7 +159,7 @@ func (n Notification) Validate() error {
 		return bad("schema %q, want %q", n.Schema, NotificationSchema)
 	case n.ID == "":
 		return bad("no id")
-	case !n.Kind.IsEntry() && !n.Kind.IsBreaker() && !n.Kind.IsAlert():
+	case !n.Kind.IsEntry() && !n.Kind.IsBreaker() && !n.Kind.IsAlert() && !n.Kind.IsWebhook():
 		return bad("unknown kind %q", n.Kind)
 	case n.Tenant == "":
 		return bad("no tenant")
@@ -158,6 +173,8 @@ func (n Notification) Validate() error {
 		return bad("%s without breaker_state", n.Kind)
 	case n.Kind.IsAlert() && n.AlertName == "":
 		return bad("%s without alert_name", n.Kind)
+	case n.Kind.IsWebhook() && n.WebhookID == "":
+		return bad("%s without webhook_id", n.Kind)
 	}
 	return nil
 }

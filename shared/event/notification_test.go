@@ -27,6 +27,8 @@ func sampleNotifications(at time.Time) []event.Notification {
 				event.NotifyBreakerOpened: "open", event.NotifyBreakerHalfOpen: "half_open", event.NotifyBreakerClosed: "closed"}[k], "10 failures in 10m0s"
 		case k.IsAlert():
 			n.AlertName, n.AlertMessage = "dlq_stuck_replaying", "3 entries stuck"
+		case k.IsWebhook():
+			n.WebhookID, n.WebhookHost = "0123456789abcdef", "hooks.example.com"
 		}
 		out = append(out, n)
 	}
