@@ -36,12 +36,9 @@ type captured struct {
 // stream, so the bridge forwards it again under the same event id (classify
 // creates the entry if it is absent and changes nothing if it exists).
 func (r *run) capture(ctx context.Context, sec *audit.Section) error {
-	if r.h.js == nil {
-		return fmt.Errorf("%w: no NATS connection", errSkipped)
-	}
-	js, err := r.h.js(ctx)
+	js, err := r.jetStream(ctx, false)
 	if err != nil {
-		return fmt.Errorf("nats: %w", err)
+		return err
 	}
 	if r.state.Capture == nil {
 		r.state.Capture = map[string]int64{}

@@ -44,15 +44,9 @@ type unconsumed struct {
 // to do with it (purge the subject, add a consumer, republish it where a
 // consumer listens), and a consumer added later would still receive it.
 func (r *run) consumers(ctx context.Context, sec *audit.Section) error {
-	if len(r.h.cfg.WorkStreams) == 0 {
-		return fmt.Errorf("%w: WORK_STREAMS is empty", errSkipped)
-	}
-	if r.h.js == nil {
-		return fmt.Errorf("%w: no NATS connection", errSkipped)
-	}
-	js, err := r.h.js(ctx)
+	js, err := r.jetStream(ctx, true)
 	if err != nil {
-		return fmt.Errorf("nats: %w", err)
+		return err
 	}
 	if r.state.Unconsumed == nil {
 		r.state.Unconsumed = map[string][]SubjectCursor{}

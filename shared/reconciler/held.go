@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jsdlq/jsdlq/shared/audit"
@@ -93,13 +92,7 @@ func (r *run) release(ctx context.Context, rp *audit.Repair, e *store.Entry, pro
 			return nil
 		},
 	})
-	switch {
-	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrNotFound):
-		rp.Skipped++
-		rp.Note(fmt.Sprintf("%s changed meanwhile: %v", e.ID, err))
-		return
-	case err != nil:
-		rp.Fail(err)
+	if !applied(rp, e.ID, err) {
 		return
 	}
 	r.recreate(ctx, rp, cur)

@@ -101,56 +101,40 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
 	if c.AdvisoryStream == "" {
 		c.AdvisoryStream = event.DefaultAdvisoryStream
 	}
 	if c.RecordStream == "" {
 		c.RecordStream = event.DefaultRecordStream
 	}
-	def(&c.TimeBudget, 4*time.Minute)
-	def(&c.LeaseTTL, c.TimeBudget+2*time.Minute)
-	def(&c.IOTimeout, min(DefaultIOTimeout, c.TimeBudget))
-	def(&c.Grace, 2*time.Minute)
-	def(&c.CaptureGrace, 10*time.Minute)
-	def(&c.StuckAfter, 30*time.Minute)
-	def(&c.BreakerCooldown, store.DefaultBreaker.Cooldown)
-	def(&c.ProbeTimeout, store.DefaultProbeTimeout)
-	def(&c.TenantBreakerAlert, 30*time.Minute)
-	def(&c.Window, 24*time.Hour)
-	if c.PageSize <= 0 {
-		c.PageSize = 300
-	}
-	if c.MaxQueueTasks <= 0 {
-		c.MaxQueueTasks = 50_000
-	}
-	if c.MaxCaptureMsgs <= 0 {
-		c.MaxCaptureMsgs = 5_000
-	}
-	if c.MaxUnconsumedMsgs <= 0 {
-		c.MaxUnconsumedMsgs = 1_000
-	}
 	if c.Conventions == (event.Conventions{}) {
 		c.Conventions = event.DefaultConventions
 	}
-	if c.PoisonBurst <= 0 {
-		c.PoisonBurst = 3
-	}
-	if c.RecoveryTarget <= 0 {
-		c.RecoveryTarget = 0.8
-	}
-	if c.RecoveryMinSettled <= 0 {
-		c.RecoveryMinSettled = 5
-	}
-	if c.DominanceShare <= 0 {
-		c.DominanceShare = 0.4
-	}
-	if c.DominanceMinTotal <= 0 {
-		c.DominanceMinTotal = 10
+	orDefault(&c.TimeBudget, 4*time.Minute)
+	orDefault(&c.LeaseTTL, c.TimeBudget+2*time.Minute)
+	orDefault(&c.IOTimeout, min(DefaultIOTimeout, c.TimeBudget))
+	orDefault(&c.Grace, 2*time.Minute)
+	orDefault(&c.CaptureGrace, 10*time.Minute)
+	orDefault(&c.StuckAfter, 30*time.Minute)
+	orDefault(&c.BreakerCooldown, store.DefaultBreaker.Cooldown)
+	orDefault(&c.ProbeTimeout, store.DefaultProbeTimeout)
+	orDefault(&c.TenantBreakerAlert, 30*time.Minute)
+	orDefault(&c.Window, 24*time.Hour)
+	orDefault(&c.PageSize, 300)
+	orDefault(&c.MaxQueueTasks, 50_000)
+	orDefault(&c.MaxCaptureMsgs, 5_000)
+	orDefault(&c.MaxUnconsumedMsgs, 1_000)
+	orDefault(&c.PoisonBurst, 3)
+	orDefault(&c.RecoveryTarget, 0.8)
+	orDefault(&c.RecoveryMinSettled, 5)
+	orDefault(&c.DominanceShare, 0.4)
+	orDefault(&c.DominanceMinTotal, 10)
+}
+
+// orDefault sets an unset (or nonsensical, not positive) limit to its default.
+func orDefault[T int | int64 | float64 | time.Duration](p *T, v T) {
+	if *p <= 0 {
+		*p = v
 	}
 }
 

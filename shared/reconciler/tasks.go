@@ -208,13 +208,7 @@ func (r *run) recreate(ctx context.Context, rp *audit.Repair, e *store.Entry) {
 		next := tasks.Name(e.ID, attempt)
 		cur, err := r.h.store.RequeueTask(ctx, e.ID, []store.Status{store.Scheduled}, e.TaskName, next, e.NextRetryAt, By,
 			fmt.Sprintf("task %q missing and its name used; rescheduled as %q", name, next))
-		switch {
-		case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrNotFound):
-			rp.Skipped++
-			rp.Note(fmt.Sprintf("%s changed meanwhile: %v", e.ID, err))
-			return
-		case err != nil:
-			rp.Fail(err)
+		if !applied(rp, e.ID, err) {
 			return
 		}
 		e, name = cur, next
@@ -270,12 +264,7 @@ func (r *run) replaying(ctx context.Context, sec *audit.Section) error {
 			next := tasks.Name(e.ID, attempt)
 			cur, err := r.h.store.RequeueTask(ctx, e.ID, []store.Status{store.Replaying}, e.TaskName, next, now, By,
 				fmt.Sprintf("replaying since %s and task %q gone; re-queued as %q", e.UpdatedAt.Format(time.RFC3339), name, next))
-			switch {
-			case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrNotFound):
-				f.Repair.Skipped++
-				continue
-			case err != nil:
-				f.Repair.Fail(err)
+			if !applied(f.Repair, e.ID, err) {
 				continue
 			}
 			if _, _, err := r.h.tasks.Schedule(ctx, tasks.Request{EntryID: cur.ID, Attempt: attempt, At: now}); err != nil {
@@ -329,12 +318,7 @@ func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
 				continue
 			}
 			_, err := r.h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replayed}, By, "task-idempotency shows "+e.IdempotencyKey+" completed")
-			switch {
-			case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrNotFound):
-				f.Repair.Skipped++
-			case err != nil:
-				f.Repair.Fail(err)
-			default:
+			if applied(f.Repair, e.ID, err) {
 				f.Repair.Done++
 			}
 		}
@@ -344,4 +328,21 @@ func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
 			return nil
 		}
 	}
+}
+
+// applied counts a conditional repair that did not go through and reports
+// whether it did: an entry that moved on meanwhile (another run, a replay or
+// an operator got there first) is skipped, not failed, because the next run
+// sees it in its new state.
+func applied(rp *audit.Repair, id string, err error) bool {
+	switch {
+	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrNotFound):
+		rp.Skipped++
+		rp.Note(fmt.Sprintf("%s changed meanwhile: %v", id, err))
+		return false
+	case err != nil:
+		rp.Fail(err)
+		return false
+	}
+	return true
 }

@@ -17,15 +17,9 @@ import (
 // builds the published / completed / duplicates table of the window from the
 // stored samples.
 func (r *run) traffic(ctx context.Context, sec *audit.Section) error {
-	if len(r.h.cfg.WorkStreams) == 0 {
-		return fmt.Errorf("%w: WORK_STREAMS is empty", errSkipped)
-	}
-	if r.h.js == nil {
-		return fmt.Errorf("%w: no NATS connection", errSkipped)
-	}
-	js, err := r.h.js(ctx)
+	js, err := r.jetStream(ctx, true)
 	if err != nil {
-		return fmt.Errorf("nats: %w", err)
+		return err
 	}
 	now := r.now()
 	from := now.Add(-r.h.cfg.Window)
@@ -126,3 +120,20 @@ func sample(ctx context.Context, js jetstream.JetStream, name string, now time.T
 // i64 converts a JetStream counter for Firestore, which has no unsigned
 // integers (sequences never come near 2^63).
 func i64(v uint64) int64 { return int64(min(v, 1<<63-1)) }
+
+// jetStream is the NATS connection of the sections that read streams; without
+// one (or, where they audit work streams, without WORK_STREAMS) the section is
+// skipped, not failed: a deployment may leave it out.
+func (r *run) jetStream(ctx context.Context, workStreams bool) (jetstream.JetStream, error) {
+	if workStreams && len(r.h.cfg.WorkStreams) == 0 {
+		return nil, fmt.Errorf("%w: WORK_STREAMS is empty", errSkipped)
+	}
+	if r.h.js == nil {
+		return nil, fmt.Errorf("%w: no NATS connection", errSkipped)
+	}
+	js, err := r.h.js(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("nats: %w", err)
+	}
+	return js, nil
+}
