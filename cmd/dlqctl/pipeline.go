@@ -102,41 +102,22 @@ func (a *app) cmdStats(ctx context.Context, args []string) error {
 }
 
 func (a *app) statsFromMetrics(ctx context.Context, st *store.Store, first time.Time, hours int) ([]hourStats, error) {
-	prevEnd := map[string]int64{}
-	// The hour before the table gives the starting sequence of the first row.
-	before, err := st.ReadSamples(ctx, first.Add(-time.Hour), first.Add(-time.Hour))
+	ms, err := st.HourlyMetrics(ctx, first, hours)
 	if err != nil {
 		return nil, err
 	}
-	for stream, ss := range before {
-		prevEnd[stream] = ss[len(ss)-1].LastSeq
+	published, err := st.HourlyPublished(ctx, first, hours)
+	if err != nil {
+		return nil, err
 	}
-	var rows []hourStats
-	for i := 0; i < hours; i++ {
-		h := first.Add(time.Duration(i) * time.Hour)
-		m, err := st.ReadMetrics(ctx, store.Hour(h))
-		if err != nil {
-			return nil, err
-		}
-		r := hourStats{Hour: store.Hour(h), Entries: m.Total, Recovered: m.ReplaysRecovered, ByCategory: m.ByCategory, Processed: -1}
+	rows := make([]hourStats, hours)
+	for i, m := range ms {
+		r := hourStats{Hour: m.Hour, Entries: m.Total, Recovered: m.ReplaysRecovered, ByCategory: m.ByCategory, Processed: published[i]}
 		for _, s := range humanStatuses {
 			r.Human += m.ByStatus[s]
 		}
-		samples, err := st.ReadSamples(ctx, h, h)
-		if err != nil {
-			return nil, err
-		}
-		for stream, ss := range samples {
-			s := ss[len(ss)-1]
-			start := s.FirstLastSeq
-			if p, ok := prevEnd[stream]; ok && p <= start {
-				start = p // messages published between the hours count in this one
-			}
-			r.Processed = max(r.Processed, 0) + max(s.LastSeq-start, 0)
-			prevEnd[stream] = s.LastSeq
-		}
 		r.DLQRate = rateOf(r.Entries, r.Processed)
-		rows = append(rows, r)
+		rows[i] = r
 	}
 	return rows, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -170,18 +171,7 @@ func (s *Store) LatestAudit(ctx context.Context) (*audit.Report, error) {
 	if len(snaps) == 0 {
 		return nil, nil
 	}
-	var r audit.Report
-	b, err := json.Marshal(snaps[0].Data())
-	if err == nil {
-		err = json.Unmarshal(b, &r)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("decode %s/%s: %w", Audits, snaps[0].Ref.ID, err)
-	}
-	if r.RunID == "" {
-		r.RunID = snaps[0].Ref.ID
-	}
-	return &r, nil
+	return decodeAudit(snaps[0])
 }
 
 // auditDocument turns a report into the map Firestore stores, through its
@@ -220,4 +210,94 @@ func jsonNumbers(v any) any {
 		return f
 	}
 	return v
+}
+
+// auditListFields are what a listing of reports reads: the run's summary,
+// not its findings, tenants or traffic.
+var auditListFields = []string{"schema", "run_id", "dry_run", "started_at", "finished_at", "budget", "complete",
+	"budget_exhausted", "alerts", "repairs", "errors"}
+
+// validRunID reports whether id can name a report: a Firestore document id
+// of at most 128 bytes that is not one of the run's own documents ('_').
+func validRunID(id string) bool {
+	return id != "" && len(id) <= 128 && !strings.ContainsAny(id, "/\x00") && id[0] != '_' && id != "." && id != ".."
+}
+
+// ListAudits returns a page of reports, newest first (by finished_at, then
+// run id), as summaries: no findings, tenants or traffic (GetAudit reads
+// those). after is the run id of the previous page's last report ("" for
+// the first page); next is the run id to continue after, "" when no report
+// follows. An after that names no report is ErrBadCursor.
+func (s *Store) ListAudits(ctx context.Context, limit int, after string) (reports []*audit.Report, next string, err error) {
+	if limit < 1 {
+		return nil, "", fmt.Errorf("%w: limit %d, want at least 1", ErrBadQuery, limit)
+	}
+	q := s.fs.Collection(Audits).Select(auditListFields...).OrderBy("finished_at", firestore.Desc).OrderBy(firestore.DocumentID, firestore.Desc)
+	if after != "" {
+		if !validRunID(after) {
+			return nil, "", fmt.Errorf("%w: %q is not a run id", ErrBadCursor, after)
+		}
+		snap, err := s.auditRef(after).Get(ctx)
+		s.read(1)
+		if isNotFound(err) {
+			return nil, "", fmt.Errorf("%w: no report %q", ErrBadCursor, after)
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("firestore get %s/%s: %w", Audits, after, err)
+		}
+		if _, ok := snap.Data()["finished_at"]; !ok {
+			return nil, "", fmt.Errorf("%w: %q is not a report", ErrBadCursor, after)
+		}
+		q = q.StartAfter(snap)
+	}
+	snaps, err := q.Limit(limit + 1).Documents(ctx).GetAll()
+	s.read(max(1, len(snaps)))
+	if err != nil {
+		return nil, "", fmt.Errorf("firestore query %s: %w", Audits, err)
+	}
+	for i, snap := range snaps {
+		if i == limit {
+			next = reports[len(reports)-1].RunID
+			break
+		}
+		r, err := decodeAudit(snap)
+		if err != nil {
+			return nil, "", err
+		}
+		reports = append(reports, r)
+	}
+	return reports, next, nil
+}
+
+// GetAudit reads the report of a run: ErrNotFound when there is none,
+// ErrBadID for an id no report can have.
+func (s *Store) GetAudit(ctx context.Context, runID string) (*audit.Report, error) {
+	if !validRunID(runID) {
+		return nil, fmt.Errorf("%w: run id %q", ErrBadID, runID)
+	}
+	snap, err := s.auditRef(runID).Get(ctx)
+	s.read(1)
+	if isNotFound(err) {
+		return nil, fmt.Errorf("%w: report %s", ErrNotFound, runID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("firestore get %s/%s: %w", Audits, runID, err)
+	}
+	return decodeAudit(snap)
+}
+
+// decodeAudit reads a stored report back through its JSON shape.
+func decodeAudit(snap *firestore.DocumentSnapshot) (*audit.Report, error) {
+	var r audit.Report
+	b, err := json.Marshal(snap.Data())
+	if err == nil {
+		err = json.Unmarshal(b, &r)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("decode %s/%s: %w", Audits, snap.Ref.ID, err)
+	}
+	if r.RunID == "" {
+		r.RunID = snap.Ref.ID
+	}
+	return &r, nil
 }

@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +96,82 @@ func TestLatestAudit(t *testing.T) {
 	}
 	if diff := cmp.Diff(newer, got); diff != "" {
 		t.Errorf("LatestAudit() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// Reports list newest first in pages that continue after the last run id,
+// as summaries (no findings); GetAudit reads one whole; the lease and state
+// documents are never listed, and ids or page tokens that name no report are
+// refused.
+func TestListAndGetAudits(t *testing.T) {
+	ctx, _, s := newStore(t)
+	if _, err := s.AcquireLease(ctx, "run", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteAuditState(ctx, "run", map[string]any{"resume": "tasks"}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 21, 13, 0, 0, 0, time.UTC)
+	var want []string // newest first
+	for i := range 5 {
+		id := fmt.Sprintf("r%d", i)
+		r := &audit.Report{Schema: audit.Schema, RunID: id, StartedAt: at.Add(time.Duration(i) * time.Hour), FinishedAt: at.Add(time.Duration(i)*time.Hour + time.Minute),
+			Alerts:   []string{audit.AlertMissingTask},
+			Findings: []*audit.Finding{{Name: audit.AlertMissingTask, Severity: audit.SevWarning, Alert: true, Section: "tasks", Count: i + 1, Examples: []string{"TASKS.1"}, Message: "m"}}}
+		if err := s.SaveAudit(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		want = append([]string{id}, want...)
+	}
+	var got []string
+	after := ""
+	for pages := 0; ; pages++ {
+		if pages > 3 {
+			t.Fatalf("ListAudits did not end after %d pages: %v", pages, got)
+		}
+		rs, next, err := s.ListAudits(ctx, 2, after)
+		if err != nil {
+			t.Fatalf("ListAudits(2, %q) = %v", after, err)
+		}
+		for _, r := range rs {
+			got = append(got, r.RunID)
+			if len(r.Findings) != 0 || len(r.Alerts) != 1 || r.FinishedAt.IsZero() {
+				t.Errorf("ListAudits summary of %s = %+v, want alerts and times but no findings", r.RunID, r)
+			}
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ListAudits pages, run ids (-want +got):\n%s", diff)
+	}
+
+	r, err := s.GetAudit(ctx, "r3")
+	if err != nil || len(r.Findings) != 1 || r.Findings[0].Count != 4 {
+		t.Errorf("GetAudit(r3) = %+v, %v; want its finding counting 4", r, err)
+	}
+	for _, tc := range []struct {
+		id   string
+		want error
+	}{
+		{"nope", store.ErrNotFound},
+		{store.AuditLease, store.ErrBadID},
+		{store.AuditState, store.ErrBadID},
+		{"a/b", store.ErrBadID},
+		{"", store.ErrBadID},
+	} {
+		if _, err := s.GetAudit(ctx, tc.id); !errors.Is(err, tc.want) {
+			t.Errorf("GetAudit(%q) = %v, want %v", tc.id, err, tc.want)
+		}
+	}
+	for _, after := range []string{"nope", store.AuditLease, "../x", strings.Repeat("x", 200)} {
+		if _, _, err := s.ListAudits(ctx, 2, after); !errors.Is(err, store.ErrBadCursor) {
+			t.Errorf("ListAudits(2, %q) = %v, want ErrBadCursor", after, err)
+		}
+	}
+	if _, _, err := s.ListAudits(ctx, 0, ""); !errors.Is(err, store.ErrBadQuery) {
+		t.Errorf("ListAudits(0) = %v, want ErrBadQuery", err)
 	}
 }

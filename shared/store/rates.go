@@ -1,0 +1,141 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// This file holds the time series a dashboard reads: hours of metrics and
+// of work-stream traffic read concurrently (one query per hour, so a week
+// is 168 queries that must not run one after the other), and the recovery
+// counts of the entries created in a window.
+
+// hourReaders bounds the concurrent queries of one series.
+const hourReaders = 16
+
+// forHours runs read for the n hours from first (UTC, truncated to the
+// hour), at most hourReaders at a time, and returns the first error.
+func forHours(ctx context.Context, first time.Time, n int, read func(ctx context.Context, i int, h time.Time) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	first = first.UTC().Truncate(time.Hour)
+	sem := make(chan struct{}, hourReaders)
+	var (
+		wg   sync.WaitGroup
+		once sync.Once
+		ferr error
+	)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := read(ctx, i, first.Add(time.Duration(i)*time.Hour)); err != nil {
+				once.Do(func() { ferr = err; cancel() })
+			}
+		})
+	}
+	wg.Wait()
+	return ferr
+}
+
+// HourlyMetrics reads the metrics of the n hours from first, oldest first;
+// each has its Hour set.
+func (s *Store) HourlyMetrics(ctx context.Context, first time.Time, n int) ([]Metrics, error) {
+	out := make([]Metrics, n)
+	err := forHours(ctx, first, n, func(ctx context.Context, i int, h time.Time) error {
+		m, err := s.ReadMetrics(ctx, Hour(h))
+		m.Hour = Hour(h)
+		out[i] = m
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// HourlyPublished returns, for the n hours from first (oldest first), how
+// many messages were appended to the work streams, from reconcile's samples
+// (dlq-metrics/{hour}/streams): an hour's last sampled sequence minus the
+// previous sampled hour's (or the hour's own first sample when the previous
+// hour has none), summed over the streams. Messages appended between two
+// samples count in the hour of the later one. An hour without any sample is
+// -1: nothing is known about it. This is the DLQ rate's denominator; it
+// includes the replays jsdlq published.
+func (s *Store) HourlyPublished(ctx context.Context, first time.Time, n int) ([]int64, error) {
+	// One hour more: the hour before gives the first row's start.
+	samples := make([]map[string][]MetricsSample, n+1)
+	err := forHours(ctx, first.Add(-time.Hour), n+1, func(ctx context.Context, i int, h time.Time) error {
+		ss, err := s.ReadSamples(ctx, h, h)
+		samples[i] = ss
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	prevEnd := map[string]int64{}
+	for stream, ss := range samples[0] {
+		prevEnd[stream] = ss[len(ss)-1].LastSeq
+	}
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = -1
+		for stream, ss := range samples[i+1] {
+			sm := ss[len(ss)-1]
+			start := sm.FirstLastSeq
+			if p, ok := prevEnd[stream]; ok && p <= start {
+				start = p
+			}
+			out[i] = max(out[i], 0) + max(sm.LastSeq-start, 0)
+			prevEnd[stream] = sm.LastSeq
+		}
+	}
+	return out, nil
+}
+
+// SettledStatuses are the statuses in which nothing more happens to an
+// entry by itself: recovered, or left to people or given up (escalated,
+// quarantined, discarded). Entries still scheduled, replaying, replayed,
+// held or awaiting approval are not settled yet.
+var SettledStatuses = []Status{Recovered, Escalated, Quarantined, Discarded}
+
+// Recovery counts the entries created in a window by how they settled.
+type Recovery struct {
+	Recovered int64 `json:"recovered"`
+	Settled   int64 `json:"settled"`
+}
+
+// Rate is Recovered / Settled, -1 when nothing settled.
+func (r Recovery) Rate() float64 {
+	if r.Settled <= 0 {
+		return -1
+	}
+	return float64(r.Recovered) / float64(r.Settled)
+}
+
+// RecoveryBetween counts the entries created in [from, to) that settled,
+// and how many of them recovered (one count query per settled status,
+// concurrently; each needs the status + created_at index).
+func (s *Store) RecoveryBetween(ctx context.Context, from, to time.Time) (Recovery, error) {
+	counts := make([]int64, len(SettledStatuses))
+	errs := make([]error, len(SettledStatuses))
+	var wg sync.WaitGroup
+	for i, st := range SettledStatuses {
+		wg.Go(func() {
+			counts[i], errs[i] = s.Count(ctx, Query{Status: st, CreatedFrom: from, CreatedTo: to})
+		})
+	}
+	wg.Wait()
+	var r Recovery
+	for i, st := range SettledStatuses {
+		if errs[i] != nil {
+			return Recovery{}, errs[i]
+		}
+		r.Settled += counts[i]
+		if st == Recovered {
+			r.Recovered = counts[i]
+		}
+	}
+	return r, nil
+}

@@ -1,0 +1,101 @@
+package store_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/store"
+)
+
+// The messages published per hour are differences of reconcile's samples:
+// from the previous sampled hour's last sequence (so an unsampled hour's
+// messages count in the next sampled one, and the unsampled hour is -1),
+// summed over the streams; a stream first seen in an hour counts from that
+// hour's first sample.
+func TestHourlyPublished(t *testing.T) {
+	ctx, _, s := newStore(t)
+	h0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	at := func(i int) time.Time { return h0.Add(time.Duration(i)*time.Hour + 10*time.Minute) }
+	for _, sm := range []struct {
+		hour        int
+		stream      string
+		first, last int64
+	}{
+		{-1, "TASKS", 90, 100},
+		{0, "TASKS", 105, 130},
+		{2, "TASKS", 150, 170},
+		{3, "TASKS", 170, 180},
+		{3, "OTHER", 5, 9},
+	} {
+		in := store.MetricsSample{Stream: sm.stream, FirstAt: at(sm.hour), LastAt: at(sm.hour), FirstLastSeq: sm.first, LastSeq: sm.last}
+		if err := s.RecordSample(ctx, at(sm.hour), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.HourlyPublished(ctx, h0, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 130-100; none; 170-130; (180-170)+(9-5); none.
+	if diff := cmp.Diff([]int64{30, -1, 40, 14, -1}, got); diff != "" {
+		t.Errorf("HourlyPublished(%s, 5) (-want +got):\n%s", store.Hour(h0), diff)
+	}
+
+	for i, total := range []int64{2, 0, 5} {
+		for k := range total {
+			if err := s.AddMetrics(ctx, at(i), fmt.Sprint("e", i, k), store.Metrics{Total: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ms, err := s.HourlyMetrics(ctx, h0, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var totals []int64
+	var hours []string
+	for _, m := range ms {
+		totals, hours = append(totals, m.Total), append(hours, m.Hour)
+	}
+	if !cmp.Equal(totals, []int64{2, 0, 5}) || !cmp.Equal(hours, []string{"2026-11-21T10", "2026-11-21T11", "2026-11-21T12"}) {
+		t.Errorf("HourlyMetrics totals %v hours %v, want [2 0 5] from 2026-11-21T10", totals, hours)
+	}
+}
+
+// The recovery counts are of the entries created in the window that
+// settled: those still pending or waiting for approval, and those created
+// before the window, do not count.
+func TestRecoveryBetween(t *testing.T) {
+	c := testenv.NewClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	ctx, _, s := newStore(t, store.WithClock(c.Now), lenientBreaker)
+	n := 0
+	record := func(st store.Status) {
+		n++
+		id := fmt.Sprintf("TASKS.%d", n)
+		if _, err := s.Record(ctx, &store.Entry{ID: id, EventID: id, Stream: "TASKS", StreamSeq: int64(n), Tenant: "t", Status: st, Payload: []byte("x")}, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record(store.Recovered) // before the window
+	c.Add(time.Hour)
+	from := c.Now()
+	for _, st := range []store.Status{store.Recovered, store.Recovered, store.Recovered, store.Escalated, store.Discarded, store.Quarantined,
+		store.Scheduled, store.Held, store.AwaitingApproval, store.Replayed} {
+		record(st)
+		c.Add(time.Minute)
+	}
+	got, err := s.RecoveryBetween(ctx, from, c.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (store.Recovery{Recovered: 3, Settled: 6}); got != want || got.Rate() != 0.5 {
+		t.Errorf("RecoveryBetween = %+v (rate %v), want %+v (rate 0.5)", got, got.Rate(), want)
+	}
+	if r := (store.Recovery{}); r.Rate() != -1 {
+		t.Errorf("Recovery{}.Rate() = %v, want -1 (nothing settled)", r.Rate())
+	}
+}
