@@ -1,0 +1,212 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrRefusedURL is an endpoint jsdlq will not call.
+var ErrRefusedURL = errors.New("webhook: endpoint refused")
+
+// MaxURLLen bounds an endpoint URL.
+const MaxURLLen = 2048
+
+// Guard decides which endpoints jsdlq may call. Its zero value is strict
+// (https to public addresses only, no own URLs known); NewGuard adds what
+// the configuration knows.
+type Guard struct {
+	local    bool
+	own      []string // host:port of jsdlq's own URLs, lower case
+	resolver *net.Resolver
+	tls      *tls.Config
+}
+
+// GuardOption configures NewGuard.
+type GuardOption func(*Guard)
+
+// WithLocal allows http and loopback, private and link-local addresses:
+// the local stack only, where every endpoint is on this machine.
+func WithLocal(on bool) GuardOption { return func(g *Guard) { g.local = on } }
+
+// WithOwnURLs names jsdlq's own URLs (console, functions, push endpoint):
+// an endpoint on the same host and port is refused, so a notification never
+// calls back into jsdlq. Unparsable or empty ones are skipped.
+func WithOwnURLs(urls ...string) GuardOption {
+	return func(g *Guard) {
+		for _, raw := range urls {
+			for _, one := range strings.Split(raw, ",") {
+				if u, err := url.Parse(strings.TrimSpace(one)); err == nil && u.Host != "" {
+					g.own = append(g.own, hostPort(u))
+				}
+			}
+		}
+	}
+}
+
+// WithResolver replaces net.DefaultResolver, for the registration check
+// and the deliveries' connections alike.
+func WithResolver(r *net.Resolver) GuardOption { return func(g *Guard) { g.resolver = r } }
+
+// WithTLSConfig sets the client's TLS configuration (tests trust their
+// receiver's certificate with it).
+func WithTLSConfig(c *tls.Config) GuardOption { return func(g *Guard) { g.tls = c } }
+
+// NewGuard returns a Guard.
+func NewGuard(opts ...GuardOption) *Guard {
+	g := &Guard{}
+	for _, o := range opts {
+		o(g)
+	}
+	return g
+}
+
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return strings.ToLower(net.JoinHostPort(strings.TrimSuffix(u.Hostname(), "."), port))
+}
+
+func refused(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrRefusedURL, fmt.Sprintf(format, args...))
+}
+
+// Parse checks an endpoint URL without the network: absolute, https (or
+// http in local mode), no user info or fragment, not one of jsdlq's own
+// hosts, and, when the host is an address or a name that is local by
+// definition, an address the guard allows.
+func (g *Guard) Parse(raw string) (*url.URL, error) {
+	if g == nil {
+		g = &Guard{}
+	}
+	if len(raw) > MaxURLLen || strings.TrimSpace(raw) != raw || strings.ContainsFunc(raw, func(r rune) bool { return r < 0x21 || r == 0x7f }) {
+		return nil, refused("the URL must be at most %d characters without spaces or control characters", MaxURLLen)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Host == "" || u.Opaque != "" {
+		return nil, refused("%q is not an absolute URL", raw)
+	}
+	switch scheme := strings.ToLower(u.Scheme); {
+	case scheme == "https":
+	case scheme == "http" && g.local:
+	default:
+		return nil, refused("%q: only https endpoints are allowed", raw)
+	}
+	if u.User != nil || u.Fragment != "" {
+		return nil, refused("%q: no user information or fragment", raw)
+	}
+	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+	if host == "" {
+		return nil, refused("%q has no host", raw)
+	}
+	hp := hostPort(u)
+	for _, own := range g.own {
+		if own == hp {
+			return nil, refused("%q is jsdlq's own address", raw)
+		}
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if err := g.CheckIP(ip); err != nil {
+			return nil, err
+		}
+	} else if !g.local && (host == "localhost" || strings.HasSuffix(host, ".localhost") ||
+		host == "metadata.google.internal" || strings.HasSuffix(host, ".internal")) {
+		return nil, refused("%q is a local or internal host", raw)
+	}
+	return u, nil
+}
+
+// cgnat is the shared address space (RFC 6598), private in all but name.
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+// CheckIP refuses, outside local mode, addresses that are not public:
+// loopback, private, link-local (the metadata server among them),
+// unspecified, multicast and shared.
+func (g *Guard) CheckIP(ip netip.Addr) error {
+	ip = ip.Unmap()
+	if !ip.IsValid() {
+		return refused("no address")
+	}
+	if g != nil && g.local {
+		return nil
+	}
+	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() || cgnat.Contains(ip) {
+		return refused("address %s is not public", ip)
+	}
+	return nil
+}
+
+// Check is the registration check: Parse, then every address the host
+// resolves to now must be allowed. A name that does not resolve yet is
+// accepted (delivery checks again on every connection, and fails while it
+// does not resolve); one that resolves to a refused address is not.
+func (g *Guard) Check(ctx context.Context, raw string) (*url.URL, error) {
+	u, err := g.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	host := u.Hostname()
+	if _, err := netip.ParseAddr(host); err == nil {
+		return u, nil
+	}
+	r := net.DefaultResolver
+	if g.resolver != nil {
+		r = g.resolver
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	addrs, err := r.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return u, nil
+	}
+	for _, ip := range addrs {
+		if err := g.CheckIP(ip); err != nil {
+			return nil, fmt.Errorf("%w (%s resolves to it)", err, host)
+		}
+	}
+	return u, nil
+}
+
+// Client returns the HTTP client deliveries use: each connection's address,
+// after DNS resolution, goes through CheckIP (so a name that resolves to a
+// private address, or is rebound to one, is refused at the moment it
+// matters), redirects are not followed (a 3xx is a failure: a redirect
+// could lead anywhere), no proxy from the environment is used, and every
+// request ends after timeout.
+func (g *Guard) Client(timeout time.Duration) *http.Client {
+	d := &net.Dialer{Timeout: timeout, Resolver: g.resolver, Control: func(_, address string, _ syscall.RawConn) error {
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			return refused("address %q", address)
+		}
+		ip, err := netip.ParseAddr(host)
+		if err != nil {
+			return refused("address %q", address)
+		}
+		return g.CheckIP(ip)
+	}}
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           d.DialContext,
+		TLSClientConfig:       g.tls,
+		TLSHandshakeTimeout:   timeout,
+		ResponseHeaderTimeout: timeout,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       90 * time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+	return &http.Client{Transport: tr, Timeout: timeout, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
+}
