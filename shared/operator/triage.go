@@ -1,0 +1,57 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jsdlq/jsdlq/shared/agentkit"
+	jevent "github.com/jsdlq/jsdlq/shared/event"
+)
+
+// TriageAnswerer is the operator as a triage agent's answers reach it
+// (agentkit.Kit.HandleTriage): an approve or replay answer is Approve with
+// the answer's edits, a discard is Discard, each scoped to the task's
+// tenant, so a triage agent meets the same gates and leaves the same
+// history as a human. Outcomes are reported with agentkit's errors.
+func (o *Operator) TriageAnswerer() agentkit.Answerer { return triageAnswerer{o} }
+
+type triageAnswerer struct{ o *Operator }
+
+func (t triageAnswerer) AnswerTriage(ctx context.Context, task jevent.TriageTask, a agentkit.TriageAnswer, by string) (string, error) {
+	var (
+		status string
+		err    error
+	)
+	switch a.Answer {
+	case jevent.AnswerApprove, jevent.AnswerReplay:
+		e, aerr := t.o.Approve(ctx, task.Tenant, task.EntryID, Edits{Payload: a.Payload, SetHeaders: a.SetHeaders, By: by})
+		if e != nil {
+			status = string(e.Status)
+			if aerr != nil {
+				return status, fmt.Errorf("%w: %w", agentkit.ErrTriageUnfinished, aerr)
+			}
+		}
+		err = aerr
+	case jevent.AnswerDiscard:
+		e, derr := t.o.Discard(ctx, task.Tenant, task.EntryID, a.Reason, by)
+		if e != nil {
+			// Discarded; a breaker probe left unreleased reopens by itself.
+			return string(e.Status), nil
+		}
+		err = derr
+	default:
+		return "", fmt.Errorf("%w: %q", agentkit.ErrBadAnswer, a.Answer)
+	}
+	switch {
+	case err == nil:
+		return status, nil
+	case errors.Is(err, ErrWrongStatus):
+		return "", fmt.Errorf("%w: %w", agentkit.ErrTriageDecided, err)
+	case errors.Is(err, ErrNotFound):
+		return "", fmt.Errorf("%w: %w", agentkit.ErrTriageNotFound, err)
+	case errors.Is(err, ErrPayloadMissing), errors.Is(err, ErrBadEdit), errors.Is(err, ErrNoActor):
+		return "", fmt.Errorf("%w: %w", agentkit.ErrTriageRefused, err)
+	}
+	return "", err
+}
