@@ -3,6 +3,7 @@ package bridge
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -62,12 +63,7 @@ func (m *metrics) write(w io.Writer) {
 	defer m.mu.Unlock()
 	family := func(name, help, typ, label string, series map[string]uint64) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
-		keys := make([]string, 0, len(series))
-		for k := range series {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(series)) {
 			fmt.Fprintf(w, "%s{%s=%q} %d\n", name, label, k, series[k])
 		}
 	}

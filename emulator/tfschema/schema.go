@@ -13,7 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
@@ -215,7 +217,7 @@ func convertBlock(jb *jsonBlock) (*tfprotov6.SchemaBlock, error) {
 		return nil, err
 	}
 	b.Attributes = attrs
-	for _, name := range sortedKeys(jb.BlockTypes) {
+	for _, name := range slices.Sorted(maps.Keys(jb.BlockTypes)) {
 		jbt := jb.BlockTypes[name]
 		mode, err := blockNesting(jbt.NestingMode)
 		if err != nil {
@@ -238,7 +240,7 @@ func convertBlock(jb *jsonBlock) (*tfprotov6.SchemaBlock, error) {
 
 func convertAttributes(in map[string]*jsonAttribute) ([]*tfprotov6.SchemaAttribute, error) {
 	out := make([]*tfprotov6.SchemaAttribute, 0, len(in))
-	for _, name := range sortedKeys(in) {
+	for _, name := range slices.Sorted(maps.Keys(in)) {
 		ja := in[name]
 		a := &tfprotov6.SchemaAttribute{
 			Name:            name,
@@ -454,13 +456,4 @@ func descriptionKind(kind string) tfprotov6.StringKind {
 		return tfprotov6.StringKindMarkdown
 	}
 	return tfprotov6.StringKindPlain
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -3,6 +3,8 @@ package tfschema
 import (
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -133,7 +135,7 @@ func TestLoadConvertsEveryConstruct(t *testing.T) {
 	}
 	r := p.Resources["fake_thing"]
 	if r == nil {
-		t.Fatalf("Resources[fake_thing] missing; have %v", sortedKeys(p.Resources))
+		t.Fatalf("Resources[fake_thing] missing; have %v", slices.Sorted(maps.Keys(p.Resources)))
 	}
 	if r.Version != 2 || r.Block.DescriptionKind != tfprotov6.StringKindMarkdown {
 		t.Errorf("fake_thing version/description kind = %d/%v, want 2/markdown", r.Version, r.Block.DescriptionKind)

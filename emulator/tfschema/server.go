@@ -3,6 +3,8 @@ package tfschema
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
@@ -63,16 +65,16 @@ func (s *Server) resourceSchema(typeName string) (*tfprotov6.Schema, []*tfprotov
 // GetMetadata lists everything the schema holds.
 func (s *Server) GetMetadata(context.Context, *tfprotov6.GetMetadataRequest) (*tfprotov6.GetMetadataResponse, error) {
 	resp := &tfprotov6.GetMetadataResponse{ServerCapabilities: &tfprotov6.ServerCapabilities{}}
-	for _, n := range sortedKeys(s.p.Resources) {
+	for _, n := range slices.Sorted(maps.Keys(s.p.Resources)) {
 		resp.Resources = append(resp.Resources, tfprotov6.ResourceMetadata{TypeName: n})
 	}
-	for _, n := range sortedKeys(s.p.DataSources) {
+	for _, n := range slices.Sorted(maps.Keys(s.p.DataSources)) {
 		resp.DataSources = append(resp.DataSources, tfprotov6.DataSourceMetadata{TypeName: n})
 	}
-	for _, n := range sortedKeys(s.p.EphemeralResources) {
+	for _, n := range slices.Sorted(maps.Keys(s.p.EphemeralResources)) {
 		resp.EphemeralResources = append(resp.EphemeralResources, tfprotov6.EphemeralResourceMetadata{TypeName: n})
 	}
-	for _, n := range sortedKeys(s.p.Functions) {
+	for _, n := range slices.Sorted(maps.Keys(s.p.Functions)) {
 		resp.Functions = append(resp.Functions, tfprotov6.FunctionMetadata{Name: n})
 	}
 	return resp, nil
@@ -276,7 +278,7 @@ func (s *Server) GetFunctions(context.Context, *tfprotov6.GetFunctionsRequest) (
 func (s *Server) CallFunction(_ context.Context, req *tfprotov6.CallFunctionRequest) (*tfprotov6.CallFunctionResponse, error) {
 	fn, ok := s.p.Functions[req.Name]
 	if !ok {
-		return &tfprotov6.CallFunctionResponse{Error: &tfprotov6.FunctionError{Text: fmt.Sprintf("tfschema: no function %q in %s (have %v)", req.Name, s.p.Address, sortedKeys(s.p.Functions))}}, nil
+		return &tfprotov6.CallFunctionResponse{Error: &tfprotov6.FunctionError{Text: fmt.Sprintf("tfschema: no function %q in %s (have %v)", req.Name, s.p.Address, slices.Sorted(maps.Keys(s.p.Functions)))}}, nil
 	}
 	args := make([]tftypes.Value, 0, len(req.Arguments))
 	for i, a := range req.Arguments {

@@ -11,10 +11,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/textproto"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -358,7 +359,7 @@ func (p *Policy) compile(v *validator) {
 	if len(d.Reasons) == 0 {
 		v.add("reasons", "at least one reason code is required")
 	}
-	for _, code := range sortedKeys(d.Reasons) {
+	for _, code := range slices.Sorted(maps.Keys(d.Reasons)) {
 		if !codeRE.MatchString(code) {
 			v.add("reasons."+code, "reason codes are lower-case letters, digits and _")
 		}
@@ -382,7 +383,7 @@ func (p *Policy) compile(v *validator) {
 		p.patterns = append(p.patterns, compiledPattern{code: pd.Code, re: re})
 	}
 	p.byTask = map[string][]string{}
-	for _, agent := range sortedKeys(d.Capabilities.Agents) {
+	for _, agent := range slices.Sorted(maps.Keys(d.Capabilities.Agents)) {
 		for _, task := range d.Capabilities.Agents[agent] {
 			p.byTask[task] = append(p.byTask[task], agent)
 		}
@@ -390,7 +391,7 @@ func (p *Policy) compile(v *validator) {
 	if d.Capabilities.Fallback == "" {
 		v.add("capabilities.fallback", "required")
 	}
-	for _, name := range sortedKeys(d.Strategies) {
+	for _, name := range slices.Sorted(maps.Keys(d.Strategies)) {
 		s := d.Strategies[name]
 		validateStrategy(v, "strategy "+name, s)
 		s.Name = name
@@ -456,7 +457,7 @@ func (p *Policy) compile(v *validator) {
 		}
 		if len(m.Headers) > 0 {
 			r.headers = map[string]*regexp.Regexp{}
-			for _, h := range sortedKeys(m.Headers) {
+			for _, h := range slices.Sorted(maps.Keys(m.Headers)) {
 				re, err := regexp.Compile(m.Headers[h])
 				if err != nil {
 					v.add(where+": match.headers."+h, "%v", err)
@@ -549,13 +550,4 @@ func SubjectMatches(pattern, subject string) bool {
 		}
 	}
 	return len(pt) == len(st)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
