@@ -18,35 +18,26 @@ import (
 // Pending is written ahead of each action (the entry, its position and its
 // updated_at as listed) and cleared by the next save, so the one entry a
 // crash can leave undecided is known: on resume it is acted on only if it is
-// still unchanged (see settlePending).
+// still unchanged (shared/redrive settles it).
 type checkpoint struct {
 	Schema string `json:"schema"`
 	Filter filter `json:"filter"`
-	// Include are the categories the operator opted into (optIn).
-	Include   []string     `json:"include,omitempty"`
-	Rate      float64      `json:"rate_per_second"`
-	Scope     string       `json:"scope,omitempty"`
-	By        string       `json:"by"`
-	Total     int64        `json:"total"`
-	Cursor    store.Cursor `json:"cursor,omitzero"`
-	Pending   *pending     `json:"pending,omitempty"`
-	Seen      int          `json:"seen"` // entries passed: acted on, skipped or left alone
-	Approved  int          `json:"approved"`
-	RunNow    int          `json:"run_now"`
-	Skipped   int          `json:"skipped"`    // changed since listed: not ours to redo
-	Failed    int          `json:"failed"`     // the action returned an error
-	LeftAlone int          `json:"left_alone"` // held, excluded, nothing to do
-	StartedAt time.Time    `json:"started_at"`
-	UpdatedAt time.Time    `json:"updated_at"`
-	Complete  bool         `json:"complete"`
+	// Include are the categories the operator opted into (redrive.OptIns).
+	Include []string `json:"include,omitempty"`
+	Rate    float64  `json:"rate_per_second"`
+	Scope   string   `json:"scope,omitempty"`
+	By      string   `json:"by"`
+	Total   int64    `json:"total"`
+	// The cursor, the write-ahead and the counters, as the console's bulk
+	// runs keep them too.
+	store.RedriveProgress
+	StartedAt time.Time `json:"started_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	Complete  bool      `json:"complete"`
 }
 
 // pending is the entry a redrive is about to act on.
-type pending struct {
-	At        store.Cursor `json:"at"`
-	Action    string       `json:"action"`
-	UpdatedAt time.Time    `json:"updated_at"` // the entry's, as listed
-}
+type pending = store.RedrivePending
 
 // checkpointSchema names the format; v1 kept the whole done-list.
 const checkpointSchema = "jsdlq.redrive.v2"

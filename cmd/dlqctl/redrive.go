@@ -6,72 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/redrive"
 	"github.com/jsdlq/jsdlq/shared/store"
-	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
-// Redrive's actions. Every other entry it meets is left alone.
+// actApprove and actRunNow are the redrive's actions (shared/redrive).
 const (
-	// actApprove: an entry waiting for a human (operator.Approvable). The
-	// approval answers the policy; the replay still meets the idempotency
-	// record and the breaker.
-	actApprove = "approve"
-	// actRunNow: a scheduled entry's task runs now (operator.ReplayNow);
-	// the replay still meets all three gates.
-	actRunNow = "run-now"
+	actApprove = redrive.Approve
+	actRunNow  = redrive.RunNow
 )
-
-// Why an entry is left alone.
-const (
-	leaveHeld     = "held"     // its breaker releases it, not redrive
-	leaveExcluded = "excluded" // its category needs an explicit flag
-	leaveNothing  = "nothing"  // nothing to do in its status
-)
-
-// optIn are the categories a redrive includes only when asked by name, each
-// with its flag: approving them unchanged in bulk is rarely right (a
-// governance denial, a payload known to be broken, a task whose side effects
-// may have happened).
-var optIn = []struct {
-	category triage.Category
-	flag     string
-}{
-	{triage.Governance, "include-governance"},
-	{triage.Poison, "include-poison"},
-	{triage.UnknownCommitState, "include-unknown-commit-state"},
-}
-
-// step is what redrive does with one entry: an action, or why it leaves it
-// alone.
-type step struct{ action, leave string }
-
-// step decides for an entry as listed. A held entry is never released by a
-// redrive: an open breaker holds a replay whoever asked, and only its own
-// override (dlqctl breaker probe|close) or reconcile, once the breaker
-// admits, lets it go.
-func (cp *checkpoint) step(e *store.Entry) step {
-	if e.Status == store.Held {
-		return step{leave: leaveHeld}
-	}
-	for _, o := range optIn {
-		if e.Category == string(o.category) && !slices.Contains(cp.Include, e.Category) {
-			return step{leave: leaveExcluded}
-		}
-	}
-	switch {
-	case slices.Contains(operator.Approvable, e.Status):
-		return step{action: actApprove}
-	case e.Status == store.Scheduled:
-		return step{action: actRunNow}
-	}
-	return step{leave: leaveNothing}
-}
 
 // partialError ends a redrive that did not do everything (exit 5).
 type partialError struct{ msg string }
@@ -81,45 +28,11 @@ func (partialError) ExitCode() int   { return exitPartial }
 
 // parseRate reads "5/s", "5", "300/m".
 func parseRate(s string) (float64, error) {
-	num, unit, _ := strings.Cut(s, "/")
-	n, err := strconv.ParseFloat(num, 64)
-	if err != nil || n <= 0 {
-		return 0, usagef("--rate %q: want a positive number per second such as 5/s", s)
-	}
-	switch unit {
-	case "", "s":
-	case "m", "min":
-		n /= 60
-	default:
-		return 0, usagef("--rate %q: unit must be /s or /m", s)
+	n, err := redrive.ParseRate(s)
+	if err != nil {
+		return 0, usagef("--rate: %v", err)
 	}
 	return n, nil
-}
-
-// bucket is a token bucket of one token: at most rate actions per second,
-// no bursts.
-type bucket struct {
-	interval time.Duration
-	next     time.Time
-}
-
-func (b *bucket) wait(ctx context.Context) error {
-	now := time.Now()
-	if b.next.After(now) {
-		t := time.NewTimer(b.next.Sub(now))
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		now = b.next
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	b.next = now.Add(b.interval)
-	return nil
 }
 
 type filterList []string
@@ -138,8 +51,8 @@ func (a *app) cmdRedrive(ctx context.Context, args []string) error {
 	resume := fs.String("resume", "", "continue the redrive saved in this checkpoint")
 	by := fs.String("by", "", "who acts (default DLQCTL_ACTOR or dlqctl:$USER)")
 	include := map[string]*bool{}
-	for _, o := range optIn {
-		include[string(o.category)] = fs.Bool(o.flag, false, "include "+string(o.category)+" entries")
+	for _, o := range redrive.OptIns {
+		include[string(o.Category)] = fs.Bool(o.Flag, false, "include "+string(o.Category)+" entries")
 	}
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -149,9 +62,9 @@ func (a *app) cmdRedrive(ctx context.Context, args []string) error {
 		return usagef("redrive takes no arguments (got %q)", pos)
 	}
 	var included []string
-	for _, o := range optIn {
-		if *include[string(o.category)] {
-			included = append(included, string(o.category))
+	for _, o := range redrive.OptIns {
+		if *include[string(o.Category)] {
+			included = append(included, string(o.Category))
 		}
 	}
 	var cp *checkpoint
@@ -164,7 +77,7 @@ func (a *app) cmdRedrive(ctx context.Context, args []string) error {
 			return err
 		}
 		if cp.Complete {
-			fmt.Fprintf(a.stdout, "redrive in %s is complete: %s\n", *resume, cp.summary())
+			fmt.Fprintf(a.stdout, "redrive in %s is complete: %s\n", *resume, redrive.Summary(&cp.RedriveProgress))
 			return nil
 		}
 		if cp.Scope != a.scope {
@@ -219,17 +132,17 @@ func (a *app) cmdRedrive(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	p.print(a.stdout, cp, *resume != "")
+	printPlan(a.stdout, p, cp, *resume != "")
 	if *dry {
 		fmt.Fprintln(a.stdout, "dry run: nothing changed")
 		return nil
 	}
-	if p.acts() == 0 && cp.Pending == nil && *resume == "" {
+	if p.Acts() == 0 && cp.Pending == nil && *resume == "" {
 		fmt.Fprintln(a.stdout, "nothing to do: no entry would be acted on")
 		return nil
 	}
 	if !*yes {
-		ok, err := a.confirm(fmt.Sprintf("act on %d entries at %.3g/s? [y/N] ", p.acts(), cp.Rate))
+		ok, err := a.confirm(fmt.Sprintf("act on %d entries at %.3g/s? [y/N] ", p.Acts(), cp.Rate))
 		if err != nil {
 			return err
 		}
@@ -270,89 +183,36 @@ func (a *app) confirm(question string) (bool, error) {
 	return false, nil
 }
 
-// cursorOf is an entry's position in the redrive's order (newest first).
-func cursorOf(e *store.Entry) store.Cursor { return store.Cursor{At: e.CreatedAt, ID: e.ID} }
-
 func (a *app) redrive(ctx context.Context, st *store.Store, op *operator.Operator, cp *checkpoint, w *checkpointFile) error {
-	b := &bucket{interval: time.Duration(float64(time.Second) / cp.Rate)}
 	prog := newProgress(a.stderr, a.stderrIsTTY(), cp.Total)
 	prog.show(cp)
-	interrupted := func() error {
-		cp.UpdatedAt = a.clock()
-		if err := w.save(cp); err != nil {
-			return err
-		}
+	run := &redrive.Run{Store: st, Actions: op, Query: cp.Filter.query(store.ListView), Include: cp.Include, Scope: a.scope, By: cp.By,
+		Rate: cp.Rate, Progress: &cp.RedriveProgress,
+		Save: func(context.Context) error {
+			cp.UpdatedAt = a.clock()
+			return w.save(cp)
+		},
+		BeforeAct: a.beforeRedriveAct,
+		AfterAct: func(seen int) {
+			prog.show(cp)
+			if a.afterRedriveItem != nil {
+				a.afterRedriveItem(seen)
+			}
+		},
+		Failed: func(id string, err error) { prog.note(fmt.Sprintf("%s: %v", id, err)) },
+	}
+	err := run.Do(ctx)
+	if errors.Is(err, redrive.ErrStopped) {
 		prog.finish(cp)
 		resume := "dlqctl redrive --resume " + w.path
 		if a.scope != "" {
 			resume = fmt.Sprintf("dlqctl --tenant %s redrive --resume %s", a.scope, w.path)
 		}
 		return partialError{fmt.Sprintf("redrive interrupted after %d of %d entries (%s); checkpoint saved\nresume with: %s",
-			cp.Seen, cp.Total, cp.summary(), resume)}
+			cp.Seen, cp.Total, redrive.Summary(&cp.RedriveProgress), resume)}
 	}
-	// The actions run to their end even when Ctrl-C arrives meanwhile, and
-	// so do the reads that feed them.
-	actx := context.WithoutCancel(ctx)
-	if cp.Pending != nil {
-		if err := a.settlePending(actx, st, op, cp); err != nil {
-			return err
-		}
-		cp.UpdatedAt = a.clock()
-		if err := w.save(cp); err != nil {
-			return err
-		}
-		prog.show(cp)
-	}
-	q := cp.Filter.query(store.ListView)
-	q.Limit = 100
-	for {
-		if ctx.Err() != nil {
-			return interrupted()
-		}
-		q.After = cp.Cursor
-		page, err := st.Entries(actx, q)
-		if err != nil {
-			return err
-		}
-		for _, e := range page.Entries {
-			s := cp.step(e)
-			if s.action == "" {
-				cp.LeftAlone++
-				cp.Seen++
-				cp.Cursor = cursorOf(e)
-				continue
-			}
-			if err := b.wait(ctx); err != nil {
-				return interrupted()
-			}
-			// Write-ahead: the checkpoint names the entry before the
-			// action, so a crash in between leaves it decidable.
-			cp.Pending = &pending{At: cursorOf(e), Action: s.action, UpdatedAt: e.UpdatedAt}
-			cp.UpdatedAt = a.clock()
-			if err := w.save(cp); err != nil {
-				return err
-			}
-			if a.beforeRedriveAct != nil {
-				a.beforeRedriveAct(cp.Seen)
-			}
-			cp.count(s.action, a.act(actx, op, cp, e.ID, s.action), e.ID, prog)
-			cp.Pending = nil
-			cp.Cursor = cursorOf(e)
-			cp.Seen++
-			prog.show(cp)
-			if a.afterRedriveItem != nil {
-				a.afterRedriveItem(cp.Seen)
-			}
-		}
-		if page.Next.IsZero() {
-			break
-		}
-		// Left-alone entries are not saved one by one; the page end
-		// saves them (or the next action's write-ahead does).
-		cp.UpdatedAt = a.clock()
-		if err := w.save(cp); err != nil {
-			return err
-		}
+	if err != nil {
+		return err
 	}
 	cp.Complete = true
 	cp.UpdatedAt = a.clock()
@@ -360,90 +220,11 @@ func (a *app) redrive(ctx context.Context, st *store.Store, op *operator.Operato
 		return err
 	}
 	prog.finish(cp)
-	fmt.Fprintf(a.stdout, "redrive complete: %s (checkpoint %s)\n", cp.summary(), w.path)
+	fmt.Fprintf(a.stdout, "redrive complete: %s (checkpoint %s)\n", redrive.Summary(&cp.RedriveProgress), w.path)
 	if cp.Failed > 0 {
 		return partialError{fmt.Sprintf("%d entries failed; run the same redrive again (dlqctl redrive --filter '%s' --rate %g/s …) to retry them", cp.Failed, cp.Filter, cp.Rate)}
 	}
 	return nil
-}
-
-// act performs one action on an entry.
-func (a *app) act(ctx context.Context, op *operator.Operator, cp *checkpoint, id, action string) error {
-	var err error
-	switch action {
-	case actApprove:
-		_, err = op.Approve(ctx, a.scope, id, operator.Edits{By: cp.By})
-	case actRunNow:
-		_, err = op.ReplayNow(ctx, a.scope, id, cp.By)
-	default:
-		err = fmt.Errorf("redrive: unknown action %q", action)
-	}
-	return err
-}
-
-// count adds an action's outcome to the counters.
-func (cp *checkpoint) count(action string, err error, id string, prog *progress) {
-	switch {
-	case err == nil && action == actApprove:
-		cp.Approved++
-	case err == nil:
-		cp.RunNow++
-	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrNotFound):
-		// Changed since it was listed (a replay, another operator): not
-		// ours to redo.
-		cp.Skipped++
-	default:
-		cp.Failed++
-		prog.note(fmt.Sprintf("%s: %v", id, err))
-	}
-}
-
-// settlePending decides the entry a previous run named in its write-ahead
-// and may or may not have acted on before it stopped. Unchanged since it
-// was listed (same updated_at): the action did not happen, do it now.
-// Changed, with a transition by this redrive's actor after that: the
-// action happened, count it. Changed otherwise: someone else moved it,
-// skip it. Either way it is acted on at most once.
-func (a *app) settlePending(ctx context.Context, st *store.Store, op *operator.Operator, cp *checkpoint) error {
-	p := cp.Pending
-	cur, err := st.GetMeta(ctx, p.At.ID)
-	if err == nil && a.scope != "" && cur.Tenant != a.scope {
-		err = fmt.Errorf("%w: entry %q", store.ErrNotFound, p.At.ID)
-	}
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		cp.Skipped++
-	case err != nil:
-		return err
-	case cur.UpdatedAt.Equal(p.UpdatedAt):
-		cp.count(p.Action, a.act(ctx, op, cp, p.At.ID, p.Action), p.At.ID, newProgress(a.stderr, false, 0))
-	case actedSince(cur, cp.By, p.UpdatedAt):
-		if p.Action == actApprove {
-			cp.Approved++
-		} else {
-			cp.RunNow++
-		}
-	default:
-		cp.Skipped++
-	}
-	cp.Pending = nil
-	cp.Cursor = p.At
-	cp.Seen++
-	return nil
-}
-
-// actedSince reports whether by moved the entry after since.
-func actedSince(e *store.Entry, by string, since time.Time) bool {
-	for _, h := range e.History {
-		if h.By == by && h.At.After(since) {
-			return true
-		}
-	}
-	return false
-}
-
-func (cp *checkpoint) summary() string {
-	return fmt.Sprintf("%d approved, %d run now, %d skipped, %d failed, %d left alone", cp.Approved, cp.RunNow, cp.Skipped, cp.Failed, cp.LeftAlone)
 }
 
 // progress draws a bar on a terminal, plain lines elsewhere.

@@ -1,0 +1,172 @@
+package redrive
+
+import (
+	"context"
+
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/triage"
+)
+
+// Plan is what a redrive will do, worked out before it does anything (the
+// figures a caller shows and keeps, store.RedrivePlan), with the breakers
+// it read to say so.
+type Plan struct {
+	store.RedrivePlan
+	// Breakers are the breakers of the tenants acted on, as read.
+	Breakers map[string]*store.Breaker
+
+	policy *triage.Policy
+}
+
+// NewPlan pages through q (its order and view are the plan's: newest
+// first, after q.After) and works out what a redrive of it with the
+// opted-in categories include would do. skip is an entry to leave out (the
+// one a resumed run settles on its own first), or "".
+func NewPlan(ctx context.Context, st *store.Store, q store.Query, include []string, skip string) (*Plan, error) {
+	p := &Plan{RedrivePlan: store.RedrivePlan{ByTenant: map[string]int{}, ByCategory: map[string]int{}, ByStatus: map[string]int{},
+		Excluded: map[string]int{}, PolicyStops: map[string]int{}, BreakerHeld: map[string]int{}}, Breakers: map[string]*store.Breaker{}}
+	q.Order, q.View, q.Limit = store.NewestFirst, store.ScanView, 300
+	for {
+		page, err := st.Entries(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		var acts []*store.Entry
+		for _, e := range page.Entries {
+			if skip != "" && e.ID == skip {
+				continue
+			}
+			p.Matched++
+			p.ByTenant[e.Tenant]++
+			p.ByCategory[e.Category]++
+			p.ByStatus[string(e.Status)]++
+			s := StepFor(e, include)
+			switch {
+			case s.Action == Approve:
+				p.Approve++
+			case s.Action == RunNow:
+				p.RunNow++
+			case s.Leave == LeaveHeld:
+				p.Held++
+			case s.Leave == LeaveExcluded:
+				p.Excluded[e.Category]++
+			default:
+				p.Nothing++
+			}
+			if s.Action != "" {
+				acts = append(acts, e)
+			}
+		}
+		if err := p.gates(ctx, st, acts); err != nil {
+			return nil, err
+		}
+		if page.Next.IsZero() {
+			return p, nil
+		}
+		q.After = page.Next
+	}
+}
+
+// gates asks, for each entry acted on, the gates in replay's order: the
+// idempotency record, the policy (not for an approval: it answers the
+// policy), the breaker.
+func (p *Plan) gates(ctx context.Context, st *store.Store, acts []*store.Entry) error {
+	if len(acts) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(acts))
+	for _, e := range acts {
+		keys = append(keys, e.IdempotencyKey)
+	}
+	done, err := st.CompletedKeys(ctx, keys)
+	if err != nil {
+		return err
+	}
+	var ask []string
+	for _, e := range acts {
+		switch {
+		case e.IdempotencyKey != "" && done[e.IdempotencyKey]:
+			p.Completed++
+		case e.Status == store.Scheduled && !e.Approved():
+			ask = append(ask, e.ID)
+		default:
+			if err := p.breaker(ctx, st, e); err != nil {
+				return err
+			}
+		}
+	}
+	if len(ask) == 0 {
+		return nil
+	}
+	// The policy reads headers and the failure record, which a scan does
+	// not carry: read the entries it must judge.
+	full, err := st.EntriesByID(ctx, ask)
+	if err != nil {
+		return err
+	}
+	if p.policy == nil {
+		if p.policy, err = PolicyInForce(ctx, st); err != nil {
+			return err
+		}
+	}
+	for _, id := range ask {
+		e, ok := full[id]
+		if !ok {
+			continue // expired meanwhile: the action will skip it
+		}
+		in, err := e.PolicyInput()
+		if err != nil {
+			p.PolicyStops[string(store.Escalated)]++ // replay escalates unreadable headers
+			continue
+		}
+		if d := p.policy.Evaluate(in, e.PolicyChain()); d.Action != triage.AutoReplay {
+			p.PolicyStops[string(store.StatusFor(d.Action))]++
+			continue
+		}
+		if err := p.breaker(ctx, st, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// breaker is the breaker's answer for e: closed lets it through, open
+// holds it, half-open lets one probe through and holds the rest.
+func (p *Plan) breaker(ctx context.Context, st *store.Store, e *store.Entry) error {
+	b, ok := p.Breakers[e.Tenant]
+	if !ok {
+		var err error
+		if b, err = st.GetBreaker(ctx, e.Tenant); err != nil {
+			return err
+		}
+		p.Breakers[e.Tenant] = b
+	}
+	switch {
+	case b.State == store.BreakerClosed:
+		p.Replays++
+	case b.State == store.BreakerHalfOpen && (b.ProbeEntry == "" || b.ProbeEntry == e.ID):
+		b.ProbeEntry = e.ID // this plan's copy: the probe's slot is taken
+		p.Probes++
+	default:
+		p.BreakerHeld[e.Tenant]++
+	}
+	return nil
+}
+
+// PolicyInForce is the triage policy replay evaluates now: the override if
+// it parses, else the embedded default (what a fresh replay instance
+// loads).
+func PolicyInForce(ctx context.Context, st *store.Store) (*triage.Policy, error) {
+	o, found, err := st.PolicyOverride(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return triage.Default(), nil
+	}
+	if p, err := triage.Parse([]byte(o.YAML)); err == nil {
+		return p, nil
+	}
+	// An override that does not parse is not in force.
+	return triage.Default(), nil
+}

@@ -1,0 +1,174 @@
+// Package redrive is the bulk redrive engine dlqctl (`dlqctl redrive`) and
+// the console's bulk runs share: which entries of a filter it acts on and
+// how (Step), the plan it shows before acting (NewPlan), the velocity cap
+// (Bucket), and the run itself (Run), which pages through the filter after
+// a keyset cursor, writes each action ahead in its progress
+// (store.RedriveProgress) and settles, on resume, the one entry a crash
+// may have left undecided, so every entry is acted on at most once however
+// often the run stops and resumes. Where the progress is kept (a file, a
+// Firestore document) is the caller's: Run calls its Save.
+//
+// Every action goes through shared/operator, so the replays it asks for
+// meet the same gates as any other.
+package redrive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/triage"
+)
+
+// Actions a redrive takes. Every other entry it meets is left alone.
+const (
+	// Approve: an entry waiting for a human (operator.Approvable). The
+	// approval answers the policy; the replay still meets the idempotency
+	// record and the breaker.
+	Approve = "approve"
+	// RunNow: a scheduled entry's task runs now (operator.ReplayNow); the
+	// replay still meets all three gates.
+	RunNow = "run-now"
+)
+
+// Why an entry is left alone.
+const (
+	LeaveHeld     = "held"     // its breaker releases it, not a redrive
+	LeaveExcluded = "excluded" // its category needs an explicit opt-in
+	LeaveNothing  = "nothing"  // nothing to do in its status
+)
+
+// OptIn is a category a redrive includes only when asked by name, with the
+// name of its opt-in (dlqctl's flag, the console's checkbox).
+type OptIn struct {
+	Category triage.Category
+	Flag     string
+}
+
+// OptIns are the opt-in categories: approving them unchanged in bulk is
+// rarely right (a governance denial, a payload known to be broken, a task
+// whose side effects may have happened).
+var OptIns = []OptIn{
+	{triage.Governance, "include-governance"},
+	{triage.Poison, "include-poison"},
+	{triage.UnknownCommitState, "include-unknown-commit-state"},
+}
+
+// ErrBadRate is a velocity cap that is not a finite positive rate.
+var ErrBadRate = errors.New("redrive: bad rate")
+
+// ParseRate reads "5/s", "5", "300/m" as actions per second.
+func ParseRate(s string) (float64, error) {
+	num, unit, _ := strings.Cut(strings.TrimSpace(s), "/")
+	n, err := strconv.ParseFloat(num, 64)
+	if err != nil || !(n > 0) || math.IsInf(n, 0) {
+		return 0, fmt.Errorf("%w: %q: want a positive number per second such as 5/s", ErrBadRate, s)
+	}
+	switch unit {
+	case "", "s":
+	case "m", "min":
+		n /= 60
+	default:
+		return 0, fmt.Errorf("%w: %q: unit must be /s or /m", ErrBadRate, s)
+	}
+	return n, nil
+}
+
+// Step is what a redrive does with one entry: an action, or why it leaves
+// it alone.
+type Step struct{ Action, Leave string }
+
+// StepFor decides for an entry as listed, include being the opted-in
+// categories. A held entry is never released by a redrive: an open breaker
+// holds a replay whoever asked, and only its own override (breaker probe
+// or close) or reconcile, once the breaker admits, lets it go.
+func StepFor(e *store.Entry, include []string) Step {
+	if e.Status == store.Held {
+		return Step{Leave: LeaveHeld}
+	}
+	for _, o := range OptIns {
+		if e.Category == string(o.Category) && !slices.Contains(include, e.Category) {
+			return Step{Leave: LeaveExcluded}
+		}
+	}
+	switch {
+	case slices.Contains(operator.Approvable, e.Status):
+		return Step{Action: Approve}
+	case e.Status == store.Scheduled:
+		return Step{Action: RunNow}
+	}
+	return Step{Leave: LeaveNothing}
+}
+
+// Bucket is a token bucket of one token: at most rate actions per second,
+// no bursts.
+type Bucket struct {
+	interval time.Duration
+	next     time.Time
+}
+
+// NewBucket returns a bucket for rate actions per second.
+func NewBucket(rate float64) *Bucket {
+	return &Bucket{interval: time.Duration(float64(time.Second) / rate)}
+}
+
+// Wait blocks until the next action may go, or ctx ends.
+func (b *Bucket) Wait(ctx context.Context) error {
+	now := time.Now()
+	if b.next.After(now) {
+		t := time.NewTimer(b.next.Sub(now))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		now = b.next
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.next = now.Add(b.interval)
+	return nil
+}
+
+// Summary is the counters in words.
+func Summary(p *store.RedriveProgress) string {
+	return fmt.Sprintf("%d approved, %d run now, %d skipped, %d failed, %d left alone", p.Approved, p.RunNow, p.Skipped, p.Failed, p.LeftAlone)
+}
+
+// Tally adds an action's outcome to the counters and reports whether it
+// failed (the caller says so where it reports).
+func Tally(p *store.RedriveProgress, action string, err error) (failed bool) {
+	switch {
+	case err == nil && action == Approve:
+		p.Approved++
+	case err == nil:
+		p.RunNow++
+	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrNotFound):
+		// Changed since it was listed (a replay, another operator): not
+		// ours to redo.
+		p.Skipped++
+	default:
+		p.Failed++
+		return true
+	}
+	return false
+}
+
+// ActedSince reports whether by moved the entry after since.
+func ActedSince(e *store.Entry, by string, since time.Time) bool {
+	for _, h := range e.History {
+		if h.By == by && h.At.After(since) {
+			return true
+		}
+	}
+	return false
+}
