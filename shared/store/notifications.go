@@ -51,7 +51,10 @@ type Outbox struct {
 	LastError  string    `firestore:"last_error,omitempty"`
 	// TriagePublished: the triage task is on the work stream (it is not
 	// published again, even past JetStream's duplicate window).
-	TriagePublished bool      `firestore:"triage_published,omitempty"`
+	TriagePublished bool `firestore:"triage_published,omitempty"`
+	// WebhooksPending: the tenant's webhook deliveries are still to be
+	// created (webhook.go).
+	WebhooksPending bool      `firestore:"webhooks_pending,omitempty"`
 	CreatedAt       time.Time `firestore:"created_at"`
 	PublishedAt     time.Time `firestore:"published_at,omitempty"`
 	ExpireAt        time.Time `firestore:"expire_at"`
@@ -133,7 +136,7 @@ func (s *Store) stage(tx *firestore.Transaction, n event.Notification, taskType,
 	}
 	s.wrote(1)
 	return tx.Set(s.outboxRef(n.ID), &Outbox{Notification: string(body), Kind: string(n.Kind), Tenant: n.Tenant,
-		TaskType: taskType, Action: action, State: OutboxPending, CreatedAt: n.At, ExpireAt: n.At.Add(Retention)})
+		TaskType: taskType, Action: action, State: OutboxPending, WebhooksPending: n.Kind.ForTenant(), CreatedAt: n.At, ExpireAt: n.At.Add(Retention)})
 }
 
 // ClaimNotifications claims up to limit pending notifications for owner

@@ -5,7 +5,8 @@
 // (samples.go), per-tenant circuit breakers (breaker.go), task completions
 // (idempotency.go), reconcile's lease, state and reports (audit.go), the
 // triage policy override (policy.go, policyloader.go), tenant API keys
-// (tenantkey.go), the notifications outbox (notifications.go) and the one
+// (tenantkey.go), the notifications outbox (notifications.go), tenant
+// webhook endpoints (webhook.go) and the one
 // mapping between events, entries and the triage engine (decide.go). Every
 // status change is a transaction
 // that checks the previous status; every write that may be retried is
