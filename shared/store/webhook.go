@@ -72,7 +72,9 @@ func (w *Webhook) Host() string {
 	return ""
 }
 
-func (s *Store) webhookRef(id string) *firestore.DocumentRef { return s.fs.Collection(Webhooks).Doc(id) }
+func (s *Store) webhookRef(id string) *firestore.DocumentRef {
+	return s.fs.Collection(Webhooks).Doc(id)
+}
 
 func decodeWebhook(snap *firestore.DocumentSnapshot) (*Webhook, error) {
 	var w Webhook

@@ -43,12 +43,15 @@ func TestWebhookLifecycle(t *testing.T) {
 	// Bad input loses nothing: another tenant's id, an unknown or malformed
 	// id, a duplicate URL, a bad tenant.
 	for name, call := range map[string]func() error{
-		"get as globex":     func() error { _, err := s.GetWebhook(ctx, "globex", w.ID); return err },
-		"delete as globex":  func() error { return s.DeleteWebhook(ctx, "globex", w.ID) },
-		"enable as globex":  func() error { _, err := s.EnableWebhook(ctx, "globex", w.ID, "x"); return err },
-		"unknown id":        func() error { return s.DeleteWebhook(ctx, "acme", "0123456789abcdef") },
-		"malformed id":      func() error { return s.DeleteWebhook(ctx, "acme", "../tenant-keys/x") },
-		"record unknown id": func() error { _, err := s.RecordWebhookAttempt(ctx, "ffffffffffffffff", WebhookAttempt{OK: true}, 3); return err },
+		"get as globex":    func() error { _, err := s.GetWebhook(ctx, "globex", w.ID); return err },
+		"delete as globex": func() error { return s.DeleteWebhook(ctx, "globex", w.ID) },
+		"enable as globex": func() error { _, err := s.EnableWebhook(ctx, "globex", w.ID, "x"); return err },
+		"unknown id":       func() error { return s.DeleteWebhook(ctx, "acme", "0123456789abcdef") },
+		"malformed id":     func() error { return s.DeleteWebhook(ctx, "acme", "../tenant-keys/x") },
+		"record unknown id": func() error {
+			_, err := s.RecordWebhookAttempt(ctx, "ffffffffffffffff", WebhookAttempt{OK: true}, 3)
+			return err
+		},
 	} {
 		if err := call(); !errors.Is(err, ErrNotFound) {
 			t.Errorf("%s = %v, want ErrNotFound", name, err)
