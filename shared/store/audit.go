@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"cloud.google.com/go/firestore"
 
 	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/event"
 )
 
 // This file holds dlq-audits (SPEC §7): reconcile's run lease, its
@@ -20,8 +22,9 @@ import (
 // Documents of dlq-audits that are not reports. Report ids never start with
 // '_', so listing reports skips these.
 const (
-	AuditLease = "_lease"
-	AuditState = "_state"
+	AuditLease  = "_lease"
+	AuditState  = "_state"
+	AuditAlerts = "_alerts"
 )
 
 // ErrLeaseHeld is returned by AcquireLease while another run holds the lease.
@@ -146,17 +149,78 @@ func (s *Store) WriteAuditState(ctx context.Context, holder string, v any) error
 // SaveAudit stores a report as dlq-audits/{run id}. The document is the
 // report's JSON shape (times as RFC 3339 strings), so the stored report and
 // the function's response are one format (audit.Schema).
+//
+// A real run's report is saved in a transaction with the alert state
+// (dlq-audits/_alerts): each alert the report raises that was not active
+// stages an alert_raised notification, each active alert whose section
+// completed in this run without raising it again stages alert_cleared, in
+// the same transaction, under ids derived from the alert and the report.
+// So a transition is notified exactly once however often reconcile runs,
+// and a save retried with the same report stages the same documents or
+// none. An alert of a section that did not complete (out of budget, failed,
+// skipped) stays active: the run could not see it go. A dry run's report
+// and one older than the state leave the alerts alone.
 func (s *Store) SaveAudit(ctx context.Context, r *audit.Report) error {
 	doc, err := auditDocument(r)
 	if err != nil {
 		return fmt.Errorf("encode %s/%s: %w", Audits, r.RunID, err)
 	}
-	_, err = s.auditRef(r.RunID).Set(ctx, doc)
-	s.wrote(1)
+	if r.DryRun {
+		_, err = s.auditRef(r.RunID).Set(ctx, doc)
+		s.wrote(1)
+		if err != nil {
+			return fmt.Errorf("firestore set %s/%s: %w", Audits, r.RunID, err)
+		}
+		return nil
+	}
+	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(s.auditRef(AuditAlerts))
+		s.read(1)
+		if err != nil && !isNotFound(err) {
+			return err
+		}
+		var st AlertState
+		if err == nil {
+			if err := snap.DataTo(&st); err != nil {
+				return fmt.Errorf("decode %s/%s: %w", Audits, AuditAlerts, err)
+			}
+		}
+		if !r.FinishedAt.Before(st.UpdatedAt) {
+			next, changes := alertChanges(st.Active, r)
+			for _, n := range changes {
+				if err := s.stage(tx, n, "", ""); err != nil {
+					return err
+				}
+			}
+			s.wrote(1)
+			if err := tx.Set(s.auditRef(AuditAlerts), AlertState{Active: next, RunID: r.RunID, UpdatedAt: r.FinishedAt}); err != nil {
+				return err
+			}
+		}
+		s.wrote(1)
+		return tx.Set(s.auditRef(r.RunID), doc)
+	})
 	if err != nil {
-		return fmt.Errorf("firestore set %s/%s: %w", Audits, r.RunID, err)
+		return txError("save audit "+r.RunID, err)
 	}
 	return nil
+}
+
+// ActiveAlerts reads the alerts active after the latest real audit.
+func (s *Store) ActiveAlerts(ctx context.Context) (AlertState, error) {
+	var st AlertState
+	snap, err := s.auditRef(AuditAlerts).Get(ctx)
+	s.read(1)
+	if isNotFound(err) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("firestore get %s/%s: %w", Audits, AuditAlerts, err)
+	}
+	if err := snap.DataTo(&st); err != nil {
+		return st, fmt.Errorf("decode %s/%s: %w", Audits, AuditAlerts, err)
+	}
+	return st, nil
 }
 
 // LatestAudit reads the newest report (by finished_at), or nil when there
@@ -300,4 +364,71 @@ func decodeAudit(snap *firestore.DocumentSnapshot) (*audit.Report, error) {
 		r.RunID = snap.Ref.ID
 	}
 	return &r, nil
+}
+
+// AlertState is dlq-audits/_alerts: the alerts active after the real
+// audit that saved it (RunID, at UpdatedAt, its finished_at).
+type AlertState struct {
+	Active    []ActiveAlert `firestore:"active"`
+	RunID     string        `firestore:"run_id"`
+	UpdatedAt time.Time     `firestore:"updated_at"`
+}
+
+// ActiveAlert is an alert an audit raised that no later audit cleared: one
+// per alert name and tenant ("" for an alert about the whole pipeline).
+type ActiveAlert struct {
+	Name     string    `firestore:"name"`
+	Tenant   string    `firestore:"tenant,omitempty"`
+	Section  string    `firestore:"section"`
+	Severity string    `firestore:"severity"`
+	Message  string    `firestore:"message"`
+	RaisedAt time.Time `firestore:"raised_at"`
+	RaisedBy string    `firestore:"raised_by"` // the run id
+}
+
+// Key names the alert across audits.
+func (a ActiveAlert) Key() string { return a.Name + "/" + a.Tenant }
+
+// alertChanges compares r's alerts with those active before it: next is
+// the active set after r, changes the notifications of what was raised or
+// cleared. An active alert of a section that did not complete in r is
+// carried over, neither cleared nor raised again.
+func alertChanges(prev []ActiveAlert, r *audit.Report) (next []ActiveAlert, changes []event.Notification) {
+	complete := map[string]bool{}
+	for _, sec := range r.Sections {
+		complete[sec.Name] = sec.Status == audit.StatusComplete
+	}
+	current := map[string]ActiveAlert{}
+	var order []string
+	for _, f := range r.Findings {
+		if !f.Alert {
+			continue
+		}
+		a := ActiveAlert{Name: f.Name, Tenant: f.Tenant, Section: f.Section, Severity: f.Severity, Message: f.Message,
+			RaisedAt: r.FinishedAt, RaisedBy: r.RunID}
+		if _, ok := current[a.Key()]; !ok {
+			order = append(order, a.Key())
+			current[a.Key()] = a
+		}
+	}
+	was := map[string]bool{}
+	for _, a := range prev {
+		was[a.Key()] = true
+		switch {
+		case current[a.Key()] != (ActiveAlert{}):
+			next = append(next, a) // still raised: since when it first was
+		case !complete[a.Section]:
+			next = append(next, a)
+		default:
+			changes = append(changes, alertNotification(event.NotifyAlertCleared, a, r))
+		}
+	}
+	for _, k := range order {
+		if a := current[k]; !was[k] {
+			next = append(next, a)
+			changes = append(changes, alertNotification(event.NotifyAlertRaised, a, r))
+		}
+	}
+	slices.SortFunc(next, func(a, b ActiveAlert) int { return strings.Compare(a.Key(), b.Key()) })
+	return next, changes
 }

@@ -8,6 +8,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
 )
 
@@ -21,6 +22,14 @@ import (
 
 // Notifications is the outbox collection.
 const Notifications = "notifications"
+
+// PublishedRetention is how long a published notification stays in the
+// outbox (expire_at, the collection's TTL policy): long enough to look up
+// what was sent and for deliveries that read it later, short enough that
+// the collection does not grow with every transition. A pending one keeps
+// expire_at = its time + Retention: reconcile alerts about it every run
+// meanwhile.
+const PublishedRetention = 7 * 24 * time.Hour
 
 // States of an outbox document.
 const (
@@ -109,6 +118,28 @@ func breakerNotifications(b *Breaker) []event.Notification {
 	return out
 }
 
+// alertNotification is the notification that alert a was raised or
+// cleared by the audit r: its id derives from the alert and the audit, so
+// saving r again stages the same document.
+func alertNotification(kind event.NotificationKind, a ActiveAlert, r *audit.Report) event.Notification {
+	n := event.NewNotification(kind, a.Tenant, "alert/"+a.Key()+"/"+r.RunID, r.FinishedAt)
+	n.AlertName, n.AlertMessage = a.Name, a.Message
+	scope := "the pipeline"
+	if a.Tenant != "" {
+		scope = "tenant " + a.Tenant
+	}
+	if kind == event.NotifyAlertRaised {
+		if a.Severity == audit.SevWarning {
+			n.Severity = event.SeverityWarning
+		}
+		n.Summary = fmt.Sprintf("reconcile alert %s raised for %s by audit %s: %s", a.Name, scope, r.RunID, a.Message)
+	} else {
+		n.Summary = fmt.Sprintf("reconcile alert %s for %s cleared by audit %s (raised by audit %s at %s)",
+			a.Name, scope, r.RunID, a.RaisedBy, a.RaisedAt.UTC().Format(time.RFC3339))
+	}
+	return n
+}
+
 // notifyEntry writes, in tx, the notification of e's move from from at at,
 // when it needs one.
 func (s *Store) notifyEntry(tx *firestore.Transaction, e *Entry, from Status, at time.Time) error {
@@ -178,6 +209,7 @@ func (s *Store) NotificationTriagePublished(ctx context.Context, id, owner strin
 func (s *Store) NotificationPublished(ctx context.Context, id, owner string) error {
 	return s.settleOutbox(ctx, id, owner, func(o *Outbox, now time.Time) {
 		o.State, o.PublishedAt, o.LeaseOwner, o.LeaseUntil, o.LastError = OutboxPublished, now, "", time.Time{}, ""
+		o.ExpireAt = now.Add(PublishedRetention)
 	})
 }
 

@@ -5,10 +5,12 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
 )
 
@@ -149,5 +151,126 @@ func TestClaimNotificationsExclusive(t *testing.T) {
 	clock.Add(61e9)
 	if got, err := s.ClaimNotifications(ctx, "c", 60e9, 100); err != nil || len(got) != 0 {
 		t.Errorf("ClaimNotifications after publishing = %d, %v, want none", len(got), err)
+	}
+}
+
+// outboxAlerts lists the outbox's alert notifications as
+// "<kind> <alert>/<tenant>", sorted.
+func outboxAlerts(t *testing.T, s *Store) []string {
+	t.Helper()
+	snaps, err := s.fs.Collection(Notifications).Documents(testenv.Context(t)).GetAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{}
+	for _, snap := range snaps {
+		o, err := decodeOutbox(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := o.Event()
+		if err != nil {
+			t.Fatalf("outbox %s: %v", o.ID, err)
+		}
+		if n.Kind.IsAlert() {
+			out = append(out, fmt.Sprintf("%s %s/%s", n.Kind, n.AlertName, o.Tenant))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// An alert's raise and its clearing are each notified once, in the
+// transaction that saves the audit: however often reconcile runs or a save
+// is retried, whatever a dry run or a late older report says, and an alert
+// of a section that did not complete is neither cleared nor raised again.
+func TestAlertNotificationsOncePerTransition(t *testing.T) {
+	s, clock := newStore(t)
+	ctx := testenv.Context(t)
+	type alert struct{ name, section, tenant string }
+	missing := alert{audit.AlertMissingTask, "tasks", ""}
+	poison := alert{audit.AlertTenantPoisonBurst, "entries", "acme"}
+	n := 0
+	report := func(dry bool, at time.Time, sections map[string]string, alerts ...alert) *audit.Report {
+		n++
+		r := &audit.Report{Schema: audit.Schema, RunID: fmt.Sprintf("run-%d", n), DryRun: dry, StartedAt: at, FinishedAt: at.Add(time.Second)}
+		for name, status := range sections {
+			r.Sections = append(r.Sections, &audit.Section{Name: name, Status: status})
+		}
+		for _, a := range alerts {
+			f := audit.NewFinding(a.name, a.section, a.tenant, a.name+" seen")
+			f.Example("x")
+			r.Findings = append(r.Findings, f)
+		}
+		r.Finish()
+		return r
+	}
+	complete := map[string]string{"tasks": audit.StatusComplete, "entries": audit.StatusComplete}
+	partialEntries := map[string]string{"tasks": audit.StatusComplete, "entries": audit.StatusPartial}
+	raisedBoth := []string{"alert_raised missing_task/default", "alert_raised tenant_poison_burst/acme"}
+	first := report(false, clock.Now(), complete, missing, poison)
+	steps := []struct {
+		name string
+		r    *audit.Report
+		want []string // the outbox's alert notifications after the step
+	}{
+		{"raised", first, raisedBoth},
+		{"the same save retried", first, raisedBoth},
+		{"still raised", report(false, clock.Now().Add(time.Minute), complete, missing, poison), raisedBoth},
+		{"a dry run sees neither", report(true, clock.Now().Add(2*time.Minute), complete), raisedBoth},
+		{"entries out of budget: the poison alert is carried", report(false, clock.Now().Add(3*time.Minute), partialEntries, missing), raisedBoth},
+		{"an older report arriving late", report(false, clock.Now().Add(-time.Hour), complete), raisedBoth},
+		{"both cleared", report(false, clock.Now().Add(4*time.Minute), complete),
+			append([]string{"alert_cleared missing_task/default", "alert_cleared tenant_poison_burst/acme"}, raisedBoth...)},
+		{"cleared stays cleared", report(false, clock.Now().Add(5*time.Minute), complete),
+			append([]string{"alert_cleared missing_task/default", "alert_cleared tenant_poison_burst/acme"}, raisedBoth...)},
+		{"raised again", report(false, clock.Now().Add(6*time.Minute), complete, missing),
+			[]string{"alert_cleared missing_task/default", "alert_cleared tenant_poison_burst/acme",
+				"alert_raised missing_task/default", "alert_raised missing_task/default", "alert_raised tenant_poison_burst/acme"}},
+	}
+	for _, st := range steps {
+		if err := s.SaveAudit(ctx, st.r); err != nil {
+			t.Fatalf("%s: SaveAudit(%s) = %v", st.name, st.r.RunID, err)
+		}
+		if d := cmp.Diff(st.want, outboxAlerts(t, s)); d != "" {
+			t.Errorf("%s: alert notifications (-want +got):\n%s", st.name, d)
+		}
+	}
+	got, err := s.ActiveAlerts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Active) != 1 || got.Active[0].Name != audit.AlertMissingTask || got.RunID != steps[len(steps)-1].r.RunID {
+		t.Errorf("ActiveAlerts() = %+v, want missing_task raised by the last run", got)
+	}
+}
+
+// A published notification expires PublishedRetention after its publish
+// (the TTL policy deletes it then); a pending one only after Retention.
+func TestPublishedNotificationExpires(t *testing.T) {
+	s, clock := newStore(t)
+	ctx := testenv.Context(t)
+	e := entry("TASKS.ttl", nil)
+	e.Status, e.TaskName = Quarantined, ""
+	if _, err := s.Record(ctx, e, "classify"); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := s.ClaimNotifications(ctx, "p", time.Minute, 10)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("ClaimNotifications = %d, %v; want 1", len(claimed), err)
+	}
+	if want := claimed[0].CreatedAt.Add(Retention); !claimed[0].ExpireAt.Equal(want) {
+		t.Errorf("pending expire_at = %s, want %s", claimed[0].ExpireAt, want)
+	}
+	clock.Add(time.Hour)
+	if err := s.NotificationPublished(ctx, claimed[0].ID, "p"); err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.GetNotification(ctx, claimed[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := clock.Now().Add(PublishedRetention); !o.ExpireAt.Equal(want) || !o.PublishedAt.Equal(clock.Now()) {
+		t.Errorf("published expire_at, published_at = %s, %s; want %s, %s", o.ExpireAt, o.PublishedAt, want, clock.Now())
 	}
 }
