@@ -260,15 +260,22 @@ func ReadAuth(r *Reader, common Common) Auth {
 		Audience:      r.String("AUTH_AUDIENCE", ""),
 		AllowedEmails: r.List("AUTH_ALLOWED_EMAILS"),
 	}
+	checkAuth(r, common, a, "AUTH_AUDIENCE", "AUTH_ALLOWED_EMAILS")
+	return a
+}
+
+// checkAuth checks a's mode against where it runs and that the modes that
+// verify tokens know what to expect (named by audience and allowed, the
+// variables that set them).
+func checkAuth(r *Reader, common Common, a Auth, audience, allowed string) {
 	r.Check(!(common.OnGoogleCloud && a.Mode != AuthOIDC), "AUTH_MODE",
 		"%q is for local emulators only and is refused when K_SERVICE is set", a.Mode)
 	if a.Mode != AuthNone {
-		r.Check(a.Audience != "", "AUTH_AUDIENCE", "required when AUTH_MODE is %s", a.Mode)
-		r.Check(len(a.AllowedEmails) > 0, "AUTH_ALLOWED_EMAILS", "required when AUTH_MODE is %s", a.Mode)
+		r.Check(a.Audience != "", audience, "required when AUTH_MODE is %s", a.Mode)
+		r.Check(len(a.AllowedEmails) > 0, allowed, "required when AUTH_MODE is %s", a.Mode)
 	}
 	r.Check(a.Mode != AuthEmulator || common.CloudTasksEmulatorHost != "", "CLOUD_TASKS_EMULATOR_HOST",
 		"required when AUTH_MODE is emulator (its JWKS verifies the tokens)")
-	return a
 }
 
 // ReadTasks reads where replay tasks go (TASKS_QUEUE, REPLAY_URL,
@@ -281,13 +288,18 @@ func ReadTasks(r *Reader, common Common) tasks.Config {
 		ServiceAccount: r.Required("TASKS_SERVICE_ACCOUNT"),
 		EmulatorHost:   common.CloudTasksEmulatorHost,
 	}
-	if c.Queue != "" {
-		parts := strings.Split(c.Queue, "/")
+	checkQueue(r, "TASKS_QUEUE", c.Queue)
+	return c
+}
+
+// checkQueue checks a queue's full name (when set).
+func checkQueue(r *Reader, name, queue string) {
+	if queue != "" {
+		parts := strings.Split(queue, "/")
 		r.Check(len(parts) == 6 && parts[0] == "projects" && parts[2] == "locations" && parts[4] == "queues" &&
 			parts[1] != "" && parts[3] != "" && parts[5] != "",
-			"TASKS_QUEUE", "%q is not projects/P/locations/L/queues/Q", c.Queue)
+			name, "%q is not projects/P/locations/L/queues/Q", queue)
 	}
-	return c
 }
 
 // Classify is the classify function's configuration.
@@ -338,6 +350,97 @@ func ReadNotifications(r *Reader) Notifications {
 	}
 }
 
+// Webhooks is how tenant webhooks are delivered and which endpoints are
+// refused. Delivery tasks go to Queue, each an HTTP call of the deliver
+// function at DeliverURL (also the OIDC audience) as ServiceAccount; the
+// deliverer disables an endpoint after DisableAfter consecutive failures
+// and gives one delivery Timeout.
+type Webhooks struct {
+	// Queue is WEBHOOKS_QUEUE (projects/P/locations/L/queues/Q); empty:
+	// this component creates no deliveries.
+	Queue string
+	// DeliverURL is WEBHOOK_DELIVER_URL, the deliver function's URL.
+	DeliverURL string
+	// ServiceAccount is WEBHOOK_SERVICE_ACCOUNT, the identity Cloud Tasks
+	// mints the OIDC token for, the only caller deliver lets in.
+	ServiceAccount string
+	EmulatorHost   string // CLOUD_TASKS_EMULATOR_HOST
+	// DisableAfter is WEBHOOK_DISABLE_AFTER (default 10).
+	DisableAfter int
+	// Timeout is WEBHOOK_TIMEOUT (default 10s).
+	Timeout time.Duration
+	// Local is WEBHOOK_LOCAL: http and loopback or private endpoints are
+	// allowed. The local stack only: refused when K_SERVICE is set or
+	// FIRESTORE_EMULATOR_HOST is not.
+	Local bool
+	// OwnURLs are jsdlq's own addresses, never an endpoint: REPLAY_URL,
+	// WEBHOOK_DELIVER_URL, CONSOLE_URL and WEBHOOK_DENY_URLS (a list: the
+	// other functions, the push endpoint, the tenant API).
+	OwnURLs []string
+}
+
+// Webhook defaults.
+const (
+	DefaultWebhookDisableAfter = 10
+	DefaultWebhookTimeout      = 10 * time.Second
+)
+
+// ReadWebhooks reads the webhook settings; the queue, deliver URL and
+// account are required when required or when WEBHOOKS_QUEUE is set.
+func ReadWebhooks(r *Reader, common Common, required bool) Webhooks {
+	w := Webhooks{
+		Queue:        r.String("WEBHOOKS_QUEUE", ""),
+		EmulatorHost: common.CloudTasksEmulatorHost,
+		DisableAfter: r.Int("WEBHOOK_DISABLE_AFTER", DefaultWebhookDisableAfter, 1, 1000),
+		Timeout:      r.Duration("WEBHOOK_TIMEOUT", DefaultWebhookTimeout),
+		Local:        r.Bool("WEBHOOK_LOCAL", false),
+	}
+	checkQueue(r, "WEBHOOKS_QUEUE", w.Queue)
+	if required || w.Queue != "" {
+		w.Queue = r.Required("WEBHOOKS_QUEUE")
+		w.DeliverURL = r.URL("WEBHOOK_DELIVER_URL", true, "http", "https")
+		w.ServiceAccount = r.Required("WEBHOOK_SERVICE_ACCOUNT")
+	} else {
+		w.DeliverURL = r.String("WEBHOOK_DELIVER_URL", "")
+	}
+	r.Check(w.Timeout <= 5*time.Minute, "WEBHOOK_TIMEOUT", "%s is over 5m0s", w.Timeout)
+	if w.Local && (common.OnGoogleCloud || common.FirestoreEmulatorHost == "") {
+		r.fail("WEBHOOK_LOCAL", "is for the local stack only and is refused when K_SERVICE is set or FIRESTORE_EMULATOR_HOST is not")
+		w.Local = false
+	}
+	for _, name := range []string{"REPLAY_URL", "WEBHOOK_DELIVER_URL", "CONSOLE_URL"} {
+		if v := r.String(name, ""); v != "" {
+			w.OwnURLs = append(w.OwnURLs, v)
+		}
+	}
+	w.OwnURLs = append(w.OwnURLs, r.List("WEBHOOK_DENY_URLS")...)
+	return w
+}
+
+// Deliver is the deliver function's configuration: it authenticates Cloud
+// Tasks' calls by WEBHOOK_DELIVER_URL (its audience) and
+// WEBHOOK_SERVICE_ACCOUNT (the one account allowed), not by AUTH_AUDIENCE
+// and AUTH_ALLOWED_EMAILS, so the fan-out and the deliverer cannot
+// disagree; AUTH_MODE applies as for every HTTP function.
+type Deliver struct {
+	Common
+	Auth
+	Webhooks Webhooks
+}
+
+// LoadDeliver reads the deliver function's configuration.
+func LoadDeliver(lookup Lookup) (Deliver, error) {
+	r := NewReader(lookup)
+	common := ReadCommon(r)
+	d := Deliver{Common: common, Webhooks: ReadWebhooks(r, common, true)}
+	d.Auth = Auth{Mode: r.OneOf("AUTH_MODE", AuthOIDC, AuthOIDC, AuthEmulator, AuthNone), Audience: d.Webhooks.DeliverURL}
+	if d.Webhooks.ServiceAccount != "" {
+		d.AllowedEmails = []string{d.Webhooks.ServiceAccount}
+	}
+	checkAuth(r, common, d.Auth, "WEBHOOK_DELIVER_URL", "WEBHOOK_SERVICE_ACCOUNT")
+	return d, r.Err()
+}
+
 // LoadReplay reads the replay function's configuration.
 func LoadReplay(lookup Lookup) (HTTPFunction, error) {
 	r := NewReader(lookup)
@@ -365,11 +468,13 @@ type Dlqctl struct {
 	// Tasks is where replays are scheduled; its fields are empty when
 	// unset, and EmulatorHost also points dlqctl's own Cloud Tasks client
 	// (replay --now) at the emulator.
-	Tasks  tasks.Config
-	NATS   natsconn.Config
-	Tenant string // DLQCTL_TENANT: the tenant this caller is limited to
-	Actor  string // DLQCTL_ACTOR: who acts in entry history
-	User   string // USER: the actor's fallback
+	Tasks tasks.Config
+	NATS  natsconn.Config
+	// Webhooks decides which endpoints webhook add accepts.
+	Webhooks Webhooks
+	Tenant   string // DLQCTL_TENANT: the tenant this caller is limited to
+	Actor    string // DLQCTL_ACTOR: who acts in entry history
+	User     string // USER: the actor's fallback
 }
 
 // LoadDlqctl reads the operator CLI's configuration.
@@ -383,7 +488,12 @@ func LoadDlqctl(lookup Lookup) Dlqctl {
 			ServiceAccount: r.String("TASKS_SERVICE_ACCOUNT", ""),
 			EmulatorHost:   r.String("CLOUD_TASKS_EMULATOR_HOST", ""),
 		},
-		NATS:   natsconn.Config{URL: r.String("NATS_URL", DefaultNATSURL), Creds: r.String("NATS_CREDS", "")},
+		NATS: natsconn.Config{URL: r.String("NATS_URL", DefaultNATSURL), Creds: r.String("NATS_CREDS", "")},
+		// A malformed webhook setting is not reported (no command but
+		// webhook add reads them), only never in force: WEBHOOK_LOCAL
+		// without the emulators stays off.
+		Webhooks: ReadWebhooks(r, Common{FirestoreEmulatorHost: r.String("FIRESTORE_EMULATOR_HOST", ""),
+			CloudTasksEmulatorHost: r.String("CLOUD_TASKS_EMULATOR_HOST", ""), OnGoogleCloud: r.String("K_SERVICE", "") != ""}, false),
 		Tenant: r.String("DLQCTL_TENANT", ""),
 		Actor:  r.String("DLQCTL_ACTOR", ""),
 		User:   r.String("USER", ""),

@@ -152,7 +152,8 @@ func TestLoadDlqctl(t *testing.T) {
 		env  map[string]string
 		want Dlqctl
 	}{
-		{"nothing set", map[string]string{}, Dlqctl{NATS: natsconn.Config{URL: DefaultNATSURL}}},
+		{"nothing set", map[string]string{}, Dlqctl{NATS: natsconn.Config{URL: DefaultNATSURL},
+			Webhooks: Webhooks{DisableAfter: DefaultWebhookDisableAfter, Timeout: DefaultWebhookTimeout}}},
 		{"everything set", map[string]string{
 			"GOOGLE_CLOUD_PROJECT": "p", "TASKS_QUEUE": "projects/p/locations/l/queues/q", "REPLAY_URL": "https://r",
 			"TASKS_SERVICE_ACCOUNT": "t@p", "CLOUD_TASKS_EMULATOR_HOST": "127.0.0.1:8123", "NATS_URL": "nats://n:4222",
@@ -161,8 +162,14 @@ func TestLoadDlqctl(t *testing.T) {
 			Project: "p",
 			Tasks: tasks.Config{Queue: "projects/p/locations/l/queues/q", ReplayURL: "https://r", ServiceAccount: "t@p",
 				EmulatorHost: "127.0.0.1:8123"},
-			NATS:   natsconn.Config{URL: "nats://n:4222", Creds: "/c"},
+			NATS: natsconn.Config{URL: "nats://n:4222", Creds: "/c"},
+			Webhooks: Webhooks{EmulatorHost: "127.0.0.1:8123", DisableAfter: DefaultWebhookDisableAfter, Timeout: DefaultWebhookTimeout,
+				OwnURLs: []string{"https://r"}},
 			Tenant: "acme", Actor: "ops", User: "ann",
+		}},
+		{"webhook local without the emulators stays off", map[string]string{"WEBHOOK_LOCAL": "true"}, Dlqctl{
+			NATS:     natsconn.Config{URL: DefaultNATSURL},
+			Webhooks: Webhooks{DisableAfter: DefaultWebhookDisableAfter, Timeout: DefaultWebhookTimeout},
 		}},
 	}
 	for _, tt := range tests {
@@ -184,6 +191,67 @@ func TestLoadCloudTasksEmulator(t *testing.T) {
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, LoadCloudTasksEmulator(MapLookup(tt.env))); diff != "" {
 			t.Errorf("LoadCloudTasksEmulator(%v) mismatch (-want +got):\n%s", tt.env, diff)
+		}
+	}
+}
+
+func TestLoadDeliver(t *testing.T) {
+	env := map[string]string{
+		"GOOGLE_CLOUD_PROJECT":      "p",
+		"FIRESTORE_EMULATOR_HOST":   "127.0.0.1:8681",
+		"CLOUD_TASKS_EMULATOR_HOST": "127.0.0.1:8123",
+		"AUTH_MODE":                 "emulator",
+		// Replay's audience in a shared environment is not deliver's.
+		"AUTH_AUDIENCE":           "http://127.0.0.1:8080/Replay",
+		"AUTH_ALLOWED_EMAILS":     "tasks@p",
+		"REPLAY_URL":              "http://127.0.0.1:8080/Replay",
+		"CONSOLE_URL":             "http://127.0.0.1:8070",
+		"WEBHOOKS_QUEUE":          "projects/p/locations/l/queues/dlq-webhooks",
+		"WEBHOOK_DELIVER_URL":     "http://127.0.0.1:8080/Deliver",
+		"WEBHOOK_SERVICE_ACCOUNT": "hooks@p",
+		"WEBHOOK_DISABLE_AFTER":   "3",
+		"WEBHOOK_TIMEOUT":         "2s",
+		"WEBHOOK_LOCAL":           "true",
+		"WEBHOOK_DENY_URLS":       "https://classify.example, https://api.example",
+	}
+	got, err := LoadDeliver(MapLookup(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Deliver{
+		Common: Common{Project: "p", FirestoreEmulatorHost: "127.0.0.1:8681", CloudTasksEmulatorHost: "127.0.0.1:8123",
+			NATS: natsconn.Config{URL: DefaultNATSURL}},
+		Auth: Auth{Mode: AuthEmulator, Audience: "http://127.0.0.1:8080/Deliver", AllowedEmails: []string{"hooks@p"}},
+		Webhooks: Webhooks{Queue: "projects/p/locations/l/queues/dlq-webhooks", DeliverURL: "http://127.0.0.1:8080/Deliver",
+			ServiceAccount: "hooks@p", EmulatorHost: "127.0.0.1:8123", DisableAfter: 3, Timeout: 2 * time.Second, Local: true,
+			OwnURLs: []string{"http://127.0.0.1:8080/Replay", "http://127.0.0.1:8080/Deliver", "http://127.0.0.1:8070",
+				"https://classify.example", "https://api.example"}},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("LoadDeliver() (-want +got):\n%s", d)
+	}
+
+	_, err = LoadDeliver(MapLookup(map[string]string{
+		"GOOGLE_CLOUD_PROJECT": "p", "K_SERVICE": "deliver", "AUTH_MODE": "none", "WEBHOOKS_QUEUE": "dlq-webhooks",
+		"WEBHOOK_DELIVER_URL": "ftp://x", "WEBHOOK_DISABLE_AFTER": "0", "WEBHOOK_TIMEOUT": "10m", "WEBHOOK_LOCAL": "yes",
+	}))
+	for _, want := range []string{
+		`WEBHOOKS_QUEUE: "dlq-webhooks" is not projects/P/locations/L/queues/Q`,
+		`WEBHOOK_DELIVER_URL: "ftp://x" is not an absolute http/https URL`,
+		"WEBHOOK_SERVICE_ACCOUNT: required but not set",
+		`WEBHOOK_DISABLE_AFTER: "0" is not an integer in [1, 1000]`,
+		"WEBHOOK_TIMEOUT: 10m0s is over 5m0s",
+		`WEBHOOK_LOCAL: "yes" is not a boolean`,
+		`AUTH_MODE: "none" is for local emulators only`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("LoadDeliver(bad) error lacks %q:\n%v", want, err)
+		}
+	}
+	_, err = LoadDeliver(MapLookup(map[string]string{"GOOGLE_CLOUD_PROJECT": "p", "WEBHOOK_LOCAL": "true"}))
+	for _, want := range []string{"WEBHOOKS_QUEUE: required but not set", "WEBHOOK_LOCAL: is for the local stack only"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("LoadDeliver(no queue, local without emulators) error lacks %q:\n%v", want, err)
 		}
 	}
 }
