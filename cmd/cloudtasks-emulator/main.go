@@ -48,7 +48,7 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- [2]stri
 	hostPort := fs.String("host-port", cmp.Or(env.HostPort, tasksemu.DefaultHostPort), "gRPC listen address (default $"+tasksemu.EnvHost+" or "+tasksemu.DefaultHostPort+")")
 	jwksHostPort := fs.String("jwks-host-port", "", "HTTP listen address for "+tasksemu.JWKSPath+" and /healthz (default: gRPC port + 1)")
 	dataDir := fs.String("data-dir", env.DataDir, "directory keeping queues, tasks and the signing key across restarts (default: in memory)")
-	tombstone := fs.Duration("queue-tombstone", 0, "refuse to recreate a deleted queue's name for this long (FAILED_PRECONDITION), like the real service; 0 = off")
+	tombstone := fs.Duration("queue-tombstone", cloudtasks.DefaultQueueTombstone, "refuse to recreate a deleted queue's name for this long (FAILED_PRECONDITION), like the real service; 0 = off")
 	reservation := fs.Duration("name-reservation", cloudtasks.DefaultNameReservation, "how long a finished or deleted task's name stays taken")
 	debug := fs.Bool("debug", false, "log at debug level")
 	if err := fs.Parse(args); err != nil {

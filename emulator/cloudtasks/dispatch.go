@@ -250,13 +250,15 @@ func (s *Server) send(ctx context.Context, j *dispatchJob) dispatchResult {
 	if len(j.req.Body) > 0 {
 		body = bytes.NewReader(j.req.Body)
 	}
-	req, err := http.NewRequestWithContext(ctx, j.req.HttpMethod.String(), j.req.Url, body)
+	req, err := http.NewRequestWithContext(ctx, j.req.HttpMethod.String(), "http://placeholder/", body)
 	if err != nil {
 		return dispatchResult{err: fmt.Errorf("build request: %w", err)}
 	}
+	req.URL = targetURL(j.req.Url)
+	req.Host = req.URL.Host
 	for k, v := range j.req.Headers {
 		if !ignoredHeader(k) {
-			req.Header.Set(k, v)
+			req.Header[k] = []string{v} // as the caller wrote the name: the service keeps its case
 		}
 	}
 	req.Header.Set("User-Agent", userAgent)
@@ -269,9 +271,10 @@ func (s *Server) send(ctx context.Context, j *dispatchJob) dispatchResult {
 		if j.prev > 0 {
 			req.Header.Set(HeaderPreviousResponse, strconv.Itoa(j.prev))
 		}
-		if j.reason != "" {
-			req.Header.Set(HeaderRetryReason, j.reason)
-		}
+		// Recorded: present on every retry, and empty (after a 503 and
+		// after a 404 alike); why the attempt failed stays in the task's
+		// last_attempt.response_status.
+		req.Header[HeaderRetryReason] = []string{""}
 	}
 	switch {
 	case j.req.GetOidcToken() != nil:
@@ -304,6 +307,33 @@ func (s *Server) send(ctx context.Context, j *dispatchJob) dispatchResult {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
 	return dispatchResult{status: resp.StatusCode, latency: lat}
+}
+
+// splitURL splits "scheme://rest" for an http or https scheme (any case).
+func splitURL(raw string) (scheme, rest string, ok bool) {
+	scheme, rest, ok = strings.Cut(raw, "://")
+	scheme = strings.ToLower(scheme)
+	return scheme, rest, ok && (scheme == "http" || scheme == "https")
+}
+
+// targetURL is the URL a task is sent to. One url.Parse accepts is used as
+// parsed; any other (an invalid escape the service let through) keeps its
+// path and query byte for byte as the request target, which the target
+// then judges, as it would the real service's request.
+func targetURL(raw string) *url.URL {
+	if u, err := url.Parse(raw); err == nil {
+		return u
+	}
+	scheme, rest, _ := splitURL(raw)
+	rest, _, _ = strings.Cut(rest, "#")
+	host, path := rest, "/"
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		host, path = rest[:i], rest[i:]
+		if !strings.HasPrefix(path, "/") {
+			path = "/" + path
+		}
+	}
+	return &url.URL{Scheme: scheme, Host: host, Opaque: path}
 }
 
 // ignoredHeader lists the task headers the real service drops or replaces.
@@ -477,39 +507,43 @@ var headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 func validateHTTPRequest(hr *cloudtaskspb.HttpRequest) error {
 	if hr == nil {
-		return errors.New("task.http_request is required")
+		return invalid("task.http_request is required")
+	}
+	if hr.Url == "" {
+		return invalid(msgURLRequired)
 	}
 	if len(hr.Url) > maxURLLength {
-		return fmt.Errorf("http_request.url is longer than %d characters", maxURLLength)
+		return invalidf("HttpRequest.url must be at most %d characters.", maxURLLength)
 	}
-	u, err := url.Parse(hr.Url)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("http_request.url %q must be an absolute http or https URL", hr.Url)
+	// The service checks the scheme, not the escapes: a URL Go's url.Parse
+	// refuses ("http://example.com/%zz") is accepted and sent as written.
+	if _, rest, ok := splitURL(hr.Url); !ok || rest == "" || strings.HasPrefix(rest, "/") {
+		return invalid(msgURLScheme)
 	}
 	switch hr.HttpMethod {
 	case cloudtaskspb.HttpMethod_HTTP_METHOD_UNSPECIFIED, cloudtaskspb.HttpMethod_POST, cloudtaskspb.HttpMethod_PUT, cloudtaskspb.HttpMethod_PATCH:
 	case cloudtaskspb.HttpMethod_GET, cloudtaskspb.HttpMethod_HEAD, cloudtaskspb.HttpMethod_DELETE, cloudtaskspb.HttpMethod_OPTIONS:
 		if len(hr.Body) > 0 {
-			return fmt.Errorf("http_request.body is allowed only with POST, PUT or PATCH, not %s", hr.HttpMethod)
+			return invalidf("http_request.body is allowed only with POST, PUT or PATCH, not %s", hr.HttpMethod)
 		}
 	default:
-		return fmt.Errorf("http_request.http_method %v is not valid", hr.HttpMethod)
+		return invalidf("http_request.http_method %v is not valid", hr.HttpMethod)
 	}
 	size := 0
 	for k, v := range hr.Headers {
 		if !headerNameRE.MatchString(k) || strings.ContainsAny(v, "\r\n") {
-			return fmt.Errorf("http_request.headers: invalid header %q", k)
+			return invalidf("http_request.headers: invalid header %q", k)
 		}
 		size += len(k) + len(v)
 	}
 	if size > maxHeadersSize {
-		return fmt.Errorf("http_request.headers total %d bytes, more than %d", size, maxHeadersSize)
+		return invalidf("http_request.headers total %d bytes, more than %d", size, maxHeadersSize)
 	}
 	if o := hr.GetOidcToken(); o != nil && o.ServiceAccountEmail == "" {
-		return errors.New("http_request.oidc_token.service_account_email is required")
+		return invalid("http_request.oidc_token.service_account_email is required")
 	}
 	if o := hr.GetOauthToken(); o != nil && o.ServiceAccountEmail == "" {
-		return errors.New("http_request.oauth_token.service_account_email is required")
+		return invalid("http_request.oauth_token.service_account_email is required")
 	}
 	return nil
 }

@@ -6,6 +6,9 @@ import (
 	"math/big"
 	"regexp"
 	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Resource name grammar of google.cloud.tasks.v2 (see the Task.name and
@@ -17,11 +20,12 @@ var (
 	taskIDRE   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,500}$`)
 )
 
-// parseLocation checks "projects/P/locations/L".
+// parseLocation checks "projects/P/locations/L"; its errors are gRPC
+// statuses, as the service answers them.
 func parseLocation(s string) error {
 	p := strings.Split(s, "/")
 	if len(p) != 4 || p[0] != "projects" || p[2] != "locations" || !projectRE.MatchString(p[1]) || !locationRE.MatchString(p[3]) {
-		return fmt.Errorf("parent %q must have the form projects/PROJECT_ID/locations/LOCATION_ID", s)
+		return status.Error(codes.InvalidArgument, msgLocationName)
 	}
 	return nil
 }
@@ -30,7 +34,7 @@ func parseLocation(s string) error {
 func parseQueueName(s string) (string, error) {
 	p := strings.Split(s, "/")
 	if len(p) != 6 || p[4] != "queues" || parseLocation(strings.Join(p[:4], "/")) != nil || !queueIDRE.MatchString(p[5]) {
-		return "", fmt.Errorf("queue name %q must have the form projects/PROJECT_ID/locations/LOCATION_ID/queues/QUEUE_ID (QUEUE_ID: letters, digits, hyphens, at most 100)", s)
+		return "", errQueueName()
 	}
 	return p[5], nil
 }
@@ -40,17 +44,19 @@ func parseQueueName(s string) (string, error) {
 func parseTaskName(s string) (queue, id string, err error) {
 	i := strings.LastIndex(s, "/tasks/")
 	if i < 0 {
-		return "", "", fmt.Errorf("task name %q must have the form projects/PROJECT_ID/locations/LOCATION_ID/queues/QUEUE_ID/tasks/TASK_ID", s)
+		return "", "", status.Error(codes.InvalidArgument, msgTaskName)
 	}
 	queue, id = s[:i], s[i+len("/tasks/"):]
 	if _, err := parseQueueName(queue); err != nil {
-		return "", "", fmt.Errorf("task name %q: %w", s, err)
+		return "", "", err
 	}
 	if !taskIDRE.MatchString(id) {
-		return "", "", fmt.Errorf("task id %q may contain only letters, digits, hyphens and underscores, at most 500 characters", id)
+		return "", "", errTaskID(id)
 	}
 	return queue, id, nil
 }
+
+func fmtTaskID(id string) string { return fmt.Sprintf(msgTaskIDFormat, id) }
 
 func shortName(full string) string { return full[strings.LastIndex(full, "/")+1:] }
 

@@ -101,8 +101,10 @@ func TestQueueLifecycle(t *testing.T) {
 	if err := e.client.DeleteQueue(ctx, &cloudtaskspb.DeleteQueueRequest{Name: name}); codeOf(err) != codes.NotFound {
 		t.Errorf("DeleteQueue(deleted) = %v, want NotFound", err)
 	}
-	// Without a tombstone window (the default) the name is free again.
-	e.queue(t, "lifecycle", nil, nil)
+	// The name stays in its tombstone window (TestRecordedAnswers checks the answer).
+	if _, err := e.client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{Parent: testLocation, Queue: &cloudtaskspb.Queue{Name: name}}); codeOf(err) != codes.FailedPrecondition {
+		t.Errorf("CreateQueue(just deleted) = %v, want FailedPrecondition", err)
+	}
 }
 
 func TestQueueValidation(t *testing.T) {
@@ -147,12 +149,13 @@ func TestQueueValidation(t *testing.T) {
 	}
 }
 
-// The real service refuses a recently deleted queue name and any change of
-// state of a DISABLED queue with FAILED_PRECONDITION.
+// The real service refuses a recently deleted queue name (while the queue
+// itself answers NOT_FOUND) and any change of state of a DISABLED queue with
+// FAILED_PRECONDITION.
 func TestQueueFailedPrecondition(t *testing.T) {
 	t.Parallel()
 	clock := cloudtasks.NewFakeClock(time.Now())
-	e := startEmu(t, cloudtasks.WithClock(clock), cloudtasks.WithQueueTombstone(72*time.Hour))
+	e := startEmu(t, cloudtasks.WithClock(clock), cloudtasks.WithQueueTombstone(cloudtasks.DefaultQueueTombstone))
 	ctx := context.Background()
 	name := e.queue(t, "tombstoned", nil, nil)
 	if err := e.client.DeleteQueue(ctx, &cloudtaskspb.DeleteQueueRequest{Name: name}); err != nil {
@@ -161,11 +164,19 @@ func TestQueueFailedPrecondition(t *testing.T) {
 	if _, err := e.client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{Parent: testLocation, Queue: &cloudtaskspb.Queue{Name: name}}); codeOf(err) != codes.FailedPrecondition {
 		t.Errorf("CreateQueue(recently deleted) = %v, want FailedPrecondition", err)
 	}
-	if _, err := e.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: name, Task: httpTask("", "http://127.0.0.1:1/")}); codeOf(err) != codes.FailedPrecondition {
-		t.Errorf("CreateTask(recently deleted queue) = %v, want FailedPrecondition", err)
+	if _, err := e.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: name, Task: httpTask("", "http://127.0.0.1:1/")}); codeOf(err) != codes.NotFound {
+		t.Errorf("CreateTask(recently deleted queue) = %v, want NotFound", err)
 	}
 	clock.Advance(73 * time.Hour)
 	e.queue(t, "tombstoned", nil, nil)
+
+	// WithQueueTombstone(0) frees a deleted name at once.
+	free := startEmu(t, cloudtasks.WithQueueTombstone(0))
+	reused := free.queue(t, "reused", nil, nil)
+	if err := free.client.DeleteQueue(ctx, &cloudtaskspb.DeleteQueueRequest{Name: reused}); err != nil {
+		t.Fatalf("DeleteQueue() = %v", err)
+	}
+	free.queue(t, "reused", nil, nil)
 
 	dis := e.queue(t, "disabled", nil, nil)
 	if err := e.srv.DisableQueue(dis); err != nil {

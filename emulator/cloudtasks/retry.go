@@ -1,7 +1,6 @@
 package cloudtasks
 
 import (
-	"fmt"
 	"math"
 	"time"
 
@@ -95,29 +94,32 @@ func validateRetryConfig(rc *cloudtaskspb.RetryConfig) error {
 		return nil
 	}
 	if rc.MaxAttempts < -1 {
-		return fmt.Errorf("retry_config.max_attempts must be >= -1, got %d", rc.MaxAttempts)
+		return invalid(msgMaxAttempts)
 	}
 	if rc.MaxDoublings < 0 {
-		return fmt.Errorf("retry_config.max_doublings must be >= 0, got %d", rc.MaxDoublings)
+		return invalid(msgMaxDoublings)
 	}
-	for name, d := range map[string]*durationpb.Duration{"min_backoff": rc.MinBackoff, "max_backoff": rc.MaxBackoff, "max_retry_duration": rc.MaxRetryDuration} {
-		if d == nil {
+	for _, f := range []struct {
+		name string
+		d    *durationpb.Duration
+	}{{"minBackoff", rc.MinBackoff}, {"maxBackoff", rc.MaxBackoff}, {"maxRetryDuration", rc.MaxRetryDuration}} {
+		if f.d == nil {
 			continue
 		}
-		if err := d.CheckValid(); err != nil || d.AsDuration() < 0 {
-			return fmt.Errorf("retry_config.%s must be a non-negative duration", name)
+		if err := f.d.CheckValid(); err != nil || f.d.AsDuration() < 0 {
+			return invalid("RetryConfig." + f.name + " cannot be negative.")
 		}
 	}
 	full := withRetryDefaults(rc)
 	if full.MinBackoff.AsDuration() > full.MaxBackoff.AsDuration() {
-		return fmt.Errorf("retry_config.min_backoff (%v) must not exceed max_backoff (%v)", full.MinBackoff.AsDuration(), full.MaxBackoff.AsDuration())
+		return invalid(msgMinAboveMax)
 	}
 	return nil
 }
 
-// withRateDefaults fills unset rate limits. max_burst_size is output only in
-// the real API; the emulator derives it from the rate (100 at the default
-// 500/s) unless the caller set one, which it honours.
+// withRateDefaults fills unset rate limits. max_burst_size is output only:
+// whatever the caller sent is ignored (as the real service does) and the
+// burst derived from the rate, 100 at the default 500/s.
 func withRateDefaults(rl *cloudtaskspb.RateLimits) *cloudtaskspb.RateLimits {
 	out := &cloudtaskspb.RateLimits{}
 	if rl != nil {
@@ -129,24 +131,22 @@ func withRateDefaults(rl *cloudtaskspb.RateLimits) *cloudtaskspb.RateLimits {
 	if out.MaxConcurrentDispatches == 0 {
 		out.MaxConcurrentDispatches = DefaultMaxConcurrentDispatches
 	}
-	if out.MaxBurstSize == 0 {
-		out.MaxBurstSize = int32(min(DefaultMaxBurstSize, max(1, math.Ceil(out.MaxDispatchesPerSecond))))
-	}
+	out.MaxBurstSize = int32(min(DefaultMaxBurstSize, max(1, math.Ceil(out.MaxDispatchesPerSecond))))
 	return out
 }
 
 func validateRateLimits(rl *cloudtaskspb.RateLimits) error {
-	if rl == nil {
+	switch {
+	case rl == nil:
 		return nil
-	}
-	if rl.MaxDispatchesPerSecond < 0 || rl.MaxDispatchesPerSecond > maxDispatchesPerSecondLimit || math.IsNaN(rl.MaxDispatchesPerSecond) {
-		return fmt.Errorf("rate_limits.max_dispatches_per_second must be in (0, %d], got %v", maxDispatchesPerSecondLimit, rl.MaxDispatchesPerSecond)
-	}
-	if rl.MaxConcurrentDispatches < 0 || rl.MaxConcurrentDispatches > maxConcurrentDispatchesLimit {
-		return fmt.Errorf("rate_limits.max_concurrent_dispatches must be in [1, %d], got %d", maxConcurrentDispatchesLimit, rl.MaxConcurrentDispatches)
-	}
-	if rl.MaxBurstSize < 0 {
-		return fmt.Errorf("rate_limits.max_burst_size must not be negative, got %d", rl.MaxBurstSize)
+	case rl.MaxDispatchesPerSecond < 0 || math.IsNaN(rl.MaxDispatchesPerSecond):
+		return invalid(msgRateNegative)
+	case rl.MaxDispatchesPerSecond > maxDispatchesPerSecondLimit:
+		return invalid(msgRateTooHigh)
+	case rl.MaxConcurrentDispatches < 0:
+		return invalid(msgConcurrencyNegative)
+	case rl.MaxConcurrentDispatches > maxConcurrentDispatchesLimit:
+		return invalid(msgConcurrencyTooHigh)
 	}
 	return nil
 }

@@ -42,6 +42,7 @@ const (
 	MinDispatchDeadline     = 15 * time.Second
 	MaxDispatchDeadline     = 30 * time.Minute
 	DefaultNameReservation  = time.Hour
+	DefaultQueueTombstone   = 72 * time.Hour
 	maxHeadersSize          = 80 << 10
 	maxURLLength            = 2083
 	maxTaskPageSize         = 1000
@@ -78,10 +79,10 @@ func WithDispatchDeadlineBounds(lo, hi time.Duration) Option {
 	return func(s *Server) { s.minDeadline, s.maxDeadline = lo, hi }
 }
 
-// WithQueueTombstone makes CreateQueue and CreateTask answer
-// FAILED_PRECONDITION for d after a queue with that name was deleted, as the
-// real service does for a few days. Off (0) by default so local stacks can
-// recreate their queues.
+// WithQueueTombstone sets how long after a queue was deleted CreateQueue
+// refuses its name with FAILED_PRECONDITION (default
+// DefaultQueueTombstone, the real service's window of up to three days); 0
+// frees the name at once.
 func WithQueueTombstone(d time.Duration) Option { return func(s *Server) { s.queueTombstone = d } }
 
 // Server implements cloudtaskspb.CloudTasksServer.
@@ -135,15 +136,16 @@ type task struct {
 // set. It serves nothing until Serve.
 func New(opts ...Option) (*Server, error) {
 	s := &Server{
-		clock:         realClock{},
-		log:           obs.Discard(),
-		reservation:   DefaultNameReservation,
-		minDeadline:   MinDispatchDeadline,
-		maxDeadline:   MaxDispatchDeadline,
-		wake:          make(chan struct{}, 1),
-		queues:        map[string]*queue{},
-		deletedQueues: map[string]time.Time{},
-		reserved:      map[string]time.Time{},
+		clock:          realClock{},
+		log:            obs.Discard(),
+		reservation:    DefaultNameReservation,
+		queueTombstone: DefaultQueueTombstone,
+		minDeadline:    MinDispatchDeadline,
+		maxDeadline:    MaxDispatchDeadline,
+		wake:           make(chan struct{}, 1),
+		queues:         map[string]*queue{},
+		deletedQueues:  map[string]time.Time{},
+		reserved:       map[string]time.Time{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -272,14 +274,14 @@ func (s *Server) poke() {
 
 func (s *Server) CreateQueue(ctx context.Context, req *cloudtaskspb.CreateQueueRequest) (*cloudtaskspb.Queue, error) {
 	if err := parseLocation(req.GetParent()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, err
 	}
 	in := req.GetQueue()
 	if in == nil {
 		return nil, status.Error(codes.InvalidArgument, "queue is required")
 	}
 	if _, err := parseQueueName(in.GetName()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, err
 	}
 	if parentOf(in.GetName(), "/queues/") != req.GetParent() {
 		return nil, status.Errorf(codes.InvalidArgument, "queue %q is not in parent %q", in.GetName(), req.GetParent())
@@ -291,7 +293,7 @@ func (s *Server) CreateQueue(ctx context.Context, req *cloudtaskspb.CreateQueueR
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.queues[pb.Name]; ok {
-		return nil, status.Errorf(codes.AlreadyExists, "queue %s already exists", pb.Name)
+		return nil, status.Error(codes.AlreadyExists, msgQueueExists)
 	}
 	if err := s.checkTombstoneLocked(pb.Name); err != nil {
 		return nil, err
@@ -305,10 +307,10 @@ func (s *Server) CreateQueue(ctx context.Context, req *cloudtaskspb.CreateQueueR
 
 func newQueuePB(in *cloudtaskspb.Queue) (*cloudtaskspb.Queue, error) {
 	if err := validateRateLimits(in.GetRateLimits()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, err
 	}
 	if err := validateRetryConfig(in.GetRetryConfig()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, err
 	}
 	pb := proto.Clone(in).(*cloudtaskspb.Queue)
 	pb.State = cloudtaskspb.Queue_RUNNING
@@ -321,7 +323,7 @@ func newQueuePB(in *cloudtaskspb.Queue) (*cloudtaskspb.Queue, error) {
 func (s *Server) checkTombstoneLocked(name string) error {
 	if until, ok := s.deletedQueues[name]; ok {
 		if s.clock.Now().Before(until) {
-			return status.Errorf(codes.FailedPrecondition, "the queue %s cannot be used because a queue with this name was deleted too recently", name)
+			return status.Error(codes.FailedPrecondition, msgQueueTombstone)
 		}
 		delete(s.deletedQueues, name)
 	}
@@ -349,21 +351,19 @@ func (s *Server) GetQueue(ctx context.Context, req *cloudtaskspb.GetQueueRequest
 // NOT_FOUND when absent.
 func (s *Server) queueLocked(name string) (*queue, error) {
 	if _, err := parseQueueName(name); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, err
 	}
 	q, ok := s.queues[name]
 	if !ok {
-		if err := s.checkTombstoneLocked(name); err != nil {
-			return nil, err
-		}
-		return nil, status.Errorf(codes.NotFound, "queue %s does not exist", name)
+		// A queue in its tombstone window is as absent as any other.
+		return nil, status.Error(codes.NotFound, msgQueueNotFound)
 	}
 	return q, nil
 }
 
 func (s *Server) ListQueues(ctx context.Context, req *cloudtaskspb.ListQueuesRequest) (*cloudtaskspb.ListQueuesResponse, error) {
 	if err := parseLocation(req.GetParent()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, err
 	}
 	want, err := parseStateFilter(req.GetFilter())
 	if err != nil {
@@ -399,13 +399,13 @@ func (s *Server) UpdateQueue(ctx context.Context, req *cloudtaskspb.UpdateQueueR
 		return nil, status.Error(codes.InvalidArgument, "queue is required")
 	}
 	if _, err := parseQueueName(in.GetName()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, err
 	}
 	if err := validateRateLimits(in.GetRateLimits()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, err
 	}
 	if err := validateRetryConfig(in.GetRetryConfig()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, err
 	}
 	paths := req.GetUpdateMask().GetPaths()
 	if len(paths) == 0 {
@@ -434,13 +434,10 @@ func (s *Server) UpdateQueue(ctx context.Context, req *cloudtaskspb.UpdateQueueR
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 	}
-	if in.GetRateLimits().GetMaxBurstSize() == 0 && pb.RateLimits != nil {
-		pb.RateLimits.MaxBurstSize = 0 // output only: derive again from the rate
-	}
 	pb.RateLimits = withRateDefaults(pb.RateLimits)
 	pb.RetryConfig = withRetryDefaults(pb.RetryConfig)
 	if err := validateRetryConfig(pb.RetryConfig); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, err
 	}
 	if !exists {
 		pb.State = cloudtaskspb.Queue_RUNNING
@@ -462,6 +459,9 @@ func (s *Server) DeleteQueue(ctx context.Context, req *cloudtaskspb.DeleteQueueR
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, err := s.queueLocked(req.GetName())
+	if status.Code(err) == codes.NotFound {
+		return nil, status.Error(codes.NotFound, msgNotFound)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -550,7 +550,7 @@ func (s *Server) setState(name string, st cloudtaskspb.Queue_State) (*cloudtasks
 func (s *Server) CreateTask(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
 	queueName := req.GetParent()
 	if _, err := parseQueueName(queueName); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, err
 	}
 	in := req.GetTask()
 	if in == nil {
@@ -560,18 +560,18 @@ func (s *Server) CreateTask(ctx context.Context, req *cloudtaskspb.CreateTaskReq
 		return nil, status.Error(codes.Unimplemented, "the emulator dispatches HTTP tasks only; App Engine tasks are not supported")
 	}
 	if err := validateHTTPRequest(in.GetHttpRequest()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, err
 	}
 	if err := validateRetryConfig(in.GetRetryConfig()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, err
 	}
 	if in.GetName() != "" {
 		q, _, err := parseTaskName(in.GetName())
 		if err != nil {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
+			return nil, err
 		}
 		if q != queueName {
-			return nil, status.Errorf(codes.InvalidArgument, "task %q is not in queue %q", in.GetName(), queueName)
+			return nil, status.Errorf(codes.InvalidArgument, msgOtherQueue, queueName, q)
 		}
 	}
 	deadline := DefaultDispatchDeadline
@@ -615,14 +615,8 @@ func (s *Server) CreateTask(ctx context.Context, req *cloudtaskspb.CreateTaskReq
 			name = queueName + "/tasks/" + newTaskID()
 		}
 	} else {
-		if _, ok := q.tasks[shortName(name)]; ok {
-			return nil, status.Errorf(codes.AlreadyExists, "task %s already exists", name)
-		}
-		if until, ok := s.reserved[name]; ok {
-			if now.Before(until) {
-				return nil, status.Errorf(codes.AlreadyExists, "the task name %s was used by a task that was deleted or completed recently", name)
-			}
-			delete(s.reserved, name)
+		if _, ok := q.tasks[shortName(name)]; ok || s.reservedLocked(name, now) {
+			return nil, status.Error(codes.AlreadyExists, msgTaskExists)
 		}
 	}
 	own := proto.Clone(in).(*cloudtaskspb.Task)
@@ -656,15 +650,15 @@ func (s *Server) CreateTask(ctx context.Context, req *cloudtaskspb.CreateTaskReq
 func (s *Server) taskLocked(name string) (*queue, *task, error) {
 	qn, id, err := parseTaskName(name)
 	if err != nil {
-		return nil, nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	q, err := s.queueLocked(qn)
-	if err != nil {
 		return nil, nil, err
+	}
+	q, ok := s.queues[qn]
+	if !ok {
+		return nil, nil, status.Error(codes.NotFound, msgNotFound)
 	}
 	t, ok := q.tasks[id]
 	if !ok {
-		return nil, nil, status.Errorf(codes.NotFound, "task %s does not exist", name)
+		return nil, nil, status.Error(codes.NotFound, msgNotFound)
 	}
 	return q, t, nil
 }
@@ -673,10 +667,24 @@ func (s *Server) GetTask(ctx context.Context, req *cloudtaskspb.GetTaskRequest) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, t, err := s.taskLocked(req.GetName())
+	if status.Code(err) == codes.NotFound && s.reservedLocked(req.GetName(), s.clock.Now()) {
+		return nil, status.Error(codes.NotFound, msgTaskGone)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return view(t.pb, req.GetResponseView()), nil
+}
+
+// reservedLocked reports whether a task of this name completed or was
+// deleted within the name reservation, forgetting an expired reservation.
+func (s *Server) reservedLocked(name string, now time.Time) bool {
+	until, ok := s.reserved[name]
+	if ok && !now.Before(until) {
+		delete(s.reserved, name)
+		return false
+	}
+	return ok
 }
 
 func (s *Server) ListTasks(ctx context.Context, req *cloudtaskspb.ListTasksRequest) (*cloudtaskspb.ListTasksResponse, error) {
