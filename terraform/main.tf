@@ -52,35 +52,29 @@ locals {
 
   tasks_queue = module.tasks.queue_id
 
+  # Every function schedules replay tasks (classify its first ones, replay
+  # approvals and re-queues, reconcile its repairs), so each gets the
+  # scheduling settings.
+  scheduling_env = {
+    GOOGLE_CLOUD_PROJECT  = var.project_id
+    TASKS_QUEUE           = local.tasks_queue
+    REPLAY_URL            = local.function_urls.replay
+    TASKS_SERVICE_ACCOUNT = google_service_account.component["tasks"].email
+  }
   function_env = {
-    classify = {
-      GOOGLE_CLOUD_PROJECT  = var.project_id
-      TASKS_QUEUE           = local.tasks_queue
-      REPLAY_URL            = local.function_urls.replay
-      TASKS_SERVICE_ACCOUNT = google_service_account.component["tasks"].email
-    }
-    # Replay schedules tasks too (approvals, re-queues), so it gets the
-    # scheduling settings as well.
-    replay = merge(local.nats_env, {
-      GOOGLE_CLOUD_PROJECT  = var.project_id
-      AUTH_MODE             = "oidc"
-      AUTH_AUDIENCE         = local.function_urls.replay
-      AUTH_ALLOWED_EMAILS   = google_service_account.component["tasks"].email
-      TASKS_QUEUE           = local.tasks_queue
-      REPLAY_URL            = local.function_urls.replay
-      TASKS_SERVICE_ACCOUNT = google_service_account.component["tasks"].email
+    classify = local.scheduling_env
+    replay = merge(local.nats_env, local.scheduling_env, {
+      AUTH_MODE           = "oidc"
+      AUTH_AUDIENCE       = local.function_urls.replay
+      AUTH_ALLOWED_EMAILS = google_service_account.component["tasks"].email
     })
-    reconcile = merge(local.nats_env, {
-      GOOGLE_CLOUD_PROJECT  = var.project_id
-      AUTH_MODE             = "oidc"
-      AUTH_AUDIENCE         = local.function_urls.reconcile
-      AUTH_ALLOWED_EMAILS   = google_service_account.component["scheduler"].email
-      TASKS_QUEUE           = local.tasks_queue
-      REPLAY_URL            = local.function_urls.replay
-      TASKS_SERVICE_ACCOUNT = google_service_account.component["tasks"].email
-      ADVISORY_STREAM       = var.advisory_stream
-      RECORD_STREAM         = var.record_stream
-      WORK_STREAMS          = join(",", var.work_streams)
+    reconcile = merge(local.nats_env, local.scheduling_env, {
+      AUTH_MODE           = "oidc"
+      AUTH_AUDIENCE       = local.function_urls.reconcile
+      AUTH_ALLOWED_EMAILS = google_service_account.component["scheduler"].email
+      ADVISORY_STREAM     = var.advisory_stream
+      RECORD_STREAM       = var.record_stream
+      WORK_STREAMS        = join(",", var.work_streams)
       # Finish and store the report well before the platform cuts the
       # request off.
       RECONCILE_TIME_BUDGET = "${max(30, local.reconcile_timeout - 60)}s"

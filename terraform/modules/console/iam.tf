@@ -8,22 +8,26 @@
 # It writes logs to stdout only (Cloud Run collects them), so it needs no
 # logging or monitoring role.
 
-# "Replay now" runs a scheduled task at once (RunTask).
-resource "google_cloud_tasks_queue_iam_member" "task_runner" {
+# On the replay queue: "replay now" runs a scheduled task at once (RunTask);
+# the entry page shows whether the entry's task is in the queue (GetTask).
+resource "google_cloud_tasks_queue_iam_member" "queue" {
+  for_each = toset(["roles/cloudtasks.taskRunner", "roles/cloudtasks.viewer"])
+
   project  = var.project_id
   location = var.queue_location
   name     = var.queue_name
-  role     = "roles/cloudtasks.taskRunner"
+  role     = each.key
   member   = google_service_account.console.member
 }
 
-# The entry page shows whether the entry's task is in the queue (GetTask).
-resource "google_cloud_tasks_queue_iam_member" "viewer" {
-  project  = var.project_id
-  location = var.queue_location
-  name     = var.queue_name
-  role     = "roles/cloudtasks.viewer"
-  member   = google_service_account.console.member
+moved {
+  from = google_cloud_tasks_queue_iam_member.task_runner
+  to   = google_cloud_tasks_queue_iam_member.queue["roles/cloudtasks.taskRunner"]
+}
+
+moved {
+  from = google_cloud_tasks_queue_iam_member.viewer
+  to   = google_cloud_tasks_queue_iam_member.queue["roles/cloudtasks.viewer"]
 }
 
 # Who may pass IAP to the operator UI.

@@ -270,44 +270,29 @@ locals {
     crossSeriesReducer = "REDUCE_SUM"
   }
 
+  # The hourly counts, stacked by the label that says what they are.
+  hourly_tiles = [
+    for t in [
+      { title = "Dead-letter entries per category (per hour)", metric = google_logging_metric.entries.name, label = "category" },
+      { title = "Replay outcomes (per hour)", metric = google_logging_metric.replay_outcomes.name, label = "outcome" },
+      { title = "Reconcile alerts (per hour)", metric = google_logging_metric.reconcile_alerts.name, label = "alert" },
+      ] : {
+      title = t.title
+      dataSets = [{
+        plotType = "STACKED_BAR"
+        timeSeriesQuery = {
+          timeSeriesFilter = {
+            filter      = "metric.type=\"${local.user_metric}/${t.metric}\" AND ${local.run}"
+            aggregation = merge(local.hourly_bars, { groupByFields = ["metric.label.${t.label}"] })
+          }
+        }
+      }]
+    }
+  ]
+
   tiles = concat(
+    local.hourly_tiles,
     [
-      {
-        title = "Dead-letter entries per category (per hour)"
-        dataSets = [{
-          plotType = "STACKED_BAR"
-          timeSeriesQuery = {
-            timeSeriesFilter = {
-              filter      = "metric.type=\"${local.user_metric}/${google_logging_metric.entries.name}\" AND ${local.run}"
-              aggregation = merge(local.hourly_bars, { groupByFields = ["metric.label.category"] })
-            }
-          }
-        }]
-      },
-      {
-        title = "Replay outcomes (per hour)"
-        dataSets = [{
-          plotType = "STACKED_BAR"
-          timeSeriesQuery = {
-            timeSeriesFilter = {
-              filter      = "metric.type=\"${local.user_metric}/${google_logging_metric.replay_outcomes.name}\" AND ${local.run}"
-              aggregation = merge(local.hourly_bars, { groupByFields = ["metric.label.outcome"] })
-            }
-          }
-        }]
-      },
-      {
-        title = "Reconcile alerts (per hour)"
-        dataSets = [{
-          plotType = "STACKED_BAR"
-          timeSeriesQuery = {
-            timeSeriesFilter = {
-              filter      = "metric.type=\"${local.user_metric}/${google_logging_metric.reconcile_alerts.name}\" AND ${local.run}"
-              aggregation = merge(local.hourly_bars, { groupByFields = ["metric.label.alert"] })
-            }
-          }
-        }]
-      },
       {
         title = "Function errors (per 5 minutes)"
         dataSets = [{
