@@ -46,6 +46,7 @@ type Server struct {
 	ui, api bool
 	secure  bool
 	now     func() time.Time
+	bulk    bulkRunner
 }
 
 // Option configures New.
@@ -60,6 +61,9 @@ func WithTaskState(t TaskState) Option { return func(s *Server) { s.tasks = t } 
 // WithServe chooses what is served (default both).
 func WithServe(ui, api bool) Option { return func(s *Server) { s.ui, s.api = ui, api } }
 
+// WithClock sets the clock of the overview's windows (tests pin it).
+func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+
 // WithSecureCookies marks the CSRF cookie Secure (on Google Cloud, where
 // the console is served over HTTPS only).
 func WithSecureCookies(on bool) Option { return func(s *Server) { s.secure = on } }
@@ -71,6 +75,7 @@ func New(st *store.Store, act Actions, auth Authenticator, opts ...Option) *Serv
 	for _, o := range opts {
 		o(s)
 	}
+	s.bulk.defaults()
 	return s
 }
 
@@ -83,6 +88,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	if s.ui {
 		s.routeUI(mux)
+		s.routeBulk(mux)
 	}
 	return securityHeaders(mux)
 }

@@ -39,7 +39,7 @@ type env struct {
 	srv   *httptest.Server
 }
 
-func newEnv(t testing.TB, auth console.Authenticator) *env {
+func newEnv(t testing.TB, auth console.Authenticator, opts ...console.Option) *env {
 	t.Helper()
 	ctx := testenv.Context(t)
 	fs, project := testenv.Firestore(t)
@@ -57,14 +57,15 @@ func newEnv(t testing.TB, auth console.Authenticator) *env {
 	e.sched = tasks.New(tasks.Config{Queue: e.queue, ReplayURL: target.URL, ServiceAccount: "tasks@test.iam.gserviceaccount.com", EmulatorHost: e.ct.Host})
 	t.Cleanup(func() { e.sched.Close() })
 	e.op = operator.New(e.st, e.sched, operator.WithRunner(e.ct.Client))
-	c := console.New(e.st, e.op, auth, console.WithLogger(log), console.WithTaskState(e.sched))
+	c := console.New(e.st, e.op, auth, append([]console.Option{console.WithLogger(log), console.WithTaskState(e.sched)}, opts...)...)
 	e.srv = httptest.NewServer(c.Handler())
 	t.Cleanup(e.srv.Close)
 	return e
 }
 
-// seed records an entry of tenant in status st.
-func (e *env) seed(t *testing.T, tenant, id string, st store.Status, payload string) *store.Entry {
+// seed records an entry of tenant in status st; edit, if any, changes the
+// entry before it is recorded.
+func (e *env) seed(t *testing.T, tenant, id string, st store.Status, payload string, edit ...func(*store.Entry)) *store.Entry {
 	t.Helper()
 	key := "key-" + id
 	h := map[string][]string{jevent.HeaderTenant: {tenant}, jevent.HeaderTaskID: {id}, jevent.HeaderIdempotencyKey: {key}}
@@ -75,6 +76,9 @@ func (e *env) seed(t *testing.T, tenant, id string, st store.Status, payload str
 		Category: "transient", ReasonCode: "timeout", Action: "auto_replay", PolicyVersion: "test"}
 	if st == store.Scheduled {
 		en.TaskName, en.NextRetryAt = tasks.Name(id, 1), time.Now().Add(time.Hour)
+	}
+	for _, f := range edit {
+		f(en)
 	}
 	if _, err := e.st.Record(testenv.Context(t), en, "classify"); err != nil {
 		t.Fatalf("Record(%s) = %v", id, err)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +39,23 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		return time.Since(t).Round(time.Minute).String()
 	},
 	"join": strings.Join,
+	"pct":  pct,
+	"add":  func(a, b int) int { return a + b },
+	// dict passes several values to a template: "key", value, ….
+	"dict": func(kv ...any) (map[string]any, error) {
+		if len(kv)%2 != 0 {
+			return nil, errors.New("dict: an odd number of arguments")
+		}
+		m := map[string]any{}
+		for i := 0; i < len(kv); i += 2 {
+			k, ok := kv[i].(string)
+			if !ok {
+				return nil, errors.New("dict: a key is not a string")
+			}
+			m[k] = kv[i+1]
+		}
+		return m, nil
+	},
 	"lastChange": func(h []store.Transition) *store.Transition {
 		if len(h) == 0 {
 			return nil
@@ -56,6 +74,9 @@ func (s *Server) routeUI(mux *http.ServeMux) {
 	mux.Handle("GET /entries", s.page(s.entries))
 	mux.Handle("GET /entries/{entry}", s.page(s.entry))
 	mux.Handle("GET /tenants", s.page(s.tenants))
+	mux.Handle("GET /audits", s.page(s.audits))
+	mux.Handle("GET /audits/{run}", s.page(s.auditReport))
+	mux.Handle("GET /policy", s.page(s.policy))
 	cop := http.NewCrossOriginProtection()
 	mux.Handle("POST /entries/{entry}/{action}", cop.Handler(s.form(s.entryAction)))
 	mux.Handle("POST /tenants/{tenant}/{action}", cop.Handler(s.form(s.breakerAction)))
@@ -172,31 +193,40 @@ func (s *Server) render(w http.ResponseWriter, code int, name string, d pageData
 
 // overviewData is the overview page.
 type overviewData struct {
-	Chart    chart
-	Total24h int64
-	Breakers []*store.Breaker
-	Waiting  []*store.Entry
-	Audit    *audit.Report
-	Alerts   []*audit.Finding
+	Day, Week chart
+	Rates     []rates
+	Breakers  []*store.Breaker
+	Waiting   []*store.Entry
+	Audit     *audit.Report
+	Alerts    []*audit.Finding
 }
 
 func (s *Server) overview(r *http.Request) (string, string, any, error) {
 	ctx := r.Context()
-	now := s.now().UTC().Truncate(time.Hour)
+	now := s.now().UTC()
 	var d overviewData
-	hours := make([]store.Metrics, 0, 24)
-	for i := 23; i >= 0; i-- {
-		h := store.Hour(now.Add(-time.Duration(i) * time.Hour))
-		m, err := s.store.ReadMetrics(ctx, h)
+	// The week ends with the current hour; the day is its last 24 hours.
+	const week, day = 7 * 24, 24
+	first := now.Truncate(time.Hour).Add(-(week - 1) * time.Hour)
+	hours, err := s.store.HourlyMetrics(ctx, first, week)
+	if err != nil {
+		return "", "", nil, err
+	}
+	published, err := s.store.HourlyPublished(ctx, first, week)
+	if err != nil {
+		return "", "", nil, err
+	}
+	d.Day, d.Week = newChart(hours[week-day:], 720, 6), newChart(hours, 840, 24)
+	for _, w := range []struct {
+		name string
+		n    int
+	}{{"24 h", day}, {"7 d", week}} {
+		rec, err := s.store.RecoveryBetween(ctx, first.Add(time.Duration(week-w.n)*time.Hour), now)
 		if err != nil {
 			return "", "", nil, err
 		}
-		m.Hour = h
-		d.Total24h += m.Total
-		hours = append(hours, m)
+		d.Rates = append(d.Rates, newRates(w.name, hours[week-w.n:], published[week-w.n:], rec))
 	}
-	d.Chart = newChart(hours)
-	var err error
 	if d.Breakers, err = s.store.ListBreakers(ctx, []string{store.BreakerOpen, store.BreakerHalfOpen}, 100); err != nil {
 		return "", "", nil, err
 	}
@@ -369,11 +399,18 @@ func (s *Server) entry(r *http.Request) (string, string, any, error) {
 	if _, err := store.EventID(id); err != nil {
 		return "", "", nil, uiBad("malformed entry id")
 	}
+	chunk, err := chunkParam(r)
+	if err != nil {
+		return "", "", nil, err
+	}
 	e, err := s.store.Get(r.Context(), id)
 	if err != nil {
 		return "", "", nil, err
 	}
-	d := entryData{E: e, Payload: viewPayload(e.Payload)}
+	d := entryData{E: e}
+	if d.Payload, err = viewPayload(e.Payload, chunk); err != nil {
+		return "", "", nil, uiBad("%v", err)
+	}
 	if d.Payload.Editable {
 		d.RawPayload = string(e.Payload)
 	}
@@ -408,6 +445,22 @@ func (s *Server) entry(r *http.Request) (string, string, any, error) {
 	d.Discard = has(operator.Discardable, e.Status)
 	d.Probe = e.Status == store.Held || e.Status == store.Scheduled
 	return "entry", "Entry " + e.ID, d, nil
+}
+
+// chunkParam reads the entry page's ?chunk=N (1-based; 1 when absent).
+func chunkParam(r *http.Request) (int, error) {
+	vs, ok := r.URL.Query()["chunk"]
+	if !ok {
+		return 1, nil
+	}
+	if len(vs) != 1 {
+		return 0, uiBad("chunk: one value")
+	}
+	n, err := strconv.Atoi(vs[0])
+	if err != nil || n < 1 {
+		return 0, uiBad("chunk %q is not a chunk number (1, 2, …)", vs[0])
+	}
+	return n, nil
 }
 
 // decodeHeader shows a stored header name or value as sent (the store
@@ -496,7 +549,9 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, who, id, back s
 	if r.PostFormValue("step") != "confirm" {
 		d := approveData{E: e, Payload: text, Headers: r.PostFormValue("headers"), PayloadKept: kept}
 		if !kept {
-			d.Diff = lineDiff(viewPayload(e.Payload).Text, viewPayload(ed.Payload).Text)
+			was, _ := viewPayload(e.Payload, 1)
+			now, _ := viewPayload(ed.Payload, 1)
+			d.Diff = lineDiff(was.Text, now.Text)
 		}
 		for name, v := range headers {
 			d.HeaderSets = append(d.HeaderSets, headerLine{name, v})

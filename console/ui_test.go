@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"html"
 	"io"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/console"
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -269,5 +271,170 @@ func TestEntriesNextPageLink(t *testing.T) {
 	}
 	if rows := strings.Count(body, `<tr><td><a href="/entries/`); rows != 1 {
 		t.Errorf("GET %s lists %d entries, want the 1 left after a page of %d", next, rows, console.DefaultPageSize)
+	}
+}
+
+// The overview's rates and charts over a seeded history with known
+// answers. The console's clock is pinned two and a half hours after the
+// real one, so the entries recorded now (real time) fall inside both
+// windows and every other hour is placed by hand.
+func TestOverviewRatesAndCharts(t *testing.T) {
+	real := time.Now().UTC()
+	now := real.Truncate(time.Hour).Add(2*time.Hour + 30*time.Minute)
+	e := newEnv(t, console.LocalAuth("ops@example.com"), console.WithClock(func() time.Time { return now }))
+	ctx := testenv.Context(t)
+	hour := func(k int) time.Time {
+		return now.Truncate(time.Hour).Add(time.Duration(-k)*time.Hour + 10*time.Minute)
+	}
+	// Entries recorded now land in hour 2 (6 dead, all transient): 3
+	// recovered, 1 escalated, 1 discarded settled; 1 scheduled is not.
+	for i, st := range []store.Status{store.Recovered, store.Recovered, store.Recovered, store.Escalated, store.Discarded, store.Scheduled} {
+		e.seed(t, "acme", "TASKS."+strconv.Itoa(i+1), st, `{}`)
+	}
+	for _, m := range []struct {
+		k   int
+		cat string
+		n   int64
+	}{{0, "transient", 2}, {0, "poison", 1}, {5, "transient", 2}, {30, "permanent", 10}, {200, "permanent", 100}} {
+		if err := e.st.AddMetrics(ctx, hour(m.k), "seed", store.Metrics{Total: m.n, ByCategory: map[string]int64{m.cat: m.n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Samples of TASKS: hour 30 publishes 900-500 (no sample before it),
+	// hour 24 1000-900, hour 23 1100-1000, hour 5 1500-1100 (the unsampled
+	// hours between count here), hour 0 1600-1500.
+	for _, sm := range []struct {
+		k           int
+		first, last int64
+	}{{30, 500, 900}, {24, 1000, 1000}, {23, 1000, 1100}, {5, 1200, 1500}, {0, 1500, 1600}} {
+		in := store.MetricsSample{Stream: "TASKS", FirstAt: hour(sm.k), LastAt: hour(sm.k), FirstLastSeq: sm.first, LastSeq: sm.last}
+		if err := e.st.RecordSample(ctx, hour(sm.k), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := newBrowser(t, e.srv.URL)
+	code, body := b.get("/")
+	if code != 200 {
+		t.Fatalf("GET / = %d:\n%s", code, body)
+	}
+	for _, want := range []struct{ what, re string }{
+		// 24 h: hours 23, 5 and 0 sampled: (0+2+3) dead of 100+400+100.
+		{"24 h DLQ rate", `id="dlq-rate-24">0.83 %<`},
+		{"24 h counts", `<td>5 / 600</td><td>3 of 24</td>`},
+		// 7 d: hours 30 and 24 too: (10+0+5) of 400+100+600.
+		{"7 d DLQ rate", `id="dlq-rate-168">1.36 %<`},
+		{"7 d counts", `<td>15 / 1100</td><td>5 of 168</td>`},
+		// 3 recovered of 5 settled, in both windows.
+		{"24 h recovery rate", `id="recovery-rate-24">60.00 %<`},
+		{"7 d recovery rate", `id="recovery-rate-168">60.00 %<`},
+		// Dead per window: 3+2+6 in the day, +10 in the week (hour 200 is older).
+		{"24 h chart total", `last 24 h \(11\)`},
+		{"7 d chart total", `last 7 days \(21\)`},
+	} {
+		if !regexp.MustCompile(want.re).MatchString(body) {
+			t.Errorf("overview: %s: no match for %s", want.what, want.re)
+		}
+	}
+	week := svg(t, body, "chart-week")
+	day := svg(t, body, "chart-day")
+	if n := strings.Count(week, `<text class="tick"`); n != 7 {
+		t.Errorf("7-day chart has %d day labels, want 7", n)
+	}
+	if n := strings.Count(day, `<text class="tick"`); n != 4 {
+		t.Errorf("24 h chart has %d labels, want 4 (every 6 hours)", n)
+	}
+	if old := store.Hour(hour(30)) + " permanent: 10"; !strings.Contains(week, old) || strings.Contains(day, old) {
+		t.Errorf("the bar of hour -30 (%q) belongs to the 7-day chart only", old)
+	}
+	// A bar a day is 5 pixels wide here: 168 of them across 840.
+	if !strings.Contains(week, `x="835"`) || strings.Contains(week, `x="840"`) {
+		t.Errorf("7-day chart: the current hour's bar is not the 168th")
+	}
+}
+
+// svg returns the inline chart with the id.
+func svg(t *testing.T, body, id string) string {
+	t.Helper()
+	i := strings.Index(body, `<svg class="chart" id="`+id+`"`)
+	if i < 0 {
+		t.Fatalf("no chart %s", id)
+	}
+	j := strings.Index(body[i:], "</svg>")
+	return body[i : i+j]
+}
+
+// The audits list pages newest first; a report shows its alerts (errors
+// first), repairs, sections and examples (a tenant's as its entries, others
+// as a lookup; everything escaped); bad tokens and ids are 400, a missing
+// report 404.
+func TestAuditPages(t *testing.T) {
+	e := newEnv(t, console.LocalAuth("ops@example.com"))
+	ctx := testenv.Context(t)
+	at := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+	for i := range 30 {
+		r := &audit.Report{Schema: audit.Schema, RunID: fmt.Sprintf("20261120T%02d0000Z-run%02d", i%24, i), StartedAt: at.Add(time.Duration(i) * time.Hour),
+			FinishedAt: at.Add(time.Duration(i)*time.Hour + 42*time.Second), Complete: true, Alerts: []string{}}
+		if i == 29 {
+			missing := audit.NewFinding(audit.AlertMissingTask, "tasks", "", "1 scheduled entry had no task <script>alert(1)</script>")
+			missing.Example("TASKS.7")
+			missing.Repair = &audit.Repair{Action: "recreate_task", Planned: 1, Done: 1}
+			burst := audit.NewFinding(audit.AlertTenantPoisonBurst, "entries", "acme", "tenant acme has 5 poison entries in the last hour")
+			burst.Example("acme")
+			burst.Value, burst.Threshold = 5, 3
+			done := audit.NewFinding(audit.FindingReplayedCompleted, "replayed", "", "2 replayed entries completed")
+			done.Example("TASKS.8")
+			r.Findings = []*audit.Finding{done, missing, burst}
+			r.Alerts = []string{audit.AlertMissingTask, audit.AlertTenantPoisonBurst}
+			r.Sections = []*audit.Section{{Name: "tasks", Status: audit.StatusComplete, Counts: map[string]int64{"scheduled": 3}}}
+			r.Repairs = audit.RepairTotals{Planned: 1, Done: 1}
+		}
+		if err := e.st.SaveAudit(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := newBrowser(t, e.srv.URL)
+	code, body := b.get("/audits")
+	rows := regexp.MustCompile(`<tr><td><a href="/audits/([^"]+)">`).FindAllStringSubmatch(body, -1)
+	if code != 200 || len(rows) != 25 || rows[0][1] != "20261120T050000Z-run29" || rows[24][1] != "20261120T050000Z-run05" {
+		t.Fatalf("GET /audits = %d with %d rows (first %v), want 25 newest first from run29", code, len(rows), rows[:min(1, len(rows))])
+	}
+	m := nextLink.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatal("GET /audits: no link to older reports")
+	}
+	code, body = b.get(html.UnescapeString(m[1]))
+	rows = regexp.MustCompile(`<tr><td><a href="/audits/([^"]+)">`).FindAllStringSubmatch(body, -1)
+	if code != 200 || len(rows) != 5 || rows[4][1] != "20261120T000000Z-run00" || nextLink.MatchString(body) {
+		t.Errorf("older reports = %d with %d rows, want the 5 oldest and no further link", code, len(rows))
+	}
+
+	code, body = b.get("/audits/20261120T050000Z-run29")
+	if code != 200 {
+		t.Fatalf("GET report = %d:\n%s", code, body)
+	}
+	alerts := body[strings.Index(body, "<h2>Alerts (2)</h2>"):strings.Index(body, "<h2>Repairs without an alert (1)</h2>")]
+	for _, want := range []string{audit.AlertMissingTask, audit.AlertTenantPoisonBurst, `<a href="/entries?q=TASKS.7">TASKS.7</a>`, "recreate_task: 1 of 1",
+		"value 5, threshold 3", `<a href="/entries?tenant=acme">acme</a>`, "&lt;script&gt;"} {
+		if !strings.Contains(alerts, want) {
+			t.Errorf("report alerts lack %q", want)
+		}
+	}
+	if strings.Index(alerts, audit.AlertTenantPoisonBurst) > strings.Index(alerts, audit.AlertMissingTask) {
+		t.Errorf("report: the ERROR alert (%s) should come before the WARNING one", audit.AlertTenantPoisonBurst)
+	}
+	if strings.Contains(body, "<script>") || !strings.Contains(body, audit.FindingReplayedCompleted) || strings.Contains(alerts, audit.FindingReplayedCompleted) {
+		t.Errorf("report: the INFO finding belongs under repairs, and nothing is rendered unescaped")
+	}
+	for path, want := range map[string]int{
+		"/audits?page_token=nope":           http.StatusBadRequest,
+		"/audits?page_token=_lease":         http.StatusBadRequest,
+		"/audits?colour=red":                http.StatusBadRequest,
+		"/audits?page_token=a&page_token=b": http.StatusBadRequest,
+		"/audits/_state":                    http.StatusBadRequest,
+		"/audits/nope":                      http.StatusNotFound,
+	} {
+		if code, _ := b.get(path); code != want {
+			t.Errorf("GET %s = %d, want %d", path, code, want)
+		}
 	}
 }

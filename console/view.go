@@ -2,12 +2,12 @@ package console
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -17,39 +17,114 @@ import (
 // text (pretty-printed when it is JSON; never trusted, html/template
 // escapes every byte), a line diff of an edit, the overview's bar chart.
 
-// maxShownPayload bounds the payload text a page carries; the rest is
-// summarised (size and sha256 cover the whole payload).
-const maxShownPayload = 256 << 10
+// payloadChunk is the most payload text a page carries: a larger payload
+// is shown a chunk at a time (size and sha256 always cover the whole). A
+// binary payload's chunk is a quarter of it in bytes, since its hex dump is
+// about four times as long.
+const payloadChunk = 256 << 10
 
-// payloadView is a payload as the entry page shows it.
+// payloadView is a payload as the entry page shows it: one chunk of it.
 type payloadView struct {
-	Size      int
-	SHA256    string
-	Text      string // pretty JSON, or the text, or a hex dump
-	Kind      string // "json", "text" or "binary"
-	Truncated bool
-	Editable  bool // valid UTF-8 text that an approve form can carry
+	Size   int
+	SHA256 string
+	Text   string // this chunk: pretty JSON, the text, or a hex dump
+	Kind   string // "json", "text" or "binary"
+	// Chunk is the chunk shown (1-based) of Chunks; From and To are its
+	// offsets, of the pretty-printed text (json), the text, or the payload
+	// bytes (binary).
+	Chunk, Chunks int
+	From, To      int
+	Editable      bool // one chunk of valid UTF-8 text that an approve form can carry
 }
 
-func viewPayload(p []byte) payloadView {
-	sum := sha256.Sum256(p)
-	v := payloadView{Size: len(p), SHA256: hex.EncodeToString(sum[:])}
+// errBadChunk is a chunk number the payload does not have.
+var errBadChunk = errors.New("no such chunk")
+
+// viewPayload shows chunk (1-based) of p.
+func viewPayload(p []byte, chunk int) (payloadView, error) {
+	v := payloadView{Size: len(p), SHA256: store.PayloadSum(p), Chunk: chunk}
+	var text string
 	switch {
 	case json.Valid(p):
 		var b bytes.Buffer
 		_ = json.Indent(&b, p, "", "  ")
-		v.Text, v.Kind, v.Editable = b.String(), "json", true
+		text, v.Kind = b.String(), "json"
 	case utf8.Valid(p):
-		v.Text, v.Kind, v.Editable = string(p), "text", true
+		text, v.Kind = string(p), "text"
 	default:
-		v.Text, v.Kind = hex.Dump(p[:min(len(p), maxShownPayload/4)]), "binary"
-		v.Truncated = len(p) > maxShownPayload/4
-		return v
+		v.Kind = "binary"
+		size := payloadChunk / 4
+		v.Chunks = max(1, (len(p)+size-1)/size)
+		if chunk < 1 || chunk > v.Chunks {
+			return v, fmt.Errorf("%w %d: the payload has %d", errBadChunk, chunk, v.Chunks)
+		}
+		v.From, v.To = (chunk-1)*size, min(chunk*size, len(p))
+		v.Text = hexDump(p[v.From:v.To], v.From)
+		return v, nil
 	}
-	if len(v.Text) > maxShownPayload {
-		v.Text, v.Truncated, v.Editable = v.Text[:maxShownPayload], true, false
+	bounds := textChunks(text)
+	v.Chunks = len(bounds) - 1
+	if chunk < 1 || chunk > v.Chunks {
+		return v, fmt.Errorf("%w %d: the payload has %d", errBadChunk, chunk, v.Chunks)
 	}
-	return v
+	v.From, v.To = bounds[chunk-1], bounds[chunk]
+	v.Text, v.Editable = text[v.From:v.To], v.Chunks == 1
+	return v, nil
+}
+
+// textChunks cuts text into pieces of at most payloadChunk bytes, after a
+// newline where one is in the second half of a piece (JSON's lines stay
+// whole) and never inside a UTF-8 sequence; it returns the offsets, 0 and
+// len(text) included.
+func textChunks(text string) []int {
+	out := []int{0}
+	for off := 0; off < len(text); {
+		end := off + payloadChunk
+		if end >= len(text) {
+			end = len(text)
+		} else if nl := strings.LastIndexByte(text[off+payloadChunk/2:end], '\n'); nl >= 0 {
+			end = off + payloadChunk/2 + nl + 1
+		} else {
+			for end > off && !utf8.RuneStart(text[end]) {
+				end--
+			}
+		}
+		out = append(out, end)
+		off = end
+	}
+	if len(out) == 1 {
+		out = append(out, 0) // an empty payload is one empty chunk
+	}
+	return out
+}
+
+// hexDump is hex.Dump with offsets counted from base, so a chunk's lines
+// name their place in the whole payload.
+func hexDump(p []byte, base int) string {
+	var b strings.Builder
+	for off := 0; off < len(p); off += 16 {
+		line := p[off:min(off+16, len(p))]
+		fmt.Fprintf(&b, "%08x  ", base+off)
+		for i := range 16 {
+			if i < len(line) {
+				fmt.Fprintf(&b, "%02x ", line[i])
+			} else {
+				b.WriteString("   ")
+			}
+			if i == 7 {
+				b.WriteByte(' ')
+			}
+		}
+		b.WriteString(" |")
+		for _, c := range line {
+			if c < 0x20 || c > 0x7e {
+				c = '.'
+			}
+			b.WriteByte(c)
+		}
+		b.WriteString("|\n")
+	}
+	return b.String()
 }
 
 // diffLine is one line of a diff: Op is ' ', '-' or '+'.
@@ -110,13 +185,17 @@ func lineDiff(a, b string) []diffLine {
 	return out
 }
 
-// chart is the overview's stacked bar chart of dead tasks per hour by
-// category, drawn as inline SVG by the template.
+// chart is a stacked bar chart of dead tasks per hour by category, drawn
+// as inline SVG by the template (no script).
 type chart struct {
 	Width, Height int
-	Bars          []bar
-	Legend        []legendItem
-	Max           int64
+	// Plot is the height of the bars' area; the axis labels go below.
+	Plot   int
+	Bars   []bar
+	Ticks  []tick
+	Legend []legendItem
+	Max    int64
+	Total  int64
 }
 
 type bar struct {
@@ -131,18 +210,26 @@ type segment struct {
 	Title     string
 }
 
+// tick labels the axis at the start of an hour.
+type tick struct {
+	X     int
+	Label string
+}
+
 type legendItem struct {
 	Class, Name string
 	Total       int64
 }
 
-// newChart draws hours (oldest first) as bars.
-func newChart(hours []store.Metrics) chart {
-	const width, height, gap = 720, 160, 2
-	c := chart{Width: width, Height: height}
+// newChart draws hours (oldest first) as bars width pixels wide in all; a
+// label every tickEvery hours (at hours of the day divisible by it).
+func newChart(hours []store.Metrics, width, tickEvery int) chart {
+	const plot, axis = 160, 18
+	c := chart{Width: width, Height: plot + axis, Plot: plot}
 	totals := map[string]int64{}
 	for _, m := range hours {
 		c.Max = max(c.Max, m.Total)
+		c.Total += m.Total
 		for cat, n := range m.ByCategory {
 			totals[cat] += n
 		}
@@ -161,19 +248,70 @@ func newChart(hours []store.Metrics) chart {
 		return c
 	}
 	bw := width / len(hours)
+	gap := 1
+	if bw > 8 {
+		gap = 2
+	}
 	for i, m := range hours {
-		b := bar{X: i * bw, Width: bw - gap, Label: m.Hour}
-		y := height
+		b := bar{X: i * bw, Width: max(1, bw-gap), Label: m.Hour}
+		if t, err := time.Parse(store.HourLayout, m.Hour); err == nil && tickEvery > 0 && t.Hour()%tickEvery == 0 {
+			label := t.Format("15:00")
+			if t.Hour() == 0 {
+				label = t.Format("Jan 2")
+			}
+			c.Ticks = append(c.Ticks, tick{X: i * bw, Label: label})
+		}
+		y := plot
 		for _, cat := range cats {
 			n := m.ByCategory[cat]
 			if n == 0 || c.Max == 0 {
 				continue
 			}
-			h := max(1, int(n*int64(height)/c.Max))
+			h := max(1, int(n*int64(plot)/c.Max))
 			y -= h
 			b.Segments = append(b.Segments, segment{Y: y, Height: h, Class: class[cat], Title: fmt.Sprintf("%s %s: %d", m.Hour, cat, n)})
 		}
 		c.Bars = append(c.Bars, b)
 	}
 	return c
+}
+
+// rates are the overview's DLQ and recovery rates over a window of hours.
+type rates struct {
+	Window string
+	Hours  int
+	// Sampled counts the hours with a work-stream sample; Dead and
+	// Published are summed over those hours only, so the DLQ rate
+	// compares like with like.
+	Sampled   int
+	Dead      int64
+	Published int64
+	DLQRate   float64 // Dead / Published, -1 when nothing is known
+	Recovery  store.Recovery
+}
+
+// newRates sums the window's hours: ms and published are oldest first,
+// published[i] -1 for an hour without a sample (store.HourlyPublished).
+func newRates(window string, ms []store.Metrics, published []int64, rec store.Recovery) rates {
+	r := rates{Window: window, Hours: len(ms), DLQRate: -1, Recovery: rec}
+	for i, m := range ms {
+		if published[i] < 0 {
+			continue
+		}
+		r.Sampled++
+		r.Dead += m.Total
+		r.Published += published[i]
+	}
+	if r.Published > 0 {
+		r.DLQRate = float64(r.Dead) / float64(r.Published)
+	}
+	return r
+}
+
+// pct formats a rate; a negative one is unknown.
+func pct(r float64) string {
+	if r < 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f %%", 100*r)
 }

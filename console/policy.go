@@ -1,0 +1,121 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/triage"
+)
+
+// This file is the policy page: the triage policy in force as classify and
+// replay load it, its difference from the embedded default, and what it
+// decides for an entry now. It changes nothing.
+
+// policyData is the policy page.
+type policyData struct {
+	Version   string
+	Source    string // "override" or "default"
+	UpdatedAt time.Time
+	// Invalid is why the stored override is not in force (the default
+	// is then, for every instance that starts).
+	Invalid   string
+	IsDefault bool
+	Default   string // the default's version
+	Diff      []diffLine
+	EntryID   string
+	Test      *policyTest
+}
+
+// policyTest compares an entry's stored decision with the current policy's.
+type policyTest struct {
+	E *store.Entry
+	// Now is the entry as the current policy would decide it
+	// (store.Entry.Decide on a copy: category, reason, action, strategy,
+	// rule, plan, status).
+	Now                *store.Entry
+	DelayMin, DelayMax time.Duration
+	Replay             bool
+	Chain              []string
+}
+
+func (s *Server) policy(r *http.Request) (string, string, any, error) {
+	ctx := r.Context()
+	vals, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return "", "", nil, uiBad("malformed query string")
+	}
+	for name, v := range vals {
+		if name != "entry" || len(v) != 1 {
+			return "", "", nil, uiBad("unknown parameter %q (the policy page takes one entry id)", name)
+		}
+	}
+	// The policy in force is what a freshly started classify or replay
+	// loads: the override when it is valid, the default otherwise.
+	loader := s.store.PolicyLoader(s.log, triage.WithRefresh(0))
+	p := loader.Current(ctx)
+	if err := loader.LastError(); err != nil && !triage.IsInvalid(err) {
+		return "", "", nil, err // unreadable: do not claim the default is in force
+	}
+	def := triage.Default()
+	d := policyData{Version: p.Version(), Source: "default", Default: def.Version(), IsDefault: p.Version() == def.Version()}
+	o, found, err := s.store.PolicyOverride(ctx)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if found {
+		d.UpdatedAt = o.UpdatedAt
+		if err := loader.LastError(); err != nil {
+			d.Invalid = err.Error()
+		} else {
+			d.Source = "override"
+		}
+	}
+	if !d.IsDefault {
+		d.Diff = lineDiff(string(def.Canonical()), string(p.Canonical()))
+	}
+	if id := strings.TrimSpace(vals.Get("entry")); id != "" {
+		d.EntryID = id
+		if _, err := store.EventID(id); err != nil {
+			return "", "", nil, uiBad("malformed entry id")
+		}
+		e, err := s.store.GetMeta(ctx, id)
+		if err != nil {
+			return "", "", nil, err
+		}
+		if d.Test, err = testEntry(p, e, s.now()); err != nil {
+			return "", "", nil, err
+		}
+	}
+	return "policy", "Policy", d, nil
+}
+
+// testEntry decides e under p through the one mapping classify and replay
+// use (PolicyInput, PolicyChain, Decide), on a copy of the entry. The delay
+// range is the policy evaluated at both ends of its jitter.
+func testEntry(p *triage.Policy, e *store.Entry, now time.Time) (*policyTest, error) {
+	in, err := e.PolicyInput()
+	if err != nil {
+		return nil, err
+	}
+	chain := e.PolicyChain()
+	d := p.Evaluate(in, chain)
+	w := *e
+	w.Decide(d, now)
+	t := &policyTest{E: e, Now: &w, Replay: d.Replay(), Chain: chain.Codes}
+	if t.Replay {
+		lo, err := triage.Parse(p.Canonical(), triage.WithRand(func() float64 { return 0 }))
+		if err != nil {
+			return nil, err
+		}
+		hi, err := triage.Parse(p.Canonical(), triage.WithRand(func() float64 { return 0.999999 }))
+		if err != nil {
+			return nil, err
+		}
+		a, b := lo.Evaluate(in, chain).Delay, hi.Evaluate(in, chain).Delay
+		t.DelayMin, t.DelayMax = min(a, b), max(a, b)
+	}
+	return t, nil
+}
