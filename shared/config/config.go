@@ -306,13 +306,16 @@ func checkQueue(r *Reader, name, queue string) {
 type Classify struct {
 	Common
 	Tasks tasks.Config
+	// Notifications: classify publishes the notifications its commits
+	// stage right away (reconcile catches up on what it could not).
+	Notifications Notifications
 }
 
 // LoadClassify reads the classify function's configuration.
 func LoadClassify(lookup Lookup) (Classify, error) {
 	r := NewReader(lookup)
 	common := ReadCommon(r)
-	c := Classify{Common: common, Tasks: ReadTasks(r, common)}
+	c := Classify{Common: common, Tasks: ReadTasks(r, common), Notifications: ReadNotifications(r)}
 	return c, r.Err()
 }
 
