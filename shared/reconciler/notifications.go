@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/notify"
@@ -41,4 +42,21 @@ func (r *run) notifications(ctx context.Context, sec *audit.Section) error {
 		}
 	}
 	return err
+}
+
+// flushAlerts publishes, after the report is saved, the alert_raised and
+// alert_cleared notifications its save staged (store.SaveAudit), so they
+// leave with this run rather than the next. Best effort: what fails stays
+// in the outbox for the next run's notifications section.
+func (r *run) flushAlerts(ctx context.Context, log *slog.Logger) {
+	if r.h.notify == nil || r.dry {
+		return
+	}
+	fctx, cancel := r.h.ioCtx(ctx)
+	defer cancel()
+	res, err := r.h.notify.Flush(fctx)
+	if err != nil || res.Failed > 0 {
+		log.WarnContext(ctx, "reconcile: notifications after the report not all published; the next run retries them",
+			"published", res.Published, "failed", res.Failed, "error", fmt.Sprint(err))
+	}
 }

@@ -3,10 +3,13 @@ package reconciler_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/shared/audit"
@@ -65,14 +68,22 @@ func TestNotificationsSection(t *testing.T) {
 	tp.down = false
 	tp.mu.Unlock()
 	rep = f.run(h, false)
-	if sec := sectionOf(rep); sec.Counts["published"] != 1 || sec.Counts["failed"] != 0 {
-		t.Errorf("up: section counts = %v, want published 1", sec.Counts)
+	// The escalation, and the first run's alert_raised of
+	// notifications_unpublished (its alert_cleared leaves after this
+	// run's report).
+	if sec := sectionOf(rep); sec.Counts["published"] != 2 || sec.Counts["failed"] != 0 {
+		t.Errorf("up: section counts = %v, want published 2", sec.Counts)
 	}
 	if slices.Contains(rep.Alerts, audit.AlertNotificationsUnpublished) {
 		t.Errorf("up: alerts = %v, want no %s", rep.Alerts, audit.AlertNotificationsUnpublished)
 	}
-	if len(tp.got) != 1 || tp.got[0][event.AttrKind] != string(event.NotifyEscalated) {
-		t.Errorf("published %v, want one escalated notification", tp.got)
+	var kinds []string
+	for _, attrs := range tp.got {
+		kinds = append(kinds, attrs[event.AttrKind])
+	}
+	slices.Sort(kinds)
+	if want := []string{"alert_cleared", "alert_raised", "escalated"}; !slices.Equal(kinds, want) {
+		t.Errorf("published %v, want kinds %v", tp.got, want)
 	}
 	subject := event.DefaultConventions.TaskSubject(event.DefaultTriageAgent, event.TriageTaskType)
 	s, err := f.js.Stream(f.ctx, workStream)
@@ -88,5 +99,75 @@ func TestNotificationsSection(t *testing.T) {
 	}
 	if rep := f.run(h, true); sectionOf(rep).Note == "" {
 		t.Errorf("dry run published (section %+v), want a note that it did not", sectionOf(rep))
+	}
+}
+
+// alertTopic records the alert notifications published, as
+// "<kind> <alert>"; it fails while down.
+type alertTopic struct {
+	mu   sync.Mutex
+	down bool
+	got  []string
+}
+
+func (t *alertTopic) Publish(_ context.Context, data []byte, attrs map[string]string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.down {
+		return errors.New("topic unreachable")
+	}
+	n, err := event.DecodeNotification(data)
+	if err != nil {
+		return err
+	}
+	if n.Kind.IsAlert() {
+		t.got = append(t.got, fmt.Sprintf("%s %s", attrs[event.AttrKind], n.AlertName))
+	}
+	return nil
+}
+
+func (t *alertTopic) published() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.got)
+}
+
+// An alert a run raises is notified once when it is raised and once when a
+// later run no longer sees it, however many runs come between or after;
+// an alert notification the topic refused leaves with the next run, still
+// once.
+func TestAlertNotificationsOnTransitions(t *testing.T) {
+	f := newFixture(t, false)
+	// Scheduled without its task: missing_task, repaired by the first run.
+	f.seed(f.storeAt(time.Now().Add(-10*time.Minute)), entry(7, "acme", store.Scheduled))
+	tp := &alertTopic{down: true}
+	h := reconciler.New(reconciler.Config{TimeBudget: time.Minute}, reconciler.Deps{
+		Logger: obs.NewLogger(f.logs), Store: f.st, Tasks: f.sched, Notify: notify.New(f.st, tp),
+	})
+	raised := "alert_raised " + audit.AlertMissingTask
+	cleared := "alert_cleared " + audit.AlertMissingTask
+	steps := []struct {
+		name   string
+		down   bool
+		alerts []string // the run's alerts
+		want   []string // published so far
+	}{
+		{"raised, the topic down", true, []string{audit.AlertMissingTask}, nil},
+		{"repaired: cleared; the raise leaves first", false, []string{}, []string{raised, cleared}},
+		{"nothing changed", false, []string{}, []string{raised, cleared}},
+		{"a dry run", false, []string{}, []string{raised, cleared}},
+		{"run again", false, []string{}, []string{raised, cleared}},
+	}
+	for _, st := range steps {
+		tp.mu.Lock()
+		tp.down = st.down
+		tp.mu.Unlock()
+		rep := f.run(h, st.name == "a dry run")
+		if d := cmp.Diff(st.alerts, rep.Alerts); d != "" {
+			t.Errorf("%s: alerts (-want +got):\n%s", st.name, d)
+		}
+		if d := cmp.Diff(st.want, tp.published()); d != "" {
+			t.Errorf("%s: alert notifications published (-want +got):\n%s", st.name, d)
+		}
 	}
 }

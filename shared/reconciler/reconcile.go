@@ -451,6 +451,7 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*audit.Report, error) {
 	if err != nil {
 		rep.Errors = append(rep.Errors, "report not stored: "+err.Error())
 	}
+	r.flushAlerts(ctx, log)
 	log.InfoContext(ctx, "reconcile: run finished", "complete", rep.Complete, "budget_exhausted", rep.BudgetExhausted,
 		"alerts", rep.Alerts, "repairs_done", rep.Repairs.Done, "repairs_failed", rep.Repairs.Failed, "resume", st.Resume,
 		"duration_ms", rep.FinishedAt.Sub(start).Milliseconds())
