@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,11 +24,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jsdlq/jsdlq/emulator/stack"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/tasksemu"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
@@ -192,20 +193,8 @@ func (s *chaosStack) logDir() string {
 func (s *chaosStack) bin(name string) string { return filepath.Join(s.dir, "bin", name) }
 
 func (s *chaosStack) clientEnv() []string {
-	fn := "http://" + s.addr["functions"]
-	return []string{
-		"GOOGLE_CLOUD_PROJECT=" + project,
-		"FIRESTORE_EMULATOR_HOST=" + s.addr["firestore"],
-		"PUBSUB_EMULATOR_HOST=" + s.addr["pubsub"],
-		"CLOUD_TASKS_EMULATOR_HOST=" + s.addr["tasks"],
-		"NATS_URL=nats://" + s.addr["nats"],
-		"TASKS_QUEUE=" + s.queue,
-		"REPLAY_URL=" + fn + "/Replay",
-		"TASKS_SERVICE_ACCOUNT=" + tasksSA,
-		"AUTH_MODE=emulator",
-		"AUTH_AUDIENCE=" + fn + "/Replay",
-		"AUTH_ALLOWED_EMAILS=" + tasksSA,
-	}
+	return stack.Endpoints{Project: project, Firestore: s.addr["firestore"], PubSub: s.addr["pubsub"],
+		CloudTasks: s.addr["tasks"], NATS: s.addr["nats"], Functions: s.addr["functions"], Queue: s.queue}.ClientEnv()
 }
 
 // start starts (or restarts) a server and waits until it is ready. A port
@@ -340,43 +329,12 @@ func (s *chaosStack) setQueuePaused(paused bool) {
 // functions host (as on every dispatch) and returns the Authorization header.
 func (s *chaosStack) token() string {
 	s.t.Helper()
-	var mu sync.Mutex
-	var got string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		got = r.Header.Get("Authorization")
-		mu.Unlock()
-	}))
-	defer srv.Close()
 	capture := fmt.Sprintf("projects/%s/locations/%s/queues/capture", project, location)
 	if _, err := s.ct.CreateQueue(context.Background(), &cloudtaskspb.CreateQueueRequest{
-		Parent: fmt.Sprintf("projects/%s/locations/%s", project, location), Queue: &cloudtaskspb.Queue{Name: capture}}); err != nil &&
-		!strings.Contains(err.Error(), "AlreadyExists") {
+		Parent: fmt.Sprintf("projects/%s/locations/%s", project, location), Queue: &cloudtaskspb.Queue{Name: capture}}); status.Code(err) != codes.AlreadyExists && err != nil {
 		s.t.Fatalf("create capture queue: %v", err)
 	}
-	_, err := s.ct.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: capture, Task: &cloudtaskspb.Task{
-		ScheduleTime: timestamppb.Now(),
-		MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
-			Url: srv.URL, HttpMethod: cloudtaskspb.HttpMethod_POST,
-			AuthorizationHeader: &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{
-				ServiceAccountEmail: tasksSA, Audience: "http://" + s.addr["functions"] + "/Replay"}},
-		}},
-	}})
-	if err != nil {
-		s.t.Fatalf("create capture task: %v", err)
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		mu.Lock()
-		g := got
-		mu.Unlock()
-		if strings.HasPrefix(g, "Bearer ") {
-			return g
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatal("no token captured within 30 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return testenv.MintToken(s.t, s.ct, capture, tasksSA, "http://"+s.addr["functions"]+"/Replay")
 }
 
 // post sends body to the functions host at path with authorization authz.

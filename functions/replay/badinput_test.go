@@ -4,51 +4,21 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
-	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"cloud.google.com/go/firestore"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jsdlq/jsdlq/functions/replay"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
 
 // captureToken has the Cloud Tasks emulator mint a genuine OIDC token for
-// audience (as it does for every dispatch) and returns the Authorization
-// header a capturing server received.
+// audience and returns the Authorization header it dispatched.
 func (e *env) captureToken(t *testing.T, audience string) string {
-	t.Helper()
-	var mu sync.Mutex
-	var got string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		got = r.Header.Get("Authorization")
-		mu.Unlock()
-	}))
-	t.Cleanup(srv.Close)
-	_, err := e.ct.Client.CreateTask(e.ctx, &cloudtaskspb.CreateTaskRequest{Parent: e.queue, Task: &cloudtaskspb.Task{
-		ScheduleTime: timestamppb.Now(),
-		MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
-			Url: srv.URL, HttpMethod: cloudtaskspb.HttpMethod_POST,
-			AuthorizationHeader: &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{
-				ServiceAccountEmail: tasksSA, Audience: audience,
-			}},
-		}},
-	}})
-	if err != nil {
-		t.Fatalf("CreateTask(capture) = %v", err)
-	}
-	wait(t, "a captured token", func() (bool, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return strings.HasPrefix(got, "Bearer "), nil
-	})
-	return got
+	return testenv.MintToken(t, e.ct.Client, e.queue, tasksSA, audience)
 }
 
 // post sends a replay request with authorization authz and returns the
