@@ -140,21 +140,8 @@ func (s *benchStack) stop() {
 }
 
 func (s *benchStack) clientEnv() []string {
-	fn := "http://" + s.fn
-	sa := "jsdlq-tasks@" + s.project + ".iam.gserviceaccount.com"
-	return []string{
-		"GOOGLE_CLOUD_PROJECT=" + s.project,
-		"FIRESTORE_EMULATOR_HOST=" + s.firestore,
-		"PUBSUB_EMULATOR_HOST=" + s.pubsub,
-		"CLOUD_TASKS_EMULATOR_HOST=" + s.tasks,
-		"NATS_URL=nats://" + s.nats,
-		"TASKS_QUEUE=" + s.queue,
-		"REPLAY_URL=" + fn + "/Replay",
-		"TASKS_SERVICE_ACCOUNT=" + sa,
-		"AUTH_MODE=emulator",
-		"AUTH_AUDIENCE=" + fn + "/Replay",
-		"AUTH_ALLOWED_EMAILS=" + sa,
-	}
+	return stack.Endpoints{Project: s.project, Firestore: s.firestore, PubSub: s.pubsub, CloudTasks: s.tasks,
+		NATS: s.nats, Functions: s.fn, Queue: s.queue}.ClientEnv()
 }
 
 // provision creates what Terraform creates in a project: the topic with its

@@ -152,20 +152,8 @@ func (s *localStack) queue() string {
 
 // clientEnv points every client at the local stack (SPEC §14).
 func (s *localStack) clientEnv() []string {
-	functions := "http://" + s.addr("functions")
-	return []string{
-		"GOOGLE_CLOUD_PROJECT=" + s.project,
-		"FIRESTORE_EMULATOR_HOST=" + s.addr("firestore"),
-		"PUBSUB_EMULATOR_HOST=" + s.addr("pubsub"),
-		"CLOUD_TASKS_EMULATOR_HOST=" + s.addr("cloudtasks"),
-		"NATS_URL=nats://" + s.addr("nats"),
-		"TASKS_QUEUE=" + s.queue(),
-		"REPLAY_URL=" + functions + "/Replay",
-		"TASKS_SERVICE_ACCOUNT=jsdlq-tasks@" + s.project + ".iam.gserviceaccount.com",
-		"AUTH_MODE=emulator",
-		"AUTH_AUDIENCE=" + functions + "/Replay",
-		"AUTH_ALLOWED_EMAILS=jsdlq-tasks@" + s.project + ".iam.gserviceaccount.com",
-	}
+	return stack.Endpoints{Project: s.project, Firestore: s.addr("firestore"), PubSub: s.addr("pubsub"),
+		CloudTasks: s.addr("cloudtasks"), NATS: s.addr("nats"), Functions: s.addr("functions"), Queue: s.queue()}.ClientEnv()
 }
 
 // localOperator is who acts in the local console's entry history.

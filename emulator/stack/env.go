@@ -1,0 +1,40 @@
+package stack
+
+// Endpoints are where a local stack's servers listen (host:port each) and the
+// replay queue's full name: what the pipeline's processes need to find each
+// other. make up, the chaos tests and the load driver each run such a stack.
+type Endpoints struct {
+	Project    string
+	Firestore  string
+	PubSub     string
+	CloudTasks string
+	NATS       string
+	Functions  string
+	Queue      string
+}
+
+// TasksAccount is the service account the replay tasks' OIDC tokens name, as
+// Terraform's tasks account is named.
+func (e Endpoints) TasksAccount() string {
+	return "jsdlq-tasks@" + e.Project + ".iam.gserviceaccount.com"
+}
+
+// ClientEnv points every client of the pipeline at the stack: the emulator
+// hosts, NATS, the queue and replay's URL, and the emulator's OIDC mode on
+// the replay side (docs/local-stack.md lists them).
+func (e Endpoints) ClientEnv() []string {
+	replay := "http://" + e.Functions + "/Replay"
+	return []string{
+		"GOOGLE_CLOUD_PROJECT=" + e.Project,
+		"FIRESTORE_EMULATOR_HOST=" + e.Firestore,
+		"PUBSUB_EMULATOR_HOST=" + e.PubSub,
+		"CLOUD_TASKS_EMULATOR_HOST=" + e.CloudTasks,
+		"NATS_URL=nats://" + e.NATS,
+		"TASKS_QUEUE=" + e.Queue,
+		"REPLAY_URL=" + replay,
+		"TASKS_SERVICE_ACCOUNT=" + e.TasksAccount(),
+		"AUTH_MODE=emulator",
+		"AUTH_AUDIENCE=" + replay,
+		"AUTH_ALLOWED_EMAILS=" + e.TasksAccount(),
+	}
+}
