@@ -74,7 +74,7 @@ func (s *Server) policy(r *http.Request) (string, string, any, error) {
 		}
 	}
 	if !d.IsDefault {
-		d.Diff = lineDiff(string(def.Canonical()), string(p.Canonical()))
+		d.Diff = foldDiff(lineDiff(string(def.Canonical()), string(p.Canonical())), 3)
 	}
 	if id := strings.TrimSpace(vals.Get("entry")); id != "" {
 		d.EntryID = id

@@ -41,6 +41,8 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"join": strings.Join,
 	"pct":  pct,
 	"add":  func(a, b int) int { return a + b },
+	// isTrue reads an optional flag (a set false is not nil).
+	"isTrue": func(b *bool) bool { return b != nil && *b },
 	// dict passes several values to a template: "key", value, ….
 	"dict": func(kv ...any) (map[string]any, error) {
 		if len(kv)%2 != 0 {

@@ -1,10 +1,14 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html"
@@ -13,6 +17,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +28,9 @@ import (
 	"github.com/jsdlq/jsdlq/console"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/audit"
+	jevent "github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
 // browser is an operator's browser: it keeps cookies and reads the CSRF
@@ -436,5 +443,241 @@ func TestAuditPages(t *testing.T) {
 		if code, _ := b.get(path); code != want {
 			t.Errorf("GET %s = %d, want %d", path, code, want)
 		}
+	}
+}
+
+// cell is the text of the element with the id (html-unescaped).
+func cell(t *testing.T, body, id string) string {
+	t.Helper()
+	m := regexp.MustCompile(`id="` + regexp.QuoteMeta(id) + `"[^>]*>([^<]*)<`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no element %s", id)
+	}
+	return html.UnescapeString(m[1])
+}
+
+// The policy page shows the version in force and its diff from the
+// default, and tests an entry exactly as the store decides it
+// (PolicyInput, PolicyChain, Evaluate, Decide), changing nothing; an
+// override changes the answer, an invalid one is shown as not in force.
+func TestPolicyPage(t *testing.T) {
+	e := newEnv(t, console.LocalAuth("ops@example.com"))
+	ctx := testenv.Context(t)
+	e.seed(t, "acme", "TASKS.1", store.AwaitingApproval, `{}`)
+	e.seed(t, "acme", "TASKS.2", store.Escalated, `{}`, func(en *store.Entry) {
+		en.Failure = &jevent.Failure{Code: "context_window_overflow", Attempt: 1, Agent: "writer"}
+		// The second overflow of a chain: the policy judges the chain.
+		en.ChainCodes, en.ChainStrategies = []string{"context_window_overflow"}, []string{"context_overflow"}
+	})
+	b := newBrowser(t, e.srv.URL)
+	def := triage.Default()
+
+	// want is the store's own decision for the entry under p.
+	want := func(p *triage.Policy, id string) *store.Entry {
+		t.Helper()
+		en, err := e.st.GetMeta(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := en.PolicyInput()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := *en
+		w.Decide(p.Evaluate(in, en.PolicyChain()), time.Now())
+		return &w
+	}
+	check := func(p *triage.Policy, id string) {
+		t.Helper()
+		code, body := b.get("/policy?entry=" + id)
+		if code != 200 {
+			t.Fatalf("GET /policy?entry=%s = %d:\n%s", id, code, body)
+		}
+		w := want(p, id)
+		for cellID, v := range map[string]string{
+			"policy-version": p.Version(), "test-reason": w.ReasonCode, "test-category": w.Category, "test-rule": w.Rule,
+			"test-action": w.Action, "test-strategy": w.Strategy, "test-status": string(w.Status),
+		} {
+			if got := cell(t, body, cellID); got != v {
+				t.Errorf("policy test of %s under %s: %s = %q, want the store's %q", id, p.Version(), cellID, got, v)
+			}
+		}
+		delay := cell(t, body, "test-delay")
+		if (w.Status == store.Scheduled) != strings.Contains(delay, "jitter") {
+			t.Errorf("policy test of %s: delay %q for status %s", id, delay, w.Status)
+		}
+	}
+	before := e.snapshot(t)
+	code, body := b.get("/policy")
+	if code != 200 || cell(t, body, "policy-version") != def.Version() || !strings.Contains(body, `id="policy-same"`) {
+		t.Fatalf("GET /policy = %d, want the default %s in force and no diff", code, def.Version())
+	}
+	check(def, "TASKS.1")
+	check(def, "TASKS.2")
+	if w := want(def, "TASKS.1"); w.Action != string(triage.AutoReplay) {
+		t.Fatalf("the default replays a timeout, decided %s: the test needs it to", w.Action)
+	}
+
+	// An override that makes timeouts permanent.
+	doc := strings.Replace(string(triage.DefaultYAML()), "\n  timeout: transient\n", "\n  timeout: permanent\n", 1)
+	over, err := triage.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.SavePolicyOverride(ctx, []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	code, body = b.get("/policy")
+	var changed []string
+	for _, m := range regexp.MustCompile(`<span class="d(?:add|del)">([^<]*)</span>`).FindAllStringSubmatch(body, -1) {
+		changed = append(changed, strings.Join(strings.Fields(html.UnescapeString(m[1])), " "))
+	}
+	if code != 200 || cell(t, body, "policy-version") != over.Version() || !slices.Equal(changed, []string{"- timeout: transient", "+ timeout: permanent"}) {
+		t.Errorf("GET /policy after the override = %d, version %s, changed lines %q; want version %s and the one line changed", code, cell(t, body, "policy-version"), changed, over.Version())
+	}
+	// The unchanged text is folded but for a few lines around the change.
+	if n := strings.Count(body, `class="dsame"`); n > 8 || !strings.Contains(body, "unchanged lines") {
+		t.Errorf("GET /policy after the override shows %d unchanged lines, want at most 2×3 of context and the rest folded", n)
+	}
+	check(over, "TASKS.1")
+	if w := want(over, "TASKS.1"); w.Action == string(triage.AutoReplay) {
+		t.Errorf("the override still replays a timeout")
+	}
+
+	// An invalid override is not in force: the default is, and why is shown.
+	if _, err := e.fs.Collection(triage.OverrideCollection).Doc(triage.OverrideDoc).Set(ctx, map[string]any{triage.OverrideField: "reasons: ["}); err != nil {
+		t.Fatal(err)
+	}
+	code, body = b.get("/policy")
+	if code != 200 || cell(t, body, "policy-version") != def.Version() || !strings.Contains(body, `id="policy-invalid"`) {
+		t.Errorf("GET /policy with an invalid override = %d, want the default in force and the override shown invalid", code)
+	}
+
+	for path, want := range map[string]int{
+		"/policy?entry=TASKS.404":         http.StatusNotFound,
+		"/policy?entry=%25zz":             http.StatusBadRequest,
+		"/policy?entry=a&entry=b":         http.StatusBadRequest,
+		"/policy?colour=red":              http.StatusBadRequest,
+		"/entries/TASKS.1?chunk=1&done=x": http.StatusOK,
+	} {
+		if code, _ := b.get(path); code != want {
+			t.Errorf("GET %s = %d, want %d", path, code, want)
+		}
+	}
+	if diff := diffSnap(before, e.snapshot(t)); diff != "" {
+		t.Errorf("the policy page changed state: %s", diff)
+	}
+}
+
+// The failure record is shown as fields, not a struct dump.
+func TestEntryFailureFields(t *testing.T) {
+	e := newEnv(t, console.LocalAuth("ops@example.com"))
+	no := false
+	at := time.Date(2026, 11, 21, 13, 4, 5, 0, time.UTC)
+	e.seed(t, "acme", "TASKS.1", store.Escalated, `{}`, func(en *store.Entry) {
+		en.Failure = &jevent.Failure{Code: "partial_external_write", Detail: "tool <crm> wrote 2 of 3 rows", Attempt: 2, Agent: "closer",
+			CompletedSteps: []string{"create-contact", "create-deal"}, Retryable: &no, ToolFailure: true, RecordedAt: at}
+	})
+	_, body := newBrowser(t, e.srv.URL).get("/entries/TASKS.1")
+	i := strings.Index(body, `<dl class="facts" id="failure">`)
+	if i < 0 {
+		t.Fatalf("entry page has no failure fields:\n%s", body)
+	}
+	box := body[i : i+strings.Index(body[i:], "</dl>")]
+	for _, want := range []string{
+		"<dt>Code</dt><dd><code>partial_external_write</code></dd>",
+		"tool &lt;crm&gt; wrote 2 of 3 rows",
+		"<dt>Attempt</dt><dd>2</dd>",
+		"<dt>Agent</dt><dd>closer</dd>",
+		"<li>create-contact</li><li>create-deal</li>",
+		"<dt>Retryable</dt><dd>no (the agent says so)</dd>",
+		"<dt>Tool failure</dt><dd>yes</dd>",
+		"<dt>Recorded at</dt><dd>2026-11-21 13:04:05Z</dd>",
+	} {
+		if !strings.Contains(box, want) {
+			t.Errorf("failure box lacks %q:\n%s", want, box)
+		}
+	}
+	if strings.Contains(body, "&amp;{") || strings.Contains(body, "&{") {
+		t.Errorf("entry page still prints a Go struct dump")
+	}
+}
+
+// Payloads over 256 KiB are shown a chunk at a time: size and sha256 of the
+// whole, navigation, every chunk in order adding up to the whole (text and
+// JSON) or to a hex dump whose offsets continue (binary); bad chunk numbers
+// are 400; no payload byte is rendered unescaped.
+func TestEntryPayloadChunks(t *testing.T) {
+	e := newEnv(t, console.LocalAuth("ops@example.com"))
+	hostile := `</pre><script>alert(1)</script>`
+	var items []string
+	for i := range 9000 {
+		items = append(items, fmt.Sprintf(`{"n":%d,"note":%q}`, i, hostile))
+	}
+	bigJSON := "[" + strings.Join(items, ",") + "]" // ~470 KiB raw, more pretty-printed
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, []byte(bigJSON), "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	binary := bytes.Repeat([]byte("\x00\xff<script>\x1b"), 10000) // 110 000 bytes, not UTF-8
+	e.seed(t, "acme", "TASKS.1", store.Escalated, bigJSON)
+	e.seed(t, "acme", "TASKS.2", store.Escalated, string(binary))
+	e.seed(t, "acme", "TASKS.3", store.Escalated, "small <b>text</b>")
+	b := newBrowser(t, e.srv.URL)
+
+	payload := func(body string) string {
+		t.Helper()
+		i := strings.Index(body, `<pre class="box" id="payload">`)
+		if i < 0 {
+			t.Fatalf("no payload box")
+		}
+		rest := body[i+len(`<pre class="box" id="payload">`):]
+		text := rest[:strings.Index(rest, "</pre>")]
+		if strings.Contains(text, "<") {
+			t.Errorf("payload box renders a raw '<': %.200q", text[strings.Index(text, "<"):])
+		}
+		return html.UnescapeString(text)
+	}
+	code, body := b.get("/entries/TASKS.1")
+	sum := sha256.Sum256([]byte(bigJSON))
+	chunks := pretty.Len()/(256<<10) + 1
+	if code != 200 || !strings.Contains(body, fmt.Sprintf("%d bytes · sha256 <code>%s</code> · json", len(bigJSON), hex.EncodeToString(sum[:]))) ||
+		!strings.Contains(body, fmt.Sprintf("Chunk 1 of %d", chunks)) || !strings.Contains(body, `id="chunk-next" href="/entries/TASKS.1?chunk=2"`) ||
+		strings.Contains(body, `id="chunk-prev"`) || strings.Contains(body, `id="edit-payload"`) {
+		t.Fatalf("GET /entries/TASKS.1 = %d, want chunk 1 of %d with the whole payload's size and sha256, a next link, no edit form", code, chunks)
+	}
+	var all strings.Builder
+	all.WriteString(payload(body))
+	for n := 2; n <= chunks; n++ {
+		code, body := b.get(fmt.Sprintf("/entries/TASKS.1?chunk=%d", n))
+		if code != 200 || !strings.Contains(body, fmt.Sprintf("Chunk %d of %d", n, chunks)) || !strings.Contains(body, `id="chunk-prev"`) {
+			t.Fatalf("chunk %d = %d, want it with a link back", n, code)
+		}
+		if (n == chunks) == strings.Contains(body, `id="chunk-next"`) {
+			t.Errorf("chunk %d of %d: a next link only before the last", n, chunks)
+		}
+		all.WriteString(payload(body))
+	}
+	if all.String() != pretty.String() {
+		t.Errorf("the chunks add up to %d bytes, want the %d of the pretty-printed payload", all.Len(), pretty.Len())
+	}
+
+	code, body = b.get("/entries/TASKS.2?chunk=2")
+	dump := payload(body)
+	if code != 200 || !strings.Contains(body, "110000 bytes") || !strings.Contains(body, "binary") || !strings.Contains(body, "Chunk 2 of 2") ||
+		!strings.HasPrefix(dump, "00010000  ") || !strings.Contains(dump, "...<script>...") {
+		t.Errorf("binary chunk 2 = %d, want the hex dump from offset 0x10000 with the bytes shown safely; starts %.80q", code, dump)
+	}
+	code, body = b.get("/entries/TASKS.3")
+	if code != 200 || payload(body) != "small <b>text</b>" || strings.Contains(body, `id="chunks"`) || !strings.Contains(body, `id="edit-payload"`) {
+		t.Errorf("small text payload = %d, want it whole, escaped, editable and without chunk navigation", code)
+	}
+	for _, bad := range []string{"chunk=0", "chunk=-1", fmt.Sprintf("chunk=%d", chunks+1), "chunk=x", "chunk=1&chunk=2", "chunk=", "chunk=99999999999999999999"} {
+		if code, _ := b.get("/entries/TASKS.1?" + bad); code != http.StatusBadRequest {
+			t.Errorf("GET /entries/TASKS.1?%s = %d, want 400", bad, code)
+		}
+	}
+	if code, _ := b.get("/entries/TASKS.2?chunk=3"); code != http.StatusBadRequest {
+		t.Errorf("binary chunk 3 of 2 = %d, want 400", code)
 	}
 }

@@ -185,6 +185,39 @@ func lineDiff(a, b string) []diffLine {
 	return out
 }
 
+// foldDiff keeps context unchanged lines around each change and folds
+// longer unchanged runs into one line (Op "…", Text says how many).
+func foldDiff(d []diffLine, context int) []diffLine {
+	var out []diffLine
+	for i := 0; i < len(d); {
+		if d[i].Op != " " {
+			out = append(out, d[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(d) && d[j].Op == " " {
+			j++
+		}
+		keepHead, keepTail := context, context
+		if i == 0 {
+			keepHead = 0
+		}
+		if j == len(d) {
+			keepTail = 0
+		}
+		if j-i <= keepHead+keepTail+1 {
+			out = append(out, d[i:j]...)
+		} else {
+			out = append(out, d[i:i+keepHead]...)
+			out = append(out, diffLine{"…", fmt.Sprintf("%d unchanged lines", j-i-keepHead-keepTail)})
+			out = append(out, d[j-keepTail:j]...)
+		}
+		i = j
+	}
+	return out
+}
+
 // chart is a stacked bar chart of dead tasks per hour by category, drawn
 // as inline SVG by the template (no script).
 type chart struct {
