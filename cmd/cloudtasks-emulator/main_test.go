@@ -1,38 +1,20 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	ctapi "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // The binary's run: it logs the readiness line, the official client creates
 // a queue and a task through ClientOptions, the task reaches its target with
@@ -40,7 +22,7 @@ func (l *lockedBuffer) String() string {
 func TestRunServesOfficialClient(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &lockedBuffer{}
+	out := &testenv.LogBuffer{}
 	ready := make(chan [2]string, 1)
 	done := make(chan error, 1)
 	go func() {
@@ -90,7 +72,7 @@ func TestRunServesOfficialClient(t *testing.T) {
 
 func TestRunRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"--host-port=nonsense"}, {"extra-arg"}, {"--no-such-flag"}} {
-		if err := run(context.Background(), args, &lockedBuffer{}, nil); err == nil {
+		if err := run(context.Background(), args, &testenv.LogBuffer{}, nil); err == nil {
 			t.Errorf("run(%q) = nil, want an error", args)
 		}
 	}

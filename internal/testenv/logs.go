@@ -40,3 +40,10 @@ func (b *LogBuffer) Lines(substr string) []string {
 	}
 	return out
 }
+
+// String is everything written so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
