@@ -1,5 +1,5 @@
 // Package jsdlq is the Cloud Functions deploy root (SPEC §3). Its init
-// registers the three functions itself: a root that only blank-imports
+// registers the functions itself: a root that only blank-imports
 // sub-packages makes the Go buildpack fall back to an old template and fail.
 // Registration does no network work; each function builds itself from its
 // environment on its first request, once.
@@ -15,6 +15,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/jsdlq/jsdlq/functions/classify"
+	"github.com/jsdlq/jsdlq/functions/deliver"
 	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/functions/replay"
 )
@@ -23,6 +24,7 @@ func init() {
 	functions.CloudEvent("Classify", handleClassify)
 	functions.HTTP("Replay", handleReplay)
 	functions.HTTP("Reconcile", handleReconcile)
+	functions.HTTP("Deliver", handleDeliver)
 }
 
 var (
@@ -34,6 +36,9 @@ var (
 	})
 	reconcileHandler = sync.OnceValue(func() http.Handler {
 		return reconcile.FromEnv(context.Background(), os.LookupEnv, os.Stdout)
+	})
+	deliverHandler = sync.OnceValue(func() http.Handler {
+		return deliver.FromEnv(context.Background(), os.LookupEnv, os.Stdout)
 	})
 )
 
@@ -50,3 +55,5 @@ func handleClassify(ctx context.Context, e event.Event) error {
 func handleReplay(w http.ResponseWriter, r *http.Request) { replayHandler().ServeHTTP(w, r) }
 
 func handleReconcile(w http.ResponseWriter, r *http.Request) { reconcileHandler().ServeHTTP(w, r) }
+
+func handleDeliver(w http.ResponseWriter, r *http.Request) { deliverHandler().ServeHTTP(w, r) }

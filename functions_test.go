@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jsdlq/jsdlq/functions/deliver"
 	"github.com/jsdlq/jsdlq/functions/reconcile"
 	"github.com/jsdlq/jsdlq/functions/replay"
 )
@@ -33,6 +34,9 @@ func TestHTTPFunctionWiring(t *testing.T) {
 		"NATS_URL":                  "nats://127.0.0.1:1",
 		"WORK_STREAMS":              "TASKS",
 		"K_SERVICE":                 "",
+		"WEBHOOKS_QUEUE":            "projects/p/locations/l/queues/dlq-webhooks",
+		"WEBHOOK_DELIVER_URL":       "https://deliver.example/",
+		"WEBHOOK_SERVICE_ACCOUNT":   "caller@p.iam.gserviceaccount.com",
 	}
 	functions := []struct {
 		name  string
@@ -41,6 +45,7 @@ func TestHTTPFunctionWiring(t *testing.T) {
 	}{
 		{"replay", func() http.Handler { return replay.FromEnv(context.Background(), os.LookupEnv, io.Discard) }, `{"entry_id":"TASKS.1","attempt":1}`},
 		{"reconcile", func() http.Handler { return reconcile.FromEnv(context.Background(), os.LookupEnv, io.Discard) }, ""},
+		{"deliver", func() http.Handler { return deliver.FromEnv(context.Background(), os.LookupEnv, io.Discard) }, `{"webhook_id":"0123456789abcdef","notification_id":"n-00000000000000000000000000000000"}`},
 	}
 	cases := []struct {
 		name     string
@@ -49,7 +54,8 @@ func TestHTTPFunctionWiring(t *testing.T) {
 	}{
 		{"missing project", map[string]string{"GOOGLE_CLOUD_PROJECT": ""}, http.StatusInternalServerError},
 		{"bad time budget", map[string]string{"RECONCILE_TIME_BUDGET": "soon"}, http.StatusInternalServerError},
-		{"oidc without audience", map[string]string{"AUTH_MODE": "oidc", "AUTH_AUDIENCE": ""}, http.StatusInternalServerError},
+		// Deliver's audience is WEBHOOK_DELIVER_URL, the fan-out's target.
+		{"oidc without audience", map[string]string{"AUTH_MODE": "oidc", "AUTH_AUDIENCE": "", "WEBHOOK_DELIVER_URL": ""}, http.StatusInternalServerError},
 		{"auth none on Cloud Run", map[string]string{"AUTH_MODE": "none", "K_SERVICE": "fn"}, http.StatusInternalServerError},
 		{"no token", nil, http.StatusUnauthorized},
 	}

@@ -61,6 +61,7 @@ type Flusher struct {
 	store   *store.Store
 	topic   Topic
 	tasks   func(context.Context) (Tasks, error)
+	hooks   WebhookTasks
 	conv    event.Conventions
 	console string
 	owner   string
@@ -121,6 +122,11 @@ type Result struct {
 	Failed    int // notifications left pending for the next flush
 	// Errors are the failures' causes, one per failed notification.
 	Errors []string
+	// Webhooks counts the webhook deliveries created (WithWebhooks);
+	// WebhookErrors are the notifications whose fan-out failed and why
+	// (the next flush retries them).
+	Webhooks      int
+	WebhookErrors []string
 }
 
 // Flush publishes the pending notifications it can claim. A notification
@@ -128,9 +134,20 @@ type Result struct {
 // error is for a failure to claim at all.
 func (f *Flusher) Flush(ctx context.Context) (Result, error) {
 	var res Result
+	err := f.publishPending(ctx, &res)
+	if f.hooks != nil {
+		// The fan-out does not wait for the topic: a notification reaches
+		// its tenant's webhooks even while Pub/Sub refuses it.
+		f.fanOut(ctx, &res)
+	}
+	return res, err
+}
+
+// publishPending publishes what it can claim into res.
+func (f *Flusher) publishPending(ctx context.Context, res *Result) error {
 	claimed, err := f.store.ClaimNotifications(ctx, f.owner, f.lease, f.batch)
 	if err != nil && len(claimed) == 0 {
-		return res, fmt.Errorf("notify: claim: %w", err)
+		return fmt.Errorf("notify: claim: %w", err)
 	}
 	for _, o := range claimed {
 		triaged, perr := f.publish(ctx, o)
@@ -154,9 +171,9 @@ func (f *Flusher) Flush(ctx context.Context) (Result, error) {
 		cancel()
 	}
 	if err != nil {
-		return res, fmt.Errorf("notify: claim: %w", err)
+		return fmt.Errorf("notify: claim: %w", err)
 	}
-	return res, nil
+	return nil
 }
 
 // publish sends o's triage task (once) and o itself, and marks it

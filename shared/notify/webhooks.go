@@ -1,0 +1,169 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	ctapi "cloud.google.com/go/cloudtasks/apiv2"
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/jsdlq/jsdlq/shared/clientopt"
+	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/store"
+)
+
+// This file is the webhook fan-out: for each notification its tenant's
+// webhooks receive (store's webhooks_pending) and each enabled endpoint of
+// that tenant, one Cloud Tasks task that makes the deliver function POST
+// the notification to the endpoint. The task's name is derived from the
+// endpoint and the notification, so a flush repeated before the fan-out is
+// recorded creates nothing new (ALREADY_EXISTS is success); once recorded,
+// the notification is not fanned out again. Cloud Tasks retries a failed
+// delivery with the queue's backoff.
+
+// WebhookTask is the JSON body of a delivery task.
+type WebhookTask struct {
+	WebhookID      string `json:"webhook_id"`
+	NotificationID string `json:"notification_id"`
+}
+
+// Name is the task id of the delivery: "wh-<endpoint id>-<notification
+// id>" (both ids are lower hex and "n-<hex>", characters Cloud Tasks takes).
+func (t WebhookTask) Name() string { return "wh-" + t.WebhookID + "-" + t.NotificationID }
+
+// WebhookTasks creates delivery tasks (*WebhookQueue).
+type WebhookTasks interface {
+	// CreateDelivery creates t's task; created is false when it exists.
+	CreateDelivery(ctx context.Context, t WebhookTask) (created bool, err error)
+}
+
+// WithWebhooks makes Flush fan tenant notifications out to their tenant's
+// webhooks through tasks (nil: it leaves them for a flusher that has it).
+func WithWebhooks(tasks WebhookTasks) Option { return func(f *Flusher) { f.hooks = tasks } }
+
+// WebhookQueue creates delivery tasks in the webhook queue. Its client is
+// made on first use.
+type WebhookQueue struct {
+	cfg    config.Webhooks
+	client func() (*ctapi.Client, error)
+	built  atomic.Bool
+}
+
+// NewWebhookQueue returns the queue of cfg (cfg.Queue, DeliverURL and
+// ServiceAccount must be set: config.ReadWebhooks checks them); opts are
+// added to the Cloud Tasks client's (the emulator's when cfg names one).
+func NewWebhookQueue(cfg config.Webhooks, opts ...option.ClientOption) *WebhookQueue {
+	q := &WebhookQueue{cfg: cfg}
+	copts := append(clientopt.CloudTasksOptions(cfg.EmulatorHost), opts...)
+	q.client = sync.OnceValues(func() (*ctapi.Client, error) {
+		q.built.Store(true)
+		c, err := ctapi.NewClient(context.Background(), copts...)
+		if err != nil {
+			return nil, fmt.Errorf("notify: cloud tasks client: %w", err)
+		}
+		return c, nil
+	})
+	return q
+}
+
+// CreateDelivery creates the task that delivers t, due now.
+func (q *WebhookQueue) CreateDelivery(ctx context.Context, t WebhookTask) (bool, error) {
+	c, err := q.client()
+	if err != nil {
+		return false, err
+	}
+	body, _ := json.Marshal(t)
+	name := q.cfg.Queue + "/tasks/" + t.Name()
+	_, err = c.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{
+		Parent: q.cfg.Queue,
+		Task: &cloudtaskspb.Task{
+			Name: name,
+			MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+				Url:        q.cfg.DeliverURL,
+				HttpMethod: cloudtaskspb.HttpMethod_POST,
+				Headers:    map[string]string{"Content-Type": "application/json"},
+				Body:       body,
+				AuthorizationHeader: &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{
+					ServiceAccountEmail: q.cfg.ServiceAccount,
+					Audience:            q.cfg.DeliverURL,
+				}},
+			}},
+		},
+	})
+	switch status.Code(err) {
+	case codes.OK:
+		return true, nil
+	case codes.AlreadyExists:
+		return false, nil
+	}
+	return false, fmt.Errorf("notify: create webhook delivery %s: %w", name, err)
+}
+
+// Close closes the client if it was made.
+func (q *WebhookQueue) Close() error {
+	if !q.built.Load() {
+		return nil
+	}
+	c, err := q.client()
+	if err != nil {
+		return nil
+	}
+	return c.Close()
+}
+
+// fanOut creates the deliveries of the notifications pending fan-out and
+// records each notification whose every delivery exists. A notification
+// some delivery of which failed stays pending for the next flush; the
+// deliveries it made already are not made twice (their names).
+func (f *Flusher) fanOut(ctx context.Context, res *Result) {
+	pending, err := f.store.PendingWebhookFanOut(ctx, f.batch)
+	if err != nil {
+		res.WebhookErrors = append(res.WebhookErrors, err.Error())
+		f.log.WarnContext(ctx, "notify: webhook fan-out not read; the next flush retries it", "error", err.Error())
+		return
+	}
+	endpoints := map[string][]*store.Webhook{}
+	for _, o := range pending {
+		if err := f.fanOutOne(ctx, o, endpoints, res); err != nil {
+			res.WebhookErrors = append(res.WebhookErrors, fmt.Sprintf("%s: %v", o.ID, err))
+			f.log.WarnContext(ctx, "notify: webhook deliveries not all created; the next flush retries them", "notification_id", o.ID, "tenant", o.Tenant, "error", err.Error())
+		}
+	}
+}
+
+func (f *Flusher) fanOutOne(ctx context.Context, o *store.Outbox, endpoints map[string][]*store.Webhook, res *Result) error {
+	n, err := o.Event()
+	if err != nil {
+		// A notification that does not decode is never sent anywhere;
+		// its publication reports it. Nothing to fan out.
+		return f.store.WebhookFanOutDone(ctx, o.ID)
+	}
+	if n.Kind.ForTenant() {
+		eps, ok := endpoints[n.Tenant]
+		if !ok {
+			if eps, err = f.store.ListWebhooks(ctx, n.Tenant); err != nil {
+				return err
+			}
+			endpoints[n.Tenant] = eps
+		}
+		for _, w := range eps {
+			if !w.Enabled {
+				continue
+			}
+			created, err := f.hooks.CreateDelivery(ctx, WebhookTask{WebhookID: w.ID, NotificationID: n.ID})
+			if err != nil {
+				return err
+			}
+			if created {
+				res.Webhooks++
+			}
+		}
+	}
+	return f.store.WebhookFanOutDone(ctx, o.ID)
+}
