@@ -127,9 +127,17 @@ done
 # sources read as placeholders, nothing is contacted, no state is written.
 if [ "$offline" = 1 ]; then
 	export TF_DATA_DIR="$work/data/terraform"
-	for bridge in "without the bridge" "with the bridge"; do
+	# terraform.tfvars.example leaves the images unset (the first apply
+	# comes before any image exists), so the second plan sets them: the
+	# bridge's and the console's services and bindings are planned and their
+	# IAM checked however this script is run.
+	for bridge in "without the bridge and the console" "with the bridge and the console"; do
 		args=(-var-file=terraform.tfvars.example)
-		[ "$bridge" = "with the bridge" ] && args+=(-var "bridge_image=europe-west1-docker.pkg.dev/my-jsdlq-project/jsdlq/bridge:v1")
+		[ "$bridge" = "with the bridge and the console" ] && args+=(
+			-var "bridge_image=europe-west1-docker.pkg.dev/my-jsdlq-project/jsdlq/bridge:v1"
+			-var "console_image=europe-west1-docker.pkg.dev/my-jsdlq-project/jsdlq/console:v1"
+			-var 'console_operator_members=["group:jsdlq-operators@example.com"]'
+		)
 		step "terraform: plan (offline, placeholder data sources, terraform.tfvars.example, $bridge)"
 		planfile="$work/plan-${bridge// /-}"
 		if ! out=$(terraform -chdir="$tfroot" plan -refresh=false -lock=false -input=false -no-color -out="$planfile" "${args[@]}" 2>&1); then
