@@ -196,9 +196,7 @@ func (e *env) newEntry(t testing.TB, s spec) *store.Entry {
 	}
 	en.Category, en.ReasonCode, en.Rule, en.Action = string(d.Category), d.ReasonCode, d.Rule, string(d.Action)
 	en.Strategy, en.PolicyVersion = d.Strategy, d.PolicyVersion
-	en.Plan = store.Plan{Instructions: d.Modifications.Instructions, TargetModel: d.Modifications.TargetModel,
-		MaxContextTokens: d.Modifications.MaxContextTokens, MaxOutputTokens: d.Modifications.MaxOutputTokens,
-		AlternateAgent: d.Modifications.AlternateAgent, AlternateSubject: d.Modifications.AlternateSubject}
+	en.Plan = store.Plan{Modifications: d.Modifications}
 	en.Status, en.TaskName = store.Scheduled, tasks.Name(s.id, 1)
 	res, err := e.store.Record(e.ctx, en, "test")
 	if err != nil {

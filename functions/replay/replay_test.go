@@ -554,8 +554,8 @@ func TestMessage(t *testing.T) {
 		"Jsdlq-Replay-Of":      {"TASKS.1"},
 		"Jsdlq-Instruction":    {"stale"},
 	}
-	plan := store.Plan{Instructions: []string{"line one\nline two", "second"}, AlternateAgent: "backend",
-		AlternateSubject: "agents.backend.tasks.code_review", TargetModel: "m"}
+	plan := store.Plan{Modifications: triage.Modifications{Instructions: []string{"line one\nline two", "second"},
+		AlternateAgent: "backend", AlternateSubject: "agents.backend.tasks.code_review", TargetModel: "m"}}
 	m := replay.Message(en, headers, plan, "hallucination_loop", 3, "X-Agent")
 	want := nats.Header{
 		"X-Idempotency-Key":    {"k-1"},

@@ -156,16 +156,11 @@ func StatusFor(a triage.Action) Status {
 // PlanOf is the stored form of what a policy decision asks of a replay.
 func PlanOf(d triage.Decision) Plan {
 	return Plan{
-		DelaySeconds:     d.Delay.Seconds(),
-		Budget:           d.ReplayBudget,
-		Instructions:     d.Modifications.Instructions,
-		TargetModel:      d.Modifications.TargetModel,
-		MaxContextTokens: d.Modifications.MaxContextTokens,
-		MaxOutputTokens:  d.Modifications.MaxOutputTokens,
-		AlternateAgent:   d.Modifications.AlternateAgent,
-		AlternateSubject: d.Modifications.AlternateSubject,
-		EscalateTo:       d.EscalateTo,
-		Note:             d.Note,
+		DelaySeconds:  d.Delay.Seconds(),
+		Budget:        d.ReplayBudget,
+		Modifications: d.Modifications,
+		EscalateTo:    d.EscalateTo,
+		Note:          d.Note,
 	}
 }
 

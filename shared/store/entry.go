@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
 // This file holds the failure-log entry (SPEC §7): its fields, its status
@@ -63,16 +64,13 @@ func appendHistory(h []Transition, t Transition) []Transition {
 // Plan is the replay a decision asked for: strategy details the replay
 // function applies.
 type Plan struct {
-	DelaySeconds     float64  `firestore:"delay_seconds,omitempty" json:"delay_seconds,omitempty"`
-	Budget           int      `firestore:"budget,omitempty" json:"budget,omitempty"`
-	Instructions     []string `firestore:"instructions,omitempty" json:"instructions,omitempty"`
-	TargetModel      string   `firestore:"target_model,omitempty" json:"target_model,omitempty"`
-	MaxContextTokens int      `firestore:"max_context_tokens,omitempty" json:"max_context_tokens,omitempty"`
-	MaxOutputTokens  int      `firestore:"max_output_tokens,omitempty" json:"max_output_tokens,omitempty"`
-	AlternateAgent   string   `firestore:"alternate_agent,omitempty" json:"alternate_agent,omitempty"`
-	AlternateSubject string   `firestore:"alternate_subject,omitempty" json:"alternate_subject,omitempty"`
-	EscalateTo       string   `firestore:"escalate_to,omitempty" json:"escalate_to,omitempty"`
-	Note             string   `firestore:"note,omitempty" json:"note,omitempty"`
+	DelaySeconds float64 `firestore:"delay_seconds,omitempty" json:"delay_seconds,omitempty"`
+	Budget       int     `firestore:"budget,omitempty" json:"budget,omitempty"`
+	// The task changes are the policy's own type, stored flat (Firestore and
+	// JSON both flatten an embedded struct), so the document is unchanged.
+	triage.Modifications
+	EscalateTo string `firestore:"escalate_to,omitempty" json:"escalate_to,omitempty"`
+	Note       string `firestore:"note,omitempty" json:"note,omitempty"`
 }
 
 // Entry is a failure-log document.

@@ -2,9 +2,14 @@ package store
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
 func replayStore(t *testing.T) *Store {
@@ -119,5 +124,37 @@ func TestApproved(t *testing.T) {
 		if got := e.Approved(); got != c.want {
 			t.Errorf("%s: Approved() = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// The plan embeds the policy's Modifications; its document keeps the flat
+// field names entries were always stored under, so older entries read the
+// same and newer ones are readable by an older reader.
+func TestPlanStoredFlat(t *testing.T) {
+	s := replayStore(t)
+	ctx := testenv.Context(t)
+	e := entry("TASKS.plan", []byte("p"))
+	e.Plan = Plan{DelaySeconds: 30, Budget: 2, EscalateTo: "ceo", Note: "n", Modifications: triage.Modifications{
+		Instructions: []string{"be brief"}, TargetModel: "m", MaxContextTokens: 1000, MaxOutputTokens: 200,
+		AlternateAgent: "backend", AlternateSubject: "agents.backend.tasks.x"}}
+	if _, err := s.Record(ctx, e, "test"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(e.Plan, got.Plan); diff != "" {
+		t.Errorf("Get().Plan differs (-recorded +read):\n%s", diff)
+	}
+	snap, err := s.fs.Collection(FailureLog).Doc(e.ID).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, _ := snap.Data()["plan"].(map[string]any)
+	want := []string{"alternate_agent", "alternate_subject", "budget", "delay_seconds", "escalate_to", "instructions",
+		"max_context_tokens", "max_output_tokens", "note", "target_model"}
+	if got := slices.Sorted(maps.Keys(plan)); !slices.Equal(got, want) {
+		t.Errorf("stored plan fields = %v, want %v", got, want)
 	}
 }
