@@ -23,6 +23,18 @@ locals {
     # need one direction, so the DESC index above cannot serve it.
     status_created_at_asc = [{ field = "status", order = "ASCENDING" }, { field = "created_at", order = "ASCENDING" }]
   }
+
+  # store.Query allows every equality filter with every order: newest first
+  # (the DESC indexes above), oldest first and a created_at range (Count with
+  # a range orders by created_at ascending), and due first (next_retry_at).
+  # One (field, created_at ASC) and one (field, next_retry_at ASC) index per
+  # filter field lets Firestore merge them for any combination of filters;
+  # internal/deploycheck checks every combination against this list.
+  query_filter_fields = ["tenant", "status", "category", "reason_code", "agent", "task_type", "task_id", "root_id"]
+  failure_log_filter_indexes = merge(
+    { for f in local.query_filter_fields : "${f}_created_at_asc" => [{ field = f, order = "ASCENDING" }, { field = "created_at", order = "ASCENDING" }] if f != "status" },
+    { for f in local.query_filter_fields : "${f}_next_retry_at" => [{ field = f, order = "ASCENDING" }, { field = "next_retry_at", order = "ASCENDING" }] if f != "status" },
+  )
 }
 
 resource "google_firestore_database" "this" {
@@ -36,7 +48,7 @@ resource "google_firestore_database" "this" {
 }
 
 resource "google_firestore_index" "failure_log" {
-  for_each = local.failure_log_indexes
+  for_each = merge(local.failure_log_indexes, local.failure_log_filter_indexes)
 
   project     = var.project_id
   database    = google_firestore_database.this.name
