@@ -3,7 +3,9 @@
 // with the attributes kind, tenant, severity and notification_id for
 // subscription filters, and, for an entry escalated or awaiting approval,
 // one triage task (jsdlq.triage.v1) on the triage agent's subject of the
-// work stream.
+// work stream; with WithWebhooks, each notification a tenant's webhooks
+// receive becomes one delivery task per enabled endpoint of the tenant
+// (webhooks.go), which the deliver function sends signed.
 //
 // The store writes a notification in the transaction of the transition it
 // reports, so it exists exactly when the transition does; Flush only moves
