@@ -20,6 +20,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	jevent "github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/notify"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -64,12 +65,23 @@ type Scheduler interface {
 	Schedule(ctx context.Context, r tasks.Request) (name string, created bool, err error)
 }
 
+// Notifier publishes the notifications outbox (notify.Flusher).
+type Notifier interface {
+	Flush(ctx context.Context) (notify.Result, error)
+}
+
+// FlushTimeout bounds the publish of the outbox after a commit.
+const FlushTimeout = 10 * time.Second
+
 // Deps are the clients classify uses.
 type Deps struct {
 	Logger    *slog.Logger
 	Store     *store.Store
 	Policy    PolicySource
 	Scheduler Scheduler
+	// Notify, when set, publishes the outbox right after a commit that
+	// staged a notification; without it reconcile publishes it.
+	Notify Notifier
 	// Now is the clock for schedule times (default time.Now).
 	Now func() time.Time
 }
@@ -81,6 +93,7 @@ type Handler struct {
 	store *store.Store
 	pol   PolicySource
 	sched Scheduler
+	note  Notifier
 	now   func() time.Time
 }
 
@@ -92,7 +105,7 @@ func New(cfg Config, deps Deps) *Handler {
 	if cfg.RecordWait == 0 {
 		cfg.RecordWait = DefaultRecordWait
 	}
-	h := &Handler{cfg: cfg, log: deps.Logger, store: deps.Store, pol: deps.Policy, sched: deps.Scheduler, now: deps.Now}
+	h := &Handler{cfg: cfg, log: deps.Logger, store: deps.Store, pol: deps.Policy, sched: deps.Scheduler, note: deps.Notify, now: deps.Now}
 	if h.log == nil {
 		h.log = obs.Discard()
 	}
@@ -191,6 +204,12 @@ func (h *Handler) handle(ctx context.Context, ce event.Event) error {
 		return fmt.Errorf("classify: record %s: %w", ev.ID, err)
 	}
 	cur := res.Entry
+	if res.Created && (store.Notifies(cur.Status) || res.Breaker != store.BreakerClosed) {
+		// The transaction staged a notification (the entry needs a human,
+		// or the tenant breaker is open and may just have opened). It
+		// leaves now, whatever happens to the scheduling below.
+		defer h.flush(ctx, cur.ID)
+	}
 	// "event" is what Terraform's log-based metrics count: entry_created
 	// once per new entry, so a redelivery or a merge does not count twice.
 	logEvent := "entry_redelivered"
@@ -267,4 +286,21 @@ func unwrap(ce event.Event) (body []byte, msgID string, err error) {
 		return nil, env.Message.MessageID, bad("pubsub message %s has no data", env.Message.MessageID)
 	}
 	return env.Message.Data, env.Message.MessageID, nil
+}
+
+// flush publishes the outbox after a commit that staged a notification, so
+// it reaches its subscribers and triage agent without waiting for the next
+// reconcile run. Best effort: the commit is done and must not be retried
+// for this, so a failure is logged and reconcile publishes what is left.
+func (h *Handler) flush(ctx context.Context, entryID string) {
+	if h.note == nil {
+		return
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), FlushTimeout)
+	defer cancel()
+	res, err := h.note.Flush(fctx)
+	if err != nil || res.Failed > 0 {
+		h.log.WarnContext(ctx, "classify: notifications not all published; reconcile publishes them", "entry_id", entryID,
+			"published", res.Published, "failed", res.Failed, "errors", res.Errors, "error", fmt.Sprint(err))
+	}
 }

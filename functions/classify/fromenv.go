@@ -7,17 +7,25 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/natsconn"
+	"github.com/jsdlq/jsdlq/shared/notify"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
+// FlushBatch bounds the notifications one flush after a commit claims:
+// every instance flushes, and reconcile takes the rest.
+const FlushBatch = 20
+
 // FromEnv builds classify from its environment (lookup: os.LookupEnv in
 // production), logging to logs: Firestore (the emulator when
-// FIRESTORE_EMULATOR_HOST is set), the policy loader and the Cloud Tasks
-// scheduler (the emulator when CLOUD_TASKS_EMULATOR_HOST is set). Clients
+// FIRESTORE_EMULATOR_HOST is set), the policy loader, the Cloud Tasks
+// scheduler (the emulator when CLOUD_TASKS_EMULATOR_HOST is set) and the
+// outbox's publisher (NOTIFICATIONS_TOPIC, and triage tasks to NATS_URL). Clients
 // connect on first use. A configuration error is logged once, clearly, and
 // returned: the caller returns it for every event, so Pub/Sub keeps
 // redelivering (then dead-letters) instead of classify acknowledging events
@@ -36,10 +44,19 @@ func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) (*Handle
 		log.Error("classify: cannot build clients", "error", err.Error())
 		return nil, err
 	}
+	st := store.New(fs)
+	nats := cfg.NATS
+	nats.Name, nats.Logger = "jsdlq-classify", log
+	js := natsconn.NewLazy(nats)
+	topic := notify.NewLazyTopic(cfg.Project, cfg.Notifications.Topic, clientopt.PubSubOptions(cfg.PubSubEmulatorHost)...)
 	return New(Config{}, Deps{
 		Logger:    log,
-		Store:     store.New(fs),
+		Store:     st,
 		Policy:    triage.NewLoader(fs, log),
 		Scheduler: tasks.New(cfg.Tasks),
+		// The outbox right after a commit that staged a notification; a
+		// small batch, as every instance flushes.
+		Notify: notify.New(st, topic, notify.WithLogger(log), notify.WithConsoleURL(cfg.Notifications.ConsoleURL),
+			notify.WithBatch(FlushBatch), notify.WithTasks(notify.LazyJetStream(js.JetStream))),
 	}), nil
 }

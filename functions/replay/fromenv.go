@@ -10,12 +10,33 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/jsdlq/jsdlq/shared/auth"
+	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
+	"github.com/jsdlq/jsdlq/shared/notify"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
+
+// env is replay's environment: what every HTTP function reads and where
+// notifications go.
+type env struct {
+	config.HTTPFunction
+	Notifications config.Notifications
+}
+
+// loadEnv reads replay's environment with one Reader, so every problem is
+// reported at once.
+func loadEnv(lookup config.Lookup) (env, error) {
+	r := config.NewReader(lookup)
+	e := env{HTTPFunction: config.ReadHTTPFunction(r), Notifications: config.ReadNotifications(r)}
+	return e, r.Err()
+}
+
+// FlushBatch bounds the notifications one flush after a transition claims:
+// every instance flushes, and reconcile takes the rest.
+const FlushBatch = 20
 
 // FromEnv builds the replay function from its environment (lookup:
 // os.LookupEnv in production), logging to logs, behind its authentication:
@@ -25,15 +46,15 @@ import (
 // and answered 500 on every request: Cloud Tasks keeps the task and retries
 // it, so nothing is lost while the deployment is fixed.
 func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) http.Handler {
-	return obs.HTTPFunction(logs, "replay", func() (config.HTTPFunction, string, error) {
-		cfg, err := config.LoadReplay(lookup)
-		return cfg, cfg.Project, err
-	}, func(cfg config.HTTPFunction, log *slog.Logger) (http.Handler, error) {
+	return obs.HTTPFunction(logs, "replay", func() (env, string, error) {
+		e, err := loadEnv(lookup)
+		return e, e.Project, err
+	}, func(cfg env, log *slog.Logger) (http.Handler, error) {
 		return build(ctx, cfg, log)
 	})
 }
 
-func build(ctx context.Context, cfg config.HTTPFunction, log *slog.Logger) (http.Handler, error) {
+func build(ctx context.Context, cfg env, log *slog.Logger) (http.Handler, error) {
 	a, err := auth.New(cfg.Auth, cfg.CloudTasksEmulatorHost, auth.WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
@@ -44,11 +65,16 @@ func build(ctx context.Context, cfg config.HTTPFunction, log *slog.Logger) (http
 	}
 	nats := cfg.NATS
 	nats.Name, nats.Logger = "jsdlq-replay", log
+	js := natsconn.NewLazy(nats)
+	st := store.New(fs)
+	topic := notify.NewLazyTopic(cfg.Project, cfg.Notifications.Topic, clientopt.PubSubOptions(cfg.PubSubEmulatorHost)...)
 	h := New(Config{}, Deps{
 		Logger:    log,
-		Store:     store.New(fs),
+		Store:     st,
 		Policy:    triage.NewLoader(fs, log),
-		Publisher: natsconn.NewLazy(nats),
+		Publisher: js,
+		Notify: notify.New(st, topic, notify.WithLogger(log), notify.WithConsoleURL(cfg.Notifications.ConsoleURL),
+			notify.WithBatch(FlushBatch), notify.WithTasks(notify.LazyJetStream(js.JetStream))),
 	})
 	return a.Middleware(h), nil
 }

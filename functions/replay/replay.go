@@ -41,6 +41,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	jevent "github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/notify"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -94,12 +95,23 @@ type PolicySource interface {
 	Current(ctx context.Context) *triage.Policy
 }
 
+// Notifier publishes the notifications outbox (notify.Flusher).
+type Notifier interface {
+	Flush(ctx context.Context) (notify.Result, error)
+}
+
+// FlushTimeout bounds the publish of the outbox after a commit.
+const FlushTimeout = 10 * time.Second
+
 // Deps are the clients replay uses.
 type Deps struct {
 	Logger    *slog.Logger
 	Store     *store.Store
 	Policy    PolicySource
 	Publisher Publisher
+	// Notify, when set, publishes the outbox right after a transition that
+	// staged a notification; without it reconcile publishes it.
+	Notify Notifier
 }
 
 // Handler serves the replay function. Put it behind auth.Middleware.
@@ -109,6 +121,7 @@ type Handler struct {
 	store  *store.Store
 	policy PolicySource
 	pub    Publisher
+	note   Notifier
 }
 
 // New returns a Handler.
@@ -119,7 +132,7 @@ func New(cfg Config, deps Deps) *Handler {
 	if cfg.PublishTimeout <= 0 {
 		cfg.PublishTimeout = DefaultPublishTimeout
 	}
-	h := &Handler{cfg: cfg, log: deps.Logger, store: deps.Store, policy: deps.Policy, pub: deps.Publisher}
+	h := &Handler{cfg: cfg, log: deps.Logger, store: deps.Store, policy: deps.Policy, pub: deps.Publisher, note: deps.Notify}
 	if h.log == nil {
 		h.log = obs.Discard()
 	}
@@ -207,6 +220,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"task", taskName, "status_code", code, "error", err.Error())
 		http.Error(w, err.Error(), code)
 		return
+	}
+	if store.Notifies(store.Status(res.Status)) || res.Outcome == OutcomeRecovered {
+		// The transition staged a notification (the entry needs a human;
+		// a recovered probe closed its breaker).
+		h.flush(ctx, body.EntryID)
 	}
 	// One line per handled task: Terraform's replay-outcome metric counts it.
 	h.log.InfoContext(ctx, "replay: "+res.Outcome, "event", logEventOutcome, "outcome", res.Outcome, "status", res.Status,
@@ -527,4 +545,22 @@ func Message(e *store.Entry, headers map[string][]string, plan store.Plan, strat
 	r := plan.Replay(e.ID, attempt, strategy, completed)
 	r.Set(h)
 	return &nats.Msg{Subject: subject, Header: h, Data: e.Payload}
+}
+
+// flush publishes the outbox after a transition that staged a notification,
+// so it reaches its subscribers and triage agent without waiting for the
+// next reconcile run. Best effort: the transition is committed and the task
+// must not be retried for this, so a failure is logged and reconcile
+// publishes what is left.
+func (h *Handler) flush(ctx context.Context, entryID string) {
+	if h.note == nil {
+		return
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), FlushTimeout)
+	defer cancel()
+	res, err := h.note.Flush(fctx)
+	if err != nil || res.Failed > 0 {
+		h.log.WarnContext(ctx, "replay: notifications not all published; reconcile publishes them", "entry_id", entryID,
+			"published", res.Published, "failed", res.Failed, "errors", res.Errors, "error", fmt.Sprint(err))
+	}
 }

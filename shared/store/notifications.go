@@ -78,12 +78,19 @@ func (s *Store) outboxRef(id string) *firestore.DocumentRef {
 	return s.fs.Collection(Notifications).Doc(id)
 }
 
+// entryKinds are the statuses an entry's move into is notified, by kind.
+var entryKinds = map[Status]event.NotificationKind{
+	Escalated: event.NotifyEscalated, AwaitingApproval: event.NotifyAwaitingApproval, Quarantined: event.NotifyQuarantined,
+}
+
+// Notifies reports whether a move into st stages a notification (the entry
+// needs a human): a function that made one publishes the outbox at once.
+func Notifies(st Status) bool { _, ok := entryKinds[st]; return ok }
+
 // entryNotification is the notification of an entry that moved from from
 // into its current status at at, if that status needs a human.
 func entryNotification(e *Entry, from Status, at time.Time) (event.Notification, bool) {
-	kind, ok := map[Status]event.NotificationKind{
-		Escalated: event.NotifyEscalated, AwaitingApproval: event.NotifyAwaitingApproval, Quarantined: event.NotifyQuarantined,
-	}[e.Status]
+	kind, ok := entryKinds[e.Status]
 	if !ok || from == e.Status {
 		return event.Notification{}, false
 	}
