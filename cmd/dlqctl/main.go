@@ -57,6 +57,8 @@ Policy
          | test FILE|current (EVENT.json | --entry ID) [--chain code:strategy,…] [--json]
 Tenant API keys
   tenant-key create TENANT | list TENANT [--json] | revoke TENANT [KEY_ID]
+Tenant webhooks
+  webhook add TENANT URL | list TENANT [--json] | remove TENANT ID | enable TENANT ID
 
 Times (--since, --until) are RFC 3339 or a duration back from now (90m, 24h).
 A tenant-limited caller (--tenant T before the command, or DLQCTL_TENANT)
@@ -65,7 +67,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict or wrong status,
 5 partial (interrupted redrive, failed items).
 Environment: GOOGLE_CLOUD_PROJECT, FIRESTORE_EMULATOR_HOST, CLOUD_TASKS_EMULATOR_HOST,
   NATS_URL, NATS_CREDS, TASKS_QUEUE, REPLAY_URL, TASKS_SERVICE_ACCOUNT, WORK_STREAMS,
-  ADVISORY_STREAM, RECORD_STREAM, DLQCTL_TENANT, DLQCTL_ACTOR
+  ADVISORY_STREAM, RECORD_STREAM, DLQCTL_TENANT, DLQCTL_ACTOR, WEBHOOK_LOCAL, WEBHOOK_DENY_URLS
 `
 
 func main() {
@@ -153,6 +155,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.cmdPolicy(ctx, rest)
 	case "tenant-key":
 		return a.cmdTenantKey(ctx, rest)
+	case "webhook":
+		return a.cmdWebhook(ctx, rest)
 	case "help", "-h", "--help":
 		fmt.Fprint(a.stdout, usage)
 		return nil
