@@ -100,7 +100,7 @@ type RedrivePlan struct {
 }
 
 // Acts is how many entries the redrive acts on.
-func (p *RedrivePlan) Acts() int { return p.Approve + p.RunNow }
+func (p RedrivePlan) Acts() int { return p.Approve + p.RunNow }
 
 // RedrivePending is the entry a redrive is about to act on, written ahead
 // of the action: its position, the action and its updated_at as listed.

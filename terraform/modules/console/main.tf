@@ -11,8 +11,15 @@
 #   for this service (invoker_iam_disabled) instead of granting run.invoker
 #   to allUsers. It serves no operator page.
 #
-# Both scale to zero: the console keeps no state of its own (bulk work and
-# approvals live in Firestore and Cloud Tasks).
+# The console keeps no state of its own: approvals live in Firestore and
+# Cloud Tasks, and so does every bulk redrive (its filter, plan, cursor,
+# counters and lease). But the UI service runs the bulk runner, which works
+# between requests (one action per 1/rate seconds, for minutes), so it
+# keeps CPU allocated all the time (cpu_idle = false) and at least
+# ui_min_instances instance warm: with request-based CPU an idle instance
+# is throttled to nearly nothing and a run would crawl until the next page
+# view. Another instance (or a restarted one) takes a run over once its
+# lease expires. The tenant API runs no runner and scales to zero.
 
 locals {
   services = merge(
@@ -24,14 +31,18 @@ locals {
           CONSOLE_AUTH         = "iap"
           CONSOLE_IAP_AUDIENCE = "/projects/${var.project_number}/locations/${var.region}/services/${var.name}"
         }
-        iap = true
+        iap           = true
+        cpu_idle      = false
+        min_instances = var.ui_min_instances
       }
     },
     var.tenant_api_enabled ? {
       api = {
-        name = "${var.name}-api"
-        env  = { CONSOLE_SERVE = "api" }
-        iap  = false
+        name          = "${var.name}-api"
+        env           = { CONSOLE_SERVE = "api" }
+        iap           = false
+        cpu_idle      = true
+        min_instances = 0
       }
     } : {},
   )
@@ -66,7 +77,7 @@ resource "google_cloud_run_v2_service" "console" {
     timeout                          = "60s"
 
     scaling {
-      min_instance_count = 0
+      min_instance_count = each.value.min_instances
       max_instance_count = var.max_instances
     }
 
@@ -79,7 +90,7 @@ resource "google_cloud_run_v2_service" "console" {
       }
 
       resources {
-        cpu_idle          = true
+        cpu_idle          = each.value.cpu_idle
         startup_cpu_boost = true
         limits = {
           cpu    = var.cpu

@@ -63,6 +63,17 @@ variable "operator_members" {
   }
 }
 
+variable "ui_min_instances" {
+  type        = number
+  description = "Instances of the operator UI service always running, with CPU allocated outside requests: they run the bulk redrives (a run goes on between page views, and a run whose instance stopped is resumed by another once its lease expires)."
+  default     = 1
+
+  validation {
+    condition     = var.ui_min_instances >= 1 && floor(var.ui_min_instances) == var.ui_min_instances
+    error_message = "ui_min_instances must be a whole number of at least 1: with none, a confirmed bulk redrive waits for the next page view."
+  }
+}
+
 variable "tenant_api_enabled" {
   type        = bool
   description = "Whether to deploy the tenant recovery API (<name>-api). It authenticates every request by a tenant key in code; Cloud Run's invoker check is off for it (invoker_iam_disabled), no allUsers binding is made."

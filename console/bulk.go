@@ -1,0 +1,582 @@
+package console
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/redrive"
+	"github.com/jsdlq/jsdlq/shared/store"
+)
+
+// This file is the console's bulk redrive: a filter's plan (counts and what
+// each gate will do, the shared/redrive engine's as dlqctl prints it), a
+// confirmed run stored in Firestore (store.BulkRun), a runner in the
+// console process that works on runs under a lease, live progress and
+// cancel. A run does not live in a browser tab or in one console instance:
+// whichever instance holds its lease works on it, and when that instance
+// stops, another (or the restarted one) claims it once the lease expires
+// and continues after its cursor.
+
+// Velocity caps of a bulk run, in actions per second.
+const (
+	// DefaultBulkRate is the form's default.
+	DefaultBulkRate = 5.0
+	// MaxBulkRate is the highest the console accepts: every action is a
+	// Firestore transaction and a Cloud Tasks call, and a faster bulk
+	// replay would hit the agents harder than a human should from a form.
+	MaxBulkRate = 50.0
+)
+
+// Runner timing defaults (WithBulkTiming).
+const (
+	// DefaultBulkLease is how long a claim lasts unless renewed: a run
+	// whose instance died waits at most this long for another.
+	DefaultBulkLease = 30 * time.Second
+	// DefaultBulkPoll is how often an idle runner looks for runs to claim.
+	DefaultBulkPoll = 5 * time.Second
+)
+
+// bulkFilters are the filters a bulk redrive takes (the entries list's,
+// without the lookup and the page token).
+var bulkFilters = []string{"tenant", "status", "category", "reason", "agent", "task_type", "from", "to"}
+
+// bulkRunner is the runner's configuration (Server.bulk).
+type bulkRunner struct {
+	instance    string
+	lease, poll time.Duration
+}
+
+// WithBulkTiming sets the runner's lease and poll interval (defaults
+// DefaultBulkLease, DefaultBulkPoll); the lease is renewed every third of
+// it while a run works.
+func WithBulkTiming(lease, poll time.Duration) Option {
+	return func(s *Server) { s.bulk.lease, s.bulk.poll = lease, poll }
+}
+
+// WithInstance names this console instance in the leases it takes
+// (default: the host name and a random suffix, unique per process).
+func WithInstance(name string) Option { return func(s *Server) { s.bulk.instance = name } }
+
+func (b *bulkRunner) defaults() {
+	if b.instance == "" {
+		host, _ := os.Hostname()
+		r := make([]byte, 4)
+		_, _ = rand.Read(r)
+		b.instance = cmp.Or(host, "console") + "-" + hex.EncodeToString(r)
+	}
+	b.lease = cmp.Or(b.lease, DefaultBulkLease)
+	b.poll = cmp.Or(b.poll, DefaultBulkPoll)
+}
+
+func (s *Server) routeBulk(mux *http.ServeMux) {
+	cop := http.NewCrossOriginProtection()
+	mux.Handle("GET /bulk", s.page(s.bulkPlan))
+	mux.Handle("POST /bulk", cop.Handler(s.form(s.bulkConfirm)))
+	mux.Handle("GET /bulk/runs", s.page(s.bulkRuns))
+	mux.Handle("GET /bulk/{run}", s.page(s.bulkRun))
+	mux.Handle("GET /bulk/{run}/progress", http.HandlerFunc(s.bulkProgress))
+	mux.Handle("POST /bulk/{run}/cancel", cop.Handler(s.form(s.bulkCancel)))
+}
+
+// bulkForm is a bulk redrive as asked: filter, opt-ins, rate.
+type bulkForm struct {
+	F       map[string]string // the filters as given
+	Filter  store.BulkFilter
+	Include []string
+	Rate    float64
+	RateS   string
+}
+
+// parseBulkForm reads a bulk redrive's parameters (the query of the plan
+// page, the form of its confirmation); extra names the other fields the
+// request may carry. Anything else, or a bad value, is a 400.
+func parseBulkForm(vals url.Values, extra ...string) (*bulkForm, error) {
+	f := &bulkForm{F: map[string]string{}, RateS: fmt.Sprint(DefaultBulkRate)}
+	for name, v := range vals {
+		switch {
+		case slices.Contains(bulkFilters, name):
+			if len(v) != 1 || len(v[0]) > 512 {
+				return nil, uiBad("filter %q: one value of at most 512 bytes", name)
+			}
+			if s := strings.TrimSpace(v[0]); s != "" {
+				f.F[name] = s
+			}
+		case name == "include":
+			for _, c := range v {
+				if !slices.ContainsFunc(redrive.OptIns, func(o redrive.OptIn) bool { return string(o.Category) == c }) {
+					return nil, uiBad("include %q: only %s can be opted into", c, optInNames())
+				}
+				if !slices.Contains(f.Include, c) {
+					f.Include = append(f.Include, c)
+				}
+			}
+		case name == "rate":
+			if len(v) != 1 {
+				return nil, uiBad("rate: one value")
+			}
+			if s := strings.TrimSpace(v[0]); s != "" {
+				f.RateS = s
+			}
+		case slices.Contains(extra, name):
+		default:
+			return nil, uiBad("unknown filter %q", name)
+		}
+	}
+	if len(f.F) == 0 {
+		return nil, uiBad("a bulk redrive needs a filter: a bulk replay of every entry is not a default")
+	}
+	rate, err := redrive.ParseRate(f.RateS)
+	if err != nil {
+		return nil, uiBad("rate %q: a positive number of actions per second, at most %g", f.RateS, MaxBulkRate)
+	}
+	if rate > MaxBulkRate {
+		return nil, uiBad("rate %q: at most %g actions per second", f.RateS, MaxBulkRate)
+	}
+	f.Rate = rate
+	f.Filter = store.BulkFilter{Tenant: f.F["tenant"], Status: store.Status(f.F["status"]), Category: f.F["category"],
+		Reason: f.F["reason"], Agent: f.F["agent"], TaskType: f.F["task_type"]}
+	if f.Filter.Status != "" && !statuses[f.Filter.Status] {
+		return nil, uiBad("unknown status %q", f.Filter.Status)
+	}
+	if f.Filter.CreatedFrom, err = parseTime(f.F["from"]); err != nil {
+		return nil, uiBad("from: %v", err)
+	}
+	if f.Filter.CreatedTo, err = parseTime(f.F["to"]); err != nil {
+		return nil, uiBad("to: %v", err)
+	}
+	slices.Sort(f.Include)
+	return f, nil
+}
+
+func optInNames() string {
+	var names []string
+	for _, o := range redrive.OptIns {
+		names = append(names, string(o.Category))
+	}
+	return strings.Join(names, ", ")
+}
+
+// planView is a plan as the pages show it.
+type planView struct {
+	P         store.RedrivePlan
+	ByTenant  []count
+	ByCat     []count
+	ByStatus  []count
+	Stops     []count
+	Breakers  []count
+	Excluded  []optInView
+	LeftAlone int
+	Stopped   int
+	HeldByBrk int
+}
+
+type count struct {
+	Name string
+	N    int
+}
+
+type optInView struct {
+	Category string
+	N        int
+	Included bool
+}
+
+func viewPlan(p store.RedrivePlan, include []string) planView {
+	v := planView{P: p, ByTenant: counts(p.ByTenant), ByCat: counts(p.ByCategory), ByStatus: counts(p.ByStatus),
+		Stops: counts(p.PolicyStops), Breakers: counts(p.BreakerHeld)}
+	for _, o := range redrive.OptIns {
+		c := string(o.Category)
+		v.Excluded = append(v.Excluded, optInView{Category: c, N: p.Excluded[c], Included: slices.Contains(include, c)})
+	}
+	v.Stopped, v.HeldByBrk = sum(p.PolicyStops), sum(p.BreakerHeld)
+	v.LeftAlone = p.Held + p.Nothing + sum(p.Excluded)
+	return v
+}
+
+// counts is m largest first.
+func counts(m map[string]int) []count {
+	out := make([]count, 0, len(m))
+	for k, n := range m {
+		out = append(out, count{cmp.Or(k, "—"), n})
+	}
+	slices.SortFunc(out, func(a, b count) int { return cmp.Or(cmp.Compare(b.N, a.N), strings.Compare(a.Name, b.Name)) })
+	return out
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// maxPlanTenants bounds the tenants a stored plan names (a run document
+// stays far below Firestore's 1 MiB with thousands of tenants); the rest
+// are summed under "(others)".
+const maxPlanTenants = 50
+
+func trimTenants(p *store.RedrivePlan) {
+	if len(p.ByTenant) <= maxPlanTenants {
+		return
+	}
+	all := counts(p.ByTenant)
+	p.ByTenant = map[string]int{}
+	for i, c := range all {
+		if i < maxPlanTenants {
+			p.ByTenant[c.Name] = c.N
+		} else {
+			p.ByTenant["(others)"] += c.N
+		}
+	}
+}
+
+// bulkPlanData is the plan page.
+type bulkPlanData struct {
+	Form      *bulkForm
+	Plan      planView
+	Filter    string
+	Optins    []optInView
+	MaxRate   float64
+	Query     string
+	ConfirmOK bool
+}
+
+func (s *Server) bulkPlan(r *http.Request) (string, string, any, error) {
+	vals, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return "", "", nil, uiBad("malformed query string")
+	}
+	f, err := parseBulkForm(vals)
+	if err != nil {
+		return "", "", nil, err
+	}
+	p, err := redrive.NewPlan(r.Context(), s.store, f.Filter.Query(), f.Include, "")
+	if err != nil {
+		return "", "", nil, err
+	}
+	d := bulkPlanData{Form: f, Plan: viewPlan(p.RedrivePlan, f.Include), Filter: filterText(f.F), MaxRate: MaxBulkRate,
+		ConfirmOK: p.Acts() > 0}
+	return "bulkplan", "Bulk redrive: plan", d, nil
+}
+
+// filterText is the filter in words, in the form's order.
+func filterText(f map[string]string) string {
+	var parts []string
+	for _, k := range bulkFilters {
+		if v := f[k]; v != "" {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// bulkConfirm stores a confirmed run for the runner, with the plan as it
+// stands now, and shows its page.
+func (s *Server) bulkConfirm(_ http.ResponseWriter, r *http.Request, who string) (string, error) {
+	if err := r.ParseForm(); err != nil {
+		return "", uiBad("malformed form")
+	}
+	f, err := parseBulkForm(r.PostForm, csrfField, "why")
+	if err != nil {
+		return "", err
+	}
+	why := strings.TrimSpace(r.PostForm.Get("why"))
+	if why == "" || len(why) > maxReasonBytes {
+		return "", uiBad("a bulk redrive needs a reason of 1 to %d bytes", maxReasonBytes)
+	}
+	p, err := redrive.NewPlan(r.Context(), s.store, f.Filter.Query(), f.Include, "")
+	if err != nil {
+		return "", err
+	}
+	if p.Acts() == 0 {
+		return "", uiBad("nothing to do: the plan acts on no entry")
+	}
+	trimTenants(&p.RedrivePlan)
+	run := &store.BulkRun{Filter: f.Filter, Include: f.Include, Rate: f.Rate, Actor: who, Reason: why, Plan: p.RedrivePlan, Total: p.Matched}
+	if err := s.store.CreateBulkRun(r.Context(), run); err != nil {
+		return "", err
+	}
+	s.log.InfoContext(r.Context(), "bulk redrive confirmed", "run", run.ID, "operator", who, "filter", filterText(f.F),
+		"acts", p.Acts(), "rate", f.Rate)
+	return "/bulk/" + run.ID + "?done=bulk+redrive+confirmed", nil
+}
+
+// bulkRunData is a run's page.
+type bulkRunData struct {
+	R       *store.BulkRun
+	Plan    planView
+	Filter  string
+	Percent int
+	Live    bool
+	Refresh int // seconds between reloads while live
+}
+
+func (s *Server) runOf(r *http.Request) (*store.BulkRun, error) {
+	id := r.PathValue("run")
+	if err := store.CheckBulkRunID(id); err != nil {
+		return nil, uiBad("malformed bulk run id")
+	}
+	return s.store.GetBulkRun(r.Context(), id)
+}
+
+func (s *Server) bulkRun(r *http.Request) (string, string, any, error) {
+	run, err := s.runOf(r)
+	if err != nil {
+		return "", "", nil, err
+	}
+	d := bulkRunData{R: run, Plan: viewPlan(run.Plan, run.Include), Filter: bulkFilterText(run.Filter), Live: run.State.Live(), Refresh: 2}
+	if run.Total > 0 {
+		d.Percent = min(100, run.Progress.Seen*100/run.Total)
+	}
+	return "bulkrun", "Bulk redrive " + run.ID, d, nil
+}
+
+func bulkFilterText(f store.BulkFilter) string {
+	m := map[string]string{"tenant": f.Tenant, "status": string(f.Status), "category": f.Category, "reason": f.Reason,
+		"agent": f.Agent, "task_type": f.TaskType}
+	if !f.CreatedFrom.IsZero() {
+		m["from"] = f.CreatedFrom.Format(time.RFC3339)
+	}
+	if !f.CreatedTo.IsZero() {
+		m["to"] = f.CreatedTo.Format(time.RFC3339)
+	}
+	return filterText(m)
+}
+
+// bulkProgressJSON is GET /bulk/{run}/progress.
+type bulkProgressJSON struct {
+	ID        string                `json:"id"`
+	State     store.BulkState       `json:"state"`
+	Total     int                   `json:"total"`
+	Progress  store.RedriveProgress `json:"progress"`
+	Actor     string                `json:"actor"`
+	Error     string                `json:"error,omitempty"`
+	UpdatedAt time.Time             `json:"updated_at"`
+}
+
+// bulkProgress answers a run's progress as JSON (for scripts; the run
+// page reloads itself).
+func (s *Server) bulkProgress(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.operator(w, r); !ok {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	run, err := s.runOf(r)
+	if err != nil {
+		code := http.StatusInternalServerError
+		var ue *uiError
+		switch {
+		case errors.As(err, &ue):
+			code = ue.status
+		case errors.Is(err, store.ErrNotFound):
+			code = http.StatusNotFound
+		default:
+			s.log.ErrorContext(r.Context(), "bulk progress", "error", err.Error())
+		}
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": code, "message": http.StatusText(code)}})
+		return
+	}
+	_ = json.NewEncoder(w).Encode(bulkProgressJSON{ID: run.ID, State: run.State, Total: run.Total, Progress: run.Progress,
+		Actor: run.Actor, Error: run.Error, UpdatedAt: run.UpdatedAt})
+}
+
+func (s *Server) bulkCancel(_ http.ResponseWriter, r *http.Request, who string) (string, error) {
+	id := r.PathValue("run")
+	if err := store.CheckBulkRunID(id); err != nil {
+		return "", uiBad("malformed bulk run id")
+	}
+	if _, err := s.store.CancelBulkRun(r.Context(), id, who); err != nil {
+		return "", err
+	}
+	s.log.InfoContext(r.Context(), "bulk redrive cancel asked", "run", id, "operator", who)
+	return "/bulk/" + id + "?done=cancel+asked", nil
+}
+
+// bulkRunsData is the list of recent runs.
+type bulkRunsData struct{ Runs []*store.BulkRun }
+
+func (s *Server) bulkRuns(r *http.Request) (string, string, any, error) {
+	runs, err := s.store.ListBulkRuns(r.Context(), 50)
+	if err != nil {
+		return "", "", nil, err
+	}
+	return "bulkruns", "Bulk redrives", bulkRunsData{Runs: runs}, nil
+}
+
+// RunBulk works on bulk runs until ctx ends: at once and then every poll
+// interval it claims a run no instance holds (a new one, or one whose
+// instance stopped and whose lease expired) and works on it to its end.
+// It returns when ctx ends, releasing the lease of the run in hand so
+// another instance continues at once.
+func (s *Server) RunBulk(ctx context.Context) {
+	for {
+		run, err := s.store.ClaimBulkRun(ctx, s.bulk.instance, s.bulk.lease)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.log.ErrorContext(ctx, "claim bulk run", "error", err.Error())
+		case run != nil:
+			if s.workBulk(ctx, run) {
+				continue // look for the next at once
+			}
+		}
+		t := time.NewTimer(s.bulk.poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// workBulk runs a claimed run until it ends, is cancelled, loses its lease
+// or ctx ends. It reports whether the runner may claim the next run at
+// once (false after an error: it waits a poll interval first).
+func (s *Server) workBulk(ctx context.Context, run *store.BulkRun) bool {
+	log := s.log.With("run", run.ID, "instance", s.bulk.instance)
+	owner := s.bulk.instance
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	rd := &redrive.Run{Store: s.store, Actions: s.actions, Query: run.Filter.Query(), Include: run.Include, Scope: store.AllTenants,
+		By: run.Actor, Rate: run.Rate, Progress: &run.Progress,
+		Failed: func(id string, err error) { log.WarnContext(ctx, "bulk redrive action failed", "entry", id, "error", err.Error()) },
+	}
+	// Save is the write-ahead and the cancel check in one transaction: a
+	// run cancelled meanwhile is marked cancelled with the progress so far
+	// and without the entry in hand, which is then not acted on.
+	rd.Save = func(ctx context.Context) error {
+		stopped := false
+		_, err := s.store.UpdateBulkRun(ctx, run.ID, owner, func(cur *store.BulkRun) error {
+			cur.Progress = *rd.Progress
+			if cur.State == store.BulkCancelling {
+				stopped = true
+				cur.Progress.Pending = nil
+				cur.State, cur.FinishedAt, cur.LeaseOwner, cur.LeaseUntil = store.BulkCancelled, s.now().UTC(), "", time.Time{}
+				return nil
+			}
+			cur.LeaseUntil = s.now().UTC().Add(s.bulk.lease)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if stopped {
+			return redrive.ErrStopped
+		}
+		return nil
+	}
+	if run.State == store.BulkCancelling {
+		// Cancelled while no instance worked on it: decide the entry in
+		// hand without acting, and end it.
+		if err := rd.SettleUnacted(ctx); err != nil {
+			log.ErrorContext(ctx, "settle a cancelled bulk run", "error", err.Error())
+			s.releaseBulk(run.ID, owner, log)
+			return false
+		}
+		if err := rd.Save(ctx); err != nil && !errors.Is(err, redrive.ErrStopped) {
+			log.ErrorContext(ctx, "end a cancelled bulk run", "error", err.Error())
+			return false
+		}
+		return true
+	}
+	// The lease is renewed while the run waits between actions (a slow
+	// rate) or passes entries it leaves alone; a cancel seen here stops
+	// the wait at once.
+	go func() {
+		t := time.NewTicker(s.bulk.lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+			}
+			var cancelling bool
+			_, err := s.store.UpdateBulkRun(rctx, run.ID, owner, func(cur *store.BulkRun) error {
+				cancelling = cur.State == store.BulkCancelling
+				cur.LeaseUntil = s.now().UTC().Add(s.bulk.lease)
+				return nil
+			})
+			if errors.Is(err, store.ErrBulkLeaseLost) || cancelling {
+				stop()
+				return
+			}
+		}
+	}()
+	log.InfoContext(ctx, "bulk redrive working", "seen", run.Progress.Seen, "total", run.Total)
+	err := rd.Do(rctx)
+	stop()
+	switch {
+	case err == nil:
+		_, err = s.store.UpdateBulkRun(context.WithoutCancel(ctx), run.ID, owner, func(cur *store.BulkRun) error {
+			cur.Progress = *rd.Progress
+			cur.State, cur.FinishedAt, cur.LeaseOwner, cur.LeaseUntil = store.BulkDone, s.now().UTC(), "", time.Time{}
+			return nil
+		})
+		if err != nil {
+			log.ErrorContext(ctx, "finish bulk run", "error", err.Error())
+			return false
+		}
+		log.InfoContext(ctx, "bulk redrive done", "summary", redrive.Summary(rd.Progress))
+		return true
+	case errors.Is(err, redrive.ErrStopped):
+		if ctx.Err() != nil || !s.cancelled(run.ID) {
+			s.releaseBulk(run.ID, owner, log)
+		}
+		log.InfoContext(ctx, "bulk redrive stopped", "seen", rd.Progress.Seen, "summary", redrive.Summary(rd.Progress))
+		return true
+	case errors.Is(err, store.ErrBulkLeaseLost):
+		log.WarnContext(ctx, "bulk run taken over by another instance; stopped here", "error", err.Error())
+		return true
+	case errors.Is(err, store.ErrBadQuery):
+		// The filter cannot be queried: running it again cannot help.
+		_, uerr := s.store.UpdateBulkRun(context.WithoutCancel(ctx), run.ID, owner, func(cur *store.BulkRun) error {
+			cur.State, cur.Error, cur.FinishedAt, cur.LeaseOwner, cur.LeaseUntil = store.BulkFailed, err.Error(), s.now().UTC(), "", time.Time{}
+			return nil
+		})
+		log.ErrorContext(ctx, "bulk run failed", "error", err.Error(), "update_error", fmt.Sprint(uerr))
+		return true
+	default:
+		// Firestore or Cloud Tasks trouble: the progress up to the last
+		// save stands; the next claim continues from it.
+		log.ErrorContext(ctx, "bulk run interrupted; it is resumed on the next claim", "error", err.Error())
+		s.releaseBulk(run.ID, owner, log)
+		return false
+	}
+}
+
+// cancelled reports whether the run has been marked cancelled.
+func (s *Server) cancelled(id string) bool {
+	r, err := s.store.GetBulkRun(context.Background(), id)
+	return err == nil && r.State == store.BulkCancelled
+}
+
+// releaseBulk gives up the lease of a run still going on, so another
+// instance (or this one's next claim) continues it without waiting for the
+// lease to expire.
+func (s *Server) releaseBulk(id, owner string, log interface {
+	Error(msg string, args ...any)
+}) {
+	_, err := s.store.UpdateBulkRun(context.Background(), id, owner, func(cur *store.BulkRun) error {
+		cur.LeaseOwner, cur.LeaseUntil = "", time.Time{}
+		return nil
+	})
+	if err != nil && !errors.Is(err, store.ErrBulkLeaseLost) {
+		log.Error("release bulk run lease", "run", id, "error", err.Error())
+	}
+}
