@@ -454,7 +454,9 @@ func (s *Server) workBulk(ctx context.Context, run *store.BulkRun) bool {
 	defer stop()
 	rd := &redrive.Run{Store: s.store, Actions: s.actions, Query: run.Filter.Query(), Include: run.Include, Scope: store.AllTenants,
 		By: run.Actor, Rate: run.Rate, Progress: &run.Progress,
-		Failed: func(id string, err error) { log.WarnContext(ctx, "bulk redrive action failed", "entry", id, "error", err.Error()) },
+		Failed: func(id string, err error) {
+			log.WarnContext(ctx, "bulk redrive action failed", "entry", id, "error", err.Error())
+		},
 	}
 	// Save is the write-ahead and the cancel check in one transaction: a
 	// run cancelled meanwhile is marked cancelled with the progress so far
