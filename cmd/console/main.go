@@ -86,6 +86,11 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 	if err != nil {
 		return err
 	}
+	if cfg.UI {
+		// The operator UI instance works on the confirmed bulk redrives
+		// (their state is in Firestore; see docs/console.md).
+		go srv.RunBulk(ctx)
+	}
 	log.Info("console ready", "addr", hs.Addr(), "ui", cfg.UI, "api", cfg.API, "auth", cfg.Auth)
 	select {
 	case err := <-hs.Failed():
