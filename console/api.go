@@ -59,6 +59,7 @@ func (s *Server) routeAPI(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/tenants/{tenant}/entries", s.tenantRoute(s.apiList))
 	mux.Handle("GET /api/v1/tenants/{tenant}/entries/{entry}", s.tenantRoute(s.apiGet))
 	mux.Handle("POST /api/v1/tenants/{tenant}/entries/{entry}", s.tenantRoute(s.apiAction))
+	s.routeWebhooks(mux)
 	mux.Handle("/api/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, &apiError{http.StatusNotFound, "not_found", "no such route"})
 	}))

@@ -35,6 +35,9 @@ type Env struct {
 	// behind IAP and the tenant API, which tenants reach with their keys,
 	// is a second service of the same image.
 	UI, API bool
+	// Webhooks decides which endpoints the tenant API accepts
+	// (WEBHOOK_LOCAL, jsdlq's own URLs).
+	Webhooks config.Webhooks
 }
 
 // LoadEnv reads the console's configuration (SPEC §14): the common
@@ -42,7 +45,7 @@ type Env struct {
 func LoadEnv(lookup config.Lookup) (Env, error) {
 	r := config.NewReader(lookup)
 	common := config.ReadCommon(r)
-	e := Env{Common: common, Tasks: config.ReadTasks(r, common)}
+	e := Env{Common: common, Tasks: config.ReadTasks(r, common), Webhooks: config.ReadWebhooks(r, common, false)}
 	e.Port = r.Int("PORT", r.Int("CONSOLE_PORT", DefaultPort, 1, 65535), 1, 65535)
 	e.Auth = r.OneOf("CONSOLE_AUTH", AuthIAP, AuthIAP, AuthLocal)
 	e.IAPAudience = r.String("CONSOLE_IAP_AUDIENCE", "")

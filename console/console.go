@@ -18,6 +18,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/webhook"
 )
 
 // Actions is what the console does to entries and breakers
@@ -42,6 +43,7 @@ type Server struct {
 	actions Actions
 	auth    Authenticator
 	tasks   TaskState
+	hooks   *webhook.Guard
 	log     *slog.Logger
 	ui, api bool
 	secure  bool
