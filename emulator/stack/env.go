@@ -11,6 +11,9 @@ type Endpoints struct {
 	NATS       string
 	Functions  string
 	Queue      string
+	// WebhookQueue, when set, is the webhook deliveries' queue: the
+	// flush fans tenant notifications out to it, for /Deliver.
+	WebhookQueue string
 }
 
 // TasksAccount is the service account the replay tasks' OIDC tokens name, as
@@ -21,10 +24,11 @@ func (e Endpoints) TasksAccount() string {
 
 // ClientEnv points every client of the pipeline at the stack: the emulator
 // hosts, NATS, the queue and replay's URL, and the emulator's OIDC mode on
-// the replay side (docs/local-stack.md lists them).
+// the replay side, and the webhook settings when there is a webhook queue
+// (docs/local-stack.md lists them).
 func (e Endpoints) ClientEnv() []string {
 	replay := "http://" + e.Functions + "/Replay"
-	return []string{
+	env := []string{
 		"GOOGLE_CLOUD_PROJECT=" + e.Project,
 		"FIRESTORE_EMULATOR_HOST=" + e.Firestore,
 		"PUBSUB_EMULATOR_HOST=" + e.PubSub,
@@ -37,4 +41,15 @@ func (e Endpoints) ClientEnv() []string {
 		"AUTH_AUDIENCE=" + replay,
 		"AUTH_ALLOWED_EMAILS=" + e.TasksAccount(),
 	}
+	if e.WebhookQueue != "" {
+		// Local mode: the tenants' endpoints are on this machine, over
+		// http; jsdlq's own addresses stay refused.
+		env = append(env,
+			"WEBHOOKS_QUEUE="+e.WebhookQueue,
+			"WEBHOOK_DELIVER_URL=http://"+e.Functions+"/Deliver",
+			"WEBHOOK_SERVICE_ACCOUNT="+e.TasksAccount(),
+			"WEBHOOK_LOCAL=true",
+		)
+	}
+	return env
 }

@@ -150,10 +150,16 @@ func (s *localStack) queue() string {
 	return fmt.Sprintf("projects/%s/locations/%s/queues/dlq-replay", s.project, s.location)
 }
 
+// webhookQueue is the webhook deliveries' queue.
+func (s *localStack) webhookQueue() string {
+	return fmt.Sprintf("projects/%s/locations/%s/queues/dlq-webhooks", s.project, s.location)
+}
+
 // clientEnv points every client at the local stack (SPEC §14).
 func (s *localStack) clientEnv() []string {
 	return stack.Endpoints{Project: s.project, Firestore: s.addr("firestore"), PubSub: s.addr("pubsub"),
-		CloudTasks: s.addr("cloudtasks"), NATS: s.addr("nats"), Functions: s.addr("functions"), Queue: s.queue()}.ClientEnv()
+		CloudTasks: s.addr("cloudtasks"), NATS: s.addr("nats"), Functions: s.addr("functions"), Queue: s.queue(),
+		WebhookQueue: s.webhookQueue()}.ClientEnv()
 }
 
 // localOperator is who acts in the local console's entry history.
