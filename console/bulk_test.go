@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jsdlq/jsdlq/console"
@@ -401,4 +402,62 @@ func TestBulkRedriveBadInput(t *testing.T) {
 	if runs, err := e.st.ListBulkRuns(testenv.Context(t), 10); err != nil || len(runs) != 0 {
 		t.Errorf("refused requests stored %d bulk runs (%v), want none", len(runs), err)
 	}
+}
+
+// TestBrowserBulkRedrive runs a bulk redrive in a real chromium (newChrome,
+// browser_test.go): from the filtered entries list to its plan, a lower
+// rate, the confirmation, and the run page reloading itself until the run
+// is done.
+func TestBrowserBulkRedrive(t *testing.T) {
+	c := newChrome(t)
+	e := newEnv(t, console.LocalAuth(bulkOperator))
+	acts := e.seedBulk(t, 4)
+	e.runner(t, "a", e.op)
+	base := e.srv.URL
+
+	c.do("filter the entries", chromedp.Navigate(base+"/entries?tenant=acme"), chromedp.WaitVisible(chromedp.ID("bulk")))
+	c.do("open the plan", chromedp.Click(chromedp.ID("bulk")), chromedp.WaitVisible(chromedp.ID("bulk-plan")))
+	c.do("lower the rate",
+		chromedp.Clear(chromedp.ID("bulk-rate-plan")),
+		chromedp.SendKeys(chromedp.ID("bulk-rate-plan"), "2/s"),
+		chromedp.Click(chromedp.ID("replan")),
+		chromedp.WaitVisible(chromedp.ID("bulk-confirm")),
+	)
+	if f, acts := c.text("read the filter", "#bulk-filter"), c.text("read the plan", "#plan-acts"); f != "tenant=acme" || acts != "6" {
+		t.Errorf("plan of %q acts on %s, want tenant=acme acting on 6", f, acts)
+	}
+	if b := c.text("read the button", "#bulk-confirm"); !strings.Contains(b, "at 2/s") {
+		t.Errorf("confirm button %q, want the rate 2/s", b)
+	}
+	c.shot("bulk-plan")
+
+	c.do("confirm",
+		chromedp.SendKeys(chromedp.ID("bulk-why"), "the rate limit was lifted"),
+		chromedp.Click(chromedp.ID("bulk-confirm")),
+		chromedp.WaitVisible(chromedp.ID("bulk-state")),
+	)
+	// The page reloads itself while the run goes on; read what it shows.
+	var seen []string
+	testenv.WaitFor(t, time.Minute, func() error {
+		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+		defer cancel()
+		st, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("bulk-state")))
+		if err != nil {
+			return err // mid-reload
+		}
+		n, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("bulk-seen")))
+		if s := st + " " + n; len(seen) == 0 || seen[len(seen)-1] != s {
+			seen = append(seen, s)
+		}
+		if st != string(store.BulkDone) {
+			return fmt.Errorf("run page shows %s", st)
+		}
+		return nil
+	})
+	t.Logf("the run page showed, reload after reload: %q", seen)
+	if got := c.text("read the counts", "#bulk-counts"); !strings.Contains(got, "approved 4, run now 2") || !strings.Contains(got, "failed 0") {
+		t.Errorf("run page counts %q, want 4 approved, 2 run now, none failed", got)
+	}
+	c.shot("bulk")
+	e.actedOnce(t, acts, "TASKS.900", "TASKS.901", "TASKS.902")
 }
