@@ -6,7 +6,8 @@
 // (idempotency.go), reconcile's lease, state and reports (audit.go), the
 // triage policy override (policy.go, policyloader.go), tenant API keys
 // (tenantkey.go), the notifications outbox (notifications.go), tenant
-// webhook endpoints (webhook.go) and the one
+// webhook endpoints (webhook.go), the console's bulk redrive runs
+// (bulkrun.go) and the one
 // mapping between events, entries and the triage engine (decide.go). Every
 // status change is a transaction
 // that checks the previous status; every write that may be retried is
