@@ -66,14 +66,14 @@ var ErrBadRate = errors.New("redrive: bad rate")
 
 // ParseRate reads "5/s", "5", "300/m" as actions per second.
 func ParseRate(s string) (float64, error) {
-	num, unit, _ := strings.Cut(strings.TrimSpace(s), "/")
+	num, unit, slash := strings.Cut(strings.TrimSpace(s), "/")
 	n, err := strconv.ParseFloat(num, 64)
 	if err != nil || !(n > 0) || math.IsInf(n, 0) {
 		return 0, fmt.Errorf("%w: %q: want a positive number per second such as 5/s", ErrBadRate, s)
 	}
-	switch unit {
-	case "", "s":
-	case "m", "min":
+	switch {
+	case unit == "" && !slash, unit == "s":
+	case unit == "m", unit == "min":
 		n /= 60
 	default:
 		return 0, fmt.Errorf("%w: %q: unit must be /s or /m", ErrBadRate, s)
