@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -372,25 +371,20 @@ func (s *Server) bulkProgress(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.operator(w, r); !ok {
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
 	run, err := s.runOf(r)
-	if err != nil {
-		code := http.StatusInternalServerError
-		var ue *uiError
-		switch {
-		case errors.As(err, &ue):
-			code = ue.status
-		case errors.Is(err, store.ErrNotFound):
-			code = http.StatusNotFound
-		default:
-			s.log.ErrorContext(r.Context(), "bulk progress", "error", err.Error())
-		}
-		w.WriteHeader(code)
-		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": code, "message": http.StatusText(code)}})
-		return
+	var ue *uiError
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, bulkProgressJSON{ID: run.ID, State: run.State, Total: run.Total, Progress: run.Progress,
+			Actor: run.Actor, Error: run.Error, UpdatedAt: run.UpdatedAt})
+	case errors.As(err, &ue):
+		writeAPIError(w, badRequest("%s", ue.msg))
+	case errors.Is(err, store.ErrNotFound):
+		writeAPIError(w, &apiError{http.StatusNotFound, "not_found", "no such bulk run"})
+	default:
+		s.log.ErrorContext(r.Context(), "bulk progress", "error", err.Error())
+		writeAPIError(w, &apiError{http.StatusInternalServerError, "internal", "internal error"})
 	}
-	_ = json.NewEncoder(w).Encode(bulkProgressJSON{ID: run.ID, State: run.State, Total: run.Total, Progress: run.Progress,
-		Actor: run.Actor, Error: run.Error, UpdatedAt: run.UpdatedAt})
 }
 
 func (s *Server) bulkCancel(_ http.ResponseWriter, r *http.Request, who string) (string, error) {
