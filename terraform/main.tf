@@ -78,9 +78,10 @@ locals {
       # Finish and store the report well before the platform cuts the
       # request off.
       RECONCILE_TIME_BUDGET = "${max(30, local.reconcile_timeout - 60)}s"
-      # Each run publishes the notifications outbox.
+      # Each run publishes the notifications outbox and fans tenant
+      # notifications out to their webhooks (webhooks.tf).
       NOTIFICATIONS_TOPIC = var.notifications_topic
-    })
+    }, local.webhook_fanout_env)
   }
   reconcile_timeout = try(var.function_settings.reconcile.timeout_seconds, 60)
 
@@ -191,6 +192,7 @@ module "firestore" {
     classify  = google_service_account.component["classify"].member
     replay    = google_service_account.component["replay"].member
     reconcile = google_service_account.component["reconcile"].member
+    deliver   = google_service_account.deliver.member
   }, local.console_member)
 
   depends_on = [google_project_service.enabled]
