@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +56,26 @@ type Agent struct {
 	WorkTime      time.Duration
 	Idempotent    bool // use Kit.Once (needs Firestore)
 	Rand          *rand.Rand
+	// Triage, when set, makes the agent a triage agent: it answers the
+	// dlq_triage tasks it receives through agentkit (HandleTriage).
+	Triage agentkit.Answerer
+}
+
+// Steps are the fake work of every task, in order. A failure records the
+// steps it completed (agentkit.Failure.CompletedSteps); the replay carries
+// them (Jsdlq-Completed-Steps) and the agent skips them.
+var Steps = []string{"gather_context", "draft", "deliver"}
+
+// SkippedSteps are the steps of Steps a replay says are done already.
+func SkippedSteps(m jetstream.Msg) []string {
+	done := agentkit.ReplayOf(m).CompletedSteps
+	var out []string
+	for _, s := range Steps {
+		if slices.Contains(done, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Outcome is what Handle did with a task, for logs and tests.
@@ -105,7 +126,8 @@ func (a *Agent) Handle(ctx context.Context, m jetstream.Msg) (Outcome, error) {
 		switch mode {
 		case ModeTransient:
 			if !replay {
-				return Failed, a.Kit.Fail(ctx, m, agentkit.Failure{Code: code("llm_provider_timeout"), Detail: "provider did not answer in 60s"})
+				return Failed, a.Kit.Fail(ctx, m, agentkit.Failure{Code: code("llm_provider_timeout"), Detail: "provider did not answer in 60s",
+					CompletedSteps: Steps[:1]})
 			}
 		case ModeContext:
 			window := a.ContextWindow
@@ -137,7 +159,7 @@ func (a *Agent) Handle(ctx context.Context, m jetstream.Msg) (Outcome, error) {
 		case ModeTokenBudget:
 			if !isReplayFixed(m, event.HeaderMaxOutputTokens) {
 				return Terminated, a.Kit.Terminate(ctx, m, agentkit.Failure{Code: code("token_budget_exceeded"),
-					Detail: "output budget of 4000 tokens exhausted"})
+					Detail: "output budget of 4000 tokens exhausted while drafting", CompletedSteps: Steps[:1]})
 			}
 		case ModePermanent:
 			return Terminated, a.Kit.Terminate(ctx, m, agentkit.Failure{Code: code("impossible_task"), Detail: "the repository does not exist"})
@@ -173,13 +195,19 @@ func (a *Agent) idempotencyKey(m jetstream.Msg) string {
 }
 
 func (a *Agent) complete(ctx context.Context, m jetstream.Msg) (Outcome, error) {
+	skip := SkippedSteps(m)
 	work := func(ctx context.Context) error {
-		select {
-		case <-time.After(a.WorkTime):
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+		for _, step := range Steps {
+			if slices.Contains(skip, step) {
+				continue // done by the attempt that failed
+			}
+			select {
+			case <-time.After(a.WorkTime / time.Duration(len(Steps))):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
+		return nil
 	}
 	if !a.Idempotent {
 		if err := work(ctx); err != nil {
@@ -200,4 +228,42 @@ func (a *Agent) complete(ctx context.Context, m jetstream.Msg) (Outcome, error) 
 		return Done, fmt.Errorf("ack after completion (a redelivery will be skipped): %w", err)
 	}
 	return Done, nil
+}
+
+// DecideTriage is the demo's triage agent ("ceo"): deterministic, from the
+// task alone. An impossible task is discarded; what a human can fix (a
+// filter rejection, a provider that never answered) is fixed — the
+// X-Demo-Fail: none header edit stands for the repair — and replayed (an
+// escalated entry) or approved (one awaiting approval).
+func DecideTriage(_ context.Context, t event.TriageTask) (agentkit.TriageAnswer, error) {
+	fix := map[string]string{HeaderFail: ModeNone}
+	switch {
+	case t.Reason == "impossible_task":
+		return agentkit.Discard("impossible task, nothing to fix: " + t.Summary), nil
+	case slices.Contains(t.Answers, event.AnswerApprove):
+		return agentkit.Approve(nil, fix), nil
+	}
+	return agentkit.ReplayAnswer(nil, fix), nil
+}
+
+// IsTriage reports whether m is a triage task.
+func IsTriage(m jetstream.Msg) bool { return header(m, event.HeaderTaskType) == event.TriageTaskType }
+
+// HandleTriage answers a triage task through agentkit and the operator
+// package (a.Triage). An answer refused for good (a replay of an entry
+// without its payload) becomes a discard that says why, so no entry waits
+// on an answer that cannot come.
+func (a *Agent) HandleTriage(ctx context.Context, m jetstream.Msg) (agentkit.TriageOutcome, error) {
+	out, err := a.Kit.HandleTriage(ctx, m, a.Triage, DecideTriage)
+	if out != agentkit.TriageRefused || !errors.Is(err, agentkit.ErrTriageRefused) {
+		return out, err
+	}
+	task, perr := agentkit.TriageOf(m)
+	if perr != nil {
+		return out, errors.Join(err, perr)
+	}
+	if _, derr := a.Kit.Answer(ctx, a.Triage, task, agentkit.Discard("cannot replay: "+err.Error())); derr != nil {
+		return out, errors.Join(err, derr)
+	}
+	return agentkit.TriageAnswered, nil
 }

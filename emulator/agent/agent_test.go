@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"math/rand/v2"
 	"testing"
@@ -145,5 +146,31 @@ func TestAgentModes(t *testing.T) {
 	}
 	if n2 != 1 {
 		t.Errorf("failure records = %d, want 1 (the transient task)", n2)
+	}
+}
+
+// The demo's triage agent decides from the task alone: an impossible task
+// is discarded with a reason, anything else fixed (X-Demo-Fail: none) and
+// replayed or approved, whichever the task offers.
+func TestDecideTriage(t *testing.T) {
+	tests := []struct {
+		reason, status string
+		want           string
+	}{
+		{"impossible_task", "escalated", event.AnswerDiscard},
+		{"consumer_filter_rejection", "escalated", event.AnswerReplay},
+		{"unknown", "escalated", event.AnswerReplay},
+		{"approval_required", "awaiting_approval", event.AnswerApprove},
+	}
+	for _, tt := range tests {
+		task := event.TriageTask{Schema: event.TriageSchema, EntryID: "TASKS.1", Tenant: "t", Status: tt.status, Reason: tt.reason,
+			Answers: event.TriageAnswers(tt.status), Summary: "s"}
+		a, err := DecideTriage(context.Background(), task)
+		if err != nil || a.Answer != tt.want || a.Check(task) != nil {
+			t.Errorf("DecideTriage(%s, %s) = %+v, %v; want a valid %s", tt.reason, tt.status, a, err, tt.want)
+		}
+		if a.Answer != event.AnswerDiscard && a.SetHeaders[HeaderFail] != ModeNone {
+			t.Errorf("DecideTriage(%s) edits %v, want %s: %s", tt.reason, a.SetHeaders, HeaderFail, ModeNone)
+		}
 	}
 }

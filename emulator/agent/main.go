@@ -8,7 +8,11 @@
 // reason code. A replay that carries the strategy's headers
 // (Jsdlq-Max-Context-Tokens, Jsdlq-Target-Model, Jsdlq-Instruction,
 // Jsdlq-Max-Output-Tokens) succeeds where the original failed, and transient
-// failures pass on any replay.
+// failures pass on any replay. A replay skips the steps its failed attempt
+// completed (Jsdlq-Completed-Steps). With --triage the agent also answers
+// the dlq_triage tasks it receives (the demo's "ceo"), through agentkit and
+// the operator package, with the Cloud Tasks settings of the environment
+// (TASKS_QUEUE, REPLAY_URL, TASKS_SERVICE_ACCOUNT).
 //
 //	go run ./emulator/agent --name backend
 //
@@ -33,9 +37,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
 )
 
 type options struct {
@@ -45,6 +53,7 @@ type options struct {
 	ackWait                         time.Duration
 	backoff                         string
 	createStream, idempotent        bool
+	triage                          bool
 	failMode                        string
 	failProb                        float64
 	contextWindow                   int
@@ -70,6 +79,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.natsCreds, "nats-creds", os.Getenv("NATS_CREDS"), "NATS credentials file (NATS_CREDS)")
 	fs.StringVar(&o.project, "project", os.Getenv("GOOGLE_CLOUD_PROJECT"), "project of the Firestore idempotency records (GOOGLE_CLOUD_PROJECT)")
 	fs.BoolVar(&o.idempotent, "idempotency", true, "record completions in Firestore task-idempotency (needs --project)")
+	fs.BoolVar(&o.triage, "triage", false, "answer dlq_triage tasks (needs --idempotency's Firestore and the Cloud Tasks settings)")
 	fs.IntVar(&o.maxDeliver, "max-deliver", 3, "consumer MaxDeliver")
 	fs.IntVar(&o.maxAckPending, "max-ack-pending", 1, "consumer MaxAckPending (SPEC §13: 1)")
 	fs.DurationVar(&o.ackWait, "ack-wait", 5*time.Minute, "consumer AckWait")
@@ -91,6 +101,9 @@ func parse(args []string) (options, error) {
 	}
 	if !slices.Contains(modes, o.failMode) {
 		errs = append(errs, fmt.Errorf("--fail %q is not one of %s", o.failMode, strings.Join(modes, ", ")))
+	}
+	if o.triage && !o.idempotent {
+		errs = append(errs, errors.New("--triage needs Firestore (--idempotency)"))
 	}
 	if o.idempotent && o.project == "" {
 		errs = append(errs, errors.New("--idempotency needs --project or GOOGLE_CLOUD_PROJECT (or pass --idempotency=false)"))
@@ -171,6 +184,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("consumer %s on %s: %w", o.consumer, o.stream, err)
 	}
+	var kitFirestore *firestore.Client
 	kitOpts := []agentkit.Option{agentkit.WithAgent(o.name), agentkit.WithLogger(log),
 		agentkit.WithRecordStream(o.recordStream), agentkit.WithFailureBucket(o.failureBucket),
 		agentkit.WithLease(o.ackWait)}
@@ -181,6 +195,18 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		}
 		defer fs.Close()
 		kitOpts = append(kitOpts, agentkit.WithFirestore(fs))
+		kitFirestore = fs
+	}
+	var answerer agentkit.Answerer
+	if o.triage {
+		r := config.NewReader(os.LookupEnv)
+		tc := config.ReadTasks(r, config.ReadCommon(r))
+		if err := r.Err(); err != nil {
+			return fmt.Errorf("--triage: %w", err)
+		}
+		sched := tasks.New(tc)
+		defer sched.Close()
+		answerer = operator.New(store.New(kitFirestore), sched).TriageAnswerer()
 	}
 	seed := o.seed
 	if seed == 0 {
@@ -188,7 +214,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	a := &Agent{Name: o.name, Kit: agentkit.New(js, kitOpts...), Log: log, DefaultMode: o.failMode,
 		DefaultProb: o.failProb, ContextWindow: o.contextWindow, WorkTime: o.workTime, Idempotent: o.idempotent,
-		Rand: rand.New(rand.NewPCG(seed, seed>>1))}
+		Rand: rand.New(rand.NewPCG(seed, seed>>1)), Triage: answerer}
 	it, err := cons.Messages(jetstream.PullMaxMessages(max(o.maxAckPending, 1)))
 	if err != nil {
 		return err
@@ -205,9 +231,22 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 			log.Warn("pull failed", "error", err)
 			continue
 		}
+		if a.Triage != nil && IsTriage(m) {
+			out, err := a.HandleTriage(context.WithoutCancel(ctx), m)
+			attrs := []any{"subject", m.Subject(), "outcome", string(out), "entry_id", header(m, event.HeaderTriageEntry)}
+			if err != nil && out != agentkit.TriageAnswered && out != agentkit.TriageDecided {
+				log.Warn("triage task settled with an error", append(attrs, "error", err)...)
+			} else {
+				log.Info("triage task answered", attrs...)
+			}
+			continue
+		}
 		outcome, err := a.Handle(context.WithoutCancel(ctx), m)
 		md, _ := m.Metadata()
 		attrs := []any{"subject", m.Subject(), "outcome", string(outcome), "task_id", header(m, event.HeaderTaskID)}
+		if outcome == Done {
+			attrs = append(attrs, "steps_skipped", len(SkippedSteps(m)))
+		}
 		if md != nil {
 			attrs = append(attrs, "stream_seq", md.Sequence.Stream, "delivery", md.NumDelivered)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
@@ -145,5 +146,62 @@ func TestSummary(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestSummaryDecisions: the triage agent's answers are read from the
+// entries' histories, timed from the entry's creation, and a chain its
+// approval recovered is not counted as auto-resolved.
+func TestSummaryDecisions(t *testing.T) {
+	at := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	ceo := agentkit.TriageActor("ceo")
+	e := func(id, root string, st store.Status, by string, after time.Duration, to store.Status) *store.Entry {
+		en := &store.Entry{ID: id, EventID: id, RootID: root, Category: catPermanent, Kind: "explicit", Status: st, CreatedAt: at,
+			History: []store.Transition{{At: at, To: string(store.Escalated), By: "classify"}}}
+		if by != "" {
+			en.History = append(en.History, store.Transition{At: at.Add(after), From: string(store.Escalated), To: string(to), By: by})
+		}
+		return en
+	}
+	entries := []*store.Entry{
+		e("TASKS.1", "TASKS.1", store.Recovered, ceo, 2*time.Second, store.Scheduled),
+		e("TASKS.2", "TASKS.2", store.Discarded, ceo, 4*time.Second, store.Discarded),
+		e("TASKS.3", "TASKS.3", store.Discarded, "alice", time.Hour, store.Discarded), // a human, not the triage agent
+		e("TASKS.4", "TASKS.4", store.Quarantined, "", 0, ""),
+	}
+	s := summarize(entries, map[string]bool{"TASKS.1": true, "TASKS.2": true, "TASKS.3": true, "TASKS.4": true})
+	if len(s.Decisions) != 2 {
+		t.Fatalf("decisions = %+v, want 2 (the triage agent's)", s.Decisions)
+	}
+	r := s.DeadTasks[catPermanent]
+	if r.Recovered != 1 || r.HumanRecovered != 1 {
+		t.Errorf("permanent = %+v, want 1 recovered, after an approval", r)
+	}
+	s.countSkipped(map[string]int{"demo-1": 1, "demo-2": 0})
+	var out bytes.Buffer
+	s.print(&out)
+	for _, want := range []string{"2 entries needed one; approved/replayed 1, discarded 1", "median 2s, p95 4s",
+		"1 replays skipped 1 steps", "of which after a triage approval"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 20; i++ {
+		ds = append(ds, time.Duration(i)*time.Second)
+	}
+	for _, tt := range []struct {
+		p    float64
+		want time.Duration
+	}{{50, 10 * time.Second}, {95, 19 * time.Second}, {100, 20 * time.Second}} {
+		if got := percentile(ds, tt.p); got != tt.want {
+			t.Errorf("percentile(1..20 s, %v) = %s, want %s", tt.p, got, tt.want)
+		}
+	}
+	if got := percentile(nil, 50); got != 0 {
+		t.Errorf("percentile(nil) = %s, want 0", got)
 	}
 }

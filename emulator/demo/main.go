@@ -2,8 +2,9 @@
 // the TASKS work stream, applies a demo policy with short delays, runs the
 // example agent (emulator/agent) as a fleet of seven, publishes a few
 // hundred tasks of which a quarter fail in SPEC §13's proportions, waits
-// until every task has settled, runs the reconcile audit and prints the
-// pipeline's own summary read back from Firestore. It exits non-zero when a
+// until every task has settled (the fleet's "ceo" answers the triage tasks
+// of the entries that need a human, through agentkit), runs the reconcile
+// audit and prints the pipeline's own summary read back from Firestore. It exits non-zero when a
 // task's work ran twice, when a captured dead message has no entry, or when
 // the tasks did not settle in time.
 //
@@ -33,8 +34,10 @@ import (
 
 	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
+	"github.com/jsdlq/jsdlq/shared/notify"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -81,7 +84,12 @@ type demo struct {
 	st     *store.Store
 	js     jetstream.JetStream
 	sched  *tasks.Scheduler
-	agents []*stack.Process
+	notify *notify.Flusher
+	// caughtUp counts the notifications the demo's scheduled flushes (as
+	// reconcile's) published: those classify and replay did not publish at
+	// once.
+	caughtUp int
+	agents   []*stack.Process
 	logDir string
 	binDir string
 
@@ -146,6 +154,9 @@ func (d *demo) execute(ctx context.Context) (*summary, error) {
 	d.sched = tasks.New(tasks.Config{Queue: os.Getenv("TASKS_QUEUE"), ReplayURL: os.Getenv("REPLAY_URL"),
 		ServiceAccount: os.Getenv("TASKS_SERVICE_ACCOUNT"), EmulatorHost: os.Getenv("CLOUD_TASKS_EMULATOR_HOST")})
 	defer d.sched.Close()
+	topic := notify.NewLazyTopic(project, event.DefaultNotificationsTopic, clientopt.PubSubOptions(os.Getenv("PUBSUB_EMULATOR_HOST"))...)
+	defer topic.Close()
+	d.notify = notify.New(d.st, topic, notify.WithTasks(notify.LazyJetStream(func(context.Context) (jetstream.JetStream, error) { return d.js, nil })))
 
 	if err := d.prepareStreams(ctx); err != nil {
 		return nil, err
@@ -198,15 +209,16 @@ func (d *demo) execute(ctx context.Context) (*summary, error) {
 		return nil, err
 	}
 	s := summarize(entries, d.captured)
-	s.Run, s.Tasks, s.Unsettled = d.run, len(taskList), unsettled
+	s.Run, s.Tasks, s.Unsettled, s.NotificationsCaughtUp = d.run, len(taskList), unsettled, d.caughtUp
 	if s.Completions, err = d.st.CountCompletions(context.WithoutCancel(ctx), d.start, time.Now().Add(time.Minute)); err != nil {
 		return nil, err
 	}
-	done, err := d.executions()
+	done, skipped, err := d.executions()
 	if err != nil {
 		return nil, err
 	}
 	s.countExecutions(done)
+	s.countSkipped(skipped)
 	if rep.Traffic != nil {
 		s.PipelineDuplicates, s.Published = rep.Traffic.Duplicates, rep.Traffic.Published
 	}
@@ -262,9 +274,13 @@ func (d *demo) startAgents(ctx context.Context) error {
 	for i, name := range fleet {
 		logFile := d.agentLog(name)
 		_ = os.Remove(logFile)
+		args := []string{"--name", name, "--stream", workStream, "--create-stream=false", "--max-deliver", "3", "--backoff", "1s,2s",
+			"--ack-wait", "20s", "--work-time", "20ms", "--seed", strconv.FormatUint(d.o.seed+uint64(i)+1, 10)}
+		if name == event.DefaultTriageAgent {
+			args = append(args, "--triage") // it answers the triage tasks
+		}
 		p, err := stack.Start(ctx, stack.Spec{Name: "agent-" + name, Path: filepath.Join(d.binDir, "agent"), LogFile: logFile, Watch: true,
-			Args: []string{"--name", name, "--stream", workStream, "--create-stream=false", "--max-deliver", "3", "--backoff", "1s,2s",
-				"--ack-wait", "20s", "--work-time", "20ms", "--seed", strconv.FormatUint(d.o.seed+uint64(i)+1, 10)}})
+			Args: args})
 		if err != nil {
 			return err
 		}
@@ -279,7 +295,8 @@ func (d *demo) startAgents(ctx context.Context) error {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	d.logf("fleet of %d agents ready (emulator/agent: MaxDeliver 3, BackOff 1s/2s, MaxAckPending 1; logs .local/log/demo-agent-*.log)", len(fleet))
+	d.logf("fleet of %d agents ready (emulator/agent: MaxDeliver 3, BackOff 1s/2s, MaxAckPending 1; %s answers the triage tasks; logs .local/log/demo-agent-*.log)",
+		len(fleet), event.DefaultTriageAgent)
 	return nil
 }
 
@@ -322,7 +339,7 @@ func (d *demo) publish(ctx context.Context, list []task) error {
 
 // entries reads this run's failure-log entries (created since the start).
 func (d *demo) entries(ctx context.Context) ([]*store.Entry, error) {
-	q := store.Query{CreatedFrom: d.start.Add(-time.Second), Order: store.OldestFirst, View: store.ListView, Limit: 500}
+	q := store.Query{CreatedFrom: d.start.Add(-time.Second), Order: store.OldestFirst, View: store.ScanView, Limit: 500}
 	var out []*store.Entry
 	for {
 		p, err := d.st.Entries(ctx, q)
@@ -384,13 +401,21 @@ func (d *demo) readCaptured(ctx context.Context) error {
 	return nil
 }
 
-// settled statuses end a chain without a replay pending.
-var humanStatuses = map[store.Status]bool{store.Escalated: true, store.Quarantined: true, store.AwaitingApproval: true, store.Discarded: true}
+// endedStatuses end a chain without a replay pending: quarantined waits
+// for a human (no triage task), discarded is a decision taken.
+var endedStatuses = map[store.Status]bool{store.Quarantined: true, store.Discarded: true}
+
+// awaitsTriage reports whether e waits for the triage agent's answer. A
+// dead triage task is escalated to the humans its notification reaches,
+// never to another triage task: it ends its chain.
+func awaitsTriage(e *store.Entry) bool {
+	return (e.Status == store.Escalated || e.Status == store.AwaitingApproval) && e.TaskType != event.TriageTaskType
+}
 
 // progress is one look at the pipeline.
 type progress struct {
-	entries, replays, recovered, pending, ended, held int
-	completions                                       int64
+	entries, replays, recovered, pending, ended, held, triage int
+	completions                                               int64
 }
 
 func (d *demo) look(ctx context.Context) (progress, error) {
@@ -418,7 +443,10 @@ func (d *demo) look(ctx context.Context) (progress, error) {
 		switch {
 		case e.Status == store.Recovered:
 			p.recovered++
-		case humanStatuses[e.Status]:
+		case awaitsTriage(e):
+			p.triage++
+			p.pending++
+		case endedStatuses[e.Status] || e.Status == store.Escalated || e.Status == store.AwaitingApproval:
 			p.ended++
 		case e.Status == store.Replayed && !children[e.ID]:
 			replayedKeys = append(replayedKeys, e.IdempotencyKey)
@@ -457,6 +485,12 @@ func (d *demo) waitSettled(ctx context.Context, total int) (int, error) {
 			return 0, ctx.Err()
 		case <-tick.C:
 		}
+		// Classify and replay publish their notifications (and triage
+		// tasks) at once; this flush stands for reconcile's schedule, and
+		// counts what it had to catch up on.
+		if res, err := d.notify.Flush(ctx); err == nil {
+			d.caughtUp += res.Published
+		}
 		p, err := d.look(ctx)
 		if err != nil {
 			return 0, err
@@ -466,8 +500,8 @@ func (d *demo) waitSettled(ctx context.Context, total int) (int, error) {
 		if p.held > 0 {
 			held = fmt.Sprintf("  (held by an open tenant breaker: %d)", p.held)
 		}
-		d.logf("published %d  completed %d  dead %d  entries %d  replays %d  recovered %d  awaiting a human %d  in flight %d%s",
-			total, p.completions, len(d.captured), p.entries, p.replays, p.recovered, p.ended, p.pending, held)
+		d.logf("published %d  completed %d  dead %d  entries %d  replays %d  recovered %d  awaiting triage %d  ended (discarded, quarantined) %d  in flight %d%s",
+			total, p.completions, len(d.captured), p.entries, p.replays, p.recovered, p.triage, p.ended, p.pending-p.triage, held)
 		if settled >= total && p.pending == 0 && len(d.captured) == p.entries {
 			return 0, nil
 		}
@@ -491,7 +525,7 @@ func (d *demo) reconcile(ctx context.Context, final bool) (*audit.Report, error)
 		defer f.Close()
 		log = obs.NewLogger(f, obs.WithComponent("reconcile"))
 	}
-	h := reconciler.New(cfg, reconciler.Deps{Logger: log, Store: d.st, Tasks: d.sched,
+	h := reconciler.New(cfg, reconciler.Deps{Logger: log, Store: d.st, Tasks: d.sched, Notify: d.notify,
 		JetStream: func(context.Context) (jetstream.JetStream, error) { return d.js, nil }})
 	rep, err := h.Run(context.WithoutCancel(ctx), false)
 	if err != nil {
@@ -510,32 +544,36 @@ func (d *demo) reconcile(ctx context.Context, final bool) (*audit.Report, error)
 }
 
 // executions counts, per task id, how often an agent ran the task's work
-// (emulator/agent logs outcome "done" when agentkit.Once ran it).
-func (d *demo) executions() (map[string]int, error) {
-	done := map[string]int{}
+// (emulator/agent logs outcome "done" when agentkit.Once ran it), and the
+// steps each run skipped because its replay said the failed attempt had
+// done them (Jsdlq-Completed-Steps).
+func (d *demo) executions() (done, skipped map[string]int, err error) {
+	done, skipped = map[string]int{}, map[string]int{}
 	for _, name := range fleet {
 		f, err := os.Open(d.agentLog(name))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			var l struct {
-				Message string `json:"message"`
-				Outcome string `json:"outcome"`
-				TaskID  string `json:"task_id"`
+				Message      string `json:"message"`
+				Outcome      string `json:"outcome"`
+				TaskID       string `json:"task_id"`
+				StepsSkipped int    `json:"steps_skipped"`
 			}
 			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Message == "task settled" && l.Outcome == "done" && strings.HasPrefix(l.TaskID, "demo-"+d.run+"-") {
 				done[l.TaskID]++
+				skipped[l.TaskID] += l.StepsSkipped
 			}
 		}
 		f.Close()
 		if err := sc.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return done, nil
+	return done, skipped, nil
 }
 
 func (d *demo) printExplore() {

@@ -7,7 +7,10 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -17,9 +20,17 @@ type entryRow struct {
 }
 
 // taskRow counts dead tasks (replay chains) by the category of their first
-// death.
+// death. Recovered includes HumanRecovered: chains whose replay a triage
+// agent's approval sent.
 type taskRow struct {
-	Dead, Recovered, Unresolved int
+	Dead, Recovered, Unresolved, HumanRecovered int
+}
+
+// decision is a triage agent's answer to one entry.
+type decision struct {
+	Entry   string
+	Discard bool
+	After   time.Duration // from the entry's creation (its death)
 }
 
 // summary is what the demo reports, computed from Firestore and the agents'
@@ -42,6 +53,24 @@ type summary struct {
 	Uncaptured         []string // entry, nothing captured (should not exist)
 	Published          int64    // reconcile traffic: appended to the work stream (replays included)
 	Unsettled          int
+	// Decisions are the triage agent's answers (entries that needed one).
+	Decisions []decision
+	// StepsSkipped: steps replays did not run again because their failed
+	// attempt had completed them; ReplaysSkipping: runs that skipped any.
+	StepsSkipped, ReplaysSkipping int
+	// NotificationsCaughtUp: notifications the scheduled flush published
+	// because classify and replay had not.
+	NotificationsCaughtUp int
+}
+
+// triageDecision is the triage agent's answer in e's history, if any.
+func triageDecision(e *store.Entry) (decision, bool) {
+	for _, tr := range e.History {
+		if strings.HasPrefix(tr.By, agentkit.TriageActor("")) {
+			return decision{Entry: e.ID, Discard: tr.To == string(store.Discarded), After: tr.At.Sub(e.CreatedAt)}, true
+		}
+	}
+	return decision{}, false
 }
 
 // rootPath is the path into the DLQ of a chain's first death.
@@ -85,6 +114,9 @@ func summarize(entries []*store.Entry, captured map[string]bool) summary {
 			root = e.ID
 		}
 		chains[root] = append(chains[root], e)
+		if d, ok := triageDecision(e); ok {
+			s.Decisions = append(s.Decisions, d)
+		}
 	}
 	for root, chain := range chains {
 		first := chain[0]
@@ -104,6 +136,9 @@ func summarize(entries []*store.Entry, captured map[string]bool) summary {
 		if slices.ContainsFunc(chain, func(e *store.Entry) bool { return e.Status == store.Recovered }) {
 			r.Recovered++
 			s.Resolved++
+			if slices.ContainsFunc(chain, func(e *store.Entry) bool { d, ok := triageDecision(e); return ok && !d.Discard }) {
+				r.HumanRecovered++
+			}
 		} else {
 			r.Unresolved++
 		}
@@ -121,6 +156,25 @@ func summarize(entries []*store.Entry, captured map[string]bool) summary {
 	slices.Sort(s.Lost)
 	slices.Sort(s.Uncaptured)
 	return s
+}
+
+// countSkipped adds the steps each task's runs skipped.
+func (s *summary) countSkipped(skipped map[string]int) {
+	for _, n := range skipped {
+		s.StepsSkipped += n
+		if n > 0 {
+			s.ReplaysSkipping++
+		}
+	}
+}
+
+// percentile is the nearest-rank p-th percentile of sorted ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	i := int(float64(len(ds))*p/100+0.999999) - 1
+	return ds[min(max(i, 0), len(ds)-1)]
 }
 
 func (s *summary) countExecutions(done map[string]int) {
@@ -157,12 +211,15 @@ func (s summary) print(w io.Writer) {
 	fmt.Fprintln(w)
 	cats := slices.Sorted(maps.Keys(s.DeadTasks))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DEAD TASKS BY CATEGORY\ttasks\tshare\trecovered\tunresolved (human)\tauto-resolved\tfield (SPEC §13)")
+	fmt.Fprintln(tw, "DEAD TASKS BY CATEGORY\ttasks\tshare\trecovered\tof which after a triage approval\tunresolved\tauto-resolved\tfield (SPEC §13)")
+	human := 0
 	for _, c := range cats {
 		r := s.DeadTasks[c]
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\n", c, r.Dead, pctOf(r.Dead, s.DeadTotal), r.Recovered, r.Unresolved, pctOf(r.Recovered, r.Dead), orDash(field[c]))
+		human += r.HumanRecovered
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", c, r.Dead, pctOf(r.Dead, s.DeadTotal), r.Recovered, r.HumanRecovered, r.Unresolved,
+			pctOf(r.Recovered-r.HumanRecovered, r.Dead), orDash(field[c]))
 	}
-	fmt.Fprintf(tw, "all\t%d\t\t%d\t%d\t%s\t81 %% *\n", s.DeadTotal, s.Resolved, s.DeadTotal-s.Resolved, pctOf(s.Resolved, s.DeadTotal))
+	fmt.Fprintf(tw, "all\t%d\t\t%d\t%d\t%d\t%s\t81 %% *\n", s.DeadTotal, s.Resolved, human, s.DeadTotal-s.Resolved, pctOf(s.Resolved-human, s.DeadTotal))
 	tw.Flush()
 	fmt.Fprintln(w, "  * SPEC §13 states 81 % overall; its own category figures give 61 % x 89 % + 24.6 % x 62 % = 69.5 %")
 
@@ -189,6 +246,10 @@ func (s summary) print(w io.Writer) {
 	fmt.Fprintf(w, "\npaths into the DLQ: %s\n", strings.Join(paths, ", "))
 	fmt.Fprintf(w, "  (SPEC §13: max deliveries 61 %%, explicit terminate 22 %%, context overflow 14 %%, consumer filter rejection 3 %%)\n\n")
 
+	s.printDecisions(w)
+	fmt.Fprintf(w, "completed steps: %d replays skipped %d steps their failed attempt had completed (Jsdlq-Completed-Steps)\n\n",
+		s.ReplaysSkipping, s.StepsSkipped)
+
 	fmt.Fprintln(w, "exactly once, nothing lost")
 	fmt.Fprintf(w, "  duplicates executed (work run twice for one idempotency key, from the agents' logs): %d\n", s.DuplicatesExecuted)
 	fmt.Fprintf(w, "  dead tasks found already completed at replay (reconcile's duplicates): %d\n", s.PipelineDuplicates)
@@ -210,4 +271,27 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// printDecisions reports the triage agent's answers and the time from an
+// entry's death to its decision.
+func (s summary) printDecisions(w io.Writer) {
+	var approved, discarded int
+	var after []time.Duration
+	for _, d := range s.Decisions {
+		if d.Discard {
+			discarded++
+		} else {
+			approved++
+		}
+		after = append(after, d.After)
+	}
+	slices.Sort(after)
+	fmt.Fprintf(w, "human decisions (the triage agent %q, through agentkit and the operator package): %d entries needed one; approved/replayed %d, discarded %d\n",
+		event.DefaultTriageAgent, len(s.Decisions), approved, discarded)
+	if len(after) > 0 {
+		fmt.Fprintf(w, "  time from dead to decision: median %s, p95 %s (field: a median of 4.2 hours with a human triager)\n",
+			percentile(after, 50).Round(100*time.Millisecond), percentile(after, 95).Round(100*time.Millisecond))
+	}
+	fmt.Fprintf(w, "  notifications the scheduled flush had to publish (classify and replay publish theirs at once): %d\n\n", s.NotificationsCaughtUp)
 }

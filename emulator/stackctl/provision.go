@@ -20,7 +20,8 @@ import (
 // provision creates what the pipeline expects to exist once service name is
 // up, as Terraform does in a real project: after the Pub/Sub emulator, the
 // dlq-events topic with its push subscription to /Classify (and its
-// dead-letter topic with a subscription); after the Cloud Tasks emulator, the
+// dead-letter topic with a subscription), the dlq-notifications topic with a
+// pull subscription dlq-notifications-all; after the Cloud Tasks emulator, the
 // dlq-replay queue. It runs before the bridge starts: Pub/Sub drops what is
 // published to a topic without subscriptions. Existing ones are kept.
 func (s *localStack) provision(ctx context.Context, name string, w io.Writer) error {
@@ -42,7 +43,10 @@ func (s *localStack) provisionPubSub(ctx context.Context, w io.Writer) error {
 	defer ps.Close()
 	topic := fmt.Sprintf("projects/%s/topics/dlq-events", s.project)
 	deadTopic := fmt.Sprintf("projects/%s/topics/dlq-events-dead", s.project)
-	for _, t := range []string{topic, deadTopic} {
+	// Notifications, with one pull subscription that keeps them all (the
+	// demo counts them; subscribe your own to try filters).
+	notifications := fmt.Sprintf("projects/%s/topics/dlq-notifications", s.project)
+	for _, t := range []string{topic, deadTopic, notifications} {
 		if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: t}); err != nil && status.Code(err) != codes.AlreadyExists {
 			return fmt.Errorf("create topic %s: %w", t, err)
 		}
@@ -51,6 +55,9 @@ func (s *localStack) provisionPubSub(ctx context.Context, w io.Writer) error {
 	subs := []*pubsubpb.Subscription{{
 		Name: fmt.Sprintf("projects/%s/subscriptions/dlq-events-dead-hold", s.project), Topic: deadTopic,
 		MessageRetentionDuration: durationpb.New(7 * 24 * 3600e9),
+	}, {
+		Name: fmt.Sprintf("projects/%s/subscriptions/dlq-notifications-all", s.project), Topic: notifications,
+		MessageRetentionDuration: durationpb.New(24 * 3600e9),
 	}}
 	if s.running("functions") {
 		subs = append(subs, &pubsubpb.Subscription{
