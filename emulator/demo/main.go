@@ -90,8 +90,8 @@ type demo struct {
 	// once.
 	caughtUp int
 	agents   []*stack.Process
-	logDir string
-	binDir string
+	logDir   string
+	binDir   string
 
 	captureFrom map[string]uint64 // stream -> first sequence of this run
 	captured    map[string]bool
