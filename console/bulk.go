@@ -32,9 +32,11 @@ const (
 	// DefaultBulkRate is the form's default.
 	DefaultBulkRate = 5.0
 	// MaxBulkRate is the highest the console accepts: every action is a
-	// Firestore transaction and a Cloud Tasks call, and a faster bulk
-	// replay would hit the agents harder than a human should from a form.
-	MaxBulkRate = 50.0
+	// Firestore transaction on its entry, a Cloud Tasks call and a write of
+	// the run document (the write-ahead), and one document takes a
+	// sustained burst of writes only so fast; a faster bulk replay would
+	// also hit the agents harder than a human should from a form.
+	MaxBulkRate = 20.0
 )
 
 // Runner timing defaults (WithBulkTiming).
@@ -493,7 +495,9 @@ func (s *Server) workBulk(ctx context.Context, run *store.BulkRun) bool {
 	// The lease is renewed while the run waits between actions (a slow
 	// rate) or passes entries it leaves alone; a cancel seen here stops
 	// the wait at once.
+	beat := make(chan struct{})
 	go func() {
+		defer close(beat)
 		t := time.NewTicker(s.bulk.lease / 3)
 		defer t.Stop()
 		for {
@@ -517,6 +521,7 @@ func (s *Server) workBulk(ctx context.Context, run *store.BulkRun) bool {
 	log.InfoContext(ctx, "bulk redrive working", "seen", run.Progress.Seen, "total", run.Total)
 	err := rd.Do(rctx)
 	stop()
+	<-beat // no renewal after this point, whatever ends the run
 	switch {
 	case err == nil:
 		_, err = s.store.UpdateBulkRun(context.WithoutCancel(ctx), run.ID, owner, func(cur *store.BulkRun) error {

@@ -147,10 +147,10 @@ func TestBulkRedrivePlanAndRun(t *testing.T) {
 	e := newEnv(t, console.LocalAuth(bulkOperator))
 	acts := e.seedBulk(t, 6)
 	b := newBrowser(t, e.srv.URL)
-	id := e.confirmBulk(t, b, "50", map[string]string{"plan-matched": "11", "plan-acts": "9", "plan-approve": "6", "plan-runnow": "3",
+	id := e.confirmBulk(t, b, "20", map[string]string{"plan-matched": "11", "plan-acts": "9", "plan-approve": "6", "plan-runnow": "3",
 		"plan-held": "1", "plan-nothing": "1", "plan-replays": "9"})
-	if r := e.run(t, id); r.State != store.BulkPlanned || r.Actor != bulkOperator || r.Rate != 50 || r.Plan.Acts() != 9 {
-		t.Errorf("confirmed run = %s by %s at %g/s acting on %d; want planned by %s at 50/s acting on 9", r.State, r.Actor, r.Rate, r.Plan.Acts(), bulkOperator)
+	if r := e.run(t, id); r.State != store.BulkPlanned || r.Actor != bulkOperator || r.Rate != 20 || r.Plan.Acts() != 9 {
+		t.Errorf("confirmed run = %s by %s at %g/s acting on %d; want planned by %s at 20/s acting on 9", r.State, r.Actor, r.Rate, r.Plan.Acts(), bulkOperator)
 	}
 	e.runner(t, "a", e.op)
 	testenv.WaitFor(t, 30*time.Second, func() error {
@@ -244,7 +244,7 @@ func TestBulkRedriveSurvivesRestart(t *testing.T) {
 			e := newEnv(t, console.LocalAuth(bulkOperator))
 			acts := e.seedBulk(t, 6)
 			b := newBrowser(t, e.srv.URL)
-			id := e.confirmBulk(t, b, "50", nil)
+			id := e.confirmBulk(t, b, "20", nil)
 
 			f := &freezer{Operator: e.op, at: 4, after: tc.after, frozen: make(chan struct{}), thaw: make(chan struct{})}
 			stopA := e.runner(t, "a", f)
@@ -280,7 +280,7 @@ func TestBulkRedriveCancel(t *testing.T) {
 	e := newEnv(t, console.LocalAuth(bulkOperator))
 	e.seedBulk(t, 10)
 	b := newBrowser(t, e.srv.URL)
-	id := e.confirmBulk(t, b, "2/s", nil)
+	id := e.confirmBulk(t, b, "1/s", nil)
 	e.runner(t, "a", e.op)
 	testenv.WaitFor(t, 30*time.Second, func() error {
 		if r := e.run(t, id); r.Progress.Approved < 1 {
@@ -367,13 +367,13 @@ func TestBulkRedriveBadInput(t *testing.T) {
 		{"unknown opt-in", "GET", "/bulk?tenant=acme&include=everything", nil, 400, "only governance"},
 		{"rate 0", "GET", "/bulk?tenant=acme&rate=0", nil, 400, "rate"},
 		{"negative rate", "GET", "/bulk?tenant=acme&rate=-3", nil, 400, "rate"},
-		{"huge rate", "GET", "/bulk?tenant=acme&rate=100000", nil, 400, "at most 50"},
+		{"huge rate", "GET", "/bulk?tenant=acme&rate=21", nil, 400, "at most 20"},
 		{"NaN rate", "GET", "/bulk?tenant=acme&rate=NaN", nil, 400, "rate"},
 		{"rate unit", "GET", "/bulk?tenant=acme&rate=5/h", nil, 400, "rate"},
 		{"confirm without CSRF", "POST", "/bulk", valid("csrf", ""), 403, "CSRF"},
 		{"confirm with a forged CSRF", "POST", "/bulk", valid("csrf", "AAAA"), 403, "CSRF"},
 		{"confirm rate 0", "POST", "/bulk", valid("rate", "0"), 400, "rate"},
-		{"confirm huge rate", "POST", "/bulk", valid("rate", "1e9"), 400, "at most 50"},
+		{"confirm huge rate", "POST", "/bulk", valid("rate", "1e9"), 400, "at most 20"},
 		{"confirm unknown filter", "POST", "/bulk", valid("colour", "red"), 400, "unknown filter"},
 		{"confirm without a reason", "POST", "/bulk", valid("why", ""), 400, "reason"},
 		{"confirm nothing to do", "POST", "/bulk", valid("tenant", "nobody"), 400, "nothing to do"},
