@@ -22,7 +22,7 @@ import (
 // dlq-events topic with its push subscription to /Classify (and its
 // dead-letter topic with a subscription), the dlq-notifications topic with a
 // pull subscription dlq-notifications-all; after the Cloud Tasks emulator, the
-// dlq-replay queue. It runs before the bridge starts: Pub/Sub drops what is
+// dlq-replay and dlq-webhooks queues. It runs before the bridge starts: Pub/Sub drops what is
 // published to a topic without subscriptions. Existing ones are kept.
 func (s *localStack) provision(ctx context.Context, name string, w io.Writer) error {
 	switch name {
@@ -83,18 +83,22 @@ func (s *localStack) provisionQueue(ctx context.Context, w io.Writer) error {
 		return fmt.Errorf("cloud tasks client: %w", err)
 	}
 	defer ct.Close()
-	_, err = ct.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{
-		Parent: fmt.Sprintf("projects/%s/locations/%s", s.project, s.location),
-		Queue: &cloudtaskspb.Queue{
-			Name:        s.queue(),
-			RateLimits:  &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: 50, MaxConcurrentDispatches: 20},
-			RetryConfig: &cloudtaskspb.RetryConfig{MaxAttempts: 10, MinBackoff: durationpb.New(5e9), MaxBackoff: durationpb.New(300e9), MaxDoublings: 4},
-		},
-	})
-	if err != nil && status.Code(err) != codes.AlreadyExists {
-		return fmt.Errorf("create queue %s: %w", s.queue(), err)
+	for _, q := range []*cloudtaskspb.Queue{{
+		Name:        s.queue(),
+		RateLimits:  &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: 50, MaxConcurrentDispatches: 20},
+		RetryConfig: &cloudtaskspb.RetryConfig{MaxAttempts: 10, MinBackoff: durationpb.New(5e9), MaxBackoff: durationpb.New(300e9), MaxDoublings: 4},
+	}, {
+		// Tenant webhook deliveries to /Deliver, retried with backoff.
+		Name:        s.webhookQueue(),
+		RateLimits:  &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: 50, MaxConcurrentDispatches: 20},
+		RetryConfig: &cloudtaskspb.RetryConfig{MaxAttempts: 12, MinBackoff: durationpb.New(2e9), MaxBackoff: durationpb.New(300e9), MaxDoublings: 6},
+	}} {
+		_, err = ct.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{Parent: fmt.Sprintf("projects/%s/locations/%s", s.project, s.location), Queue: q})
+		if err != nil && status.Code(err) != codes.AlreadyExists {
+			return fmt.Errorf("create queue %s: %w", q.Name, err)
+		}
+		fmt.Fprintf(w, "  queue        %s\n", q.Name)
 	}
-	fmt.Fprintf(w, "  queue        %s\n", s.queue())
 	return nil
 }
 
