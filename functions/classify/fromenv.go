@@ -57,6 +57,7 @@ func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) (*Handle
 		// The outbox right after a commit that staged a notification; a
 		// small batch, as every instance flushes.
 		Notify: notify.New(st, topic, notify.WithLogger(log), notify.WithConsoleURL(cfg.Notifications.ConsoleURL),
-			notify.WithBatch(FlushBatch), notify.WithTasks(notify.LazyJetStream(js.JetStream))),
+			notify.WithBatch(FlushBatch), notify.WithTasks(notify.LazyJetStream(js.JetStream)),
+			notify.WebhooksFrom(cfg.Notifications.Webhooks)),
 	}), nil
 }

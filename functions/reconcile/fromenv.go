@@ -30,9 +30,6 @@ type env struct {
 	config.HTTPFunction
 	Config        reconciler.Config
 	Notifications config.Notifications
-	// Webhooks is where each run's flush fans tenant notifications out to
-	// (none when WEBHOOKS_QUEUE is unset).
-	Webhooks config.Webhooks
 }
 
 // loadEnv reads reconcile's environment with one Reader, so every problem,
@@ -41,7 +38,6 @@ type env struct {
 func loadEnv(lookup config.Lookup) (env, error) {
 	r := config.NewReader(lookup)
 	e := env{HTTPFunction: config.ReadHTTPFunction(r), Config: reconciler.ReadConfig(r), Notifications: config.ReadNotifications(r)}
-	e.Webhooks = config.ReadWebhooks(r, e.Common, false)
 	return e, r.Err()
 }
 
@@ -82,17 +78,14 @@ func build(ctx context.Context, e env, log *slog.Logger) (http.Handler, error) {
 	if conv == (event.Conventions{}) {
 		conv = event.DefaultConventions
 	}
-	nopts := []notify.Option{notify.WithLogger(log), notify.WithConsoleURL(e.Notifications.ConsoleURL),
-		notify.WithConventions(conv), notify.WithTasks(notify.LazyJetStream(js.JetStream))}
-	if e.Webhooks.Queue != "" {
-		nopts = append(nopts, notify.WithWebhooks(notify.NewWebhookQueue(e.Webhooks)))
-	}
 	h := reconciler.New(e.Config, reconciler.Deps{
 		Logger:    log,
 		Store:     st,
 		Tasks:     tasks.New(e.Tasks),
 		JetStream: js.JetStream,
-		Notify:    notify.New(st, topic, nopts...),
+		Notify: notify.New(st, topic, notify.WithLogger(log), notify.WithConsoleURL(e.Notifications.ConsoleURL),
+			notify.WithConventions(conv), notify.WithTasks(notify.LazyJetStream(js.JetStream)),
+			notify.WebhooksFrom(e.Notifications.Webhooks)),
 	})
 	return a.Middleware(h), nil
 }

@@ -74,7 +74,8 @@ func build(ctx context.Context, cfg env, log *slog.Logger) (http.Handler, error)
 		Policy:    triage.NewLoader(fs, log),
 		Publisher: js,
 		Notify: notify.New(st, topic, notify.WithLogger(log), notify.WithConsoleURL(cfg.Notifications.ConsoleURL),
-			notify.WithBatch(FlushBatch), notify.WithTasks(notify.LazyJetStream(js.JetStream))),
+			notify.WithBatch(FlushBatch), notify.WithTasks(notify.LazyJetStream(js.JetStream)),
+			notify.WebhooksFrom(cfg.Notifications.Webhooks)),
 	})
 	return a.Middleware(h), nil
 }

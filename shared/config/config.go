@@ -343,13 +343,24 @@ type Notifications struct {
 	// ConsoleURL (CONSOLE_URL, optional) is the console's address; triage
 	// tasks link to the entry's page under it.
 	ConsoleURL string
+	// Webhooks is where a flush fans tenant notifications out to
+	// (WEBHOOKS_QUEUE unset: no fan-out by this component).
+	Webhooks Webhooks
 }
 
-// ReadNotifications reads where notifications go.
+// ReadNotifications reads where notifications go. The webhook settings
+// need only the Cloud Tasks emulator of the common variables, which are
+// read again here so every caller keeps its one-argument call.
 func ReadNotifications(r *Reader) Notifications {
+	common := Common{
+		FirestoreEmulatorHost:  r.String("FIRESTORE_EMULATOR_HOST", ""),
+		CloudTasksEmulatorHost: r.String("CLOUD_TASKS_EMULATOR_HOST", ""),
+		OnGoogleCloud:          r.String("K_SERVICE", "") != "",
+	}
 	return Notifications{
 		Topic:      r.String("NOTIFICATIONS_TOPIC", event.DefaultNotificationsTopic),
 		ConsoleURL: r.URL("CONSOLE_URL", false, "https", "http"),
+		Webhooks:   ReadWebhooks(r, common, false),
 	}
 }
 

@@ -47,6 +47,15 @@ type WebhookTasks interface {
 // webhooks through tasks (nil: it leaves them for a flusher that has it).
 func WithWebhooks(tasks WebhookTasks) Option { return func(f *Flusher) { f.hooks = tasks } }
 
+// WebhooksFrom is WithWebhooks over the queue cfg names, or no option when
+// cfg names none: every component that flushes passes its configuration.
+func WebhooksFrom(cfg config.Webhooks) Option {
+	if cfg.Queue == "" {
+		return func(*Flusher) {}
+	}
+	return WithWebhooks(NewWebhookQueue(cfg))
+}
+
 // WebhookQueue creates delivery tasks in the webhook queue. Its client is
 // made on first use.
 type WebhookQueue struct {
