@@ -189,25 +189,42 @@ func TestBulkRedrivePlanAndRun(t *testing.T) {
 // happened, the instance never recorded it). The frozen call blocks until
 // thaw, like a process that stopped; it then returns, as a zombie
 // instance would wake up, and must find its lease taken.
+//
+// Every action that reaches the operator is written in the ledger, which
+// both instances share.
 type freezer struct {
 	*operator.Operator
-	at     int32
+	at     int32 // 0: never
 	after  bool
 	n      atomic.Int32
 	frozen chan struct{}
 	thaw   chan struct{}
+	ledger *ledger
+}
+
+// ledger counts the actions taken per entry, by all instances.
+type ledger struct {
+	mu   sync.Mutex
+	acts map[string]int
+}
+
+func (l *ledger) add(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.acts[id]++
 }
 
 func (f *freezer) Approve(ctx context.Context, tenant, id string, ed operator.Edits) (*store.Entry, error) {
-	return f.do(func() (*store.Entry, error) { return f.Operator.Approve(ctx, tenant, id, ed) })
+	return f.do(id, func() (*store.Entry, error) { return f.Operator.Approve(ctx, tenant, id, ed) })
 }
 
 func (f *freezer) ReplayNow(ctx context.Context, tenant, id, by string) (*store.Entry, error) {
-	return f.do(func() (*store.Entry, error) { return f.Operator.ReplayNow(ctx, tenant, id, by) })
+	return f.do(id, func() (*store.Entry, error) { return f.Operator.ReplayNow(ctx, tenant, id, by) })
 }
 
-func (f *freezer) do(act func() (*store.Entry, error)) (*store.Entry, error) {
+func (f *freezer) do(id string, act func() (*store.Entry, error)) (*store.Entry, error) {
 	if f.n.Add(1) != f.at {
+		f.ledger.add(id)
 		return act()
 	}
 	if !f.after {
@@ -215,6 +232,7 @@ func (f *freezer) do(act func() (*store.Entry, error)) (*store.Entry, error) {
 		<-f.thaw
 		return nil, errors.New("the instance was killed before acting")
 	}
+	f.ledger.add(id)
 	e, err := act()
 	close(f.frozen)
 	<-f.thaw
@@ -223,8 +241,9 @@ func (f *freezer) do(act func() (*store.Entry, error)) (*store.Entry, error) {
 
 // TestBulkRedriveSurvivesRestart kills the console instance working on a
 // run mid-way, before or after an action, and lets a new instance resume
-// it: every entry is acted on exactly once (one transition by the
-// operator, one replay on the work stream).
+// it: every entry is acted on exactly once (one action reaching the
+// operator from either instance, one transition by the operator, one
+// replay on the work stream, no task left in the replay queue).
 //
 // Resuming is idempotent because of the run's write-ahead: before each
 // action the run document names the entry and its updated_at as listed.
@@ -246,7 +265,8 @@ func TestBulkRedriveSurvivesRestart(t *testing.T) {
 			b := newBrowser(t, e.srv.URL)
 			id := e.confirmBulk(t, b, "20", nil)
 
-			f := &freezer{Operator: e.op, at: 4, after: tc.after, frozen: make(chan struct{}), thaw: make(chan struct{})}
+			l := &ledger{acts: map[string]int{}}
+			f := &freezer{Operator: e.op, at: 4, after: tc.after, frozen: make(chan struct{}), thaw: make(chan struct{}), ledger: l}
 			stopA := e.runner(t, "a", f)
 			<-f.frozen
 			// Instance a is dead from here on: no heartbeat, no saves.
@@ -256,7 +276,7 @@ func TestBulkRedriveSurvivesRestart(t *testing.T) {
 				t.Fatalf("run when a died: %s, lease %s, pending %v; want running, held by a, an entry in hand", mid.State, mid.LeaseOwner, mid.Progress.Pending)
 			}
 
-			e.runner(t, "b", e.op)
+			e.runner(t, "b", &freezer{Operator: e.op, ledger: l})
 			testenv.WaitFor(t, 30*time.Second, func() error {
 				if r := e.run(t, id); r.State != store.BulkDone {
 					return fmt.Errorf("run is %s after %d entries (lease %s)", r.State, r.Progress.Seen, r.LeaseOwner)
@@ -270,6 +290,21 @@ func TestBulkRedriveSurvivesRestart(t *testing.T) {
 				t.Errorf("resumed run (seen, approved, run now, failed+skipped) = %v, want [11 6 3 0]", got)
 			}
 			e.actedOnce(t, acts, "TASKS.900", "TASKS.901", "TASKS.902")
+			want := map[string]int{}
+			for _, id := range acts {
+				want[id] = 1
+			}
+			if diff := cmp.Diff(want, l.acts); diff != "" {
+				t.Errorf("actions taken per entry by both instances (-want +got):\n%s", diff)
+			}
+			// Every replay task is dispatched and gone: no task of a
+			// second action waits in the queue.
+			testenv.WaitFor(t, 30*time.Second, func() error {
+				if left := e.ct.Tasks(t, e.queue); len(left) != 0 {
+					return fmt.Errorf("replay queue holds %v after the run, want nothing", left)
+				}
+				return nil
+			})
 		})
 	}
 }
