@@ -78,10 +78,9 @@ locals {
       # Finish and store the report well before the platform cuts the
       # request off.
       RECONCILE_TIME_BUDGET = "${max(30, local.reconcile_timeout - 60)}s"
-      # Each run publishes the notifications outbox and fans tenant
-      # notifications out to their webhooks (webhooks.tf).
+      # Each run publishes the notifications outbox.
       NOTIFICATIONS_TOPIC = var.notifications_topic
-    }, local.webhook_fanout_env)
+    })
   }
   reconcile_timeout = try(var.function_settings.reconcile.timeout_seconds, 60)
 
@@ -239,7 +238,7 @@ module "function" {
   build_service_account_id = google_service_account.component["builder"].id
   docker_repository        = google_artifact_registry_repository.images.id
   service_account_email    = google_service_account.component[each.key].email
-  environment              = merge(local.function_env[each.key], lookup(var.function_env, each.key, {}))
+  environment              = merge(local.function_env[each.key], local.webhook_fanout_env, lookup(var.function_env, each.key, {}))
   secret_files             = each.key == "classify" ? {} : local.nats_files
   memory                   = try(var.function_settings[each.key].memory, "256Mi")
   timeout_seconds          = try(var.function_settings[each.key].timeout_seconds, 60)

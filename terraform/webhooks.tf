@@ -46,7 +46,8 @@ locals {
   deliver_name = "${var.name_prefix}-deliver"
   deliver_url  = "https://${local.deliver_name}-${data.google_project.this.number}.${var.region}.run.app"
 
-  # What reconcile's flush needs to create delivery tasks.
+  # What a flush needs to create delivery tasks: classify, replay and
+  # reconcile flush the outbox (main.tf merges it into their environment).
   webhook_fanout_env = {
     WEBHOOKS_QUEUE          = module.webhook_tasks.queue_id
     WEBHOOK_DELIVER_URL     = local.deliver_url
@@ -84,9 +85,9 @@ resource "google_project_iam_member" "deliver_log_writer" {
   member  = google_service_account.deliver.member
 }
 
-# The deliveries' queue: reconcile creates tasks (and acts as the OIDC
-# identity to do so); nobody audits it, a delivery that is lost is retried
-# by nobody but the tenant's dedup-by-id makes a repeat harmless.
+# The deliveries' queue: the functions that flush the outbox create tasks
+# (and act as the OIDC identity to do so). Nothing audits it: a task is
+# created before its notification is marked fanned out, so none is lost.
 module "webhook_tasks" {
   source = "./modules/tasks"
 
@@ -102,6 +103,8 @@ module "webhook_tasks" {
   max_retry_duration        = var.webhooks.max_retry_duration
   task_service_account_id   = google_service_account.webhook_tasks.name
   enqueuer_members = {
+    classify  = google_service_account.component["classify"].member
+    replay    = google_service_account.component["replay"].member
     reconcile = google_service_account.component["reconcile"].member
   }
   auditor_members = {}
