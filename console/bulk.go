@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -570,9 +571,7 @@ func (s *Server) cancelled(id string) bool {
 // releaseBulk gives up the lease of a run still going on, so another
 // instance (or this one's next claim) continues it without waiting for the
 // lease to expire.
-func (s *Server) releaseBulk(id, owner string, log interface {
-	Error(msg string, args ...any)
-}) {
+func (s *Server) releaseBulk(id, owner string, log *slog.Logger) {
 	_, err := s.store.UpdateBulkRun(context.Background(), id, owner, func(cur *store.BulkRun) error {
 		cur.LeaseOwner, cur.LeaseUntil = "", time.Time{}
 		return nil
