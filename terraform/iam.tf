@@ -19,7 +19,7 @@ locals {
   # Components that run code and write logs / custom metrics.
   log_writers    = toset(["bridge", "classify", "replay", "reconcile", "builder"])
   metric_writers = toset(["bridge", "classify", "replay", "reconcile"])
-  nats_clients   = var.nats_creds_enabled ? toset(["bridge", "replay", "reconcile"]) : toset([])
+  nats_clients   = var.nats_creds_enabled ? toset(["bridge", "classify", "replay", "reconcile"]) : toset([])
 }
 
 resource "google_service_account" "component" {

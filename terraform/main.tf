@@ -62,11 +62,16 @@ locals {
     TASKS_SERVICE_ACCOUNT = google_service_account.component["tasks"].email
   }
   function_env = {
-    classify = local.scheduling_env
+    # Classify and replay publish the notifications their commits stage
+    # at once (triage tasks go to NATS); reconcile publishes the rest.
+    classify = merge(local.nats_env, local.scheduling_env, {
+      NOTIFICATIONS_TOPIC = var.notifications_topic
+    })
     replay = merge(local.nats_env, local.scheduling_env, {
       AUTH_MODE           = "oidc"
       AUTH_AUDIENCE       = local.function_urls.replay
       AUTH_ALLOWED_EMAILS = google_service_account.component["tasks"].email
+      NOTIFICATIONS_TOPIC = var.notifications_topic
     })
     reconcile = merge(local.nats_env, local.scheduling_env, {
       AUTH_MODE           = "oidc"
@@ -239,7 +244,7 @@ module "function" {
   docker_repository        = google_artifact_registry_repository.images.id
   service_account_email    = google_service_account.component[each.key].email
   environment              = merge(local.function_env[each.key], local.webhook_fanout_env, lookup(var.function_env, each.key, {}))
-  secret_files             = each.key == "classify" ? {} : local.nats_files
+  secret_files             = local.nats_files
   memory                   = try(var.function_settings[each.key].memory, "256Mi")
   timeout_seconds          = try(var.function_settings[each.key].timeout_seconds, 60)
   min_instances            = try(var.function_settings[each.key].min_instances, 0)
@@ -389,8 +394,9 @@ module "monitoring" {
   depends_on = [google_project_service.enabled]
 }
 
-# Notifications (escalations, approvals, quarantines, breaker changes):
-# reconcile publishes the outbox each run, so it alone publishes.
+# Notifications (escalations, approvals, quarantines, breaker changes,
+# alerts): classify and replay publish what their commits stage at once,
+# reconcile publishes the rest of the outbox each run.
 module "notifications" {
   source = "./modules/notifications"
 
@@ -399,6 +405,8 @@ module "notifications" {
   message_retention = var.event_retention
   labels            = local.labels
   publisher_members = {
+    classify  = google_service_account.component["classify"].member
+    replay    = google_service_account.component["replay"].member
     reconcile = google_service_account.component["reconcile"].member
   }
 

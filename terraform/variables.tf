@@ -52,7 +52,7 @@ variable "nats_url" {
 
 variable "nats_creds_enabled" {
   type        = bool
-  description = "Whether NATS needs a credentials file. When true the file is read from the Secret Manager secret nats_creds_secret_id and mounted into the bridge, replay and reconcile (NATS_CREDS)."
+  description = "Whether NATS needs a credentials file. When true the file is read from the Secret Manager secret nats_creds_secret_id and mounted into the bridge, classify, replay and reconcile (NATS_CREDS)."
   default     = true
 }
 
