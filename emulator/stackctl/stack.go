@@ -157,9 +157,16 @@ func (s *localStack) webhookQueue() string {
 
 // clientEnv points every client at the local stack (SPEC §14).
 func (s *localStack) clientEnv() []string {
-	return stack.Endpoints{Project: s.project, Firestore: s.addr("firestore"), PubSub: s.addr("pubsub"),
+	env := stack.Endpoints{Project: s.project, Firestore: s.addr("firestore"), PubSub: s.addr("pubsub"),
 		CloudTasks: s.addr("cloudtasks"), NATS: s.addr("nats"), Functions: s.addr("functions"), Queue: s.queue(),
 		WebhookQueue: s.webhookQueue()}.ClientEnv()
+	// Local mode allows loopback endpoints: every port of the stack itself
+	// stays refused.
+	var own []string
+	for _, svc := range s.services {
+		own = append(own, "http://"+s.addr(svc.name))
+	}
+	return append(env, "WEBHOOK_DENY_URLS="+strings.Join(own, ","))
 }
 
 // localOperator is who acts in the local console's entry history.
