@@ -139,8 +139,7 @@ func (r *run) count(p *Pass, e *store.Entry) {
 	case store.Recovered:
 		t.Recovered++
 	}
-	switch e.Status {
-	case store.Recovered, store.Escalated, store.Quarantined, store.Discarded:
+	if slices.Contains(store.SettledStatuses, e.Status) {
 		t.Settled++
 	}
 	if duplicate(e) {
