@@ -1,13 +1,17 @@
 package agentkit_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/notify"
@@ -105,5 +109,93 @@ func TestTriageAnswerCheck(t *testing.T) {
 		if (err == nil) != tt.ok || (err != nil && !errors.Is(err, agentkit.ErrBadAnswer)) {
 			t.Errorf("%s: Check() = %v, want ok %v (else ErrBadAnswer)", tt.name, err, tt.ok)
 		}
+	}
+}
+
+// answerer answers with the error named for the entry.
+type answerer map[string]error
+
+func (a answerer) AnswerTriage(_ context.Context, task event.TriageTask, _ agentkit.TriageAnswer, by string) (string, error) {
+	if by != agentkit.TriageActor("ceo") {
+		return "", fmt.Errorf("answered as %q", by)
+	}
+	return "scheduled", a[task.EntryID]
+}
+
+// HandleTriage settles every triage task: acked when answered or when no
+// retry can help, NAKed (redelivered) when one can, and a malformed task
+// is terminated through Terminate, so it is recorded like any dead task.
+func TestHandleTriageSettles(t *testing.T) {
+	f := newFixture(t, jetstream.LimitsPolicy, true)
+	ctx := testenv.Context(t)
+	kit := agentkit.New(f.js, agentkit.WithAgent("ceo"))
+	ans := answerer{
+		"TASKS.decided":    fmt.Errorf("%w: entry is replayed", agentkit.ErrTriageDecided),
+		"TASKS.refused":    fmt.Errorf("%w: payload missing", agentkit.ErrTriageRefused),
+		"TASKS.elsewhere":  fmt.Errorf("%w: no such entry", agentkit.ErrTriageNotFound),
+		"TASKS.unfinished": fmt.Errorf("%w: cloud tasks down", agentkit.ErrTriageUnfinished),
+		"TASKS.down":       errors.New("firestore unavailable"),
+	}
+	decide := func(_ context.Context, task event.TriageTask) (agentkit.TriageAnswer, error) {
+		if task.EntryID == "TASKS.undecided" {
+			return agentkit.TriageAnswer{}, errors.New("the model is down")
+		}
+		return agentkit.ReplayAnswer(nil, nil), nil
+	}
+	tests := []struct {
+		entry string
+		want  agentkit.TriageOutcome
+		err   error
+	}{
+		{"TASKS.ok", agentkit.TriageAnswered, nil},
+		{"TASKS.unfinished", agentkit.TriageAnswered, agentkit.ErrTriageUnfinished},
+		{"TASKS.decided", agentkit.TriageDecided, agentkit.ErrTriageDecided},
+		{"TASKS.refused", agentkit.TriageRefused, agentkit.ErrTriageRefused},
+		{"TASKS.elsewhere", agentkit.TriageRefused, agentkit.ErrTriageNotFound},
+		{"TASKS.down", agentkit.TriageRetry, nil},
+		{"TASKS.undecided", agentkit.TriageRetry, nil},
+		{"malformed", agentkit.TriageMalformed, agentkit.ErrBadTriage},
+	}
+	for _, tt := range tests {
+		h, data, _ := triageMsg(t)
+		if tt.entry != "malformed" {
+			var task event.TriageTask
+			_ = json.Unmarshal(data, &task)
+			task.EntryID = tt.entry
+			data, _ = json.Marshal(task)
+			h[event.HeaderTriageEntry] = []string{tt.entry}
+		} else {
+			data = []byte("not a triage task")
+		}
+		hdr := map[string]string{}
+		for k, vs := range h {
+			hdr[k] = vs[0]
+		}
+		hdr["Nats-Msg-Id"] = tt.entry
+		f.publish(t, "agents.ceo.tasks.dlq_triage", data, hdr)
+		msg := f.next(t)
+		got, err := kit.HandleTriage(ctx, msg, ans, decide)
+		if got != tt.want || (tt.err != nil && !errors.Is(err, tt.err)) || (tt.want != agentkit.TriageAnswered && err == nil) {
+			t.Errorf("HandleTriage(%s) = %s, %v; want %s, %v", tt.entry, got, err, tt.want, tt.err)
+		}
+		again, err := f.cons.Next(jetstream.FetchMaxWait(time.Second))
+		redelivered := err == nil
+		if redelivered {
+			_ = again.Ack()
+		}
+		if want := tt.want == agentkit.TriageRetry; redelivered != want {
+			t.Errorf("HandleTriage(%s): redelivered = %v, want %v", tt.entry, redelivered, want)
+		}
+	}
+	recs, err := f.js.Stream(ctx, names.RecordStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := recs.GetLastMsgForSubject(ctx, event.RecordSubject("TASKS"))
+	if err != nil {
+		t.Fatalf("no record of the malformed triage task: %v", err)
+	}
+	if r, err := event.ParseRecord(raw.Header, raw.Data); err != nil || r.Meta.Failure.Code != "schema_invalid" {
+		t.Errorf("record = %+v, %v; want failure schema_invalid", r.Meta, err)
 	}
 }
