@@ -339,15 +339,7 @@ func (s *Store) GetAudit(ctx context.Context, runID string) (*audit.Report, erro
 	if !validRunID(runID) {
 		return nil, fmt.Errorf("%w: run id %q", ErrBadID, runID)
 	}
-	snap, err := s.auditRef(runID).Get(ctx)
-	s.read(1)
-	if isNotFound(err) {
-		return nil, fmt.Errorf("%w: report %s", ErrNotFound, runID)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("firestore get %s/%s: %w", Audits, runID, err)
-	}
-	return decodeAudit(snap)
+	return getDoc(ctx, s, s.auditRef(runID), "report", decodeAudit)
 }
 
 // decodeAudit reads a stored report back through its JSON shape.

@@ -189,24 +189,11 @@ func (s *Store) GetBulkRun(ctx context.Context, id string) (*BulkRun, error) {
 	if err := CheckBulkRunID(id); err != nil {
 		return nil, err
 	}
-	snap, err := s.bulkRef(id).Get(ctx)
-	s.read(1)
-	if isNotFound(err) {
-		return nil, fmt.Errorf("%w: bulk run %s", ErrNotFound, id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("firestore get %s/%s: %w", BulkRuns, id, err)
-	}
-	return decodeBulkRun(snap)
+	return getDoc(ctx, s, s.bulkRef(id), "bulk run", decodeBulkRun)
 }
 
 func decodeBulkRun(snap *firestore.DocumentSnapshot) (*BulkRun, error) {
-	var r BulkRun
-	if err := snap.DataTo(&r); err != nil {
-		return nil, fmt.Errorf("decode %s/%s: %w", BulkRuns, snap.Ref.ID, err)
-	}
-	r.ID = snap.Ref.ID
-	return &r, nil
+	return decodeDoc(snap, func(r *BulkRun) *string { return &r.ID })
 }
 
 // ListBulkRuns returns the newest runs, at most limit.
@@ -296,15 +283,7 @@ func (s *Store) UpdateBulkRun(ctx context.Context, id, owner string, fn func(r *
 	}
 	var out *BulkRun
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(s.bulkRef(id))
-		s.read(1)
-		if isNotFound(err) {
-			return fmt.Errorf("%w: bulk run %s", ErrNotFound, id)
-		}
-		if err != nil {
-			return err
-		}
-		r, err := decodeBulkRun(snap)
+		r, err := txGet(s, tx, s.bulkRef(id), "bulk run", decodeBulkRun)
 		if err != nil {
 			return err
 		}
@@ -317,7 +296,7 @@ func (s *Store) UpdateBulkRun(ctx context.Context, id, owner string, fn func(r *
 		r.UpdatedAt = s.Now()
 		out = r
 		s.wrote(1)
-		return tx.Set(snap.Ref, r)
+		return tx.Set(s.bulkRef(id), r)
 	})
 	if err != nil {
 		return nil, txError("update bulk run "+id, err)
@@ -335,15 +314,7 @@ func (s *Store) CancelBulkRun(ctx context.Context, id, by string) (*BulkRun, err
 	}
 	var out *BulkRun
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(s.bulkRef(id))
-		s.read(1)
-		if isNotFound(err) {
-			return fmt.Errorf("%w: bulk run %s", ErrNotFound, id)
-		}
-		if err != nil {
-			return err
-		}
-		r, err := decodeBulkRun(snap)
+		r, err := txGet(s, tx, s.bulkRef(id), "bulk run", decodeBulkRun)
 		if err != nil {
 			return err
 		}
@@ -361,7 +332,7 @@ func (s *Store) CancelBulkRun(ctx context.Context, id, by string) (*BulkRun, err
 		}
 		r.CancelledBy, r.UpdatedAt = by, now
 		s.wrote(1)
-		return tx.Set(snap.Ref, r)
+		return tx.Set(s.bulkRef(id), r)
 	})
 	if err != nil {
 		return nil, txError("cancel bulk run "+id, err)

@@ -158,24 +158,11 @@ func (s *Store) Get(ctx context.Context, id string) (*Entry, error) {
 // GetMeta reads an entry without fetching payload chunks (inline payloads are
 // included).
 func (s *Store) GetMeta(ctx context.Context, id string) (*Entry, error) {
-	snap, err := s.entryRef(id).Get(ctx)
-	s.read(1)
-	if status.Code(err) == codes.NotFound {
-		return nil, fmt.Errorf("%w: entry %q", ErrNotFound, id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("firestore get %s/%s: %w", FailureLog, id, err)
-	}
-	return decodeEntry(snap)
+	return getDoc(ctx, s, s.entryRef(id), "entry", decodeEntry)
 }
 
 func decodeEntry(snap *firestore.DocumentSnapshot) (*Entry, error) {
-	var e Entry
-	if err := snap.DataTo(&e); err != nil {
-		return nil, fmt.Errorf("decode %s/%s: %w", FailureLog, snap.Ref.ID, err)
-	}
-	e.ID = snap.Ref.ID
-	return &e, nil
+	return decodeDoc(snap, func(e *Entry) *string { return &e.ID })
 }
 
 // Change is a status transition of an entry.

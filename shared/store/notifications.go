@@ -230,15 +230,7 @@ func (s *Store) ReleaseNotification(ctx context.Context, id, owner string, cause
 
 // GetNotification reads one outbox document.
 func (s *Store) GetNotification(ctx context.Context, id string) (*Outbox, error) {
-	snap, err := s.outboxRef(id).Get(ctx)
-	s.read(1)
-	if isNotFound(err) {
-		return nil, fmt.Errorf("%w: notification %q", ErrNotFound, id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("firestore get %s/%s: %w", Notifications, id, err)
-	}
-	return decodeOutbox(snap)
+	return getDoc(ctx, s, s.outboxRef(id), "notification", decodeOutbox)
 }
 
 func (s *Store) settleOutbox(ctx context.Context, id, owner string, f func(*Outbox, time.Time)) error {
@@ -285,10 +277,5 @@ func (s *Store) updateOutbox(ctx context.Context, id string, f func(*Outbox, tim
 }
 
 func decodeOutbox(snap *firestore.DocumentSnapshot) (*Outbox, error) {
-	var o Outbox
-	if err := snap.DataTo(&o); err != nil {
-		return nil, fmt.Errorf("decode %s/%s: %w", Notifications, snap.Ref.ID, err)
-	}
-	o.ID = snap.Ref.ID
-	return &o, nil
+	return decodeDoc(snap, func(o *Outbox) *string { return &o.ID })
 }

@@ -77,12 +77,7 @@ func (s *Store) webhookRef(id string) *firestore.DocumentRef {
 }
 
 func decodeWebhook(snap *firestore.DocumentSnapshot) (*Webhook, error) {
-	var w Webhook
-	if err := snap.DataTo(&w); err != nil {
-		return nil, fmt.Errorf("decode %s/%s: %w", Webhooks, snap.Ref.ID, err)
-	}
-	w.ID = snap.Ref.ID
-	return &w, nil
+	return decodeDoc(snap, func(w *Webhook) *string { return &w.ID })
 }
 
 // CreateWebhook adds an endpoint of tenant at rawURL, enabled, with a new
@@ -186,15 +181,7 @@ func (s *Store) WebhookByID(ctx context.Context, id string) (*Webhook, error) {
 	if !validKeyID(id) {
 		return nil, fmt.Errorf("%w: webhook %q", ErrNotFound, id)
 	}
-	snap, err := s.webhookRef(id).Get(ctx)
-	s.read(1)
-	if isNotFound(err) {
-		return nil, fmt.Errorf("%w: webhook %s", ErrNotFound, id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("firestore get %s/%s: %w", Webhooks, id, err)
-	}
-	return decodeWebhook(snap)
+	return getDoc(ctx, s, s.webhookRef(id), "webhook", decodeWebhook)
 }
 
 // DeleteWebhook removes endpoint id of tenant; its pending deliveries find
@@ -234,15 +221,7 @@ func (s *Store) updateWebhook(ctx context.Context, tenant, id string, f func(*fi
 	var out *Webhook
 	ref := s.webhookRef(id)
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(ref)
-		s.read(1)
-		if isNotFound(err) {
-			return fmt.Errorf("%w: webhook %s", ErrNotFound, id)
-		}
-		if err != nil {
-			return err
-		}
-		w, err := decodeWebhook(snap)
+		w, err := txGet(s, tx, ref, "webhook", decodeWebhook)
 		if err != nil {
 			return err
 		}

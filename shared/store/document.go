@@ -1,0 +1,51 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"cloud.google.com/go/firestore"
+)
+
+// What every aggregate does with its documents, written once: read one by id
+// (outside or inside a transaction, a missing one being ErrNotFound that
+// names it), decode it with its id kept outside the document.
+
+// getDoc reads the document at ref and decodes it; what names the aggregate
+// in the error ("entry", "bulk run").
+func getDoc[T any](ctx context.Context, s *Store, ref *firestore.DocumentRef, what string, decode func(*firestore.DocumentSnapshot) (*T, error)) (*T, error) {
+	snap, err := ref.Get(ctx)
+	s.read(1)
+	if isNotFound(err) {
+		return nil, fmt.Errorf("%w: %s %q", ErrNotFound, what, ref.ID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("firestore get %s/%s: %w", ref.Parent.ID, ref.ID, err)
+	}
+	return decode(snap)
+}
+
+// txGet is getDoc inside a transaction; other errors are left to the
+// transaction's caller (txError), which knows the operation.
+func txGet[T any](s *Store, tx *firestore.Transaction, ref *firestore.DocumentRef, what string, decode func(*firestore.DocumentSnapshot) (*T, error)) (*T, error) {
+	snap, err := tx.Get(ref)
+	s.read(1)
+	if isNotFound(err) {
+		return nil, fmt.Errorf("%w: %s %q", ErrNotFound, what, ref.ID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decode(snap)
+}
+
+// decodeDoc reads snap into a new T and sets its id through id: aggregates
+// keep their document id in a field the document does not store.
+func decodeDoc[T any](snap *firestore.DocumentSnapshot, id func(*T) *string) (*T, error) {
+	v := new(T)
+	if err := snap.DataTo(v); err != nil {
+		return nil, fmt.Errorf("decode %s/%s: %w", snap.Ref.Parent.ID, snap.Ref.ID, err)
+	}
+	*id(v) = snap.Ref.ID
+	return v, nil
+}
