@@ -250,12 +250,7 @@ func (s *Store) updateOutbox(ctx context.Context, id string, f func(*Outbox, tim
 	var out *Outbox
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		out = nil
-		snap, err := tx.Get(s.outboxRef(id))
-		s.read(1)
-		if err != nil {
-			return err
-		}
-		o, err := decodeOutbox(snap)
+		o, err := txGet(s, tx, s.outboxRef(id), "notification", decodeOutbox)
 		if err != nil {
 			return err
 		}
@@ -265,7 +260,7 @@ func (s *Store) updateOutbox(ctx context.Context, id string, f func(*Outbox, tim
 		}
 		out = o
 		s.wrote(1)
-		return tx.Set(snap.Ref, o)
+		return tx.Set(s.outboxRef(id), o)
 	})
 	if errors.Is(err, ErrLeaseLost) {
 		return nil, err

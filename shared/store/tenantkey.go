@@ -111,12 +111,11 @@ func (s *Store) ListTenantKeys(ctx context.Context, tenant string) ([]TenantKey,
 	}
 	keys := make([]TenantKey, 0, len(snaps))
 	for _, snap := range snaps {
-		var k TenantKey
-		if err := snap.DataTo(&k); err != nil {
-			return nil, fmt.Errorf("decode %s/%s: %w", TenantKeys, snap.Ref.ID, err)
+		k, err := decodeTenantKey(snap)
+		if err != nil {
+			return nil, err
 		}
-		k.ID = snap.Ref.ID
-		keys = append(keys, k)
+		keys = append(keys, *k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
 		if !keys[i].CreatedAt.Equal(keys[j].CreatedAt) {
@@ -139,17 +138,9 @@ func (s *Store) RevokeTenantKey(ctx context.Context, tenant, id, by string) erro
 	}
 	ref := s.fs.Collection(TenantKeys).Doc(id)
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(ref)
-		s.read(1)
-		if isNotFound(err) {
-			return fmt.Errorf("%w: tenant key %s", ErrNotFound, id)
-		}
+		k, err := txGet(s, tx, ref, "tenant key", decodeTenantKey)
 		if err != nil {
 			return err
-		}
-		var k TenantKey
-		if err := snap.DataTo(&k); err != nil {
-			return fmt.Errorf("decode %s/%s: %w", TenantKeys, id, err)
 		}
 		if k.Tenant != tenant {
 			return fmt.Errorf("%w: tenant key %s", ErrNotFound, id)
@@ -196,17 +187,12 @@ func (s *Store) VerifyTenantKey(ctx context.Context, key string) (string, error)
 	if !ok {
 		return "", fmt.Errorf("%w: malformed", ErrUnknownKey)
 	}
-	snap, err := s.fs.Collection(TenantKeys).Doc(id).Get(ctx)
-	s.read(1)
-	if isNotFound(err) {
+	k, err := getDoc(ctx, s, s.fs.Collection(TenantKeys).Doc(id), "tenant key", decodeTenantKey)
+	if errors.Is(err, ErrNotFound) {
 		return "", fmt.Errorf("%w: no key %s", ErrUnknownKey, id)
 	}
 	if err != nil {
-		return "", fmt.Errorf("firestore get %s/%s: %w", TenantKeys, id, err)
-	}
-	var k TenantKey
-	if err := snap.DataTo(&k); err != nil {
-		return "", fmt.Errorf("decode %s/%s: %w", TenantKeys, id, err)
+		return "", err
 	}
 	if subtle.ConstantTimeCompare([]byte(digest(sec)), []byte(k.Hash)) != 1 {
 		return "", fmt.Errorf("%w: key %s: wrong secret", ErrUnknownKey, id)
@@ -253,4 +239,8 @@ func validKeyID(id string) bool {
 func digest(secret string) string {
 	h := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(h[:])
+}
+
+func decodeTenantKey(snap *firestore.DocumentSnapshot) (*TenantKey, error) {
+	return decodeDoc(snap, func(k *TenantKey) *string { return &k.ID })
 }
