@@ -1,7 +1,16 @@
-// Command functions serves the three jsdlq functions locally through the
+// Command functions serves the jsdlq functions locally through the
 // functions framework, each at its own path: /Classify (CloudEvents, and the
-// Pub/Sub push JSON of the emulator, which the framework converts), /Replay
-// and /Reconcile. FUNCTION_TARGET is cleared so that all three are served.
+// Pub/Sub push JSON of the emulator), /Replay, /Reconcile and every other
+// function the deploy root registers. FUNCTION_TARGET is cleared so that all
+// are served.
+//
+// The local push subscription delivers to /Classify/projects/P/topics/T:
+// the host turns that push into the CloudEvent Eventarc delivers in
+// production (binary mode, source //pubsub.googleapis.com/projects/P/topics/T)
+// and hands it to /Classify. A push to /Classify itself still works, but the
+// framework then converts it on its own and, with no topic in the path,
+// prints a plain-text warning ("failed to extract Pub/Sub topic name") into
+// the JSON log stream.
 package main
 
 import (
@@ -16,7 +25,7 @@ import (
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 
-	_ "github.com/jsdlq/jsdlq" // registers Classify, Replay and Reconcile
+	_ "github.com/jsdlq/jsdlq" // registers the functions
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/obs"
 )
@@ -39,9 +48,13 @@ func run(log *slog.Logger) error {
 	host := cfg.Host
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	base := "http://" + net.JoinHostPort(loopbackFor(host), strconv.Itoa(cfg.Port))
+	if err := funcframework.RegisterHTTPFunctionContext(ctx, pushPrefix, pushAsCloudEvent(base+"/Classify", log)); err != nil {
+		return fmt.Errorf("register %s: %w", pushPrefix, err)
+	}
 	errc := make(chan error, 1)
 	go func() {
-		log.Info("serving /Classify, /Replay, /Reconcile", "addr", net.JoinHostPort(host, strconv.Itoa(cfg.Port)))
+		log.Info("serving the registered functions at /<Name>, Pub/Sub pushes at "+pushPrefix+"projects/P/topics/T", "addr", net.JoinHostPort(host, strconv.Itoa(cfg.Port)))
 		errc <- funcframework.StartHostPort(host, strconv.Itoa(cfg.Port))
 	}()
 	select {

@@ -118,3 +118,48 @@ func waitForLog(t *testing.T, file, needle string) string {
 	t.Fatalf("no log line with %s in %s:\n%s", needle, file, b)
 	return ""
 }
+
+// The local push subscription delivers to /Classify/<topic>: the host hands
+// classify the CloudEvent Eventarc would (source = the topic), and the
+// functions framework, converting nothing, prints no plain-text warning
+// about a topic it cannot find into the JSON log. A body that is no push
+// envelope is refused with 400 (a redelivery cannot fix it) and reaches no
+// function.
+func TestTopicPushPathReachesClassifyWithoutWarning(t *testing.T) {
+	base, logFile := startHost(t)
+	push := map[string]any{
+		"message": map[string]any{
+			"data":        base64.StdEncoding.EncodeToString([]byte(`{"schema":"jsdlq.event.v1"}`)),
+			"messageId":   "push-msg-43",
+			"publishTime": "2026-11-21T10:00:00.000Z",
+		},
+		"subscription": "projects/jsdlq-test/subscriptions/classify-push",
+	}
+	body, _ := json.Marshal(push)
+	tests := []struct {
+		path, body string
+		want       int
+	}{
+		{"/Classify/projects/jsdlq-test/topics/dlq-events", string(body), http.StatusOK},
+		{"/Classify/projects/jsdlq-test/topics/dlq-events", `{"not":"a push"}`, http.StatusBadRequest},
+		{"/Classify/projects/jsdlq-test/topics/dlq-events", `not json`, http.StatusBadRequest},
+		{"/Classify/projects/jsdlq-test", string(body), http.StatusNotFound},
+	}
+	for _, tt := range tests {
+		resp, err := http.Post(base+tt.path, "application/json", strings.NewReader(tt.body))
+		if err != nil {
+			t.Fatalf("POST %s: %v", tt.path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("POST %s %.20q = %d, want %d", tt.path, tt.body, resp.StatusCode, tt.want)
+		}
+	}
+	line := waitForLog(t, logFile, `"cloudevent_id":"push-msg-43"`)
+	if !strings.Contains(line, `"source":"//pubsub.googleapis.com/projects/jsdlq-test/topics/dlq-events"`) {
+		t.Errorf("classify log = %s, want the topic as the CloudEvent's source", line)
+	}
+	if b, _ := os.ReadFile(logFile); strings.Contains(string(b), "failed to extract Pub/Sub topic name") {
+		t.Errorf("host log has the framework's topic warning:\n%s", b)
+	}
+}

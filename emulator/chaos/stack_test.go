@@ -281,19 +281,19 @@ func (s *chaosStack) provisionPubSub() {
 	topic := fmt.Sprintf("projects/%s/topics/%s", project, topicID)
 	dead := topic + "-dead"
 	for _, tp := range []string{topic, dead} {
-		if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: tp}); err != nil && !strings.Contains(err.Error(), "AlreadyExists") {
+		if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: tp}); err != nil && status.Code(err) != codes.AlreadyExists {
 			s.t.Fatalf("create topic %s: %v", tp, err)
 		}
 	}
 	for _, sub := range []*pubsubpb.Subscription{
 		{Name: fmt.Sprintf("projects/%s/subscriptions/dead-hold", project), Topic: dead},
 		{Name: fmt.Sprintf("projects/%s/subscriptions/classify-push", project), Topic: topic,
-			PushConfig:         &pubsubpb.PushConfig{PushEndpoint: "http://" + s.addr["functions"] + "/Classify"},
+			PushConfig:         &pubsubpb.PushConfig{PushEndpoint: stack.ClassifyPushEndpoint(s.addr["functions"], topic)},
 			AckDeadlineSeconds: 60,
 			RetryPolicy:        &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(time.Second), MaximumBackoff: durationpb.New(10 * time.Second)},
 			DeadLetterPolicy:   &pubsubpb.DeadLetterPolicy{DeadLetterTopic: dead, MaxDeliveryAttempts: 100}},
 	} {
-		if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, sub); err != nil && !strings.Contains(err.Error(), "AlreadyExists") {
+		if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, sub); err != nil && status.Code(err) != codes.AlreadyExists {
 			s.t.Fatalf("create subscription %s: %v", sub.Name, err)
 		}
 	}

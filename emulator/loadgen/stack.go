@@ -165,7 +165,7 @@ func (s *benchStack) provision(ctx context.Context) error {
 	for _, sub := range []*pubsubpb.Subscription{
 		{Name: fmt.Sprintf("projects/%s/subscriptions/dead-hold", s.project), Topic: dead},
 		{Name: fmt.Sprintf("projects/%s/subscriptions/classify-push", s.project), Topic: topic,
-			PushConfig:         &pubsubpb.PushConfig{PushEndpoint: "http://" + s.fn + "/Classify"},
+			PushConfig:         &pubsubpb.PushConfig{PushEndpoint: stack.ClassifyPushEndpoint(s.fn, topic)},
 			AckDeadlineSeconds: 60,
 			RetryPolicy:        &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(10 * time.Second), MaximumBackoff: durationpb.New(600 * time.Second)},
 			DeadLetterPolicy:   &pubsubpb.DeadLetterPolicy{DeadLetterTopic: dead, MaxDeliveryAttempts: 10}},

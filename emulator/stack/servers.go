@@ -100,3 +100,12 @@ func PubSubEmulator(addr, logFile string) Spec {
 		LogFile:   logFile,
 	}
 }
+
+// ClassifyPushEndpoint is the push endpoint of the subscription that
+// delivers topic (projects/P/topics/T) to Classify on the functions host at
+// addr. The topic's name in the path is what the functions framework
+// expects of a push endpoint; the host (cmd/functions) hands such a push to
+// Classify as the CloudEvent Eventarc delivers in production.
+func ClassifyPushEndpoint(addr, topic string) string {
+	return "http://" + addr + "/Classify/" + topic
+}

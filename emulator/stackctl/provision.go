@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
@@ -62,7 +63,7 @@ func (s *localStack) provisionPubSub(ctx context.Context, w io.Writer) error {
 	if s.running("functions") {
 		subs = append(subs, &pubsubpb.Subscription{
 			Name: fmt.Sprintf("projects/%s/subscriptions/classify-push", s.project), Topic: topic,
-			PushConfig:         &pubsubpb.PushConfig{PushEndpoint: "http://" + s.addr("functions") + "/Classify"},
+			PushConfig:         &pubsubpb.PushConfig{PushEndpoint: stack.ClassifyPushEndpoint(s.addr("functions"), topic)},
 			AckDeadlineSeconds: 60,
 			RetryPolicy:        &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(10e9), MaximumBackoff: durationpb.New(600e9)},
 			DeadLetterPolicy:   &pubsubpb.DeadLetterPolicy{DeadLetterTopic: deadTopic, MaxDeliveryAttempts: 10},
