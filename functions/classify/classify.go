@@ -65,14 +65,6 @@ type Scheduler interface {
 	Schedule(ctx context.Context, r tasks.Request) (name string, created bool, err error)
 }
 
-// Notifier publishes the notifications outbox (notify.Flusher).
-type Notifier interface {
-	Flush(ctx context.Context) (notify.Result, error)
-}
-
-// FlushTimeout bounds the publish of the outbox after a commit.
-const FlushTimeout = 10 * time.Second
-
 // Deps are the clients classify uses.
 type Deps struct {
 	Logger    *slog.Logger
@@ -81,7 +73,7 @@ type Deps struct {
 	Scheduler Scheduler
 	// Notify, when set, publishes the outbox right after a commit that
 	// staged a notification; without it reconcile publishes it.
-	Notify Notifier
+	Notify notify.Outbox
 	// Now is the clock for schedule times (default time.Now).
 	Now func() time.Time
 }
@@ -93,7 +85,7 @@ type Handler struct {
 	store *store.Store
 	pol   PolicySource
 	sched Scheduler
-	note  Notifier
+	note  notify.Outbox
 	now   func() time.Time
 }
 
@@ -293,14 +285,5 @@ func unwrap(ce event.Event) (body []byte, msgID string, err error) {
 // reconcile run. Best effort: the commit is done and must not be retried
 // for this, so a failure is logged and reconcile publishes what is left.
 func (h *Handler) flush(ctx context.Context, entryID string) {
-	if h.note == nil {
-		return
-	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), FlushTimeout)
-	defer cancel()
-	res, err := h.note.Flush(fctx)
-	if err != nil || res.Failed > 0 {
-		h.log.WarnContext(ctx, "classify: notifications not all published; reconcile publishes them", "entry_id", entryID,
-			"published", res.Published, "failed", res.Failed, "errors", res.Errors, "error", fmt.Sprint(err))
-	}
+	notify.AfterCommit(ctx, h.note, h.log, "classify", entryID)
 }

@@ -24,7 +24,7 @@ func (downTopic) Publish(context.Context, []byte, map[string]string) error {
 type countingNotifier struct {
 	mu sync.Mutex
 	n  int
-	f  Notifier
+	f  notify.Outbox
 }
 
 func (c *countingNotifier) Flush(ctx context.Context) (notify.Result, error) {

@@ -95,14 +95,6 @@ type PolicySource interface {
 	Current(ctx context.Context) *triage.Policy
 }
 
-// Notifier publishes the notifications outbox (notify.Flusher).
-type Notifier interface {
-	Flush(ctx context.Context) (notify.Result, error)
-}
-
-// FlushTimeout bounds the publish of the outbox after a commit.
-const FlushTimeout = 10 * time.Second
-
 // Deps are the clients replay uses.
 type Deps struct {
 	Logger    *slog.Logger
@@ -111,7 +103,7 @@ type Deps struct {
 	Publisher Publisher
 	// Notify, when set, publishes the outbox right after a transition that
 	// staged a notification; without it reconcile publishes it.
-	Notify Notifier
+	Notify notify.Outbox
 }
 
 // Handler serves the replay function. Put it behind auth.Middleware.
@@ -121,7 +113,7 @@ type Handler struct {
 	store  *store.Store
 	policy PolicySource
 	pub    Publisher
-	note   Notifier
+	note   notify.Outbox
 }
 
 // New returns a Handler.
@@ -553,14 +545,5 @@ func Message(e *store.Entry, headers map[string][]string, plan store.Plan, strat
 // must not be retried for this, so a failure is logged and reconcile
 // publishes what is left.
 func (h *Handler) flush(ctx context.Context, entryID string) {
-	if h.note == nil {
-		return
-	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), FlushTimeout)
-	defer cancel()
-	res, err := h.note.Flush(fctx)
-	if err != nil || res.Failed > 0 {
-		h.log.WarnContext(ctx, "replay: notifications not all published; reconcile publishes them", "entry_id", entryID,
-			"published", res.Published, "failed", res.Failed, "errors", res.Errors, "error", fmt.Sprint(err))
-	}
+	notify.AfterCommit(ctx, h.note, h.log, "replay", entryID)
 }

@@ -6,16 +6,10 @@ import (
 	"log/slog"
 
 	"github.com/jsdlq/jsdlq/shared/audit"
-	"github.com/jsdlq/jsdlq/shared/notify"
 )
 
 // SectionNotifications publishes the notifications outbox.
 const SectionNotifications = "notifications"
-
-// Notifier publishes the notifications outbox (notify.Flusher).
-type Notifier interface {
-	Flush(ctx context.Context) (notify.Result, error)
-}
 
 // notifications publishes what the outbox holds, this run's own transitions
 // included (it runs last): every notification is written with its

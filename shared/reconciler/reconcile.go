@@ -31,6 +31,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/notify"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -166,7 +167,7 @@ type Deps struct {
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Notify publishes the notifications outbox each run; nil skips it.
-	Notify Notifier
+	Notify notify.Outbox
 }
 
 // Handler serves the reconcile function. Put it behind auth.Middleware.
@@ -178,7 +179,7 @@ type Handler struct {
 	pol    PolicySource
 	js     func(ctx context.Context) (jetstream.JetStream, error)
 	now    func() time.Time
-	notify Notifier
+	notify notify.Outbox
 }
 
 // New returns a Handler.

@@ -1,0 +1,36 @@
+package notify
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Outbox publishes the notifications outbox: a *Flusher, or what a test
+// wraps around one.
+type Outbox interface {
+	Flush(ctx context.Context) (Result, error)
+}
+
+// AfterCommitTimeout bounds the publish of the outbox right after a commit.
+const AfterCommitTimeout = 10 * time.Second
+
+// AfterCommit publishes the outbox right after the commit of a transition
+// that staged a notification (entryID's), so it leaves at once instead of at
+// the next reconcile run. Best effort by design: the transition is committed
+// and must not be retried for its notification, so nothing is returned;
+// what is left pending is logged and reconcile publishes it. ctx's
+// cancellation (the request ending) does not cut the publish short.
+func AfterCommit(ctx context.Context, o Outbox, log *slog.Logger, component, entryID string) {
+	if o == nil {
+		return
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AfterCommitTimeout)
+	defer cancel()
+	res, err := o.Flush(fctx)
+	if err != nil || res.Failed > 0 {
+		log.WarnContext(ctx, component+": notifications not all published; reconcile publishes them", "entry_id", entryID,
+			"published", res.Published, "failed", res.Failed, "errors", res.Errors, "error", fmt.Sprint(err))
+	}
+}
