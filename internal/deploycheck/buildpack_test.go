@@ -246,9 +246,30 @@ func TestBuildpackBuild(t *testing.T) {
 }
 
 // serveOnce starts the built binary for one function, calls it once and
-// stops it.
+// stops it. A free port can be taken by another process between the probe
+// and the binary's bind; such an attempt (the binary exits, or the
+// connection fails) is made again on a new port, up to three times, so only
+// a failure that repeats is reported.
 func serveOnce(t *testing.T, bin string, r registration) {
-	port := freePort(t)
+	var err error
+	for range 3 {
+		var transient bool
+		if transient, err = serveAttempt(bin, r); err == nil {
+			t.Logf("%s (%s): 500, the configuration error logged", r.Name, r.Signature)
+			return
+		} else if !transient {
+			break
+		}
+	}
+	t.Errorf("%s: %v", r.Name, err)
+}
+
+// serveAttempt reports whether a failure may be a lost port race.
+func serveAttempt(bin string, r registration) (transient bool, err error) {
+	port, err := freePort()
+	if err != nil {
+		return true, err
+	}
 	var out syncWriter
 	cmd := exec.Command(bin)
 	cmd.Env = []string{
@@ -258,24 +279,32 @@ func serveOnce(t *testing.T, bin string, r registration) {
 	}
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
-		t.Errorf("%s: start: %v", r.Name, err)
-		return
+		return false, fmt.Errorf("start: %w", err)
 	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
 	defer func() {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		<-exited
 	}()
 	addr := "127.0.0.1:" + port
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		select {
+		case <-exited:
+			return strings.Contains(out.String(), "address already in use"), fmt.Errorf("exited before listening on %s; output:\n%s", addr, out.String())
+		default:
+		}
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("%s: not listening on %s after 30s; output:\n%s", r.Name, addr, out.String())
-			return
+			return false, fmt.Errorf("not listening on %s after 30s; output:\n%s", addr, out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -295,19 +324,17 @@ func serveOnce(t *testing.T, bin string, r registration) {
 	}
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
-		t.Errorf("%s: call: %v; output:\n%s", r.Name, err, out.String())
-		return
+		return true, fmt.Errorf("call: %w; output:\n%s", err, out.String())
 	}
 	answer, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	// The output is written by the time the response is; a short grace
-	// for the pipe only.
+	// The log line is written before the response; a short grace for the
+	// pipe only.
 	waitUntil(2*time.Second, func() bool { return strings.Contains(out.String(), "config: invalid environment") })
 	if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(out.String(), "config: invalid environment") {
-		t.Errorf("%s without configuration = %d %q, want 500 and the configuration error in the log; output:\n%s", r.Name, resp.StatusCode, answer, out.String())
-		return
+		return false, fmt.Errorf("without configuration = %d %q, want 500 and the configuration error in the log; output:\n%s", resp.StatusCode, answer, out.String())
 	}
-	t.Logf("%s (%s): %d, the configuration error logged", r.Name, r.Signature, resp.StatusCode)
+	return false, nil
 }
 
 func waitUntil(d time.Duration, cond func() bool) {
@@ -316,14 +343,13 @@ func waitUntil(d time.Duration, cond func() bool) {
 	}
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
+func freePort() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
 }
 
 type syncWriter struct {

@@ -157,9 +157,7 @@ func makePlan(root string) (*tfPlan, error) {
 	}
 	run := func(args ...string) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, tf, append([]string{"-chdir=" + tfdir}, args...)...)
-		env := []string{"TF_CLI_CONFIG_FILE=" + cli, "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1", "TF_DATA_DIR=" + filepath.Join(work, "data"),
-			"TF_VAR_console_image=europe-west1-docker.pkg.dev/my-jsdlq-project/jsdlq/console:v1",
-			`TF_VAR_console_operator_members=["group:jsdlq-operators@example.com"]`}
+		env := []string{"TF_CLI_CONFIG_FILE=" + cli, "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1", "TF_DATA_DIR=" + filepath.Join(work, "data")}
 		for _, kv := range os.Environ() {
 			if !strings.HasPrefix(kv, "TF_") {
 				env = append(env, kv)
