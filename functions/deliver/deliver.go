@@ -215,7 +215,7 @@ func (h *Handler) Deliver(ctx context.Context, t notify.WebhookTask) (Result, er
 	if err != nil {
 		return drop("the notification does not decode: " + err.Error())
 	}
-	if n.Tenant != ep.Tenant || !n.Kind.ForTenant() {
+	if n.Tenant != ep.Tenant || !n.ForTenant() {
 		// Never another tenant's notification, whoever made the task.
 		h.log.ErrorContext(ctx, "deliver: task pairs an endpoint with a notification not for its tenant; dropped",
 			"webhook_id", ep.ID, "endpoint_tenant", ep.Tenant, "notification_tenant", n.Tenant, "kind", n.Kind)

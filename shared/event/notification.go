@@ -85,6 +85,10 @@ func (k NotificationKind) IsWebhook() bool { return k == NotifyWebhookDisabled }
 // disabled endpoint is told to the operators, who re-enable it).
 func (k NotificationKind) ForTenant() bool { return !k.IsWebhook() }
 
+// ForTenant reports whether the tenant's own webhooks receive n: its kind is
+// for tenants and it is about that tenant, not the whole pipeline.
+func (n Notification) ForTenant() bool { return n.Kind.ForTenant() && !n.Pipeline }
+
 // Triage reports whether the kind asks the triage agent for a decision.
 func (k NotificationKind) Triage() bool { return k == NotifyEscalated || k == NotifyAwaitingApproval }
 
@@ -117,6 +121,10 @@ type Notification struct {
 	// Alert kinds.
 	AlertName    string `json:"alert_name,omitempty"`
 	AlertMessage string `json:"alert_message,omitempty"`
+	// Pipeline marks news about the whole pipeline rather than one tenant
+	// (an alert with no tenant): Tenant then holds the default tenant, and
+	// no tenant's webhooks receive it.
+	Pipeline bool `json:"pipeline,omitempty"`
 	// Webhook kinds.
 	WebhookID string `json:"webhook_id,omitempty"`
 	// WebhookHost is the endpoint's host (not its URL, whose path or query

@@ -124,3 +124,28 @@ func TestTriageTaskMatchesSchema(t *testing.T) {
 }
 
 func jsonOf(v any) ([]byte, error) { return json.Marshal(v) }
+
+// A tenant's webhooks receive what is about that tenant: not the operators'
+// news about the webhooks themselves, nor an alert about the whole pipeline
+// (which carries the default tenant only because every notification names one).
+func TestNotificationForTenant(t *testing.T) {
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		kind     event.NotificationKind
+		pipeline bool
+		want     bool
+	}{
+		{event.NotifyEscalated, false, true},
+		{event.NotifyBreakerOpened, false, true},
+		{event.NotifyAlertRaised, false, true},
+		{event.NotifyAlertRaised, true, false},
+		{event.NotifyAlertCleared, true, false},
+		{event.NotifyWebhookDisabled, false, false},
+	} {
+		n := event.NewNotification(tc.kind, "", "s", at)
+		n.Pipeline = tc.pipeline
+		if got := n.ForTenant(); got != tc.want {
+			t.Errorf("Notification{Kind: %s, Pipeline: %v}.ForTenant() = %v, want %v", tc.kind, tc.pipeline, got, tc.want)
+		}
+	}
+}

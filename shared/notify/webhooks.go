@@ -153,7 +153,7 @@ func (f *Flusher) fanOutOne(ctx context.Context, o *store.Outbox, endpoints map[
 		// its publication reports it. Nothing to fan out.
 		return f.store.WebhookFanOutDone(ctx, o.ID)
 	}
-	if n.Kind.ForTenant() {
+	if n.ForTenant() {
 		eps, ok := endpoints[n.Tenant]
 		if !ok {
 			if eps, err = f.store.ListWebhooks(ctx, n.Tenant); err != nil {

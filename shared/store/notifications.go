@@ -130,7 +130,7 @@ func breakerNotifications(b *Breaker) []event.Notification {
 // saving r again stages the same document.
 func alertNotification(kind event.NotificationKind, a ActiveAlert, r *audit.Report) event.Notification {
 	n := event.NewNotification(kind, a.Tenant, "alert/"+a.Key()+"/"+r.RunID, r.FinishedAt)
-	n.AlertName, n.AlertMessage = a.Name, a.Message
+	n.AlertName, n.AlertMessage, n.Pipeline = a.Name, a.Message, a.Tenant == ""
 	scope := "the pipeline"
 	if a.Tenant != "" {
 		scope = "tenant " + a.Tenant
@@ -174,7 +174,7 @@ func (s *Store) stage(tx *firestore.Transaction, n event.Notification, taskType,
 	}
 	s.wrote(1)
 	return tx.Set(s.outboxRef(n.ID), &Outbox{Notification: string(body), Kind: string(n.Kind), Tenant: n.Tenant,
-		TaskType: taskType, Action: action, State: OutboxPending, WebhooksPending: n.Kind.ForTenant(), CreatedAt: n.At, ExpireAt: n.At.Add(Retention)})
+		TaskType: taskType, Action: action, State: OutboxPending, WebhooksPending: n.ForTenant(), CreatedAt: n.At, ExpireAt: n.At.Add(Retention)})
 }
 
 // ClaimNotifications claims up to limit pending notifications for owner
