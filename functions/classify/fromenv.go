@@ -7,7 +7,6 @@ import (
 
 	"cloud.google.com/go/firestore"
 
-	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/notify"
@@ -16,10 +15,6 @@ import (
 	"github.com/jsdlq/jsdlq/shared/tasks"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
-
-// FlushBatch bounds the notifications one flush after a commit claims:
-// every instance flushes, and reconcile takes the rest.
-const FlushBatch = 20
 
 // FromEnv builds classify from its environment (lookup: os.LookupEnv in
 // production), logging to logs: Firestore (the emulator when
@@ -48,16 +43,13 @@ func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) (*Handle
 	nats := cfg.NATS
 	nats.Name, nats.Logger = "jsdlq-classify", log
 	js := natsconn.NewLazy(nats)
-	topic := notify.NewLazyTopic(cfg.Project, cfg.Notifications.Topic, clientopt.PubSubOptions(cfg.PubSubEmulatorHost)...)
 	return New(Config{}, Deps{
 		Logger:    log,
 		Store:     st,
 		Policy:    triage.NewLoader(fs, log),
 		Scheduler: tasks.New(cfg.Tasks),
-		// The outbox right after a commit that staged a notification; a
-		// small batch, as every instance flushes.
-		Notify: notify.New(st, topic, notify.WithLogger(log), notify.WithConsoleURL(cfg.Notifications.ConsoleURL),
-			notify.WithBatch(FlushBatch), notify.WithTasks(notify.LazyJetStream(js.JetStream)),
-			notify.WebhooksFrom(cfg.Notifications.Webhooks)),
+		// The outbox right after a commit that staged a notification.
+		Notify: notify.FromConfig(st, cfg.Project, cfg.PubSubEmulatorHost, cfg.Notifications, js.JetStream, log,
+			notify.WithBatch(notify.AfterCommitBatch)),
 	}), nil
 }

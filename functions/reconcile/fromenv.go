@@ -13,7 +13,6 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/jsdlq/jsdlq/shared/auth"
-	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
@@ -71,9 +70,6 @@ func build(ctx context.Context, e env, log *slog.Logger) (http.Handler, error) {
 	nats.Name, nats.Logger = "jsdlq-reconcile", log
 	js := natsconn.NewLazy(nats)
 	st := store.New(fs)
-	// The outbox is published each run: the Pub/Sub client is made on the
-	// first notification, the triage tasks go to the work stream.
-	topic := notify.NewLazyTopic(e.Project, e.Notifications.Topic, clientopt.PubSubOptions(e.PubSubEmulatorHost)...)
 	conv := e.Config.Conventions
 	if conv == (event.Conventions{}) {
 		conv = event.DefaultConventions
@@ -83,9 +79,9 @@ func build(ctx context.Context, e env, log *slog.Logger) (http.Handler, error) {
 		Store:     st,
 		Tasks:     tasks.New(e.Tasks),
 		JetStream: js.JetStream,
-		Notify: notify.New(st, topic, notify.WithLogger(log), notify.WithConsoleURL(e.Notifications.ConsoleURL),
-			notify.WithConventions(conv), notify.WithTasks(notify.LazyJetStream(js.JetStream)),
-			notify.WebhooksFrom(e.Notifications.Webhooks)),
+		// The outbox is published each run.
+		Notify: notify.FromConfig(st, e.Project, e.PubSubEmulatorHost, e.Notifications, js.JetStream, log,
+			notify.WithConventions(conv)),
 	})
 	return a.Middleware(h), nil
 }

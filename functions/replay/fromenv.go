@@ -10,7 +10,6 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/jsdlq/jsdlq/shared/auth"
-	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/notify"
@@ -33,10 +32,6 @@ func loadEnv(lookup config.Lookup) (env, error) {
 	e := env{HTTPFunction: config.ReadHTTPFunction(r), Notifications: config.ReadNotifications(r)}
 	return e, r.Err()
 }
-
-// FlushBatch bounds the notifications one flush after a transition claims:
-// every instance flushes, and reconcile takes the rest.
-const FlushBatch = 20
 
 // FromEnv builds the replay function from its environment (lookup:
 // os.LookupEnv in production), logging to logs, behind its authentication:
@@ -67,15 +62,13 @@ func build(ctx context.Context, cfg env, log *slog.Logger) (http.Handler, error)
 	nats.Name, nats.Logger = "jsdlq-replay", log
 	js := natsconn.NewLazy(nats)
 	st := store.New(fs)
-	topic := notify.NewLazyTopic(cfg.Project, cfg.Notifications.Topic, clientopt.PubSubOptions(cfg.PubSubEmulatorHost)...)
 	h := New(Config{}, Deps{
 		Logger:    log,
 		Store:     st,
 		Policy:    triage.NewLoader(fs, log),
 		Publisher: js,
-		Notify: notify.New(st, topic, notify.WithLogger(log), notify.WithConsoleURL(cfg.Notifications.ConsoleURL),
-			notify.WithBatch(FlushBatch), notify.WithTasks(notify.LazyJetStream(js.JetStream)),
-			notify.WebhooksFrom(cfg.Notifications.Webhooks)),
+		Notify: notify.FromConfig(st, cfg.Project, cfg.PubSubEmulatorHost, cfg.Notifications, js.JetStream, log,
+			notify.WithBatch(notify.AfterCommitBatch)),
 	})
 	return a.Middleware(h), nil
 }

@@ -5,6 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jsdlq/jsdlq/shared/clientopt"
+	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/store"
 )
 
 // Outbox publishes the notifications outbox: a *Flusher, or what a test
@@ -33,4 +39,21 @@ func AfterCommit(ctx context.Context, o Outbox, log *slog.Logger, component, ent
 		log.WarnContext(ctx, component+": notifications not all published; reconcile publishes them", "entry_id", entryID,
 			"published", res.Published, "failed", res.Failed, "errors", res.Errors, "error", fmt.Sprint(err))
 	}
+}
+
+// AfterCommitBatch bounds the notifications one flush after a commit
+// claims: every instance of classify and replay flushes, and reconcile
+// takes the rest.
+const AfterCommitBatch = 20
+
+// FromConfig builds the Flusher a function runs, from its configuration:
+// cfg.Topic in project (the Pub/Sub emulator's when pubSubEmulatorHost is
+// set; the client is made on the first notification), triage tasks
+// published through js, cfg's console link and webhook fan-out, logging to
+// log; opts add to these (WithBatch for a flush after a commit).
+func FromConfig(st *store.Store, project, pubSubEmulatorHost string, cfg config.Notifications,
+	js func(context.Context) (jetstream.JetStream, error), log *slog.Logger, opts ...Option) *Flusher {
+	topic := NewLazyTopic(project, cfg.Topic, clientopt.PubSubOptions(pubSubEmulatorHost)...)
+	base := []Option{WithLogger(log), WithConsoleURL(cfg.ConsoleURL), WithTasks(LazyJetStream(js)), WebhooksFrom(cfg.Webhooks)}
+	return New(st, topic, append(base, opts...)...)
 }
