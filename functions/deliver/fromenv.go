@@ -2,16 +2,14 @@ package deliver
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 
 	"cloud.google.com/go/firestore"
 
-	"github.com/jsdlq/jsdlq/shared/auth"
 	"github.com/jsdlq/jsdlq/shared/config"
-	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/httpfunc"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/webhook"
 )
@@ -25,27 +23,16 @@ import (
 // and answered 500 on every request: Cloud Tasks keeps the task and
 // retries it while the deployment is fixed.
 func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) http.Handler {
-	return obs.HTTPFunction(logs, "deliver", func() (config.Deliver, string, error) {
+	return httpfunc.New(ctx, logs, "deliver", func() (httpfunc.Loaded[config.Deliver], error) {
 		cfg, err := config.LoadDeliver(lookup)
-		return cfg, cfg.Project, err
-	}, func(cfg config.Deliver, log *slog.Logger) (http.Handler, error) {
-		return build(ctx, cfg, log)
-	})
+		return httpfunc.Loaded[config.Deliver]{Config: cfg, Common: cfg.Common, Auth: cfg.Auth}, err
+	}, build)
 }
 
-func build(ctx context.Context, cfg config.Deliver, log *slog.Logger) (http.Handler, error) {
-	a, err := auth.New(cfg.Auth, cfg.CloudTasksEmulatorHost, auth.WithLogger(log))
-	if err != nil {
-		return nil, fmt.Errorf("deliver: %w", err)
-	}
-	fs, err := firestore.NewClient(ctx, cfg.Project)
-	if err != nil {
-		return nil, fmt.Errorf("deliver: firestore client for project %s: %w", cfg.Project, err)
-	}
-	h := New(Config{DisableAfter: cfg.Webhooks.DisableAfter, Timeout: cfg.Webhooks.Timeout}, Deps{
+func build(cfg config.Deliver, fs *firestore.Client, log *slog.Logger) (http.Handler, error) {
+	return New(Config{DisableAfter: cfg.Webhooks.DisableAfter, Timeout: cfg.Webhooks.Timeout}, Deps{
 		Logger: log,
 		Store:  store.New(fs),
 		Guard:  webhook.NewGuard(webhook.WithLocal(cfg.Webhooks.Local), webhook.WithOwnURLs(cfg.Webhooks.OwnURLs...)),
-	})
-	return a.Middleware(h), nil
+	}), nil
 }

@@ -5,19 +5,17 @@ package reconcile
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 
 	"cloud.google.com/go/firestore"
 
-	"github.com/jsdlq/jsdlq/shared/auth"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/httpfunc"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/notify"
-	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -49,23 +47,13 @@ func loadEnv(lookup config.Lookup) (env, error) {
 // answered 500, so Cloud Scheduler shows the job failing instead of an
 // audit that silently does nothing.
 func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) http.Handler {
-	return obs.HTTPFunction(logs, "reconcile", func() (env, string, error) {
+	return httpfunc.New(ctx, logs, "reconcile", func() (httpfunc.Loaded[env], error) {
 		e, err := loadEnv(lookup)
-		return e, e.Project, err
-	}, func(e env, log *slog.Logger) (http.Handler, error) {
-		return build(ctx, e, log)
-	})
+		return httpfunc.Loaded[env]{Config: e, Common: e.Common, Auth: e.Auth}, err
+	}, build)
 }
 
-func build(ctx context.Context, e env, log *slog.Logger) (http.Handler, error) {
-	a, err := auth.New(e.Auth, e.CloudTasksEmulatorHost, auth.WithLogger(log))
-	if err != nil {
-		return nil, fmt.Errorf("reconcile: %w", err)
-	}
-	fs, err := firestore.NewClient(ctx, e.Project)
-	if err != nil {
-		return nil, fmt.Errorf("reconcile: firestore client for project %s: %w", e.Project, err)
-	}
+func build(e env, fs *firestore.Client, log *slog.Logger) (http.Handler, error) {
 	nats := e.NATS
 	nats.Name, nats.Logger = "jsdlq-reconcile", log
 	js := natsconn.NewLazy(nats)
@@ -83,5 +71,5 @@ func build(ctx context.Context, e env, log *slog.Logger) (http.Handler, error) {
 		Notify: notify.FromConfig(st, e.Project, e.PubSubEmulatorHost, e.Notifications, js.JetStream, log,
 			notify.WithConventions(conv)),
 	})
-	return a.Middleware(h), nil
+	return h, nil
 }

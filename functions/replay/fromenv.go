@@ -2,18 +2,16 @@ package replay
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 
 	"cloud.google.com/go/firestore"
 
-	"github.com/jsdlq/jsdlq/shared/auth"
 	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/httpfunc"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/notify"
-	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
@@ -41,34 +39,23 @@ func loadEnv(lookup config.Lookup) (env, error) {
 // and answered 500 on every request: Cloud Tasks keeps the task and retries
 // it, so nothing is lost while the deployment is fixed.
 func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) http.Handler {
-	return obs.HTTPFunction(logs, "replay", func() (env, string, error) {
+	return httpfunc.New(ctx, logs, "replay", func() (httpfunc.Loaded[env], error) {
 		e, err := loadEnv(lookup)
-		return e, e.Project, err
-	}, func(cfg env, log *slog.Logger) (http.Handler, error) {
-		return build(ctx, cfg, log)
-	})
+		return httpfunc.Loaded[env]{Config: e, Common: e.Common, Auth: e.Auth}, err
+	}, build)
 }
 
-func build(ctx context.Context, cfg env, log *slog.Logger) (http.Handler, error) {
-	a, err := auth.New(cfg.Auth, cfg.CloudTasksEmulatorHost, auth.WithLogger(log))
-	if err != nil {
-		return nil, fmt.Errorf("replay: %w", err)
-	}
-	fs, err := firestore.NewClient(ctx, cfg.Project)
-	if err != nil {
-		return nil, fmt.Errorf("replay: firestore client for project %s: %w", cfg.Project, err)
-	}
+func build(cfg env, fs *firestore.Client, log *slog.Logger) (http.Handler, error) {
 	nats := cfg.NATS
 	nats.Name, nats.Logger = "jsdlq-replay", log
 	js := natsconn.NewLazy(nats)
 	st := store.New(fs)
-	h := New(Config{}, Deps{
+	return New(Config{}, Deps{
 		Logger:    log,
 		Store:     st,
 		Policy:    triage.NewLoader(fs, log),
 		Publisher: js,
 		Notify: notify.FromConfig(st, cfg.Project, cfg.PubSubEmulatorHost, cfg.Notifications, js.JetStream, log,
 			notify.WithBatch(notify.AfterCommitBatch)),
-	})
-	return a.Middleware(h), nil
+	}), nil
 }

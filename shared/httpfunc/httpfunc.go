@@ -1,0 +1,55 @@
+// Package httpfunc builds jsdlq's HTTP functions (replay, reconcile, deliver)
+// one way: configuration read at once, a Firestore client for the project,
+// the handler behind the function's authentication (Cloud Tasks' or Cloud
+// Scheduler's OIDC token, or the emulator's), and a configuration or client
+// error logged once with every request refused 500 (obs.HTTPFunction), so
+// the caller keeps its work while the deployment is fixed.
+package httpfunc
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/jsdlq/jsdlq/shared/auth"
+	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/obs"
+)
+
+// Loaded is a function's configuration with what every function has: the
+// project and emulator hosts, and who may call it.
+type Loaded[C any] struct {
+	Config C
+	Common config.Common
+	Auth   config.Auth
+}
+
+// New builds function name: load reads its configuration (every problem at
+// once), build makes its handler from the configuration, a Firestore client
+// for the project (the emulator's when FIRESTORE_EMULATOR_HOST is set) and
+// the logger. Nothing connects before the first request.
+func New[C any](ctx context.Context, logs io.Writer, name string, load func() (Loaded[C], error),
+	build func(cfg C, fs *firestore.Client, log *slog.Logger) (http.Handler, error)) http.Handler {
+	return obs.HTTPFunction(logs, name, func() (Loaded[C], string, error) {
+		l, err := load()
+		return l, l.Common.Project, err
+	}, func(l Loaded[C], log *slog.Logger) (http.Handler, error) {
+		a, err := auth.New(l.Auth, l.Common.CloudTasksEmulatorHost, auth.WithLogger(log))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		fs, err := firestore.NewClient(ctx, l.Common.Project)
+		if err != nil {
+			return nil, fmt.Errorf("%s: firestore client for project %s: %w", name, l.Common.Project, err)
+		}
+		h, err := build(l.Config, fs, log)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return a.Middleware(h), nil
+	})
+}
