@@ -6,16 +6,15 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	ctapi "cloud.google.com/go/cloudtasks/apiv2"
-	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"google.golang.org/api/option"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
 )
 
 // This file is the webhook fan-out: for each notification its tenant's
@@ -89,29 +88,11 @@ func (q *WebhookQueue) CreateDelivery(ctx context.Context, t WebhookTask) (bool,
 	}
 	body, _ := json.Marshal(t)
 	name := q.cfg.Queue + "/tasks/" + t.Name()
-	_, err = c.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{
-		Parent: q.cfg.Queue,
-		Task: &cloudtaskspb.Task{
-			Name: name,
-			MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
-				Url:        q.cfg.DeliverURL,
-				HttpMethod: cloudtaskspb.HttpMethod_POST,
-				Headers:    map[string]string{"Content-Type": "application/json"},
-				Body:       body,
-				AuthorizationHeader: &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{
-					ServiceAccountEmail: q.cfg.ServiceAccount,
-					Audience:            q.cfg.DeliverURL,
-				}},
-			}},
-		},
-	})
-	switch status.Code(err) {
-	case codes.OK:
-		return true, nil
-	case codes.AlreadyExists:
-		return false, nil
+	created, err := tasks.CreateJSONTask(ctx, c, q.cfg.Queue, name, q.cfg.DeliverURL, q.cfg.ServiceAccount, body, time.Time{})
+	if err != nil {
+		return false, fmt.Errorf("notify: webhook delivery: %w", err)
 	}
-	return false, fmt.Errorf("notify: create webhook delivery %s: %w", name, err)
+	return created, nil
 }
 
 // Close closes the client if it was made.

@@ -19,6 +19,7 @@ import (
 
 	ctapi "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc/codes"
@@ -242,30 +243,11 @@ func (s *Scheduler) Schedule(ctx context.Context, r Request) (name string, creat
 	}
 	body, _ := json.Marshal(Body{EntryID: r.EntryID, Attempt: r.Attempt})
 	name = s.FullName(Name(r.EntryID, r.Attempt))
-	_, err = c.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{
-		Parent: s.cfg.Queue,
-		Task: &cloudtaskspb.Task{
-			Name:         name,
-			ScheduleTime: timestamppb.New(at),
-			MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
-				Url:        s.cfg.ReplayURL,
-				HttpMethod: cloudtaskspb.HttpMethod_POST,
-				Headers:    map[string]string{"Content-Type": "application/json"},
-				Body:       body,
-				AuthorizationHeader: &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{
-					ServiceAccountEmail: s.cfg.ServiceAccount,
-					Audience:            s.cfg.ReplayURL,
-				}},
-			}},
-		},
-	})
-	switch status.Code(err) {
-	case codes.OK:
-		return name, true, nil
-	case codes.AlreadyExists:
-		return name, false, nil
+	created, err = CreateJSONTask(ctx, c, s.cfg.Queue, name, s.cfg.ReplayURL, s.cfg.ServiceAccount, body, at)
+	if err != nil {
+		return "", false, err
 	}
-	return "", false, fmt.Errorf("tasks: create %s: %w", name, err)
+	return name, created, nil
 }
 
 // Delete removes a task; a task that is gone already is success.
@@ -341,4 +323,41 @@ func Retryable(err error) bool {
 		return true
 	}
 	return false
+}
+
+// TaskCreator is the Cloud Tasks call CreateJSONTask makes (*ctapi.Client).
+type TaskCreator interface {
+	CreateTask(ctx context.Context, req *cloudtaskspb.CreateTaskRequest, opts ...gax.CallOption) (*cloudtaskspb.Task, error)
+}
+
+// CreateJSONTask creates task name (a full name) in queue: a POST of body
+// (JSON) to url at at (now when zero), carrying an OIDC token of
+// serviceAccount with url as its audience, the way every jsdlq task calls a
+// function. created is false when a task of that name exists or existed
+// recently: the name makes the creation idempotent.
+func CreateJSONTask(ctx context.Context, c TaskCreator, queue, name, url, serviceAccount string, body []byte, at time.Time) (created bool, err error) {
+	task := &cloudtaskspb.Task{
+		Name: name,
+		MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+			Url:        url,
+			HttpMethod: cloudtaskspb.HttpMethod_POST,
+			Headers:    map[string]string{"Content-Type": "application/json"},
+			Body:       body,
+			AuthorizationHeader: &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{
+				ServiceAccountEmail: serviceAccount,
+				Audience:            url,
+			}},
+		}},
+	}
+	if !at.IsZero() {
+		task.ScheduleTime = timestamppb.New(at)
+	}
+	_, err = c.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: task})
+	switch status.Code(err) {
+	case codes.OK:
+		return true, nil
+	case codes.AlreadyExists:
+		return false, nil
+	}
+	return false, fmt.Errorf("tasks: create %s: %w", name, err)
 }
