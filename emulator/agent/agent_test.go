@@ -108,15 +108,16 @@ func TestAgentModes(t *testing.T) {
 			t.Errorf("%s: Handle = %s, %v; want %s", tt.name, got, err, tt.want)
 		}
 		if tt.want == Failed {
-			// Drain the redeliveries so the next case gets its own task.
-			for {
-				m, err := cons.Next(jetstream.FetchMaxWait(500 * time.Millisecond))
-				if err != nil {
-					break
-				}
-				if _, err := a.Handle(ctx, m); err != nil {
-					t.Fatal(err)
-				}
+			// max-deliver 2: exactly one redelivery follows the NAK, and
+			// none after it. Wait for it however slow the machine is (a
+			// short fetch window let it arrive in the next case's place),
+			// so the next case gets its own task.
+			m, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
+			if err != nil {
+				t.Fatalf("%s: redelivery: %v", tt.name, err)
+			}
+			if _, err := a.Handle(ctx, m); err != nil {
+				t.Fatal(err)
 			}
 		}
 	}
