@@ -513,7 +513,7 @@ func (s *Server) workBulk(ctx context.Context, run *store.BulkRun) bool {
 				cur.LeaseUntil = s.now().UTC().Add(s.bulk.lease)
 				return nil
 			})
-			if errors.Is(err, store.ErrBulkLeaseLost) || cancelling {
+			if errors.Is(err, store.ErrLeaseLost) || cancelling {
 				stop()
 				return
 			}
@@ -542,7 +542,7 @@ func (s *Server) workBulk(ctx context.Context, run *store.BulkRun) bool {
 		}
 		log.InfoContext(ctx, "bulk redrive stopped", "seen", rd.Progress.Seen, "summary", redrive.Summary(rd.Progress))
 		return true
-	case errors.Is(err, store.ErrBulkLeaseLost):
+	case errors.Is(err, store.ErrLeaseLost):
 		log.WarnContext(ctx, "bulk run taken over by another instance; stopped here", "error", err.Error())
 		return true
 	case errors.Is(err, store.ErrBadQuery):
@@ -576,7 +576,7 @@ func (s *Server) releaseBulk(id, owner string, log *slog.Logger) {
 		cur.LeaseOwner, cur.LeaseUntil = "", time.Time{}
 		return nil
 	})
-	if err != nil && !errors.Is(err, store.ErrBulkLeaseLost) {
+	if err != nil && !errors.Is(err, store.ErrLeaseLost) {
 		log.Error("release bulk run lease", "run", id, "error", err.Error())
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
 
@@ -22,11 +21,6 @@ import (
 
 // BulkRuns is the collection of bulk redrive runs, one document per run.
 const BulkRuns = "bulk-runs"
-
-// ErrBulkLeaseLost is returned by UpdateBulkRun to an instance that no
-// longer holds the run's lease: another instance claimed it after the lease
-// expired, and the first one must stop working on it.
-var ErrBulkLeaseLost = errors.New("store: the bulk run's lease is held by another instance")
 
 // BulkState is where a bulk run stands.
 type BulkState string
@@ -275,33 +269,22 @@ func (s *Store) claimable(r *BulkRun, owner string) bool {
 }
 
 // UpdateBulkRun changes run id in a transaction on behalf of owner, who
-// must hold its lease (ErrBulkLeaseLost otherwise, nothing written): fn
+// must hold its lease (ErrLeaseLost otherwise, nothing written): fn
 // gets the stored run and changes it; an error from fn aborts the change.
 func (s *Store) UpdateBulkRun(ctx context.Context, id, owner string, fn func(r *BulkRun) error) (*BulkRun, error) {
 	if err := CheckBulkRunID(id); err != nil {
 		return nil, err
 	}
-	var out *BulkRun
-	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		r, err := txGet(s, tx, s.bulkRef(id), "bulk run", decodeBulkRun)
-		if err != nil {
-			return err
-		}
+	return updateDoc(ctx, s, s.bulkRef(id), "bulk run", "update bulk run "+id, decodeBulkRun, func(r *BulkRun, now time.Time) (bool, error) {
 		if r.LeaseOwner != owner {
-			return fmt.Errorf("%w: %s holds bulk run %s", ErrBulkLeaseLost, r.LeaseOwner, id)
+			return false, fmt.Errorf("%w: %s holds bulk run %s", ErrLeaseLost, r.LeaseOwner, id)
 		}
 		if err := fn(r); err != nil {
-			return err
+			return false, err
 		}
-		r.UpdatedAt = s.Now()
-		out = r
-		s.wrote(1)
-		return tx.Set(s.bulkRef(id), r)
+		r.UpdatedAt = now
+		return true, nil
 	})
-	if err != nil {
-		return nil, txError("update bulk run "+id, err)
-	}
-	return out, nil
 }
 
 // CancelBulkRun asks run id to stop: a planned run (no runner has it) is
@@ -312,30 +295,18 @@ func (s *Store) CancelBulkRun(ctx context.Context, id, by string) (*BulkRun, err
 	if err := CheckBulkRunID(id); err != nil {
 		return nil, err
 	}
-	var out *BulkRun
-	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		r, err := txGet(s, tx, s.bulkRef(id), "bulk run", decodeBulkRun)
-		if err != nil {
-			return err
-		}
-		out = r
-		now := s.Now()
+	return updateDoc(ctx, s, s.bulkRef(id), "bulk run", "cancel bulk run "+id, decodeBulkRun, func(r *BulkRun, now time.Time) (bool, error) {
 		switch r.State {
 		case BulkCancelling, BulkCancelled:
-			return nil
+			return false, nil
 		case BulkPlanned:
 			r.State, r.FinishedAt, r.LeaseOwner, r.LeaseUntil = BulkCancelled, now, "", time.Time{}
 		case BulkRunning:
 			r.State = BulkCancelling
 		default:
-			return fmt.Errorf("%w: bulk run %s is %s", ErrWrongStatus, id, r.State)
+			return false, fmt.Errorf("%w: bulk run %s is %s", ErrWrongStatus, id, r.State)
 		}
 		r.CancelledBy, r.UpdatedAt = by, now
-		s.wrote(1)
-		return tx.Set(s.bulkRef(id), r)
+		return true, nil
 	})
-	if err != nil {
-		return nil, txError("cancel bulk run "+id, err)
-	}
-	return out, nil
 }

@@ -54,8 +54,8 @@ func TestBulkRunLease(t *testing.T) {
 	if err != nil || b == nil || b.LeaseOwner != "b" || b.State != BulkRunning || b.Progress.Seen != 1 || b.Progress.Pending == nil {
 		t.Fatalf("ClaimBulkRun(b) after the lease expired = %+v, %v; want it held by b with a's progress", b, err)
 	}
-	if _, err := s.UpdateBulkRun(ctx, run.ID, "a", func(r *BulkRun) error { r.Progress.Seen = 99; return nil }); !errors.Is(err, ErrBulkLeaseLost) {
-		t.Errorf("UpdateBulkRun(a) after b took over = %v, want ErrBulkLeaseLost", err)
+	if _, err := s.UpdateBulkRun(ctx, run.ID, "a", func(r *BulkRun) error { r.Progress.Seen = 99; return nil }); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("UpdateBulkRun(a) after b took over = %v, want ErrLeaseLost", err)
 	}
 	if cur, _ := s.GetBulkRun(ctx, run.ID); cur.Progress.Seen != 1 {
 		t.Errorf("a refused update wrote seen %d, want 1", cur.Progress.Seen)

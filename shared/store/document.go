@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"cloud.google.com/go/firestore"
 )
@@ -48,4 +49,34 @@ func decodeDoc[T any](snap *firestore.DocumentSnapshot, id func(*T) *string) (*T
 	}
 	*id(v) = snap.Ref.ID
 	return v, nil
+}
+
+// updateDoc reads the document at ref in a transaction, lets f change it at
+// the transaction's time and writes it back when f reports a change; op
+// names the operation in errors (txError). It returns the document as f
+// left it, changed or not; an error from f aborts the transaction.
+func updateDoc[T any](ctx context.Context, s *Store, ref *firestore.DocumentRef, what, op string,
+	decode func(*firestore.DocumentSnapshot) (*T, error), f func(v *T, now time.Time) (changed bool, err error)) (*T, error) {
+	var out *T
+	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		out = nil
+		v, err := txGet(s, tx, ref, what, decode)
+		if err != nil {
+			return err
+		}
+		changed, err := f(v, s.Now())
+		if err != nil {
+			return err
+		}
+		out = v
+		if !changed {
+			return nil
+		}
+		s.wrote(1)
+		return tx.Set(ref, v)
+	})
+	if err != nil {
+		return nil, txError(op, err)
+	}
+	return out, nil
 }

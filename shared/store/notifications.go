@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -36,10 +35,6 @@ const (
 	OutboxPending   = "pending"
 	OutboxPublished = "published"
 )
-
-// ErrLeaseLost is returned when a publisher acts on a notification whose
-// claim another publisher has taken over (its lease expired).
-var ErrLeaseLost = errors.New("store: notification claimed by another publisher")
 
 // Outbox is a notifications/{id} document.
 type Outbox struct {
@@ -247,28 +242,16 @@ func (s *Store) settleOutbox(ctx context.Context, id, owner string, f func(*Outb
 // updateOutbox applies f to the document in a transaction; it returns the
 // document when f changed it.
 func (s *Store) updateOutbox(ctx context.Context, id string, f func(*Outbox, time.Time) (bool, error)) (*Outbox, error) {
-	var out *Outbox
-	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		out = nil
-		o, err := txGet(s, tx, s.outboxRef(id), "notification", decodeOutbox)
-		if err != nil {
-			return err
-		}
-		changed, err := f(o, s.Now())
-		if err != nil || !changed {
-			return err
-		}
-		out = o
-		s.wrote(1)
-		return tx.Set(s.outboxRef(id), o)
+	changed := false
+	o, err := updateDoc(ctx, s, s.outboxRef(id), "notification", "notification "+id, decodeOutbox, func(o *Outbox, now time.Time) (bool, error) {
+		var err error
+		changed, err = f(o, now)
+		return changed, err
 	})
-	if errors.Is(err, ErrLeaseLost) {
+	if err != nil || !changed {
 		return nil, err
 	}
-	if err != nil {
-		return nil, txError("notification "+id, err)
-	}
-	return out, nil
+	return o, nil
 }
 
 func decodeOutbox(snap *firestore.DocumentSnapshot) (*Outbox, error) {

@@ -47,6 +47,10 @@ var (
 	ErrCorrupt     = errors.New("store: stored payload does not match its sha256")
 	ErrTooLarge    = errors.New("store: payload too large")
 	ErrInvalid     = errors.New("store: invalid entry")
+	// ErrLeaseLost: the owner acting on a leased document (a notification
+	// it claimed, a bulk run it works) no longer holds the lease; another
+	// owner took it over after it expired, and this one must stop.
+	ErrLeaseLost = errors.New("store: the lease is held by another owner")
 )
 
 // Retention: entries (and their payload chunks) carry expire_at = created +
@@ -111,7 +115,8 @@ func (s *Store) wrote(n int) { s.writes.Add(int64(n)) }
 
 func txError(op string, err error) error {
 	switch {
-	case errors.Is(err, ErrNotFound), errors.Is(err, ErrWrongStatus), errors.Is(err, ErrBadID), errors.Is(err, ErrCorrupt), errors.Is(err, ErrInvalid), errors.Is(err, ErrTooLarge):
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrWrongStatus), errors.Is(err, ErrBadID), errors.Is(err, ErrCorrupt), errors.Is(err, ErrInvalid), errors.Is(err, ErrTooLarge),
+		errors.Is(err, ErrLeaseLost):
 		return err
 	case status.Code(err) == codes.Aborted:
 		return fmt.Errorf("%w: %s: %w", ErrConflict, op, err)
