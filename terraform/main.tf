@@ -96,6 +96,10 @@ locals {
     reconcile = { scheduler = google_service_account.component["scheduler"].member }
   }
 
+  # The functions that schedule replay tasks and flush the notifications
+  # outbox (and so create webhook deliveries): classify, replay, reconcile.
+  flusher_members = { for f in ["classify", "replay", "reconcile"] : f => google_service_account.component[f].member }
+
   bridge_enabled  = var.bridge_image != null
   console_enabled = var.console_image != null
 
@@ -192,12 +196,7 @@ module "firestore" {
   location_id       = coalesce(var.firestore_location, var.region)
   delete_on_destroy = var.firestore_delete_on_destroy
   delete_protection = var.firestore_delete_protection
-  user_members = merge({
-    classify  = google_service_account.component["classify"].member
-    replay    = google_service_account.component["replay"].member
-    reconcile = google_service_account.component["reconcile"].member
-    deliver   = google_service_account.deliver.member
-  }, local.console_member)
+  user_members      = merge(local.flusher_members, { deliver = google_service_account.deliver.member }, local.console_member)
 
   depends_on = [google_project_service.enabled]
 }
@@ -205,22 +204,11 @@ module "firestore" {
 module "tasks" {
   source = "./modules/tasks"
 
-  project_id                = var.project_id
-  region                    = var.region
-  queue_name                = var.replay_queue.name
-  max_dispatches_per_second = var.replay_queue.max_dispatches_per_second
-  max_concurrent_dispatches = var.replay_queue.max_concurrent_dispatches
-  max_attempts              = var.replay_queue.max_attempts
-  min_backoff               = var.replay_queue.min_backoff
-  max_backoff               = var.replay_queue.max_backoff
-  max_doublings             = var.replay_queue.max_doublings
-  max_retry_duration        = var.replay_queue.max_retry_duration
-  task_service_account_id   = google_service_account.component["tasks"].name
-  enqueuer_members = merge({
-    classify  = google_service_account.component["classify"].member
-    replay    = google_service_account.component["replay"].member
-    reconcile = google_service_account.component["reconcile"].member
-  }, local.console_member)
+  project_id              = var.project_id
+  region                  = var.region
+  queue                   = var.replay_queue
+  task_service_account_id = google_service_account.component["tasks"].name
+  enqueuer_members        = merge(local.flusher_members, local.console_member)
   auditor_members = {
     reconcile = google_service_account.component["reconcile"].member
   }

@@ -394,12 +394,49 @@ variable "replay_queue" {
     max_doublings             = optional(number, 5)
     max_retry_duration        = optional(string, "86400s")
   })
-  description = "Cloud Tasks replay queue: name, rate limits and retry config (each field optional)."
+  description = "Cloud Tasks replay queue: name, rate limits and retry config (each field optional; the tasks module validates them)."
+  default     = {}
+}
+
+# --------------------------------------------------------- tenant webhooks --
+
+variable "webhooks" {
+  type = object({
+    disable_after = optional(number, 10)
+    timeout       = optional(string, "10s")
+    max_instances = optional(number, 10)
+    # The deliveries' queue: its retry config is their backoff.
+    queue = optional(object({
+      name                      = optional(string, "dlq-webhooks")
+      max_dispatches_per_second = optional(number, 20)
+      max_concurrent_dispatches = optional(number, 50)
+      max_attempts              = optional(number, 12)
+      min_backoff               = optional(string, "10s")
+      max_backoff               = optional(string, "3600s")
+      max_doublings             = optional(number, 8)
+      max_retry_duration        = optional(string, "172800s")
+    }), {})
+  })
+  description = "Tenant webhook deliveries: the queue (name, rate, retry/backoff, as replay_queue), the run of consecutive failed deliveries that disables an endpoint (disable_after), one delivery's timeout and the deliver function's instances (each field optional)."
   default     = {}
 
   validation {
-    condition     = var.replay_queue.max_dispatches_per_second > 0 && var.replay_queue.max_dispatches_per_second <= 500 && var.replay_queue.max_concurrent_dispatches >= 1
-    error_message = "replay_queue.max_dispatches_per_second must be in (0, 500] and max_concurrent_dispatches at least 1."
+    condition     = var.webhooks.disable_after >= 1 && var.webhooks.disable_after <= 1000 && floor(var.webhooks.disable_after) == var.webhooks.disable_after
+    error_message = "webhooks.disable_after must be a whole number from 1 to 1000."
+  }
+  validation {
+    condition     = can(regex("^[0-9]+s$", var.webhooks.timeout)) && try(tonumber(trimsuffix(var.webhooks.timeout, "s")) >= 1 && tonumber(trimsuffix(var.webhooks.timeout, "s")) <= 300, false)
+    error_message = "webhooks.timeout must be whole seconds from \"1s\" to \"300s\"."
+  }
+  validation {
+    # The notification a delivery sends stays in the outbox 7 days after
+    # it is published; a delivery retried longer would find it gone.
+    condition     = can(regex("^[0-9]+s$", var.webhooks.queue.max_retry_duration)) && try(tonumber(trimsuffix(var.webhooks.queue.max_retry_duration, "s")) > 0 && tonumber(trimsuffix(var.webhooks.queue.max_retry_duration, "s")) <= 604800, false)
+    error_message = "webhooks.queue.max_retry_duration must be whole seconds, more than \"0s\" and at most \"604800s\" (7 days, how long a published notification is kept)."
+  }
+  validation {
+    condition     = var.webhooks.max_instances >= 1 && var.webhooks.max_instances <= 100
+    error_message = "webhooks.max_instances must be between 1 and 100."
   }
 }
 

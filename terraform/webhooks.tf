@@ -5,43 +5,6 @@
 # to the tenant's endpoint. Its own runtime account (Firestore only) and its
 # own OIDC identity for Cloud Tasks, which alone may invoke it.
 
-variable "webhooks" {
-  type = object({
-    queue_name                = optional(string, "dlq-webhooks")
-    disable_after             = optional(number, 10)
-    timeout                   = optional(string, "10s")
-    max_dispatches_per_second = optional(number, 20)
-    max_concurrent_dispatches = optional(number, 50)
-    max_attempts              = optional(number, 12)
-    min_backoff               = optional(string, "10s")
-    max_backoff               = optional(string, "3600s")
-    max_doublings             = optional(number, 8)
-    max_retry_duration        = optional(string, "172800s")
-    max_instances             = optional(number, 10)
-  })
-  description = "Tenant webhook deliveries: the queue (name, rate, retry/backoff), the run of consecutive failed deliveries that disables an endpoint (disable_after), one delivery's timeout and the deliver function's instances (each field optional)."
-  default     = {}
-
-  validation {
-    condition     = var.webhooks.disable_after >= 1 && var.webhooks.disable_after <= 1000 && floor(var.webhooks.disable_after) == var.webhooks.disable_after
-    error_message = "webhooks.disable_after must be a whole number from 1 to 1000."
-  }
-  validation {
-    condition     = can(regex("^[0-9]+s$", var.webhooks.timeout)) && try(tonumber(trimsuffix(var.webhooks.timeout, "s")) >= 1 && tonumber(trimsuffix(var.webhooks.timeout, "s")) <= 300, false)
-    error_message = "webhooks.timeout must be whole seconds from \"1s\" to \"300s\"."
-  }
-  validation {
-    # The notification a delivery sends stays in the outbox 7 days after
-    # it is published; a delivery retried longer would find it gone.
-    condition     = can(regex("^[0-9]+s$", var.webhooks.max_retry_duration)) && try(tonumber(trimsuffix(var.webhooks.max_retry_duration, "s")) > 0 && tonumber(trimsuffix(var.webhooks.max_retry_duration, "s")) <= 604800, false)
-    error_message = "webhooks.max_retry_duration must be whole seconds, more than \"0s\" and at most \"604800s\" (7 days, how long a published notification is kept)."
-  }
-  validation {
-    condition     = var.webhooks.max_instances >= 1 && var.webhooks.max_instances <= 100
-    error_message = "webhooks.max_instances must be between 1 and 100."
-  }
-}
-
 locals {
   deliver_name = "${var.name_prefix}-deliver"
   deliver_url  = "https://${local.deliver_name}-${data.google_project.this.number}.${var.region}.run.app"
@@ -91,23 +54,12 @@ resource "google_project_iam_member" "deliver_log_writer" {
 module "webhook_tasks" {
   source = "./modules/tasks"
 
-  project_id                = var.project_id
-  region                    = var.region
-  queue_name                = var.webhooks.queue_name
-  max_dispatches_per_second = var.webhooks.max_dispatches_per_second
-  max_concurrent_dispatches = var.webhooks.max_concurrent_dispatches
-  max_attempts              = var.webhooks.max_attempts
-  min_backoff               = var.webhooks.min_backoff
-  max_backoff               = var.webhooks.max_backoff
-  max_doublings             = var.webhooks.max_doublings
-  max_retry_duration        = var.webhooks.max_retry_duration
-  task_service_account_id   = google_service_account.webhook_tasks.name
-  enqueuer_members = {
-    classify  = google_service_account.component["classify"].member
-    replay    = google_service_account.component["replay"].member
-    reconcile = google_service_account.component["reconcile"].member
-  }
-  auditor_members = {}
+  project_id              = var.project_id
+  region                  = var.region
+  queue                   = var.webhooks.queue
+  task_service_account_id = google_service_account.webhook_tasks.name
+  enqueuer_members        = local.flusher_members
+  auditor_members         = {}
 
   depends_on = [google_project_service.enabled]
 }

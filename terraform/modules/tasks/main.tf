@@ -5,19 +5,19 @@
 resource "google_cloud_tasks_queue" "replay" {
   project  = var.project_id
   location = var.region
-  name     = var.queue_name
+  name     = var.queue.name
 
   rate_limits {
-    max_dispatches_per_second = var.max_dispatches_per_second
-    max_concurrent_dispatches = var.max_concurrent_dispatches
+    max_dispatches_per_second = var.queue.max_dispatches_per_second
+    max_concurrent_dispatches = var.queue.max_concurrent_dispatches
   }
 
   retry_config {
-    max_attempts       = var.max_attempts
-    min_backoff        = var.min_backoff
-    max_backoff        = var.max_backoff
-    max_doublings      = var.max_doublings
-    max_retry_duration = var.max_retry_duration
+    max_attempts       = var.queue.max_attempts
+    min_backoff        = var.queue.min_backoff
+    max_backoff        = var.queue.max_backoff
+    max_doublings      = var.queue.max_doublings
+    max_retry_duration = var.queue.max_retry_duration
   }
 
   stackdriver_logging_config {

@@ -8,91 +8,46 @@ variable "region" {
   description = "Location of the queue."
 }
 
-variable "queue_name" {
-  type        = string
-  description = "Queue name. Cloud Tasks keeps a deleted queue's name reserved for about 7 days, so a destroy+apply needs a new name or a wait."
-  default     = "dlq-replay"
+variable "queue" {
+  type = object({
+    name                      = string
+    max_dispatches_per_second = number
+    max_concurrent_dispatches = number
+    max_attempts              = number
+    min_backoff               = string
+    max_backoff               = string
+    max_doublings             = number
+    max_retry_duration        = string
+  })
+  description = "The queue: its name (Cloud Tasks keeps a deleted queue's name reserved for about 7 days, so a destroy+apply needs a new name or a wait), its rate (dispatches per second, at most 500; in flight at once) and its retry config (attempts per task, -1 unlimited; backoffs and the retry span as durations in seconds such as \"10s\", a span of \"0s\" meaning no limit)."
 
   validation {
-    condition     = can(regex("^[A-Za-z0-9-]{1,100}$", var.queue_name))
-    error_message = "queue_name must be 1-100 letters, digits or hyphens."
+    condition     = can(regex("^[A-Za-z0-9-]{1,100}$", var.queue.name))
+    error_message = "queue.name must be 1-100 letters, digits or hyphens."
   }
-}
-
-variable "max_dispatches_per_second" {
-  type        = number
-  description = "Rate at which replays are dispatched (Cloud Tasks allows up to 500/s per queue)."
-  default     = 10
-
   validation {
-    condition     = var.max_dispatches_per_second > 0 && var.max_dispatches_per_second <= 500
-    error_message = "max_dispatches_per_second must be in (0, 500]."
+    condition     = var.queue.max_dispatches_per_second > 0 && var.queue.max_dispatches_per_second <= 500
+    error_message = "queue.max_dispatches_per_second must be in (0, 500]."
   }
-}
-
-variable "max_concurrent_dispatches" {
-  type        = number
-  description = "Replays in flight at once."
-  default     = 20
-
   validation {
-    condition     = var.max_concurrent_dispatches >= 1 && var.max_concurrent_dispatches <= 5000
-    error_message = "max_concurrent_dispatches must be between 1 and 5000."
+    condition     = var.queue.max_concurrent_dispatches >= 1 && var.queue.max_concurrent_dispatches <= 5000
+    error_message = "queue.max_concurrent_dispatches must be between 1 and 5000."
   }
-}
-
-variable "max_attempts" {
-  type        = number
-  description = "Attempts per replay task (replay answers 5xx only for transient errors); -1 means unlimited."
-  default     = 10
-
   validation {
-    condition     = var.max_attempts == -1 || (var.max_attempts >= 1 && var.max_attempts <= 100)
-    error_message = "max_attempts must be -1 (unlimited) or between 1 and 100."
+    condition     = var.queue.max_attempts == -1 || (var.queue.max_attempts >= 1 && var.queue.max_attempts <= 100)
+    error_message = "queue.max_attempts must be -1 (unlimited) or between 1 and 100."
   }
-}
-
-variable "min_backoff" {
-  type        = string
-  description = "Shortest wait before retrying a failed dispatch, e.g. \"10s\"."
-  default     = "10s"
-
   validation {
-    condition     = can(regex("^[0-9]+(\\.[0-9]+)?s$", var.min_backoff))
-    error_message = "min_backoff must be a duration in seconds such as \"10s\"."
+    condition     = alltrue([for d in [var.queue.min_backoff, var.queue.max_backoff] : can(regex("^[0-9]+(\\.[0-9]+)?s$", d))])
+    error_message = "queue.min_backoff and queue.max_backoff must be durations in seconds such as \"10s\"."
   }
-}
-
-variable "max_backoff" {
-  type        = string
-  description = "Longest wait before retrying a failed dispatch, e.g. \"600s\"."
-  default     = "600s"
-
   validation {
-    condition     = can(regex("^[0-9]+(\\.[0-9]+)?s$", var.max_backoff))
-    error_message = "max_backoff must be a duration in seconds such as \"600s\"."
+    condition     = var.queue.max_doublings >= 0 && var.queue.max_doublings <= 16
+    error_message = "queue.max_doublings must be between 0 and 16."
   }
-}
-
-variable "max_doublings" {
-  type        = number
-  description = "Times the retry interval doubles before growing linearly."
-  default     = 5
-
   validation {
-    condition     = var.max_doublings >= 0 && var.max_doublings <= 16
-    error_message = "max_doublings must be between 0 and 16."
-  }
-}
-
-variable "max_retry_duration" {
-  type        = string
-  description = "Give up retrying a task after this long (\"0s\" = no limit)."
-  default     = "86400s"
-
-  validation {
-    condition     = can(regex("^[0-9]+s$", var.max_retry_duration))
-    error_message = "max_retry_duration must be a duration in seconds such as \"86400s\"."
+    condition     = can(regex("^[0-9]+s$", var.queue.max_retry_duration))
+    error_message = "queue.max_retry_duration must be a duration in whole seconds such as \"86400s\"."
   }
 }
 
