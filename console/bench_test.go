@@ -46,6 +46,9 @@ func BenchmarkPages(b *testing.B) {
 		{"list_filtered", "/entries?tenant=tenant-07&status=escalated"},
 		{"list_page_2", ""}, // the next page of the unfiltered list, found below
 		{"entry", "/entries/" + mid},
+		// The overview: 168 hours of metrics and of stream samples, 8
+		// recovery counts, the waiting entries, breakers, the last audit.
+		{"overview", "/"},
 	} {
 		path := bc.path
 		if bc.name == "list_page_2" {
@@ -62,6 +65,37 @@ func BenchmarkPages(b *testing.B) {
 				if w.Code != http.StatusOK {
 					b.Fatalf("GET %s = %d:\n%s", path, w.Code, w.Body)
 				}
+			}
+			reportPercentiles(b, lat)
+		})
+	}
+	// The overview's own reads alone: the week of hourly series, and the
+	// recovery counts of the 7-day window.
+	for _, rc := range []struct {
+		name string
+		read func(ctx context.Context) error
+	}{
+		{"query_overview_hours", func(ctx context.Context) error {
+			first := time.Now().Truncate(time.Hour).Add(-167 * time.Hour)
+			if _, err := e.st.HourlyMetrics(ctx, first, 168); err != nil {
+				return err
+			}
+			_, err := e.st.HourlyPublished(ctx, first, 168)
+			return err
+		}},
+		{"query_overview_recovery_7d", func(ctx context.Context) error {
+			_, err := e.st.RecoveryBetween(ctx, time.Now().Add(-7*24*time.Hour), time.Now())
+			return err
+		}},
+	} {
+		b.Run(rc.name, func(b *testing.B) {
+			lat := make([]time.Duration, 0, b.N)
+			for b.Loop() {
+				start := time.Now()
+				if err := rc.read(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
 			}
 			reportPercentiles(b, lat)
 		})

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jsdlq/jsdlq/shared/audit"
@@ -210,42 +211,56 @@ func (s *Server) overview(r *http.Request) (string, string, any, error) {
 	// The week ends with the current hour; the day is its last 24 hours.
 	const week, day = 7 * 24, 24
 	first := now.Truncate(time.Hour).Add(-(week - 1) * time.Hour)
-	hours, err := s.store.HourlyMetrics(ctx, first, week)
-	if err != nil {
-		return "", "", nil, err
+	var (
+		hours     []store.Metrics
+		published []int64
+		recovery  [2]store.Recovery // the day's, the week's
+		waiting   = make([][]*store.Entry, len(operator.Approvable))
+	)
+	// The reads are independent: they run at once, so the page takes
+	// what its slowest read takes, not their sum.
+	reads := []func() error{
+		func() (err error) { hours, err = s.store.HourlyMetrics(ctx, first, week); return err },
+		func() (err error) { published, err = s.store.HourlyPublished(ctx, first, week); return err },
+		func() (err error) {
+			recovery[0], err = s.store.RecoveryBetween(ctx, first.Add((week-day)*time.Hour), now)
+			return err
+		},
+		func() (err error) { recovery[1], err = s.store.RecoveryBetween(ctx, first, now); return err },
+		func() (err error) {
+			d.Breakers, err = s.store.ListBreakers(ctx, []string{store.BreakerOpen, store.BreakerHalfOpen}, 100)
+			return err
+		},
+		func() (err error) { d.Audit, err = s.store.LatestAudit(ctx); return err },
 	}
-	published, err := s.store.HourlyPublished(ctx, first, week)
-	if err != nil {
+	// Waiting for a human: the approvable statuses, oldest first.
+	for i, st := range operator.Approvable {
+		reads = append(reads, func() error {
+			p, err := s.store.Entries(ctx, store.Query{Status: st, Order: store.OldestFirst, View: store.ListView, Limit: 20})
+			waiting[i] = p.Entries
+			return err
+		})
+	}
+	errs := make([]error, len(reads))
+	var wg sync.WaitGroup
+	for i, read := range reads {
+		wg.Go(func() { errs[i] = read() })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return "", "", nil, err
 	}
 	d.Day, d.Week = newChart(hours[week-day:], 720, 6), newChart(hours, 840, 24)
-	for _, w := range []struct {
-		name string
-		n    int
-	}{{"24 h", day}, {"7 d", week}} {
-		rec, err := s.store.RecoveryBetween(ctx, first.Add(time.Duration(week-w.n)*time.Hour), now)
-		if err != nil {
-			return "", "", nil, err
-		}
-		d.Rates = append(d.Rates, newRates(w.name, hours[week-w.n:], published[week-w.n:], rec))
+	d.Rates = []rates{
+		newRates("24 h", hours[week-day:], published[week-day:], recovery[0]),
+		newRates("7 d", hours, published, recovery[1]),
 	}
-	if d.Breakers, err = s.store.ListBreakers(ctx, []string{store.BreakerOpen, store.BreakerHalfOpen}, 100); err != nil {
-		return "", "", nil, err
-	}
-	// Waiting for a human: the approvable statuses, oldest first.
-	for _, st := range operator.Approvable {
-		p, err := s.store.Entries(ctx, store.Query{Status: st, Order: store.OldestFirst, View: store.ListView, Limit: 20})
-		if err != nil {
-			return "", "", nil, err
-		}
-		d.Waiting = append(d.Waiting, p.Entries...)
+	for _, w := range waiting {
+		d.Waiting = append(d.Waiting, w...)
 	}
 	sort.SliceStable(d.Waiting, func(i, j int) bool { return d.Waiting[i].CreatedAt.Before(d.Waiting[j].CreatedAt) })
 	if len(d.Waiting) > 20 {
 		d.Waiting = d.Waiting[:20]
-	}
-	if d.Audit, err = s.store.LatestAudit(ctx); err != nil {
-		return "", "", nil, err
 	}
 	if d.Audit != nil {
 		for _, f := range d.Audit.Findings {
