@@ -465,10 +465,10 @@ func (s *Server) workBulk(ctx context.Context, run *store.BulkRun) bool {
 			if cur.State == store.BulkCancelling {
 				stopped = true
 				cur.Progress.Pending = nil
-				cur.State, cur.FinishedAt, cur.LeaseOwner, cur.LeaseUntil = store.BulkCancelled, s.now().UTC(), "", time.Time{}
+				cur.State, cur.FinishedAt, cur.LeaseOwner, cur.LeaseUntil = store.BulkCancelled, s.store.Now(), "", time.Time{}
 				return nil
 			}
-			cur.LeaseUntil = s.now().UTC().Add(s.bulk.lease)
+			cur.LeaseUntil = s.store.Now().Add(s.bulk.lease)
 			return nil
 		})
 		if err != nil {
@@ -510,7 +510,7 @@ func (s *Server) workBulk(ctx context.Context, run *store.BulkRun) bool {
 			var cancelling bool
 			_, err := s.store.UpdateBulkRun(rctx, run.ID, owner, func(cur *store.BulkRun) error {
 				cancelling = cur.State == store.BulkCancelling
-				cur.LeaseUntil = s.now().UTC().Add(s.bulk.lease)
+				cur.LeaseUntil = s.store.Now().Add(s.bulk.lease)
 				return nil
 			})
 			if errors.Is(err, store.ErrLeaseLost) || cancelling {
@@ -527,7 +527,7 @@ func (s *Server) workBulk(ctx context.Context, run *store.BulkRun) bool {
 	case err == nil:
 		_, err = s.store.UpdateBulkRun(context.WithoutCancel(ctx), run.ID, owner, func(cur *store.BulkRun) error {
 			cur.Progress = *rd.Progress
-			cur.State, cur.FinishedAt, cur.LeaseOwner, cur.LeaseUntil = store.BulkDone, s.now().UTC(), "", time.Time{}
+			cur.State, cur.FinishedAt, cur.LeaseOwner, cur.LeaseUntil = store.BulkDone, s.store.Now(), "", time.Time{}
 			return nil
 		})
 		if err != nil {
@@ -548,7 +548,7 @@ func (s *Server) workBulk(ctx context.Context, run *store.BulkRun) bool {
 	case errors.Is(err, store.ErrBadQuery):
 		// The filter cannot be queried: running it again cannot help.
 		_, uerr := s.store.UpdateBulkRun(context.WithoutCancel(ctx), run.ID, owner, func(cur *store.BulkRun) error {
-			cur.State, cur.Error, cur.FinishedAt, cur.LeaseOwner, cur.LeaseUntil = store.BulkFailed, err.Error(), s.now().UTC(), "", time.Time{}
+			cur.State, cur.Error, cur.FinishedAt, cur.LeaseOwner, cur.LeaseUntil = store.BulkFailed, err.Error(), s.store.Now(), "", time.Time{}
 			return nil
 		})
 		log.ErrorContext(ctx, "bulk run failed", "error", err.Error(), "update_error", fmt.Sprint(uerr))

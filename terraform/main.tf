@@ -344,7 +344,7 @@ module "console" {
   project_id         = var.project_id
   project_number     = data.google_project.this.number
   region             = var.region
-  name               = "${var.name_prefix}-console"
+  name               = local.console_name
   service_account_id = "${var.name_prefix}-console"
   image              = var.console_image
   operator_members   = var.console_operator_members
@@ -352,12 +352,9 @@ module "console" {
   max_instances      = var.console_max_instances
   queue_name         = module.tasks.queue_name
   queue_location     = var.region
-  environment = {
-    GOOGLE_CLOUD_PROJECT  = var.project_id
-    TASKS_QUEUE           = local.tasks_queue
-    REPLAY_URL            = local.function_urls.replay
-    TASKS_SERVICE_ACCOUNT = google_service_account.component["tasks"].email
-  }
+  # The tenant API refuses jsdlq's own URLs as webhook endpoints at
+  # registration, as deliver does at delivery.
+  environment         = merge(local.scheduling_env, { WEBHOOK_DENY_URLS = join(",", local.own_urls) })
   deletion_protection = var.deletion_protection
   labels              = local.labels
 

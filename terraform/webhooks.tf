@@ -1,5 +1,6 @@
-# Tenant webhooks (docs/contracts.md, "Tenant webhooks"): reconcile's flush
-# fans each tenant notification out to one Cloud Tasks task per enabled
+# Tenant webhooks (docs/contracts.md, "Tenant webhooks"): the outbox's flush
+# (classify and replay after their commits, reconcile each run) fans each
+# tenant notification out to one Cloud Tasks task per enabled
 # endpoint of the tenant, in a queue of their own whose retry config is the
 # deliveries' backoff; the deliver function POSTs the notification, signed,
 # to the tenant's endpoint. Its own runtime account (Firestore only) and its
@@ -17,9 +18,12 @@ locals {
     WEBHOOK_SERVICE_ACCOUNT = google_service_account.webhook_tasks.email
   }
 
-  # jsdlq's own addresses: never a tenant's endpoint.
-  console_urls = local.console_enabled ? [module.console[0].ui_url, module.console[0].api_url] : []
-  own_urls     = concat(values(local.function_urls), [local.deliver_url], [for u in local.console_urls : u if u != null])
+  # jsdlq's own addresses: never a tenant's endpoint. The console's are
+  # the deterministic run.app URLs of its services (their uri outputs
+  # would make the console's environment depend on the console).
+  console_name = "${var.name_prefix}-console"
+  console_urls = local.console_enabled ? [for n in [local.console_name, "${local.console_name}-api"] : "https://${n}-${data.google_project.this.number}.${var.region}.run.app"] : []
+  own_urls     = concat(values(local.function_urls), [local.deliver_url], local.console_urls)
 }
 
 resource "google_service_account" "deliver" {

@@ -88,10 +88,13 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 	if err != nil {
 		return err
 	}
+	bulkDone := make(chan struct{})
 	if cfg.UI {
 		// The operator UI instance works on the confirmed bulk redrives
 		// (their state is in Firestore; see docs/console.md).
-		go srv.RunBulk(ctx)
+		go func() { defer close(bulkDone); srv.RunBulk(ctx) }()
+	} else {
+		close(bulkDone)
 	}
 	log.Info("console ready", "addr", hs.Addr(), "ui", cfg.UI, "api", cfg.API, "auth", cfg.Auth)
 	select {
@@ -99,5 +102,14 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 		return err
 	case <-ctx.Done():
 	}
-	return hs.Shutdown(8 * time.Second)
+	// Cloud Run allows ten seconds after SIGTERM: requests get eight, then
+	// the bulk runner its last save and the release of its lease, so
+	// another instance continues at once instead of after the lease.
+	err = hs.Shutdown(8 * time.Second)
+	select {
+	case <-bulkDone:
+	case <-time.After(2 * time.Second):
+		log.Warn("bulk runner still stopping at exit; its run continues elsewhere once the lease expires")
+	}
+	return err
 }

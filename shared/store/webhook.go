@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"cloud.google.com/go/firestore"
 
@@ -277,9 +278,16 @@ func (s *Store) RecordWebhookAttempt(ctx context.Context, id string, a WebhookAt
 	})
 }
 
+// truncate keeps at most n bytes of s, cut at a rune boundary: Firestore
+// refuses a string that is not valid UTF-8, and error texts carry hosts
+// and receivers' words in any script.
 func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -175,5 +176,27 @@ func TestWebhookFanOutState(t *testing.T) {
 	o, err := s.GetNotification(ctx, pending[0].ID)
 	if err != nil || o.State != OutboxPending || o.Notification != pending[0].Notification {
 		t.Errorf("outbox after fan-out = %+v, %v, want it otherwise unchanged (still pending publication)", o, err)
+	}
+}
+
+// Error texts are cut to fit a document at a rune boundary: a cut inside a
+// multi-byte rune would be invalid UTF-8, which Firestore refuses, and the
+// attempt could then never be recorded.
+func TestTruncateKeepsUTF8(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"abcdef", 3, "abc…"},
+		{"ééé", 3, "é…"},           // 2-byte runes: byte 3 is inside the second
+		{"日本語", 4, "日…"},           // 3-byte runes
+		{"a\xffb", 10, "a\uFFFDb"}, // invalid input made valid
+	} {
+		got := truncate(tc.in, tc.n)
+		if got != tc.want || !utf8.ValidString(got) {
+			t.Errorf("truncate(%q, %d) = %q, want %q (valid UTF-8)", tc.in, tc.n, got, tc.want)
+		}
 	}
 }
