@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -93,6 +94,10 @@ type Edits struct {
 	Payload    []byte
 	SetHeaders map[string]string
 	By         string
+	// Only, when set, narrows the statuses the entry may be in: an answer
+	// to a triage task applies to the decision it was asked about, never
+	// to a later one of the same entry.
+	Only []store.Status
 }
 
 // Approve schedules a replay of an entry that waits for a human: a new task
@@ -119,7 +124,7 @@ func (o *Operator) Approve(ctx context.Context, tenant, id string, ed Edits) (*s
 	}
 	var attempt int
 	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
-		From: Approvable,
+		From: narrow(Approvable, ed.Only),
 		To:   store.Scheduled,
 		By:   ed.By,
 		Note: note,
@@ -157,6 +162,12 @@ func (o *Operator) Approve(ctx context.Context, tenant, id string, ed Edits) (*s
 // Discard ends an entry: discarded, resolved now, the reason in its
 // history. A pending task finds the entry discarded and does nothing.
 func (o *Operator) Discard(ctx context.Context, tenant, id, reason, by string) (*store.Entry, error) {
+	return o.DiscardIn(ctx, tenant, id, reason, by, nil)
+}
+
+// DiscardIn is Discard of an entry that must be in one of only (all
+// discardable statuses when only is empty).
+func (o *Operator) DiscardIn(ctx context.Context, tenant, id, reason, by string, only []store.Status) (*store.Entry, error) {
 	if strings.TrimSpace(by) == "" {
 		return nil, ErrNoActor
 	}
@@ -164,7 +175,7 @@ func (o *Operator) Discard(ctx context.Context, tenant, id, reason, by string) (
 		return nil, fmt.Errorf("%w: a discard needs a reason", ErrBadEdit)
 	}
 	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
-		From: Discardable, To: store.Discarded, By: by, Note: "discarded: " + reason,
+		From: narrow(Discardable, only), To: store.Discarded, By: by, Note: "discarded: " + reason,
 	}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("operator: discard %s: %w", id, err)
@@ -369,4 +380,19 @@ func printable(s string) bool {
 		}
 	}
 	return true
+}
+
+// narrow is allowed restricted to only (allowed itself when only is empty);
+// an entry in none of them is ErrWrongStatus.
+func narrow(allowed, only []store.Status) []store.Status {
+	if len(only) == 0 {
+		return allowed
+	}
+	var out []store.Status
+	for _, s := range only {
+		if slices.Contains(allowed, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/agentkit"
+	jevent "github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -285,5 +287,34 @@ func TestDiscardReleasesProbe(t *testing.T) {
 	b, err := e.store.GetBreaker(e.ctx, "t")
 	if err != nil || b.State != store.BreakerOpen || b.ProbeEntry != "" {
 		t.Errorf("breaker = %+v, %v, want open without a probe", b, err)
+	}
+}
+
+// A triage agent's answer applies to the decision its task asked about: an
+// answer to an escalation finds the entry quarantined since (a later, other
+// decision) and changes nothing, however it reached the operator (a
+// redelivered task, a late answer); an answer to the current decision acts.
+func TestTriageAnswerBoundToItsDecision(t *testing.T) {
+	e := setup(t)
+	moved := e.entry(t, "TASKS.30", "t", store.Quarantined)
+	current := e.entry(t, "TASKS.31", "t", store.Escalated)
+	ans := e.op.TriageAnswerer()
+	task := func(id string) jevent.TriageTask {
+		return jevent.TriageTask{EntryID: id, Tenant: "t", Status: string(store.Escalated)}
+	}
+	for _, a := range []agentkit.TriageAnswer{
+		{Answer: jevent.AnswerApprove},
+		{Answer: jevent.AnswerDiscard, Reason: "no longer needed"},
+	} {
+		if _, err := ans.AnswerTriage(e.ctx, task(moved.ID), a, "agent:ceo"); !errors.Is(err, agentkit.ErrTriageDecided) {
+			t.Errorf("AnswerTriage(%s to an escalation, entry quarantined) = %v, want ErrTriageDecided", a.Answer, err)
+		}
+	}
+	if got, err := e.store.GetMeta(e.ctx, moved.ID); err != nil || got.Status != store.Quarantined || len(got.History) != 1 {
+		t.Errorf("answers to an older decision changed the entry: %+v, %v", got, err)
+	}
+	status, err := ans.AnswerTriage(e.ctx, task(current.ID), agentkit.TriageAnswer{Answer: jevent.AnswerDiscard, Reason: "done by hand"}, "agent:ceo")
+	if err != nil || status != string(store.Discarded) {
+		t.Errorf("AnswerTriage(discard of the asked decision) = %q, %v, want %q", status, err, store.Discarded)
 	}
 }

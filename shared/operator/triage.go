@@ -7,6 +7,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/store"
 )
 
 // TriageAnswerer is the operator as a triage agent's answers reach it
@@ -25,7 +26,7 @@ func (t triageAnswerer) AnswerTriage(ctx context.Context, task jevent.TriageTask
 	)
 	switch a.Answer {
 	case jevent.AnswerApprove, jevent.AnswerReplay:
-		e, aerr := t.o.Approve(ctx, task.Tenant, task.EntryID, Edits{Payload: a.Payload, SetHeaders: a.SetHeaders, By: by})
+		e, aerr := t.o.Approve(ctx, task.Tenant, task.EntryID, Edits{Payload: a.Payload, SetHeaders: a.SetHeaders, By: by, Only: asked(task)})
 		if e != nil {
 			status = string(e.Status)
 			if aerr != nil {
@@ -34,7 +35,7 @@ func (t triageAnswerer) AnswerTriage(ctx context.Context, task jevent.TriageTask
 		}
 		err = aerr
 	case jevent.AnswerDiscard:
-		e, derr := t.o.Discard(ctx, task.Tenant, task.EntryID, a.Reason, by)
+		e, derr := t.o.DiscardIn(ctx, task.Tenant, task.EntryID, a.Reason, by, asked(task))
 		if e != nil {
 			// Discarded; a breaker probe left unreleased reopens by itself.
 			return string(e.Status), nil
@@ -54,4 +55,11 @@ func (t triageAnswerer) AnswerTriage(ctx context.Context, task jevent.TriageTask
 		return "", fmt.Errorf("%w: %w", agentkit.ErrTriageRefused, err)
 	}
 	return "", err
+}
+
+// asked is the status the triage task asked about: the answer applies to
+// that decision only (a redelivered answer finds the entry moved on, and
+// one to an escalation does not approve a later quarantine).
+func asked(task jevent.TriageTask) []store.Status {
+	return []store.Status{store.Status(task.Status)}
 }
