@@ -96,8 +96,13 @@ func TestPushSubscriptionEndToEnd(t *testing.T) {
 	if got.Status != store.Scheduled || got.ReasonCode != "llm_provider_rate_limit" || string(got.Payload) != `{"task":"push"}` {
 		t.Errorf("entry = %s %s %q", got.Status, got.ReasonCode, got.Payload)
 	}
-	names := emu.Tasks(t, queue)
-	if len(names) != 1 || !strings.HasSuffix(names[0], "/"+tasks.Name("TASKS.77", 1)) {
-		t.Errorf("queue tasks = %v, want the entry's replay", names)
-	}
+	// Classify commits the entry first and creates its task right after:
+	// the entry can be read before the task exists.
+	testenv.WaitFor(t, 30*time.Second, func() error {
+		names := emu.Tasks(t, queue)
+		if len(names) != 1 || !strings.HasSuffix(names[0], "/"+tasks.Name("TASKS.77", 1)) {
+			return fmt.Errorf("queue tasks = %v, want the entry's replay", names)
+		}
+		return nil
+	})
 }
