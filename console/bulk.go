@@ -49,10 +49,6 @@ const (
 	DefaultBulkPoll = 5 * time.Second
 )
 
-// bulkFilters are the filters a bulk redrive takes (the entries list's,
-// without the lookup and the page token).
-var bulkFilters = []string{"tenant", "status", "category", "reason", "agent", "task_type", "from", "to"}
-
 // bulkRunner is the runner's configuration (Server.bulk).
 type bulkRunner struct {
 	instance    string
@@ -107,11 +103,12 @@ func parseBulkForm(vals url.Values, extra ...string) (*bulkForm, error) {
 	f := &bulkForm{F: map[string]string{}, RateS: fmt.Sprint(DefaultBulkRate)}
 	for name, v := range vals {
 		switch {
-		case slices.Contains(bulkFilters, name):
-			if len(v) != 1 || len(v[0]) > 512 {
-				return nil, uiBad("filter %q: one value of at most 512 bytes", name)
+		case slices.Contains(queryFilters, name):
+			s, err := filterValue(name, v)
+			if err != nil {
+				return nil, err
 			}
-			if s := strings.TrimSpace(v[0]); s != "" {
+			if s != "" {
 				f.F[name] = s
 			}
 		case name == "include":
@@ -146,17 +143,11 @@ func parseBulkForm(vals url.Values, extra ...string) (*bulkForm, error) {
 		return nil, uiBad("rate %q: at most %g actions per second", f.RateS, MaxBulkRate)
 	}
 	f.Rate = rate
-	f.Filter = store.BulkFilter{Tenant: f.F["tenant"], Status: store.Status(f.F["status"]), Category: f.F["category"],
-		Reason: f.F["reason"], Agent: f.F["agent"], TaskType: f.F["task_type"]}
-	if f.Filter.Status != "" && !statuses[f.Filter.Status] {
-		return nil, uiBad("unknown status %q", f.Filter.Status)
+	q, err := filterQuery(f.F)
+	if err != nil {
+		return nil, err
 	}
-	if f.Filter.CreatedFrom, err = parseTime(f.F["from"]); err != nil {
-		return nil, uiBad("from: %v", err)
-	}
-	if f.Filter.CreatedTo, err = parseTime(f.F["to"]); err != nil {
-		return nil, uiBad("to: %v", err)
-	}
+	f.Filter = store.BulkFilterOf(q)
 	slices.Sort(f.Include)
 	return f, nil
 }
@@ -276,7 +267,7 @@ func (s *Server) bulkPlan(r *http.Request) (string, string, any, error) {
 // filterText is the filter in words, in the form's order.
 func filterText(f map[string]string) string {
 	var parts []string
-	for _, k := range bulkFilters {
+	for _, k := range queryFilters {
 		if v := f[k]; v != "" {
 			parts = append(parts, k+"="+v)
 		}

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -68,7 +69,39 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 }).ParseFS(assets, "templates/*.html"))
 
 // Entries list filters (query parameters); any other is refused.
-var uiFilters = []string{"tenant", "status", "category", "reason", "agent", "task_type", "from", "to", "q", "page_token"}
+var uiFilters = append(slices.Clone(queryFilters), "q", "page_token")
+
+// queryFilters are the filters that make a query of the entries (the list's
+// and a bulk redrive's); filterQuery reads them.
+var queryFilters = []string{"tenant", "status", "category", "reason", "agent", "task_type", "from", "to"}
+
+// filterValue is filter name's one value, trimmed: one value of at most 512
+// bytes, else a 400.
+func filterValue(name string, v []string) (string, error) {
+	if len(v) != 1 || len(v[0]) > 512 {
+		return "", uiBad("filter %q: one value of at most 512 bytes", name)
+	}
+	return strings.TrimSpace(v[0]), nil
+}
+
+// filterQuery is the store query of the filters f (queryFilters' names):
+// the one reading of them, for the entries list and a bulk redrive. An
+// unknown status or a malformed time is a 400.
+func filterQuery(f map[string]string) (store.Query, error) {
+	q := store.Query{Tenant: f["tenant"], Status: store.Status(f["status"]), Category: f["category"], Reason: f["reason"],
+		Agent: f["agent"], TaskType: f["task_type"]}
+	if q.Status != "" && !statuses[q.Status] {
+		return q, uiBad("unknown status %q", q.Status)
+	}
+	var err error
+	if q.CreatedFrom, err = parseTime(f["from"]); err != nil {
+		return q, uiBad("from: %v", err)
+	}
+	if q.CreatedTo, err = parseTime(f["to"]); err != nil {
+		return q, uiBad("to: %v", err)
+	}
+	return q, nil
+}
 
 func (s *Server) routeUI(mux *http.ServeMux) {
 	static := http.FileServerFS(assets)
@@ -299,10 +332,9 @@ func (s *Server) entries(r *http.Request) (string, string, any, error) {
 		if !known {
 			return "", "", nil, uiBad("unknown filter %q", name)
 		}
-		if len(v) != 1 || len(v[0]) > 512 {
-			return "", "", nil, uiBad("filter %q: one value of at most 512 bytes", name)
+		if f[name], err = filterValue(name, v); err != nil {
+			return "", "", nil, err
 		}
-		f[name] = strings.TrimSpace(v[0])
 	}
 	d := entriesData{F: f, Statuses: allStatuses()}
 	if q := f["q"]; q != "" {
@@ -314,17 +346,11 @@ func (s *Server) entries(r *http.Request) (string, string, any, error) {
 		d.Entries = found
 		return "entries", "Entries", d, nil
 	}
-	q := store.Query{Tenant: f["tenant"], Status: store.Status(f["status"]), Category: f["category"], Reason: f["reason"],
-		Agent: f["agent"], TaskType: f["task_type"], View: store.ListView, Limit: DefaultPageSize}
-	if q.Status != "" && !statuses[q.Status] {
-		return "", "", nil, uiBad("unknown status %q", q.Status)
+	q, err := filterQuery(f)
+	if err != nil {
+		return "", "", nil, err
 	}
-	if q.CreatedFrom, err = parseTime(f["from"]); err != nil {
-		return "", "", nil, uiBad("from: %v", err)
-	}
-	if q.CreatedTo, err = parseTime(f["to"]); err != nil {
-		return "", "", nil, uiBad("to: %v", err)
-	}
+	q.View, q.Limit = store.ListView, DefaultPageSize
 	if q.After, err = store.ParseCursor(f["page_token"]); err != nil {
 		return "", "", nil, uiBad("page_token is not a token this listing made")
 	}

@@ -56,6 +56,13 @@ type BulkFilter struct {
 	CreatedTo   time.Time `firestore:"created_to,omitempty"`
 }
 
+// BulkFilterOf is the filter of query q (its order, view, page and limit
+// are a run's own).
+func BulkFilterOf(q Query) BulkFilter {
+	return BulkFilter{Tenant: q.Tenant, Status: q.Status, Category: q.Category, Reason: q.Reason, Agent: q.Agent, TaskType: q.TaskType,
+		CreatedFrom: q.CreatedFrom, CreatedTo: q.CreatedTo}
+}
+
 // Query is the filter as a query, newest first (the order a redrive's
 // cursor is made in).
 func (f BulkFilter) Query() Query {
