@@ -59,7 +59,7 @@ type options struct {
 func main() {
 	var o options
 	flag.IntVar(&o.tasks, "tasks", 300, "tasks to publish")
-	flag.Float64Var(&o.deadRate, "dead-rate", 0.25, "share of tasks that fail (SPEC §13's mix within them)")
+	flag.Float64Var(&o.deadRate, "dead-rate", 0.25, "share of tasks that fail (the field reports' mix within them)")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "random seed of the plan and the agents")
 	flag.DurationVar(&o.timeout, "timeout", 140*time.Second, "how long to wait for every task to settle")
 	flag.StringVar(&o.root, "root", ".", "repository root (binaries go to .local/bin, logs to .local/log)")

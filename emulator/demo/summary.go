@@ -211,7 +211,7 @@ func (s summary) print(w io.Writer) {
 	fmt.Fprintln(w)
 	cats := slices.Sorted(maps.Keys(s.DeadTasks))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DEAD TASKS BY CATEGORY\ttasks\tshare\trecovered\tof which after a triage approval\tunresolved\tauto-resolved\tfield (SPEC §13)")
+	fmt.Fprintln(tw, "DEAD TASKS BY CATEGORY\ttasks\tshare\trecovered\tof which after a triage approval\tunresolved\tauto-resolved\tfield reports")
 	human := 0
 	for _, c := range cats {
 		r := s.DeadTasks[c]
@@ -221,7 +221,7 @@ func (s summary) print(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "all\t%d\t\t%d\t%d\t%d\t%s\t81 %% *\n", s.DeadTotal, s.Resolved, human, s.DeadTotal-s.Resolved, pctOf(s.Resolved-human, s.DeadTotal))
 	tw.Flush()
-	fmt.Fprintln(w, "  * SPEC §13 states 81 % overall; its own category figures give 61 % x 89 % + 24.6 % x 62 % = 69.5 %")
+	fmt.Fprintln(w, "  * the field reports state 81 % overall; their own category figures give 61 % x 89 % + 24.6 % x 62 % = 69.5 %")
 
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -244,7 +244,7 @@ func (s summary) print(w io.Writer) {
 		paths = append(paths, fmt.Sprintf("%s %d (%s)", p, s.Paths[p], pctOf(s.Paths[p], s.DeadTotal)))
 	}
 	fmt.Fprintf(w, "\npaths into the DLQ: %s\n", strings.Join(paths, ", "))
-	fmt.Fprintf(w, "  (SPEC §13: max deliveries 61 %%, explicit terminate 22 %%, context overflow 14 %%, consumer filter rejection 3 %%)\n\n")
+	fmt.Fprintf(w, "  (field reports: max deliveries 61 %%, explicit terminate 22 %%, context overflow 14 %%, consumer filter rejection 3 %%)\n\n")
 
 	s.printDecisions(w)
 	fmt.Fprintf(w, "completed steps: %d replays skipped %d steps their failed attempt had completed (Jsdlq-Completed-Steps)\n\n",
