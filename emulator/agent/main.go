@@ -81,7 +81,7 @@ func parse(args []string) (options, error) {
 	fs.BoolVar(&o.idempotent, "idempotency", true, "record completions in Firestore task-idempotency (needs --project)")
 	fs.BoolVar(&o.triage, "triage", false, "answer dlq_triage tasks (needs --idempotency's Firestore and the Cloud Tasks settings)")
 	fs.IntVar(&o.maxDeliver, "max-deliver", 3, "consumer MaxDeliver")
-	fs.IntVar(&o.maxAckPending, "max-ack-pending", 1, "consumer MaxAckPending (SPEC §13: 1)")
+	fs.IntVar(&o.maxAckPending, "max-ack-pending", 1, "consumer MaxAckPending (1: one task at a time per agent)")
 	fs.DurationVar(&o.ackWait, "ack-wait", 5*time.Minute, "consumer AckWait")
 	fs.StringVar(&o.backoff, "backoff", "30s,2m,5m", "consumer BackOff, comma-separated (the demo shortens it)")
 	fs.BoolVar(&o.createStream, "create-stream", true, "create the work stream if missing (subjects agents.>, 1 h dedup window)")
