@@ -145,6 +145,10 @@ type Result struct {
 	// Decision is the current policy's answer when replay asked it (not
 	// for an approved entry, nor one that stopped before the gates).
 	Decision *Decision `json:"decision,omitempty"`
+	// breakerMoved: the replay met its tenant breaker as a half-open probe
+	// (admitted, or released when it went no further), so the breaker's
+	// transition may have staged a notification.
+	breakerMoved bool
 }
 
 // Decision is what the policy decided on re-evaluation.
@@ -213,9 +217,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), code)
 		return
 	}
-	if store.Notifies(store.Status(res.Status)) || res.Outcome == OutcomeRecovered {
+	if store.Notifies(store.Status(res.Status)) || res.Outcome == OutcomeRecovered || res.breakerMoved {
 		// The transition staged a notification (the entry needs a human;
-		// a recovered probe closed its breaker).
+		// a recovered probe closed its breaker; a probe opened it half-way
+		// or, released, reopened it).
 		h.flush(ctx, body.EntryID)
 	}
 	// One line per handled task: Terraform's replay-outcome metric counts it.
@@ -378,6 +383,7 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 	if err != nil {
 		return res, retry("replay: breaker of tenant %s: %w", e.Tenant, err)
 	}
+	res.breakerMoved = probe
 	if !ok {
 		return h.gate(ctx, log, e, store.Held, "tenant breaker open", decision, res)
 	}
@@ -498,6 +504,7 @@ func (h *Handler) move(ctx context.Context, log *slog.Logger, e *store.Entry, to
 	if err := h.store.ReleaseProbe(ctx, cur, By); err != nil {
 		log.WarnContext(ctx, "replay: breaker probe not released; reconcile moves the breaker on", "error", err.Error())
 	}
+	res.breakerMoved = res.breakerMoved || cur.BreakerProbe
 	lvl := slog.LevelInfo
 	if to == store.Escalated {
 		lvl = slog.LevelWarn
