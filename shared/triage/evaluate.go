@@ -84,6 +84,9 @@ type Decision struct {
 	// Note explains an override of the rule's action (exhausted budget,
 	// server-terminated message).
 	Note string
+	// Retention is how long the entry is kept from its creation: the
+	// rule's, the agent's, the tenant's or the policy's default retention.
+	Retention time.Duration
 }
 
 // Replay reports whether the decision schedules a replay.
@@ -98,6 +101,7 @@ func (p *Policy) Evaluate(in Input, chain Chain) Decision {
 	r := p.match(in, chain, d)
 	d.Rule = r.doc.Name
 	d.Action = r.doc.Action
+	d.Retention = p.retentionFor(r, in)
 	if r.doc.SetCategory != "" {
 		d.Category = r.doc.SetCategory
 	}

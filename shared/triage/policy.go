@@ -97,6 +97,12 @@ type defaults struct {
 	// retryable (agentkit Failure.Retryable = true), within its budget;
 	// empty ignores the mark.
 	RetryableStrategy string `yaml:"retryable_strategy,omitempty"`
+	// Retention is how long an entry is kept ("30d", "12h", "1d12h");
+	// a rule's own retention wins over the agent's, which wins over the
+	// tenant's, which wins over this one. Empty is DefaultRetention.
+	Retention         string            `yaml:"retention,omitempty"`
+	RetentionByAgent  map[string]string `yaml:"retention_by_agent,omitempty"`
+	RetentionByTenant map[string]string `yaml:"retention_by_tenant,omitempty"`
 }
 
 type patternDoc struct {
@@ -195,6 +201,7 @@ type ruleDoc struct {
 	Action      Action      `yaml:"action"`
 	Strategy    strategyRef `yaml:"strategy"`
 	EscalateTo  string      `yaml:"escalate_to,omitempty"`
+	Retention   string      `yaml:"retention,omitempty"`
 }
 
 // Policy is a validated, compiled policy. It is immutable and safe for
@@ -208,6 +215,7 @@ type Policy struct {
 	toolRE    *regexp.Regexp
 	retryable Strategy            // defaults.retryable_strategy; Name "" when unset
 	byTask    map[string][]string // task type -> agents able to do it, sorted
+	retention retention
 	rand      func() float64
 }
 
@@ -222,6 +230,8 @@ type rule struct {
 	strategy Strategy
 	headers  map[string]*regexp.Regexp
 	text     *regexp.Regexp
+	// retention is the rule's own retention; 0 leaves it to the defaults.
+	retention time.Duration
 }
 
 // Option configures Parse and NewLoader.
@@ -349,6 +359,7 @@ func (p *Policy) compile(v *validator) {
 		s.Name = name
 		p.retryable = s
 	}
+	p.retention = compileRetention(v, d.Defaults)
 	if d.Defaults.ToolFailurePattern != "" {
 		re, err := regexp.Compile(d.Defaults.ToolFailurePattern)
 		if err != nil {
@@ -410,6 +421,9 @@ func (p *Policy) compile(v *validator) {
 		}
 		names[rd.Name] = i + 1
 		r := rule{index: i + 1, doc: rd}
+		if rd.Retention != "" {
+			r.retention = checkRetention(v, where+": retention", rd.Retention)
+		}
 		if !validAction(rd.Action) {
 			v.add(where+": action", "%q is not one of %v", rd.Action, Actions)
 		}

@@ -1,0 +1,145 @@
+package triage
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/event"
+)
+
+const day = 24 * time.Hour
+
+func TestParseRetention(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    time.Duration
+		wantErr bool
+	}{
+		{in: "30d", want: 30 * day},
+		{in: "12h", want: 12 * time.Hour},
+		{in: "1d12h", want: 36 * time.Hour},
+		{in: "1h", want: time.Hour},
+		{in: "3650d", want: 3650 * day},
+		{in: "", wantErr: true},
+		{in: "0h", wantErr: true},
+		{in: "3651d", wantErr: true},
+		{in: "30m", wantErr: true},
+		{in: "12h1d", wantErr: true},
+		{in: "-3d", wantErr: true},
+		{in: "30 d", wantErr: true},
+		{in: "99999999999d", wantErr: true},
+	}
+	for _, tc := range tests {
+		got, err := ParseRetention(tc.in)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("ParseRetention(%q) = %v, %v, want %v (error %v)", tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
+// retentionPolicy keeps permanent failures of devops 180 d and transient
+// ones of marketing 7 d, over agent, tenant and policy defaults.
+func retentionPolicy(t *testing.T) *Policy {
+	t.Helper()
+	doc := strings.Replace(string(defaultYAML), "  retention: 30d\n", `  retention: 20d
+  retention_by_agent: {devops: 90d, marketing: 14d}
+  retention_by_tenant: {acme: 60d, globex: 2d}
+`, 1)
+	doc = strings.Replace(doc, "rules:\n", `rules:
+  - name: devops-permanent
+    match: {agent: [devops], category: [permanent]}
+    action: escalate
+    strategy: none
+    retention: 180d
+  - name: marketing-transient
+    match: {agent: [marketing], category: [transient]}
+    action: auto_replay
+    strategy: transient
+    retention: 7d
+`, 1)
+	p, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatalf("Parse() = %v", err)
+	}
+	return p
+}
+
+func TestEvaluateRetentionPrecedence(t *testing.T) {
+	p := retentionPolicy(t)
+	permanent := &event.Failure{Code: "impossible_task", Detail: "bad"}
+	transient := &event.Failure{Code: "llm_provider_timeout", Detail: "slow"}
+	tests := []struct {
+		name string
+		in   Input
+		want time.Duration
+	}{
+		{"rule wins over agent and tenant", Input{Agent: "devops", Tenant: "acme", Failure: permanent}, 180 * day},
+		{"rule of another agent", Input{Agent: "marketing", Tenant: "acme", Failure: transient}, 7 * day},
+		{"agent wins over tenant", Input{Agent: "devops", Tenant: "acme", Failure: transient}, 90 * day},
+		{"agent default without a rule", Input{Agent: "marketing", Tenant: "globex", Failure: permanent}, 14 * day},
+		{"tenant default", Input{Agent: "research", Tenant: "globex", Failure: transient}, 2 * day},
+		{"policy default", Input{Agent: "research", Tenant: "initech", Failure: transient}, 20 * day},
+		{"no agent, no tenant", Input{Failure: permanent}, 20 * day},
+	}
+	for _, tc := range tests {
+		tc.in.Kind, tc.in.Subject = "explicit", "agents.x.tasks.y"
+		if got := p.Evaluate(tc.in, Chain{}).Retention; got != tc.want {
+			t.Errorf("%s: Evaluate(%+v).Retention = %v, want %v", tc.name, tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestDefaultPolicyRetention(t *testing.T) {
+	in := Input{Kind: "explicit", Subject: "agents.a.tasks.b", Failure: &event.Failure{Code: "timeout"}}
+	if got := Default().Evaluate(in, Chain{}).Retention; got != DefaultRetention {
+		t.Errorf("Default().Evaluate(%+v).Retention = %v, want %v", in, got, DefaultRetention)
+	}
+}
+
+func TestParseRetentionErrorsNameTheRule(t *testing.T) {
+	tests := []struct {
+		name    string
+		replace [2]string
+		want    []string
+	}{
+		{
+			name:    "rule with minutes",
+			replace: [2]string{"rules:\n", "rules:\n  - name: short\n    match: {agent: [a]}\n    action: escalate\n    strategy: none\n    retention: 30m\n"},
+			want:    []string{"rule 1 (name short): retention", `"30m"`},
+		},
+		{
+			name:    "rule above ten years",
+			replace: [2]string{"rules:\n", "rules:\n  - name: forever\n    match: {agent: [a]}\n    action: escalate\n    strategy: none\n    retention: 4000d\n"},
+			want:    []string{"rule 1 (name forever): retention", "3650d"},
+		},
+		{
+			name:    "policy default",
+			replace: [2]string{"  retention: 30d\n", "  retention: soon\n"},
+			want:    []string{"defaults.retention:", `"soon"`},
+		},
+		{
+			name:    "agent default",
+			replace: [2]string{"defaults:\n", "defaults:\n  retention_by_agent: {devops: 0d}\n"},
+			want:    []string{"defaults.retention_by_agent.devops"},
+		},
+		{
+			name:    "tenant default",
+			replace: [2]string{"defaults:\n", "defaults:\n  retention_by_tenant: {acme: 1y}\n"},
+			want:    []string{"defaults.retention_by_tenant.acme"},
+		},
+	}
+	for _, tc := range tests {
+		doc := strings.Replace(string(defaultYAML), tc.replace[0], tc.replace[1], 1)
+		_, err := Parse([]byte(doc))
+		if err == nil || !IsInvalid(err) {
+			t.Errorf("%s: Parse() = %v, want an ErrInvalid error", tc.name, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: Parse() = %q, want it to contain %q", tc.name, err, w)
+			}
+		}
+	}
+}
