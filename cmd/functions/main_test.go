@@ -6,13 +6,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 )
 
@@ -22,35 +19,17 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // returns its base URL and log file.
 func startHost(t *testing.T) (string, string) {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "functions")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	addr, err := stack.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := strings.Cut(addr, ":")
-	logFile := filepath.Join(dir, "functions.log")
-	p, err := stack.Start(testenv.Context(t), stack.Spec{
-		Name: "functions", Path: bin, Addr: addr, LogFile: logFile, Watch: true,
-		Env: []string{
-			"PORT=" + port, "FUNCTION_TARGET=Replay", "GOOGLE_CLOUD_PROJECT=jsdlq-test",
-			"FIRESTORE_EMULATOR_HOST=" + testenv.FirestoreHost(t),
-			"CLOUD_TASKS_EMULATOR_HOST=127.0.0.1:1", // never reached: the events here are malformed
-			"TASKS_QUEUE=projects/jsdlq-test/locations/us-central1/queues/dlq-replay",
-			"REPLAY_URL=http://127.0.0.1:1/Replay",
-			"TASKS_SERVICE_ACCOUNT=tasks@jsdlq-test.iam.gserviceaccount.com",
-			// Replay and Reconcile refuse the token-less requests here at
-			// once, before doing any work.
-			"AUTH_MODE=emulator", "AUTH_AUDIENCE=http://127.0.0.1:1/Replay", "AUTH_ALLOWED_EMAILS=tasks@jsdlq-test.iam.gserviceaccount.com",
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Stop() })
+	addr, logFile := testenv.FunctionsHost(t,
+		"FUNCTION_TARGET=Replay", "GOOGLE_CLOUD_PROJECT=jsdlq-test",
+		"FIRESTORE_EMULATOR_HOST="+testenv.FirestoreHost(t),
+		"CLOUD_TASKS_EMULATOR_HOST=127.0.0.1:1", // never reached: the events here are malformed
+		"TASKS_QUEUE=projects/jsdlq-test/locations/us-central1/queues/dlq-replay",
+		"REPLAY_URL=http://127.0.0.1:1/Replay",
+		"TASKS_SERVICE_ACCOUNT=tasks@jsdlq-test.iam.gserviceaccount.com",
+		// Replay and Reconcile refuse the token-less requests here at
+		// once, before doing any work.
+		"AUTH_MODE=emulator", "AUTH_AUDIENCE=http://127.0.0.1:1/Replay", "AUTH_ALLOWED_EMAILS=tasks@jsdlq-test.iam.gserviceaccount.com",
+	)
 	return "http://" + addr, logFile
 }
 

@@ -3,8 +3,6 @@ package classify
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +11,6 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
-	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -33,34 +30,14 @@ func TestPushSubscriptionEndToEnd(t *testing.T) {
 	emu := testenv.NewCloudTasks(t, cloudtasks.WithClock(cloudtasks.NewFakeClock(time.Now())))
 	queue := emu.Queue(t, "test-project", "dlq-replay")
 
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "functions")
-	build := exec.Command("go", "build", "-o", bin, "../../cmd/functions")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/functions: %v\n%s", err, out)
-	}
-	addr, err := stack.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := strings.Cut(addr, ":")
-	logFile := filepath.Join(dir, "functions.log")
-	p, err := stack.Start(ctx, stack.Spec{
-		Name: "functions", Path: bin, Addr: addr, LogFile: logFile, Watch: true,
-		Env: []string{
-			"PORT=" + port,
-			"GOOGLE_CLOUD_PROJECT=" + project,
-			"FIRESTORE_EMULATOR_HOST=" + testenv.FirestoreHost(t),
-			"CLOUD_TASKS_EMULATOR_HOST=" + emu.Host,
-			"TASKS_QUEUE=" + queue,
-			"REPLAY_URL=http://127.0.0.1:9/Replay",
-			"TASKS_SERVICE_ACCOUNT=tasks@" + project + ".iam.gserviceaccount.com",
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Stop() })
+	addr, logFile := testenv.FunctionsHost(t,
+		"GOOGLE_CLOUD_PROJECT="+project,
+		"FIRESTORE_EMULATOR_HOST="+testenv.FirestoreHost(t),
+		"CLOUD_TASKS_EMULATOR_HOST="+emu.Host,
+		"TASKS_QUEUE="+queue,
+		"REPLAY_URL=http://127.0.0.1:9/Replay",
+		"TASKS_SERVICE_ACCOUNT=tasks@"+project+".iam.gserviceaccount.com",
+	)
 
 	topic := fmt.Sprintf("projects/%s/topics/dlq-events", project)
 	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
@@ -82,7 +59,10 @@ func TestPushSubscriptionEndToEnd(t *testing.T) {
 
 	st := store.New(firestoreFor(t, project))
 	deadline := time.Now().Add(60 * time.Second)
-	var got *store.Entry
+	var (
+		got *store.Entry
+		err error
+	)
 	for time.Now().Before(deadline) {
 		if got, err = st.Get(ctx, "TASKS.77"); err == nil {
 			break
