@@ -18,22 +18,7 @@ import (
 // the work stream are exactly as before.
 func TestTenantAPIRefusesAndChangesNothing(t *testing.T) {
 	e := newEnv(t, nil)
-	ctx := testenv.Context(t)
-	acmeKey, _, err := e.st.CreateTenantKey(ctx, "acme", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	globexKey, _, err := e.st.CreateTenantKey(ctx, "globex", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	revoked, revokedID, err := e.st.CreateTenantKey(ctx, "acme", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.st.RevokeTenantKey(ctx, "acme", revokedID, "test"); err != nil {
-		t.Fatal(err)
-	}
+	acmeKey, globexKey, revoked := e.apiKeys(t)
 	e.seed(t, "acme", "TASKS.1", store.AwaitingApproval, `{"a":1}`)
 	e.seed(t, "acme", "TASKS.2", store.Scheduled, `{"a":2}`)
 	e.seed(t, "globex", "TASKS.3", store.AwaitingApproval, `{"g":3}`)

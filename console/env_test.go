@@ -161,3 +161,26 @@ func do(t *testing.T, method, url, key, body string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// apiKeys creates the keys the tenant API tests use: one of acme's, one of
+// globex's and one of acme's that is revoked at once.
+func (e *env) apiKeys(t *testing.T) (acme, globex, revoked string) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	acme, _, err := e.st.CreateTenantKey(ctx, "acme", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	globex, _, err = e.st.CreateTenantKey(ctx, "globex", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked, revokedID, err := e.st.CreateTenantKey(ctx, "acme", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.RevokeTenantKey(ctx, "acme", revokedID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	return acme, globex, revoked
+}

@@ -20,21 +20,7 @@ import (
 func TestTenantAPIWebhooks(t *testing.T) {
 	e := newEnv(t, nil, console.WithWebhookGuard(webhook.NewGuard(webhook.WithOwnURLs("https://jsdlq-api.example.com"))))
 	ctx := testenv.Context(t)
-	acmeKey, _, err := e.st.CreateTenantKey(ctx, "acme", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	globexKey, _, err := e.st.CreateTenantKey(ctx, "globex", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	revoked, revokedID, err := e.st.CreateTenantKey(ctx, "acme", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.st.RevokeTenantKey(ctx, "acme", revokedID, "test"); err != nil {
-		t.Fatal(err)
-	}
+	acmeKey, globexKey, revoked := e.apiKeys(t)
 	base := e.srv.URL + "/api/v1/tenants/"
 
 	code, body := do(t, "POST", base+"acme/webhooks", acmeKey, `{"url":"https://hooks.acme.example/jsdlq"}`)
