@@ -161,6 +161,8 @@ func PlanOf(d triage.Decision) Plan {
 		Modifications: d.Modifications,
 		EscalateTo:    d.EscalateTo,
 		Note:          d.Note,
+		// The policy's retention is whole hours (triage.ParseRetention).
+		RetentionHours: int(d.Retention / time.Hour),
 	}
 }
 

@@ -71,6 +71,30 @@ type Plan struct {
 	triage.Modifications
 	EscalateTo string `firestore:"escalate_to,omitempty" json:"escalate_to,omitempty"`
 	Note       string `firestore:"note,omitempty" json:"note,omitempty"`
+	// RetentionHours is how long the policy keeps the entry from its
+	// creation (expire_at); 0 in entries decided before it did: Retention.
+	RetentionHours int `firestore:"retention_hours,omitempty" json:"retention_hours,omitempty"`
+}
+
+// Retention is how long the entry is kept from its creation.
+func (p Plan) Retention() time.Duration {
+	if p.RetentionHours <= 0 {
+		return Retention
+	}
+	return time.Duration(p.RetentionHours) * time.Hour
+}
+
+// expire sets expire_at from the entry's creation and its plan's retention:
+// the one place it is set, whether the entry is new (Record) or its plan
+// changes (a re-evaluation, through Transition). It reports whether
+// expire_at changed.
+func (e *Entry) expire() bool {
+	at := e.CreatedAt.Add(e.Plan.Retention())
+	if at.Equal(e.ExpireAt) {
+		return false
+	}
+	e.ExpireAt = at
+	return true
 }
 
 // Entry is a failure-log document.
@@ -281,6 +305,19 @@ func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Chang
 		}
 		if c.Apply != nil {
 			if err := c.Apply(e); err != nil {
+				return err
+			}
+		}
+		if e.expire() {
+			// A re-evaluation changed the retention: the payload's
+			// chunks follow the entry, in the same transaction.
+			if err := s.expireChunks(tx, e); err != nil {
+				return err
+			}
+		} else if staged != nil && staged.PayloadChunkCount > 0 {
+			// New chunks were staged with the default retention, so that
+			// an abandoned edit's orphans expire; bound, they follow the entry.
+			if err := s.expireChunks(tx, e); err != nil {
 				return err
 			}
 		}

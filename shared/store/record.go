@@ -46,7 +46,8 @@ func (s *Store) Record(ctx context.Context, e *Entry, by string) (RecordResult, 
 		return RecordResult{}, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(e.Payload), MaxPayload)
 	}
 	now := s.Now()
-	e.CreatedAt, e.UpdatedAt, e.ExpireAt = now, now, now.Add(Retention)
+	e.CreatedAt, e.UpdatedAt = now, now
+	e.expire()
 	if e.RootID == "" {
 		e.RootID = e.ID
 	}

@@ -25,6 +25,8 @@ import (
 	"cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
 // Collections.
@@ -53,9 +55,11 @@ var (
 	ErrLeaseLost = errors.New("store: the lease is held by another owner")
 )
 
-// Retention: entries (and their payload chunks) carry expire_at = created +
-// Retention for the TTL policy.
-const Retention = 30 * 24 * time.Hour
+// Retention is how long an entry is kept when its plan names no retention
+// (entries decided before policies set it) and how long payload chunks not
+// yet bound to an entry are kept. The policy decides each entry's own
+// (Plan.RetentionHours, Entry.expire).
+const Retention = triage.DefaultRetention
 
 // Store is the Firestore access of every jsdlq component. It is safe for
 // concurrent use.
