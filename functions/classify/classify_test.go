@@ -65,20 +65,8 @@ func setup(t testing.TB) *env {
 // for push requests) presents a Pub/Sub message.
 func pubsubEvent(t testing.TB, msgID string, body []byte) event.Event {
 	t.Helper()
-	ce := event.New()
-	ce.SetID(msgID)
-	ce.SetSource("//pubsub.googleapis.com/projects/p/topics/dlq-events")
-	ce.SetType("google.cloud.pubsub.topic.v1.messagePublished")
-	data := map[string]any{
-		"message": map[string]any{
-			"data":        body,
-			"attributes":  map[string]string{"kind": "x"},
-			"messageId":   msgID,
-			"publishTime": "2026-11-21T10:00:00Z",
-		},
-		"subscription": "projects/p/subscriptions/classify",
-	}
-	if err := ce.SetData("application/json", data); err != nil {
+	ce, err := testenv.PubSubEvent(msgID, body, map[string]string{"kind": "x"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return ce

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
@@ -98,14 +97,8 @@ func (c *core) classifyEvent(ctx context.Context, ev jevent.Event) (*store.Entry
 	if err != nil {
 		return nil, fmt.Errorf("Encode(%s) = %w", ev.ID, err)
 	}
-	ce := event.New()
-	ce.SetID("msg-" + ev.ID)
-	ce.SetSource("//pubsub.googleapis.com/projects/p/topics/dlq-events")
-	ce.SetType("google.cloud.pubsub.topic.v1.messagePublished")
-	if err := ce.SetData("application/json", map[string]any{
-		"message":      map[string]any{"data": body, "messageId": "msg-" + ev.ID, "attributes": ev.Attributes()},
-		"subscription": "projects/p/subscriptions/classify",
-	}); err != nil {
+	ce, err := testenv.PubSubEvent("msg-"+ev.ID, body, ev.Attributes())
+	if err != nil {
 		return nil, err
 	}
 	if err := c.classify.Handle(ctx, ce); err != nil {

@@ -11,7 +11,6 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/functions/classify"
@@ -48,14 +47,8 @@ func pushEvent(ctx context.Context, h *classify.Handler, ev jevent.Event) error 
 	if err != nil {
 		return err
 	}
-	ce := event.New()
-	ce.SetID("msg-" + ev.ID)
-	ce.SetSource("//pubsub.googleapis.com/projects/p/topics/dlq-events")
-	ce.SetType("google.cloud.pubsub.topic.v1.messagePublished")
-	if err := ce.SetData("application/json", map[string]any{
-		"message":      map[string]any{"data": body, "messageId": "msg-" + ev.ID, "attributes": ev.Attributes()},
-		"subscription": "projects/p/subscriptions/classify",
-	}); err != nil {
+	ce, err := testenv.PubSubEvent("msg-"+ev.ID, body, ev.Attributes())
+	if err != nil {
 		return err
 	}
 	return h.Handle(ctx, ce)

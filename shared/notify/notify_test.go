@@ -128,14 +128,8 @@ func classifyEventOn(t *testing.T, seq uint64, subject string) cloudevent.Event 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ce := cloudevent.New()
-	ce.SetID(fmt.Sprint("msg-", seq))
-	ce.SetSource("//pubsub.googleapis.com/projects/p/topics/dlq-events")
-	ce.SetType("google.cloud.pubsub.topic.v1.messagePublished")
-	if err := ce.SetData("application/json", map[string]any{
-		"message":      map[string]any{"data": b, "messageId": fmt.Sprint("msg-", seq), "publishTime": "2026-11-21T10:00:00Z"},
-		"subscription": "projects/p/subscriptions/classify",
-	}); err != nil {
+	ce, err := testenv.PubSubEvent(fmt.Sprint("msg-", seq), b, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return ce
