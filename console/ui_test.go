@@ -52,29 +52,28 @@ var csrfInput = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 func (b *browser) get(path string) (int, string) {
 	b.t.Helper()
 	resp, err := b.c.Get(b.base + path)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if m := csrfInput.FindStringSubmatch(string(body)); m != nil {
-		b.csrf = m[1]
-	}
-	return resp.StatusCode, string(body)
+	code, _, body := b.read(resp, err)
+	return code, body
 }
 
 func (b *browser) post(path string, form url.Values) (int, string, string) {
 	b.t.Helper()
-	resp, err := b.c.PostForm(b.base+path, form)
+	return b.read(b.c.PostForm(b.base+path, form))
+}
+
+// read takes a response as a browser does, keeping the CSRF token of the
+// page it shows for the next form.
+func (b *browser) read(resp *http.Response, err error) (code int, location, body string) {
+	b.t.Helper()
 	if err != nil {
 		b.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if m := csrfInput.FindStringSubmatch(string(body)); m != nil {
+	raw, _ := io.ReadAll(resp.Body)
+	if m := csrfInput.FindStringSubmatch(string(raw)); m != nil {
 		b.csrf = m[1]
 	}
-	return resp.StatusCode, resp.Header.Get("Location"), string(body)
+	return resp.StatusCode, resp.Header.Get("Location"), string(raw)
 }
 
 func TestConsolePagesAndActions(t *testing.T) {
@@ -497,6 +496,7 @@ func TestPolicyPage(t *testing.T) {
 		for cellID, v := range map[string]string{
 			"policy-version": p.Version(), "test-reason": w.ReasonCode, "test-category": w.Category, "test-rule": w.Rule,
 			"test-action": w.Action, "test-strategy": w.Strategy, "test-status": string(w.Status),
+			"test-retention": triage.FormatRetention(w.Plan.Retention()) + " from creation",
 		} {
 			if got := cell(t, body, cellID); got != v {
 				t.Errorf("policy test of %s under %s: %s = %q, want the store's %q", id, p.Version(), cellID, got, v)
