@@ -14,14 +14,20 @@ import (
 	"github.com/jsdlq/jsdlq/shared/event"
 )
 
-// outboxKinds lists the kinds of the outbox's notifications, sorted.
-func outboxKinds(t *testing.T, s *Store) []string {
+// outboxed is one outbox document and the notification it holds.
+type outboxed struct {
+	o *Outbox
+	n event.Notification
+}
+
+// readOutbox reads every outbox document with its notification.
+func readOutbox(t *testing.T, s *Store) []outboxed {
 	t.Helper()
 	snaps, err := s.fs.Collection(Notifications).Documents(testenv.Context(t)).GetAll()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kinds []string
+	var out []outboxed
 	for _, snap := range snaps {
 		o, err := decodeOutbox(snap)
 		if err != nil {
@@ -31,10 +37,20 @@ func outboxKinds(t *testing.T, s *Store) []string {
 		if err != nil {
 			t.Fatalf("outbox %s: %v", o.ID, err)
 		}
-		if n.ID != o.ID || string(n.Kind) != o.Kind || o.State != OutboxPending {
-			t.Errorf("outbox %s = %+v (notification %+v), want a pending document under the notification's id", o.ID, o, n)
+		out = append(out, outboxed{o, n})
+	}
+	return out
+}
+
+// outboxKinds lists the kinds of the outbox's notifications, sorted.
+func outboxKinds(t *testing.T, s *Store) []string {
+	t.Helper()
+	var kinds []string
+	for _, x := range readOutbox(t, s) {
+		if x.n.ID != x.o.ID || string(x.n.Kind) != x.o.Kind || x.o.State != OutboxPending {
+			t.Errorf("outbox %s = %+v (notification %+v), want a pending document under the notification's id", x.o.ID, x.o, x.n)
 		}
-		kinds = append(kinds, o.Kind)
+		kinds = append(kinds, x.o.Kind)
 	}
 	slices.Sort(kinds)
 	return kinds
@@ -158,22 +174,10 @@ func TestClaimNotificationsExclusive(t *testing.T) {
 // "<kind> <alert>/<tenant>", sorted.
 func outboxAlerts(t *testing.T, s *Store) []string {
 	t.Helper()
-	snaps, err := s.fs.Collection(Notifications).Documents(testenv.Context(t)).GetAll()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := []string{}
-	for _, snap := range snaps {
-		o, err := decodeOutbox(snap)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := o.Event()
-		if err != nil {
-			t.Fatalf("outbox %s: %v", o.ID, err)
-		}
-		if n.Kind.IsAlert() {
-			out = append(out, fmt.Sprintf("%s %s/%s", n.Kind, n.AlertName, o.Tenant))
+	for _, x := range readOutbox(t, s) {
+		if x.n.Kind.IsAlert() {
+			out = append(out, fmt.Sprintf("%s %s/%s", x.n.Kind, x.n.AlertName, x.o.Tenant))
 		}
 	}
 	slices.Sort(out)
