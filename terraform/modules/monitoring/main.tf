@@ -67,7 +67,7 @@ resource "google_logging_metric" "function_errors" {
 resource "google_logging_metric" "entries" {
   project     = var.project_id
   name        = local.metric_names.entries
-  description = "New failure-log entries, by category, reason code and action."
+  description = "New failure-log entries, by category, reason code, action and agent."
   filter      = "${local.run} AND resource.labels.service_name=\"${var.classify_service}\" AND jsonPayload.event=\"${var.log_events.entry_created}\""
 
   metric_descriptor {
@@ -89,12 +89,18 @@ resource "google_logging_metric" "entries" {
       value_type  = "STRING"
       description = "Triage action."
     }
+    labels {
+      key         = "agent"
+      value_type  = "STRING"
+      description = "The agent whose task died (the entry's agent)."
+    }
   }
 
   label_extractors = {
     category    = "EXTRACT(jsonPayload.category)"
     reason_code = "EXTRACT(jsonPayload.reason_code)"
     action      = "EXTRACT(jsonPayload.action)"
+    agent       = "EXTRACT(jsonPayload.agent)"
   }
 }
 
@@ -274,6 +280,7 @@ locals {
   hourly_tiles = [
     for t in [
       { title = "Dead-letter entries per category (per hour)", metric = google_logging_metric.entries.name, label = "category" },
+      { title = "Dead tasks per agent (per hour)", metric = google_logging_metric.entries.name, label = "agent" },
       { title = "Replay outcomes (per hour)", metric = google_logging_metric.replay_outcomes.name, label = "outcome" },
       { title = "Reconcile alerts (per hour)", metric = google_logging_metric.reconcile_alerts.name, label = "alert" },
       ] : {
