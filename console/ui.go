@@ -18,6 +18,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
 // This file is the operator UI: server-rendered pages over the store's
@@ -40,9 +41,10 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		}
 		return time.Since(t).Round(time.Minute).String()
 	},
-	"join": strings.Join,
-	"pct":  pct,
-	"add":  func(a, b int) int { return a + b },
+	"join":      strings.Join,
+	"pct":       pct,
+	"retention": triage.FormatRetention,
+	"add":       func(a, b int) int { return a + b },
 	// isTrue reads an optional flag (a set false is not nil).
 	"isTrue": func(b *bool) bool { return b != nil && *b },
 	// dict passes several values to a template: "key", value, ….

@@ -552,7 +552,7 @@ func TestPolicy(t *testing.T) {
 	evFile := write("event.json", string(raw))
 	code, out, stderr = e.run(nil, "policy", "test", fast, evFile)
 	for _, want := range []string{"context_window_overflow (found by record)", "rule        context-overflow", "auto_replay", "delay       2.4s – 3s",
-		"Jsdlq-Max-Context-Tokens: 80000", "Jsdlq-Target-Model: large-context", "Jsdlq-Instruction: Focus on the core task."} {
+		"retention   30d", "Jsdlq-Max-Context-Tokens: 80000", "Jsdlq-Target-Model: large-context", "Jsdlq-Instruction: Focus on the core task."} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("policy test lacks %q (exit %d, %q):\n%s", want, code, stderr, out)
 		}
@@ -560,8 +560,8 @@ func TestPolicy(t *testing.T) {
 	// The chain turns a second overflow into quarantine.
 	code, out, _ = e.run(nil, "policy", "test", fast, evFile, "--chain", "context_window_overflow:context_window_overflow", "--json")
 	var tr testResult
-	if err := json.Unmarshal([]byte(out), &tr); code != 0 || err != nil || tr.Rule != "second-context-overflow" || tr.Action != "quarantine" {
-		t.Errorf("policy test with a chain = %d %+v, want second-context-overflow / quarantine", code, tr)
+	if err := json.Unmarshal([]byte(out), &tr); code != 0 || err != nil || tr.Rule != "second-context-overflow" || tr.Action != "quarantine" || tr.Retention != "30d" {
+		t.Errorf("policy test with a chain = %d %+v, want second-context-overflow / quarantine, kept 30d", code, tr)
 	}
 	if code, _, _ := e.run(nil, "policy", "test", fast, write("junk.json", `{"schema":"nope"}`)); code != exitError {
 		t.Errorf("policy test of a malformed event = %d, want %d", code, exitError)

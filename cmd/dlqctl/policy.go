@@ -176,6 +176,8 @@ type testResult struct {
 	Headers       map[string][]string  `json:"headers,omitempty"` // the Jsdlq-* headers a replay would carry
 	EscalateTo    string               `json:"escalate_to,omitempty"`
 	Note          string               `json:"note,omitempty"`
+	// Retention is how long the entry is kept from its creation (expire_at).
+	Retention string `json:"retention"`
 }
 
 func (a *app) policyTest(ctx context.Context, args []string) error {
@@ -259,7 +261,8 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 	minD, maxD := min(d.Delay, d2.Delay), max(d.Delay, d2.Delay)
 	r := testResult{PolicyVersion: d.PolicyVersion, PolicySource: source, EventID: eventID, ReasonCode: d.ReasonCode, Route: d.Route,
 		Detail: d.Detail, Category: string(d.Category), Rule: d.Rule, Action: string(d.Action), Strategy: d.Strategy,
-		Attempt: d.Attempt, ReplayBudget: d.ReplayBudget, Modifications: d.Modifications, Note: d.Note}
+		Attempt: d.Attempt, ReplayBudget: d.ReplayBudget, Modifications: d.Modifications, Note: d.Note,
+		Retention: triage.FormatRetention(store.PlanOf(d).Retention())}
 	if d.Replay() {
 		r.DelayMin, r.DelayMax = minD.String(), maxD.String()
 		r.Headers = map[string][]string{}
@@ -280,6 +283,7 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 	fmt.Fprintf(w, "reason      %s (found by %s)%s\n", r.ReasonCode, r.Route, ifSet(r.Detail != "", fmt.Sprintf(": %q", r.Detail)))
 	fmt.Fprintf(w, "category    %s\n", r.Category)
 	fmt.Fprintf(w, "rule        %s\n", r.Rule)
+	fmt.Fprintf(w, "retention   %s (expire_at = created_at + %s)\n", r.Retention, r.Retention)
 	fmt.Fprintf(w, "action      %s  strategy %s  (replays already made by it: %d, left including this one: %d)\n", r.Action, orDash(r.Strategy), r.Attempt, r.ReplayBudget)
 	if d.Replay() {
 		fmt.Fprintf(w, "delay       %s – %s\n", r.DelayMin, r.DelayMax)

@@ -84,3 +84,19 @@ func (p *Policy) retentionFor(r rule, in Input) time.Duration {
 	}
 	return p.retention.def
 }
+
+// FormatRetention writes a retention the way policies do: "180d", "36h"
+// as "1d12h", "12h"; below an hour it is the Go duration.
+func FormatRetention(r time.Duration) string {
+	if r < time.Hour || r%time.Hour != 0 {
+		return r.String()
+	}
+	days, hours := r/(24*time.Hour), (r%(24*time.Hour))/time.Hour
+	switch {
+	case hours == 0:
+		return fmt.Sprintf("%dd", days)
+	case days == 0:
+		return fmt.Sprintf("%dh", hours)
+	}
+	return fmt.Sprintf("%dd%dh", days, hours)
+}

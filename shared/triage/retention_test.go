@@ -35,6 +35,12 @@ func TestParseRetention(t *testing.T) {
 		if (err != nil) != tc.wantErr || got != tc.want {
 			t.Errorf("ParseRetention(%q) = %v, %v, want %v (error %v)", tc.in, got, err, tc.want, tc.wantErr)
 		}
+		// What is written back reads the same.
+		if err == nil {
+			if back, err := ParseRetention(FormatRetention(got)); err != nil || back != got {
+				t.Errorf("ParseRetention(FormatRetention(%v) = %q) = %v, %v, want %v", got, FormatRetention(got), back, err, got)
+			}
+		}
 	}
 }
 
