@@ -372,6 +372,11 @@ func (s *Store) MarkRecovered(ctx context.Context, id string, from []Status, by,
 	} else if err != nil {
 		return nil, err
 	}
+	// Recovered because the completion record exists: it now lasts as long
+	// as the entry, which may still be redriven.
+	if err := s.KeepCompletion(ctx, e); err != nil {
+		return e, fmt.Errorf("entry %s recovered; %w", id, err)
+	}
 	if e.BreakerProbe {
 		if _, err := s.BreakerProbeResult(ctx, e.Tenant, e.ID, true, by); err != nil {
 			return e, fmt.Errorf("entry %s recovered; breaker probe result not recorded: %w", id, err)

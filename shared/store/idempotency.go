@@ -37,6 +37,43 @@ func (s *Store) TaskCompleted(ctx context.Context, key string) (bool, error) {
 	return rec.Status == agentkit.StatusCompleted || !rec.CompletedAt.IsZero(), nil
 }
 
+// KeepCompletion makes the completion record (agentkit.Once) of the entry's
+// task last as long as the entry: agentkit keeps it 72 h, an entry may be
+// kept for months (its policy's retention), and while the entry can be
+// redriven the record is what tells replay, and the agent's Once, that the
+// task is done. A record that lasts longer already, an in-progress claim or
+// no record is left as it is; so calling it again changes nothing.
+func (s *Store) KeepCompletion(ctx context.Context, e *Entry) error {
+	if e.IdempotencyKey == "" || e.ExpireAt.IsZero() {
+		return nil
+	}
+	ref := s.fs.Collection(TaskIdempotency).Doc(agentkit.IdempotencyDocID(e.IdempotencyKey))
+	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(ref)
+		s.read(1)
+		if status.Code(err) == codes.NotFound {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var rec agentkit.IdempotencyRecord
+		if err := snap.DataTo(&rec); err != nil {
+			return fmt.Errorf("decode %s/%s: %w", TaskIdempotency, snap.Ref.ID, err)
+		}
+		completed := rec.Status == agentkit.StatusCompleted || !rec.CompletedAt.IsZero()
+		if !completed || !rec.ExpireAt.Before(e.ExpireAt) {
+			return nil
+		}
+		s.wrote(1)
+		return tx.Update(ref, []firestore.Update{{Path: "expire_at", Value: e.ExpireAt}})
+	})
+	if err != nil {
+		return txError("keep completion record of "+e.ID, err)
+	}
+	return nil
+}
+
 // CompletedKeys reports, for each idempotency key, whether task-idempotency
 // holds its completion record (agentkit.Once); one batched read.
 func (s *Store) CompletedKeys(ctx context.Context, keys []string) (map[string]bool, error) {

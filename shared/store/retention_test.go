@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
@@ -102,5 +103,58 @@ func TestRetentionFollowsThePlan(t *testing.T) {
 	got := checkExpiry(t, s, "payload edited", id, 7*day, 2)
 	if err := s.LoadPayload(ctx, got); err != nil || !bytes.Equal(got.Payload, edited) {
 		t.Errorf("LoadPayload(edited) = %d bytes, %v, want the edit", len(got.Payload), err)
+	}
+}
+
+// TestRecoveredKeepsTheCompletionRecord: an entry recovered because its
+// task completed makes the completion record last as long as the entry; a
+// record that lasts longer already, or a claim that is not a completion, is
+// left as it is. Recovering again (a retried task) changes nothing more.
+func TestRecoveredKeepsTheCompletionRecord(t *testing.T) {
+	s, clock := newStore(t)
+	ctx := testenv.Context(t)
+	now := clock.Now()
+	const day = 24 * time.Hour
+	tests := []struct {
+		name   string
+		rec    agentkit.IdempotencyRecord
+		keep   time.Duration // the entry's retention
+		expire time.Time     // the record's expire_at afterwards
+	}{
+		{"completed, 72 h, entry kept 180 d", agentkit.IdempotencyRecord{Status: agentkit.StatusCompleted, CompletedAt: now, ExpireAt: now.Add(72 * time.Hour)},
+			180 * day, now.Add(180 * day)},
+		{"completed, lasting longer than the entry", agentkit.IdempotencyRecord{Status: agentkit.StatusCompleted, CompletedAt: now, ExpireAt: now.Add(400 * day)},
+			7 * day, now.Add(400 * day)},
+		{"a claim, not a completion", agentkit.IdempotencyRecord{Status: agentkit.StatusInProgress, ExpireAt: now.Add(time.Hour)},
+			180 * day, now.Add(time.Hour)},
+	}
+	for i, tc := range tests {
+		e := entry("TASKS.keep"+string(rune('0'+i)), []byte("p"))
+		e.IdempotencyKey = "key-" + e.ID
+		e.Decide(triage.Decision{Action: triage.Escalate, Retention: tc.keep}, now)
+		if _, err := s.Record(ctx, e, "classify"); err != nil {
+			t.Fatalf("%s: Record() = %v", tc.name, err)
+		}
+		ref := s.fs.Collection(TaskIdempotency).Doc(agentkit.IdempotencyDocID(e.IdempotencyKey))
+		tc.rec.Key = e.IdempotencyKey
+		if _, err := ref.Set(ctx, tc.rec); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := s.MarkRecovered(ctx, e.ID, []Status{Escalated}, "test", "completed"); err != nil {
+				t.Fatalf("%s: MarkRecovered() = %v", tc.name, err)
+			}
+		}
+		snap, err := ref.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got agentkit.IdempotencyRecord
+		if err := snap.DataTo(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !got.ExpireAt.Equal(tc.expire) {
+			t.Errorf("%s: record expire_at = %v, want %v", tc.name, got.ExpireAt, tc.expire)
+		}
 	}
 }
