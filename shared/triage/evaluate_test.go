@@ -485,6 +485,32 @@ func TestParseErrorsNameTheRule(t *testing.T) {
 			replace: [2]string{"no_workers: transient", "no_workers: transitory"},
 			want:    []string{"reasons.no_workers", "transitory"},
 		},
+		// Retention, in a rule and in each default.
+		{
+			name:    "rule with minutes",
+			replace: [2]string{"rules:\n", "rules:\n  - name: short\n    match: {agent: [a]}\n    action: escalate\n    strategy: none\n    retention: 30m\n"},
+			want:    []string{"rule 1 (name short): retention", `"30m"`},
+		},
+		{
+			name:    "rule above ten years",
+			replace: [2]string{"rules:\n", "rules:\n  - name: forever\n    match: {agent: [a]}\n    action: escalate\n    strategy: none\n    retention: 4000d\n"},
+			want:    []string{"rule 1 (name forever): retention", "3650d"},
+		},
+		{
+			name:    "policy default",
+			replace: [2]string{"  retention: 30d\n", "  retention: soon\n"},
+			want:    []string{"defaults.retention:", `"soon"`},
+		},
+		{
+			name:    "agent default",
+			replace: [2]string{"defaults:\n", "defaults:\n  retention_by_agent: {devops: 0d}\n"},
+			want:    []string{"defaults.retention_by_agent.devops"},
+		},
+		{
+			name:    "tenant default",
+			replace: [2]string{"defaults:\n", "defaults:\n  retention_by_tenant: {acme: 1y}\n"},
+			want:    []string{"defaults.retention_by_tenant.acme"},
+		},
 	}
 	for _, tc := range tests {
 		doc := strings.Replace(string(defaultYAML), tc.replace[0], tc.replace[1], 1)
