@@ -14,7 +14,7 @@ TEST_TIMEOUT ?= 14m
 help:
 	@echo "make demo | test | up | down | status | logs | env | lint | tf-validate | bench | chaos | fuzz"
 
-up: ## start the local stack (SPEC §11) and create topic, push subscription and queue
+up: ## start the local stack (emulators, nats-server) and create topic, push subscription and queue
 	$(STACK) up
 
 down: ## stop everything 'make up' started
