@@ -37,6 +37,32 @@ const (
 	HeaderCompletedSteps = "Jsdlq-Completed-Steps"
 )
 
+// HeaderEstimatedTokens is a publisher's estimate of the tokens a task will
+// need (optional); the predictions bucket tasks by it when it is present.
+const HeaderEstimatedTokens = "X-Estimated-Tokens"
+
+// Headers agentkit's Publish sets before a task's first attempt (the
+// predictions, docs/predictions.md). They begin with ReplayPrefix, so a
+// replay never carries them: a replay is neither a first attempt nor a task
+// the predictions count.
+const (
+	// HeaderPredictedReason is the reason code the task was predicted to
+	// die with; the strategy named for it is applied (Jsdlq-Strategy) unless
+	// the prediction is advisory.
+	HeaderPredictedReason = "Jsdlq-Predicted-Reason"
+	// HeaderPredictedProbability is the predicted probability of death
+	// ("0.83"), HeaderPredictedVersion the version of the model.
+	HeaderPredictedProbability = "Jsdlq-Predicted-Probability"
+	HeaderPredictedVersion     = "Jsdlq-Predicted-Version"
+	// HeaderCounted marks a task Publish counted as a task of its feature
+	// buckets (an untreated first attempt): only the deaths of such tasks
+	// are learnt from, so the counts and the deaths describe the same tasks.
+	HeaderCounted = "Jsdlq-Counted"
+	// HeaderPending is the number of tasks of the agent pending in the work
+	// stream when the task was published (its load bucket), when known.
+	HeaderPending = "Jsdlq-Pending"
+)
+
 // HeaderTriageEntry names, on a triage task, the entry the triage agent is
 // asked to decide on (with X-Task-ID and X-Tenant-ID naming it too).
 const HeaderTriageEntry = "Jsdlq-Triage-Entry"
