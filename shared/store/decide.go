@@ -165,12 +165,3 @@ func PlanOf(d triage.Decision) Plan {
 		RetentionHours: int(d.Retention / time.Hour),
 	}
 }
-
-// Replay is what the replay of entry of under plan tells the agent in its
-// Jsdlq-* headers (event.Replay.Set writes them). completed are the steps the
-// failed attempt already made.
-func (p Plan) Replay(of string, attempt int, strategy string, completed []string) event.Replay {
-	return event.Replay{Of: of, Attempt: attempt, Strategy: strategy, Instructions: p.Instructions,
-		TargetModel: p.TargetModel, MaxContextTokens: p.MaxContextTokens, MaxOutputTokens: p.MaxOutputTokens,
-		CompletedSteps: completed}
-}

@@ -67,7 +67,8 @@ type Plan struct {
 	DelaySeconds float64 `firestore:"delay_seconds,omitempty" json:"delay_seconds,omitempty"`
 	Budget       int     `firestore:"budget,omitempty" json:"budget,omitempty"`
 	// The task changes are the policy's own type, stored flat (Firestore and
-	// JSON both flatten an embedded struct), so the document is unchanged.
+	// JSON both flatten an embedded struct), so the document is unchanged;
+	// its Replay (promoted) is the replay's Jsdlq-* headers.
 	triage.Modifications
 	EscalateTo string `firestore:"escalate_to,omitempty" json:"escalate_to,omitempty"`
 	Note       string `firestore:"note,omitempty" json:"note,omitempty"`

@@ -61,6 +61,17 @@ type Modifications struct {
 	AlternateSubject string   `json:"alternate_subject,omitempty" firestore:"alternate_subject,omitempty"`
 }
 
+// Replay is what a task run under m is told in its Jsdlq-* headers
+// (event.Replay.Set writes them): the one mapping from a strategy's changes
+// to headers, for a replay of entry of (replay's plan, store.Plan) and for
+// a task changed before its first attempt (of "", attempt 0: Predicted).
+// completed are the steps the failed attempt already made.
+func (m Modifications) Replay(of string, attempt int, strategy string, completed []string) event.Replay {
+	return event.Replay{Of: of, Attempt: attempt, Strategy: strategy, Instructions: m.Instructions,
+		TargetModel: m.TargetModel, MaxContextTokens: m.MaxContextTokens, MaxOutputTokens: m.MaxOutputTokens,
+		CompletedSteps: completed}
+}
+
 // Decision is the outcome of Evaluate.
 type Decision struct {
 	Category   Category
@@ -291,7 +302,7 @@ func (p *Policy) toolFailure(in Input) bool {
 
 func (p *Policy) match(in Input, chain Chain, d Decision) rule {
 	for _, r := range p.rules {
-		if p.matches(r, in, chain, d) {
+		if !r.switchOnly && p.matches(r, in, chain, d) {
 			return r
 		}
 	}

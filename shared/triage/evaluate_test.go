@@ -103,6 +103,8 @@ func TestEvaluateReasonCodes(t *testing.T) {
 		{code: "stream_limit_deleted", want: noReplay(Permanent, "stream_limit_deleted", Escalate, "none")},
 		{code: "unacked_deleted", want: noReplay(Permanent, "unacked_deleted", Escalate, "none")},
 		{code: "consumer_filter_rejection", want: noReplay(Permanent, "consumer_filter_rejection", Escalate, "none")},
+		// Held for a human before its first attempt (the rule predicted-failure).
+		{code: "predicted_failure", want: noReplay(ConditionallyRecoverable, "predicted_failure", RequireApproval, "none")},
 		{code: "unknown", want: want{Category: Unknown, Code: "unknown", Route: RouteRecord, Action: AutoReplay, Strategy: "default", MinDelay: t120lo, MaxDelay: t120hi, Budget: 1}},
 	}
 	p := Default()

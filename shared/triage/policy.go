@@ -84,6 +84,7 @@ type document struct {
 	Capabilities capabilities        `yaml:"capabilities"`
 	Strategies   map[string]Strategy `yaml:"strategies"`
 	Rules        []ruleDoc           `yaml:"rules"`
+	Predictions  *predictionsDoc     `yaml:"predictions,omitempty"`
 }
 
 type defaults struct {
@@ -202,6 +203,9 @@ type ruleDoc struct {
 	Strategy    strategyRef `yaml:"strategy"`
 	EscalateTo  string      `yaml:"escalate_to,omitempty"`
 	Retention   string      `yaml:"retention,omitempty"`
+	// Predictions "off" switches predictions off for the tasks the rule
+	// matches; a rule with it and no action only does that.
+	Predictions Switch `yaml:"predictions,omitempty"`
 }
 
 // Policy is a validated, compiled policy. It is immutable and safe for
@@ -216,6 +220,7 @@ type Policy struct {
 	retryable Strategy            // defaults.retryable_strategy; Name "" when unset
 	byTask    map[string][]string // task type -> agents able to do it, sorted
 	retention retention
+	predict   predictions
 	rand      func() float64
 }
 
@@ -232,6 +237,8 @@ type rule struct {
 	text     *regexp.Regexp
 	// retention is the rule's own retention; 0 leaves it to the defaults.
 	retention time.Duration
+	// switchOnly: the rule only switches predictions off; Evaluate skips it.
+	switchOnly bool
 }
 
 // Option configures Parse and NewLoader.
@@ -408,6 +415,7 @@ func (p *Policy) compile(v *validator) {
 		s.Name = name
 		d.Strategies[name] = s
 	}
+	p.predict = compilePredictions(v, d)
 	if len(d.Rules) == 0 {
 		v.add("rules", "at least one rule is required")
 	}
@@ -421,34 +429,12 @@ func (p *Policy) compile(v *validator) {
 		}
 		names[rd.Name] = i + 1
 		r := rule{index: i + 1, doc: rd}
-		if rd.Retention != "" {
-			r.retention = checkRetention(v, where+": retention", rd.Retention)
+		if rd.Predictions.Off() {
+			checkPredictionSwitch(v, where, rd)
+			r.switchOnly = rd.Action == ""
 		}
-		if !validAction(rd.Action) {
-			v.add(where+": action", "%q is not one of %v", rd.Action, Actions)
-		}
-		if rd.SetCategory != "" && !validCategory(rd.SetCategory) {
-			v.add(where+": set_category", "unknown category %q", rd.SetCategory)
-		}
-		switch {
-		case rd.Strategy.Inline != nil:
-			validateStrategy(v, where+": strategy", *rd.Strategy.Inline)
-			r.strategy = *rd.Strategy.Inline
-			if r.strategy.Name == "" {
-				r.strategy.Name = rd.Name
-			}
-		case rd.Strategy.Ref == "":
-			v.add(where+": strategy", "required (a name from strategies or an inline strategy)")
-		default:
-			s, ok := d.Strategies[rd.Strategy.Ref]
-			if !ok {
-				v.add(where+": strategy", "%q is not defined in strategies", rd.Strategy.Ref)
-			}
-			s.Name = rd.Strategy.Ref
-			r.strategy = s
-		}
-		if rd.Action == AutoReplay && r.strategy.MaxReplays < 1 && (rd.Strategy.Inline != nil || rd.Strategy.Ref != "") {
-			v.add(where+": strategy.max_replays", "auto_replay needs at least 1 replay")
+		if !r.switchOnly {
+			r.retention, r.strategy = p.compileAction(v, where, rd)
 		}
 		m := rd.Match
 		for _, code := range append(append([]string{}, m.ReasonCode...), m.SeenInChain...) {
@@ -496,6 +482,42 @@ func (p *Policy) compile(v *validator) {
 		}
 		p.rules = append(p.rules, r)
 	}
+}
+
+// compileAction validates what a rule does (action, category, strategy,
+// retention) and returns its retention and strategy.
+func (p *Policy) compileAction(v *validator, where string, rd ruleDoc) (retention time.Duration, strategy Strategy) {
+	d := &p.doc
+	if rd.Retention != "" {
+		retention = checkRetention(v, where+": retention", rd.Retention)
+	}
+	if !validAction(rd.Action) {
+		v.add(where+": action", "%q is not one of %v", rd.Action, Actions)
+	}
+	if rd.SetCategory != "" && !validCategory(rd.SetCategory) {
+		v.add(where+": set_category", "unknown category %q", rd.SetCategory)
+	}
+	switch {
+	case rd.Strategy.Inline != nil:
+		validateStrategy(v, where+": strategy", *rd.Strategy.Inline)
+		strategy = *rd.Strategy.Inline
+		if strategy.Name == "" {
+			strategy.Name = rd.Name
+		}
+	case rd.Strategy.Ref == "":
+		v.add(where+": strategy", "required (a name from strategies or an inline strategy)")
+	default:
+		s, ok := d.Strategies[rd.Strategy.Ref]
+		if !ok {
+			v.add(where+": strategy", "%q is not defined in strategies", rd.Strategy.Ref)
+		}
+		s.Name = rd.Strategy.Ref
+		strategy = s
+	}
+	if rd.Action == AutoReplay && strategy.MaxReplays < 1 && (rd.Strategy.Inline != nil || rd.Strategy.Ref != "") {
+		v.add(where+": strategy.max_replays", "auto_replay needs at least 1 replay")
+	}
+	return retention, strategy
 }
 
 func validateStrategy(v *validator, where string, s Strategy) {
