@@ -7,22 +7,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/jsdlq/jsdlq/shared/event"
-)
-
-// ReasonPredictedFailure is the reason code of a task the predictions sent
-// to the DLQ before its first attempt (apply: {<reason>: dlq}).
-const ReasonPredictedFailure = "predicted_failure"
-
-// What a prediction does with a task before its first attempt
-// (PredictedAction.Action).
-const (
-	// PredictStrategy publishes the task with the predicted reason's
-	// strategy applied (its Jsdlq-* headers).
-	PredictStrategy = "strategy"
-	// PredictDLQ records the task in the DLQ with reason
-	// ReasonPredictedFailure instead of running it.
-	PredictDLQ = "dlq"
+	"github.com/jsdlq/jsdlq/shared/predict"
 )
 
 // predictionsDoc is the policy's predictions: section.
@@ -46,14 +31,15 @@ type PredictionSettings struct {
 	// Threshold is the confidence (the lower bound of the failure
 	// probability) from which a prediction is acted on.
 	Threshold float64
-	// Apply is, per predicted reason code, a strategy name or PredictDLQ.
+	// Apply is, per predicted reason code, a strategy name or
+	// predict.ActionDLQ.
 	Apply map[string]string
 }
 
 // predictions is the compiled section.
 type predictions struct {
 	PredictionSettings
-	strategies map[string]Strategy // by reason code, for PredictStrategy
+	strategies map[string]Strategy // by reason code, for predict.ActionStrategy
 }
 
 // Switch is a rule's predictions: on or off (YAML on/off, true/false).
@@ -82,22 +68,6 @@ func (s *Switch) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// PredictedAction is what the policy does with a task predicted to fail,
-// before its first attempt.
-type PredictedAction struct {
-	// Action is PredictStrategy or PredictDLQ.
-	Action string
-	// Strategy is the strategy applied (PredictStrategy).
-	Strategy string
-	// Replay are the strategy's Jsdlq-* headers, as replay would set them
-	// (Of "" and Attempt 0: it is the first attempt).
-	Replay event.Replay
-	// AlternateAgent is the agent the strategy hands the task to instead
-	// (alternate_agent: true), "" when it stays with its agent; the task's
-	// subject names that agent (event.Conventions.TaskSubject).
-	AlternateAgent string
-}
-
 // Predictions returns the policy's predictions: section.
 func (p *Policy) Predictions() PredictionSettings {
 	s := p.predict.PredictionSettings
@@ -107,16 +77,17 @@ func (p *Policy) Predictions() PredictionSettings {
 
 // Predicted is what the policy does before the first attempt with a task of
 // agent and taskType predicted to die with reason: the strategy named for the
-// reason in predictions.apply (its headers made as a replay's are), or the
-// DLQ. ok is false when predictions are off (the section, or a rule with
+// reason in predictions.apply (predict.ActionStrategy: its headers made as a
+// replay's are, and the alternate agent of alternate_agent), or the DLQ
+// (predict.ActionDLQ). It is the learner's predict.Options.Act. ok is false when predictions are off (the section, or a rule with
 // predictions: off matching the agent, task type, reason or its category)
 // or the policy names nothing for the reason. Whether a prediction is
 // confident enough is the learner's question (Threshold, MinSupport).
-func (p *Policy) Predicted(agent, taskType, reason string) (PredictedAction, bool) {
+func (p *Policy) Predicted(agent, taskType, reason string) (predict.Action, bool) {
 	pr := p.predict
 	name, ok := pr.Apply[reason]
 	if !pr.Enabled || !ok {
-		return PredictedAction{}, false
+		return predict.Action{}, false
 	}
 	in := Input{Agent: agent, TaskType: taskType}
 	d := Decision{ReasonCode: reason, Category: p.Category(reason),
@@ -125,15 +96,15 @@ func (p *Policy) Predicted(agent, taskType, reason string) (PredictedAction, boo
 		// Validation keeps the match of such rules to what is known
 		// before the first attempt, so the engine's own matcher decides.
 		if r.doc.Predictions.Off() && p.matches(r, in, Chain{}, d) {
-			return PredictedAction{}, false
+			return predict.Action{}, false
 		}
 	}
-	if name == PredictDLQ {
-		return PredictedAction{Action: PredictDLQ}, true
+	if name == predict.ActionDLQ {
+		return predict.Action{Action: predict.ActionDLQ}, true
 	}
 	s := pr.strategies[reason]
 	m := p.modifications(s, in, d)
-	return PredictedAction{Action: PredictStrategy, Strategy: s.Name, Replay: m.Replay("", 0, s.Name, nil),
+	return predict.Action{Action: predict.ActionStrategy, Strategy: s.Name, Replay: m.Replay("", 0, s.Name, nil),
 		AlternateAgent: m.AlternateAgent}, true
 }
 
@@ -156,10 +127,10 @@ func compilePredictions(v *validator, d *document) predictions {
 		if _, ok := d.Reasons[reason]; !ok {
 			v.add(where, "reason code %q is not in reasons", reason)
 		}
-		if reason == ReasonPredictedFailure {
+		if reason == predict.ReasonPredictedFailure {
 			v.add(where, "%s is the reason of tasks the predictions sent to the DLQ; it is not predicted", reason)
 		}
-		if name == PredictDLQ {
+		if name == predict.ActionDLQ {
 			continue
 		}
 		s, ok := d.Strategies[name]

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/predict"
 )
 
 // edited is the default policy with each replacement applied; it fails the
@@ -38,13 +39,13 @@ func TestPredictedDefaultPolicy(t *testing.T) {
 		Instructions: []string{"Focus on the core task. Skip background context."}}
 	tests := []struct {
 		agent, taskType, reason string
-		want                    PredictedAction
+		want                    predict.Action
 		wantOK                  bool
 	}{
 		{agent: "backend", taskType: "code_review", reason: "context_window_overflow", wantOK: true,
-			want: PredictedAction{Action: PredictStrategy, Strategy: "context_window_overflow", Replay: overflow}},
+			want: predict.Action{Action: predict.ActionStrategy, Strategy: "context_window_overflow", Replay: overflow}},
 		{agent: "backend", taskType: "code_review", reason: "hallucination_loop", wantOK: true,
-			want: PredictedAction{Action: PredictStrategy, Strategy: "hallucination_loop", AlternateAgent: "cto", Replay: event.Replay{
+			want: predict.Action{Action: predict.ActionStrategy, Strategy: "hallucination_loop", AlternateAgent: "cto", Replay: event.Replay{
 				Strategy: "hallucination_loop", TargetModel: "alternate", Instructions: []string{
 					"Previous attempts produced incorrect output: tasks like this one often fail with hallucination_loop",
 					"Validate your output against the schema before submitting.",
@@ -52,18 +53,18 @@ func TestPredictedDefaultPolicy(t *testing.T) {
 		// The output budget is the policy's default: there are no task
 		// headers before the first attempt.
 		{agent: "marketing", taskType: "social_media", reason: "token_budget_exceeded", wantOK: true,
-			want: PredictedAction{Action: PredictStrategy, Strategy: "token_budget_exceeded", Replay: event.Replay{
+			want: predict.Action{Action: predict.ActionStrategy, Strategy: "token_budget_exceeded", Replay: event.Replay{
 				Strategy: "token_budget_exceeded", MaxOutputTokens: 4800,
 				Instructions: []string{"Produce a concise response. Prioritize accuracy over completeness."}}}},
 		{agent: "cto", taskType: "architecture", reason: "model_confusion", wantOK: true,
-			want: PredictedAction{Action: PredictStrategy, Strategy: "model_confusion", Replay: event.Replay{
+			want: predict.Action{Action: predict.ActionStrategy, Strategy: "model_confusion", Replay: event.Replay{
 				Strategy: "model_confusion", TargetModel: "alternate",
 				Instructions: []string{"Re-read the task statement and answer only what it asks."}}}},
 		// Reasons apply does not name are only shown.
 		{agent: "cto", taskType: "architecture", reason: "impossible_task"},
 		{agent: "cto", taskType: "architecture", reason: "llm_provider_timeout"},
 		{agent: "cto", taskType: "architecture", reason: "no_such_reason"},
-		{agent: "cto", taskType: "architecture", reason: ReasonPredictedFailure},
+		{agent: "cto", taskType: "architecture", reason: predict.ReasonPredictedFailure},
 	}
 	p := Default()
 	for _, tc := range tests {
@@ -104,14 +105,14 @@ func TestPredictedPolicyKeys(t *testing.T) {
 		edits                   [][2]string
 		cut                     bool // the policy without its predictions: section
 		agent, taskType, reason string
-		want                    PredictedAction
+		want                    predict.Action
 		wantOK                  bool
 	}{
 		{
 			name:  "dlq for a reason",
 			edits: [][2]string{{apply, apply + "    impossible_task: dlq\n"}},
 			agent: "cto", taskType: "architecture", reason: "impossible_task",
-			want: PredictedAction{Action: PredictDLQ}, wantOK: true,
+			want: predict.Action{Action: predict.ActionDLQ}, wantOK: true,
 		},
 		{
 			name:  "disabled",
@@ -132,7 +133,7 @@ func TestPredictedPolicyKeys(t *testing.T) {
 			name:  "the same rule leaves other agents on",
 			edits: [][2]string{{"rules:\n", "rules:\n  - name: no-predictions-devops\n    match: {agent: [devops]}\n    predictions: off\n"}},
 			agent: "backend", taskType: "debugging", reason: "context_window_overflow", wantOK: true,
-			want: PredictedAction{Action: PredictStrategy, Strategy: "context_window_overflow", Replay: event.Replay{
+			want: predict.Action{Action: predict.ActionStrategy, Strategy: "context_window_overflow", Replay: event.Replay{
 				Strategy: "context_window_overflow", TargetModel: "large-context", MaxContextTokens: 80000,
 				Instructions: []string{"Focus on the core task. Skip background context."}}},
 		},
@@ -191,7 +192,7 @@ func TestPredictionSettings(t *testing.T) {
 		t.Errorf("Default().Predictions() mismatch (-want +got):\n%s", diff)
 	}
 	// The settings are a copy: a caller cannot change the policy.
-	got.Apply["impossible_task"] = PredictDLQ
+	got.Apply["impossible_task"] = predict.ActionDLQ
 	if _, ok := Default().Predicted("cto", "architecture", "impossible_task"); ok {
 		t.Error("Predicted(impossible_task) ok = true after a caller changed its copy of the settings, want false")
 	}
@@ -247,5 +248,36 @@ func TestParsePredictionErrors(t *testing.T) {
 				t.Errorf("%s: Parse() = %q, want it to contain %q", tc.name, err, w)
 			}
 		}
+	}
+}
+
+// TestPredictedIsTheLearnersAct: the learner writes the policy's action
+// into the model's rows (predict.Options.Act is Policy.Predicted), and a
+// reason the policy does not act on stays advisory.
+func TestPredictedIsTheLearnersAct(t *testing.T) {
+	p := Default()
+	stats := predict.Stats{}
+	overflow := predict.Features{Agent: "backend", TaskType: "code_review", PayloadBytes: 40 << 10}
+	stats.AddTasks(overflow, 40)
+	for range 30 {
+		stats.AddDeath(overflow, "context_window_overflow")
+	}
+	impossible := predict.Features{Agent: "cso", TaskType: "compliance", PayloadBytes: 100}
+	stats.AddTasks(impossible, 40)
+	for range 30 {
+		stats.AddDeath(impossible, "impossible_task")
+	}
+	set := p.Predictions()
+	m := predict.Learn(stats, predict.Options{MinSupport: set.MinSupport, Threshold: set.Threshold, Act: p.Predicted})
+	got := map[string]string{}
+	for _, row := range m.Predictions {
+		got[row.Agent+" "+row.Reason] = row.Action + " " + row.Strategy
+		if row.Action == predict.ActionStrategy && row.Replay.MaxContextTokens != 80000 {
+			t.Errorf("row %v: Replay.MaxContextTokens = %d, want 80000", row.Key(), row.Replay.MaxContextTokens)
+		}
+	}
+	want := map[string]string{"backend context_window_overflow": "strategy context_window_overflow", "cso impossible_task": " "}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Learn(Act: Policy.Predicted) actions mismatch (-want +got):\n%s", diff)
 	}
 }
