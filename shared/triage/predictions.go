@@ -89,23 +89,73 @@ func (p *Policy) Predicted(agent, taskType, reason string) (predict.Action, bool
 	if !pr.Enabled || !ok {
 		return predict.Action{}, false
 	}
-	in := Input{Agent: agent, TaskType: taskType}
-	d := Decision{ReasonCode: reason, Category: p.Category(reason),
-		Detail: "tasks like this one often fail with " + reason}
-	for _, r := range p.rules {
-		// Validation keeps the match of such rules to what is known
-		// before the first attempt, so the engine's own matcher decides.
-		if r.doc.Predictions.Off() && p.matches(r, in, Chain{}, d) {
-			return predict.Action{}, false
-		}
+	if p.switchedOff(agent, taskType, reason) != "" {
+		return predict.Action{}, false
 	}
 	if name == predict.ActionDLQ {
 		return predict.Action{Action: predict.ActionDLQ}, true
 	}
 	s := pr.strategies[reason]
-	m := p.modifications(s, in, d)
+	in := Input{Agent: agent, TaskType: taskType}
+	m := p.modifications(s, in, Decision{ReasonCode: reason, Detail: "tasks like this one often fail with " + reason})
 	return predict.Action{Action: predict.ActionStrategy, Strategy: s.Name, Replay: m.Replay("", 0, s.Name, nil),
 		AlternateAgent: m.AlternateAgent}, true
+}
+
+// switchedOff is the name of the first rule with predictions: off that
+// matches agent, taskType and reason, or "".
+func (p *Policy) switchedOff(agent, taskType, reason string) string {
+	in := Input{Agent: agent, TaskType: taskType}
+	d := Decision{ReasonCode: reason, Category: p.Category(reason)}
+	for _, r := range p.rules {
+		// Validation keeps the match of such rules to what is known
+		// before the first attempt, so the engine's own matcher decides.
+		if r.doc.Predictions.Off() && p.matches(r, in, Chain{}, d) {
+			return r.doc.Name
+		}
+	}
+	return ""
+}
+
+// PredictionUse is how the policy treats one row of a prediction model:
+// what it would have the pre-flight do now, and why.
+type PredictionUse struct {
+	// Action is the policy's action for the row (Action "" when none).
+	Action predict.Action
+	// Why explains it in a sentence for operators.
+	Why string
+}
+
+// Use tells how the policy treats row: disabled, too little support, not
+// confident enough, a reason it names nothing for (advisory), switched off
+// by a rule, or the action Predicted gives. The model's own row carries
+// the action the learner wrote under the policy of its time; operators see
+// both (dlqctl predictions, the console).
+func (p *Policy) Use(row predict.Prediction) PredictionUse {
+	set := p.predict.PredictionSettings
+	switch {
+	case !set.Enabled:
+		return PredictionUse{Why: "predictions are disabled (predictions.enabled)"}
+	case row.Tasks < set.MinSupport:
+		return PredictionUse{Why: fmt.Sprintf("advisory: %d tasks, below min_support %d", row.Tasks, set.MinSupport)}
+	case row.Confidence < set.Threshold:
+		return PredictionUse{Why: fmt.Sprintf("advisory: confidence %.2f below threshold %.2f", row.Confidence, set.Threshold)}
+	}
+	if _, ok := set.Apply[row.Reason]; !ok {
+		return PredictionUse{Why: fmt.Sprintf("advisory: predictions.apply names nothing for %q", row.Reason)}
+	}
+	if rule := p.switchedOff(row.Agent, row.TaskType, row.Reason); rule != "" {
+		return PredictionUse{Why: fmt.Sprintf("switched off by rule %s", rule)}
+	}
+	a, _ := p.Predicted(row.Agent, row.TaskType, row.Reason)
+	if a.Action == predict.ActionDLQ {
+		return PredictionUse{Action: a, Why: "sent to the DLQ before its first attempt (reason " + predict.ReasonPredictedFailure + ")"}
+	}
+	why := "strategy " + a.Strategy + " applied before the first attempt"
+	if a.AlternateAgent != "" {
+		why += ", handed to " + a.AlternateAgent
+	}
+	return PredictionUse{Action: a, Why: why}
 }
 
 func compilePredictions(v *validator, d *document) predictions {

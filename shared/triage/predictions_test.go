@@ -281,3 +281,39 @@ func TestPredictedIsTheLearnersAct(t *testing.T) {
 		t.Errorf("Learn(Act: Policy.Predicted) actions mismatch (-want +got):\n%s", diff)
 	}
 }
+
+func TestUse(t *testing.T) {
+	row := func(agent, taskType, reason string, tasks int64, conf float64) predict.Prediction {
+		return predict.Prediction{Agent: agent, TaskType: taskType, Feature: predict.FeatureAll, Bucket: predict.BucketAll,
+			Tasks: tasks, Confidence: conf, Reason: reason}
+	}
+	const apply = "    context_window_overflow: context_window_overflow\n"
+	policy := mustParse(t, edited(t, [2]string{apply, apply + "    impossible_task: dlq\n"},
+		[2]string{"rules:\n", "rules:\n  - name: no-predictions-devops\n    match: {agent: [devops]}\n    predictions: off\n"}))
+	disabled := mustParse(t, edited(t, [2]string{"  enabled: true\n", "  enabled: false\n"}))
+	tests := []struct {
+		p          *Policy
+		row        predict.Prediction
+		wantAction string
+		wantWhy    string
+	}{
+		{p: policy, row: row("backend", "code_review", "context_window_overflow", 40, 0.8), wantAction: predict.ActionStrategy,
+			wantWhy: "strategy context_window_overflow applied before the first attempt"},
+		{p: policy, row: row("backend", "code_review", "hallucination_loop", 40, 0.8), wantAction: predict.ActionStrategy,
+			wantWhy: "strategy hallucination_loop applied before the first attempt, handed to cto"},
+		{p: policy, row: row("cso", "compliance", "impossible_task", 40, 0.8), wantAction: predict.ActionDLQ,
+			wantWhy: "sent to the DLQ before its first attempt (reason predicted_failure)"},
+		{p: policy, row: row("devops", "deployment", "context_window_overflow", 40, 0.8), wantWhy: "switched off by rule no-predictions-devops"},
+		{p: policy, row: row("backend", "code_review", "llm_provider_timeout", 40, 0.8), wantWhy: `advisory: predictions.apply names nothing for "llm_provider_timeout"`},
+		{p: policy, row: row("backend", "code_review", "context_window_overflow", 19, 0.8), wantWhy: "advisory: 19 tasks, below min_support 20"},
+		{p: policy, row: row("backend", "code_review", "context_window_overflow", 40, 0.45), wantWhy: "advisory: confidence 0.45 below threshold 0.50"},
+		{p: disabled, row: row("backend", "code_review", "context_window_overflow", 40, 0.8), wantWhy: "predictions are disabled (predictions.enabled)"},
+	}
+	for _, tc := range tests {
+		got := tc.p.Use(tc.row)
+		if got.Action.Action != tc.wantAction || got.Why != tc.wantWhy {
+			t.Errorf("Use(%s %s %s, %d tasks, confidence %v) = %q, %q, want %q, %q", tc.row.Agent, tc.row.TaskType, tc.row.Reason,
+				tc.row.Tasks, tc.row.Confidence, got.Action.Action, got.Why, tc.wantAction, tc.wantWhy)
+		}
+	}
+}
