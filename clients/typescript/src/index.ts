@@ -1,0 +1,8 @@
+// @jsdlq/agentkit: jsdlq's agent kit for TypeScript agents on nats.js. The
+// behaviour and the wire contract are the Go kit's (shared/agentkit); see
+// docs/contracts.md.
+
+export * from "./contract.js";
+export * from "./budget.js";
+export * from "./replay.js";
+export * from "./kit.js";

@@ -1,0 +1,145 @@
+// Reading what a replay asks of the agent (the Jsdlq-* headers the replay
+// function sets) and the task's idempotency key, as the Go kit reads them.
+
+import { createHash } from "node:crypto";
+import {
+  HeaderCompletedSteps,
+  HeaderIdempotencyKey,
+  HeaderInstruction,
+  HeaderMaxContextTokens,
+  HeaderMaxOutputTokens,
+  HeaderReplayAttempt,
+  HeaderReplayOf,
+  HeaderStrategy,
+  HeaderTargetModel,
+  HeaderTaskID,
+  HeaderTaskVersion,
+  ReplayPrefix,
+  header,
+  toHeaderMap,
+  utf8Length,
+  type HeaderMap,
+} from "./contract.js";
+import type { MsgHdrs } from "@nats-io/transport-node";
+
+/** What a replay's Jsdlq-* headers tell the agent. */
+export interface Replay {
+  /** The entry this message replays; "" for a first attempt. */
+  of: string;
+  attempt: number;
+  strategy: string;
+  instructions: string[];
+  targetModel: string;
+  maxContextTokens: number;
+  maxOutputTokens: number;
+  /** Steps the failed attempt already made; skip them. */
+  completedSteps: string[];
+  /** Whether the headers named a replayed entry. */
+  isReplay: boolean;
+}
+
+// Go's strings.TrimSpace: Unicode White_Space (JavaScript's trim also
+// strips U+FEFF and keeps U+0085).
+const space = "\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
+const trimRe = new RegExp(`^[${space}]+|[${space}]+$`, "g");
+
+/** trimSpace is Go's strings.TrimSpace. */
+export function trimSpace(s: string): string {
+  return s.replace(trimRe, "");
+}
+
+/** fields is Go's strings.Fields. */
+export function fields(s: string): string[] {
+  return s.split(new RegExp(`[${space}]+`)).filter((f) => f !== "");
+}
+
+const maxInt64 = 9223372036854775807n;
+
+// positive reads a header number as Go's strconv.Atoi does; malformed,
+// negative or out of range reads as 0.
+function positive(s: string): number {
+  if (!/^[+-]?[0-9]+$/.test(s)) return 0;
+  const n = BigInt(s);
+  if (n < 0n || n > maxInt64) return 0;
+  return Number(n);
+}
+
+/**
+ * parseReplay reads the Jsdlq-* headers (names in any case). Malformed
+ * numbers read as 0: the replay is still processed, without the limit.
+ */
+export function parseReplay(hdrs: MsgHdrs | HeaderMap | undefined): Replay {
+  const h = toHeaderMap(hdrs);
+  const r: Replay = {
+    of: "", attempt: 0, strategy: "", instructions: [], targetModel: "",
+    maxContextTokens: 0, maxOutputTokens: 0, completedSteps: [], isReplay: false,
+  };
+  const prefix = ReplayPrefix.toLowerCase();
+  for (const [name, vs] of Object.entries(h)) {
+    const n = name.toLowerCase();
+    if (vs.length === 0 || !n.startsWith(prefix)) continue;
+    const first = trimSpace(vs[0]!);
+    switch (n) {
+      case HeaderReplayOf.toLowerCase():
+        r.of = first;
+        break;
+      case HeaderReplayAttempt.toLowerCase():
+        r.attempt = positive(first);
+        break;
+      case HeaderStrategy.toLowerCase():
+        r.strategy = first;
+        break;
+      case HeaderInstruction.toLowerCase():
+        r.instructions.push(...vs);
+        break;
+      case HeaderTargetModel.toLowerCase():
+        r.targetModel = first;
+        break;
+      case HeaderMaxContextTokens.toLowerCase():
+        r.maxContextTokens = positive(first);
+        break;
+      case HeaderMaxOutputTokens.toLowerCase():
+        r.maxOutputTokens = positive(first);
+        break;
+      case HeaderCompletedSteps.toLowerCase():
+        r.completedSteps.push(...vs);
+        break;
+    }
+  }
+  r.isReplay = r.of !== "";
+  return r;
+}
+
+/** replayOf reads what a replay asks of the agent from a message. */
+export function replayOf(msg: { headers?: MsgHdrs | undefined }): Replay {
+  return parseReplay(msg.headers);
+}
+
+/**
+ * idempotencyKey is the key jsdlq records a task's completion under:
+ * X-Idempotency-Key, else "<X-Task-ID>-<X-Task-Version>", else the task id,
+ * else "" (the task has no key: once cannot protect it).
+ */
+export function idempotencyKey(hdrs: MsgHdrs | HeaderMap | undefined): string {
+  const h = toHeaderMap(hdrs);
+  const k = trimSpace(header(h, HeaderIdempotencyKey));
+  if (k) return k;
+  const id = trimSpace(header(h, HeaderTaskID));
+  if (!id) return "";
+  const v = trimSpace(header(h, HeaderTaskVersion));
+  return v ? `${id}-${v}` : id;
+}
+
+/**
+ * idempotencyDocID maps a key to its task-idempotency document id: the key
+ * itself when it is a valid Firestore id, else "sha256-<hex of the key>"
+ * (keys with "/", "." or "..", __x__, empty or over 1 500 bytes). Replay and
+ * reconcile use the same mapping.
+ */
+export function idempotencyDocID(key: string): string {
+  if (key !== "" && key !== "." && key !== ".." && !key.includes("/") && utf8Length(key) <= 1500 &&
+    !(key.startsWith("__") && key.endsWith("__"))) {
+    return key;
+  }
+  return "sha256-" + createHash("sha256").update(key, "utf8").digest("hex");
+}

@@ -1,0 +1,95 @@
+// The servers the tests run against: a nats-server with JetStream (NATS_URL)
+// and the Firestore emulator (FIRESTORE_EMULATOR_HOST), both started by the
+// Go test that runs `npm test` (internal/kitcompat) on free loopback ports.
+
+import { randomBytes } from "node:crypto";
+import { Firestore } from "@google-cloud/firestore";
+import {
+  AckPolicy, jetstream, jetstreamManager, RetentionPolicy,
+  type JetStreamClient, type JetStreamManager, type JsMsg,
+} from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import { connect, nanos, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+
+export function natsURL(): string {
+  const u = process.env.NATS_URL;
+  if (!u) throw new Error("NATS_URL is not set: run the tests through go test ./internal/kitcompat (or make test)");
+  return u;
+}
+
+export function firestore(): Firestore {
+  if (!process.env.FIRESTORE_EMULATOR_HOST) {
+    throw new Error("FIRESTORE_EMULATOR_HOST is not set: run the tests through go test ./internal/kitcompat (or make test)");
+  }
+  // A project of its own keeps this run's documents apart in the shared emulator.
+  return new Firestore({ projectId: "ts-" + randomBytes(6).toString("hex") });
+}
+
+export interface Fixture {
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  /** Sees every ack, NAK and TERM the agents send (subject $JS.ACK.>). */
+  acks: AckLog;
+  close(): Promise<void>;
+}
+
+/** AckLog collects the acknowledgements sent for deliveries of the work stream. */
+export class AckLog {
+  readonly payloads: string[] = [];
+  private readonly sub: Subscription;
+  constructor(private readonly monitor: NatsConnection) {
+    // A callback runs as the message is read, before a later PONG resolves
+    // a flush: sync sees everything sent before it.
+    this.sub = monitor.subscribe("$JS.ACK.TASKS.>", { callback: (_err, m) => { this.payloads.push(m.string()); } });
+  }
+  /** sync returns once every ack the agent connection sent before it has been seen. */
+  async sync(agent: NatsConnection): Promise<void> {
+    await agent.flush();
+    await this.monitor.flush();
+  }
+  stop(): void {
+    this.sub.unsubscribe();
+  }
+}
+
+/**
+ * fixture connects and makes a clean JetStream: TASKS (agents.>, the given
+ * retention) with the consumer "backend" (MaxDeliver 3, BackOff 100 ms,
+ * 200 ms), and, with dlq, the record stream and the failure bucket the
+ * bridge creates.
+ */
+export async function fixture(opts: { dlq: boolean; retention?: RetentionPolicy }): Promise<Fixture> {
+  const nc = await connect({ servers: natsURL() });
+  const js = jetstream(nc);
+  const jsm = await jetstreamManager(nc);
+  for await (const name of jsm.streams.names()) await jsm.streams.delete(name);
+  await jsm.streams.add({ name: "TASKS", subjects: ["agents.>"], retention: opts.retention ?? RetentionPolicy.Workqueue });
+  await jsm.consumers.add("TASKS", {
+    durable_name: "backend", ack_policy: AckPolicy.Explicit, max_deliver: 3, ack_wait: nanos(30_000),
+    backoff: [nanos(100), nanos(200)],
+  });
+  if (opts.dlq) {
+    await jsm.streams.add({ name: "DLQ_RECORDS", subjects: ["dlq.records.>"], duplicate_window: nanos(2 * 60 * 60 * 1000) });
+    await new Kvm(js).create("dlq_failures", { history: 1 });
+  }
+  const monitor = await connect({ servers: natsURL() });
+  const acks = new AckLog(monitor);
+  await monitor.flush();
+  return {
+    nc, js, jsm, acks,
+    async close() {
+      acks.stop();
+      await monitor.close();
+      await nc.close();
+    },
+  };
+}
+
+/** next is the next delivery to the consumer "backend", or a failed test. */
+export async function next(js: JetStreamClient, expiresMs = 5000): Promise<JsMsg> {
+  const c = await js.consumers.get("TASKS", "backend");
+  const m = await c.next({ expires: expiresMs });
+  if (!m) throw new Error(`no delivery within ${expiresMs} ms`);
+  return m;
+}

@@ -1,0 +1,77 @@
+package kitcompat
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jsdlq/jsdlq/emulator/tsagent"
+	"github.com/jsdlq/jsdlq/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// root is the repository root (tests run in their package directory).
+func root(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// prepare installs (npm ci) and compiles the TypeScript package.
+func prepare(t *testing.T) string {
+	t.Helper()
+	var out bytes.Buffer
+	dir, err := tsagent.Prepare(testenv.Context(t), root(t), &out)
+	if err != nil {
+		t.Fatalf("prepare the TypeScript agentkit: %v", err)
+	}
+	return dir
+}
+
+// TestTypeScriptPackage runs the TypeScript agentkit's own tests (npm test)
+// against a nats-server with JetStream and the Firestore emulator started
+// here on free loopback ports, as `make test` runs every other test.
+func TestTypeScriptPackage(t *testing.T) {
+	dir := prepare(t)
+	n := testenv.NewNATS(t)
+	cmd := exec.CommandContext(testenv.Context(t), "npm", "test")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "NATS_URL="+n.URL, "FIRESTORE_EMULATOR_HOST="+testenv.FirestoreHost(t))
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		t.Fatalf("npm test in %s failed (%v):\n%s", dir, err, out)
+	}
+	if err != nil {
+		t.Fatalf("npm test: %v", err)
+	}
+	// node --test ends with its counts ("# pass 17", "# fail 0"): a run
+	// that found no tests is a failure too.
+	var pass string
+	for _, l := range strings.Split(string(out), "\n") {
+		if c, ok := strings.CutPrefix(l, "# pass "); ok {
+			pass = c
+		}
+	}
+	if pass == "" || pass == "0" {
+		t.Fatalf("npm test ran no tests:\n%s", out)
+	}
+	t.Logf("npm test: %s TypeScript tests passed", pass)
+}
