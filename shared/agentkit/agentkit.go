@@ -87,6 +87,11 @@ type Kit struct {
 	kvOnce    sync.Mutex
 	kv        jetstream.KeyValue
 	consumers sync.Map // "<stream>/<consumer>" → consumerRetry
+
+	// Publish's pre-flight (publish.go).
+	work       string
+	pred       *predictor
+	flushEvery time.Duration
 }
 
 // Option configures New.
@@ -121,10 +126,11 @@ func WithClock(now func() time.Time) Option { return func(k *Kit) { k.now = now 
 func New(js jetstream.JetStream, opts ...Option) *Kit {
 	k := &Kit{js: js, records: DefaultRecordStream, bucket: DefaultFailureBucket,
 		collection: DefaultIdempotencyCollection, ttl: DefaultIdempotencyTTL, lease: DefaultLease,
-		log: slog.New(slog.DiscardHandler), now: time.Now}
+		log: slog.New(slog.DiscardHandler), now: time.Now, work: DefaultWorkStream}
 	for _, o := range opts {
 		o(k)
 	}
+	k.startPredictions()
 	return k
 }
 

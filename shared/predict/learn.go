@@ -53,6 +53,9 @@ func (s Stats) AddDeath(f Features, reason string) {
 	}
 }
 
+// Add adds c to the cell of k.
+func (s Stats) Add(k Key, c Cell) { s.Merge(Stats{k: c}) }
+
 // Merge adds o's counts to s.
 func (s Stats) Merge(o Stats) {
 	for k, oc := range o {

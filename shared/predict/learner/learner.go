@@ -1,0 +1,196 @@
+// Package learner keeps the predictions' model up to date (reconcile calls
+// Learn at the end of a run): it folds the task counts agentkit wrote and
+// the deaths of the entries created since its cursor into daily statistics,
+// never rescanning history, and learns the model from the last days'.
+package learner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jsdlq/jsdlq/shared/predict"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/triage"
+)
+
+// Policy is what the learner asks the policy in force (*triage.Policy).
+type Policy interface {
+	// Predicted is the action for a predicted reason (predict.Options.Act).
+	Predicted(agent, taskType, reason string) (predict.Action, bool)
+	// Predictions are the policy's min_support and threshold (zero: the
+	// learner's defaults).
+	Predictions() triage.PredictionSettings
+	Version() string
+}
+
+// Config of a learner.
+type Config struct {
+	// Interval: a model younger than this is kept (default 1 h).
+	Interval time.Duration
+	// Window is how many days of statistics the model is learnt from
+	// (default predict.DefaultWindow).
+	Window time.Duration
+	// Settle keeps entries created and counts written this recently for
+	// the next run (default 5 min): a creation may not have committed yet,
+	// a publisher's counts are flushed every minute.
+	Settle time.Duration
+	// PageSize is how many entries are read per query (default 300).
+	PageSize int
+}
+
+func (c *Config) defaults() {
+	if c.Interval <= 0 {
+		c.Interval = time.Hour
+	}
+	if c.Window <= 0 {
+		c.Window = predict.DefaultWindow
+	}
+	if c.Settle <= 0 {
+		c.Settle = 5 * time.Minute
+	}
+	if c.PageSize <= 0 {
+		c.PageSize = 300
+	}
+}
+
+// Result is what a Learn did.
+type Result struct {
+	// Skipped: the model was young enough.
+	Skipped bool `json:"skipped,omitempty"`
+	// Partial: the deadline came before every new entry was read; the
+	// next run continues from the cursor.
+	Partial     bool  `json:"partial,omitempty"`
+	Version     int64 `json:"version,omitempty"`
+	Predictions int   `json:"predictions"`
+	Cells       int   `json:"cells"`
+	// Tasks and Deaths are how many were folded in this run; Entries how
+	// many entries were read (deaths of uncounted tasks are not learnt).
+	Tasks   int64 `json:"tasks"`
+	Deaths  int64 `json:"deaths"`
+	Entries int64 `json:"entries"`
+	// Malformed counts cells of counts documents that were not keys.
+	Malformed int64 `json:"malformed,omitempty"`
+}
+
+// Learn folds what is new into the statistics and, unless force is false
+// and the model is younger than the interval, saves a new model learnt with
+// pol (nil: no policy, every prediction advisory). It stops reading entries
+// at ctx's deadline and learns from what it folded; the rest waits for the
+// next run.
+func Learn(ctx context.Context, s *store.Store, pol Policy, cfg Config, force bool) (Result, error) {
+	cfg.defaults()
+	now := s.Now()
+	var res Result
+	if !force {
+		m, err := s.PredictionModel(ctx)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return res, err
+		case now.Sub(m.TrainedAt) < cfg.Interval:
+			res.Skipped, res.Version = true, m.Version
+			return res, nil
+		}
+	}
+	from, err := s.Learner(ctx)
+	if err != nil {
+		return res, err
+	}
+	to, moved := from, false
+	days := map[time.Time]predict.Stats{}
+	oldest := predict.Day(now.Add(-cfg.Window))
+	day := func(d time.Time) predict.Stats {
+		if days[d] == nil {
+			days[d] = predict.Stats{}
+		}
+		return days[d]
+	}
+
+	// Counts of the hours closed since the last run.
+	countsFrom := from.CountsThrough
+	if countsFrom.IsZero() || countsFrom.Before(oldest) {
+		countsFrom = oldest
+	}
+	countsTo := now.Add(-cfg.Settle).Truncate(time.Hour)
+	if countsTo.After(countsFrom) {
+		counts, err := s.TaskCounts(ctx, countsFrom, countsTo)
+		if err != nil {
+			return res, err
+		}
+		for _, c := range counts {
+			for ks, n := range c.Cells {
+				k, err := predict.ParseKey(ks)
+				if err != nil || n <= 0 {
+					res.Malformed++
+					continue
+				}
+				day(predict.Day(c.Hour)).Add(k, predict.Cell{Tasks: n})
+				if k.Feature == predict.FeatureAll {
+					res.Tasks += n
+				}
+			}
+		}
+		to.CountsThrough, moved = countsTo, true
+	}
+
+	// Deaths of the entries created since the cursor.
+	before := now.Add(-cfg.Settle)
+	for {
+		if ctx.Err() != nil {
+			res.Partial = true
+			break
+		}
+		page, err := s.Deaths(ctx, to.DeathsAfter, before, cfg.PageSize)
+		if err != nil {
+			if ctx.Err() != nil {
+				res.Partial = true
+				break
+			}
+			return res, err
+		}
+		res.Entries += int64(page.Read)
+		if page.Read > 0 {
+			to.DeathsAfter, moved = page.Next, true
+		}
+		for _, d := range page.Deaths {
+			if d.Day.Before(oldest) {
+				continue
+			}
+			day(d.Day).AddDeath(d.Features, d.Reason)
+			res.Deaths++
+		}
+		if page.Read < cfg.PageSize {
+			break
+		}
+	}
+	if moved {
+		// The fold must land even if the deadline has just passed.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		err := s.FoldPredictionStats(fctx, from, to, days)
+		cancel()
+		if err != nil {
+			return res, fmt.Errorf("learner: %w", err)
+		}
+	}
+
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	stats, err := s.PredictionStats(lctx, oldest, predict.Day(now))
+	if err != nil {
+		return res, err
+	}
+	opts := predict.Options{TrainedAt: now}
+	if pol != nil {
+		opts.Act, opts.PolicyVersion = pol.Predicted, pol.Version()
+		set := pol.Predictions()
+		opts.MinSupport, opts.Threshold = set.MinSupport, set.Threshold
+	}
+	m, err := s.SavePredictionModel(lctx, predict.Learn(stats, opts))
+	if err != nil {
+		return res, err
+	}
+	res.Version, res.Predictions, res.Cells = m.Version, len(m.Predictions), m.Cells
+	return res, nil
+}

@@ -1,0 +1,322 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/predict"
+)
+
+// This file holds the predictions' documents (docs/predictions.md): the
+// task counts agentkit's Publish adds per agent and hour, the daily
+// statistics the learner folds counts and deaths into, the learner's
+// cursors and the model. The document layouts are shared/predict's
+// (agentkit writes the counts and reads the model with them).
+
+// statsDoc is a predict.StatsCollection document: one UTC day's cells.
+type statsDoc struct {
+	Day      time.Time               `firestore:"day"`
+	Cells    map[string]predict.Cell `firestore:"cells"`
+	ExpireAt time.Time               `firestore:"expire_at"`
+}
+
+// LearnerState is where the learner stands: the counts of every hour
+// before CountsThrough and the deaths of the entries up to DeathsAfter
+// (created_at, id) are in the statistics.
+type LearnerState struct {
+	CountsThrough time.Time `firestore:"counts_through"`
+	DeathsAfter   Cursor    `firestore:"deaths_after"`
+	UpdatedAt     time.Time `firestore:"updated_at"`
+}
+
+func (a LearnerState) same(b LearnerState) bool {
+	return a.CountsThrough.Equal(b.CountsThrough) && a.DeathsAfter.At.Equal(b.DeathsAfter.At) &&
+		a.DeathsAfter.ID == b.DeathsAfter.ID
+}
+
+func (s *Store) learnerRef() *firestore.DocumentRef {
+	return s.fs.Collection(predict.ModelCollection).Doc(predict.LearnerDoc)
+}
+
+func (s *Store) modelRef() *firestore.DocumentRef {
+	return s.fs.Collection(predict.ModelCollection).Doc(predict.ModelDoc)
+}
+
+// Learner returns the learner's state; the zero state before its first run.
+func (s *Store) Learner(ctx context.Context) (LearnerState, error) {
+	snap, err := s.learnerRef().Get(ctx)
+	s.read(1)
+	if isNotFound(err) {
+		return LearnerState{}, nil
+	}
+	if err != nil {
+		return LearnerState{}, fmt.Errorf("firestore get %s/%s: %w", predict.ModelCollection, predict.LearnerDoc, err)
+	}
+	var st LearnerState
+	if err := snap.DataTo(&st); err != nil {
+		return LearnerState{}, fmt.Errorf("decode %s/%s: %w", predict.ModelCollection, predict.LearnerDoc, err)
+	}
+	return st, nil
+}
+
+// TaskCounts returns the counts of the hours in [from, to), oldest first.
+func (s *Store) TaskCounts(ctx context.Context, from, to time.Time) ([]predict.Counts, error) {
+	snaps, err := s.fs.Collection(predict.CountsCollection).Where("hour", ">=", from.UTC()).Where("hour", "<", to.UTC()).
+		OrderBy("hour", firestore.Asc).Documents(ctx).GetAll()
+	s.read(max(1, len(snaps)))
+	if err != nil {
+		return nil, fmt.Errorf("firestore query %s from %s to %s: %w", predict.CountsCollection, from.UTC(), to.UTC(), err)
+	}
+	out := make([]predict.Counts, 0, len(snaps))
+	for _, snap := range snaps {
+		var c predict.Counts
+		if err := snap.DataTo(&c); err != nil {
+			return nil, fmt.Errorf("decode %s/%s: %w", predict.CountsCollection, snap.Ref.ID, err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// Death is the death of a counted task, as the learner learns it.
+type Death struct {
+	EntryID  string
+	Day      time.Time // of the task's publish
+	Features predict.Features
+	Reason   string
+}
+
+// deathFields are what PredictFeatures reads of an entry: never the payload.
+var deathFields = []string{"agent", "task_type", "subject", "headers", "payload_size", "published_at",
+	"reason_code", "replay_of", "created_at"}
+
+// DeathPage is a page of Deaths.
+type DeathPage struct {
+	Deaths []Death
+	// Read is how many entries the page read, Next the cursor after the
+	// last of them (the cursor asked for when none was read).
+	Read int
+	Next Cursor
+}
+
+// Deaths reads up to limit entries created after the cursor and before to,
+// oldest first, and returns the deaths of counted tasks among them (entries
+// that are not — replays, tasks published without agentkit's Publish,
+// tasks a prediction treated or sent to the DLQ — are skipped). to keeps
+// the newest entries out until their creation has certainly committed.
+func (s *Store) Deaths(ctx context.Context, after Cursor, to time.Time, limit int) (DeathPage, error) {
+	if limit < 1 {
+		return DeathPage{Next: after}, fmt.Errorf("%w: limit %d, want at least 1", ErrBadQuery, limit)
+	}
+	q := s.fs.Collection(FailureLog).Where("created_at", "<", to.UTC())
+	if !after.IsZero() {
+		q = q.Where("created_at", ">=", after.At)
+	}
+	q = q.OrderBy("created_at", firestore.Asc).OrderBy(firestore.DocumentID, firestore.Asc)
+	if !after.IsZero() {
+		q = q.StartAfter(after.At, after.ID)
+	}
+	snaps, err := q.Select(deathFields...).Limit(limit).Documents(ctx).GetAll()
+	s.read(max(1, len(snaps)))
+	if err != nil {
+		return DeathPage{Next: after}, fmt.Errorf("firestore query %s for deaths after %v: %w", FailureLog, after, err)
+	}
+	p := DeathPage{Next: after, Read: len(snaps)}
+	for _, snap := range snaps {
+		e, err := decodeEntry(snap)
+		if err != nil {
+			return DeathPage{Next: after}, err
+		}
+		p.Next = Cursor{At: e.CreatedAt, ID: e.ID}
+		if f, ok := e.PredictFeatures(); ok {
+			p.Deaths = append(p.Deaths, Death{EntryID: e.ID, Day: predict.Day(e.publishedAt()), Features: f, Reason: e.ReasonCode})
+		}
+	}
+	return p, nil
+}
+
+func (e *Entry) publishedAt() time.Time {
+	if e.PublishedAt.IsZero() {
+		return e.CreatedAt
+	}
+	return e.PublishedAt
+}
+
+// PredictFeatures are the features of the entry's task as Publish counted
+// them (predict.FeaturesOf over the original message); ok is false when the
+// task was not counted: a replay, a task published without agentkit's
+// Publish or treated by a prediction (no event.HeaderCounted).
+func (e *Entry) PredictFeatures() (predict.Features, bool) {
+	if e.ReplayOf != "" || e.ReasonCode == predict.ReasonPredictedFailure {
+		return predict.Features{}, false
+	}
+	h, err := event.DecodeHeaders(e.Headers)
+	if err != nil || event.Header(h, event.HeaderCounted) == "" {
+		return predict.Features{}, false
+	}
+	f := predict.FeaturesOf(event.DefaultConventions, e.Subject, h, int(min(e.PayloadSize, 1<<31-1)), e.publishedAt())
+	if f.Agent == "" {
+		f.Agent = e.Agent
+	}
+	return f, f.Agent != ""
+}
+
+// FoldPredictionStats adds days' statistics to the daily documents and
+// moves the learner from from to to, in one transaction: a fold is counted
+// once or not at all. ErrConflict when the learner is no longer at from
+// (another run folded meanwhile; nothing is written).
+func (s *Store) FoldPredictionStats(ctx context.Context, from, to LearnerState, days map[time.Time]predict.Stats) error {
+	keys := slices.SortedFunc(maps.Keys(days), func(a, b time.Time) int { return a.Compare(b) })
+	refs := make([]*firestore.DocumentRef, len(keys))
+	for i, d := range keys {
+		refs[i] = s.fs.Collection(predict.StatsCollection).Doc(d.UTC().Format(time.DateOnly))
+	}
+	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(s.learnerRef())
+		s.read(1)
+		var cur LearnerState
+		switch {
+		case isNotFound(err):
+		case err != nil:
+			return err
+		default:
+			if err := snap.DataTo(&cur); err != nil {
+				return fmt.Errorf("decode %s/%s: %w", predict.ModelCollection, predict.LearnerDoc, err)
+			}
+		}
+		if !cur.same(from) {
+			return fmt.Errorf("%w: the learner moved on to %v", ErrConflict, cur.DeathsAfter)
+		}
+		snaps, err := tx.GetAll(refs)
+		s.read(len(refs))
+		if err != nil {
+			return err
+		}
+		docs := make([]statsDoc, len(keys))
+		for i, snap := range snaps {
+			if snap.Exists() {
+				if err := snap.DataTo(&docs[i]); err != nil {
+					return fmt.Errorf("decode %s/%s: %w", predict.StatsCollection, snap.Ref.ID, err)
+				}
+			}
+		}
+		for i, d := range keys {
+			st, err := statsOf(docs[i].Cells)
+			if err != nil {
+				return fmt.Errorf("%s/%s: %w", predict.StatsCollection, refs[i].ID, err)
+			}
+			st.Merge(days[d])
+			doc := statsDoc{Day: d.UTC(), Cells: cellsOf(st), ExpireAt: d.Add(predict.DefaultWindow + 7*24*time.Hour)}
+			if err := tx.Set(refs[i], doc); err != nil {
+				return err
+			}
+		}
+		to.UpdatedAt = s.Now()
+		return tx.Set(s.learnerRef(), to)
+	})
+	s.wrote(len(keys) + 1)
+	if err != nil {
+		return txError("fold prediction statistics", err)
+	}
+	return nil
+}
+
+// PredictionStats sums the daily statistics of the days in [from, to].
+func (s *Store) PredictionStats(ctx context.Context, from, to time.Time) (predict.Stats, error) {
+	var refs []*firestore.DocumentRef
+	for d := predict.Day(from); !d.After(to); d = d.AddDate(0, 0, 1) {
+		refs = append(refs, s.fs.Collection(predict.StatsCollection).Doc(d.Format(time.DateOnly)))
+	}
+	snaps, err := s.fs.GetAll(ctx, refs)
+	s.read(len(refs))
+	if err != nil {
+		return nil, fmt.Errorf("firestore get %s from %s to %s: %w", predict.StatsCollection, from.Format(time.DateOnly), to.Format(time.DateOnly), err)
+	}
+	sum := predict.Stats{}
+	for _, snap := range snaps {
+		if !snap.Exists() {
+			continue
+		}
+		var doc statsDoc
+		if err := snap.DataTo(&doc); err != nil {
+			return nil, fmt.Errorf("decode %s/%s: %w", predict.StatsCollection, snap.Ref.ID, err)
+		}
+		st, err := statsOf(doc.Cells)
+		if err != nil {
+			return nil, fmt.Errorf("%s/%s: %w", predict.StatsCollection, snap.Ref.ID, err)
+		}
+		sum.Merge(st)
+	}
+	return sum, nil
+}
+
+func statsOf(cells map[string]predict.Cell) (predict.Stats, error) {
+	st := make(predict.Stats, len(cells))
+	for k, c := range cells {
+		key, err := predict.ParseKey(k)
+		if err != nil {
+			return nil, err
+		}
+		st[key] = c
+	}
+	return st, nil
+}
+
+func cellsOf(st predict.Stats) map[string]predict.Cell {
+	out := make(map[string]predict.Cell, len(st))
+	for k, c := range st {
+		out[k.String()] = c
+	}
+	return out
+}
+
+// PredictionModel reads the current model; ErrNotFound before the first.
+func (s *Store) PredictionModel(ctx context.Context) (predict.Model, error) {
+	snap, err := s.modelRef().Get(ctx)
+	s.read(1)
+	if isNotFound(err) {
+		return predict.Model{}, fmt.Errorf("%w: prediction model %s/%s", ErrNotFound, predict.ModelCollection, predict.ModelDoc)
+	}
+	if err != nil {
+		return predict.Model{}, fmt.Errorf("firestore get %s/%s: %w", predict.ModelCollection, predict.ModelDoc, err)
+	}
+	var m predict.Model
+	if err := snap.DataTo(&m); err != nil {
+		return predict.Model{}, fmt.Errorf("decode %s/%s: %w", predict.ModelCollection, predict.ModelDoc, err)
+	}
+	return m, nil
+}
+
+// SavePredictionModel replaces the model with m, versioned one above the
+// model it replaces (m.Version is ignored), and returns it as saved.
+func (s *Store) SavePredictionModel(ctx context.Context, m predict.Model) (predict.Model, error) {
+	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(s.modelRef())
+		s.read(1)
+		var cur struct {
+			Version int64 `firestore:"version"`
+		}
+		switch {
+		case isNotFound(err):
+		case err != nil:
+			return err
+		default:
+			if err := snap.DataTo(&cur); err != nil {
+				return fmt.Errorf("decode %s/%s: %w", predict.ModelCollection, predict.ModelDoc, err)
+			}
+		}
+		m.Version = cur.Version + 1
+		return tx.Set(s.modelRef(), m)
+	})
+	s.wrote(1)
+	if err != nil {
+		return predict.Model{}, txError("save prediction model", err)
+	}
+	return m, nil
+}
