@@ -1,0 +1,107 @@
+// compat drives the TypeScript kit for the cross-language test
+// (internal/kitcompat): it reads a run from stdin, takes the consumer's
+// deliveries one by one and does what each step says with the kit, as the
+// Go side of the test does with the Go kit on the same deliveries, and
+// prints what happened to stdout as JSON. Not part of the package.
+//
+//   node dist/tools/compat.js < run.json
+
+import { Firestore } from "@google-cloud/firestore";
+import { jetstream } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+
+import { Budget, Kit, OverflowError, type Failure } from "../src/index.js";
+
+interface WireFailure {
+  code: string;
+  detail?: string;
+  completed_steps?: string[];
+  retryable?: boolean;
+  tool_failure?: boolean;
+}
+
+interface Step {
+  do: "terminate" | "fail" | "once" | "preflight";
+  failure?: WireFailure;
+  key?: string;
+  prompt?: string;
+  window?: number;
+}
+
+interface Run {
+  nats_url: string;
+  project: string;
+  stream: string;
+  consumer: string;
+  agent: string;
+  /** The kit's clock, RFC 3339 (millisecond precision). */
+  now: string;
+  steps: Step[];
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+function failure(w: WireFailure | undefined): Failure {
+  if (!w) throw new Error("step without a failure");
+  const f: Failure = { code: w.code };
+  if (w.detail !== undefined) f.detail = w.detail;
+  if (w.completed_steps !== undefined) f.completedSteps = w.completed_steps;
+  if (w.retryable !== undefined) f.retryable = w.retryable;
+  if (w.tool_failure !== undefined) f.toolFailure = w.tool_failure;
+  return f;
+}
+
+async function main(): Promise<void> {
+  const run = JSON.parse(await readStdin()) as Run;
+  const now = new Date(run.now);
+  if (Number.isNaN(now.getTime())) throw new Error(`now ${run.now} is not a time`);
+  const nc = await connect({ servers: run.nats_url });
+  const fs = new Firestore({ projectId: run.project });
+  const kit = new Kit(nc, { agent: run.agent, firestore: fs, clock: () => now });
+  const consumer = await jetstream(nc).consumers.get(run.stream, run.consumer);
+  const results: { seq: number; error?: string }[] = [];
+  for (const step of run.steps) {
+    const m = await consumer.next({ expires: 5000 });
+    if (!m) throw new Error(`no delivery for step ${results.length + 1}`);
+    const r: { seq: number; error?: string } = { seq: m.info.streamSequence };
+    try {
+      switch (step.do) {
+        case "terminate":
+          await kit.terminate(m, failure(step.failure));
+          break;
+        case "fail":
+          await kit.fail(m, failure(step.failure));
+          break;
+        case "once":
+          await kit.once(step.key ?? "", async () => {});
+          m.ack();
+          break;
+        case "preflight":
+          try {
+            kit.preflight(new Budget(step.window ?? 0), step.prompt ?? "");
+            m.ack();
+          } catch (err) {
+            if (!(err instanceof OverflowError)) throw err;
+            await kit.terminate(m, err.failure());
+          }
+          break;
+      }
+    } catch (err) {
+      r.error = err instanceof Error ? err.message : String(err);
+    }
+    results.push(r);
+  }
+  await nc.flush();
+  await nc.close();
+  await fs.terminate();
+  process.stdout.write(JSON.stringify({ steps: results }) + "\n");
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`compat: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exit(1);
+});

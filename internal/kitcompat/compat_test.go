@@ -1,0 +1,517 @@
+// Package kitcompat holds the tests that keep the two agentkits one
+// contract: the TypeScript package's own tests (npm_test.go) and the
+// cross-language comparison (this file): for the same deliveries the Go kit
+// (shared/agentkit) and the TypeScript kit (clients/typescript, driven by
+// its tools/compat.ts) write byte for byte the same DLQ records, failure
+// bucket values and idempotency documents, which conform to the JSON
+// Schemas of docs/, and classify turns them into the same entries.
+package kitcompat
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/api/iterator"
+
+	"github.com/jsdlq/jsdlq/bridge"
+	"github.com/jsdlq/jsdlq/emulator/tsagent"
+	"github.com/jsdlq/jsdlq/functions/classify"
+	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
+	"github.com/jsdlq/jsdlq/shared/triage"
+)
+
+// step is what the agent does with one delivery (tools/compat.ts reads the
+// same JSON).
+type step struct {
+	Do      string         `json:"do"` // terminate, fail, once, preflight
+	Failure *event.Failure `json:"failure,omitempty"`
+	Key     string         `json:"key,omitempty"`
+	Prompt  string         `json:"prompt,omitempty"`
+	Window  int            `json:"window,omitempty"`
+}
+
+// task is one message of the work stream and the step its delivery gets.
+type task struct {
+	headers map[string][]string
+	data    []byte
+	step    step
+}
+
+var (
+	yes, no = true, false
+	// The kits' clock: millisecond precision, which both can represent.
+	clock = time.Date(2026, 11, 21, 12, 0, 0, 250_000_000, time.UTC)
+)
+
+// inputs exercise every field of the contract: escaped header names,
+// multi-valued headers, binary and empty payloads, details that Go's JSON
+// escapes, every optional failure field set and unset, a hashed document
+// id, the pre-flight's own failure.
+var inputs = []task{
+	{headers: map[string][]string{"X-Tenant-ID": {"acme"}, "X-Task-ID": {"t1"}, "Nats-Msg-Id": {"task-1-v1"},
+		"X-Multi": {"a", "b"}, "Jsdlq-Replay-Of": {"TASKS-9"}, "X-Unicode": {"café 日本 😀"}},
+		data: []byte{0, 0xff, 'a', '\r', '\n'},
+		step: step{Do: "terminate", Failure: &event.Failure{Code: "hallucination_loop",
+			Detail: "loop <tool> & \"quotes\"\nat step 3\t\u2028 é 日 😀 \x01", CompletedSteps: []string{"draft", "step<2>"}, Retryable: &yes}}},
+	{headers: map[string][]string{"X-Tenant-ID": {"beta"}, "Jsdlq-Orig-X": {"twice"}, "nats-lower": {"l"}, "Jsdlq-Record-Note": {"n"}},
+		data: nil,
+		step: step{Do: "terminate", Failure: &event.Failure{Code: "network_transient", Detail: "payments API reset",
+			ToolFailure: true, CompletedSteps: []string{"charge-card"}, Retryable: &no}}},
+	{data: []byte(`{"task":"no headers"}`), step: step{Do: "terminate", Failure: &event.Failure{Code: "impossible_task"}}},
+	{headers: map[string][]string{"X-Tenant-ID": {"acme"}, "X-Task-ID": {"t4"}},
+		data: []byte("retry me"),
+		step: step{Do: "fail", Failure: &event.Failure{Code: "llm_provider_timeout", Detail: "504 <gateway>", CompletedSteps: []string{"fetch"}}}},
+	{data: []byte("x"), step: step{Do: "fail", Failure: &event.Failure{Code: "rate_limited", Retryable: &no, ToolFailure: true}}},
+	{headers: map[string][]string{"X-Idempotency-Key": {"task-6-v1"}}, data: []byte("once"),
+		step: step{Do: "once", Key: "task-6-v1"}},
+	{data: []byte("once, hashed id"), step: step{Do: "once", Key: "tenant/a/task-7"}},
+	{headers: map[string][]string{"X-Tenant-ID": {"gamma"}, "X-Task-ID": {"t8"}}, data: []byte("big prompt"),
+		step: step{Do: "preflight", Prompt: strings.Repeat("tokn", 9000) + "日本語", Window: 8000}},
+}
+
+// record is a message of the record stream as stored.
+type record struct {
+	Subject string
+	Headers map[string][]string
+	Data    []byte
+}
+
+// capture is what one kit wrote.
+type capture struct {
+	Records  []record
+	Failures map[string][]byte            // failure bucket key → value
+	Docs     map[string]map[string]string // task-idempotency doc id → field → "<type> <value>"
+	Entries  map[string]*store.Entry      // classify's entries of the records and failures
+	Errors   []string                     // the kit's errors, per step ("" none)
+}
+
+func TestKitsWriteTheSameBytes(t *testing.T) {
+	dir := prepare(t)
+	n := testenv.NewNATS(t)
+	_, js := n.Connect(t)
+	ctx := testenv.Context(t)
+	// Limits retention keeps a terminated task: both kits get the same
+	// deliveries (same sequence, same timestamp) from a recreated consumer.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: event.DefaultWorkStream, Subjects: []string{"agents.>"},
+		Retention: jetstream.LimitsPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	for i, in := range inputs {
+		m := nats.NewMsg(fmt.Sprintf("agents.backend.tasks.t%d", i+1))
+		for k, vs := range in.headers {
+			m.Header[k] = vs
+		}
+		m.Data = in.data
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	schemas := loadSchemas(t)
+	caps := map[string]*capture{}
+	for _, kit := range []string{"go", "ts"} {
+		t.Run(kit, func(t *testing.T) {
+			fs, project := testenv.Firestore(t)
+			reset(t, js)
+			var errs []string
+			if kit == "go" {
+				errs = runGo(t, js, fs)
+			} else {
+				errs = runTS(t, dir, n.URL, project)
+			}
+			c := collect(t, js, fs)
+			c.Errors = errs
+			checkSchemas(t, schemas, c)
+			c.Entries = classifyAll(t, fs, c)
+			caps[kit] = c
+		})
+	}
+	goCap, tsCap := caps["go"], caps["ts"]
+	if goCap == nil || tsCap == nil {
+		t.Fatal("a kit's run failed")
+	}
+	// The run is not vacuous: every step left its trace.
+	if len(goCap.Records) != 4 || len(goCap.Failures) != 2 || len(goCap.Docs) != 2 || len(goCap.Entries) != 6 {
+		t.Fatalf("Go kit wrote %d records, %d failures, %d documents, %d entries; want 4, 2, 2, 6",
+			len(goCap.Records), len(goCap.Failures), len(goCap.Docs), len(goCap.Entries))
+	}
+	if d := differences(goCap, tsCap); len(d) > 0 {
+		t.Errorf("the TypeScript kit differs from the Go kit:\n%s", strings.Join(d, "\n"))
+	}
+}
+
+// reset gives a kit a fresh consumer (every task delivered again, delivery
+// 1), an empty record stream (no deduplication window from the other kit)
+// and an empty failure bucket.
+func reset(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	_ = js.DeleteConsumer(ctx, event.DefaultWorkStream, "backend")
+	_ = js.DeleteStream(ctx, event.DefaultRecordStream)
+	_ = js.DeleteKeyValue(ctx, event.DefaultFailureBucket)
+	names := bridge.Names{AdvisoryStream: event.DefaultAdvisoryStream, RecordStream: event.DefaultRecordStream, FailureBucket: event.DefaultFailureBucket}
+	if err := bridge.Ensure(ctx, js, names, obs.Discard()); err != nil {
+		t.Fatal(err)
+	}
+	// A long backoff: a NAKed task does not come back during the run.
+	if _, err := js.CreateOrUpdateConsumer(ctx, event.DefaultWorkStream, jetstream.ConsumerConfig{Durable: "backend",
+		AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 5, AckWait: time.Minute,
+		BackOff: []time.Duration{10 * time.Minute, 20 * time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func steps() []step {
+	out := make([]step, len(inputs))
+	for i, in := range inputs {
+		out[i] = in.step
+	}
+	return out
+}
+
+// runGo does the steps with the Go kit, as tools/compat.ts does with the
+// TypeScript kit.
+func runGo(t *testing.T, js jetstream.JetStream, fs *firestore.Client) []string {
+	t.Helper()
+	ctx := testenv.Context(t)
+	kit := agentkit.New(js, agentkit.WithAgent("backend"), agentkit.WithFirestore(fs), agentkit.WithClock(func() time.Time { return clock }))
+	cons, err := js.Consumer(ctx, event.DefaultWorkStream, "backend")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errs []string
+	for i, s := range steps() {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatalf("step %d: no delivery: %v", i+1, err)
+		}
+		switch s.Do {
+		case "terminate":
+			err = kit.Terminate(ctx, m, *s.Failure)
+		case "fail":
+			err = kit.Fail(ctx, m, *s.Failure)
+		case "once":
+			if _, err = kit.Once(ctx, s.Key, func(context.Context) error { return nil }); err == nil {
+				err = m.Ack()
+			}
+		case "preflight":
+			var oe *agentkit.OverflowError
+			if _, err = kit.Preflight(agentkit.Budget{MaxTokens: s.Window}, s.Prompt); errors.As(err, &oe) {
+				err = kit.Terminate(ctx, m, oe.Failure())
+			} else if err == nil {
+				err = m.Ack()
+			}
+		}
+		errs = append(errs, errString(err))
+	}
+	return errs
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// runTS does the steps with the TypeScript kit (node tools/compat.ts).
+func runTS(t *testing.T, dir, natsURL, project string) []string {
+	t.Helper()
+	in, err := json.Marshal(map[string]any{"nats_url": natsURL, "project": project, "stream": event.DefaultWorkStream,
+		"consumer": "backend", "agent": "backend", "now": clock.Format(time.RFC3339Nano), "steps": steps()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(testenv.Context(t), "node", filepath.Join(dir, tsagent.CompatScript))
+	cmd.Env = append(os.Environ(), "FIRESTORE_EMULATOR_HOST="+testenv.FirestoreHost(t))
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node %s: %v\n%s", tsagent.CompatScript, err, stderr.Bytes())
+	}
+	var res struct {
+		Steps []struct {
+			Error string `json:"error"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("compat output %q: %v", out, err)
+	}
+	var errs []string
+	for _, s := range res.Steps {
+		errs = append(errs, s.Error)
+	}
+	return errs
+}
+
+// collect reads what the kit wrote.
+func collect(t *testing.T, js jetstream.JetStream, fs *firestore.Client) *capture {
+	t.Helper()
+	ctx := testenv.Context(t)
+	c := &capture{Failures: map[string][]byte{}, Docs: map[string]map[string]string{}}
+	s, err := js.Stream(ctx, event.DefaultRecordStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := info.State.FirstSeq; seq > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("record %d: %v", seq, err)
+		}
+		c.Records = append(c.Records, record{Subject: m.Subject, Headers: m.Header, Data: m.Data})
+	}
+	kv, err := js.KeyValue(ctx, event.DefaultFailureBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range keys.Keys() {
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Failures[k] = e.Value()
+	}
+	it := fs.Collection(agentkit.DefaultIdempotencyCollection).Documents(ctx)
+	for {
+		snap, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Docs[snap.Ref.ID] = renderDoc(snap.Data())
+	}
+	return c
+}
+
+var owner = regexp.MustCompile(`^string [0-9a-f]{16}$`)
+
+// renderDoc writes each field as "<Firestore type> <value>", so that a
+// type difference (an integer for a timestamp) is a difference. The owner
+// is random per attempt: only its form is compared.
+func renderDoc(d map[string]any) map[string]string {
+	out := map[string]string{}
+	for k, v := range d {
+		var s string
+		switch v := v.(type) {
+		case time.Time:
+			s = "timestamp " + v.UTC().Format(time.RFC3339Nano)
+		case string:
+			s = "string " + v
+		default:
+			s = fmt.Sprintf("%T %v", v, v)
+		}
+		if k == "owner" && owner.MatchString(s) {
+			s = "string <16 hex digits>"
+		}
+		out[k] = s
+	}
+	return out
+}
+
+// differences lists every way b differs from a, naming the part.
+func differences(a, b *capture) []string {
+	var out []string
+	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	if len(a.Records) != len(b.Records) {
+		add("records: go %d, ts %d", len(a.Records), len(b.Records))
+	}
+	for i := range min(len(a.Records), len(b.Records)) {
+		ra, rb := a.Records[i], b.Records[i]
+		if ra.Subject != rb.Subject {
+			add("record %d subject: go %q, ts %q", i+1, ra.Subject, rb.Subject)
+		}
+		if !bytes.Equal(ra.Data, rb.Data) {
+			add("record %d payload: go %q, ts %q", i+1, ra.Data, rb.Data)
+		}
+		for _, name := range unionKeys(ra.Headers, rb.Headers) {
+			va, vb := ra.Headers[name], rb.Headers[name]
+			if slices.Equal(va, vb) {
+				continue
+			}
+			if name == event.RecordHeader && len(va) == 1 && len(vb) == 1 {
+				add("record %d header %s differs at byte %d:\n  go %s\n  ts %s", i+1, name, firstDiff(va[0], vb[0]), va[0], vb[0])
+				continue
+			}
+			add("record %d header %s: go %q, ts %q", i+1, name, va, vb)
+		}
+	}
+	for _, k := range unionKeys(a.Failures, b.Failures) {
+		va, okA := a.Failures[k]
+		vb, okB := b.Failures[k]
+		if okA != okB || !bytes.Equal(va, vb) {
+			add("failure bucket %s differs at byte %d:\n  go %s\n  ts %s", k, firstDiff(string(va), string(vb)), va, vb)
+		}
+	}
+	for _, id := range unionKeys(a.Docs, b.Docs) {
+		da, db := a.Docs[id], b.Docs[id]
+		if da == nil || db == nil {
+			add("idempotency document %s: go %v, ts %v", id, da, db)
+			continue
+		}
+		for _, f := range unionKeys(da, db) {
+			if da[f] != db[f] {
+				add("idempotency document %s field %s: go %q, ts %q", id, f, da[f], db[f])
+			}
+		}
+	}
+	if !slices.Equal(a.Errors, b.Errors) {
+		for i := range max(len(a.Errors), len(b.Errors)) {
+			ea, eb := at(a.Errors, i), at(b.Errors, i)
+			if (ea == "") != (eb == "") {
+				add("step %d outcome: go error %q, ts error %q", i+1, ea, eb)
+			}
+		}
+	}
+	if d := cmp.Diff(a.Entries, b.Entries, entryOpts); d != "" {
+		add("classify's entries (-go +ts):\n%s", d)
+	}
+	return out
+}
+
+// entryOpts leave out what classify stamps from its own clock and the
+// random jitter of the replay delay.
+var entryOpts = cmp.Options{
+	cmpopts.IgnoreFields(store.Entry{}, "CreatedAt", "UpdatedAt", "ExpireAt", "NextRetryAt", "ResolvedAt"),
+	cmpopts.IgnoreFields(store.Transition{}, "At"),
+	cmpopts.IgnoreFields(store.Plan{}, "DelaySeconds"),
+}
+
+func at(s []string, i int) string {
+	if i < len(s) {
+		return s[i]
+	}
+	return ""
+}
+
+func firstDiff(a, b string) int {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	return i
+}
+
+func unionKeys[V any](a, b map[string]V) []string {
+	var keys []string
+	for k := range a {
+		keys = append(keys, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// fixedPolicy is the default triage policy.
+type fixedPolicy struct{ p *triage.Policy }
+
+func (f fixedPolicy) Current(context.Context) *triage.Policy { return f.p }
+
+// scheduled records the replay tasks classify asks for (the Cloud Tasks
+// part is not what this test compares).
+type scheduled struct {
+	mu   sync.Mutex
+	reqs []tasks.Request
+}
+
+func (s *scheduled) Schedule(_ context.Context, r tasks.Request) (string, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reqs = append(s.reqs, r)
+	return fmt.Sprintf("%s-r%d", r.EntryID, r.Attempt), true, nil
+}
+
+// classifyAll hands classify, as the bridge would, the explicit event of
+// every record and the max deliveries event carrying every failure bucket
+// value, and returns the entries it wrote.
+func classifyAll(t *testing.T, fs *firestore.Client, c *capture) map[string]*store.Entry {
+	t.Helper()
+	ctx := testenv.Context(t)
+	log, _ := testenv.Logger()
+	st := store.New(fs)
+	h := classify.New(classify.Config{}, classify.Deps{Logger: log, Store: st, Policy: fixedPolicy{triage.Default()},
+		Scheduler: &scheduled{}, Now: func() time.Time { return clock }})
+	var events []event.Event
+	for i, r := range c.Records {
+		rec, err := event.ParseRecord(r.Headers, r.Data)
+		if err != nil {
+			t.Fatalf("record %d: ParseRecord = %v", i+1, err)
+		}
+		events = append(events, rec.Event(event.DefaultConventions, clock))
+	}
+	for key, val := range c.Failures {
+		stream, seq, err := event.ParseID(key)
+		if err != nil {
+			t.Fatalf("failure bucket key %q: %v", key, err)
+		}
+		var f event.Failure
+		if err := json.Unmarshal(val, &f); err != nil {
+			t.Fatalf("failure bucket %s: %v", key, err)
+		}
+		e := event.Event{Schema: event.Schema, ID: key, Kind: event.KindMaxDeliver, Stream: stream, StreamSeq: seq,
+			Consumer: "backend", Tenant: event.DefaultTenant, Agent: f.Agent, Failure: &f, ObservedAt: clock,
+			Advisory: &event.Advisory{Type: event.AdvisoryMaxDeliver, ID: "adv-" + key, Timestamp: clock, Stream: stream,
+				Consumer: "backend", StreamSeq: seq, Deliveries: 5}}
+		e.Message.Subject = "agents.backend.tasks.retried"
+		e.Message.SetPayload([]byte("retried"))
+		events = append(events, e)
+	}
+	out := map[string]*store.Entry{}
+	for _, e := range events {
+		body, err := event.Encode(e)
+		if err != nil {
+			t.Fatalf("Encode(%s) = %v", e.ID, err)
+		}
+		ce, err := testenv.PubSubEvent("msg-"+e.ID, body, e.Attributes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Handle(ctx, ce); err != nil {
+			t.Fatalf("classify Handle(%s) = %v", e.ID, err)
+		}
+		id, _ := store.EntryID(e.ID)
+		en, err := st.GetMeta(ctx, id)
+		if err != nil {
+			t.Fatalf("GetMeta(%s) = %v", id, err)
+		}
+		out[id] = en
+	}
+	return out
+}

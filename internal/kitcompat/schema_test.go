@@ -1,0 +1,262 @@
+package kitcompat
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/store"
+)
+
+// The contract's JSON Schemas (docs/), by file name.
+const (
+	failureSchema     = "failure.schema.json"
+	recordSchema      = "record.schema.json"
+	idempotencySchema = "idempotency.schema.json"
+)
+
+const schemaBase = "https://github.com/jsdlq/jsdlq/docs/"
+
+func loadSchemas(t *testing.T) map[string]*jsonschema.Schema {
+	t.Helper()
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	names := []string{failureSchema, recordSchema, idempotencySchema}
+	for _, name := range names {
+		f, err := os.Open(filepath.Join(root(t), "docs", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := jsonschema.UnmarshalJSON(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("parse docs/%s: %v", name, err)
+		}
+		if err := c.AddResource(schemaBase+name, doc); err != nil {
+			t.Fatalf("add docs/%s: %v", name, err)
+		}
+	}
+	out := map[string]*jsonschema.Schema{}
+	for _, name := range names {
+		s, err := c.Compile(schemaBase + name)
+		if err != nil {
+			t.Fatalf("compile docs/%s: %v", name, err)
+		}
+		out[name] = s
+	}
+	return out
+}
+
+func validate(s *jsonschema.Schema, doc []byte) error {
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return err
+	}
+	return s.Validate(inst)
+}
+
+// docJSON turns a rendered idempotency document back into JSON, its
+// timestamps as RFC 3339 strings, the form the schema describes.
+func docJSON(t *testing.T, d map[string]string) []byte {
+	t.Helper()
+	m := map[string]any{}
+	for k, v := range d {
+		typ, val, _ := strings.Cut(v, " ")
+		switch typ {
+		case "string", "timestamp":
+			m[k] = val
+		default:
+			m[k] = v // not a string or a timestamp: the schema refuses it
+		}
+		if k == "owner" && val == "<16 hex digits>" {
+			m[k] = "0123456789abcdef"
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// checkSchemas validates what a kit wrote against the schemas of docs/.
+func checkSchemas(t *testing.T, schemas map[string]*jsonschema.Schema, c *capture) {
+	t.Helper()
+	for i, r := range c.Records {
+		meta := event.Header(r.Headers, event.RecordHeader)
+		if err := validate(schemas[recordSchema], []byte(meta)); err != nil {
+			t.Errorf("record %d: %s does not conform to docs/%s: %v", i+1, meta, recordSchema, err)
+		}
+	}
+	for k, v := range c.Failures {
+		if err := validate(schemas[failureSchema], v); err != nil {
+			t.Errorf("failure bucket %s: %s does not conform to docs/%s: %v", k, v, failureSchema, err)
+		}
+	}
+	for id, d := range c.Docs {
+		if err := validate(schemas[idempotencySchema], docJSON(t, d)); err != nil {
+			t.Errorf("idempotency document %s: %v does not conform to docs/%s: %v", id, d, idempotencySchema, err)
+		}
+	}
+}
+
+// The schemas refuse what a kit must not write (so a passing validation
+// says something).
+func TestSchemasRefuseWhatKitsMustNotWrite(t *testing.T) {
+	schemas := loadSchemas(t)
+	tests := []struct {
+		schema, doc string
+		ok          bool
+	}{
+		{failureSchema, `{"code":"x","recorded_at":"2026-11-21T12:00:00.25Z"}`, true},
+		{failureSchema, `{"code":"x","recorded_at":"2026-11-21T12:00:00.250Z"}`, false}, // Go drops trailing zeros
+		{failureSchema, `{"code":"x","tool_failure":false,"recorded_at":"2026-11-21T12:00:00Z"}`, false},
+		{failureSchema, `{"code":"","recorded_at":"2026-11-21T12:00:00Z"}`, false},
+		{failureSchema, `{"code":"x","attempt":0,"recorded_at":"2026-11-21T12:00:00Z"}`, false},
+		{failureSchema, `{"code":"x","completedSteps":["a"],"recorded_at":"2026-11-21T12:00:00Z"}`, false},
+		{recordSchema, `{"schema":"jsdlq.record.v1","stream":"TASKS","stream_seq":3,"subject":"s","published_at":"2026-11-21T12:00:00Z","failure":{"code":"x","recorded_at":"2026-11-21T12:00:00Z"}}`, true},
+		{recordSchema, `{"schema":"jsdlq.record.v1","stream":"TA.SKS","stream_seq":3,"subject":"s","published_at":"2026-11-21T12:00:00Z","failure":{"code":"x","recorded_at":"2026-11-21T12:00:00Z"}}`, false},
+		{recordSchema, `{"schema":"jsdlq.record.v1","stream":"TASKS","stream_seq":3,"subject":"s","published_at":"2026-11-21T12:00:00Z","failure":{"code":"x"}}`, false},
+		{idempotencySchema, `{"key":"k","status":"completed","owner":"0123456789abcdef","completed_at":"2026-11-21T12:00:00Z","expire_at":"2026-11-24T12:00:00Z"}`, true},
+		{idempotencySchema, `{"key":"k","status":"completed","expire_at":"2026-11-24T12:00:00Z"}`, false},
+		{idempotencySchema, `{"key":"k","status":"in_progress","claimed_at":"2026-11-21T12:00:00Z","expire_at":"2026-11-24T12:00:00Z"}`, false},
+	}
+	for _, tt := range tests {
+		err := validate(schemas[tt.schema], []byte(tt.doc))
+		if (err == nil) != tt.ok {
+			t.Errorf("validate(%s, %s) = %v, want ok %v", tt.schema, tt.doc, err, tt.ok)
+		}
+	}
+}
+
+// baseCapture is what a kit writes for one terminated, one failed and one
+// once task, built with the Go contract types.
+func baseCapture(t *testing.T) *capture {
+	t.Helper()
+	f := event.Failure{Code: "hallucination_loop", Detail: "loop <x>", Attempt: 1, Agent: "backend", CompletedSteps: []string{"draft"},
+		Retryable: &no, RecordedAt: clock}
+	h, data, err := event.Record{Meta: event.RecordMeta{Stream: "TASKS", StreamSeq: 1, Consumer: "backend", Subject: "agents.backend.tasks.t1",
+		PublishedAt: clock, Deliveries: 1, Failure: f}, Headers: map[string][]string{"Nats-Msg-Id": {"task-1"}, "X-Tenant-ID": {"acme"}},
+		Data: []byte("payload")}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &capture{
+		Records:  []record{{Subject: "dlq.records.TASKS", Headers: h, Data: data}},
+		Failures: map[string][]byte{"TASKS.2": kv},
+		Docs: map[string]map[string]string{"task-3-v1": {"key": "string task-3-v1", "status": "string completed", "agent": "string backend",
+			"owner": "string <16 hex digits>", "completed_at": "timestamp 2026-11-21T12:00:00.25Z", "expire_at": "timestamp 2026-11-24T12:00:00.25Z"}},
+		Entries: map[string]*store.Entry{"TASKS-1": {ID: "TASKS-1", Category: "conditionally_recoverable", Status: store.Scheduled}},
+		Errors:  []string{"", "", ""},
+	}
+}
+
+func cloneCapture(t *testing.T, c *capture) *capture {
+	t.Helper()
+	out := &capture{Failures: map[string][]byte{}, Docs: map[string]map[string]string{}, Entries: map[string]*store.Entry{},
+		Errors: append([]string(nil), c.Errors...)}
+	for _, r := range c.Records {
+		h := map[string][]string{}
+		for k, v := range r.Headers {
+			h[k] = append([]string(nil), v...)
+		}
+		out.Records = append(out.Records, record{Subject: r.Subject, Headers: h, Data: bytes.Clone(r.Data)})
+	}
+	for k, v := range c.Failures {
+		out.Failures[k] = bytes.Clone(v)
+	}
+	for id, d := range c.Docs {
+		m := map[string]string{}
+		for k, v := range d {
+			m[k] = v
+		}
+		out.Docs[id] = m
+	}
+	for id, e := range c.Entries {
+		cp := *e
+		out.Entries[id] = &cp
+	}
+	return out
+}
+
+// The comparison reports a change of any one field on one side, naming
+// it: a kit that drifts from the contract fails the cross-language test.
+func TestDifferencesReportOneChangedField(t *testing.T) {
+	meta := func(c *capture) string { return c.Records[0].Headers[event.RecordHeader][0] }
+	setMeta := func(c *capture, s string) { c.Records[0].Headers[event.RecordHeader] = []string{s} }
+	tests := []struct {
+		name   string
+		mutate func(c *capture)
+		want   string
+	}{
+		{"record field order", func(c *capture) {
+			setMeta(c, strings.Replace(meta(c), `"stream":"TASKS","stream_seq":1`, `"stream_seq":1,"stream":"TASKS"`, 1))
+		}, "record 1 header Jsdlq-Record differs at byte"},
+		{"record time with a trailing zero", func(c *capture) {
+			setMeta(c, strings.Replace(meta(c), `12:00:00.25Z"`, `12:00:00.250Z"`, 1))
+		}, "header Jsdlq-Record differs"},
+		{"record detail not HTML-escaped", func(c *capture) {
+			setMeta(c, strings.Replace(meta(c), `\u003cx\u003e`, `<x>`, 1))
+		}, "header Jsdlq-Record differs"},
+		{"original Nats-Msg-Id not escaped", func(c *capture) {
+			h := c.Records[0].Headers
+			h["Nats-Msg-Id-Orig"] = h["Jsdlq-Orig-Nats-Msg-Id"]
+			delete(h, "Jsdlq-Orig-Nats-Msg-Id")
+		}, "header Jsdlq-Orig-Nats-Msg-Id"},
+		{"record Nats-Msg-Id", func(c *capture) { c.Records[0].Headers["Nats-Msg-Id"] = []string{"TASKS-1"} }, "header Nats-Msg-Id"},
+		{"record payload", func(c *capture) { c.Records[0].Data[0] ^= 1 }, "record 1 payload"},
+		{"record subject", func(c *capture) { c.Records[0].Subject = "dlq.records.tasks" }, "record 1 subject"},
+		{"a record missing", func(c *capture) { c.Records = nil }, "records: go 1, ts 0"},
+		{"failure value: retryable false left out", func(c *capture) {
+			c.Failures["TASKS.2"] = bytes.Replace(c.Failures["TASKS.2"], []byte(`,"retryable":false`), nil, 1)
+		}, "failure bucket TASKS.2 differs at byte"},
+		{"failure value: attempt as a string", func(c *capture) {
+			c.Failures["TASKS.2"] = bytes.Replace(c.Failures["TASKS.2"], []byte(`"attempt":1`), []byte(`"attempt":"1"`), 1)
+		}, "failure bucket TASKS.2"},
+		{"failure under another key", func(c *capture) {
+			c.Failures["TASKS-2"] = c.Failures["TASKS.2"]
+			delete(c.Failures, "TASKS.2")
+		}, "failure bucket TASKS-2"},
+		{"idempotency expire_at as a number", func(c *capture) {
+			c.Docs["task-3-v1"]["expire_at"] = "int64 1795521600"
+		}, "idempotency document task-3-v1 field expire_at"},
+		{"idempotency agent left out", func(c *capture) { delete(c.Docs["task-3-v1"], "agent") }, "field agent"},
+		{"idempotency ttl 24 h", func(c *capture) {
+			c.Docs["task-3-v1"]["expire_at"] = "timestamp " + clock.Add(24*time.Hour).Format(time.RFC3339Nano)
+		}, "field expire_at"},
+		{"idempotency document id not hashed", func(c *capture) {
+			c.Docs["tenant/a"] = c.Docs["task-3-v1"]
+			delete(c.Docs, "task-3-v1")
+		}, "idempotency document task-3-v1"},
+		{"classified differently", func(c *capture) { c.Entries["TASKS-1"].Category = "permanent" }, "classify's entries"},
+		{"a step failed", func(c *capture) { c.Errors[1] = "agentkit: boom" }, "step 2 outcome"},
+	}
+	base := baseCapture(t)
+	if d := differences(base, cloneCapture(t, base)); len(d) != 0 {
+		t.Fatalf("differences(capture, its copy) = %v, want none", d)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := cloneCapture(t, base)
+			tt.mutate(ts)
+			d := differences(base, ts)
+			if len(d) == 0 {
+				t.Fatalf("differences after %s = none, want one naming %q", tt.name, tt.want)
+			}
+			if !strings.Contains(strings.Join(d, "\n"), tt.want) {
+				t.Errorf("differences after %s = %q, want one naming %q", tt.name, d, tt.want)
+			}
+		})
+	}
+}
