@@ -13,6 +13,10 @@
 //     replays, recording completion in Firestore before the ack.
 //   - Budget.Check refuses a model call that cannot fit the context window
 //     with the reason code context_window_overflow before spending tokens.
+//   - Publish publishes a task; with WithPredictions it first consults the
+//     learnt predictions (docs/predictions.md) and may apply the policy's
+//     strategy before the first attempt or record the task in the DLQ with
+//     reason predicted_failure.
 //
 // Every method that fails leaves the message to be redelivered: nothing is
 // terminated that was not copied first.
