@@ -6,14 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
-// steppingClock advances by step at every reading, so a run's time budget
-// is spent after a known number of clock readings however fast or slow the
-// machine is: the test asserts where the run stops, not how fast it goes.
+// steppingClock advances by step at every reading, so a time budget is
+// spent after a known number of clock readings however fast or slow the
+// machine is: the test asserts where the work stops, not how fast it goes.
 type steppingClock struct {
 	mu   sync.Mutex
 	t    time.Time
@@ -27,94 +26,62 @@ func (c *steppingClock) Now() time.Time {
 	return c.t
 }
 
-// A pass over 5 000 entries does not fit a 2 s budget: the run stops with
-// a cursor, the next runs continue from it, and the pass that completes has
-// counted every entry exactly once (its recount agrees with the metrics,
-// which a skipped or twice-counted page would break).
-func TestBudgetStopsWithCursorAndResumes(t *testing.T) {
+// A recount of six hours holding 5 000 entries does not fit its budget:
+// it stops before the fourth hour and names the hours it did not reach; a
+// recount from the first of them finishes the window. Together they read
+// every entry once, rewrite the one hour that disagreed (a counter written
+// outside the transactions) and nothing else, and a third recount finds
+// every hour in agreement.
+func TestRecountStopsAtItsBudget(t *testing.T) {
 	f := newFixture(t, false)
 	const n, tenants = 5000, 10
 	now := time.Now().UTC()
 	seedBulk(t, f, n, tenants, now)
+	drifted := now.Add(-2 * time.Hour)
+	if err := f.st.AddMetrics(f.ctx, drifted, "stray", store.Metrics{Total: 1, ByTenant: map[string]int64{"t1": 1}}); err != nil {
+		t.Fatal(err)
+	}
 
-	const budget = 2 * time.Second
+	// Readings: one at the start, one before each hour; the fourth hour's
+	// reading is past 100 ms + 350 ms.
 	clock := &steppingClock{t: now, step: 100 * time.Millisecond}
-	h := f.handler(reconciler.Config{TimeBudget: budget, PageSize: 200}, clock.Now)
-
-	first := f.run(h, false)
-	if first.Complete || !first.BudgetExhausted {
-		t.Fatalf("first run complete=%v budget_exhausted=%v, want it stopped by the budget", first.Complete, first.BudgetExhausted)
+	h := f.handler(reconciler.Config{TimeBudget: time.Minute, PageSize: 400}, clock.Now)
+	from := now.Add(-5 * time.Hour)
+	first, err := h.Recount(f.ctx, reconciler.RecountOptions{From: from, To: now, Budget: 350 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("first Recount = %v", err)
 	}
-	if first.Resume == nil || first.Resume.Section != reconciler.SectionEntries || first.Resume.Cursors[reconciler.SectionEntries] == "" {
-		t.Fatalf("first run resume = %+v, want the entries section with its cursor", first.Resume)
+	if len(first.Hours) != 3 || len(first.NotReached) != 3 {
+		t.Fatalf("first Recount: %d hours done, not reached %v; want 3 and 3", len(first.Hours), first.NotReached)
 	}
-	if d := first.FinishedAt.Sub(first.StartedAt); d > budget+time.Second {
-		t.Errorf("first run took %s of its clock, budget %s", d, budget)
+	rest, err := time.Parse(store.HourLayout, first.NotReached[0])
+	if err != nil {
+		t.Fatal(err)
 	}
-	scanned := func(rep *audit.Report) int64 {
-		for _, s := range rep.Sections {
-			if s.Name == reconciler.SectionEntries {
-				return s.Counts["scanned"]
-			}
-		}
-		return 0
+	second, err := h.Recount(f.ctx, reconciler.RecountOptions{From: rest, To: now, Budget: time.Hour})
+	if err != nil || len(second.NotReached) != 0 || len(second.Hours) != 3 {
+		t.Fatalf("second Recount = %d hours, not reached %v, %v; want the last 3 hours", len(second.Hours), second.NotReached, err)
 	}
-	total := scanned(first)
-	if total == 0 || total >= n {
-		t.Fatalf("first run scanned %d entries, want some but not all %d", total, n)
+	if got := first.Entries + second.Entries; got != n {
+		t.Errorf("recounts read %d entries in all, want each of %d once", got, n)
 	}
-
-	var last *audit.Report
-	for run := 2; run <= 30; run++ {
-		rep := f.run(h, false)
-		total += scanned(rep)
-		if len(rep.Tenants) > 0 {
-			last = rep
-			break
-		}
-		if rep.Resume.Section != reconciler.SectionEntries {
-			t.Fatalf("run %d resumes at %q, want the unfinished entries pass", run, rep.Resume.Section)
+	if got := first.Rewritten + second.Rewritten; got != 1 {
+		t.Errorf("recounts rewrote %d hours, want the drifted one", got)
+	}
+	for _, hr := range append(first.Hours, second.Hours...) {
+		if hr.Rewritten != (hr.Hour == store.Hour(drifted)) {
+			t.Errorf("hour %s rewritten = %v (agreed %v), want only %s rewritten", hr.Hour, hr.Rewritten, hr.Agreed, store.Hour(drifted))
 		}
 	}
-	if last == nil {
-		t.Fatalf("the pass did not complete in 30 runs (%d scanned)", total)
-	}
-	if total != n {
-		t.Errorf("runs scanned %d entries in all, want each of %d once", total, n)
-	}
-	var counted int64
-	for _, th := range last.Tenants {
-		counted += th.Entries
-		if th.Entries != n/tenants {
-			t.Errorf("tenant %s counted %d entries, want %d", th.Tenant, th.Entries, n/tenants)
-		}
-	}
-	if counted != n {
-		t.Errorf("completed pass counted %d entries, want %d", counted, n)
-	}
-	if fd := findings(last, audit.AlertMetricDrift); len(fd) != 0 {
-		t.Errorf("metric drift after a resumed pass: %s", summary(last))
-	}
-	// The ring goes on: every section the completing run did not reach is
-	// reached by the next run, which starts where the completing run stopped.
-	next := f.run(h, false)
-	reached := map[string]bool{}
-	for _, rep := range []*audit.Report{last, next} {
-		for _, s := range rep.Sections {
-			if s.Status != audit.StatusNotReached {
-				reached[s.Name] = true
-			}
-		}
-	}
-	for _, name := range []string{reconciler.SectionCapture, reconciler.SectionTasks, reconciler.SectionReplaying, reconciler.SectionReplayed, reconciler.SectionHeld} {
-		if !reached[name] {
-			t.Errorf("section %s not reached by the completing run nor the next: %s | %s", name, sectionSummary(last), sectionSummary(next))
-		}
+	again, err := h.Recount(f.ctx, reconciler.RecountOptions{From: from, To: now, Budget: time.Hour})
+	if err != nil || again.Disagreed != 0 || again.Entries != n {
+		t.Errorf("third Recount = %d disagreed, %d entries, %v; want none of %d", again.Disagreed, again.Entries, err, n)
 	}
 }
 
 // seedBulk writes n recovered entries spread over the last five hours with
-// BulkWriter, and hourly metrics that agree with them.
+// BulkWriter, and hourly metrics (tenant counters included) that agree
+// with them.
 func seedBulk(t testing.TB, f *fixture, n, tenants int, now time.Time) {
 	bw := f.fs.BulkWriter(f.ctx)
 	hours := map[string]*store.Metrics{}
@@ -133,6 +100,7 @@ func seedBulk(t testing.TB, f *fixture, n, tenants int, now time.Time) {
 			hours[h], at[h] = &store.Metrics{}, e.CreatedAt
 		}
 		store.AddEntryMetrics(hours[h], e)
+		store.AddTenantPart(hours[h], e)
 	}
 	bw.End()
 	for h, m := range hours {
@@ -140,32 +108,4 @@ func seedBulk(t testing.TB, f *fixture, n, tenants int, now time.Time) {
 			t.Fatal(err)
 		}
 	}
-
-}
-
-// BenchmarkEntriesPass measures a full pass over 2 000 entries (tenant
-// health and metric recount) on the Firestore emulator, as entries/s.
-// Dry runs write nothing but their report, so every iteration is a full pass.
-func BenchmarkEntriesPass(b *testing.B) {
-	f := newFixture(b, false)
-	const n = 2000
-	seedBulk(b, f, n, 10, time.Now().UTC())
-	h := f.handler(reconciler.Config{TimeBudget: 10 * time.Minute, PageSize: 300}, nil)
-	b.ResetTimer()
-	start := time.Now()
-	for b.Loop() {
-		rep, err := h.Run(f.ctx, true)
-		if err != nil || len(rep.Tenants) != 10 {
-			b.Fatalf("Run = %v, %d tenants; want a complete pass", err, len(rep.Tenants))
-		}
-	}
-	b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "entries/s")
-}
-
-func sectionSummary(rep *audit.Report) string {
-	out := ""
-	for _, s := range rep.Sections {
-		out += fmt.Sprintf("%s=%s %v; ", s.Name, s.Status, s.Counts)
-	}
-	return out
 }

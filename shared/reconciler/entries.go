@@ -11,173 +11,163 @@ import (
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
-// Category names the tenant checks read (SPEC §6).
-const categoryPoison = "poison"
-
-// entries passes over the entries created in the window, page by page and
-// possibly over several runs, counting per tenant and recounting each
-// closed hour's metrics; at the end of the pass it raises the tenant alerts
-// and compares (and repairs) the hourly metrics.
+// entries reports tenant health and raises the four tenant alerts from the
+// tenant-hour counters of the window's hourly metrics (store.TenantHour,
+// kept by the transactions that create entries and move their status), and
+// checks each closed hour's counters against each other: an hour whose
+// totals, tenants, kinds and statuses do not add up is recounted from its
+// entries and rewritten (store.RecountHour). It reads the window's metrics
+// shards (at most hours × shards documents), never its entries, so its cost
+// does not grow with the dead messages. The full recount from the entries is
+// `dlqctl audit --recount` (Handler.Recount).
 func (r *run) entries(ctx context.Context, sec *audit.Section) error {
 	now := r.now()
-	p := r.state.Pass
-	if p == nil || now.Sub(p.To) > r.h.cfg.Window {
-		// No pass in progress, or one so old its window says nothing now.
-		to := now
-		p = &Pass{From: to.Truncate(time.Hour).Add(-r.h.cfg.Window), To: to,
-			Tenants: map[string]*audit.TenantHealth{}, Hours: map[string]*store.Metrics{}}
-	}
-	if p.Tenants == nil {
-		p.Tenants = map[string]*audit.TenantHealth{}
-	}
-	if p.Hours == nil {
-		p.Hours = map[string]*store.Metrics{}
-	}
-	r.state.Pass = p
-	for {
+	from := now.Truncate(time.Hour).Add(-r.h.cfg.Window)
+	closed := now.Add(-r.h.cfg.Grace).Truncate(time.Hour)
+	w := &window{to: now, tenants: map[string]*audit.TenantHealth{}}
+	var f *audit.Finding
+	for h := from; h.Before(now); h = h.Add(time.Hour) {
 		if r.over() {
-			sec.Add("scanned", 0)
 			return errBudget
 		}
-		page, next, err := r.scanCreated(ctx, p.From, p.To, p.Cursor)
+		hour := store.Hour(h)
+		m, err := r.h.store.ReadMetrics(ctx, hour)
 		if err != nil {
 			return err
 		}
-		for _, e := range page {
-			r.count(p, e)
+		sec.Add("hours_read", 1)
+		w.add(h, m)
+		if !h.Before(closed) {
+			continue
 		}
-		p.Cursor = next
-		p.Scanned += int64(len(page))
-		sec.Add("scanned", int64(len(page)))
-		if next.IsZero() {
-			break
+		sec.Add("hours_checked", 1)
+		if why := inconsistent(m); why != "" {
+			f = r.repairing(f, audit.AlertMetricDrift, SectionEntries,
+				"hours whose metrics do not add up (total, tenants, kinds, statuses and the tenant counters must count the same entries)", "recompute_hour")
+			if !r.plan(f, fmt.Sprintf("%s: %s", hour, why)) {
+				continue
+			}
+			res, err := r.h.store.RecountHour(ctx, h, r.h.cfg.PageSize, false)
+			switch {
+			case err != nil:
+				f.Repair.Fail(err)
+			case res.Rewritten:
+				f.Repair.Done++
+				r.h.log.InfoContext(ctx, "reconcile: metrics hour recomputed", "run_id", r.rep.RunID, "hour", hour, "was", res.Stored.Total, "now", res.Recount.Total)
+			default:
+				f.Repair.Skipped++
+			}
 		}
 	}
-	sec.Add("pass_total", p.Scanned)
-	if err := r.finishPass(ctx, sec, p); err != nil {
-		return err
+	var entries int64
+	for _, t := range w.tenants {
+		entries += t.Entries
 	}
-	var dups int64
-	for _, t := range p.Tenants {
-		dups += t.Duplicates
-	}
-	r.state.LastPass = &PassSummary{From: p.From, To: p.To, Scanned: p.Scanned, Duplicates: dups}
-	r.state.Pass = nil
+	sec.Add("entries", entries)
+	r.alerts(w)
+	r.state.LastPass = &PassSummary{From: from, To: now, Scanned: entries, Duplicates: w.duplicates}
 	return nil
 }
 
-// closedBefore is the end of the last hour of the pass whose metrics can no
-// longer change.
-func (r *run) closedBefore(p *Pass) time.Time {
-	return p.To.Add(-r.h.cfg.Grace).Truncate(time.Hour)
+// window sums the tenant-hour counters of the hours read.
+type window struct {
+	to      time.Time
+	tenants map[string]*audit.TenantHealth
+	// lastHour counts the entries of the last hour, all tenants together
+	// (the dominance denominator).
+	lastHour   int64
+	duplicates int64
 }
 
-func (r *run) count(p *Pass, e *store.Entry) {
-	if e.CreatedAt.Before(r.closedBefore(p)) {
-		// Only the counters drift is judged on are kept, so the saved pass
-		// stays small; a drifted hour is recounted in full when repaired.
-		h := store.Hour(e.CreatedAt)
-		m := p.Hours[h]
-		if m == nil {
-			m = &store.Metrics{Hour: h, ByTenant: map[string]int64{}, ByKind: map[string]int64{}}
-			p.Hours[h] = m
+// add adds one hour's tenant counters. The last hour is the five-minute
+// slots that overlap [to-1h, to): up to five minutes more than an hour.
+func (w *window) add(h time.Time, m store.Metrics) {
+	since := w.to.Add(-time.Hour)
+	for key, th := range m.Tenants {
+		name := key
+		if name == "(none)" {
+			name = ""
 		}
-		m.Total++
-		m.ByTenant[metricKey(e.Tenant)]++
-		m.ByKind[metricKey(e.Kind)]++
-	}
-	// Replays published and recovered are counted in the hour they happen,
-	// with the transition; the entries' histories show the same facts,
-	// so a closed hour can be checked against them too.
-	for _, tr := range e.History {
-		if tr.From == "" || tr.From == tr.To || tr.At.Before(p.From) || !tr.At.Before(r.closedBefore(p)) {
-			continue
+		t := w.tenants[name]
+		if t == nil {
+			t = &audit.TenantHealth{Tenant: name}
+			w.tenants[name] = t
 		}
-		var published, recovered int64
-		switch store.Status(tr.To) {
-		case store.Replayed:
-			published = 1
-		case store.Recovered:
-			recovered = 1
-		default:
-			continue
+		t.Entries += th.Entries()
+		if th.LastFailureMs > 0 {
+			if at := time.UnixMilli(th.LastFailureMs).UTC(); at.After(t.LastFailure) {
+				t.LastFailure = at
+			}
 		}
-		h := store.Hour(tr.At)
-		m := p.Hours[h]
-		if m == nil {
-			m = &store.Metrics{Hour: h, ByTenant: map[string]int64{}, ByKind: map[string]int64{}}
-			p.Hours[h] = m
+		for slot, n := range th.Slots {
+			if start, ok := store.SlotStart(h, slot); ok && start.Add(store.SlotWidth).After(since) {
+				t.EntriesLastHr += n
+				w.lastHour += n
+			}
 		}
-		m.ReplaysPublished += published
-		m.ReplaysRecovered += recovered
-	}
-	t := p.Tenants[e.Tenant]
-	if t == nil {
-		t = &audit.TenantHealth{Tenant: e.Tenant}
-		p.Tenants[e.Tenant] = t
-	}
-	t.Entries++
-	if e.CreatedAt.After(t.LastFailure) {
-		t.LastFailure = e.CreatedAt
-	}
-	if !e.CreatedAt.Before(p.To.Add(-time.Hour)) {
-		t.EntriesLastHr++
-		p.LastHour++
-		if e.Category == categoryPoison {
-			t.PoisonLastHr++
+		for slot, n := range th.PoisonSlots {
+			if start, ok := store.SlotStart(h, slot); ok && start.Add(store.SlotWidth).After(since) {
+				t.PoisonLastHr += n
+			}
 		}
-	}
-	switch e.Status {
-	case store.Scheduled, store.Held, store.Replaying:
-		t.PendingRetries++
-	case store.Quarantined:
-		if e.Category == categoryPoison {
-			t.ActivePoison++
-		}
-	case store.Escalated:
-		t.Escalated++
-	case store.Recovered:
-		t.Recovered++
-	}
-	if slices.Contains(store.SettledStatuses, e.Status) {
-		t.Settled++
-	}
-	if duplicate(e) {
-		t.Duplicates++
+		t.PendingRetries += th.InStatus(store.Scheduled, store.Held, store.Replaying)
+		t.ActivePoison += th.QuarantinedPoison
+		t.Escalated += th.InStatus(store.Escalated)
+		t.Recovered += th.InStatus(store.Recovered)
+		t.Settled += th.InStatus(store.SettledStatuses...)
+		t.Duplicates += th.Duplicates
+		w.duplicates += th.Duplicates
 	}
 }
 
-// initialStatus is the status an entry was created in (the first history
-// transition), or its current one when the history no longer shows it.
-func initialStatus(e *store.Entry) store.Status {
-	if len(e.History) > 0 && e.History[0].From == "" {
-		return store.Status(e.History[0].To)
+// inconsistent says how an hour's counters fail to count the same entries
+// ("" when they agree): every entry is counted once in the total, once by
+// tenant, by kind and by its status at creation, and once in its tenant's
+// counters, by slot and by its current status.
+func inconsistent(m store.Metrics) string {
+	sum := func(c map[string]int64) int64 {
+		var n int64
+		for _, v := range c {
+			n += v
+		}
+		return n
 	}
-	return e.Status
-}
-
-// duplicate reports whether replay found the entry's task completed before
-// publishing it: the work was done although the message also died (a
-// completion attempted twice; docs/reconcile.md).
-func duplicate(e *store.Entry) bool {
-	for _, t := range e.History {
-		if t.From == string(store.Replaying) && t.To == string(store.Recovered) && t.By != By {
-			return true
+	var tenants int64
+	for _, k := range slices.Sorted(maps.Keys(m.Tenants)) {
+		th := m.Tenants[k]
+		n := th.Entries()
+		tenants += n
+		if s := sum(th.Statuses); s != n {
+			return fmt.Sprintf("tenant %s: %d entries, %d by status", k, n, s)
+		}
+		if bt := m.ByTenant[k]; bt != n {
+			return fmt.Sprintf("tenant %s: by_tenant %d, tenant counters %d", k, bt, n)
 		}
 	}
-	return false
+	switch {
+	case tenants != m.Total:
+		return fmt.Sprintf("total %d, tenant counters %d", m.Total, tenants)
+	case sum(m.ByTenant) != m.Total:
+		return fmt.Sprintf("total %d, by tenant %d", m.Total, sum(m.ByTenant))
+	case sum(m.ByKind) != m.Total:
+		return fmt.Sprintf("total %d, by kind %d", m.Total, sum(m.ByKind))
+	case sum(m.ByStatus) != m.Total:
+		return fmt.Sprintf("total %d, by status %d", m.Total, sum(m.ByStatus))
+	}
+	return ""
 }
 
-func (r *run) finishPass(ctx context.Context, sec *audit.Section, p *Pass) error {
+// alerts completes the tenant health table and raises the tenant alerts.
+func (r *run) alerts(w *window) {
 	cfg := r.h.cfg
 	active := 0
-	for _, t := range p.Tenants {
+	for _, t := range w.tenants {
 		if t.EntriesLastHr > 0 {
 			active++
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(p.Tenants)) {
-		t := p.Tenants[name]
+	for _, name := range slices.Sorted(maps.Keys(w.tenants)) {
+		t := w.tenants[name]
 		t.RecoveryRate = -1
 		if t.Settled > 0 {
 			t.RecoveryRate = float64(t.Recovered) / float64(t.Settled)
@@ -197,124 +187,14 @@ func (r *run) finishPass(ctx context.Context, sec *audit.Section, p *Pass) error
 			f.Example(name)
 			f.Value, f.Threshold = t.RecoveryRate, cfg.RecoveryTarget
 		}
-		if p.LastHour >= int64(cfg.DominanceMinTotal) && active >= 2 {
-			if share := float64(t.EntriesLastHr) / float64(p.LastHour); share > cfg.DominanceShare {
+		if w.lastHour >= int64(cfg.DominanceMinTotal) && active >= 2 {
+			if share := float64(t.EntriesLastHr) / float64(w.lastHour); share > cfg.DominanceShare {
 				f := r.finding(audit.AlertTenantDominates, SectionEntries, name,
 					fmt.Sprintf("tenant %s has %d of the last hour's %d entries (%.0f%%, more than %.0f%%)",
-						name, t.EntriesLastHr, p.LastHour, 100*share, 100*cfg.DominanceShare))
+						name, t.EntriesLastHr, w.lastHour, 100*share, 100*cfg.DominanceShare))
 				f.Example(name)
 				f.Value, f.Threshold = share, cfg.DominanceShare
 			}
 		}
-	}
-	return r.drift(ctx, sec, p)
-}
-
-// drift compares each closed hour of the pass with its metrics and rewrites
-// the hours whose creation counters disagree with the entries.
-func (r *run) drift(ctx context.Context, sec *audit.Section, p *Pass) error {
-	var f *audit.Finding
-	for h := p.From; h.Before(r.closedBefore(p)); h = h.Add(time.Hour) {
-		hour := store.Hour(h)
-		want := store.Metrics{Hour: hour}
-		if m := p.Hours[hour]; m != nil {
-			want = *m
-		}
-		cur, err := r.h.store.ReadMetrics(ctx, hour)
-		if err != nil {
-			return err
-		}
-		sec.Add("hours_checked", 1)
-		if agree(cur, want) {
-			continue
-		}
-		f = r.repairing(f, audit.AlertMetricDrift, SectionEntries, "hours whose metrics disagree with their entries (total, by tenant or by kind, or fewer replays than the entries show)", "recompute_hour")
-		if !r.plan(f, fmt.Sprintf("%s: metrics %d, entries %d", hour, cur.Total, want.Total)) {
-			continue
-		}
-		full, err := r.recountHour(ctx, h)
-		if err != nil {
-			f.Repair.Fail(err)
-			continue
-		}
-		full.ReplaysPublished, full.ReplaysRecovered = want.ReplaysPublished, want.ReplaysRecovered
-		rewritten, err := r.h.store.RewriteHour(ctx, hour, func(now store.Metrics) (store.Metrics, bool) {
-			if agree(now, full) {
-				return store.Metrics{}, false
-			}
-			fixed := full
-			// Replays published and recovered are counted when they
-			// happen (by entries created in any hour): the larger of the
-			// stored count and the entries' histories, which may have
-			// lost transitions of entries older than the window.
-			fixed.ReplaysPublished = max(now.ReplaysPublished, want.ReplaysPublished)
-			fixed.ReplaysRecovered = max(now.ReplaysRecovered, want.ReplaysRecovered)
-			return fixed, true
-		})
-		switch {
-		case err != nil:
-			f.Repair.Fail(err)
-		case rewritten:
-			f.Repair.Done++
-			r.h.log.InfoContext(ctx, "reconcile: metrics hour recomputed", "run_id", r.rep.RunID, "hour", hour, "was", cur.Total, "now", full.Total)
-		default:
-			f.Repair.Skipped++
-		}
-	}
-	return nil
-}
-
-// agree compares the stored metrics a with b, counted from the entries: the
-// counters that only entry creation changes and that no later transition
-// rewrites on the entry (total, by tenant, by kind) must be equal; the
-// replays published and recovered must be at least what the entries'
-// histories show (entries created before the window are not scanned).
-func agree(a, b store.Metrics) bool {
-	return a.Total == b.Total && sameCounts(a.ByTenant, b.ByTenant) && sameCounts(a.ByKind, b.ByKind) &&
-		a.ReplaysPublished >= b.ReplaysPublished && a.ReplaysRecovered >= b.ReplaysRecovered
-}
-
-func sameCounts(a, b map[string]int64) bool {
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	for k, v := range b {
-		if a[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-// metricKey is a counter key as the metrics documents store it.
-func metricKey(k string) string {
-	if k == "" {
-		return "(none)"
-	}
-	return k
-}
-
-// recountHour recounts every counter of an hour from its entries, as
-// classify counted them: each entry as it was created (its initial status),
-// so later transitions do not move it between status counters.
-func (r *run) recountHour(ctx context.Context, h time.Time) (store.Metrics, error) {
-	m := store.Metrics{Hour: store.Hour(h)}
-	var cursor store.Cursor
-	for {
-		page, next, err := r.scanCreated(ctx, h, h.Add(time.Hour), cursor)
-		if err != nil {
-			return m, err
-		}
-		for _, e := range page {
-			c := *e
-			c.Status = initialStatus(e)
-			store.AddEntryMetrics(&m, &c)
-		}
-		if next.IsZero() {
-			return m, nil
-		}
-		cursor = next
 	}
 }

@@ -39,7 +39,7 @@ import (
 )
 
 // By is the actor reconcile writes into entry and breaker history.
-const By = "reconcile"
+const By = store.ByReconcile
 
 // Config is what reconcile reads from its environment, plus thresholds
 // whose defaults follow SPEC §7, §10 and §13.
@@ -99,6 +99,8 @@ type Config struct {
 	// (default DefaultIOTimeout, at most the budget), so an unreachable
 	// dependency fails the call, not the whole run's time.
 	IOTimeout time.Duration
+	// Predict is the learner's part of a run (predictions.go).
+	Predict PredictConfig
 }
 
 func (c *Config) defaults() {
@@ -427,6 +429,7 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*audit.Report, error) {
 			st.Resume = name
 		}
 	}
+	r.section(ctx, SectionPredictions, r.learn)
 	// Last, so this run's own transitions leave with it.
 	r.section(ctx, SectionNotifications, r.notifications)
 	rep.Complete = true

@@ -11,10 +11,11 @@ import (
 
 // An hour whose replays_published and replays_recovered fall short of what
 // the entries' histories show (counted outside the transition before the
-// counts moved into it; a crash came between) is drift: reconcile raises it
-// and rewrites the hour with the entries' counts. A second run finds the
-// hour in agreement and changes nothing.
-func TestDriftRecountsReplaysFromHistory(t *testing.T) {
+// counts moved into it; a crash came between) is invisible to the runs,
+// whose hours still add up; the explicit recount finds it and rewrites the
+// hour with the entries' counts. A second recount finds every hour in
+// agreement and changes nothing.
+func TestRecountRestoresReplaysFromHistory(t *testing.T) {
 	f := newFixture(t, false)
 	hour := time.Now().UTC().Add(-3 * time.Hour).Truncate(time.Hour).Add(5 * time.Minute)
 	at := f.storeAt(hour)
@@ -27,20 +28,30 @@ func TestDriftRecountsReplaysFromHistory(t *testing.T) {
 		}
 	}
 	h := f.handler(reconciler.Config{TimeBudget: time.Minute}, nil)
-	rep := f.run(h, false)
-	fd := finding(t, rep, audit.AlertMetricDrift)
-	if fd.Repair == nil || fd.Repair.Done != 1 {
-		t.Fatalf("metric_drift = %+v, want one hour recomputed", fd)
+	if fd := findings(f.run(h, false), audit.AlertMetricDrift); len(fd) != 0 {
+		t.Errorf("run: metric_drift %+v, want none (the hour adds up)", fd)
+	}
+	var progress []string
+	res, err := h.Recount(f.ctx, reconciler.RecountOptions{Progress: func(hr store.HourRecount) { progress = append(progress, hr.Hour) }})
+	if err != nil {
+		t.Fatalf("Recount = %v", err)
+	}
+	if res.Disagreed != 1 || res.Rewritten != 1 || res.Entries != 3 || len(res.NotReached) != 0 {
+		t.Errorf("Recount = %d disagreed, %d rewritten, %d entries, not reached %v; want 1, 1, 3, none", res.Disagreed, res.Rewritten, res.Entries, res.NotReached)
+	}
+	if len(progress) != len(res.Hours) || len(progress) != 25 {
+		t.Errorf("progress reported %d hours, result %d; want the window's 25", len(progress), len(res.Hours))
 	}
 	m, err := f.st.ReadMetrics(f.ctx, store.Hour(hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Total != 3 || m.ReplaysPublished != 3 || m.ReplaysRecovered != 1 {
-		t.Errorf("hour after the repair: total %d, published %d, recovered %d; want 3, 3, 1", m.Total, m.ReplaysPublished, m.ReplaysRecovered)
+	if m.Total != 3 || m.ReplaysPublished != 3 || m.ReplaysRecovered != 1 || m.Tenants["acme"].InStatus(store.Replayed) != 2 {
+		t.Errorf("hour after the recount: total %d, published %d, recovered %d, tenant %+v; want 3, 3, 1, 2 replayed", m.Total, m.ReplaysPublished, m.ReplaysRecovered, m.Tenants["acme"])
 	}
-	// Idempotent: the repaired hour agrees.
-	if again := findings(f.run(h, false), audit.AlertMetricDrift); len(again) != 0 {
-		t.Errorf("second run: metric_drift %+v, want none", again)
+	// Idempotent: the rewritten hour agrees.
+	again, err := h.Recount(f.ctx, reconciler.RecountOptions{})
+	if err != nil || again.Disagreed != 0 || again.Rewritten != 0 {
+		t.Errorf("second Recount = %+v, %v; want every hour in agreement", again, err)
 	}
 }

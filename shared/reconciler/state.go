@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -29,10 +28,8 @@ type State struct {
 	Replaying  store.Cursor               `firestore:"replaying"`
 	Replayed   store.Cursor               `firestore:"replayed"`
 	Held       store.Cursor               `firestore:"held"`
-	// Pass is the pass over the window's entries in progress (tenant
-	// health, duplicates and metric recounts accumulate across runs).
-	Pass *Pass `firestore:"pass"`
-	// LastPass summarises the last complete pass.
+	// LastPass summarises the last complete tenant-health pass (the
+	// entries section, over the tenant-hour counters).
 	LastPass *PassSummary `firestore:"last_pass"`
 }
 
@@ -48,26 +45,13 @@ type SubjectCursor struct {
 	FirstAt time.Time `firestore:"first_at"`
 }
 
-// Pass is a pass over the entries created in [From, To), possibly spread
-// over several runs; its partial counts are saved with its cursor.
-type Pass struct {
-	From    time.Time                      `firestore:"from"`
-	To      time.Time                      `firestore:"to"`
-	Cursor  store.Cursor                   `firestore:"cursor"`
-	Scanned int64                          `firestore:"scanned"`
-	Tenants map[string]*audit.TenantHealth `firestore:"tenants"`
-	Hours   map[string]*store.Metrics      `firestore:"hours"`
-	// LastHour counts the entries created in the last hour of the window,
-	// all tenants together (the dominance denominator).
-	LastHour int64 `firestore:"last_hour"`
-}
-
 // PassSummary is what the traffic table keeps of the last complete pass.
 type PassSummary struct {
-	From       time.Time `firestore:"from"`
-	To         time.Time `firestore:"to"`
-	Scanned    int64     `firestore:"scanned"`
-	Duplicates int64     `firestore:"duplicates"`
+	From time.Time `firestore:"from"`
+	To   time.Time `firestore:"to"`
+	// Scanned is the entries the counters covered.
+	Scanned    int64 `firestore:"scanned"`
+	Duplicates int64 `firestore:"duplicates"`
 }
 
 // cursor is a section's cursor, readable, for the report.
@@ -107,12 +91,6 @@ func (s *State) cursor(section string) string {
 		return pc(s.Replayed)
 	case SectionHeld:
 		return pc(s.Held)
-	case SectionEntries:
-		if s.Pass == nil {
-			return ""
-		}
-		return fmt.Sprintf("window %s..%s after %s (%d scanned)", s.Pass.From.Format(time.RFC3339), s.Pass.To.Format(time.RFC3339),
-			pc(s.Pass.Cursor), s.Pass.Scanned)
 	}
 	return ""
 }

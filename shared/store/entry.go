@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -287,6 +288,10 @@ func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Chang
 		if tenant != AllTenants && e.Tenant != tenant {
 			return fmt.Errorf("%w: entry %q", ErrNotFound, id)
 		}
+		// The entry as it was, for the difference the move makes to its
+		// tenant-hour counters (Apply and the move below replace fields,
+		// they do not edit this copy's).
+		before := *e
 		if !slices.Contains(c.From, e.Status) {
 			return fmt.Errorf("%w: entry %q is %s, want one of %v", ErrWrongStatus, id, e.Status, c.From)
 		}
@@ -333,12 +338,8 @@ func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Chang
 			e.ResolvedAt = time.Time{}
 		}
 		out = e
-		if c.Count != nil {
-			hour := Hour(now)
-			s.wrote(1)
-			if err := tx.Set(s.shardRef(hour, id), c.Count.updates(hour), firestore.MergeAll); err != nil {
-				return err
-			}
+		if err := s.countMove(tx, &before, e, c.Count, now); err != nil {
+			return err
 		}
 		if err := s.notifyEntry(tx, e, from, now); err != nil {
 			return err
@@ -431,4 +432,29 @@ func (s *Store) EntriesByID(ctx context.Context, ids []string) (map[string]*Entr
 		}
 	}
 	return out, nil
+}
+
+// countMove writes, in the move's transaction, what a status move counts:
+// count (if any) in the hour of the move, and the difference the move makes
+// to the entry's tenant-hour counters in the hour of its creation. Both go
+// to the entry's shard, so when the hours are the same it is one write.
+func (s *Store) countMove(tx *firestore.Transaction, before, after *Entry, count *Metrics, now time.Time) error {
+	created, moved := Hour(after.CreatedAt), Hour(now)
+	tenants := tenantDelta(before, after)
+	writes := map[string]Metrics{}
+	if count != nil {
+		writes[moved] = *count
+	}
+	if tenants != nil {
+		m := writes[created]
+		m.Tenants = tenants
+		writes[created] = m
+	}
+	for _, hour := range slices.Sorted(maps.Keys(writes)) {
+		s.wrote(1)
+		if err := tx.Set(s.shardRef(hour, after.ID), writes[hour].updates(hour), firestore.MergeAll); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -35,6 +35,12 @@ type Metrics struct {
 	// StreamSeqMax is the highest stream sequence seen per stream this hour:
 	// how far into each stream the dead messages reach.
 	StreamSeqMax map[string]int64 `firestore:"stream_seq_max" json:"stream_seq_max"`
+	// Tenants are the tenant-hour counters (tenanthealth.go) of the entries
+	// created this hour, by tenant: unlike the counters above, which count
+	// each entry as it was created, they follow the entries' status moves.
+	// Reconcile's tenant health reads them; they are not part of the
+	// metrics API.
+	Tenants map[string]TenantHour `firestore:"tenants,omitempty" json:"-"`
 }
 
 // counter is a total of Metrics under its document field name.
@@ -125,6 +131,15 @@ func (m Metrics) updates(hour string) map[string]any {
 		}
 		u["stream_seq_max"] = sub
 	}
+	if len(m.Tenants) > 0 {
+		sub := map[string]any{}
+		for k, t := range m.Tenants {
+			if tu := t.updates(); len(tu) > 0 {
+				sub[metricKey(k)] = tu
+			}
+		}
+		u["tenants"] = sub
+	}
 	return u
 }
 
@@ -203,6 +218,7 @@ func sumMetricsInto(sum *Metrics, m Metrics) {
 		}
 		sum.StreamSeqMax[k] = max(sum.StreamSeqMax[k], v)
 	}
+	sumTenants(&sum.Tenants, m.Tenants)
 }
 
 // RewriteHour replaces the counters of an hour, in a transaction over every

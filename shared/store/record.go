@@ -131,7 +131,9 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 		if err := s.notifyEntry(tx, e, "", now); err != nil {
 			return err
 		}
-		if err := tx.Set(s.shardRef(Hour(e.CreatedAt), e.ID), EntryMetrics(e).updates(Hour(e.CreatedAt)), firestore.MergeAll); err != nil {
+		m := EntryMetrics(e)
+		m.Tenants = tenantDelta(nil, e)
+		if err := tx.Set(s.shardRef(Hour(e.CreatedAt), e.ID), m.updates(Hour(e.CreatedAt)), firestore.MergeAll); err != nil {
 			return err
 		}
 		res = RecordResult{Entry: e, Created: true, Breaker: b.State}
