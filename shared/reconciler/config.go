@@ -12,5 +12,6 @@ func ReadConfig(r *config.Reader) Config {
 	c.TimeBudget = r.Duration("RECONCILE_TIME_BUDGET", 0)
 	c.ProbeTimeout = r.Duration("RECONCILE_PROBE_TIMEOUT", 0)
 	c.AdvisoryStream, c.RecordStream = config.ReadCaptureStreams(r)
+	c.Predict = readPredictConfig(r)
 	return c
 }
