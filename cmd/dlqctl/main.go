@@ -2,7 +2,7 @@
 // failure-log entries, replays, approves and discards them, redrives many at
 // a controlled rate after showing its plan, shows and overrides tenant
 // breakers, shows hourly statistics and tenant health, runs the reconcile
-// audit, and manages the triage policy.
+// audit, manages the triage policy and shows the predictions.
 //
 // It talks to Firestore, Cloud Tasks and NATS directly with Application
 // Default Credentials, or to the local emulators through the SPEC §14
@@ -55,6 +55,7 @@ Pipeline
 Policy
   policy show [--json] | validate FILE | apply FILE
          | test FILE|current (EVENT.json | --entry ID) [--chain code:strategy,…] [--json]
+  predictions [--json]   the model the agents' pre-flight acts on, and the policy's view of it
 Tenant API keys
   tenant-key create TENANT | list TENANT [--json] | revoke TENANT [KEY_ID]
 Tenant webhooks
@@ -153,6 +154,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.cmdAudit(ctx, rest)
 	case "policy":
 		return a.cmdPolicy(ctx, rest)
+	case "predictions":
+		return a.cmdPredictions(ctx, rest)
 	case "tenant-key":
 		return a.cmdTenantKey(ctx, rest)
 	case "webhook":

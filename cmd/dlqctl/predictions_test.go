@@ -1,0 +1,114 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/predict"
+	"github.com/jsdlq/jsdlq/shared/triage"
+)
+
+// predictionModel is a model as the learner writes it under the default
+// policy: an overflow row the policy acts on, a devops row it acts on too
+// (until a rule switches devops off) and an advisory one.
+func predictionModel() predict.Model {
+	p := triage.Default()
+	row := func(agent, taskType, feature, bucket, reason string, tasks, deaths int64) predict.Prediction {
+		r := predict.Prediction{Agent: agent, TaskType: taskType, Feature: feature, Bucket: bucket, Tasks: tasks, Deaths: deaths,
+			Probability: float64(deaths) / float64(tasks), Confidence: predict.Wilson(deaths, tasks, predict.DefaultZ),
+			Reason: reason, ReasonShare: 1}
+		if a, ok := p.Predicted(agent, taskType, reason); ok {
+			r.Action, r.Strategy, r.Replay, r.AlternateAgent = a.Action, a.Strategy, a.Replay, a.AlternateAgent
+		}
+		return r
+	}
+	return predict.Model{TrainedAt: time.Now().Add(-5 * time.Minute).UTC().Truncate(time.Second), PolicyVersion: p.Version(),
+		MinSupport: 20, Threshold: 0.5, Cells: 42, Predictions: []predict.Prediction{
+			row("backend", "implementation", predict.FeatureSize, "16-64KiB", "context_window_overflow", 40, 36),
+			row("devops", "deployment", predict.FeatureAll, predict.BucketAll, "token_budget_exceeded", 30, 24),
+			row("cso", "compliance", predict.FeatureAll, predict.BucketAll, "impossible_task", 25, 20),
+		}}
+}
+
+func TestPredictions(t *testing.T) {
+	e := newEnv(t)
+	code, out, stderr := e.run(nil, "predictions")
+	if code != 0 || !strings.Contains(out, "no model yet") || !strings.Contains(out, "predictions enabled, min_support 20, threshold 0.50") {
+		t.Fatalf("predictions before a model = %d %q:\n%s", code, stderr, out)
+	}
+	if _, err := e.st.SavePredictionModel(testenv.Context(t), predictionModel()); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = e.run(nil, "predictions")
+	for _, want := range []string{
+		"model version 1, trained ", "42 cells predict",
+		"backend  implementation  size     16-64KiB  40     36      0.90         0.77        context_window_overflow  1.00   strategy context_window_overflow  strategy context_window_overflow applied before the first attempt",
+		"cso      compliance      all      all       25     20      0.80         0.61        impossible_task          1.00   advisory                          advisory: predictions.apply names nothing for \"impossible_task\"",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("predictions lacks %q (exit %d, %q):\n%s", want, code, stderr, out)
+		}
+	}
+
+	// An operator switches devops off: the policy's view changes at once,
+	// the model's action until the next learning run.
+	def := string(triage.DefaultYAML())
+	off := strings.Replace(def, "rules:\n", "rules:\n  - name: no-predictions-devops\n    match: {agent: [devops]}\n    predictions: off\n", 1)
+	file := filepath.Join(t.TempDir(), "off.yaml")
+	if err := os.WriteFile(file, []byte(off), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := e.run(nil, "policy", "apply", file); code != 0 {
+		t.Fatalf("policy apply = %d %q %q", code, out, stderr)
+	}
+	code, out, stderr = e.run(nil, "predictions", "--json")
+	var v struct {
+		Model  *predict.Model `json:"model"`
+		Policy struct {
+			Version string `json:"version"`
+		} `json:"policy"`
+		Rows []struct {
+			Agent  string `json:"agent"`
+			Action string `json:"action"`
+			Now    string `json:"policy_action"`
+			Why    string `json:"policy_why"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil {
+		t.Fatalf("predictions --json = %d %v %q:\n%s", code, err, stderr, out)
+	}
+	type row struct{ Agent, Action, Now, Why string }
+	var got []row
+	for _, r := range v.Rows {
+		got = append(got, row{r.Agent, r.Action, r.Now, r.Why})
+	}
+	want := []row{
+		{"backend", predict.ActionStrategy, predict.ActionStrategy, "strategy context_window_overflow applied before the first attempt"},
+		{"devops", predict.ActionStrategy, "", "switched off by rule no-predictions-devops"},
+		{"cso", "", "", `advisory: predictions.apply names nothing for "impossible_task"`},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("predictions --json rows mismatch (-want +got):\n%s", diff)
+	}
+	if v.Model == nil || v.Model.PolicyVersion == v.Policy.Version {
+		t.Errorf("predictions --json: model policy %v, policy in force %q, want them to differ", v.Model, v.Policy.Version)
+	}
+	if code, out, _ := e.run(nil, "predictions"); code != 0 || !strings.Contains(out, "until the next learning run applies") {
+		t.Errorf("predictions after a policy change = %d, want the model's policy named as stale:\n%s", code, out)
+	}
+
+	// The model is learnt from every tenant: a tenant-limited caller is refused.
+	if code, _, stderr := e.run(map[string]string{"DLQCTL_TENANT": "acme"}, "predictions"); code != exitUsage || !strings.Contains(stderr, "every tenant") {
+		t.Errorf("acme: predictions = %d %q, want %d", code, stderr, exitUsage)
+	}
+	if code, _, _ := e.run(nil, "predictions", "extra"); code != exitUsage {
+		t.Errorf("predictions extra = %d, want %d", code, exitUsage)
+	}
+}
