@@ -115,6 +115,7 @@ func (s *Server) routeUI(mux *http.ServeMux) {
 	mux.Handle("GET /audits", s.page(s.audits))
 	mux.Handle("GET /audits/{run}", s.page(s.auditReport))
 	mux.Handle("GET /policy", s.page(s.policy))
+	mux.Handle("GET /predictions", s.page(s.predictions))
 	cop := http.NewCrossOriginProtection()
 	mux.Handle("POST /entries/{entry}/{action}", cop.Handler(s.form(s.entryAction)))
 	mux.Handle("POST /tenants/{tenant}/{action}", cop.Handler(s.form(s.breakerAction)))
