@@ -33,6 +33,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/emulator/stack"
+	"github.com/jsdlq/jsdlq/emulator/tsagent"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/event"
@@ -46,6 +47,10 @@ import (
 )
 
 const workStream = event.DefaultWorkStream
+
+// typescriptAgent is the agent of the fleet that runs on the TypeScript
+// agentkit (clients/typescript/examples/agent.ts) instead of emulator/agent.
+const typescriptAgent = "frontend"
 
 type options struct {
 	tasks    int
@@ -92,6 +97,7 @@ type demo struct {
 	agents   []*stack.Process
 	logDir   string
 	binDir   string
+	tsDir    string // clients/typescript, prepared by build
 
 	captureFrom map[string]uint64 // stream -> first sequence of this run
 	captured    map[string]bool
@@ -263,6 +269,13 @@ func (d *demo) build(ctx context.Context) error {
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go build the agent and dlqctl: %w", err)
 	}
+	// The fleet's TypeScript agent runs on the TypeScript agentkit: npm ci
+	// (when the lockfile changed) and tsc.
+	dir, err := tsagent.Prepare(ctx, cmd.Dir, io.Discard) // its error carries npm's output
+	if err != nil {
+		return fmt.Errorf("the TypeScript agent: %w", err)
+	}
+	d.tsDir = dir
 	return nil
 }
 
@@ -279,7 +292,11 @@ func (d *demo) startAgents(ctx context.Context) error {
 		if name == event.DefaultTriageAgent {
 			args = append(args, "--triage") // it answers the triage tasks
 		}
-		p, err := stack.Start(ctx, stack.Spec{Name: "agent-" + name, Path: filepath.Join(d.binDir, "agent"), LogFile: logFile, Watch: true,
+		path := filepath.Join(d.binDir, "agent")
+		if name == typescriptAgent { // same flags, same logs, the TypeScript kit
+			path, args = "node", append([]string{filepath.Join(d.tsDir, tsagent.AgentScript)}, args...)
+		}
+		p, err := stack.Start(ctx, stack.Spec{Name: "agent-" + name, Path: path, LogFile: logFile, Watch: true,
 			Args: args})
 		if err != nil {
 			return err
@@ -295,8 +312,8 @@ func (d *demo) startAgents(ctx context.Context) error {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	d.logf("fleet of %d agents ready (emulator/agent: MaxDeliver 3, BackOff 1s/2s, MaxAckPending 1; %s answers the triage tasks; logs .local/log/demo-agent-*.log)",
-		len(fleet), event.DefaultTriageAgent)
+	d.logf("fleet of %d agents ready (emulator/agent: MaxDeliver 3, BackOff 1s/2s, MaxAckPending 1; %s answers the triage tasks; %s runs on the TypeScript agentkit; logs .local/log/demo-agent-*.log)",
+		len(fleet), event.DefaultTriageAgent, typescriptAgent)
 	return nil
 }
 

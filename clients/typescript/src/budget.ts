@@ -4,6 +4,7 @@
 
 import { CodeContextWindowOverflow, type Failure, type HeaderMap } from "./contract.js";
 import { parseReplay } from "./replay.js";
+import type { MsgHdrs } from "@nats-io/transport-node";
 
 /**
  * estimateTokens estimates how many model tokens text takes: ASCII bytes / 4,
@@ -80,7 +81,7 @@ export class Budget {
  * budgetFromHeaders is the agent's window, narrowed by a replay's
  * Jsdlq-Max-Context-Tokens header when that is smaller.
  */
-export function budgetFromHeaders(h: HeaderMap, window: number): Budget {
+export function budgetFromHeaders(h: MsgHdrs | HeaderMap | undefined, window: number): Budget {
   let max = window;
   const n = parseReplay(h).maxContextTokens;
   if (n > 0 && (max <= 0 || n < max)) max = n;
