@@ -52,6 +52,7 @@ Pipeline
   stats    [--hours N] [--json]
   health   [--json]
   audit    [--dry-run] [--json]
+         | --recount [--since T] [--until T] [--budget D] [--page N] [--dry-run] [--json]
 Policy
   policy show [--json] | validate FILE | apply FILE
          | test FILE|current (EVENT.json | --entry ID) [--chain code:strategy,…] [--json]

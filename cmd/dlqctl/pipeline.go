@@ -318,6 +318,11 @@ func (a *app) cmdAudit(ctx context.Context, args []string) error {
 	fs := newFlags("audit")
 	dry := fs.Bool("dry-run", false, "report what would be repaired; change nothing")
 	asJSON := fs.Bool("json", false, "print the raw report (jsdlq.audit.v1)")
+	recount := fs.Bool("recount", false, "recount the hourly metrics and tenant counters from the entries, hour by hour, and rewrite the hours that disagree")
+	since := fs.String("since", "", "--recount: first hour (RFC 3339 or a duration back from now; default the tenant-health window)")
+	until := fs.String("until", "", "--recount: end (default now)")
+	budget := fs.Duration("budget", 0, "--recount: stop before the next hour after this long (default RECONCILE_TIME_BUDGET, 4m)")
+	page := fs.Int("page", 0, "--recount: entries per query (default 300)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -328,9 +333,31 @@ func (a *app) cmdAudit(ctx context.Context, args []string) error {
 	if a.scope != "" {
 		return usagef("audit covers every tenant; a caller limited to tenant %q cannot run it (dlqctl health shows the tenant's part)", a.scope)
 	}
+	if !*recount && (*since != "" || *until != "" || *budget != 0 || *page != 0) {
+		return usagef("--since, --until, --budget and --page go with --recount")
+	}
+	if *budget < 0 || *page < 0 {
+		return usagef("--budget and --page must not be negative")
+	}
 	h, err := a.reconcileHandler(ctx)
 	if err != nil {
 		return err
+	}
+	if *recount {
+		o := reconciler.RecountOptions{Budget: *budget, PageSize: *page, DryRun: *dry}
+		for _, tv := range []struct {
+			flag string
+			v    string
+			t    *time.Time
+		}{{"--since", *since, &o.From}, {"--until", *until, &o.To}} {
+			if tv.v == "" {
+				continue
+			}
+			if *tv.t, err = parseTime(tv.v, a.clock()); err != nil {
+				return usagef("%s: %v", tv.flag, err)
+			}
+		}
+		return a.recount(ctx, h, o, *asJSON)
 	}
 	r, err := h.Run(ctx, *dry)
 	if errors.Is(err, reconciler.ErrLeaseHeld) {
@@ -417,4 +444,48 @@ func resumeSection(r *audit.Report) string {
 		return "-"
 	}
 	return r.Resume.Section
+}
+
+// recount runs the bounded full recount, one progress line per hour on
+// stderr, and prints what it found and did.
+func (a *app) recount(ctx context.Context, h *reconciler.Handler, o reconciler.RecountOptions, asJSON bool) error {
+	o.Progress = func(hr store.HourRecount) {
+		verdict := "agrees"
+		switch {
+		case hr.Rewritten:
+			verdict = fmt.Sprintf("disagreed (total %d, entries %d): rewritten", hr.Stored.Total, hr.Recount.Total)
+		case !hr.Agreed:
+			verdict = fmt.Sprintf("disagrees (total %d, entries %d)", hr.Stored.Total, hr.Recount.Total)
+		}
+		fmt.Fprintf(a.stderr, "recount %s: %d entries, %s\n", hr.Hour, hr.Entries, verdict)
+	}
+	res, err := h.Recount(ctx, o)
+	if errors.Is(err, reconciler.ErrLeaseHeld) {
+		return conflictError{fmt.Sprintf("%v; try again when it finishes", err)}
+	}
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if err := writeJSON(a.stdout, res); err != nil {
+			return err
+		}
+	} else {
+		mode := "disagreeing hours rewritten"
+		if res.DryRun {
+			mode = "dry run, nothing changed"
+		}
+		fmt.Fprintf(a.stdout, "recount %s → %s (%s): %d hours, %d entries, %d disagreed, %d rewritten\n",
+			res.From.Format(time.RFC3339), res.To.Format(time.RFC3339), mode, len(res.Hours), res.Entries, res.Disagreed, res.Rewritten)
+		for _, hr := range res.Hours {
+			if !hr.Agreed {
+				fmt.Fprintf(a.stdout, "  %s: metrics total %d, entries %d%s\n", hr.Hour, hr.Stored.Total, hr.Recount.Total, ifSet(hr.Rewritten, ", rewritten"))
+			}
+		}
+	}
+	if len(res.NotReached) > 0 {
+		return partialError{fmt.Sprintf("recount stopped by its budget; %d hours not reached: continue with --since %s",
+			len(res.NotReached), res.NotReached[0]+":00:00Z")}
+	}
+	return nil
 }

@@ -41,6 +41,9 @@ type Metrics struct {
 	// Reconcile's tenant health reads them; they are not part of the
 	// metrics API.
 	Tenants map[string]TenantHour `firestore:"tenants,omitempty" json:"-"`
+	// Shards is how many shard documents a read summed (CompactHour folds
+	// a closed hour's into one).
+	Shards int `firestore:"-" json:"-"`
 }
 
 // counter is a total of Metrics under its document field name.
@@ -179,7 +182,7 @@ func (s *Store) ReadMetrics(ctx context.Context, hour string) (Metrics, error) {
 
 // sumShards decodes the shard documents of an hour and adds them up.
 func sumShards(hour string, snaps []*firestore.DocumentSnapshot) (Metrics, error) {
-	sum := Metrics{Hour: hour}
+	sum := Metrics{Hour: hour, Shards: len(snaps)}
 	for _, snap := range snaps {
 		var m Metrics
 		if err := snap.DataTo(&m); err != nil {
@@ -259,6 +262,15 @@ func (s *Store) RewriteHour(ctx context.Context, hour string, fix func(cur Metri
 		return false, txError("rewrite metrics "+hour, err)
 	}
 	return rewritten, nil
+}
+
+// CompactHour folds the shards of an hour into shard 0, in a transaction
+// over every shard, so the hour is one document to read until status moves
+// of its entries write other shards again. Use it on closed hours: the
+// current hour's shards take every new entry, which is what they are for.
+// It reports whether it wrote (false: the hour had at most one shard).
+func (s *Store) CompactHour(ctx context.Context, hour string) (bool, error) {
+	return s.RewriteHour(ctx, hour, func(cur Metrics) (Metrics, bool) { return cur, cur.Shards > 1 })
 }
 
 // AddEntryMetrics adds e's contribution (EntryMetrics) to the sum m, as
