@@ -59,7 +59,7 @@ bench: ## benchmarks side by side with their physical limits -> docs/PERFORMANCE
 	  $(GO) test ./bridge -run "^$$" -bench "Forward$$" -benchtime 20000x -count $(BENCH_COUNT) -timeout 5m; \
 	  $(GO) test ./functions/classify -run "^$$" -bench "Classify" -benchtime 600x -timeout 5m; \
 	  $(GO) test ./functions/replay -run "^$$" -bench "Replay$$" -benchtime 50x -timeout 5m; \
-	  $(GO) test ./shared/reconciler -run "^$$" -bench "EntryLife$$" -benchtime 200x -timeout 5m; \
+	  $(GO) test ./shared/reconciler -run "^$$" -bench "EntryLife$$" -benchtime 4000x -timeout 30m; \
 	  $(GO) test ./emulator/cloudtasks -run "^$$" -bench "DispatchLateness$$" -benchtime 500x -timeout 5m; \
 	  $(GO) test ./console -run "^$$" -bench "Pages$$" -benchtime 100x -timeout 30m' \
 	  2>&1 | tee $(BENCH_DIR)/go-bench.txt

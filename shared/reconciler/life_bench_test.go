@@ -1,6 +1,7 @@
 package reconciler_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -32,6 +33,10 @@ const RunsPerLife = 25 * 60 / 15
 //	go test ./shared/reconciler -run '^$' -bench EntryLife -benchtime 4000x
 func BenchmarkEntryLife(b *testing.B) {
 	f := newFixture(b, false)
+	// A window's population takes longer than a test's context allows.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	b.Cleanup(cancel)
+	f.ctx = ctx
 	now := time.Now().UTC()
 	from := now.Truncate(time.Hour).Add(-24 * time.Hour)
 	span := now.Add(-5 * time.Minute).Sub(from)
@@ -122,6 +127,7 @@ func BenchmarkEntryLife(b *testing.B) {
 	b.ReportMetric(per(classify.Reads), "classify-reads/entry")
 	b.ReportMetric(per(replay.Reads), "replay-reads/entry")
 	b.ReportMetric(per(reconcileReads), "reconcile-reads/entry")
+	b.ReportMetric(per(reconcileWrites), "reconcile-writes/entry")
 	b.ReportMetric(per(firstRun.Reads-steadyRun.Reads), "recovery-reads/entry")
 	b.ReportMetric(float64(steadyRun.Reads), "reads/steady-run")
 	b.ReportMetric(float64(steadyRun.Writes), "writes/steady-run")
