@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/predict"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
@@ -22,7 +25,7 @@ func TestPlanFollowsTheFieldMix(t *testing.T) {
 		rate  float64
 	}{{300, 0.25}, {300, 0.2}, {1000, 0.3}, {40, 0.25}} {
 		tasks, m := plan("r1", tc.total, tc.rate, 42)
-		if len(tasks) != tc.total || m.Dead+m.Healthy != tc.total {
+		if len(tasks) != tc.total || m.Dead+m.Healthy+m.Overflowing+m.Looping != tc.total {
 			t.Fatalf("plan(%d) = %d tasks, dead %d healthy %d", tc.total, len(tasks), m.Dead, m.Healthy)
 		}
 		near := func(what string, got int, share float64, of int) {
@@ -72,13 +75,23 @@ func TestPlanFollowsTheFieldMix(t *testing.T) {
 // TestDemoPolicy: the demo policy is valid, short, and treats the agent's
 // silent failures as transient with the transient budget.
 func TestDemoPolicy(t *testing.T) {
-	doc, err := demoPolicy()
+	doc, err := demoPolicy(true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p, err := triage.Parse(doc)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if set := p.Predictions(); !set.Enabled || set.MinSupport != minLearnable {
+		t.Errorf("demoPolicy(true).Predictions() = %+v, want enabled with min_support %d", set, minLearnable)
+	}
+	off, err := demoPolicy(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := triage.Parse(off); err != nil || p.Predictions().Enabled {
+		t.Errorf("demoPolicy(false): predictions enabled (%v), want off for the learning phase", err)
 	}
 	silent := triage.Input{Kind: "max_deliver", Stream: "TASKS", Subject: "agents.cto.tasks.debugging", Tenant: "t", Agent: "cto",
 		TaskType: "debugging", Headers: map[string][]string{"X-Demo-Fail": {"silent"}}, Deliveries: 3}
@@ -203,5 +216,137 @@ func TestPercentile(t *testing.T) {
 	}
 	if got := percentile(nil, 50); got != 0 {
 		t.Errorf("percentile(nil) = %s, want 0", got)
+	}
+}
+
+// learnPlan learns a model from one phase of the plan as the learner would
+// from the pipeline: every task counted in its cells, every planned first
+// death in them with its reason, under the demo policy.
+func learnPlan(t *testing.T, tasks []task, at time.Time) predict.Model {
+	t.Helper()
+	doc, err := demoPolicy(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := triage.Parse(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := predict.Stats{}
+	for _, tk := range tasks {
+		f := features(tk, at)
+		stats.AddTasks(f, 1)
+		if r := tk.reason(); r != "" {
+			stats.AddDeath(f, r)
+		}
+	}
+	set := pol.Predictions()
+	return predict.Learn(stats, predict.Options{MinSupport: set.MinSupport, Threshold: set.Threshold, Act: pol.Predicted, TrainedAt: at})
+}
+
+// features are a task's features as agentkit's Publish reads them from
+// the message the demo publishes.
+func features(tk task, at time.Time) predict.Features {
+	payload, h := tk.message()
+	return predict.FeaturesOf(event.DefaultConventions, tk.Subject(), h, len(payload), at)
+}
+
+// TestPlanIsLearnable: what the learning phase teaches treats the second
+// phase's learnable classes and little else, for several seeds and sizes:
+// the figures the demo's summary checks (the learnable classes lose at
+// least half their dead tasks) follow from the plan, not from luck.
+func TestPlanIsLearnable(t *testing.T) {
+	at := time.Date(2026, 11, 23, 14, 30, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		total int
+		seed  uint64
+	}{{300, 1}, {300, 42}, {300, 7}, {600, 3}, {100, 5}} {
+		learning, _ := plan("r1-1", tc.total, 0.25, tc.seed)
+		predicting, _ := plan("r1-2", tc.total, 0.25, tc.seed)
+		model := learnPlan(t, learning, at)
+		p := &phase{Tasks: predicting, Published: map[string]agentkit.Published{}}
+		// The second phase: a treated task of a learnable class does not
+		// die (the strategy fixes it, as the demo agent does); every other
+		// planned failure dies.
+		var entries []*store.Entry
+		for _, tk := range predicting {
+			row, ok := model.Lookup(features(tk, at))
+			p.Published[tk.ID] = agentkit.Published{Predicted: ok, Prediction: row}
+			if tk.Mode != "" && !(ok && row.Action != "" && tk.Class != "") {
+				entries = append(entries, &store.Entry{TaskID: tk.ID})
+			}
+		}
+		var learnt []*store.Entry
+		for _, tk := range learning {
+			if tk.Mode != "" {
+				learnt = append(learnt, &store.Entry{TaskID: tk.ID})
+			}
+		}
+		f := comparePhases(&phase{Tasks: learning}, p, append(learnt, entries...), nil)
+		name := fmt.Sprintf("plan(%d, seed %d)", tc.total, tc.seed)
+		if !f.ok() || f.Predicting[classAll].Dead != 0 {
+			t.Errorf("%s: learnable dead tasks %d → %d, want all of them treated", name, f.Learning[classAll].Dead, f.Predicting[classAll].Dead)
+		}
+		if f.LearnableCaught != f.LearnableFailing || f.LearnableFailing == 0 {
+			t.Errorf("%s: recall on the learnable classes %d of %d, want all", name, f.LearnableCaught, f.LearnableFailing)
+		}
+		// Only the learnable cells are acted on: the random failures are
+		// spread too thin to reach the threshold.
+		if f.Acted != f.LearnableCaught || f.Right != f.Acted {
+			t.Errorf("%s: acted on %d tasks, %d planned to fail, %d of the learnable classes; want only the learnable ones\n%s",
+				name, f.Acted, f.Right, f.LearnableCaught, describeModel(model))
+		}
+	}
+}
+
+// TestPredictionFigures: the side-by-side figures count dead tasks by task
+// id and wasted deliveries from the agents' logs, precision and recall
+// from what Publish did against the plan, and the verdict fails when the
+// learnable classes do not lose half their dead tasks.
+func TestPredictionFigures(t *testing.T) {
+	mk := func(id, class, mode string) task { return task{ID: id, Class: class, Mode: mode} }
+	acted := agentkit.Published{Predicted: true, Prediction: predict.Prediction{Action: predict.ActionStrategy}}
+	advisory := agentkit.Published{Predicted: true, Prediction: predict.Prediction{Reason: "llm_provider_timeout"}}
+	learning := &phase{Tasks: []task{mk("a1", classOverflow, modeContext), mk("a2", classOverflow, modeContext), mk("a3", classLoop, modeHallucination),
+		mk("a4", "", modeTransient), mk("a5", "", "")}}
+	predicting := &phase{Tasks: []task{mk("b1", classOverflow, modeContext), mk("b2", classOverflow, modeContext), mk("b3", classLoop, modeHallucination),
+		mk("b4", "", modeTransient), mk("b5", "", ""), mk("b6", "", "")},
+		Published: map[string]agentkit.Published{"b1": acted, "b2": acted, "b3": {}, "b4": advisory, "b6": acted}}
+	entries := []*store.Entry{{TaskID: "a1"}, {TaskID: "a2"}, {TaskID: "a3"}, {TaskID: "a4"}, {TaskID: "b3"}, {TaskID: "b4"}, {TaskID: "b4"}}
+	wasted := map[string]int{"a1": 1, "a2": 1, "a3": 1, "a4": 3, "b3": 1, "b4": 3}
+	f := comparePhases(learning, predicting, entries, wasted)
+	want := predictionFigures{
+		Learning: map[string]*classFigures{classOverflow: {Tasks: 2, Dead: 2, Wasted: 2}, classLoop: {Tasks: 1, Dead: 1, Wasted: 1},
+			classAll: {Tasks: 3, Dead: 3, Wasted: 3}},
+		Predicting: map[string]*classFigures{classOverflow: {Tasks: 2, Treated: 2}, classLoop: {Tasks: 1, Dead: 1, Wasted: 1},
+			classAll: {Tasks: 3, Dead: 1, Wasted: 1, Treated: 2}},
+		Acted: 3, Right: 2, Failing: 4, Caught: 2, LearnableFailing: 3, LearnableCaught: 2, Advisory: 1,
+	}
+	if diff := cmp.Diff(want, f); diff != "" {
+		t.Errorf("comparePhases() mismatch (-want +got):\n%s", diff)
+	}
+	if !f.ok() {
+		t.Error("ok() = false for 3 → 1 dead tasks, want true")
+	}
+	var out bytes.Buffer
+	f.print(&out)
+	for _, w := range []string{"dead tasks of the learnable classes: 3 → 1 (67 % fewer); wasted deliveries: 3 → 1",
+		"precision 67 %; recall 67 % of the learnable classes' failures (2 of 3), 50 % of all failures (2 of 4", "1 more only marked"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("print() lacks %q:\n%s", w, out.String())
+		}
+	}
+	// One treated task fewer: 3 → 2 is not half.
+	predicting.Published["b1"] = agentkit.Published{}
+	entries = append(entries, &store.Entry{TaskID: "b1"})
+	f = comparePhases(learning, predicting, entries, wasted)
+	s := summary{Predictions: &f, Captured: 1, EntryCount: 1}
+	if f.ok() || s.ok() {
+		t.Errorf("ok() = %v, summary ok() = %v for 3 → 2 dead tasks, want false", f.ok(), s.ok())
+	}
+	out.Reset()
+	f.print(&out)
+	if !strings.Contains(out.String(), "PREDICTIONS FELL SHORT") {
+		t.Errorf("print() of a shortfall lacks the verdict:\n%s", out.String())
 	}
 }

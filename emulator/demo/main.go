@@ -1,12 +1,16 @@
 // Command demo is `make demo`: on a running local stack (make up) it creates
 // the TASKS work stream, applies a demo policy with short delays, runs the
 // example agent (emulator/agent) as a fleet of seven, publishes a few
-// hundred tasks of which a quarter fail in SPEC §13's proportions, waits
+// hundred tasks through agentkit's Publish, of which a quarter fail in SPEC
+// §13's proportions and two learnable classes fail by what they are, waits
 // until every task has settled (the fleet's "ceo" answers the triage tasks
-// of the entries that need a human, through agentkit), runs the reconcile
-// audit and prints the pipeline's own summary read back from Firestore. It exits non-zero when a
-// task's work ran twice, when a captured dead message has no entry, or when
-// the tasks did not settle in time.
+// of the entries that need a human, through agentkit), learns the
+// predictions, publishes the same mix again with the predictions on, runs
+// the reconcile audit and prints the pipeline's own summary read back from
+// Firestore, the two phases side by side. It exits non-zero when a task's
+// work ran twice, when a captured dead message has no entry, when the
+// tasks did not settle in time, or when the predictions did not halve the
+// learnable classes' dead tasks.
 //
 //	eval "$(go run ./emulator/stackctl env)"; go run ./emulator/demo [--tasks 300] [--dead-rate 0.25]
 package main
@@ -34,6 +38,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/emulator/tsagent"
+	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/event"
@@ -43,7 +48,6 @@ import (
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
-	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
 const workStream = event.DefaultWorkStream
@@ -63,7 +67,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.IntVar(&o.tasks, "tasks", 300, "tasks to publish")
+	flag.IntVar(&o.tasks, "tasks", 300, "tasks to publish in each of the two phases")
 	flag.Float64Var(&o.deadRate, "dead-rate", 0.25, "share of tasks that fail (the field reports' mix within them)")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "random seed of the plan and the agents")
 	flag.DurationVar(&o.timeout, "timeout", 140*time.Second, "how long to wait for every task to settle")
@@ -90,6 +94,8 @@ type demo struct {
 	js     jetstream.JetStream
 	sched  *tasks.Scheduler
 	notify *notify.Flusher
+	// kit publishes the tasks (agentkit's Publish and its pre-flight).
+	kit *agentkit.Kit
 	// caughtUp counts the notifications the demo's scheduled flushes (as
 	// reconcile's) published: those classify and replay did not publish at
 	// once.
@@ -125,10 +131,11 @@ func run(ctx context.Context, o options, out io.Writer) int {
 	s.print(out)
 	fmt.Fprintf(out, "\ndemo finished in %s: ", time.Since(d.start).Round(100*time.Millisecond))
 	if !s.ok() {
-		fmt.Fprintln(out, "FAILED (duplicates executed, lost or unsettled tasks above)")
+		fmt.Fprintln(out, "FAILED (duplicates executed, lost or unsettled tasks, or predictions that fell short, above)")
 		return 1
 	}
-	fmt.Fprintln(out, "0 duplicates executed, 0 lost")
+	fmt.Fprintf(out, "0 duplicates executed, 0 lost; the learnable classes' dead tasks %d → %d with predictions on\n",
+		s.Predictions.Learning[classAll].Dead, s.Predictions.Predicting[classAll].Dead)
 	if o.keep {
 		d.printExplore()
 		if url := os.Getenv("CONSOLE_URL"); url != "" {
@@ -167,15 +174,18 @@ func (d *demo) execute(ctx context.Context) (*summary, error) {
 	if err := d.prepareStreams(ctx); err != nil {
 		return nil, err
 	}
-	pol, err := demoPolicy()
+	pol, err := d.applyPolicy(ctx, fs, false)
 	if err != nil {
 		return nil, err
 	}
-	v, err := triage.SaveOverride(ctx, fs, pol)
-	if err != nil {
-		return nil, fmt.Errorf("apply the demo policy: %w", err)
+	d.logf("demo policy %s applied (triage-policy/current): the default with delays of seconds, predictions off for the learning phase", pol.Version())
+	// The learning phase publishes untreated tasks: a model left by an
+	// earlier run is rewritten under the policy with the predictions off.
+	if _, err := d.learn(ctx, fs, pol, false); err != nil {
+		return nil, err
 	}
-	d.logf("demo policy %s applied (triage-policy/current): the default with delays of seconds", v)
+	d.kit = agentkit.New(d.js, agentkit.WithFirestore(fs), agentkit.WithPredictions(time.Hour), agentkit.WithWorkStream(workStream))
+	defer d.kit.Close(context.WithoutCancel(ctx))
 	if url := os.Getenv("CONSOLE_URL"); url != "" {
 		d.logf("operator console: %s (entries appear as the run goes; KEEP=1 leaves it serving)", url)
 	}
@@ -190,17 +200,44 @@ func (d *demo) execute(ctx context.Context) (*summary, error) {
 	if err := d.startAgents(ctx); err != nil {
 		return nil, err
 	}
-	taskList, m := plan(d.run, d.o.tasks, d.o.deadRate, d.o.seed)
-	d.logf("plan: %d tasks, %d to fail (transient %d + %d that retries do not fix; conditionally recoverable %d: context overflow %d+%d, hallucination %d, token budget %d; permanent %d: impossible %d, filter rejection %d)",
+	learning, m := plan(d.run+"-1", d.o.tasks, d.o.deadRate, d.o.seed)
+	predicting, _ := plan(d.run+"-2", d.o.tasks, d.o.deadRate, d.o.seed)
+	phases := [2]*phase{{Name: "learning", Tasks: learning}, {Name: "predictions on", Tasks: predicting}}
+	d.logf("plan, per phase: %d tasks, %d to fail (transient %d + %d that retries do not fix; conditionally recoverable %d: context overflow %d+%d, hallucination %d, token budget %d; permanent %d: impossible %d, filter rejection %d), and two learnable classes: %d context overflows of %s/%s with a large context, %d hallucination loops of %s/%s",
 		m.Total, m.Dead, m.Transient, m.Persistent, m.Conditional, m.ContextOK, m.ContextHuge, m.Hallucination, m.TokenBudget,
-		m.Permanent, m.Impossible, m.FilterRejection)
-	if err := d.publish(ctx, taskList); err != nil {
-		return nil, err
-	}
-	d.logf("published %d tasks to %s", len(taskList), workStream)
-	unsettled, err := d.waitSettled(ctx, len(taskList))
-	if err != nil {
-		return nil, err
+		m.Permanent, m.Impossible, m.FilterRejection, m.Overflowing, overflowAgent, overflowType, m.Looping, loopAgent, loopType)
+	total, unsettled := 0, 0
+	var learnt predictionFigures // the model learnt between the phases
+	for i, p := range phases {
+		if i == 1 {
+			if pol, err = d.applyPolicy(ctx, fs, true); err != nil {
+				return nil, err
+			}
+			res, err := d.learn(ctx, fs, pol, true)
+			if err != nil {
+				return nil, err
+			}
+			model, err := d.st.PredictionModel(ctx)
+			if err != nil {
+				return nil, err
+			}
+			learnt.noteModel(model)
+			d.logf("learnt under policy %s (predictions on): %d tasks and %d deaths folded, model version %d with %d rows; acted on: %s",
+				pol.Version(), res.Tasks, res.Deaths, model.Version, len(model.Predictions), describeModel(model))
+			if err := d.kit.RefreshPredictions(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if err := d.publish(ctx, p); err != nil {
+			return nil, err
+		}
+		total += len(p.Tasks)
+		d.logf("phase %d (%s): published %d tasks to %s through agentkit's Publish", i+1, p.Name, len(p.Tasks), workStream)
+		n, err := d.waitSettled(ctx, total)
+		if err != nil {
+			return nil, err
+		}
+		unsettled += n
 	}
 	d.stopAgents()
 	rep, err := d.reconcile(ctx, true)
@@ -215,16 +252,19 @@ func (d *demo) execute(ctx context.Context) (*summary, error) {
 		return nil, err
 	}
 	s := summarize(entries, d.captured)
-	s.Run, s.Tasks, s.Unsettled, s.NotificationsCaughtUp = d.run, len(taskList), unsettled, d.caughtUp
+	s.Run, s.Tasks, s.Unsettled, s.NotificationsCaughtUp = d.run, total, unsettled, d.caughtUp
 	if s.Completions, err = d.st.CountCompletions(context.WithoutCancel(ctx), d.start, time.Now().Add(time.Minute)); err != nil {
 		return nil, err
 	}
-	done, skipped, err := d.executions()
+	done, skipped, wasted, err := d.executions()
 	if err != nil {
 		return nil, err
 	}
 	s.countExecutions(done)
 	s.countSkipped(skipped)
+	pf := comparePhases(phases[0], phases[1], entries, wasted)
+	pf.ModelVersion, pf.ModelRows, pf.ActedRow = learnt.ModelVersion, learnt.ModelRows, learnt.ActedRow
+	s.Predictions = &pf
 	if rep.Traffic != nil {
 		s.PipelineDuplicates, s.Published = rep.Traffic.Duplicates, rep.Traffic.Published
 	}
@@ -327,31 +367,6 @@ func (d *demo) stopAgents() {
 func logHas(path, s string) bool {
 	b, err := os.ReadFile(path)
 	return err == nil && strings.Contains(string(b), s)
-}
-
-func (d *demo) publish(ctx context.Context, list []task) error {
-	for _, t := range list {
-		m := nats.NewMsg(t.Subject())
-		m.Header.Set("X-Task-ID", t.ID)
-		m.Header.Set("X-Idempotency-Key", t.ID+"-v1")
-		m.Header.Set("X-Tenant-ID", t.Tenant)
-		m.Header.Set("X-Task-Type", t.Type)
-		m.Header.Set(nats.MsgIdHdr, t.ID)
-		if t.Mode != "" {
-			m.Header.Set("X-Demo-Fail", t.Mode)
-		}
-		if t.Code != "" {
-			m.Header.Set("X-Demo-Fail-Code", t.Code)
-		}
-		if t.ContextTokens > 0 {
-			m.Header.Set("X-Demo-Context-Tokens", strconv.Itoa(t.ContextTokens))
-		}
-		m.Data, _ = json.Marshal(map[string]any{"task": t.ID, "type": t.Type, "tenant": t.Tenant, "prompt": "Do the " + t.Type + " task " + t.ID})
-		if _, err := d.js.PublishMsg(ctx, m, jetstream.WithExpectStream(workStream)); err != nil {
-			return fmt.Errorf("publish %s: %w", t.ID, err)
-		}
-	}
-	return nil
 }
 
 // entries reads this run's failure-log entries (created since the start).
@@ -561,15 +576,16 @@ func (d *demo) reconcile(ctx context.Context, final bool) (*audit.Report, error)
 }
 
 // executions counts, per task id, how often an agent ran the task's work
-// (emulator/agent logs outcome "done" when agentkit.Once ran it), and the
+// (emulator/agent logs outcome "done" when agentkit.Once ran it), the
 // steps each run skipped because its replay said the failed attempt had
-// done them (Jsdlq-Completed-Steps).
-func (d *demo) executions() (done, skipped map[string]int, err error) {
-	done, skipped = map[string]int{}, map[string]int{}
+// done them (Jsdlq-Completed-Steps), and the deliveries that did not
+// complete the work (a NAK after a failure, a terminate).
+func (d *demo) executions() (done, skipped, wasted map[string]int, err error) {
+	done, skipped, wasted = map[string]int{}, map[string]int{}, map[string]int{}
 	for _, name := range fleet {
 		f, err := os.Open(d.agentLog(name))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -580,17 +596,23 @@ func (d *demo) executions() (done, skipped map[string]int, err error) {
 				TaskID       string `json:"task_id"`
 				StepsSkipped int    `json:"steps_skipped"`
 			}
-			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Message == "task settled" && l.Outcome == "done" && strings.HasPrefix(l.TaskID, "demo-"+d.run+"-") {
+			if json.Unmarshal(sc.Bytes(), &l) != nil || l.Message != "task settled" || !strings.HasPrefix(l.TaskID, "demo-"+d.run+"-") {
+				continue
+			}
+			switch l.Outcome {
+			case "done":
 				done[l.TaskID]++
 				skipped[l.TaskID] += l.StepsSkipped
+			case "failed_nak", "terminated":
+				wasted[l.TaskID]++
 			}
 		}
 		f.Close()
 		if err := sc.Err(); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
-	return done, skipped, nil
+	return done, skipped, wasted, nil
 }
 
 func (d *demo) printExplore() {

@@ -1,9 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
 // The fleet: SPEC §6's capability map plus the fallback agent (ceo), who
@@ -42,6 +50,34 @@ const (
 	pathFilter     = "consumer filter rejection"
 )
 
+// The learnable classes: failures that depend on what a task is, which the
+// predictions learn in the first phase and treat before the first attempt
+// in the second (docs/predictions.md). Every task of the loop class's agent
+// and type loops; every task of the overflow class's agent and type that
+// carries a large context overflows, and as many healthy ones of that agent
+// and type are small: the size tells them apart, not the type.
+const (
+	classOverflow = "overflow"
+	classLoop     = "loop"
+
+	overflowAgent, overflowType = "backend", "implementation"
+	loopAgent, loopType         = "marketing", "social_media"
+	// overflowTokens is the context an overflow task needs: more than the
+	// agent's window (8000), within what the context strategy's larger
+	// model holds, so the strategy applied up front saves the task.
+	overflowTokens = 16000
+	// bytesPerToken sizes an overflow task's payload: its context travels
+	// with it, so its size tells it apart (the predictions' size feature).
+	bytesPerToken = 3
+)
+
+// learnableShare is the share of the tasks in each learnable class, and
+// minLearnable its least size: enough for the demo policy's min_support.
+const (
+	learnableShare = 0.04
+	minLearnable   = 10
+)
+
 // task is one task the demo publishes and what it expects of it.
 type task struct {
 	N             int
@@ -54,9 +90,52 @@ type task struct {
 	Category      string // expected category when it dies
 	Path          string // expected path into the DLQ
 	Recovers      bool   // a dead task that a replay should resolve
+	// Class is the learnable class of the task ("" none); ContextBytes
+	// the context its payload carries.
+	Class        string
+	ContextBytes int
 }
 
 func (t task) Subject() string { return "agents." + t.Agent + ".tasks." + t.Type }
+
+// message is what the demo publishes for t: its payload and headers.
+func (t task) message() (payload []byte, headers map[string][]string) {
+	h := map[string][]string{
+		"X-Task-ID":         {t.ID},
+		"X-Idempotency-Key": {t.ID + "-v1"},
+		"X-Tenant-ID":       {t.Tenant},
+		"X-Task-Type":       {t.Type},
+		nats.MsgIdHdr:       {t.ID},
+	}
+	if t.Mode != "" {
+		h["X-Demo-Fail"] = []string{t.Mode}
+	}
+	if t.Code != "" {
+		h["X-Demo-Fail-Code"] = []string{t.Code}
+	}
+	if t.ContextTokens > 0 {
+		h["X-Demo-Context-Tokens"] = []string{strconv.Itoa(t.ContextTokens)}
+	}
+	body := map[string]any{"task": t.ID, "type": t.Type, "tenant": t.Tenant, "prompt": "Do the " + t.Type + " task " + t.ID}
+	if t.ContextBytes > 0 {
+		body["context"] = strings.Repeat("background ", t.ContextBytes/len("background "))
+	}
+	payload, _ = json.Marshal(body)
+	return payload, h
+}
+
+// reason is the reason code t dies with at its first attempt (the demo
+// agent's for its mode), "" for a healthy task.
+func (t task) reason() string {
+	switch {
+	case t.Mode == "":
+		return ""
+	case t.Code != "":
+		return t.Code
+	}
+	return map[string]string{modeTransient: "llm_provider_timeout", modeSilent: triage.ReasonUnknown, modeContext: "context_window_overflow",
+		modeHallucination: "hallucination_loop", modeTokenBudget: "token_budget_exceeded", modePermanent: "impossible_task"}[t.Mode]
+}
 
 // mix is how many dead tasks of each kind a plan has.
 type mix struct {
@@ -66,6 +145,9 @@ type mix struct {
 	Impossible, FilterRejection   int
 	Dead, Healthy                 int
 	Conditional, Permanent, Total int
+	// Overflowing and Looping are the learnable classes, outside the
+	// field reports' mix (Dead): every one of them dies when untreated.
+	Overflowing, Looping int
 }
 
 // SPEC §13: 61 % transient (89 % resolve on retry), 24.6 % conditionally
@@ -75,7 +157,9 @@ type mix struct {
 func mixFor(total int, deadRate float64) mix {
 	m := mix{Total: total}
 	m.Dead = int(math.Round(float64(total) * deadRate))
-	m.Healthy = total - m.Dead
+	m.Overflowing = max(int(math.Round(float64(total)*learnableShare)), minLearnable)
+	m.Looping = m.Overflowing
+	m.Healthy = total - m.Dead - m.Overflowing - m.Looping
 	transient := int(math.Round(float64(m.Dead) * 0.61))
 	m.Conditional = int(math.Round(float64(m.Dead) * 0.246))
 	m.Permanent = m.Dead - transient - m.Conditional
@@ -140,31 +224,48 @@ func plan(run string, total int, deadRate float64, seed uint64) ([]task, mix) {
 	add(m.Impossible, task{Mode: modePermanent, Category: catPermanent, Path: pathTerminate})
 	add(m.FilterRejection, task{Mode: modePermanent, Code: "consumer_filter_rejection", Category: catPermanent, Path: pathFilter})
 	workers := fleet[:len(fleet)-1] // ceo is the escalation target, not a failing worker
-	tenants := tenantsFor(m.Dead)
+	for i := range dead {
+		dead[i].Agent = workers[i%len(workers)]
+	}
+	add(m.Overflowing, task{Agent: overflowAgent, Type: overflowType, Mode: modeContext, ContextTokens: overflowTokens,
+		ContextBytes: overflowTokens * bytesPerToken, Category: catConditional, Path: pathContext, Recovers: true, Class: classOverflow})
+	add(m.Looping, task{Agent: loopAgent, Type: loopType, Mode: modeHallucination, Category: catConditional, Path: pathTerminate,
+		Recovers: true, Class: classLoop})
+	tenants := tenantsFor(len(dead))
 	for i := range dead {
 		dead[i].Tenant = tenantName(run, i, tenants)
-		dead[i].Agent = workers[i%len(workers)]
 	}
 	tasks := dead
 	for i := 0; i < m.Healthy; i++ {
-		tasks = append(tasks, task{Agent: fleet[i%len(fleet)], Tenant: tenantName(run, rng.IntN(tenants), tenants)})
+		t := task{Agent: fleet[i%len(fleet)], Tenant: tenantName(run, rng.IntN(tenants), tenants)}
+		if i < m.Overflowing {
+			// As many small tasks of the overflow class's agent and type
+			// as large ones: what overflows is the size, not the type.
+			t.Agent, t.Type = overflowAgent, overflowType
+		}
+		tasks = append(tasks, t)
 	}
 	rng.Shuffle(len(tasks), func(i, j int) { tasks[i], tasks[j] = tasks[j], tasks[i] })
 	for i := range tasks {
 		t := &tasks[i]
 		t.N = i + 1
 		t.ID = fmt.Sprintf("demo-%s-%04d", run, t.N)
-		types := capabilities[t.Agent]
+		if t.Type != "" {
+			continue // a learnable class's
+		}
+		// Every task of the loop class's agent and type loops: the
+		// others take the agent's other types.
+		types := slices.DeleteFunc(slices.Clone(capabilities[t.Agent]), func(tt string) bool { return t.Agent == loopAgent && tt == loopType })
 		t.Type = types[rng.IntN(len(types))]
 	}
 	return tasks, m
 }
 
-// expectedRecovery is the share of a category's dead tasks the plan expects
-// to resolve.
+// expectedRecovery is the share of a category's dead tasks of the field
+// reports' mix the plan expects to resolve.
 func expectedRecovery(tasks []task, category string) (dead, recover int) {
 	for _, t := range tasks {
-		if t.Mode != "" && t.Category == category {
+		if t.Mode != "" && t.Class == "" && t.Category == category {
 			dead++
 			if t.Recovers {
 				recover++

@@ -14,9 +14,13 @@ import (
 // 11 % of SPEC §13's transient failures that never resolve. Without the
 // rule their reason is `unknown`; with it they are transient, get the
 // transient strategy's three replays and are escalated when it is spent.
-func demoPolicy() ([]byte, error) {
+//
+// Its predictions need as few tasks per row as a learnable class has
+// (minLearnable); predictions false switches them off (the learning phase).
+func demoPolicy(predictions bool) ([]byte, error) {
 	doc := string(triage.DefaultYAML())
 	edits := []struct{ old, new string }{
+		{"  min_support: 20\n", fmt.Sprintf("  min_support: %d\n", minLearnable)},
 		{"delay: {base: 30s, factor: 2, max: 300s}", "delay: {base: 1s, factor: 2, max: 4s}"},
 		{"delay: {base: 10s}", "delay: {base: 1s}"},
 		{"delay: {base: 60s}", "delay: {base: 2s}"},
@@ -28,6 +32,9 @@ func demoPolicy() ([]byte, error) {
     strategy: transient
   - name: transient
 `},
+	}
+	if !predictions {
+		edits = append(edits, struct{ old, new string }{"predictions:\n  enabled: true\n", "predictions:\n  enabled: false\n"})
 	}
 	for _, e := range edits {
 		if !strings.Contains(doc, e.old) {

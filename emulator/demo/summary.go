@@ -61,6 +61,8 @@ type summary struct {
 	// NotificationsCaughtUp: notifications the scheduled flush published
 	// because classify and replay had not.
 	NotificationsCaughtUp int
+	// Predictions compare the learnable classes across the two phases.
+	Predictions *predictionFigures
 }
 
 // triageDecision is the triage agent's answer in e's history, if any.
@@ -186,9 +188,11 @@ func (s *summary) countExecutions(done map[string]int) {
 	}
 }
 
-// ok is the demo's verdict: nothing executed twice, nothing lost.
+// ok is the demo's verdict: nothing executed twice, nothing lost, and the
+// predictions halved the learnable classes' dead tasks.
 func (s summary) ok() bool {
-	return s.DuplicatesExecuted == 0 && len(s.Lost) == 0 && len(s.Uncaptured) == 0 && s.Captured == s.EntryCount && s.Unsettled == 0
+	return s.DuplicatesExecuted == 0 && len(s.Lost) == 0 && len(s.Uncaptured) == 0 && s.Captured == s.EntryCount && s.Unsettled == 0 &&
+		(s.Predictions == nil || s.Predictions.ok())
 }
 
 // field are SPEC §13's resolution rates per category.
@@ -246,6 +250,9 @@ func (s summary) print(w io.Writer) {
 	fmt.Fprintf(w, "\npaths into the DLQ: %s\n", strings.Join(paths, ", "))
 	fmt.Fprintf(w, "  (field reports: max deliveries 61 %%, explicit terminate 22 %%, context overflow 14 %%, consumer filter rejection 3 %%)\n\n")
 
+	if s.Predictions != nil {
+		s.Predictions.print(w)
+	}
 	s.printDecisions(w)
 	fmt.Fprintf(w, "completed steps: %d replays skipped %d steps their failed attempt had completed (Jsdlq-Completed-Steps)\n\n",
 		s.ReplaysSkipping, s.StepsSkipped)
