@@ -38,6 +38,8 @@ type Config struct {
 	Settle time.Duration
 	// PageSize is how many entries are read per query (default 300).
 	PageSize int
+	// Now is the learner's clock (default the store's).
+	Now func() time.Time
 }
 
 func (c *Config) defaults() {
@@ -82,6 +84,9 @@ type Result struct {
 func Learn(ctx context.Context, s *store.Store, pol Policy, cfg Config, force bool) (Result, error) {
 	cfg.defaults()
 	now := s.Now()
+	if cfg.Now != nil {
+		now = cfg.Now().UTC()
+	}
 	var res Result
 	if !force {
 		m, err := s.PredictionModel(ctx)
