@@ -29,7 +29,7 @@ logs:
 env:
 	@$(STACK) env
 
-demo: ## the pipeline end to end: stack, 7-agent fleet, 300 tasks, summary; KEEP=1 leaves the stack up
+demo: ## the pipeline end to end: stack, 7-agent fleet, 300 tasks twice (learning, then predictions on), summary; KEEP=1 leaves the stack up
 	@trap 'echo "demo: interrupted"' INT TERM; started=0; \
 	if $(STACK) status >/dev/null 2>&1; then echo "demo: using the stack that is already up (left running)"; \
 	else $(STACK) up || exit 1; started=1; fi; \
