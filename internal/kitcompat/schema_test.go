@@ -94,6 +94,22 @@ func checkSchemas(t *testing.T, schemas map[string]*jsonschema.Schema, c *captur
 		if err := validate(schemas[recordSchema], []byte(meta)); err != nil {
 			t.Errorf("record %d: %s does not conform to docs/%s: %v", i+1, meta, recordSchema, err)
 		}
+		// The headers docs/contracts.md promises next to the metadata.
+		rec, err := event.ParseRecord(r.Headers, r.Data)
+		if err != nil {
+			t.Errorf("record %d: ParseRecord = %v", i+1, err)
+			continue
+		}
+		want := map[string]string{"Nats-Msg-Id": event.ID(rec.Meta.Stream, rec.Meta.StreamSeq),
+			"Nats-Expected-Stream": event.DefaultRecordStream}
+		for name, v := range want {
+			if got := r.Headers[name]; len(got) != 1 || got[0] != v {
+				t.Errorf("record %d: header %s = %q, want %q", i+1, name, got, v)
+			}
+		}
+		if r.Subject != event.RecordSubject(rec.Meta.Stream) {
+			t.Errorf("record %d: subject %q, want %q", i+1, r.Subject, event.RecordSubject(rec.Meta.Stream))
+		}
 	}
 	for k, v := range c.Failures {
 		if err := validate(schemas[failureSchema], v); err != nil {

@@ -140,6 +140,8 @@ try {
 } catch {
   await jsm.consumers.update(o.stream!, consumerName, cfg);
 }
+// On the emulator there is no metadata server to ask for credentials.
+if (process.env.FIRESTORE_EMULATOR_HOST) process.env.METADATA_SERVER_DETECTION ??= "none";
 const fs = idempotent ? new Firestore({ projectId: o.project! }) : undefined;
 const kit = new Kit(nc, {
   agent: name, firestore: fs, recordStream: o["record-stream"], failureBucket: o["failure-bucket"], leaseMs: ackWait,

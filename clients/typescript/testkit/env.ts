@@ -21,6 +21,8 @@ export function firestore(): Firestore {
   if (!process.env.FIRESTORE_EMULATOR_HOST) {
     throw new Error("FIRESTORE_EMULATOR_HOST is not set: run the tests through go test ./internal/kitcompat (or make test)");
   }
+  // On the emulator there is no metadata server to ask for credentials.
+  process.env.METADATA_SERVER_DETECTION ??= "none";
   // A project of its own keeps this run's documents apart in the shared emulator.
   return new Firestore({ projectId: "ts-" + randomBytes(6).toString("hex") });
 }

@@ -60,6 +60,7 @@ async function main(): Promise<void> {
   const now = new Date(run.now);
   if (Number.isNaN(now.getTime())) throw new Error(`now ${run.now} is not a time`);
   const nc = await connect({ servers: run.nats_url });
+  process.env.METADATA_SERVER_DETECTION ??= "none"; // the emulator: no metadata server to ask
   const fs = new Firestore({ projectId: run.project });
   const kit = new Kit(nc, { agent: run.agent, firestore: fs, clock: () => now });
   const consumer = await jetstream(nc).consumers.get(run.stream, run.consumer);
