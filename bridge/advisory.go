@@ -3,9 +3,9 @@ package bridge
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -57,68 +57,85 @@ func parseAdvisory(data []byte) (event.Advisory, event.Kind, error) {
 	}, kind, nil
 }
 
-func (b *Bridge) fromAdvisory(ctx context.Context, msg jetstream.Msg) (event.Event, error) {
-	adv, kind, err := parseAdvisory(msg.Data())
-	if err != nil {
-		return event.Event{}, err
-	}
-	ev := event.Event{
-		Schema:     event.Schema,
-		ID:         event.ID(adv.Stream, adv.StreamSeq),
-		Kind:       kind,
-		Stream:     adv.Stream,
-		StreamSeq:  adv.StreamSeq,
-		Consumer:   adv.Consumer,
-		Advisory:   &adv,
-		ObservedAt: b.cfg.Now().UTC(),
-	}
-	orig, missing, err := b.sources.get(ctx, adv.Stream, adv.StreamSeq)
-	if err != nil {
-		return ev, retry("fetch", err)
-	}
-	var headers map[string][]string
-	if missing != "" {
-		ev.Message.SetMissing(missing)
-		if missing == event.MissingPermissionDenied {
-			b.log.Error("the bridge may not read this stream: forwarding the event without the message; grant $JS.API.DIRECT.GET and $JS.API.STREAM.MSG.GET / INFO on it",
-				"stream", adv.Stream, "event_id", ev.ID)
+// fromAdvisories builds the events of a batch of advisories: the originals
+// are read per stream in batches, and the failure records in one batch,
+// both at once. A malformed advisory rejects only its own message.
+func (b *Bridge) fromAdvisories(ctx context.Context, msgs []jetstream.Msg) []built {
+	out := make([]built, len(msgs))
+	bySeq := map[string][]uint64{}
+	var keys []string
+	for i, msg := range msgs {
+		adv, kind, err := parseAdvisory(msg.Data())
+		if err != nil {
+			out[i].err = err
+			continue
 		}
-	} else {
-		headers = orig.Header
-		ev.Message.Subject = orig.Subject
-		ev.Message.Headers = event.EncodeHeaders(headers)
-		t := orig.Time.UTC()
-		ev.Message.PublishedAt = &t
-		ev.Message.SetPayload(orig.Data)
+		out[i].ev = event.Event{
+			Schema:     event.Schema,
+			ID:         event.ID(adv.Stream, adv.StreamSeq),
+			Kind:       kind,
+			Stream:     adv.Stream,
+			StreamSeq:  adv.StreamSeq,
+			Consumer:   adv.Consumer,
+			Advisory:   &adv,
+			ObservedAt: b.cfg.Now().UTC(),
+		}
+		bySeq[adv.Stream] = append(bySeq[adv.Stream], adv.StreamSeq)
+		keys = append(keys, out[i].ev.ID)
 	}
-	ev.Tenant = b.cfg.Conventions.Tenant(headers)
-	ev.Agent = b.cfg.Conventions.Agent(ev.Message.Subject, headers)
-	f, err := b.failure(ctx, ev.ID)
-	if err != nil {
-		return ev, retry("kv", err)
+	if len(keys) == 0 {
+		return out
 	}
-	ev.Failure = f
-	if ev.Agent == "" && f != nil {
-		ev.Agent = f.Agent
+	var fails map[string]*event.Failure
+	var failed map[string]error
+	var wg sync.WaitGroup
+	wg.Go(func() { fails, failed = b.failures.failures(ctx, keys) })
+	origs := make(map[string]map[uint64]original, len(bySeq))
+	var mu sync.Mutex
+	for stream, seqs := range bySeq {
+		wg.Go(func() {
+			got := b.sources.getMany(ctx, stream, seqs)
+			mu.Lock()
+			origs[stream] = got
+			mu.Unlock()
+		})
 	}
-	return ev, nil
-}
-
-// failure returns the last failure agentkit.Fail recorded for the message.
-// An unreadable record is logged and ignored: it must not block the event.
-func (b *Bridge) failure(ctx context.Context, key string) (*event.Failure, error) {
-	kv := *b.kv.Load()
-	entry, err := kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
+	wg.Wait()
+	for i := range out {
+		if out[i].err != nil {
+			continue
+		}
+		ev := &out[i].ev
+		o := origs[ev.Stream][ev.StreamSeq]
+		if o.err != nil {
+			out[i].err = retry("fetch", o.err)
+			continue
+		}
+		var headers map[string][]string
+		if o.missing != "" {
+			ev.Message.SetMissing(o.missing)
+			if o.missing == event.MissingPermissionDenied {
+				b.log.Error("the bridge may not read this stream: forwarding the event without the message; grant $JS.API.DIRECT.GET and $JS.API.STREAM.MSG.GET / INFO on it",
+					"stream", ev.Stream, "event_id", ev.ID)
+			}
+		} else {
+			headers = o.msg.Header
+			ev.Message.Subject = o.msg.Subject
+			ev.Message.Headers = event.EncodeHeaders(headers)
+			t := o.msg.Time.UTC()
+			ev.Message.PublishedAt = &t
+			ev.Message.SetPayload(o.msg.Data)
+		}
+		ev.Tenant = b.cfg.Conventions.Tenant(headers)
+		ev.Agent = b.cfg.Conventions.Agent(ev.Message.Subject, headers)
+		if err := failed[ev.ID]; err != nil {
+			out[i].err = retry("kv", err)
+			continue
+		}
+		ev.Failure = fails[ev.ID]
+		if ev.Agent == "" && ev.Failure != nil {
+			ev.Agent = ev.Failure.Agent
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("failure record %s: %w", key, err)
-	}
-	var f event.Failure
-	if err := json.Unmarshal(entry.Value(), &f); err != nil || f.Code == "" {
-		b.log.Warn("ignoring an unreadable failure record", "key", key, "error", err)
-		return nil, nil
-	}
-	return &f, nil
+	return out
 }

@@ -36,10 +36,11 @@ type Bridge struct {
 	log   *slog.Logger
 	m     *metrics
 
+	direct    *directGets
 	sources   *sourceReader
-	kv        atomic.Pointer[jetstream.KeyValue]
-	ready     atomic.Bool // resources ensured, consumers running
-	pubFailed atomic.Bool // the last publish attempt failed
+	failures  *failureReader // set by Run before the consumers start
+	ready     atomic.Bool    // resources ensured, consumers running
+	pubFailed atomic.Bool    // the last publish attempt failed
 	lastTopic atomic.Int64
 	cons      sync.Map // stream name → jetstream.Consumer
 }
@@ -60,7 +61,8 @@ func New(cfg Config, nc *nats.Conn, ps *pubsub.Client, log *slog.Logger) (*Bridg
 		topic = "projects/" + ps.Project() + "/topics/" + topic
 	}
 	b := &Bridge{cfg: cfg, nc: nc, js: js, ps: ps, topic: topic, log: log, m: newMetrics()}
-	b.sources = newSourceReader(js, cfg.FetchTimeout, log)
+	b.direct = newDirectGets(nc, js.Options())
+	b.sources = newSourceReader(js, b.direct, cfg.FetchTimeout, log)
 	prev := nc.ErrorHandler()
 	nc.SetErrorHandler(func(c *nats.Conn, s *nats.Subscription, err error) {
 		b.sources.noteAsyncError(err)

@@ -37,15 +37,48 @@ func (e *errRetry) Unwrap() error { return e.err }
 
 func retry(reason string, err error) error { return &errRetry{reason: reason, err: err} }
 
-func (b *Bridge) forward(ctx context.Context, msg jetstream.Msg, build func(context.Context, jetstream.Msg) (event.Event, error)) {
-	ev, err := build(ctx, msg)
-	if err == nil {
-		var out *pubsub.Message
-		out, err = b.encode(&ev)
+// built is the event made of one input message, or why there is none.
+type built struct {
+	ev  event.Event
+	err error
+}
+
+// buildFunc turns a batch of input messages into one built per message, in
+// order.
+type buildFunc func(context.Context, []jetstream.Msg) []built
+
+// forwardBatch forwards a batch: every event is handed to the publisher at
+// once (it bundles them into few requests), then each input message is
+// acked as soon as Pub/Sub confirmed its own event. A message whose event
+// could not be built or published is NAKed (or, for input that can never
+// become an event, acked and counted) on its own: the others go on. done
+// is called once per message when it is settled, so that its slot frees
+// without waiting for the rest of the batch.
+func (b *Bridge) forwardBatch(ctx context.Context, msgs []jetstream.Msg, build buildFunc, done func()) {
+	evs := build(ctx, msgs)
+	results := make([]*pubsub.PublishResult, len(msgs))
+	for i := range msgs {
+		err := evs[i].err
 		if err == nil {
-			err = b.publish(ctx, out)
+			var out *pubsub.Message
+			if out, err = b.encode(&evs[i].ev); err == nil {
+				results[i] = b.pub.Publish(ctx, out)
+				continue
+			}
+		}
+		b.settle(ctx, msgs[i], evs[i].ev, err)
+		done()
+	}
+	for i, res := range results {
+		if res != nil {
+			b.settle(ctx, msgs[i], evs[i].ev, b.confirm(ctx, res))
+			done()
 		}
 	}
+}
+
+// settle acks, rejects or NAKs one input message after its outcome.
+func (b *Bridge) settle(ctx context.Context, msg jetstream.Msg, ev event.Event, err error) {
 	var rj *errReject
 	var rt *errRetry
 	switch {
@@ -138,8 +171,8 @@ func attrSize(a map[string]string) int {
 	return n
 }
 
-func (b *Bridge) publish(ctx context.Context, m *pubsub.Message) error {
-	res := b.pub.Publish(ctx, m)
+// confirm waits for Pub/Sub's answer to one publish.
+func (b *Bridge) confirm(ctx context.Context, res *pubsub.PublishResult) error {
 	_, err := res.Get(ctx)
 	if err != nil {
 		b.pubFailed.Store(true)
@@ -160,10 +193,17 @@ func (b *Bridge) deleteOriginal(ctx context.Context, ev event.Event) {
 	}
 }
 
-func (b *Bridge) fromRecord(ctx context.Context, msg jetstream.Msg) (event.Event, error) {
-	r, err := event.ParseRecord(msg.Headers(), msg.Data())
-	if err != nil {
-		return event.Event{}, reject("malformed_record", err)
+// fromRecords builds the events of a batch of explicit records; a record
+// carries everything, so nothing is read from NATS.
+func (b *Bridge) fromRecords(_ context.Context, msgs []jetstream.Msg) []built {
+	out := make([]built, len(msgs))
+	for i, msg := range msgs {
+		r, err := event.ParseRecord(msg.Headers(), msg.Data())
+		if err != nil {
+			out[i].err = reject("malformed_record", err)
+			continue
+		}
+		out[i].ev = r.Event(b.cfg.Conventions, b.cfg.Now())
 	}
-	return r.Event(b.cfg.Conventions, b.cfg.Now()), nil
+	return out
 }

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/jsdlq/jsdlq/shared/event"
 )
 
 // recordReadAheadBytes bounds the record payloads pulled ahead of processing.
@@ -26,21 +24,27 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bridge: bucket %s: %w", b.cfg.FailureBucket, err)
 	}
-	b.kv.Store(&kv)
+	if err := b.direct.start(); err != nil {
+		return err
+	}
+	defer b.direct.stop()
+	if b.failures, err = newFailureReader(ctx, b.direct, kv, b.cfg.FetchTimeout, b.log); err != nil {
+		return err
+	}
 	if err := b.checkTopic(ctx); err != nil {
 		return err
 	}
 	type source struct {
 		stream string
-		build  func(context.Context, jetstream.Msg) (event.Event, error)
+		build  buildFunc
 		pull   jetstream.PullMessagesOpt
 		it     jetstream.MessagesContext
 	}
 	batch := min(b.cfg.MaxInFlight, 500)
 	sources := []*source{
-		{stream: b.cfg.AdvisoryStream, build: b.fromAdvisory, pull: jetstream.PullMaxMessages(batch)},
+		{stream: b.cfg.AdvisoryStream, build: b.fromAdvisories, pull: jetstream.PullMaxMessages(batch)},
 		// Records carry payloads: their read-ahead is bounded in bytes too.
-		{stream: b.cfg.RecordStream, build: b.fromRecord,
+		{stream: b.cfg.RecordStream, build: b.fromRecords,
 			pull: jetstream.PullMaxMessagesWithBytesLimit(batch, recordReadAheadBytes)},
 	}
 	for _, src := range sources {
@@ -75,15 +79,17 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// Work outlives ctx by DrainTimeout so that in-flight messages finish.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
+	// One slot per message being forwarded, over both sources.
 	sem := make(chan struct{}, b.cfg.MaxInFlight)
+	maxBatch := batchSize(b.cfg.MaxInFlight)
 	fatal := make(chan error, 1)
 	var inflight sync.WaitGroup
 	var loops sync.WaitGroup
 	for _, src := range sources {
 		stream, build, it := src.stream, src.build, src.it
-		loops.Add(1)
-		go func() {
-			defer loops.Done()
+		pulled := make(chan jetstream.Msg, maxBatch)
+		loops.Go(func() {
+			defer close(pulled)
 			for {
 				msg, err := it.Next()
 				if err != nil {
@@ -103,15 +109,21 @@ func (b *Bridge) Run(ctx context.Context) error {
 					time.Sleep(200 * time.Millisecond)
 					continue
 				}
-				sem <- struct{}{}
-				b.m.inFlight.Add(1)
-				inflight.Add(1)
-				go func() {
-					defer func() { <-sem; b.m.inFlight.Add(-1); inflight.Done() }()
-					b.forward(work, msg, build)
-				}()
+				pulled <- msg
 			}
-		}()
+		})
+		loops.Go(func() {
+			for {
+				batch := nextBatch(pulled, sem, maxBatch)
+				if batch == nil {
+					return
+				}
+				b.m.inFlight.Add(int64(len(batch)))
+				inflight.Go(func() {
+					b.forwardBatch(work, batch, build, func() { <-sem; b.m.inFlight.Add(-1) })
+				})
+			}
+		})
 	}
 	var runErr error
 	select {
@@ -136,4 +148,43 @@ func (b *Bridge) Run(ctx context.Context) error {
 	b.ready.Store(false)
 	b.log.Info("bridge stopped", "counts", b.m.snapshot())
 	return runErr
+}
+
+// batchSize is the most messages forwarded as one batch: half the in-flight
+// bound, so that one batch is read while another waits for Pub/Sub.
+func batchSize(maxInFlight int) int {
+	return max(1, min(maxInFlight/2, 250))
+}
+
+// nextBatch waits for one pulled message and a slot for it, then adds the
+// messages already pulled while slots are free, up to limit: under load
+// batches fill up, and a lone message goes at once. It returns nil when
+// pulled is closed and empty.
+func nextBatch(pulled <-chan jetstream.Msg, sem chan struct{}, limit int) []jetstream.Msg {
+	sem <- struct{}{}
+	msg, ok := <-pulled
+	if !ok {
+		<-sem
+		return nil
+	}
+	batch := []jetstream.Msg{msg}
+	for len(batch) < limit {
+		select {
+		case sem <- struct{}{}:
+		default:
+			return batch
+		}
+		select {
+		case msg, ok := <-pulled:
+			if !ok {
+				<-sem
+				return batch
+			}
+			batch = append(batch, msg)
+		default:
+			<-sem
+			return batch
+		}
+	}
+	return batch
 }

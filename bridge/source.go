@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 // request times out and the recent violation tells a denial from an outage.
 type sourceReader struct {
 	js      jetstream.JetStream
+	direct  *directGets
 	timeout time.Duration
 	log     *slog.Logger
 
@@ -34,8 +36,8 @@ type sourceReader struct {
 // permission takes effect soon.
 const deniedFor = time.Minute
 
-func newSourceReader(js jetstream.JetStream, timeout time.Duration, log *slog.Logger) *sourceReader {
-	return &sourceReader{js: js, timeout: timeout, log: log,
+func newSourceReader(js jetstream.JetStream, direct *directGets, timeout time.Duration, log *slog.Logger) *sourceReader {
+	return &sourceReader{js: js, direct: direct, timeout: timeout, log: log,
 		streams: map[string]jetstream.Stream{}, denied: map[string]time.Time{}}
 }
 
@@ -139,6 +141,135 @@ func (s *sourceReader) get(ctx context.Context, name string, seq uint64) (*jetst
 		}
 	}
 	return m, "", nil
+}
+
+// original is what a read of one message gave: the message, or the reason it
+// is missing for good, or an error meaning "try again later".
+type original struct {
+	msg     *jetstream.RawStreamMsg
+	missing string
+	err     error
+}
+
+// batchMaxBytes bounds one batch response: the server stops after the
+// message that crosses it, and the bridge asks again from there.
+const batchMaxBytes = 4 << 20
+
+// getMany reads the messages at seqs of one stream. On a stream that allows
+// direct gets, runs of nearby sequences are read with one batch direct get
+// each (the server returns the stored messages from the run's first
+// sequence on, skipping deleted ones), so a batch of advisories costs a few
+// requests instead of one per message. Anything the batch read cannot settle
+// (no direct get, a sparse sequence, an error or a timeout) is read one
+// message at a time by get, which tells missing from unreachable.
+func (s *sourceReader) getMany(ctx context.Context, name string, seqs []uint64) map[uint64]original {
+	out := make(map[uint64]original, len(seqs))
+	if s.isDenied(name) {
+		for _, seq := range seqs {
+			out[seq] = original{missing: event.MissingPermissionDenied}
+		}
+		return out
+	}
+	sorted := slices.Clone(seqs)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	var single []uint64
+	if len(sorted) > 1 {
+		sctx, cancel := context.WithTimeout(ctx, s.timeout)
+		st, err := s.stream(sctx, name)
+		cancel()
+		if err == nil && st.CachedInfo() != nil && st.CachedInfo().Config.AllowDirect {
+			for _, run := range runs(sorted) {
+				if len(run) == 1 {
+					single = append(single, run[0])
+					continue
+				}
+				single = append(single, s.batch(ctx, name, run, out)...)
+			}
+		} else {
+			single = sorted
+		}
+	} else {
+		single = sorted
+	}
+	if len(single) == 0 {
+		return out
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, seq := range single {
+		wg.Go(func() {
+			m, missing, err := s.get(ctx, name, seq)
+			mu.Lock()
+			out[seq] = original{msg: m, missing: missing, err: err}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// runs splits sorted sequences into runs a range read serves well: a run
+// grows while it would transfer at most twice its wanted messages plus a
+// few, so interleaved live or acknowledged messages cost little.
+func runs(sorted []uint64) [][]uint64 {
+	var out [][]uint64
+	start := 0
+	for i := 1; i <= len(sorted); i++ {
+		if i < len(sorted) && sorted[i]-sorted[start]+1 <= uint64(2*(i-start+1)+8) {
+			continue
+		}
+		out = append(out, sorted[start:i])
+		start = i
+	}
+	return out
+}
+
+// batch reads run (sorted, one stream) with batch direct gets into out and
+// returns the sequences it could not settle. The server answers in sequence
+// order, so a wanted sequence below the last one received that did not come
+// is not stored (not found); those above it are asked for again. An answer
+// without any message is a timeout or a refusal unless the server said
+// there is nothing at or after the first sequence.
+func (s *sourceReader) batch(ctx context.Context, name string, run []uint64, out map[uint64]original) []uint64 {
+	for len(run) > 0 {
+		span := int(run[len(run)-1] - run[0] + 1)
+		got := map[uint64]*jetstream.RawStreamMsg{}
+		var last uint64
+		rctx, cancel := context.WithTimeout(ctx, s.timeout)
+		e, err := s.direct.get(rctx, name, directRequest{Seq: run[0], Batch: span, MaxBytes: batchMaxBytes}, span,
+			func(m *jetstream.RawStreamMsg) { got[m.Sequence], last = m, max(last, m.Sequence) })
+		cancel()
+		switch {
+		case err != nil:
+			s.log.Warn("batch get failed; reading one message at a time", "stream", name, "error", err)
+			return run
+		case last == 0 && e.status == "404":
+			for _, seq := range run {
+				out[seq] = original{missing: event.MissingNotFound}
+			}
+			return nil
+		case last == 0:
+			return run
+		}
+		rest := run[:0:0]
+		for _, seq := range run {
+			switch m, ok := got[seq]; {
+			case ok:
+				event.DropDirectGetHeaders(m.Header)
+				if len(m.Header) == 0 {
+					m.Header = nil
+				}
+				out[seq] = original{msg: m}
+			case seq < last:
+				out[seq] = original{missing: event.MissingNotFound}
+			default:
+				rest = append(rest, seq)
+			}
+		}
+		run = rest
+	}
+	return nil
 }
 
 func (s *sourceReader) delete(ctx context.Context, name string, seq uint64) error {
