@@ -9,6 +9,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
+import { headers } from "@nats-io/transport-node";
 
 import {
   Budget, budgetFromHeaders, estimateTokens, failureJSON, formatTime, goString, idempotencyDocID, idempotencyKey,
@@ -55,6 +56,18 @@ test("parseReplay reads the replay's headers in any case", () => {
     of: "TASKS-17", attempt: 2, strategy: "modified_retry", instructions: ["Stop repeating the search.", "Cite the file."],
     targetModel: "large", maxContextTokens: 32000, maxOutputTokens: 0, completedSteps: ["gather_context", "draft"], isReplay: true,
   });
+  // The same from the headers of a nats.js message.
+  const h = headers();
+  h.append("Jsdlq-Replay-Of", "TASKS-17");
+  h.append("jsdlq-instruction", "one");
+  h.append("jsdlq-instruction", "two");
+  h.append("Jsdlq-Max-Context-Tokens", "4000");
+  h.append("X-Task-ID", "t");
+  h.append("X-Task-Version", "3");
+  const r = parseReplay(h);
+  assert.deepEqual([r.of, r.instructions, r.maxContextTokens, r.isReplay], ["TASKS-17", ["one", "two"], 4000, true]);
+  assert.equal(idempotencyKey(h), "t-3");
+  assert.equal(budgetFromHeaders(h, 8000).maxTokens, 4000);
   const first = parseReplay(undefined);
   assert.equal(first.isReplay, false);
   assert.equal(parseReplay({ "Jsdlq-Max-Output-Tokens": ["99999999999999999999"] }).maxOutputTokens, 0, "out of range reads as 0");
