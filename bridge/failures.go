@@ -25,10 +25,14 @@ import (
 // to one Get per key: a key the server did not answer for is never taken
 // for absent.
 type failureReader struct {
-	kv      jetstream.KeyValue
-	direct  *directGets
-	stream  string // the bucket's stream; "" when it cannot be read in batches
-	prefix  string // "$KV.<bucket>."
+	kv     jetstream.KeyValue
+	direct *directGets
+	stream string // the bucket's stream; "" when it cannot be read in batches
+	prefix string // "$KV.<bucket>."
+	// denied reports a recent permission violation on a stream's API:
+	// credentials that may read keys (the subject-suffixed direct get) but
+	// not batches (the bare one) then read one key at a time.
+	denied  func(stream string) bool
 	timeout time.Duration
 	log     *slog.Logger
 }
@@ -37,8 +41,8 @@ type failureReader struct {
 // answers at most 1024 subjects per request.
 const multiLastMax = 512
 
-func newFailureReader(ctx context.Context, direct *directGets, kv jetstream.KeyValue, timeout time.Duration, log *slog.Logger) (*failureReader, error) {
-	r := &failureReader{kv: kv, direct: direct, prefix: "$KV." + kv.Bucket() + ".", timeout: timeout, log: log}
+func newFailureReader(ctx context.Context, direct *directGets, denied func(string) bool, kv jetstream.KeyValue, timeout time.Duration, log *slog.Logger) (*failureReader, error) {
+	r := &failureReader{kv: kv, direct: direct, denied: denied, prefix: "$KV." + kv.Bucket() + ".", timeout: timeout, log: log}
 	st, err := kv.Status(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("bridge: bucket status %s: %w", kv.Bucket(), err)
@@ -60,7 +64,7 @@ func (r *failureReader) failures(ctx context.Context, keys []string) (map[string
 	out := make(map[string]*event.Failure, len(keys))
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	var rest []string
-	if r.stream == "" || len(keys) == 1 {
+	if r.stream == "" || len(keys) == 1 || r.denied(r.stream) {
 		rest = keys
 	} else {
 		for chunk := range slices.Chunk(keys, multiLastMax) {

@@ -1,6 +1,8 @@
 package bridge_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,13 +18,33 @@ import (
 // forwards the event with missing=true (permission_denied) instead of
 // retrying forever, and still reads the streams it may read.
 func TestStreamTheBridgeMayNotRead(t *testing.T) {
+	h, ctx := restrictedHarness(t, "$JS.API.DIRECT.GET.SECRET", "$JS.API.STREAM.MSG.GET.SECRET", "$JS.API.STREAM.INFO.SECRET")
+	secret := taskStream(t, h.js, "SECRET", "secret.>", jetstream.LimitsPolicy, 1)
+	open := taskStream(t, h.js, "OPEN", "open.>", jetstream.LimitsPolicy, 1)
+	s1 := publish(t, ctx, h.js, "secret.x", []byte("classified"))
+	o1 := publish(t, ctx, h.js, "open.x", []byte("public"))
+	exhaust(t, secret)
+	exhaust(t, open)
+	h.sink.waitFor(2, 60*time.Second)
+	e := h.sink.one(event.ID("SECRET", s1.Sequence))
+	if !e.Message.Missing || e.Message.MissingReason != event.MissingPermissionDenied {
+		t.Errorf("SECRET event message = %+v, want missing permission_denied", e.Message)
+	}
+	if o := h.sink.one(event.ID("OPEN", o1.Sequence)); string(o.Message.Data) != "public" {
+		t.Errorf("OPEN event payload = %q, want public", o.Message.Data)
+	}
+}
+
+// restrictedHarness starts a NATS server where the bridge's user may not
+// publish to the deny subjects, and a bridge on it.
+func restrictedHarness(t *testing.T, deny ...string) (*harness, context.Context) {
+	t.Helper()
 	srv, err := server.NewServer(&server.Options{
 		Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
 		Users: []*server.User{
 			{Username: "admin", Password: "admin"},
 			{Username: "bridge", Password: "bridge", Permissions: &server.Permissions{
-				Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{
-					"$JS.API.DIRECT.GET.SECRET", "$JS.API.STREAM.MSG.GET.SECRET", "$JS.API.STREAM.INFO.SECRET"}},
+				Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: deny},
 			}},
 		},
 	})
@@ -51,19 +73,37 @@ func TestStreamTheBridgeMayNotRead(t *testing.T) {
 	h.topic, sub = newTopic(t, ctx, h.ps, h.project, "dlq-events")
 	h.sink = collect(t, h.ps, sub)
 	h.startBridge(t)
+	return h, ctx
+}
 
-	secret := taskStream(t, h.js, "SECRET", "secret.>", jetstream.LimitsPolicy, 1)
-	open := taskStream(t, h.js, "OPEN", "open.>", jetstream.LimitsPolicy, 1)
-	s1 := publish(t, ctx, h.js, "secret.x", []byte("classified"))
-	o1 := publish(t, ctx, h.js, "open.x", []byte("public"))
-	exhaust(t, secret)
-	exhaust(t, open)
-	h.sink.waitFor(2, 60*time.Second)
-	e := h.sink.one(event.ID("SECRET", s1.Sequence))
-	if !e.Message.Missing || e.Message.MissingReason != event.MissingPermissionDenied {
-		t.Errorf("SECRET event message = %+v, want missing permission_denied", e.Message)
+// Credentials granted the failure bucket's keys one by one
+// ($JS.API.DIRECT.GET.KV_dlq_failures.>) but not its batch reads (the bare
+// $JS.API.DIRECT.GET.KV_dlq_failures): the batch request is refused, and
+// the bridge reads the records one key at a time, so the events still
+// carry their failures.
+func TestFailureBatchNotPermitted(t *testing.T) {
+	h, ctx := restrictedHarness(t, "$JS.API.DIRECT.GET.KV_dlq_failures")
+	h.stop()
+	h.stop = nil
+	directStream(t, ctx, h.js, "WORK", "work.>")
+	kv, err := h.js.KeyValue(ctx, "dlq_failures")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if o := h.sink.one(event.ID("OPEN", o1.Sequence)); string(o.Message.Data) != "public" {
-		t.Errorf("OPEN event payload = %q, want public", o.Message.Data)
+	const n = 6
+	for seq := uint64(1); seq <= n; seq++ {
+		publish(t, ctx, h.js, "work.x", []byte("task"))
+		if _, err := kv.PutString(ctx, event.ID("WORK", seq), fmt.Sprintf(`{"code":"llm_provider_timeout","attempt":%d}`, seq)); err != nil {
+			t.Fatal(err)
+		}
+		advise(t, ctx, h.js, "WORK", seq)
+	}
+	h.startBridge(t)
+	h.sink.waitFor(n, 60*time.Second)
+	for seq := uint64(1); seq <= n; seq++ {
+		e := h.sink.one(event.ID("WORK", seq))
+		if e.Failure == nil || e.Failure.Attempt != int(seq) {
+			t.Errorf("WORK.%d failure = %+v, want attempt %d", seq, e.Failure, seq)
+		}
 	}
 }

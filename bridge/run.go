@@ -28,7 +28,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return err
 	}
 	defer b.direct.stop()
-	if b.failures, err = newFailureReader(ctx, b.direct, kv, b.cfg.FetchTimeout, b.log); err != nil {
+	if b.failures, err = newFailureReader(ctx, b.direct, b.sources.isDenied, kv, b.cfg.FetchTimeout, b.log); err != nil {
 		return err
 	}
 	if err := b.checkTopic(ctx); err != nil {
