@@ -56,7 +56,7 @@ bench: ## benchmarks side by side with their physical limits -> docs/PERFORMANCE
 	@echo "bench 1/2: Go benchmarks (output in $(BENCH_DIR)/go-bench.txt)"
 	set -o pipefail; $(STACK) with -- bash -c '\
 	  set -e; \
-	  $(GO) test ./bridge -run "^$$" -bench "Forward$$" -benchtime 20000x -count $(BENCH_COUNT) -timeout 5m; \
+	  $(GO) test ./bridge -run "^$$" -bench "Forward$$" -benchtime 20000x -count $(BENCH_COUNT) -timeout 10m; \
 	  $(GO) test ./functions/classify -run "^$$" -bench "Classify" -benchtime 600x -timeout 5m; \
 	  $(GO) test ./functions/replay -run "^$$" -bench "Replay$$" -benchtime 50x -timeout 5m; \
 	  $(GO) test ./shared/reconciler -run "^$$" -bench "EntryLife$$" -benchtime 4000x -timeout 30m; \
