@@ -68,6 +68,9 @@ func (r *run) learn(ctx context.Context, sec *audit.Section) error {
 	if res.Malformed > 0 {
 		sec.Add("malformed_counts", res.Malformed)
 	}
+	if res.Dropped > 0 {
+		sec.Add("cells_dropped", res.Dropped)
+	}
 	if res.Partial {
 		return errBudget
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -167,17 +168,45 @@ func (e *Entry) PredictFeatures() (predict.Features, bool) {
 	return f, f.Agent != ""
 }
 
+// MaxDayCells bounds the cells of a day's statistics so that its document
+// stays well under Firestore's 1 MiB (about 100 bytes a cell).
+const MaxDayCells = 8000
+
+// pruneCells keeps the MaxDayCells cells with the most tasks (ties: by
+// key) and reports how many it dropped: the fewest-task cells are the
+// furthest from any minimum support.
+func pruneCells(st predict.Stats) int {
+	if len(st) <= MaxDayCells {
+		return 0
+	}
+	keys := slices.SortedFunc(maps.Keys(st), func(a, b predict.Key) int {
+		if c := st[b].Tasks - st[a].Tasks; c != 0 {
+			if c > 0 {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a.String(), b.String())
+	})
+	for _, k := range keys[MaxDayCells:] {
+		delete(st, k)
+	}
+	return len(keys) - MaxDayCells
+}
+
 // FoldPredictionStats adds days' statistics to the daily documents and
 // moves the learner from from to to, in one transaction: a fold is counted
 // once or not at all. ErrConflict when the learner is no longer at from
-// (another run folded meanwhile; nothing is written).
-func (s *Store) FoldPredictionStats(ctx context.Context, from, to LearnerState, days map[time.Time]predict.Stats) error {
+// (another run folded meanwhile; nothing is written). A day beyond
+// MaxDayCells loses its cells with the fewest tasks; dropped says how many.
+func (s *Store) FoldPredictionStats(ctx context.Context, from, to LearnerState, days map[time.Time]predict.Stats) (dropped int, err error) {
 	keys := slices.SortedFunc(maps.Keys(days), func(a, b time.Time) int { return a.Compare(b) })
 	refs := make([]*firestore.DocumentRef, len(keys))
 	for i, d := range keys {
 		refs[i] = s.fs.Collection(predict.StatsCollection).Doc(d.UTC().Format(time.DateOnly))
 	}
-	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		dropped = 0
 		snap, err := tx.Get(s.learnerRef())
 		s.read(1)
 		var cur LearnerState
@@ -212,6 +241,7 @@ func (s *Store) FoldPredictionStats(ctx context.Context, from, to LearnerState, 
 				return fmt.Errorf("%s/%s: %w", predict.StatsCollection, refs[i].ID, err)
 			}
 			st.Merge(days[d])
+			dropped += pruneCells(st)
 			doc := statsDoc{Day: d.UTC(), Cells: cellsOf(st), ExpireAt: d.Add(predict.DefaultWindow + 7*24*time.Hour)}
 			if err := tx.Set(refs[i], doc); err != nil {
 				return err
@@ -222,9 +252,9 @@ func (s *Store) FoldPredictionStats(ctx context.Context, from, to LearnerState, 
 	})
 	s.wrote(len(keys) + 1)
 	if err != nil {
-		return txError("fold prediction statistics", err)
+		return 0, txError("fold prediction statistics", err)
 	}
-	return nil
+	return dropped, nil
 }
 
 // PredictionStats sums the daily statistics of the days in [from, to].

@@ -72,8 +72,12 @@ type Result struct {
 	Tasks   int64 `json:"tasks"`
 	Deaths  int64 `json:"deaths"`
 	Entries int64 `json:"entries"`
-	// Malformed counts cells of counts documents that were not keys.
+	// Malformed counts cells of counts documents that were not keys or
+	// not positive counts.
 	Malformed int64 `json:"malformed,omitempty"`
+	// Dropped counts cells a day's statistics could not keep
+	// (store.MaxDayCells).
+	Dropped int64 `json:"dropped,omitempty"`
 }
 
 // Learn folds what is new into the statistics and, unless force is false
@@ -173,8 +177,9 @@ func Learn(ctx context.Context, s *store.Store, pol Policy, cfg Config, force bo
 	if moved {
 		// The fold must land even if the deadline has just passed.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		err := s.FoldPredictionStats(fctx, from, to, days)
+		dropped, err := s.FoldPredictionStats(fctx, from, to, days)
 		cancel()
+		res.Dropped = int64(dropped)
 		if err != nil {
 			return res, fmt.Errorf("learner: %w", err)
 		}

@@ -3,6 +3,7 @@ package learner_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -187,10 +188,10 @@ func TestFoldConflict(t *testing.T) {
 	st.AddTasks(predict.Features{Agent: "a", TaskType: "t"}, 5)
 	to := from
 	to.DeathsAfter = store.Cursor{At: time.Now().UTC(), ID: "TASKS.1"}
-	if err := s.FoldPredictionStats(ctx, from, to, map[time.Time]predict.Stats{day: st}); err != nil {
+	if _, err := s.FoldPredictionStats(ctx, from, to, map[time.Time]predict.Stats{day: st}); err != nil {
 		t.Fatal(err)
 	}
-	err = s.FoldPredictionStats(ctx, from, to, map[time.Time]predict.Stats{day: st})
+	_, err = s.FoldPredictionStats(ctx, from, to, map[time.Time]predict.Stats{day: st})
 	if !errors.Is(err, store.ErrConflict) {
 		t.Errorf("second FoldPredictionStats from the same state = %v, want ErrConflict", err)
 	}
@@ -200,5 +201,55 @@ func TestFoldConflict(t *testing.T) {
 	}
 	if c := got[predict.Key{Agent: "a", TaskType: "t", Feature: "all", Bucket: "all"}]; c.Tasks != 5 {
 		t.Errorf("tasks after a fold and a conflicting one = %d, want 5", c.Tasks)
+	}
+}
+
+// Counts documents are written by every publisher; cells that are not keys
+// or counts are counted as malformed and left out, the rest is learnt.
+func TestLearnSkipsMalformedCounts(t *testing.T) {
+	fs, _ := testenv.Firestore(t)
+	ctx := testenv.Context(t)
+	s := store.New(fs)
+	hour := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Hour)
+	cells := map[string]int64{"not-a-key": 3, "a/t/size/0-1KiB": -2, "a/t/all/all": 7, "%zz/t/all/all": 1}
+	if _, err := fs.Collection(predict.CountsCollection).Doc(predict.CountsDocID("a", hour)).
+		Set(ctx, predict.Counts{Agent: "a", Hour: hour, Cells: cells}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := learner.Learn(ctx, s, nil, learner.Config{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Malformed != 3 || res.Tasks != 7 || res.Cells != 1 {
+		t.Errorf("Learn(malformed counts) = %+v, want 3 malformed, 7 tasks in 1 cell", res)
+	}
+}
+
+// A day's statistics keep at most store.MaxDayCells cells, those with the
+// most tasks, so that the document stays within Firestore's limit.
+func TestFoldBoundsADay(t *testing.T) {
+	fs, _ := testenv.Firestore(t)
+	ctx := testenv.Context(t)
+	s := store.New(fs)
+	day := predict.Day(time.Now())
+	st := predict.Stats{}
+	for i := range store.MaxDayCells + 5 {
+		st.Add(predict.Key{Agent: fmt.Sprintf("agent%05d", i), TaskType: "t", Feature: "all", Bucket: "all"}, predict.Cell{Tasks: int64(i + 1)})
+	}
+	dropped, err := s.FoldPredictionStats(ctx, store.LearnerState{}, store.LearnerState{CountsThrough: day}, map[time.Time]predict.Stats{day: st})
+	if err != nil || dropped != 5 {
+		t.Fatalf("FoldPredictionStats(MaxDayCells+5 cells) = %d, %v, want 5 dropped", dropped, err)
+	}
+	got, err := s.PredictionStats(ctx, day, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != store.MaxDayCells {
+		t.Errorf("stored cells = %d, want %d", len(got), store.MaxDayCells)
+	}
+	for i := range 5 {
+		if _, ok := got[predict.Key{Agent: fmt.Sprintf("agent%05d", i), TaskType: "t", Feature: "all", Bucket: "all"}]; ok {
+			t.Errorf("cell with %d tasks kept, want the fewest-task cells dropped", i+1)
+		}
 	}
 }
