@@ -300,7 +300,7 @@ func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
 		for _, e := range page {
 			keys = append(keys, e.IdempotencyKey)
 		}
-		done, err := r.h.store.CompletedKeys(ctx, keys)
+		done, err := r.h.store.Completions(ctx, keys)
 		if err != nil {
 			return err
 		}
@@ -310,14 +310,15 @@ func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
 				sec.Add("without_idempotency_key", 1)
 				continue
 			}
-			if !done[e.IdempotencyKey] {
+			c := done[e.IdempotencyKey]
+			if !c.Done {
 				continue
 			}
 			f = r.repairing(f, audit.FindingReplayedCompleted, SectionReplayed, "replayed entries whose task completed (task-idempotency record exists)", "mark_recovered")
 			if !r.plan(f, e.ID) {
 				continue
 			}
-			_, err := r.h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replayed}, By, "task-idempotency shows "+e.IdempotencyKey+" completed")
+			_, err := r.h.store.MarkRecoveredSeen(ctx, e.ID, []store.Status{store.Replayed}, By, "task-idempotency shows "+e.IdempotencyKey+" completed", c)
 			if applied(f.Repair, e.ID, err) {
 				f.Repair.Done++
 			}

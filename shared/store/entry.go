@@ -364,6 +364,18 @@ func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Chang
 // again, but its probe report is repeated (the report comes after the
 // transition, so a caller whose report failed retries until it succeeds).
 func (s *Store) MarkRecovered(ctx context.Context, id string, from []Status, by, note string) (*Entry, error) {
+	return s.markRecovered(ctx, id, from, by, note, s.KeepCompletion)
+}
+
+// MarkRecoveredSeen is MarkRecovered for a caller that has just read the
+// task's completion record (Completions, c): keeping the record as long as
+// the entry is a write conditioned on the record being unchanged since,
+// with no second read of it.
+func (s *Store) MarkRecoveredSeen(ctx context.Context, id string, from []Status, by, note string, c Completion) (*Entry, error) {
+	return s.markRecovered(ctx, id, from, by, note, func(ctx context.Context, e *Entry) error { return s.keepSeenCompletion(ctx, e, c) })
+}
+
+func (s *Store) markRecovered(ctx context.Context, id string, from []Status, by, note string, keep func(context.Context, *Entry) error) (*Entry, error) {
 	e, err := s.Transition(ctx, id, Change{From: from, To: Recovered, By: by, Note: note, Count: &Metrics{ReplaysRecovered: 1}})
 	if errors.Is(err, ErrWrongStatus) {
 		cur, gerr := s.GetMeta(ctx, id)
@@ -376,7 +388,7 @@ func (s *Store) MarkRecovered(ctx context.Context, id string, from []Status, by,
 	}
 	// Recovered because the completion record exists: it now lasts as long
 	// as the entry, which may still be redriven.
-	if err := s.KeepCompletion(ctx, e); err != nil {
+	if err := keep(ctx, e); err != nil {
 		return e, fmt.Errorf("entry %s recovered; %w", id, err)
 	}
 	if e.BreakerProbe {

@@ -77,7 +77,31 @@ func (s *Store) KeepCompletion(ctx context.Context, e *Entry) error {
 // CompletedKeys reports, for each idempotency key, whether task-idempotency
 // holds its completion record (agentkit.Once); one batched read.
 func (s *Store) CompletedKeys(ctx context.Context, keys []string) (map[string]bool, error) {
-	out := make(map[string]bool, len(keys))
+	found, err := s.Completions(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(found))
+	for k, c := range found {
+		out[k] = c.Done
+	}
+	return out, nil
+}
+
+// Completion is a task-idempotency record as a lookup found it.
+type Completion struct {
+	// Done: the task completed (an in-progress claim is not done).
+	Done     bool
+	ExpireAt time.Time
+	// seen is the record's update time, the precondition of a write that
+	// relies on what was read (MarkRecoveredSeen).
+	seen time.Time
+}
+
+// Completions reads the task-idempotency records (agentkit.Once) of the
+// keys; one batched read. Keys without a record are absent.
+func (s *Store) Completions(ctx context.Context, keys []string) (map[string]Completion, error) {
+	out := make(map[string]Completion, len(keys))
 	var refs []*firestore.DocumentRef
 	var refKeys []string
 	for _, k := range keys {
@@ -102,10 +126,33 @@ func (s *Store) CompletedKeys(ctx context.Context, keys []string) (map[string]bo
 			if err := snap.DataTo(&rec); err != nil {
 				return nil, fmt.Errorf("decode %s/%s: %w", TaskIdempotency, snap.Ref.ID, err)
 			}
-			out[refKeys[start+i]] = rec.Status == agentkit.StatusCompleted || !rec.CompletedAt.IsZero()
+			out[refKeys[start+i]] = Completion{Done: rec.Status == agentkit.StatusCompleted || !rec.CompletedAt.IsZero(), ExpireAt: rec.ExpireAt, seen: snap.UpdateTime}
 		}
 	}
 	return out, nil
+}
+
+// keepSeenCompletion is KeepCompletion for the record c the caller read
+// (Completions): a write conditioned on the record being unchanged since,
+// without reading it again; a record changed meanwhile is read again
+// (KeepCompletion).
+func (s *Store) keepSeenCompletion(ctx context.Context, e *Entry, c Completion) error {
+	if e.IdempotencyKey == "" || e.ExpireAt.IsZero() || !c.Done || !c.ExpireAt.Before(e.ExpireAt) {
+		return nil
+	}
+	if c.seen.IsZero() {
+		return s.KeepCompletion(ctx, e)
+	}
+	ref := s.fs.Collection(TaskIdempotency).Doc(agentkit.IdempotencyDocID(e.IdempotencyKey))
+	_, err := ref.Update(ctx, []firestore.Update{{Path: "expire_at", Value: e.ExpireAt}}, firestore.LastUpdateTime(c.seen))
+	s.wrote(1)
+	switch status.Code(err) {
+	case codes.OK:
+		return nil
+	case codes.FailedPrecondition, codes.NotFound:
+		return s.KeepCompletion(ctx, e)
+	}
+	return fmt.Errorf("firestore keep completion record of %s: %w", e.ID, err)
 }
 
 // CountCompletions counts the completion records (agentkit.Once) whose

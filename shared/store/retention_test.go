@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
+
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/triage"
@@ -128,7 +130,10 @@ func TestRecoveredKeepsTheCompletionRecord(t *testing.T) {
 		{"a claim, not a completion", agentkit.IdempotencyRecord{Status: agentkit.StatusInProgress, ExpireAt: now.Add(time.Hour)},
 			180 * day, now.Add(time.Hour)},
 	}
-	for i, tc := range tests {
+	for i, tc := range append(tests, tests...) {
+		// The second time through, the record was read by the caller
+		// (reconcile's Completions) and the write relies on it.
+		seen := i >= len(tests)
 		e := entry("TASKS.keep"+string(rune('0'+i)), []byte("p"))
 		e.IdempotencyKey = "key-" + e.ID
 		e.Decide(triage.Decision{Action: triage.Escalate, Retention: tc.keep}, now)
@@ -141,8 +146,18 @@ func TestRecoveredKeepsTheCompletionRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 2 {
-			if _, err := s.MarkRecovered(ctx, e.ID, []Status{Escalated}, "test", "completed"); err != nil {
-				t.Fatalf("%s: MarkRecovered() = %v", tc.name, err)
+			var err error
+			if seen {
+				var c map[string]Completion
+				if c, err = s.Completions(ctx, []string{e.IdempotencyKey}); err != nil {
+					t.Fatal(err)
+				}
+				_, err = s.MarkRecoveredSeen(ctx, e.ID, []Status{Escalated}, "test", "completed", c[e.IdempotencyKey])
+			} else {
+				_, err = s.MarkRecovered(ctx, e.ID, []Status{Escalated}, "test", "completed")
+			}
+			if err != nil {
+				t.Fatalf("%s (seen %v): MarkRecovered() = %v", tc.name, seen, err)
 			}
 		}
 		snap, err := ref.Get(ctx)
@@ -154,7 +169,39 @@ func TestRecoveredKeepsTheCompletionRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !got.ExpireAt.Equal(tc.expire) {
-			t.Errorf("%s: record expire_at = %v, want %v", tc.name, got.ExpireAt, tc.expire)
+			t.Errorf("%s (seen %v): record expire_at = %v, want %v", tc.name, seen, got.ExpireAt, tc.expire)
 		}
+	}
+
+	// A record changed after the caller read it (another entry of the same
+	// key kept it longer): the conditioned write is refused and the record
+	// read again, so it is not shortened.
+	e := entry("TASKS.keep-changed", []byte("p"))
+	e.IdempotencyKey = "key-changed"
+	e.Decide(triage.Decision{Action: triage.Escalate, Retention: 7 * day}, now)
+	if _, err := s.Record(ctx, e, "classify"); err != nil {
+		t.Fatal(err)
+	}
+	ref := s.fs.Collection(TaskIdempotency).Doc(agentkit.IdempotencyDocID(e.IdempotencyKey))
+	rec := agentkit.IdempotencyRecord{Key: e.IdempotencyKey, Status: agentkit.StatusCompleted, CompletedAt: now, ExpireAt: now.Add(72 * time.Hour)}
+	if _, err := ref.Set(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Completions(ctx, []string{e.IdempotencyKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ref.Update(ctx, []firestore.Update{{Path: "expire_at", Value: now.Add(400 * day)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MarkRecoveredSeen(ctx, e.ID, []Status{Escalated}, "test", "completed", c[e.IdempotencyKey]); err != nil {
+		t.Fatalf("MarkRecoveredSeen(changed record) = %v", err)
+	}
+	snap, err := ref.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at, _ := snap.Data()["expire_at"].(time.Time); !at.Equal(now.Add(400 * day)) {
+		t.Errorf("record changed since it was read: expire_at = %v, want the longer %v kept", at, now.Add(400*day))
 	}
 }
