@@ -3,8 +3,10 @@ package agentkit_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -262,5 +264,37 @@ func TestPublishCountsFlush(t *testing.T) {
 	}
 	if counts[0].Agent != "coder" || !counts[0].Hour.Equal(at.Truncate(time.Hour)) {
 		t.Errorf("counts document agent %q hour %v, want coder %v", counts[0].Agent, counts[0].Hour, at.Truncate(time.Hour))
+	}
+}
+
+// Concurrent publishers and the flush timer share the counts: every task is
+// counted exactly once however the flushes fall (run with -race).
+func TestPublishCountsConcurrently(t *testing.T) {
+	f := newFixture(t, jetstream.WorkQueuePolicy, true)
+	ctx := testenv.Context(t)
+	fs, _ := testenv.Firestore(t)
+	at := time.Date(2026, 11, 23, 10, 15, 0, 0, time.UTC)
+	kit := agentkit.New(f.js, agentkit.WithFirestore(fs), agentkit.WithPredictions(time.Hour),
+		agentkit.WithCountFlush(5*time.Millisecond), agentkit.WithClock(func() time.Time { return at }))
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 25 {
+				if _, err := kit.Publish(ctx, "agents.coder.tasks.refactor", []byte("x"), map[string][]string{"X-Task-ID": {fmt.Sprintf("%d-%d", w, i)}}); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := kit.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	counts, err := store.New(fs).TaskCounts(ctx, at.Truncate(time.Hour), at.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(counts) != 1 || counts[0].Cells["coder/refactor/all/all"] != 200 {
+		t.Errorf("TaskCounts after 200 concurrent publishes = %+v, want one document counting 200", counts)
 	}
 }
