@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -36,7 +37,7 @@ func TestRecountStopsAtItsBudget(t *testing.T) {
 	f := newFixture(t, false)
 	const n, tenants = 5000, 10
 	now := time.Now().UTC()
-	seedBulk(t, f, n, tenants, now)
+	seedBulk(t, f, n, tenants, now.Add(-5*time.Hour), 5*time.Hour-time.Minute, false)
 	drifted := now.Add(-2 * time.Hour)
 	if err := f.st.AddMetrics(f.ctx, drifted, "stray", store.Metrics{Total: 1, ByTenant: map[string]int64{"t1": 1}}); err != nil {
 		t.Fatal(err)
@@ -79,16 +80,16 @@ func TestRecountStopsAtItsBudget(t *testing.T) {
 	}
 }
 
-// seedBulk writes n recovered entries spread over the last five hours with
-// BulkWriter, and hourly metrics (tenant counters included) that agree
-// with them.
-func seedBulk(t testing.TB, f *fixture, n, tenants int, now time.Time) {
+// seedBulk writes n recovered entries spread evenly over [from, from+span)
+// with BulkWriter, and hourly metrics that agree with them; legacy leaves
+// out the tenant counters, as hours written before they existed.
+func seedBulk(t testing.TB, f *fixture, n, tenants int, from time.Time, span time.Duration, legacy bool) {
 	bw := f.fs.BulkWriter(f.ctx)
 	hours := map[string]*store.Metrics{}
 	at := map[string]time.Time{}
 	for i := range n {
 		e := entry(uint64(1000+i), fmt.Sprintf("t%d", i%tenants), store.Recovered)
-		e.CreatedAt = now.Add(-5 * time.Hour).Add(time.Duration(i) * (5*time.Hour - time.Minute) / time.Duration(n))
+		e.CreatedAt = from.Add(time.Duration(i) * span / time.Duration(n))
 		e.UpdatedAt, e.ExpireAt, e.RootID = e.CreatedAt, e.CreatedAt.Add(store.Retention), e.ID
 		e.Kinds = []string{e.Kind}
 		e.History = []store.Transition{{At: e.CreatedAt, To: string(store.Recovered), By: "classify"}}
@@ -100,12 +101,44 @@ func seedBulk(t testing.TB, f *fixture, n, tenants int, now time.Time) {
 			hours[h], at[h] = &store.Metrics{}, e.CreatedAt
 		}
 		store.AddEntryMetrics(hours[h], e)
-		store.AddTenantPart(hours[h], e)
+		if !legacy {
+			store.AddTenantPart(hours[h], e)
+		}
 	}
 	bw.End()
 	for h, m := range hours {
 		if err := f.st.AddMetrics(f.ctx, at[h], "seed", *m); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Hours written before the tenant counters existed do not add up: the first
+// run after an upgrade recounts each closed hour of the window once from
+// its entries, and the next run's tenant health counts every entry, with
+// nothing left to repair.
+func TestUpgradeRecountsHoursWithoutTenantCounters(t *testing.T) {
+	f := newFixture(t, false)
+	const n, tenants = 300, 3
+	start := time.Now().UTC().Truncate(time.Hour).Add(-4 * time.Hour)
+	seedBulk(t, f, n, tenants, start, 3*time.Hour, true)
+	h := f.handler(reconciler.Config{TimeBudget: time.Minute}, nil)
+	first := f.run(h, false)
+	if fd := finding(t, first, audit.AlertMetricDrift); fd.Repair == nil || fd.Repair.Done != 3 || fd.Repair.Failed != 0 {
+		t.Fatalf("first run metric_drift = %+v, want the 3 legacy hours recounted", fd)
+	}
+	second := f.run(h, false)
+	if len(second.Findings) != 0 {
+		t.Errorf("second run: %s; want nothing left", summary(second))
+	}
+	var counted int64
+	for _, th := range second.Tenants {
+		counted += th.Recovered
+		if th.Entries != n/tenants || th.Settled != th.Entries {
+			t.Errorf("tenant %s = %d entries, %d settled; want %d recovered", th.Tenant, th.Entries, th.Settled, n/tenants)
+		}
+	}
+	if counted != n || len(second.Tenants) != tenants {
+		t.Errorf("second run: %d tenants, %d recovered entries; want %d, %d", len(second.Tenants), counted, tenants, n)
 	}
 }

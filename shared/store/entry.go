@@ -208,7 +208,8 @@ type Change struct {
 }
 
 // Transition changes an entry's status in a transaction that checks the
-// previous status: ErrWrongStatus (wrapped, with the actual status) when it
+// previous status (and adds the difference the move makes to the entry's
+// tenant-hour counters, tenanthealth.go, in the same transaction): ErrWrongStatus (wrapped, with the actual status) when it
 // is not one of c.From, ErrNotFound when there is no entry, ErrConflict when
 // contention outlasted the client's retries.
 func (s *Store) Transition(ctx context.Context, id string, c Change) (*Entry, error) {
