@@ -181,7 +181,7 @@ func (d *demo) execute(ctx context.Context) (*summary, error) {
 	d.logf("demo policy %s applied (triage-policy/current): the default with delays of seconds, predictions off for the learning phase", pol.Version())
 	// The learning phase publishes untreated tasks: a model left by an
 	// earlier run is rewritten under the policy with the predictions off.
-	if _, err := d.learn(ctx, fs, pol, false); err != nil {
+	if _, err := d.learn(ctx, pol, false); err != nil {
 		return nil, err
 	}
 	d.kit = agentkit.New(d.js, agentkit.WithFirestore(fs), agentkit.WithPredictions(time.Hour), agentkit.WithWorkStream(workStream))
@@ -213,7 +213,7 @@ func (d *demo) execute(ctx context.Context) (*summary, error) {
 			if pol, err = d.applyPolicy(ctx, fs, true); err != nil {
 				return nil, err
 			}
-			res, err := d.learn(ctx, fs, pol, true)
+			res, err := d.learn(ctx, pol, true)
 			if err != nil {
 				return nil, err
 			}

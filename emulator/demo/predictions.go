@@ -69,15 +69,15 @@ func (d *demo) applyPolicy(ctx context.Context, fs *firestore.Client, prediction
 // demo does not wait for the hour to close: with closeHour its clock reads
 // the start of the next hour, so this hour's counts are folded now (and
 // the model's trained-at time is that moment).
-func (d *demo) learn(ctx context.Context, fs *firestore.Client, pol *triage.Policy, closeHour bool) (learner.Result, error) {
-	st, cfg := d.st, learner.Config{}
+func (d *demo) learn(ctx context.Context, pol *triage.Policy, closeHour bool) (learner.Result, error) {
+	var cfg learner.Config
 	if closeHour {
 		now := time.Now()
 		shift := now.Truncate(time.Hour).Add(time.Hour).Sub(now) + time.Second
-		st = store.New(fs, store.WithClock(func() time.Time { return time.Now().Add(shift) }))
+		cfg.Now = func() time.Time { return time.Now().Add(shift) }
 		cfg.Settle = time.Nanosecond // every phase-one entry is committed: the phase settled
 	}
-	res, err := learner.Learn(ctx, st, pol, cfg, true)
+	res, err := learner.Learn(ctx, d.st, pol, cfg, true)
 	if err != nil {
 		return res, fmt.Errorf("learn the predictions: %w", err)
 	}
