@@ -294,7 +294,7 @@ func (k *Kit) Publish(ctx context.Context, subject string, payload []byte, heade
 		}
 		return Published{Ack: ack, Subject: subject}, nil
 	}
-	out, route := k.preflight(msg, k.now())
+	out, route := k.predictTask(msg, k.now())
 	if route {
 		res, err := k.routeToDLQ(ctx, msg, out, k.now())
 		if !errors.Is(err, ErrRecordTooLarge) {
@@ -311,9 +311,9 @@ func (k *Kit) Publish(ctx context.Context, subject string, payload []byte, heade
 	return out, nil
 }
 
-// preflight marks, treats or counts the task in msg (changing its headers
+// predictTask marks, treats or counts the task in msg (changing its headers
 // and subject) and reports whether it is to be routed to the DLQ.
-func (k *Kit) preflight(msg *nats.Msg, now time.Time) (Published, bool) {
+func (k *Kit) predictTask(msg *nats.Msg, now time.Time) (Published, bool) {
 	c := event.DefaultConventions
 	h := map[string][]string(msg.Header)
 	if pm := k.pred.pending.Load(); pm != nil {
