@@ -95,6 +95,10 @@ type Options struct {
 	MinReasonShare float64
 	// Z is the normal quantile of the confidence bound (default 1.96, 95 %).
 	Z float64
+	// MaxPredictions bounds the model's rows (default DefaultMaxPredictions)
+	// so that its document stays small and cheap to read: acted-on rows
+	// are kept before advisory ones, then the most confident.
+	MaxPredictions int
 	// Act is the policy's action for a predicted reason; nil or !ok leaves
 	// the prediction advisory.
 	Act func(agent, taskType, reason string) (Action, bool)
@@ -110,6 +114,7 @@ const (
 	DefaultThreshold      = 0.5
 	DefaultMinReasonShare = 0.5
 	DefaultZ              = 1.96
+	DefaultMaxPredictions = 1000
 )
 
 func (o Options) withDefaults() Options {
@@ -124,6 +129,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Z <= 0 {
 		o.Z = DefaultZ
+	}
+	if o.MaxPredictions <= 0 {
+		o.MaxPredictions = DefaultMaxPredictions
 	}
 	return o
 }
@@ -195,6 +203,18 @@ func Learn(stats Stats, o Options) Model {
 			}
 		}
 		m.Predictions = append(m.Predictions, p)
+	}
+	if len(m.Predictions) > o.MaxPredictions {
+		slices.SortFunc(m.Predictions, func(a, b Prediction) int {
+			switch {
+			case better(a, b):
+				return -1
+			case better(b, a):
+				return 1
+			}
+			return cmp.Compare(a.Key().String(), b.Key().String())
+		})
+		m.Predictions = m.Predictions[:o.MaxPredictions]
 	}
 	slices.SortFunc(m.Predictions, func(a, b Prediction) int {
 		return cmp.Or(cmp.Compare(a.Agent, b.Agent), cmp.Compare(a.TaskType, b.TaskType),

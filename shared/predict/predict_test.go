@@ -2,6 +2,7 @@ package predict_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -333,5 +334,28 @@ func TestStatsMerge(t *testing.T) {
 		}
 	}); len(keys) != 3 {
 		t.Errorf("Merge cells = %d, want 3 (all, size, hour)", len(keys))
+	}
+}
+
+func TestLearnBoundsTheModel(t *testing.T) {
+	s := predict.Stats{}
+	for i := range 10 {
+		f := predict.Features{Agent: fmt.Sprintf("a%d", i), TaskType: "t"}
+		s.AddTasks(f, 100)
+		for range 50 + 5*i {
+			s.AddDeath(f, "r")
+		}
+	}
+	act := func(agent, _, _ string) (predict.Action, bool) {
+		return predict.Action{Action: predict.ActionDLQ}, agent == "a0"
+	}
+	// Each agent has three cells (all, size, hour); a0's are acted on.
+	m := predict.Learn(s, predict.Options{Threshold: 0.3, Act: act, MaxPredictions: 6})
+	var got []string
+	for _, p := range m.Predictions {
+		got = append(got, p.Agent)
+	}
+	if want := []string{"a0", "a0", "a0", "a9", "a9", "a9"}; !slices.Equal(got, want) {
+		t.Errorf("Learn(MaxPredictions 6) rows of %v, want %v (acted-on first, then the most confident)", got, want)
 	}
 }
