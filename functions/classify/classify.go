@@ -196,10 +196,10 @@ func (h *Handler) handle(ctx context.Context, ce event.Event) error {
 		return fmt.Errorf("classify: record %s: %w", ev.ID, err)
 	}
 	cur := res.Entry
-	if res.Created && (store.Notifies(cur.Status) || res.Breaker != store.BreakerClosed) {
+	if res.Notified {
 		// The transaction staged a notification (the entry needs a human,
-		// or the tenant breaker is open and may just have opened). It
-		// leaves now, whatever happens to the scheduling below.
+		// or the tenant breaker changed state). It leaves now, whatever
+		// happens to the scheduling below.
 		defer h.flush(ctx, cur.ID)
 	}
 	// "event" is what Terraform's log-based metrics count: entry_created

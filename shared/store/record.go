@@ -22,6 +22,12 @@ type RecordResult struct {
 	Merged bool
 	// Breaker is the tenant breaker's state after the call.
 	Breaker string
+	// Notified is true when the call staged a notification (a new entry
+	// that needs a human, or a breaker that changed state): the caller
+	// flushes the outbox after it. An entry held by a breaker known to be
+	// open stages none, so a one-tenant storm does not query the outbox
+	// once per entry.
+	Notified bool
 }
 
 // Record stores a classified entry. In one transaction it creates the entry
@@ -136,7 +142,7 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 		if err := tx.Set(s.shardRef(Hour(e.CreatedAt), e.ID), m.updates(Hour(e.CreatedAt)), firestore.MergeAll); err != nil {
 			return err
 		}
-		res = RecordResult{Entry: e, Created: true, Breaker: b.State}
+		res = RecordResult{Entry: e, Created: true, Breaker: b.State, Notified: Notifies(e.Status)}
 		if known {
 			s.wrote(2)
 			return nil
@@ -147,6 +153,7 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 		if err := s.notifyBreaker(tx, b); err != nil {
 			return err
 		}
+		res.Notified = res.Notified || len(breakerNotifications(b)) > 0
 		return tx.Set(bref, b)
 	})
 	if err == nil && seen != nil {
