@@ -49,6 +49,15 @@ func (d *driver) originals(ctx context.Context, n int, tenant func(i int) string
 	}
 	futures := make([]jetstream.PubAckFuture, 0, n)
 	for i := range n {
+		// Past the client's limit of pending async publishes it stalls and
+		// errors out: wait for the outstanding acks now and then.
+		if i > 0 && i%1000 == 0 {
+			select {
+			case <-d.js.PublishAsyncComplete():
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		m := nats.NewMsg("agents.backend.tasks.code_review")
 		m.Data = payload
 		m.Header.Set("X-Tenant-ID", tenant(i))
@@ -79,6 +88,13 @@ func (d *driver) offer(ctx context.Context, seqs []uint64, reason string, rate f
 	sent := make([]time.Time, len(seqs))
 	start := time.Now()
 	for i, seq := range seqs {
+		if rate == 0 && i > 0 && i%1000 == 0 {
+			select {
+			case <-d.js.PublishAsyncComplete():
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		if rate > 0 {
 			if wait := time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))); wait > 0 {
 				select {

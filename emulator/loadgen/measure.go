@@ -35,6 +35,9 @@ type stormRun struct {
 	Exact                        bool
 	Held, Scheduled              int64
 	CPU                          cpuShare
+	BareLoop                     float64 // entries/s of the bare Firestore loop, same run
+	BareConc                     int
+	PushTx                       float64 // messages/s pushed to an endpoint that does the bare transaction
 }
 
 type replayRun struct {
@@ -49,6 +52,7 @@ type results struct {
 	Replay           replayRun
 	BridgeRSS, FnRSS int64
 	PushCeiling      float64 // messages/s the emulator pushes to an endpoint that acks at once
+	PushConc         int     // the most pushes the emulator had outstanding then
 	BridgePID, FnPID int
 	StackDir         string
 	Rates            []float64
@@ -95,7 +99,7 @@ func measure(ctx context.Context, s *benchStack, o options, progress io.Writer) 
 	}
 
 	fmt.Fprintln(progress, "loadgen: the Pub/Sub emulator's push rate alone (3 000 messages)")
-	if res.PushCeiling, err = pushCeiling(ctx, s, 3000, progress); err != nil {
+	if res.PushCeiling, res.PushConc, err = pushCeiling(ctx, s, "push-ceiling", 3000, nil, progress); err != nil {
 		return nil, err
 	}
 
@@ -139,6 +143,18 @@ func measure(ctx context.Context, s *benchStack, o options, progress io.Writer) 
 	}
 
 	if res.Storm, err = storm(ctx, d, s, o, progress); err != nil {
+		return nil, err
+	}
+	// The storm's second ceiling, right after it: its transaction as a bare
+	// loop, at the concurrency the emulator does best.
+	if res.Storm.BareLoop, res.Storm.BareConc, err = bareStormCeiling(ctx, d.fs, min(o.storm, 3000), progress); err != nil {
+		return nil, err
+	}
+	// The emulator pushes to one subscription at most a couple of messages
+	// at a time whatever the endpoint's latency, so the storm's push leg
+	// and its transaction add up rather than overlap: the push leg with
+	// the bare transaction behind each push is the storm's serial ceiling.
+	if res.Storm.PushTx, _, err = pushCeiling(ctx, s, "push-bare-tx", min(o.storm, 2000), newBareStormTx(d.fs), progress); err != nil {
 		return nil, err
 	}
 	if res.Replay, err = replays(ctx, d, s, o, progress); err != nil {

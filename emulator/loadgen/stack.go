@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/jsdlq/jsdlq/emulator/stack"
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
@@ -146,7 +147,7 @@ func (s *benchStack) clientEnv() []string {
 
 // provision creates what Terraform creates in a project: the topic with its
 // push subscription to /Classify (and the dead-letter topic with a
-// subscription) and the replay queue at Cloud Tasks' documented ceiling of
+// subscription), the notifications topic with a subscription, and the replay queue at Cloud Tasks' documented ceiling of
 // 500 dispatches/s, so the queue is not what the figures measure.
 func (s *benchStack) provision(ctx context.Context) error {
 	os.Setenv("PUBSUB_EMULATOR_HOST", s.pubsub)
@@ -157,13 +158,19 @@ func (s *benchStack) provision(ctx context.Context) error {
 	defer ps.Close()
 	topic := fmt.Sprintf("projects/%s/topics/%s", s.project, topicID)
 	dead := topic + "-dead"
-	for _, t := range []string{topic, dead} {
+	// The notifications topic too: without it the first notification (the
+	// storm's breaker_opened) stays pending, and every flush after a commit
+	// claims it, fails to publish it and releases it again, a transaction
+	// pair per entry on one outbox document that no deployment has.
+	notes := fmt.Sprintf("projects/%s/topics/%s", s.project, event.DefaultNotificationsTopic)
+	for _, t := range []string{topic, dead, notes} {
 		if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: t}); err != nil {
 			return fmt.Errorf("create topic %s: %w", t, err)
 		}
 	}
 	for _, sub := range []*pubsubpb.Subscription{
 		{Name: fmt.Sprintf("projects/%s/subscriptions/dead-hold", s.project), Topic: dead},
+		{Name: fmt.Sprintf("projects/%s/subscriptions/notifications-hold", s.project), Topic: notes},
 		{Name: fmt.Sprintf("projects/%s/subscriptions/classify-push", s.project), Topic: topic,
 			PushConfig:         &pubsubpb.PushConfig{PushEndpoint: stack.ClassifyPushEndpoint(s.fn, topic)},
 			AckDeadlineSeconds: 60,
