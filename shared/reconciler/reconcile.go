@@ -302,14 +302,6 @@ func (r *run) scanStatus(ctx context.Context, st store.Status, after store.Curso
 	return p.Entries, p.Next, err
 }
 
-// scanCreated returns a page of the entries created in [from, to) after the
-// cursor, oldest first, and the cursor of the next page (zero after the
-// last).
-func (r *run) scanCreated(ctx context.Context, from, to time.Time, after store.Cursor) ([]*store.Entry, store.Cursor, error) {
-	p, err := r.h.store.Entries(ctx, store.Query{CreatedFrom: from, CreatedTo: to, Order: store.OldestFirst, View: store.ScanView, After: after, Limit: r.h.cfg.PageSize})
-	return p.Entries, p.Next, err
-}
-
 func (r *run) finding(name, section, tenant, message string) *audit.Finding {
 	f := audit.NewFinding(name, section, tenant, message)
 	r.rep.Findings = append(r.rep.Findings, f)
