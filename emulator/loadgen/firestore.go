@@ -3,24 +3,25 @@ package main
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"cloud.google.com/go/firestore"
+	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/store"
 )
 
 // bareStormCeiling runs bareStormLoop at 4, 8 and 16 transactions at a
 // time, n/3 entries each, and returns the best rate and its concurrency:
 // the emulator's own best at the storm's work.
-func bareStormCeiling(ctx context.Context, fs *firestore.Client, n int, progress io.Writer) (float64, int, error) {
+func bareStormCeiling(ctx context.Context, st *store.Store, template store.Entry, n int, progress io.Writer) (float64, int, error) {
 	var best float64
 	var at int
 	for _, conc := range []int{4, 8, 16} {
-		rate, err := bareStormLoop(ctx, fs, max(n/3, 1), conc, progress)
+		rate, err := bareStormLoop(ctx, st, template, max(n/3, 1), conc, progress)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -31,17 +32,13 @@ func bareStormCeiling(ctx context.Context, fs *firestore.Client, n int, progress
 	return best, at, nil
 }
 
-// bareStormLoop is the storm's Firestore work per entry written as a bare
-// loop, the second ceiling of the storm: what classify's transaction does
-// for an entry held by an open breaker (the storm's common case, known
-// open, so the breaker document is neither read nor written), one
-// transaction that creates an entry-sized document and adds to one of 8
-// metric shards of the hour, n of them, conc at a time, on the same
-// emulator, in collections of its own. It does strictly less than classify
-// (no event decoding, no policy, no push request), so it bounds what
-// classify can reach on this Firestore.
-func bareStormLoop(ctx context.Context, fs *firestore.Client, n, conc int, progress io.Writer) (float64, error) {
-	tx := newBareStormTx(fs)
+// bareStormLoop is the storm's Firestore work per entry as a bare loop,
+// the second ceiling of the storm (newBareStormTx), n entries, conc at a
+// time, on the same emulator. It does strictly less than classify (no
+// push request, no event decoding, no policy), so it bounds what classify
+// can reach on this Firestore.
+func bareStormLoop(ctx context.Context, st *store.Store, template store.Entry, n, conc int, progress io.Writer) (float64, error) {
+	tx := newBareStormTx(st, template)
 	sem := make(chan struct{}, conc)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -69,34 +66,28 @@ func bareStormLoop(ctx context.Context, fs *firestore.Client, n, conc int, progr
 	return rate, nil
 }
 
-// newBareStormTx returns the storm's transaction per entry, bare: create an
-// entry-sized document (a 512-byte payload, the fields an entry has) and
-// add to one of 8 metric shards of the hour, in collections of its own.
-func newBareStormTx(fs *firestore.Client) func(context.Context) error {
+// newBareStormTx returns the storm's Firestore work per entry without
+// classify: the store's own Record of a copy of a storm entry (same fields,
+// headers and payload; a tenant and ids of its own, scheduled as classify's
+// decision was), so the reads and writes are exactly the storm's (after the
+// first few, the breaker is open and known: create the entry, add it to a
+// metric shard), with no push request, event decoding or policy.
+func newBareStormTx(st *store.Store, template store.Entry) func(context.Context) error {
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	payload := make([]byte, 512)
-	for i := range payload {
-		payload[i] = 'a' + byte(i%26)
-	}
-	hour := time.Now().UTC().Format("2006-01-02T15")
-	var seq atomic.Int64
+	stream := "BARE" + strings.ToUpper(run)
+	var seq atomic.Uint64
 	return func(ctx context.Context) error {
-		id := fmt.Sprintf("BARE.%s.%d", run, seq.Add(1))
-		h := fnv.New32a()
-		h.Write([]byte(id))
-		shard := fs.Collection("bare-storm-metrics").Doc(hour).Collection("shards").Doc(strconv.Itoa(int(h.Sum32() % 8)))
-		return fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-			now := time.Now().UTC()
-			if err := tx.Create(fs.Collection("bare-storm-entries").Doc(id), map[string]any{
-				"id": id, "tenant": "bare", "agent": "backend", "kind": "terminated", "status": "held",
-				"category": "transient", "reason_code": "llm_provider_timeout", "action": "replay",
-				"payload": payload, "payload_size": len(payload), "created_at": now, "updated_at": now,
-				"history": []map[string]any{{"at": now, "to": "held", "by": "classify", "note": "tenant breaker open"}},
-			}); err != nil {
-				return err
-			}
-			return tx.Set(shard, map[string]any{"total": firestore.Increment(1),
-				"by_tenant": map[string]any{"bare": firestore.Increment(1)}}, firestore.MergeAll)
-		})
+		e := template
+		n := seq.Add(1)
+		id, err := store.EntryID(event.ID(stream, n))
+		if err != nil {
+			return err
+		}
+		e.ID, e.EventID, e.RootID, e.Stream, e.StreamSeq = id, event.ID(stream, n), "", stream, int64(n)
+		e.Tenant = "bare-" + run
+		e.Status, e.TaskName, e.History, e.Kinds = store.Scheduled, id+"-r1", nil, nil
+		e.Payload = append([]byte(nil), template.Payload...)
+		_, err = st.Record(ctx, &e, "bare")
+		return err
 	}
 }

@@ -37,7 +37,8 @@ type stormRun struct {
 	CPU                          cpuShare
 	BareLoop                     float64 // entries/s of the bare Firestore loop, same run
 	BareConc                     int
-	PushTx                       float64 // messages/s pushed to an endpoint that does the bare transaction
+	PushTx                       float64     // messages/s pushed to an endpoint that does the bare transaction
+	template                     store.Entry // a held storm entry, copied by the bare loops
 }
 
 type replayRun struct {
@@ -147,14 +148,14 @@ func measure(ctx context.Context, s *benchStack, o options, progress io.Writer) 
 	}
 	// The storm's second ceiling, right after it: its transaction as a bare
 	// loop, at the concurrency the emulator does best.
-	if res.Storm.BareLoop, res.Storm.BareConc, err = bareStormCeiling(ctx, d.fs, min(o.storm, 3000), progress); err != nil {
+	if res.Storm.BareLoop, res.Storm.BareConc, err = bareStormCeiling(ctx, d.store, res.Storm.template, min(o.storm, 3000), progress); err != nil {
 		return nil, err
 	}
 	// The emulator pushes to one subscription at most a couple of messages
 	// at a time whatever the endpoint's latency, so the storm's push leg
 	// and its transaction add up rather than overlap: the push leg with
 	// the bare transaction behind each push is the storm's serial ceiling.
-	if res.Storm.PushTx, _, err = pushCeiling(ctx, s, "push-bare-tx", min(o.storm, 2000), newBareStormTx(d.fs), progress); err != nil {
+	if res.Storm.PushTx, _, err = pushCeiling(ctx, s, "push-bare-tx", min(o.storm, 2000), newBareStormTx(d.store, res.Storm.template), progress); err != nil {
 		return nil, err
 	}
 	if res.Replay, err = replays(ctx, d, s, o, progress); err != nil {
@@ -209,6 +210,9 @@ func storm(ctx context.Context, d *driver, s *benchStack, o options, progress io
 	for _, e := range entries {
 		if e == nil {
 			continue
+		}
+		if e.Status == store.Held && r.template.ID == "" {
+			r.template = *e
 		}
 		switch e.Status {
 		case store.Held:
