@@ -233,7 +233,8 @@ const methodText = `## Method
   ` + "`make up`" + `'s default ports is touched.
 - **Push leg alone.** Before the runs, 3 000 event-sized messages are published at once to a push
   subscription whose endpoint answers 204 at once: the emulator's own push rate, the ceiling of
-  every advisory → entry row.
+  every advisory → entry row. The endpoint also records the most pushes outstanding at once (the
+  emulator keeps at most 2 per subscription, whatever the endpoint's latency).
 - **Load.** Each dead message is a 512-byte task in a Limits work stream with direct get, plus the
   terminated advisory JetStream would emit for it (same JSON), published by the driver on the
   advisory subject at an exact offered rate. Latency runs give every event its own tenant (breakers
@@ -244,13 +245,18 @@ const methodText = `## Method
 - **Storm**: all advisories of one tenant at once; duration is first advisory → last entry committed;
   lost = entries missing after the wait; duplicates = the hour's ` + "`by_tenant`" + ` count above the entries
   found (an entry id is the event id, so a duplicate can only show as a double count); exact = the
-  metric equals the entries.
+  metric equals the entries. Its ceilings, right after it: the push leg alone (above); the store's
+  own ` + "`Record`" + ` of copies of a held storm entry (a tenant and ids of their own) as a bare loop at 4, 8 and
+  16 at a time, the best of the three: the storm's exact Firestore reads and writes without
+  classify; and the push leg with that ` + "`Record`" + ` behind each push, 2 000 messages.
 - **Replay lateness**: ` + "`context_window_overflow`" + ` events (10 s delay); the lateness is the
   ` + "`replaying`" + ` transition's time minus the entry's ` + "`next_retry_at`" + ` (the task's schedule time): the
   Cloud Tasks emulator's dispatch, OIDC verification and the claim transaction.
 - **RSS** is ` + "`VmHWM`" + ` from ` + "`/proc/PID/status`" + ` of the real binaries at the end of the run.
-- **Ratios.** The bridge is compared with a publish loop on the same Pub/Sub emulator with the
-  bridge's own bound on outstanding publishes; classify with a bare transaction loop doing the
+- **Ratios.** The bridge's code, run in the test process, is compared with the same batched NATS
+  and Pub/Sub work written bare in that process (before and after it, averaged), the binary with the
+  same and with a publish loop on the same Pub/Sub emulator with the bridge's own bound on
+  outstanding publishes; classify with a bare transaction loop doing the
   same reads and writes with the same concurrency, in alternating rounds (median of 3). Both loops
   do strictly less work than the component, so a ratio is the share of the storage/transport's
   capacity the component reaches.
