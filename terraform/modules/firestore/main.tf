@@ -78,3 +78,16 @@ resource "google_firestore_field" "ttl" {
 
   ttl_config {}
 }
+
+# The tenant counters of the hourly metrics shards (dlq-metrics/{hour}/shards/{n},
+# field tenants.<tenant>.…; docs/reconcile.md) are read whole by reconcile and
+# never queried. Indexed, every tenant would add about twenty index entries to
+# each shard (towards Firestore's 40 000 per document) and to every write.
+resource "google_firestore_field" "metrics_tenants" {
+  project    = var.project_id
+  database   = google_firestore_database.this.name
+  collection = "shards"
+  field      = "tenants"
+
+  index_config {}
+}
