@@ -85,7 +85,11 @@ type countDoc struct {
 }
 
 func (k *Kit) startPredictions() {
-	if k.pred == nil || k.fs == nil {
+	if k.pred == nil {
+		return
+	}
+	if k.fs == nil {
+		k.log.Warn("agentkit: WithPredictions without WithFirestore; Publish publishes without predictions")
 		return
 	}
 	if k.flushEvery > 0 {
