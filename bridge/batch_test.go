@@ -252,7 +252,7 @@ func TestBatchPublishFailsHalfway(t *testing.T) {
 	h.ps = ps // the bridge publishes through the failing client
 	h.startBridge(t)
 	h.ps = sinkClient
-	got := h.sink.waitFor(n, 60*time.Second)
+	h.sink.waitFor(n, 60*time.Second)
 
 	f.mu.Lock()
 	lost, unanswered := slices.Clone(f.failedLost), slices.Clone(f.failedUnanswered)
@@ -287,7 +287,7 @@ func TestBatchPublishFailsHalfway(t *testing.T) {
 		}
 		return nil
 	})
-	got = h.sink.waitFor(n, time.Second)
+	got := h.sink.waitFor(n, time.Second)
 	for seq := 1; seq <= n; seq++ {
 		id := event.ID("WORK", uint64(seq))
 		want := 1
