@@ -85,6 +85,9 @@ type document struct {
 	Strategies   map[string]Strategy `yaml:"strategies"`
 	Rules        []ruleDoc           `yaml:"rules"`
 	Predictions  *predictionsDoc     `yaml:"predictions,omitempty"`
+	// Alerts and AlertsByAgent are reconcile's alert thresholds (alerts.go).
+	Alerts        *alertsDoc               `yaml:"alerts,omitempty"`
+	AlertsByAgent map[string]agentAlertDoc `yaml:"alerts_by_agent,omitempty"`
 }
 
 type defaults struct {
@@ -221,7 +224,9 @@ type Policy struct {
 	byTask    map[string][]string // task type -> agents able to do it, sorted
 	retention retention
 	predict   predictions
-	rand      func() float64
+	// agentAlerts are the alerts: and alerts_by_agent: thresholds.
+	agentAlerts agentAlerts
+	rand        func() float64
 }
 
 type compiledPattern struct {
@@ -416,6 +421,7 @@ func (p *Policy) compile(v *validator) {
 		d.Strategies[name] = s
 	}
 	p.predict = compilePredictions(v, d)
+	p.agentAlerts = compileAgentAlerts(v, d)
 	if len(d.Rules) == 0 {
 		v.add("rules", "at least one rule is required")
 	}
