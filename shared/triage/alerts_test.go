@@ -58,7 +58,7 @@ func TestAgentAlertsInvalid(t *testing.T) {
 			want: []string{"alerts_by_agent.devops.dead_per_hour: required"}},
 		{name: "every problem at once",
 			section: "alerts: {agent_dead_per_hour: -2}\nalerts_by_agent:\n  devops: {dead_per_hour: -5}\n  marketing: {}\n",
-			want: []string{"agent_dead_per_hour: -2", "devops.dead_per_hour: -5", "marketing.dead_per_hour: required"}},
+			want:    []string{"agent_dead_per_hour: -2", "devops.dead_per_hour: -5", "marketing.dead_per_hour: required"}},
 		{name: "unknown key in alerts", section: "alerts: {agent_dead_per_day: 5}\n",
 			want: []string{"field agent_dead_per_day not found"}},
 		{name: "unknown key in an override", section: "alerts_by_agent:\n  devops: {dead_per_day: 5}\n",
