@@ -98,7 +98,7 @@ func Learn(ctx context.Context, s *store.Store, pol Policy, cfg Config, force bo
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
 			return res, err
-		case now.Sub(m.TrainedAt) < cfg.Interval:
+		case now.Sub(m.TrainedAt) < cfg.Interval && m.PolicyVersion == policyVersion(pol):
 			res.Skipped, res.Version = true, m.Version
 			return res, nil
 		}
@@ -203,4 +203,15 @@ func Learn(ctx context.Context, s *store.Store, pol Policy, cfg Config, force bo
 	}
 	res.Version, res.Predictions, res.Cells = m.Version, len(m.Predictions), m.Cells
 	return res, nil
+}
+
+// policyVersion is the version of the policy a model is learnt under (""
+// for none). A model learnt under another policy is relearnt at once, young
+// or not: switching predictions off, or changing what they do, must reach
+// the agents at their next refresh, not an interval later.
+func policyVersion(pol Policy) string {
+	if pol == nil {
+		return ""
+	}
+	return pol.Version()
 }

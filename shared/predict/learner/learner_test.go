@@ -143,6 +143,21 @@ func TestLearnFromCountsAndDeaths(t *testing.T) {
 	if err != nil || !res.Skipped || res.Version != 1 {
 		t.Errorf("Learn(young model) = %+v, %v, want skipped at version 1", res, err)
 	}
+	// A young model learnt under another policy is not kept: the policy
+	// now switches the predictions off, and the agents must see that at
+	// their next refresh, not an interval later.
+	off, err := triage.Parse(bytes.Replace(triage.DefaultYAML(), []byte("predictions:\n  enabled: true"), []byte("predictions:\n  enabled: false"), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = learner.Learn(ctx, s, off, learner.Config{}, false)
+	if err != nil || res.Skipped || res.Version != 2 {
+		t.Errorf("Learn(young model, new policy) = %+v, %v, want version 2 learnt", res, err)
+	}
+	m, _ = s.PredictionModel(ctx)
+	if p, _ := m.Lookup(predict.Features{Agent: "coder", TaskType: "refactor", PayloadBytes: 90 << 10, Hour: hour}); p.Action != "" || m.PolicyVersion != off.Version() {
+		t.Errorf("model under a policy with predictions off: action %q, policy %q, want advisory under %q", p.Action, m.PolicyVersion, off.Version())
+	}
 	// Learning again folds nothing twice: the statistics are the same.
 	before, err := s.PredictionStats(ctx, clock.Now().AddDate(0, 0, -14), clock.Now())
 	if err != nil {
@@ -150,8 +165,8 @@ func TestLearnFromCountsAndDeaths(t *testing.T) {
 	}
 	clock.Add(2 * time.Hour)
 	res, err = learner.Learn(ctx, s, nil, learner.Config{}, false)
-	if err != nil || res.Version != 2 || res.Tasks != 0 || res.Deaths != 0 || res.Entries != 0 {
-		t.Errorf("Learn(nothing new) = %+v, %v, want version 2 with nothing folded", res, err)
+	if err != nil || res.Version != 3 || res.Tasks != 0 || res.Deaths != 0 || res.Entries != 0 {
+		t.Errorf("Learn(nothing new) = %+v, %v, want version 3 with nothing folded", res, err)
 	}
 	after, err := s.PredictionStats(ctx, clock.Now().AddDate(0, 0, -14), clock.Now())
 	if err != nil {
