@@ -155,7 +155,11 @@ func measure(ctx context.Context, s *benchStack, o options, progress io.Writer) 
 	// at a time whatever the endpoint's latency, so the storm's push leg
 	// and its transaction add up rather than overlap: the push leg with
 	// the bare transaction behind each push is the storm's serial ceiling.
-	if res.Storm.PushTx, _, err = pushCeiling(ctx, s, "push-bare-tx", min(o.storm, 2000), newBareStormTx(d.store, res.Storm.template), progress); err != nil {
+	pushTx, err := newBareStormTx(ctx, d.store, res.Storm.template)
+	if err != nil {
+		return nil, err
+	}
+	if res.Storm.PushTx, _, err = pushCeiling(ctx, s, "push-bare-tx", min(o.storm, 2000), pushTx, progress); err != nil {
 		return nil, err
 	}
 	if res.Replay, err = replays(ctx, d, s, o, progress); err != nil {
