@@ -28,6 +28,10 @@ const (
 	// AlertUnconsumedMessages: work-stream messages on subjects no
 	// consumer's filter matches; nobody will ever run these tasks.
 	AlertUnconsumedMessages = "unconsumed_messages"
+	// AlertAgentDeadPerHour: one agent had more dead tasks within a clock
+	// hour than the policy's threshold for it (alerts.agent_dead_per_hour,
+	// alerts_by_agent); one alert per agent (Finding.Agent).
+	AlertAgentDeadPerHour = "agent_dead_per_hour"
 	// AlertNotificationsUnpublished: notifications (and triage tasks) the
 	// run could not publish; they stay in the outbox for the next run.
 	AlertNotificationsUnpublished = "notifications_unpublished"
@@ -63,6 +67,7 @@ var severity = map[string]string{
 	AlertTenantRecoveryBelow80:    SevWarning,
 	AlertTenantDominates:          SevWarning,
 	AlertUnconsumedMessages:       SevError,
+	AlertAgentDeadPerHour:         SevWarning,
 	AlertNotificationsUnpublished: SevWarning,
 	FindingReplayedCompleted:      SevInfo,
 	FindingHeldReleased:           SevInfo,
@@ -139,11 +144,14 @@ func (s *Section) Add(name string, n int64) {
 
 // Finding is one kind of problem found by a section.
 type Finding struct {
-	Name     string   `json:"name"`
-	Severity string   `json:"severity"`
-	Alert    bool     `json:"alert"`
-	Section  string   `json:"section"`
-	Tenant   string   `json:"tenant,omitempty"`
+	Name     string `json:"name"`
+	Severity string `json:"severity"`
+	Alert    bool   `json:"alert"`
+	Section  string `json:"section"`
+	Tenant   string `json:"tenant,omitempty"`
+	// Agent names the agent of a per-agent alert; with the name and the
+	// tenant it keys the alert across audits.
+	Agent    string   `json:"agent,omitempty"`
 	Count    int      `json:"count"`
 	Examples []string `json:"examples"`
 	Message  string   `json:"message"`

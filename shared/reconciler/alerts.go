@@ -21,6 +21,9 @@ func finish(ctx context.Context, log *slog.Logger, r *audit.Report) {
 		if f.Tenant != "" {
 			args = append(args, "tenant", f.Tenant)
 		}
+		if f.Agent != "" {
+			args = append(args, "agent", f.Agent)
+		}
 		if f.Threshold != 0 {
 			args = append(args, "value", f.Value, "threshold", f.Threshold)
 		}

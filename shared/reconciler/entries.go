@@ -37,6 +37,7 @@ func (r *run) entries(ctx context.Context, sec *audit.Section) error {
 		}
 		sec.Add("hours_read", 1)
 		w.add(h, m)
+		w.addAgents(h, m)
 		if !h.Before(closed) {
 			continue
 		}
@@ -77,6 +78,7 @@ func (r *run) entries(ctx context.Context, sec *audit.Section) error {
 	}
 	sec.Add("entries", entries)
 	r.alerts(w)
+	r.agentAlerts(ctx, w, sec)
 	r.state.LastPass = &PassSummary{From: from, To: now, Scanned: entries, Duplicates: w.duplicates}
 	return nil
 }
@@ -89,6 +91,9 @@ type window struct {
 	// (the dominance denominator).
 	lastHour   int64
 	duplicates int64
+	// agents is each agent's most dead tasks within one of the last
+	// hour's clock hours (agentalerts.go).
+	agents map[string]int64
 }
 
 // add adds one hour's tenant counters. The last hour is the five-minute

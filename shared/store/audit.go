@@ -371,6 +371,7 @@ type AlertState struct {
 type ActiveAlert struct {
 	Name     string    `firestore:"name"`
 	Tenant   string    `firestore:"tenant,omitempty"`
+	Agent    string    `firestore:"agent,omitempty"` // of a per-agent alert
 	Section  string    `firestore:"section"`
 	Severity string    `firestore:"severity"`
 	Message  string    `firestore:"message"`
@@ -378,8 +379,14 @@ type ActiveAlert struct {
 	RaisedBy string    `firestore:"raised_by"` // the run id
 }
 
-// Key names the alert across audits.
-func (a ActiveAlert) Key() string { return a.Name + "/" + a.Tenant }
+// Key names the alert across audits. A per-agent alert's key adds the
+// agent; the others keep the keys they always had.
+func (a ActiveAlert) Key() string {
+	if a.Agent != "" {
+		return a.Name + "/" + a.Tenant + "/" + a.Agent
+	}
+	return a.Name + "/" + a.Tenant
+}
 
 // alertChanges compares r's alerts with those active before it: next is
 // the active set after r, changes the notifications of what was raised or
@@ -396,7 +403,7 @@ func alertChanges(prev []ActiveAlert, r *audit.Report) (next []ActiveAlert, chan
 		if !f.Alert {
 			continue
 		}
-		a := ActiveAlert{Name: f.Name, Tenant: f.Tenant, Section: f.Section, Severity: f.Severity, Message: f.Message,
+		a := ActiveAlert{Name: f.Name, Tenant: f.Tenant, Agent: f.Agent, Section: f.Section, Severity: f.Severity, Message: f.Message,
 			RaisedAt: r.FinishedAt, RaisedBy: r.RunID}
 		if _, ok := current[a.Key()]; !ok {
 			order = append(order, a.Key())

@@ -130,6 +130,9 @@ func alertNotification(kind event.NotificationKind, a ActiveAlert, r *audit.Repo
 	if a.Tenant != "" {
 		scope = "tenant " + a.Tenant
 	}
+	if a.Agent != "" {
+		scope = "agent " + a.Agent
+	}
 	if kind == event.NotifyAlertRaised {
 		if a.Severity == audit.SevWarning {
 			n.Severity = event.SeverityWarning
