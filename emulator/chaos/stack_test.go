@@ -69,23 +69,6 @@ type chaosStack struct {
 	ct *cloudtasks.Client
 }
 
-func moduleRoot(t *testing.T) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
-
 // startStack builds the binaries and starts every server on free ports. The
 // bridge's ack wait is 5 s (default 45 s) and the push subscription retries
 // after 1–10 s (Terraform: 10–600 s) so that recovery fits in a test; the
@@ -95,7 +78,7 @@ func startStack(t *testing.T) *chaosStack {
 	if err := stack.CheckGcloudEmulators(); err != nil {
 		t.Skipf("gcloud emulators unavailable: %v", err)
 	}
-	root := moduleRoot(t)
+	root := testenv.ModuleRoot(t)
 	s := &chaosStack{t: t, dir: t.TempDir(), addr: map[string]string{}, specs: map[string]stack.Spec{}, procs: map[string]*stack.Process{},
 		queue: fmt.Sprintf("projects/%s/locations/%s/queues/dlq-replay", project, location)}
 	t.Cleanup(s.stopAll)

@@ -24,6 +24,8 @@ import (
 	"testing"
 	"text/template"
 	"time"
+
+	"github.com/jsdlq/jsdlq/internal/testenv"
 )
 
 // The Go buildpack of Cloud Functions, as this test follows it: the zip's
@@ -134,7 +136,7 @@ func registeredFunctions(t *testing.T, root string) (pkgName string, regs []regi
 // target under its name, and reaches the function's code.
 func TestBuildpackBuild(t *testing.T) {
 	t.Parallel()
-	root := repoRoot(t)
+	root := testenv.ModuleRoot(t)
 	start := time.Now()
 	p := offlinePlan(t)
 	step := func(what string) {

@@ -188,7 +188,7 @@ func TestEveryQueryHasAnIndex(t *testing.T) {
 		}
 	}
 
-	for _, fn := range queryBuilders(t, repoRoot(t)) {
+	for _, fn := range queryBuilders(t, testenv.ModuleRoot(t)) {
 		if !fn.reached(rec) {
 			t.Errorf("%s (%s) builds a Firestore query this test never saw sent: put the query in a shared/store method (all of which this test calls) or make the test reach it", shortFunc(fn.name), fn.pos)
 		}

@@ -14,20 +14,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// repoRoot is the module root, two levels above this package.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("no go.mod at %s: %v", root, err)
-	}
-	return root
-}
+	"github.com/jsdlq/jsdlq/internal/testenv"
+)
 
 // tfResource is one resource instance of a plan (planned values, or the
 // prior state for data sources read while planning).
@@ -87,7 +76,7 @@ var (
 // placeholders), once per test binary.
 func offlinePlan(t testing.TB) *tfPlan {
 	t.Helper()
-	planOnce.Do(func() { plan, planErr = makePlan(repoRoot(t)) })
+	planOnce.Do(func() { plan, planErr = makePlan(testenv.ModuleRoot(t)) })
 	if planErr != nil {
 		t.Fatalf("offline terraform plan: %v", planErr)
 	}

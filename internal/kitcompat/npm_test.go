@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,30 +14,11 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// root is the repository root (tests run in their package directory).
-func root(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // prepare installs (npm ci) and compiles the TypeScript package.
 func prepare(t *testing.T) string {
 	t.Helper()
 	var out bytes.Buffer
-	dir, err := tsagent.Prepare(testenv.Context(t), root(t), &out)
+	dir, err := tsagent.Prepare(testenv.Context(t), testenv.ModuleRoot(t), &out)
 	if err != nil {
 		t.Fatalf("prepare the TypeScript agentkit: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -30,7 +31,7 @@ func loadSchemas(t *testing.T) map[string]*jsonschema.Schema {
 	c.AssertFormat()
 	names := []string{failureSchema, recordSchema, idempotencySchema}
 	for _, name := range names {
-		f, err := os.Open(filepath.Join(root(t), "docs", name))
+		f, err := os.Open(filepath.Join(testenv.ModuleRoot(t), "docs", name))
 		if err != nil {
 			t.Fatal(err)
 		}
