@@ -43,11 +43,21 @@ func txGet[T any](s *Store, tx *firestore.Transaction, ref *firestore.DocumentRe
 // decodeDoc reads snap into a new T and sets its id through id: aggregates
 // keep their document id in a field the document does not store.
 func decodeDoc[T any](snap *firestore.DocumentSnapshot, id func(*T) *string) (*T, error) {
+	v, err := decodeValue[T](snap)
+	if err != nil {
+		return nil, err
+	}
+	*id(v) = snap.Ref.ID
+	return v, nil
+}
+
+// decodeValue reads snap into a new T: a document that is a value of its
+// own, with no id to keep (the learner's state, the prediction model).
+func decodeValue[T any](snap *firestore.DocumentSnapshot) (*T, error) {
 	v := new(T)
 	if err := snap.DataTo(v); err != nil {
 		return nil, fmt.Errorf("decode %s/%s: %w", snap.Ref.Parent.ID, snap.Ref.ID, err)
 	}
-	*id(v) = snap.Ref.ID
 	return v, nil
 }
 

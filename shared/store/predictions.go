@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -51,19 +52,14 @@ func (s *Store) modelRef() *firestore.DocumentRef {
 
 // Learner returns the learner's state; the zero state before its first run.
 func (s *Store) Learner(ctx context.Context) (LearnerState, error) {
-	snap, err := s.learnerRef().Get(ctx)
-	s.read(1)
-	if isNotFound(err) {
+	st, err := getDoc(ctx, s, s.learnerRef(), "learner state", decodeValue[LearnerState])
+	if errors.Is(err, ErrNotFound) {
 		return LearnerState{}, nil
 	}
 	if err != nil {
-		return LearnerState{}, fmt.Errorf("firestore get %s/%s: %w", predict.ModelCollection, predict.LearnerDoc, err)
+		return LearnerState{}, err
 	}
-	var st LearnerState
-	if err := snap.DataTo(&st); err != nil {
-		return LearnerState{}, fmt.Errorf("decode %s/%s: %w", predict.ModelCollection, predict.LearnerDoc, err)
-	}
-	return st, nil
+	return *st, nil
 }
 
 // TaskCounts returns the counts of the hours in [from, to), oldest first.
@@ -207,17 +203,13 @@ func (s *Store) FoldPredictionStats(ctx context.Context, from, to LearnerState, 
 	}
 	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		dropped = 0
-		snap, err := tx.Get(s.learnerRef())
-		s.read(1)
 		var cur LearnerState
-		switch {
-		case isNotFound(err):
+		switch st, err := txGet(s, tx, s.learnerRef(), "learner state", decodeValue[LearnerState]); {
+		case errors.Is(err, ErrNotFound):
 		case err != nil:
 			return err
 		default:
-			if err := snap.DataTo(&cur); err != nil {
-				return fmt.Errorf("decode %s/%s: %w", predict.ModelCollection, predict.LearnerDoc, err)
-			}
+			cur = *st
 		}
 		if !cur.same(from) {
 			return fmt.Errorf("%w: the learner moved on to %v", ErrConflict, cur.DeathsAfter)
@@ -308,40 +300,25 @@ func cellsOf(st predict.Stats) map[string]predict.Cell {
 
 // PredictionModel reads the current model; ErrNotFound before the first.
 func (s *Store) PredictionModel(ctx context.Context) (predict.Model, error) {
-	snap, err := s.modelRef().Get(ctx)
-	s.read(1)
-	if isNotFound(err) {
-		return predict.Model{}, fmt.Errorf("%w: prediction model %s/%s", ErrNotFound, predict.ModelCollection, predict.ModelDoc)
-	}
+	m, err := getDoc(ctx, s, s.modelRef(), "prediction model", decodeValue[predict.Model])
 	if err != nil {
-		return predict.Model{}, fmt.Errorf("firestore get %s/%s: %w", predict.ModelCollection, predict.ModelDoc, err)
+		return predict.Model{}, err
 	}
-	var m predict.Model
-	if err := snap.DataTo(&m); err != nil {
-		return predict.Model{}, fmt.Errorf("decode %s/%s: %w", predict.ModelCollection, predict.ModelDoc, err)
-	}
-	return m, nil
+	return *m, nil
 }
 
 // SavePredictionModel replaces the model with m, versioned one above the
 // model it replaces (m.Version is ignored), and returns it as saved.
 func (s *Store) SavePredictionModel(ctx context.Context, m predict.Model) (predict.Model, error) {
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(s.modelRef())
-		s.read(1)
-		var cur struct {
-			Version int64 `firestore:"version"`
-		}
-		switch {
-		case isNotFound(err):
+		switch cur, err := txGet(s, tx, s.modelRef(), "prediction model", decodeValue[predict.Model]); {
+		case errors.Is(err, ErrNotFound):
+			m.Version = 1
 		case err != nil:
 			return err
 		default:
-			if err := snap.DataTo(&cur); err != nil {
-				return fmt.Errorf("decode %s/%s: %w", predict.ModelCollection, predict.ModelDoc, err)
-			}
+			m.Version = cur.Version + 1
 		}
-		m.Version = cur.Version + 1
 		return tx.Set(s.modelRef(), m)
 	})
 	s.wrote(1)
