@@ -456,8 +456,11 @@ func TestBrowserBulkRedrive(t *testing.T) {
 	c.do("lower the rate",
 		chromedp.Clear(chromedp.ID("bulk-rate-plan")),
 		chromedp.SendKeys(chromedp.ID("bulk-rate-plan"), "2/s"),
+		// The old plan's button stays visible until the new page replaces
+		// it: mark the old page and wait for a button on an unmarked one.
+		chromedp.Evaluate[chromedp.Void](`document.body.dataset.replaced = "1"`),
 		chromedp.Click(chromedp.ID("replan")),
-		chromedp.WaitVisible(chromedp.ID("bulk-confirm")),
+		chromedp.WaitVisible(chromedp.CSS(`body:not([data-replaced]) #bulk-confirm`)),
 	)
 	if f, acts := c.text("read the filter", "#bulk-filter"), c.text("read the plan", "#plan-acts"); f != "tenant=acme" || acts != "6" {
 		t.Errorf("plan of %q acts on %s, want tenant=acme acting on 6", f, acts)
