@@ -25,7 +25,13 @@ func TestConnectReconnectsAfterServerRestart(t *testing.T) {
 	defer nc.Close()
 	n.Restart(t)
 	deadline := time.Now().Add(30 * time.Second)
-	for nc.Stats().Reconnects == 0 || !nc.IsConnected() {
+	// nats.go calls the reconnect handler (which logs) on its own goroutine
+	// after the connection is back: wait for the line too, not only the
+	// state.
+	reconnected := func() bool {
+		return strings.Contains(strings.Join(logs.Lines(""), "\n"), "nats reconnected")
+	}
+	for nc.Stats().Reconnects == 0 || !nc.IsConnected() || !reconnected() {
 		if time.Now().After(deadline) {
 			t.Fatalf("client did not reconnect after a server restart; logs:\n%s", strings.Join(logs.Lines(""), "\n"))
 		}
