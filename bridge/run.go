@@ -38,6 +38,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		stream string
 		build  buildFunc
 		pull   jetstream.PullMessagesOpt
+		cons   jetstream.Consumer
 		it     jetstream.MessagesContext
 	}
 	batch := min(b.cfg.MaxInFlight, 500)
@@ -65,12 +66,16 @@ func (b *Bridge) Run(ctx context.Context) error {
 			return fmt.Errorf("bridge: consumer %s on %s: %w", b.cfg.Consumer, stream, err)
 		}
 		b.cons.Store(stream, c)
-		it, err := c.Messages(src.pull)
+		// A pull parked on the server when the consumer is deleted is
+		// answered ErrConsumerDeleted; between pulls there is no answer,
+		// only missing heartbeats, after which the loop below asks. A
+		// shorter expiry than the default 30 s makes that minutes sooner.
+		it, err := c.Messages(src.pull, jetstream.PullExpiry(pullExpiry))
 		if err != nil {
 			return fmt.Errorf("bridge: pull %s: %w", stream, err)
 		}
 		defer it.Stop()
-		src.it = it
+		src.cons, src.it = c, it
 	}
 	b.ready.Store(true)
 	b.log.Info("bridge ready", "topic", b.topic, "advisory_stream", b.cfg.AdvisoryStream,
@@ -86,7 +91,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	var inflight sync.WaitGroup
 	var loops sync.WaitGroup
 	for _, src := range sources {
-		stream, build, it := src.stream, src.build, src.it
+		stream, build, it, cons := src.stream, src.build, src.it, src.cons
 		pulled := make(chan jetstream.Msg, maxBatch)
 		loops.Go(func() {
 			defer close(pulled)
@@ -101,6 +106,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 						// the process restarts and recreates its consumer.
 						select {
 						case fatal <- fmt.Errorf("bridge: pull %s: %w", stream, err):
+						default:
+						}
+						return
+					}
+					if gone := consumerGone(ctx, cons); gone != nil {
+						select {
+						case fatal <- fmt.Errorf("bridge: pull %s: %w", stream, gone):
 						default:
 						}
 						return
@@ -187,4 +199,21 @@ func nextBatch(pulled <-chan jetstream.Msg, sem chan struct{}, limit int) []jets
 		}
 	}
 	return batch
+}
+
+// pullExpiry is how long one pull request of the run waits on the server;
+// its heartbeats come every half of it.
+const pullExpiry = 10 * time.Second
+
+// consumerGone reports a consumer that no longer exists, as
+// jetstream.ErrConsumerDeleted: after a failed pull, to tell a deleted
+// consumer (Run must end so the process recreates it) from a passing
+// problem (retry).
+func consumerGone(ctx context.Context, c jetstream.Consumer) error {
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := c.Info(ictx); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("%w: %w", jetstream.ErrConsumerDeleted, err)
+	}
+	return nil
 }
