@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jsdlq/jsdlq/internal/testenv"
 )
 
 // These tests run the real terraform binary against the plugin, so what
@@ -153,23 +155,6 @@ func (r *terraformRig) validateAll(t *testing.T, header string, tests []validate
 // terminal width.
 func squash(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// providersSchema finds the team's `terraform providers schema -json` file.
-func providersSchema(t *testing.T) string {
-	t.Helper()
-	path := os.Getenv("TF_PROVIDERS_SCHEMA")
-	if path == "" {
-		path = filepath.Join("..", "..", "..", "shared", "terraform", "providers-schema.json")
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(abs); err != nil {
-		t.Skipf("no provider schema file at %s (set TF_PROVIDERS_SCHEMA): %v", abs, err)
-	}
-	return abs
-}
-
 const googleHeader = `
 terraform {
   required_providers {
@@ -185,7 +170,7 @@ provider "google" {
 `
 
 func TestTerraformValidateGoogleSchema(t *testing.T) {
-	rig := newRig(t, providersSchema(t), []provider{
+	rig := newRig(t, testenv.ProvidersSchema(t), []provider{
 		{"registry.terraform.io/hashicorp/google", "7.45.0"},
 		{"registry.terraform.io/hashicorp/archive", "2.8.0"},
 	})
@@ -331,7 +316,7 @@ terraform {
 `
 
 // fakeRig is a terraform rig whose one provider serves fakeSchema, written
-// by the test, so its tests need terraform but not the team's schema file.
+// by the test, so its tests need terraform but not a provider schema file.
 func fakeRig(t *testing.T, opts ...rigOption) *terraformRig {
 	t.Helper()
 	schemaFile := filepath.Join(t.TempDir(), "schema.json")
@@ -343,7 +328,7 @@ func fakeRig(t *testing.T, opts ...rigOption) *terraformRig {
 
 // TestTerraformValidateNestedAttributes drives the nested attribute types
 // (protocol 6 only) that the google schema does not use, through a schema
-// file written by the test, so it needs terraform but not the team file.
+// file written by the test, so it needs terraform but not a provider schema file.
 func TestTerraformValidateNestedAttributes(t *testing.T) {
 	rig := fakeRig(t)
 	tests := []validateCase{

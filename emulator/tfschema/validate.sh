@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Validates terraform/ (root module and every module): terraform fmt -check,
-# init and validate. The providers come from the schema file the team keeps
-# at ../shared/terraform/providers-schema.json (relative to the repo root;
-# override with TF_PROVIDERS_SCHEMA), served by emulator/tfschema, because the
-# Terraform registry is not reachable here. Without that file the script says
+# init and validate. The providers come from the file that `terraform providers
+# schema -json` prints (terraform/README.md says how to make it), at
+# .local/providers-schema.json in the repo (git ignores it) or where
+# TF_PROVIDERS_SCHEMA points, served by emulator/tfschema, so no Terraform
+# registry is needed. Without that file the script says
 # so and uses the real providers from the registry instead.
 #
 # Nothing is written into the repo: provider plugins, TF_DATA_DIR and the CLI
@@ -12,7 +13,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 tfroot=$repo/terraform
-schema=${TF_PROVIDERS_SCHEMA:-$repo/../shared/terraform/providers-schema.json}
+schema=${TF_PROVIDERS_SCHEMA:-$repo/.local/providers-schema.json}
 # provider address -> version the lock would pin (must satisfy versions.tf)
 providers=(
 	"registry.terraform.io/hashicorp/google 7.45.0"

@@ -71,12 +71,13 @@ var (
 )
 
 // offlinePlan plans a copy of terraform/ with terraform.tfvars.example,
-// against the providers emulator/tfschema serves from the team's schema
+// against the providers emulator/tfschema serves from the provider schema
 // file (as make tf-validate does: nothing is contacted, data sources read as
 // placeholders), once per test binary.
 func offlinePlan(t testing.TB) *tfPlan {
 	t.Helper()
-	planOnce.Do(func() { plan, planErr = makePlan(testenv.ModuleRoot(t)) })
+	schema := testenv.ProvidersSchema(t)
+	planOnce.Do(func() { plan, planErr = makePlan(testenv.ModuleRoot(t), schema) })
 	if planErr != nil {
 		t.Fatalf("offline terraform plan: %v", planErr)
 	}
@@ -89,20 +90,10 @@ var providers = []struct{ addr, version string }{
 	{"registry.terraform.io/hashicorp/archive", "2.8.0"},
 }
 
-func makePlan(root string) (*tfPlan, error) {
+func makePlan(root, schema string) (*tfPlan, error) {
 	tf, err := exec.LookPath("terraform")
 	if err != nil {
 		return nil, fmt.Errorf("terraform is not on PATH (make test needs it for tf-validate too): %w", err)
-	}
-	schema := os.Getenv("TF_PROVIDERS_SCHEMA")
-	if schema == "" {
-		schema = filepath.Join(root, "..", "shared", "terraform", "providers-schema.json")
-	}
-	if schema, err = filepath.Abs(schema); err != nil {
-		return nil, err
-	}
-	if _, err := os.Stat(schema); err != nil {
-		return nil, fmt.Errorf("provider schema file (TF_PROVIDERS_SCHEMA) missing: %w", err)
 	}
 	work, err := os.MkdirTemp("", "deploycheck-plan-")
 	if err != nil {

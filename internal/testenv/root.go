@@ -26,3 +26,25 @@ func ModuleRoot(t testing.TB) string {
 		dir = parent
 	}
 }
+
+// ProvidersSchema is the `terraform providers schema -json` file the
+// offline Terraform checks serve the real provider schemas from:
+// TF_PROVIDERS_SCHEMA, or .local/providers-schema.json in the repository
+// (ignored by git; terraform/README.md says how to make it). The test is
+// skipped, saying so, when there is none: the Terraform registry may not be
+// reachable to make it.
+func ProvidersSchema(t testing.TB) string {
+	t.Helper()
+	path := os.Getenv("TF_PROVIDERS_SCHEMA")
+	if path == "" {
+		path = filepath.Join(ModuleRoot(t), ".local", "providers-schema.json")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatalf("testenv: provider schema path %q: %v", path, err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		t.Skipf("no provider schema file at %s (make it as terraform/README.md says, or set TF_PROVIDERS_SCHEMA): %v", abs, err)
+	}
+	return abs
+}
