@@ -25,6 +25,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 )
 
@@ -268,11 +269,12 @@ func serveOnce(t *testing.T, bin string, r registration) {
 
 // serveAttempt reports whether a failure may be a lost port race.
 func serveAttempt(bin string, r registration) (transient bool, err error) {
-	port, err := freePort()
+	addr, err := stack.FreeAddr()
 	if err != nil {
 		return true, err
 	}
-	var out syncWriter
+	_, port, _ := net.SplitHostPort(addr)
+	var out testenv.LogBuffer
 	cmd := exec.Command(bin)
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir(),
@@ -292,7 +294,6 @@ func serveAttempt(bin string, r registration) (transient bool, err error) {
 		_ = cmd.Process.Kill()
 		<-exited
 	}()
-	addr := "127.0.0.1:" + port
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		select {
@@ -343,32 +344,6 @@ func waitUntil(d time.Duration, cond func() bool) {
 	for end := time.Now().Add(d); !cond() && time.Now().Before(end); {
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 // zipSource zips root as the archive provider does: walk the tree, skip a
