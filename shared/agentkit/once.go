@@ -37,6 +37,12 @@ type IdempotencyRecord struct {
 	ExpireAt time.Time `firestore:"expire_at"`
 }
 
+// Completed reports whether the record says the task is done: an
+// in-progress claim is not.
+func (r IdempotencyRecord) Completed() bool {
+	return r.Status == StatusCompleted || !r.CompletedAt.IsZero()
+}
+
 // IdempotencyDocID maps an idempotency key to its document id. Keys that are
 // valid Firestore ids are used as they are (readable in the console); others
 // (containing '/', "." or "..", __x__, or over 1 500 bytes) become
@@ -92,7 +98,7 @@ func (k *Kit) Once(ctx context.Context, key string, fn func(context.Context) err
 			if err := snap.DataTo(&cur); err != nil {
 				return fmt.Errorf("decode %s: %w", ref.Path, err)
 			}
-			if cur.Status == StatusCompleted || !cur.CompletedAt.IsZero() {
+			if cur.Completed() {
 				done = true
 				return nil
 			}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 )
 
-// This file reads task-idempotency (SPEC §7): the completion records
+// This file reads task-idempotency: the completion records
 // agentkit.Once writes, which say whether a dead task is done already.
 
 // TaskCompleted reports whether task-idempotency holds a completion record
@@ -22,19 +23,18 @@ func (s *Store) TaskCompleted(ctx context.Context, key string) (bool, error) {
 	if key == "" {
 		return false, nil
 	}
-	snap, err := s.fs.Collection(TaskIdempotency).Doc(agentkit.IdempotencyDocID(key)).Get(ctx)
-	s.read(1)
-	if status.Code(err) == codes.NotFound {
+	rec, err := getDoc(ctx, s, s.completionRef(key), "completion record", decodeValue[agentkit.IdempotencyRecord])
+	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("firestore get %s/%s: %w", TaskIdempotency, agentkit.IdempotencyDocID(key), err)
+		return false, err
 	}
-	var rec agentkit.IdempotencyRecord
-	if err := snap.DataTo(&rec); err != nil {
-		return false, fmt.Errorf("decode %s/%s: %w", TaskIdempotency, snap.Ref.ID, err)
-	}
-	return rec.Status == agentkit.StatusCompleted || !rec.CompletedAt.IsZero(), nil
+	return rec.Completed(), nil
+}
+
+func (s *Store) completionRef(key string) *firestore.DocumentRef {
+	return s.fs.Collection(TaskIdempotency).Doc(agentkit.IdempotencyDocID(key))
 }
 
 // KeepCompletion makes the completion record (agentkit.Once) of the entry's
@@ -47,22 +47,16 @@ func (s *Store) KeepCompletion(ctx context.Context, e *Entry) error {
 	if e.IdempotencyKey == "" || e.ExpireAt.IsZero() {
 		return nil
 	}
-	ref := s.fs.Collection(TaskIdempotency).Doc(agentkit.IdempotencyDocID(e.IdempotencyKey))
+	ref := s.completionRef(e.IdempotencyKey)
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(ref)
-		s.read(1)
-		if status.Code(err) == codes.NotFound {
+		rec, err := txGet(s, tx, ref, "completion record", decodeValue[agentkit.IdempotencyRecord])
+		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		var rec agentkit.IdempotencyRecord
-		if err := snap.DataTo(&rec); err != nil {
-			return fmt.Errorf("decode %s/%s: %w", TaskIdempotency, snap.Ref.ID, err)
-		}
-		completed := rec.Status == agentkit.StatusCompleted || !rec.CompletedAt.IsZero()
-		if !completed || !rec.ExpireAt.Before(e.ExpireAt) {
+		if !rec.Completed() || !rec.ExpireAt.Before(e.ExpireAt) {
 			return nil
 		}
 		s.wrote(1)
@@ -108,7 +102,7 @@ func (s *Store) Completions(ctx context.Context, keys []string) (map[string]Comp
 		if k == "" {
 			continue
 		}
-		refs = append(refs, s.fs.Collection(TaskIdempotency).Doc(agentkit.IdempotencyDocID(k)))
+		refs = append(refs, s.completionRef(k))
 		refKeys = append(refKeys, k)
 	}
 	for start := 0; start < len(refs); start += 300 {
@@ -122,11 +116,11 @@ func (s *Store) Completions(ctx context.Context, keys []string) (map[string]Comp
 			if !snap.Exists() {
 				continue
 			}
-			var rec agentkit.IdempotencyRecord
-			if err := snap.DataTo(&rec); err != nil {
-				return nil, fmt.Errorf("decode %s/%s: %w", TaskIdempotency, snap.Ref.ID, err)
+			rec, err := decodeValue[agentkit.IdempotencyRecord](snap)
+			if err != nil {
+				return nil, err
 			}
-			out[refKeys[start+i]] = Completion{Done: rec.Status == agentkit.StatusCompleted || !rec.CompletedAt.IsZero(), ExpireAt: rec.ExpireAt, seen: snap.UpdateTime}
+			out[refKeys[start+i]] = Completion{Done: rec.Completed(), ExpireAt: rec.ExpireAt, seen: snap.UpdateTime}
 		}
 	}
 	return out, nil
