@@ -315,15 +315,11 @@ func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Chang
 				return err
 			}
 		}
-		if e.expire() {
-			// A re-evaluation changed the retention: the payload's
-			// chunks follow the entry, in the same transaction.
-			if err := s.expireChunks(tx, e); err != nil {
-				return err
-			}
-		} else if staged != nil && staged.PayloadChunkCount > 0 {
-			// New chunks were staged with the default retention, so that
-			// an abandoned edit's orphans expire; bound, they follow the entry.
+		// The payload's chunks follow the entry, in the same transaction:
+		// when a re-evaluation changed the retention (expire first: it
+		// sets expire_at), and when new chunks were staged with the
+		// default retention (so that an abandoned edit's orphans expire).
+		if e.expire() || (staged != nil && staged.PayloadChunkCount > 0) {
 			if err := s.expireChunks(tx, e); err != nil {
 				return err
 			}
