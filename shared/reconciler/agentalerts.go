@@ -11,10 +11,6 @@ import (
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
-// noAgent is how the hourly metrics count entries without an agent; the
-// per-agent alert has no agent to name for them and leaves them out.
-const noAgent = "(none)"
-
 // addAgents keeps, per agent, the most dead tasks it had within one of the
 // clock hours that overlap the last hour (the current one and the one
 // before). The hourly metrics count dead tasks by agent per clock hour
@@ -28,7 +24,8 @@ func (w *window) addAgents(h time.Time, m store.Metrics) {
 		w.agents = map[string]int64{}
 	}
 	for agent, n := range m.ByAgent {
-		if agent != noAgent && agent != "" && n > w.agents[agent] {
+		// Entries without an agent (store.NoKey) have no agent to name.
+		if agent != store.NoKey && agent != "" && n > w.agents[agent] {
 			w.agents[agent] = n
 		}
 	}

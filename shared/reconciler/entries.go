@@ -102,7 +102,7 @@ func (w *window) add(h time.Time, m store.Metrics) {
 	since := w.to.Add(-time.Hour)
 	for key, th := range m.Tenants {
 		name := key
-		if name == "(none)" {
+		if name == store.NoKey {
 			name = ""
 		}
 		t := w.tenants[name]

@@ -120,10 +120,7 @@ func (m Metrics) updates(hour string) map[string]any {
 		}
 		sub := map[string]any{}
 		for k, v := range *b.m {
-			if k == "" {
-				k = "(none)"
-			}
-			sub[k] = firestore.Increment(v)
+			sub[metricKey(k)] = firestore.Increment(v)
 		}
 		u[b.field] = sub
 	}
@@ -274,7 +271,7 @@ func (s *Store) CompactHour(ctx context.Context, hour string) (bool, error) {
 }
 
 // AddEntryMetrics adds e's contribution (EntryMetrics) to the sum m, as
-// the metrics documents store it: empty keys become "(none)".
+// the metrics documents store it: empty keys become NoKey.
 func AddEntryMetrics(m *Metrics, e *Entry) {
 	d := EntryMetrics(e)
 	_, breakdowns := d.counters()
@@ -282,7 +279,7 @@ func AddEntryMetrics(m *Metrics, e *Entry) {
 		mm := *b.m
 		if v, ok := mm[""]; ok {
 			delete(mm, "")
-			mm["(none)"] += v
+			mm[NoKey] += v
 		}
 	}
 	sumMetricsInto(m, d)

@@ -226,10 +226,14 @@ func sumTenants(dst *map[string]TenantHour, src map[string]TenantHour) {
 	}
 }
 
+// NoKey is the counter key the metrics documents store for an empty
+// tenant, agent or other breakdown value (a field name cannot be empty).
+const NoKey = "(none)"
+
 // metricKey is a counter key as the metrics documents store it.
 func metricKey(k string) string {
 	if k == "" {
-		return "(none)"
+		return NoKey
 	}
 	return k
 }
