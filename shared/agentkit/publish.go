@@ -328,16 +328,19 @@ func (k *Kit) predictTask(msg *nats.Msg, now time.Time) (Published, bool) {
 		}
 	}
 	f := predict.FeaturesOf(c, msg.Subject, h, len(msg.Data), now)
-	p, ok := k.pred.table.Load().Lookup(f)
+	// One table for the whole task: a refresh landing meanwhile must not
+	// mark the task with another model's version.
+	table := k.pred.table.Load()
+	p, ok := table.Lookup(f)
 	out := Published{Prediction: p, Predicted: ok}
 	switch {
 	case ok && p.Action == predict.ActionDLQ:
 		delete(h, event.HeaderPending)
-		markPredicted(h, p, k.pred.table.Load().Model().Version)
+		markPredicted(h, p, table.Model().Version)
 		return out, true
 	case ok && p.Action == predict.ActionStrategy:
 		p.Replay.Set(h)
-		markPredicted(h, p, k.pred.table.Load().Model().Version)
+		markPredicted(h, p, table.Model().Version)
 		if p.AlternateAgent != "" && p.AlternateAgent != f.Agent {
 			msg.Subject = c.TaskSubject(p.AlternateAgent, f.TaskType)
 			for name := range h {
@@ -349,7 +352,7 @@ func (k *Kit) predictTask(msg *nats.Msg, now time.Time) (Published, bool) {
 		return out, false
 	}
 	if ok {
-		markPredicted(h, p, k.pred.table.Load().Model().Version)
+		markPredicted(h, p, table.Model().Version)
 	}
 	if f.Agent != "" {
 		h[event.HeaderCounted] = []string{"1"}

@@ -89,10 +89,6 @@ type Options struct {
 	// Threshold is the confidence from which a cell is a prediction
 	// (default DefaultThreshold).
 	Threshold float64
-	// MinReasonShare is the share of the deaths the dominant reason needs
-	// for the prediction to be acted on (default DefaultMinReasonShare): a
-	// strategy for one reason does not help tasks that die of many.
-	MinReasonShare float64
 	// Z is the normal quantile of the confidence bound (default 1.96, 95 %).
 	Z float64
 	// MaxPredictions bounds the model's rows (default DefaultMaxPredictions)
@@ -112,7 +108,6 @@ type Options struct {
 const (
 	DefaultMinSupport     = 30
 	DefaultThreshold      = 0.5
-	DefaultMinReasonShare = 0.5
 	DefaultZ              = 1.96
 	DefaultMaxPredictions = 1000
 )
@@ -123,9 +118,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Threshold <= 0 {
 		o.Threshold = DefaultThreshold
-	}
-	if o.MinReasonShare <= 0 {
-		o.MinReasonShare = DefaultMinReasonShare
 	}
 	if o.Z <= 0 {
 		o.Z = DefaultZ
@@ -197,7 +189,7 @@ func Learn(stats Stats, o Options) Model {
 		p := Prediction{Agent: k.Agent, TaskType: k.TaskType, Feature: k.Feature, Bucket: k.Bucket,
 			Tasks: c.Tasks, Deaths: deaths, Probability: float64(deaths) / float64(c.Tasks), Confidence: conf,
 			Reason: reason, ReasonShare: float64(n) / float64(max(c.Deaths, 1))}
-		if o.Act != nil && reason != "" && p.ReasonShare >= o.MinReasonShare {
+		if o.Act != nil && p.ReasonDominates() {
 			if a, ok := o.Act(k.Agent, k.TaskType, reason); ok {
 				p.Action, p.Strategy, p.Replay, p.AlternateAgent = a.Action, a.Strategy, a.Replay, a.AlternateAgent
 			}
@@ -309,4 +301,16 @@ func better(a, b Prediction) bool {
 		return a.Action != ""
 	}
 	return a.Confidence > b.Confidence
+}
+
+// MinReasonShare is the share of a row's deaths its dominant reason needs
+// for the row to be acted on: a strategy for one reason does not help
+// tasks that die of many.
+const MinReasonShare = 0.5
+
+// ReasonDominates reports whether the row's reason is common enough among
+// its deaths to act on. The learner (Learn) and the policy's view of a row
+// (triage's Policy.Use) both ask it.
+func (p Prediction) ReasonDominates() bool {
+	return p.Reason != "" && p.ReasonShare >= MinReasonShare
 }

@@ -87,6 +87,15 @@ func TestRunLearnsPredictions(t *testing.T) {
 	if sec := predictionsSection(t, rep); sec.Status != audit.StatusSkipped {
 		t.Errorf("predictions section with the learner off = %+v, want skipped", sec)
 	}
+	// A run whose budget is spent leaves the learning to the next run, even
+	// with a model old enough to relearn.
+	rep, err = f.handler(reconciler.Config{TimeBudget: time.Nanosecond, IOTimeout: 10 * time.Second, Predict: reconciler.PredictConfig{Interval: time.Nanosecond}}, nil).Run(f.ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sec := predictionsSection(t, rep); sec.Status != audit.StatusNotReached {
+		t.Errorf("predictions section of a run over its budget = %+v, want not reached", sec)
+	}
 	if m2, _ := f.st.PredictionModel(f.ctx); m2.Version != 1 {
 		t.Errorf("model version after runs that must not learn = %d, want 1", m2.Version)
 	}

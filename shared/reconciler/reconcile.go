@@ -421,7 +421,14 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*audit.Report, error) {
 			st.Resume = name
 		}
 	}
-	r.section(ctx, SectionPredictions, r.learn)
+	// Learning waits for a run with time left: its reads and the fold
+	// must not eat the headroom the report and the notifications need.
+	if r.over() {
+		rep.BudgetExhausted = true
+		rep.Sections = append(rep.Sections, &audit.Section{Name: SectionPredictions, Status: audit.StatusNotReached})
+	} else {
+		r.section(ctx, SectionPredictions, r.learn)
+	}
 	// Last, so this run's own transitions leave with it.
 	r.section(ctx, SectionNotifications, r.notifications)
 	rep.Complete = true

@@ -141,13 +141,16 @@ func (p *Policy) Use(row predict.Prediction) PredictionUse {
 	case row.Confidence < set.Threshold:
 		return PredictionUse{Why: fmt.Sprintf("advisory: confidence %.2f below threshold %.2f", row.Confidence, set.Threshold)}
 	}
+	if !row.ReasonDominates() {
+		return PredictionUse{Why: fmt.Sprintf("advisory: %q is %.0f %% of the deaths, below %.0f %%", row.Reason, 100*row.ReasonShare, 100*predict.MinReasonShare)}
+	}
 	if _, ok := set.Apply[row.Reason]; !ok {
 		return PredictionUse{Why: fmt.Sprintf("advisory: predictions.apply names nothing for %q", row.Reason)}
 	}
-	if rule := p.switchedOff(row.Agent, row.TaskType, row.Reason); rule != "" {
-		return PredictionUse{Why: fmt.Sprintf("switched off by rule %s", rule)}
+	a, ok := p.Predicted(row.Agent, row.TaskType, row.Reason)
+	if !ok {
+		return PredictionUse{Why: fmt.Sprintf("switched off by rule %s", p.switchedOff(row.Agent, row.TaskType, row.Reason))}
 	}
-	a, _ := p.Predicted(row.Agent, row.TaskType, row.Reason)
 	if a.Action == predict.ActionDLQ {
 		return PredictionUse{Action: a, Why: "sent to the DLQ before its first attempt (reason " + predict.ReasonPredictedFailure + ")"}
 	}

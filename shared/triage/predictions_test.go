@@ -285,8 +285,10 @@ func TestPredictedIsTheLearnersAct(t *testing.T) {
 func TestUse(t *testing.T) {
 	row := func(agent, taskType, reason string, tasks int64, conf float64) predict.Prediction {
 		return predict.Prediction{Agent: agent, TaskType: taskType, Feature: predict.FeatureAll, Bucket: predict.BucketAll,
-			Tasks: tasks, Confidence: conf, Reason: reason}
+			Tasks: tasks, Confidence: conf, Reason: reason, ReasonShare: 1}
 	}
+	mixed := row("backend", "code_review", "context_window_overflow", 40, 0.8)
+	mixed.ReasonShare = 0.3
 	const apply = "    context_window_overflow: context_window_overflow\n"
 	policy := mustParse(t, edited(t, [2]string{apply, apply + "    impossible_task: dlq\n"},
 		[2]string{"rules:\n", "rules:\n  - name: no-predictions-devops\n    match: {agent: [devops]}\n    predictions: off\n"}))
@@ -308,6 +310,7 @@ func TestUse(t *testing.T) {
 		{p: policy, row: row("backend", "code_review", "context_window_overflow", 19, 0.8), wantWhy: "advisory: 19 tasks, below min_support 20"},
 		{p: policy, row: row("backend", "code_review", "context_window_overflow", 40, 0.45), wantWhy: "advisory: confidence 0.45 below threshold 0.50"},
 		{p: disabled, row: row("backend", "code_review", "context_window_overflow", 40, 0.8), wantWhy: "predictions are disabled (predictions.enabled)"},
+		{p: policy, row: mixed, wantWhy: `advisory: "context_window_overflow" is 30 % of the deaths, below 50 %`},
 	}
 	for _, tc := range tests {
 		got := tc.p.Use(tc.row)
