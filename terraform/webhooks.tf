@@ -83,15 +83,12 @@ module "deliver" {
   docker_repository        = google_artifact_registry_repository.images.id
   service_account_email    = google_service_account.deliver.email
   environment = merge({
-    GOOGLE_CLOUD_PROJECT    = var.project_id
-    AUTH_MODE               = "oidc"
-    WEBHOOKS_QUEUE          = module.webhook_tasks.queue_id
-    WEBHOOK_DELIVER_URL     = local.deliver_url
-    WEBHOOK_SERVICE_ACCOUNT = google_service_account.webhook_tasks.email
-    WEBHOOK_DISABLE_AFTER   = tostring(var.webhooks.disable_after)
-    WEBHOOK_TIMEOUT         = var.webhooks.timeout
-    WEBHOOK_DENY_URLS       = join(",", local.own_urls)
-  }, lookup(var.function_env, "deliver", {}))
+    GOOGLE_CLOUD_PROJECT  = var.project_id
+    AUTH_MODE             = "oidc"
+    WEBHOOK_DISABLE_AFTER = tostring(var.webhooks.disable_after)
+    WEBHOOK_TIMEOUT       = var.webhooks.timeout
+    WEBHOOK_DENY_URLS     = join(",", local.own_urls)
+  }, local.webhook_fanout_env, lookup(var.function_env, "deliver", {}))
   memory          = "256Mi"
   timeout_seconds = tonumber(trimsuffix(var.webhooks.timeout, "s")) + 30
   min_instances   = 0
