@@ -19,6 +19,23 @@ import (
 // for single answers: a subscription per request would cost a SUB and an
 // UNSUB (each invalidating the server's subject cache) and a client channel
 // of 64 Ki slots per batch.
+// batchable reports whether the connected server answers batch direct
+// gets (nats-server 2.11 and later). An older one ignores the batch and
+// sends one message without the end marker, so every batch would wait out
+// its timeout before the one-at-a-time reads: ask per call, because a
+// reconnect may land on another server.
+func (d *directGets) batchable() bool { return batchVersion(d.nc.ConnectedServerVersion()) }
+
+// batchVersion reports whether a nats-server of version v answers batch
+// direct gets; an unknown version does not.
+func batchVersion(v string) bool {
+	var major, minor int
+	if _, err := fmt.Sscanf(v, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 2 || major == 2 && minor >= 11
+}
+
 type directGets struct {
 	nc     *nats.Conn
 	js     jetstream.JetStreamOptions

@@ -64,7 +64,7 @@ func (r *failureReader) failures(ctx context.Context, keys []string) (map[string
 	out := make(map[string]*event.Failure, len(keys))
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	var rest []string
-	if r.stream == "" || len(keys) == 1 || r.denied(r.stream) {
+	if r.stream == "" || len(keys) == 1 || r.denied(r.stream) || !r.direct.batchable() {
 		rest = keys
 	} else {
 		for chunk := range slices.Chunk(keys, multiLastMax) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -69,12 +70,18 @@ func (b *Bridge) forwardBatch(ctx context.Context, msgs []jetstream.Msg, build b
 		b.settle(ctx, msgs[i], evs[i].ev, err)
 		done()
 	}
+	// Each waits for its own confirmation: one slow or retried bundle must
+	// not hold back the acks and slots of events Pub/Sub confirmed before.
+	var confirming sync.WaitGroup
 	for i, res := range results {
 		if res != nil {
-			b.settle(ctx, msgs[i], evs[i].ev, b.confirm(ctx, res))
-			done()
+			confirming.Go(func() {
+				b.settle(ctx, msgs[i], evs[i].ev, b.confirm(ctx, res))
+				done()
+			})
 		}
 	}
+	confirming.Wait()
 }
 
 // settle acks, rejects or NAKs one input message after its outcome.

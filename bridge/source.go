@@ -178,7 +178,7 @@ func (s *sourceReader) getMany(ctx context.Context, name string, seqs []uint64) 
 		sctx, cancel := context.WithTimeout(ctx, s.timeout)
 		st, err := s.stream(sctx, name)
 		cancel()
-		if err == nil && st.CachedInfo() != nil && st.CachedInfo().Config.AllowDirect {
+		if err == nil && st.CachedInfo() != nil && st.CachedInfo().Config.AllowDirect && s.direct.batchable() {
 			for _, run := range runs(sorted) {
 				if len(run) == 1 {
 					single = append(single, run[0])
