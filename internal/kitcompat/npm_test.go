@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jsdlq/jsdlq/emulator/tsagent"
@@ -14,15 +15,24 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// prepare installs (npm ci) and compiles the TypeScript package.
+var prepared struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// prepare installs (npm ci) and compiles the TypeScript package, once for
+// the tests of this binary: compiling takes most of a core for seconds.
 func prepare(t *testing.T) string {
 	t.Helper()
-	var out bytes.Buffer
-	dir, err := tsagent.Prepare(testenv.Context(t), testenv.ModuleRoot(t), &out)
-	if err != nil {
-		t.Fatalf("prepare the TypeScript agentkit: %v", err)
+	prepared.once.Do(func() {
+		var out bytes.Buffer
+		prepared.dir, prepared.err = tsagent.Prepare(testenv.Context(t), testenv.ModuleRoot(t), &out)
+	})
+	if prepared.err != nil {
+		t.Fatalf("prepare the TypeScript agentkit: %v", prepared.err)
 	}
-	return dir
+	return prepared.dir
 }
 
 // TestTypeScriptPackage runs the TypeScript agentkit's own tests (npm test)
@@ -31,7 +41,9 @@ func prepare(t *testing.T) string {
 func TestTypeScriptPackage(t *testing.T) {
 	dir := prepare(t)
 	n := testenv.NewNATS(t)
-	cmd := exec.CommandContext(testenv.Context(t), "npm", "test")
+	// prepare compiled the package: its tests run on that build (npm test
+	// would compile again).
+	cmd := exec.CommandContext(testenv.Context(t), "npm", "run", "test:built")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "NATS_URL="+n.URL, "FIRESTORE_EMULATOR_HOST="+testenv.FirestoreHost(t))
 	out, err := cmd.CombinedOutput()
