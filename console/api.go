@@ -274,9 +274,9 @@ func (s *Server) apiAction(w http.ResponseWriter, r *http.Request, c tenantCall)
 	case "replay":
 		e, err = s.tenantReplay(r, c, id)
 	case "discard":
-		reason := strings.TrimSpace(body.Reason)
-		if reason == "" || len(reason) > maxReasonBytes {
-			return badRequest("a discard needs a reason of 1 to %d bytes", maxReasonBytes)
+		reason, rerr := reasonOf(body.Reason, "a discard")
+		if rerr != nil {
+			return badRequest("%v", rerr)
 		}
 		e, err = s.actions.Discard(r.Context(), c.tenant, id, reason, c.actor())
 	}

@@ -285,9 +285,9 @@ func (s *Server) bulkConfirm(_ http.ResponseWriter, r *http.Request, who string)
 	if err != nil {
 		return "", err
 	}
-	why := strings.TrimSpace(r.PostForm.Get("why"))
-	if why == "" || len(why) > maxReasonBytes {
-		return "", uiBad("a bulk redrive needs a reason of 1 to %d bytes", maxReasonBytes)
+	why, err := reasonOf(r.PostForm.Get("why"), "a bulk redrive")
+	if err != nil {
+		return "", err
 	}
 	p, err := redrive.NewPlan(r.Context(), s.store, f.Filter.Query(), f.Include, "")
 	if err != nil {

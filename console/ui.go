@@ -143,6 +143,17 @@ func uiBad(format string, args ...any) error {
 	return &uiError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
 }
 
+// reasonOf is an operator's reason for action (discard, probe, breaker
+// close, bulk redrive), trimmed: the history records it, so an empty or
+// oversized one is a 400 naming the action.
+func reasonOf(v, action string) (string, error) {
+	reason := strings.TrimSpace(v)
+	if reason == "" || len(reason) > maxReasonBytes {
+		return "", uiBad("%s needs a reason of 1 to %d bytes", action, maxReasonBytes)
+	}
+	return reason, nil
+}
+
 // page authenticates the operator and renders what h returns.
 func (s *Server) page(h func(r *http.Request) (name, title string, body any, err error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -554,18 +565,18 @@ func (s *Server) entryAction(w http.ResponseWriter, r *http.Request, who string)
 		}
 		return back + "?done=replay+requested", nil
 	case "discard":
-		reason := strings.TrimSpace(r.PostFormValue("reason"))
-		if reason == "" || len(reason) > maxReasonBytes {
-			return "", uiBad("a discard needs a reason of 1 to %d bytes", maxReasonBytes)
+		reason, err := reasonOf(r.PostFormValue("reason"), "a discard")
+		if err != nil {
+			return "", err
 		}
 		if _, err := s.actions.Discard(ctx, store.AllTenants, id, reason, who); err != nil {
 			return "", err
 		}
 		return back + "?done=discarded", nil
 	case "probe":
-		reason := strings.TrimSpace(r.PostFormValue("reason"))
-		if reason == "" || len(reason) > maxReasonBytes {
-			return "", uiBad("a breaker probe needs a reason of 1 to %d bytes", maxReasonBytes)
+		reason, err := reasonOf(r.PostFormValue("reason"), "a breaker probe")
+		if err != nil {
+			return "", err
 		}
 		if _, err := s.actions.ProbeNow(ctx, store.AllTenants, id, who, reason); err != nil {
 			return "", err
@@ -651,9 +662,9 @@ func (s *Server) tenants(r *http.Request) (string, string, any, error) {
 // breakerAction closes a tenant's breaker, or sends an entry as its probe.
 func (s *Server) breakerAction(_ http.ResponseWriter, r *http.Request, who string) (string, error) {
 	tenant := r.PathValue("tenant")
-	reason := strings.TrimSpace(r.PostFormValue("reason"))
-	if reason == "" || len(reason) > maxReasonBytes {
-		return "", uiBad("a breaker action needs a reason of 1 to %d bytes", maxReasonBytes)
+	reason, err := reasonOf(r.PostFormValue("reason"), "a breaker action")
+	if err != nil {
+		return "", err
 	}
 	switch r.PathValue("action") {
 	case "close":
