@@ -378,22 +378,11 @@ func TestReplayApproveDiscard(t *testing.T) {
 		t.Fatalf("replay --now = %d %q %q", code, out, stderr)
 	}
 	task := tasks.Name("TASKS.22", 1)
-	waitFor(t, "the replay task to be dispatched", func() bool {
+	testenv.WaitUntil(t, 20*time.Second, "the replay task to be dispatched", func() bool {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		return e.dispatched[task] == 1
 	})
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func TestStats(t *testing.T) {

@@ -274,7 +274,7 @@ func TestRedriveResumes(t *testing.T) {
 // waitFor n replay tasks, each dispatched exactly once.
 func (e *env) waitDispatchedOnce(n int) {
 	e.t.Helper()
-	waitFor(e.t, fmt.Sprintf("%d replay tasks dispatched", n), func() bool {
+	testenv.WaitUntil(e.t, 20*time.Second, fmt.Sprintf("%d replay tasks dispatched", n), func() bool {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		return len(e.dispatched) >= n

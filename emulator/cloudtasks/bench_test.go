@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 )
 
 // BenchmarkDispatchLateness schedules b.N tasks 2 ms apart (within the
@@ -38,7 +39,7 @@ func BenchmarkDispatchLateness(b *testing.B) {
 	if _, err := e.client.ResumeQueue(ctx, &cloudtaskspb.ResumeQueueRequest{Name: q}); err != nil {
 		b.Fatal(err)
 	}
-	waitFor(b, 5*time.Minute, "all dispatches", func() bool { return tg.count() >= b.N })
+	testenv.WaitUntil(b, 5*time.Minute, "all dispatches", func() bool { return tg.count() >= b.N })
 	b.StopTimer()
 
 	var late []float64

@@ -1,7 +1,6 @@
 package cloudtasks_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
@@ -180,36 +179,6 @@ func queueNames(qs []*cloudtaskspb.Queue) []string {
 	return names
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func codeOf(err error) codes.Code { return status.Code(err) }
 
 func dur(d time.Duration) *durationpb.Duration { return durationpb.New(d) }
-
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}

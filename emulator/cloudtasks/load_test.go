@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
@@ -68,7 +69,7 @@ func createConcurrently(t testing.TB, e *emu, queue string, tasks []*cloudtasksp
 // created so none can become due before an earlier one exists.
 func TestThousandTasksInScheduleOrder(t *testing.T) {
 	t.Parallel()
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	e := startEmu(t, cloudtasks.WithLogger(obs.NewLogger(logs)))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -110,7 +111,7 @@ func TestThousandTasksInScheduleOrder(t *testing.T) {
 	if _, err := e.client.ResumeQueue(context.Background(), &cloudtaskspb.ResumeQueueRequest{Name: q}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 40*time.Second, "1000 dispatches", func() bool { return tg.count() >= n })
+	testenv.WaitUntil(t, 40*time.Second, "1000 dispatches", func() bool { return tg.count() >= n })
 	time.Sleep(100 * time.Millisecond) // a duplicate would arrive now
 	hits := tg.snapshot()
 	if len(hits) != n {
@@ -172,7 +173,7 @@ func TestRestartWithDataDirLosesNothing(t *testing.T) {
 		tasks = append(tasks, tk)
 	}
 	createConcurrently(t, e1, q, tasks)
-	waitFor(t, 20*time.Second, "some dispatches before the stop", func() bool { return tg.count() >= 10 })
+	testenv.WaitUntil(t, 20*time.Second, "some dispatches before the stop", func() bool { return tg.count() >= 10 })
 	jwks1 := httpGet(t, e1.jwksURL)
 	e1.stop()
 	stoppedAt := tg.count()
@@ -190,7 +191,7 @@ func TestRestartWithDataDirLosesNothing(t *testing.T) {
 	if q2.RetryConfig.MaxAttempts != q1.RetryConfig.MaxAttempts || q2.RateLimits.MaxDispatchesPerSecond != 200 || q2.RetryConfig.MaxDoublings != 2 {
 		t.Errorf("queue after restart = %v, want %v", q2, q1)
 	}
-	waitFor(t, 20*time.Second, "every task after the restart", func() bool {
+	testenv.WaitUntil(t, 20*time.Second, "every task after the restart", func() bool {
 		seen := map[string]bool{}
 		for _, h := range tg.snapshot() {
 			seen[h.header.Get(cloudtasks.HeaderTaskName)] = true
@@ -234,7 +235,7 @@ func TestRestartWithDataDirLosesNothing(t *testing.T) {
 		}
 	}
 	// The last 2xx may still be in the middle of being recorded.
-	waitFor(t, 20*time.Second, "all tasks recorded as done", func() bool {
+	testenv.WaitUntil(t, 20*time.Second, "all tasks recorded as done", func() bool {
 		_, err := e2.client.ListTasks(context.Background(), &cloudtaskspb.ListTasksRequest{Parent: q}).Next()
 		return err == iterator.Done
 	})

@@ -14,6 +14,7 @@ import (
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
@@ -50,7 +51,7 @@ func TestOIDCToken(t *testing.T) {
 	}
 	e.task(t, q, withOIDC(tg.URL+"/default-aud?a=1", ""))
 	e.task(t, q, withOIDC(tg.URL+"/explicit-aud", "https://replay.example.com"))
-	waitFor(t, 10*time.Second, "two dispatches", func() bool { return tg.count() == 2 })
+	testenv.WaitUntil(t, 10*time.Second, "two dispatches", func() bool { return tg.count() == 2 })
 
 	v := tasksemu.NewVerifier(e.jwksURL)
 	for _, h := range tg.snapshot() {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 )
 
 func TestRetryDelay(t *testing.T) {
@@ -72,7 +73,7 @@ func TestRetryScheduleDispatch(t *testing.T) {
 	q := e.queue(t, "retrying", nil, rc)
 	created := e.task(t, q, httpTask(q+"/tasks/failing", tg.URL))
 
-	waitFor(t, 20*time.Second, "deletion after 5 attempts", func() bool {
+	testenv.WaitUntil(t, 20*time.Second, "deletion after 5 attempts", func() bool {
 		_, err := e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
 		return codeOf(err) == codes.NotFound
 	})
@@ -121,7 +122,7 @@ func TestRetryUnlimitedUntilDuration(t *testing.T) {
 	tk := httpTask("", tg.URL)
 	tk.RetryConfig = &cloudtaskspb.RetryConfig{MaxAttempts: -1, MaxRetryDuration: dur(600 * time.Millisecond), MinBackoff: dur(100 * time.Millisecond), MaxBackoff: dur(100 * time.Millisecond)}
 	created := e.task(t, q, tk)
-	waitFor(t, 20*time.Second, "deletion after the retry duration", func() bool {
+	testenv.WaitUntil(t, 20*time.Second, "deletion after the retry duration", func() bool {
 		_, err := e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
 		return codeOf(err) == codes.NotFound
 	})

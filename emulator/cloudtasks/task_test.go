@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
@@ -216,7 +217,7 @@ func TestTaskCRUDAndViews(t *testing.T) {
 // the task's counters in between.
 func TestDispatchHeadersAndBookkeeping(t *testing.T) {
 	t.Parallel()
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	e := startEmu(t, cloudtasks.WithLogger(obs.NewLogger(logs, obs.WithComponent("cloudtasks-emulator"))))
 	ctx := context.Background()
 	statuses := []int{http.StatusServiceUnavailable, http.StatusNotFound, http.StatusOK}
@@ -230,7 +231,7 @@ func TestDispatchHeadersAndBookkeeping(t *testing.T) {
 		"User-Agent": "spoofed", "X-CloudTasks-TaskRetryCount": "99", "X-Google-Foo": "no",
 	}
 	created := e.task(t, q, tk)
-	waitFor(t, 10*time.Second, "first attempt", func() bool { return tg.count() == 1 })
+	testenv.WaitUntil(t, 10*time.Second, "first attempt", func() bool { return tg.count() == 1 })
 
 	h := tg.snapshot()[0]
 	eta, err := strconv.ParseFloat(h.header.Get(cloudtasks.HeaderETA), 64)
@@ -260,7 +261,7 @@ func TestDispatchHeadersAndBookkeeping(t *testing.T) {
 
 	// After the 503: one dispatch, one response, rescheduled an hour later.
 	var got *cloudtaskspb.Task
-	waitFor(t, 10*time.Second, "first attempt recorded", func() bool {
+	testenv.WaitUntil(t, 10*time.Second, "first attempt recorded", func() bool {
 		got, err = e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
 		return err == nil && got.GetLastAttempt().GetResponseTime() != nil
 	})
@@ -282,28 +283,28 @@ func TestDispatchHeadersAndBookkeeping(t *testing.T) {
 	if err != nil || ran.DispatchCount != 2 {
 		t.Fatalf("RunTask() = dispatch_count %d, %v; want 2", ran.GetDispatchCount(), err)
 	}
-	waitFor(t, 10*time.Second, "second attempt", func() bool { return tg.count() == 2 })
+	testenv.WaitUntil(t, 10*time.Second, "second attempt", func() bool { return tg.count() == 2 })
 	wantHeaders["X-Cloudtasks-Taskretrycount"] = "1"
 	wantHeaders["X-Cloudtasks-Taskexecutioncount"] = "0" // a 5xx does not count as an execution
 	wantHeaders["X-Cloudtasks-Taskpreviousresponse"] = "503"
 	wantHeaders["X-Cloudtasks-Taskretryreason"] = "" // present, empty
 	checkHeaders(t, "attempt 2", tg.snapshot()[1], wantHeaders)
 
-	waitFor(t, 10*time.Second, "second attempt recorded", func() bool {
+	testenv.WaitUntil(t, 10*time.Second, "second attempt recorded", func() bool {
 		got, err = e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
 		return err == nil && got.ResponseCount == 2
 	})
 	if _, err := e.client.RunTask(ctx, &cloudtaskspb.RunTaskRequest{Name: created.Name}); err != nil {
 		t.Fatalf("RunTask(2) = %v", err)
 	}
-	waitFor(t, 10*time.Second, "third attempt", func() bool { return tg.count() == 3 })
+	testenv.WaitUntil(t, 10*time.Second, "third attempt", func() bool { return tg.count() == 3 })
 	wantHeaders["X-Cloudtasks-Taskretrycount"] = "2"
 	wantHeaders["X-Cloudtasks-Taskexecutioncount"] = "1"
 	wantHeaders["X-Cloudtasks-Taskpreviousresponse"] = "404"
 	checkHeaders(t, "attempt 3", tg.snapshot()[2], wantHeaders)
 
 	// The 200 deletes the task and reserves its name.
-	waitFor(t, 10*time.Second, "deletion after 2xx", func() bool {
+	testenv.WaitUntil(t, 10*time.Second, "deletion after 2xx", func() bool {
 		_, err := e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
 		return codeOf(err) == codes.NotFound
 	})
@@ -378,8 +379,8 @@ func TestRunTaskIgnoresPauseAndSchedule(t *testing.T) {
 	if ran.DispatchCount != 1 || ran.GetLastAttempt().GetDispatchTime() == nil || ran.GetLastAttempt().GetResponseTime() != nil || string(ran.GetHttpRequest().Body) != "payload" {
 		t.Errorf("RunTask() = %v, want dispatched, no response yet, FULL view", ran)
 	}
-	waitFor(t, 10*time.Second, "forced dispatch", func() bool { return tg.count() == 1 })
-	waitFor(t, 10*time.Second, "deletion", func() bool {
+	testenv.WaitUntil(t, 10*time.Second, "forced dispatch", func() bool { return tg.count() == 1 })
+	testenv.WaitUntil(t, 10*time.Second, "deletion", func() bool {
 		_, err := e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
 		return codeOf(err) == codes.NotFound
 	})
@@ -404,7 +405,7 @@ func TestPauseResumeDispatch(t *testing.T) {
 	if _, err := e.client.ResumeQueue(ctx, &cloudtaskspb.ResumeQueueRequest{Name: q}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "dispatch after resume", func() bool { return tg.count() == 3 })
+	testenv.WaitUntil(t, 10*time.Second, "dispatch after resume", func() bool { return tg.count() == 3 })
 }
 
 func TestDeletedQueueAndTaskAreNotDispatched(t *testing.T) {
@@ -432,7 +433,7 @@ func TestDeletedQueueAndTaskAreNotDispatched(t *testing.T) {
 	if err := e.client.DeleteTask(ctx, &cloudtaskspb.DeleteTaskRequest{Name: gone.Name}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the kept task", func() bool { return tg.count() >= 1 })
+	testenv.WaitUntil(t, 10*time.Second, "the kept task", func() bool { return tg.count() >= 1 })
 	time.Sleep(200 * time.Millisecond)
 	hits := tg.snapshot()
 	if len(hits) != 1 || hits[0].path != "/kept" {
@@ -455,7 +456,7 @@ func TestNameReservationOneHour(t *testing.T) {
 
 	done := httpTask(q+"/tasks/done", tg.URL)
 	e.task(t, q, done) // due at once: fake now
-	waitFor(t, 10*time.Second, "completion", func() bool {
+	testenv.WaitUntil(t, 10*time.Second, "completion", func() bool {
 		_, err := e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: done.Name})
 		return codeOf(err) == codes.NotFound
 	})
@@ -508,7 +509,7 @@ func TestDispatchDeadlineExceeded(t *testing.T) {
 	tk.DispatchDeadline = dur(150 * time.Millisecond)
 	created := e.task(t, q, tk)
 	var got *cloudtaskspb.Task
-	waitFor(t, 10*time.Second, "timed-out attempt recorded", func() bool {
+	testenv.WaitUntil(t, 10*time.Second, "timed-out attempt recorded", func() bool {
 		var err error
 		got, err = e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
 		return err == nil && got.GetLastAttempt().GetResponseTime() != nil
@@ -532,7 +533,7 @@ func TestOAuthTokenHeader(t *testing.T) {
 	if got := created.GetHttpRequest().GetOauthToken().GetScope(); got != "https://www.googleapis.com/auth/cloud-platform" {
 		t.Errorf("oauth_token.scope = %q, want the cloud-platform default", got)
 	}
-	waitFor(t, 10*time.Second, "dispatch", func() bool { return tg.count() == 1 })
+	testenv.WaitUntil(t, 10*time.Second, "dispatch", func() bool { return tg.count() == 1 })
 	if a := tg.snapshot()[0].header.Get("Authorization"); !strings.HasPrefix(a, "Bearer ya29.") {
 		t.Errorf("Authorization = %q, want an opaque Bearer token", a)
 	}
@@ -558,7 +559,7 @@ func TestConcurrencyCap(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		e.task(t, q, httpTask(fmt.Sprintf("%s/tasks/c%d", q, i), tg.URL))
 	}
-	waitFor(t, 20*time.Second, "all six", func() bool { return tg.count() == 6 })
+	testenv.WaitUntil(t, 20*time.Second, "all six", func() bool { return tg.count() == 6 })
 	mu <- struct{}{}
 	defer func() { <-mu }()
 	if peak > 2 {
@@ -591,7 +592,7 @@ func TestRateLimit(t *testing.T) {
 	if _, err := e.client.ResumeQueue(context.Background(), &cloudtaskspb.ResumeQueueRequest{Name: q}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "all tasks", func() bool { return tg.count() == n })
+	testenv.WaitUntil(t, 20*time.Second, "all tasks", func() bool { return tg.count() == n })
 	hits := tg.snapshot()
 	// Between hits i and j at most burst + rate*elapsed dispatches can have
 	// happened; one extra allows for arrival jitter.
@@ -630,7 +631,7 @@ func TestQueueHTTPTargetOverrides(t *testing.T) {
 		t.Fatalf("CreateQueue(http_target) = %v", err)
 	}
 	e.task(t, q.Name, httpTask("", "http://unreachable.invalid:1/original?x=1"))
-	waitFor(t, 10*time.Second, "overridden dispatch", func() bool { return tg.count() == 1 })
+	testenv.WaitUntil(t, 10*time.Second, "overridden dispatch", func() bool { return tg.count() == 1 })
 	h := tg.snapshot()[0]
 	if h.method != http.MethodPatch || h.path != "/Replay" || h.header.Get("X-Env") != "local" {
 		t.Errorf("dispatch = %s %s X-Env %q, want PATCH /Replay local", h.method, h.path, h.header.Get("X-Env"))
@@ -663,8 +664,8 @@ func TestFakeClockDrivesSchedule(t *testing.T) {
 		t.Fatalf("dispatched %d before the fake clock reached the schedule time, want 0", n)
 	}
 	clock.Advance(10 * time.Minute)
-	waitFor(t, 10*time.Second, "first attempt", func() bool { return tg.count() == 1 })
-	waitFor(t, 10*time.Second, "failure recorded", func() bool {
+	testenv.WaitUntil(t, 10*time.Second, "first attempt", func() bool { return tg.count() == 1 })
+	testenv.WaitUntil(t, 10*time.Second, "failure recorded", func() bool {
 		got, err := e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: tk.Name})
 		return err == nil && got.ResponseCount == 1
 	})
@@ -674,7 +675,7 @@ func TestFakeClockDrivesSchedule(t *testing.T) {
 		t.Fatalf("dispatched %d times before min_backoff elapsed on the fake clock, want 1", n)
 	}
 	clock.Advance(time.Second)
-	waitFor(t, 10*time.Second, "retry after min_backoff", func() bool { return tg.count() == 2 })
+	testenv.WaitUntil(t, 10*time.Second, "retry after min_backoff", func() bool { return tg.count() == 2 })
 	eta, _ := strconv.ParseFloat(tg.snapshot()[1].header.Get(cloudtasks.HeaderETA), 64)
 	first, _ := strconv.ParseFloat(tg.snapshot()[0].header.Get(cloudtasks.HeaderETA), 64)
 	if d := time.Duration((eta - first) * 1e9); d < time.Minute || d > time.Minute+time.Second {

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -26,4 +27,16 @@ func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
 		}
 		time.Sleep(pollEvery)
 	}
+}
+
+// WaitUntil is WaitFor for a condition that only says yes or no: what names
+// the awaited state in the failure.
+func WaitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	WaitFor(t, timeout, func() error {
+		if cond() {
+			return nil
+		}
+		return fmt.Errorf("still waiting for %s", what)
+	})
 }

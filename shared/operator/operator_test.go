@@ -79,17 +79,6 @@ func (e *env) delivered(name string) int {
 	return e.calls[name]
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // A caller scoped to tenant B cannot see or change tenant A's entries:
 // every action answers ErrNotFound, as for an id that does not exist, and
 // the entry is untouched. The same actions scoped to A (or to all tenants)
@@ -158,9 +147,9 @@ func TestTenantIsolation(t *testing.T) {
 	if err := actions[2].do("tenant-a", scheduled.ID); err != nil {
 		t.Errorf("replay now as tenant-a = %v", err)
 	}
-	waitFor(t, "the approved task", func() bool { return e.delivered(tasks.Name(awaiting.ID, 1)) == 1 })
+	testenv.WaitUntil(t, 30*time.Second, "the approved task", func() bool { return e.delivered(tasks.Name(awaiting.ID, 1)) == 1 })
 	// Due in an hour, but run now.
-	waitFor(t, "the task run now", func() bool { return e.delivered(tasks.Name(scheduled.ID, 1)) == 1 })
+	testenv.WaitUntil(t, 30*time.Second, "the task run now", func() bool { return e.delivered(tasks.Name(scheduled.ID, 1)) == 1 })
 	got, err := e.store.GetMeta(e.ctx, discardable.ID)
 	if err != nil || got.Status != store.Discarded || got.ResolvedAt.IsZero() {
 		t.Errorf("discarded entry = %+v, %v, want discarded and resolved", got, err)
@@ -244,7 +233,7 @@ func TestReplayNowLostAndSpentTasks(t *testing.T) {
 	if _, err := e.op.ReplayNow(e.ctx, "t", lost.ID, "alice"); err != nil {
 		t.Fatalf("ReplayNow(lost) = %v", err)
 	}
-	waitFor(t, "the recreated task", func() bool { return e.delivered(tasks.Name(lost.ID, 1)) == 1 })
+	testenv.WaitUntil(t, 30*time.Second, "the recreated task", func() bool { return e.delivered(tasks.Name(lost.ID, 1)) == 1 })
 
 	spent := e.entry(t, "TASKS.31", "t", store.Scheduled)
 	first := tasks.Name(spent.ID, 1)
@@ -253,8 +242,8 @@ func TestReplayNowLostAndSpentTasks(t *testing.T) {
 	}
 	// The target answers 200 without touching the entry: the task is done,
 	// its name reserved, the entry still scheduled.
-	waitFor(t, "the first task", func() bool { return e.delivered(first) == 1 })
-	waitFor(t, "the first task to be gone", func() bool {
+	testenv.WaitUntil(t, 30*time.Second, "the first task", func() bool { return e.delivered(first) == 1 })
+	testenv.WaitUntil(t, 30*time.Second, "the first task to be gone", func() bool {
 		ok, err := e.sched.Exists(e.ctx, first)
 		return err == nil && !ok
 	})
@@ -265,7 +254,7 @@ func TestReplayNowLostAndSpentTasks(t *testing.T) {
 	if want := tasks.Name(spent.ID, 2); got.TaskName != want {
 		t.Errorf("task after ReplayNow = %s, want %s", got.TaskName, want)
 	}
-	waitFor(t, "the second attempt", func() bool { return e.delivered(tasks.Name(spent.ID, 2)) == 1 })
+	testenv.WaitUntil(t, 30*time.Second, "the second attempt", func() bool { return e.delivered(tasks.Name(spent.ID, 2)) == 1 })
 }
 
 // Discarding the half-open probe reopens the breaker: otherwise it would
