@@ -22,14 +22,9 @@ type auditsData struct {
 }
 
 func (s *Server) audits(r *http.Request) (string, string, any, error) {
-	vals, err := url.ParseQuery(r.URL.RawQuery)
+	vals, err := pageQuery(r, "the audits list takes one page_token", "page_token")
 	if err != nil {
-		return "", "", nil, uiBad("malformed query string")
-	}
-	for name, v := range vals {
-		if name != "page_token" || len(v) != 1 {
-			return "", "", nil, uiBad("unknown parameter %q (the audits list takes one page_token)", name)
-		}
+		return "", "", nil, err
 	}
 	reports, next, err := s.store.ListAudits(r.Context(), auditsPageSize, vals.Get("page_token"))
 	if err != nil {

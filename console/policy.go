@@ -2,7 +2,6 @@ package console
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -43,14 +42,9 @@ type policyTest struct {
 
 func (s *Server) policy(r *http.Request) (string, string, any, error) {
 	ctx := r.Context()
-	vals, err := url.ParseQuery(r.URL.RawQuery)
+	vals, err := pageQuery(r, "the policy page takes one entry id", "entry")
 	if err != nil {
-		return "", "", nil, uiBad("malformed query string")
-	}
-	for name, v := range vals {
-		if name != "entry" || len(v) != 1 {
-			return "", "", nil, uiBad("unknown parameter %q (the policy page takes one entry id)", name)
-		}
+		return "", "", nil, err
 	}
 	// The policy in force is what a freshly started classify or replay
 	// loads: the override when it is valid, the default otherwise.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"maps"
 	"net/http"
-	"net/url"
 	"slices"
 
 	"github.com/jsdlq/jsdlq/shared/predict"
@@ -40,12 +39,8 @@ type predictionRow struct {
 
 func (s *Server) predictions(r *http.Request) (string, string, any, error) {
 	ctx := r.Context()
-	vals, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		return "", "", nil, uiBad("malformed query string")
-	}
-	for name := range vals {
-		return "", "", nil, uiBad("unknown parameter %q (the predictions page takes none)", name)
+	if _, err := pageQuery(r, "the predictions page takes none"); err != nil {
+		return "", "", nil, err
 	}
 	loader := s.store.PolicyLoader(s.log, triage.WithRefresh(0))
 	p := loader.Current(ctx)

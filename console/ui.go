@@ -143,6 +143,22 @@ func uiBad(format string, args ...any) error {
 	return &uiError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
 }
 
+// pageQuery is the query string of a page that takes at most one value of
+// each of its parameters (allowed) and nothing else: anything else is a
+// 400 that says what the page takes.
+func pageQuery(r *http.Request, takes string, allowed ...string) (url.Values, error) {
+	vals, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, uiBad("malformed query string")
+	}
+	for name, v := range vals {
+		if !slices.Contains(allowed, name) || len(v) != 1 {
+			return nil, uiBad("unknown parameter %q (%s)", name, takes)
+		}
+	}
+	return vals, nil
+}
+
 // reasonOf is an operator's reason for action (discard, probe, breaker
 // close, bulk redrive), trimmed: the history records it, so an empty or
 // oversized one is a 400 naming the action.
