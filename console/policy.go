@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"time"
@@ -46,12 +47,9 @@ func (s *Server) policy(r *http.Request) (string, string, any, error) {
 	if err != nil {
 		return "", "", nil, err
 	}
-	// The policy in force is what a freshly started classify or replay
-	// loads: the override when it is valid, the default otherwise.
-	loader := s.store.PolicyLoader(s.log, triage.WithRefresh(0))
-	p := loader.Current(ctx)
-	if err := loader.LastError(); err != nil && !triage.IsInvalid(err) {
-		return "", "", nil, err // unreadable: do not claim the default is in force
+	p, invalid, err := s.policyInForce(ctx)
+	if err != nil {
+		return "", "", nil, err
 	}
 	def := triage.Default()
 	d := policyData{Version: p.Version(), Source: "default", Default: def.Version(), IsDefault: p.Version() == def.Version()}
@@ -61,8 +59,8 @@ func (s *Server) policy(r *http.Request) (string, string, any, error) {
 	}
 	if found {
 		d.UpdatedAt = o.UpdatedAt
-		if err := loader.LastError(); err != nil {
-			d.Invalid = err.Error()
+		if invalid != nil {
+			d.Invalid = invalid.Error()
 		} else {
 			d.Source = "override"
 		}
@@ -84,6 +82,22 @@ func (s *Server) policy(r *http.Request) (string, string, any, error) {
 		}
 	}
 	return "policy", "Policy", d, nil
+}
+
+// policyInForce is the policy a freshly started classify or replay loads:
+// the override when it is valid, the default otherwise. invalid is why a
+// stored override is not in force; an override that cannot be read is an
+// error, so that no page claims the default is in force.
+func (s *Server) policyInForce(ctx context.Context) (p *triage.Policy, invalid, err error) {
+	loader := s.store.PolicyLoader(s.log, triage.WithRefresh(0))
+	p = loader.Current(ctx)
+	if err := loader.LastError(); err != nil {
+		if !triage.IsInvalid(err) {
+			return nil, nil, err
+		}
+		return p, err, nil
+	}
+	return p, nil, nil
 }
 
 // testEntry decides e under p through the one mapping classify and replay

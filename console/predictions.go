@@ -42,10 +42,9 @@ func (s *Server) predictions(r *http.Request) (string, string, any, error) {
 	if _, err := pageQuery(r, "the predictions page takes none"); err != nil {
 		return "", "", nil, err
 	}
-	loader := s.store.PolicyLoader(s.log, triage.WithRefresh(0))
-	p := loader.Current(ctx)
-	if err := loader.LastError(); err != nil && !triage.IsInvalid(err) {
-		return "", "", nil, err // unreadable: do not claim the default is in force
+	p, _, err := s.policyInForce(ctx)
+	if err != nil {
+		return "", "", nil, err
 	}
 	set := p.Predictions()
 	d := predictionsData{PolicyVersion: p.Version(), Settings: set}
