@@ -375,19 +375,11 @@ func (s *Server) ListQueues(ctx context.Context, req *cloudtaskspb.ListQueuesReq
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var names []string
-	for name, q := range s.queues {
-		if parentOf(name, "/queues/") == req.GetParent() && name > after && (want == cloudtaskspb.Queue_STATE_UNSPECIFIED || q.pb.State == want) {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
-	resp := &cloudtaskspb.ListQueuesResponse{}
-	for i, name := range names {
-		if i == size {
-			resp.NextPageToken = pageToken(names[i-1])
-			break
-		}
+	names, next := page(s.queues, after, size, func(name string, q *queue) bool {
+		return parentOf(name, "/queues/") == req.GetParent() && (want == cloudtaskspb.Queue_STATE_UNSPECIFIED || q.pb.State == want)
+	})
+	resp := &cloudtaskspb.ListQueuesResponse{NextPageToken: next}
+	for _, name := range names {
 		resp.Queues = append(resp.Queues, proto.Clone(s.queues[name].pb).(*cloudtaskspb.Queue))
 	}
 	return resp, nil
@@ -698,19 +690,9 @@ func (s *Server) ListTasks(ctx context.Context, req *cloudtaskspb.ListTasksReque
 	if err != nil {
 		return nil, err
 	}
-	var ids []string
-	for id := range q.tasks {
-		if id > after {
-			ids = append(ids, id)
-		}
-	}
-	sort.Strings(ids)
-	resp := &cloudtaskspb.ListTasksResponse{}
-	for i, id := range ids {
-		if i == size {
-			resp.NextPageToken = pageToken(ids[i-1])
-			break
-		}
+	ids, next := page(q.tasks, after, size, func(string, *task) bool { return true })
+	resp := &cloudtaskspb.ListTasksResponse{NextPageToken: next}
+	for _, id := range ids {
 		resp.Tasks = append(resp.Tasks, view(q.tasks[id].pb, req.GetResponseView()))
 	}
 	return resp, nil
@@ -805,3 +787,20 @@ func pageArgs(size int32, token string, maxSize int) (int, string, error) {
 }
 
 func pageToken(last string) string { return base64.RawURLEncoding.EncodeToString([]byte(last)) }
+
+// page is the one keyset paging of both listings: the keys of m after the
+// page token's key that keep accepts, in order, at most size of them, and
+// the token of the next page ("" on the last).
+func page[V any](m map[string]V, after string, size int, keep func(key string, v V) bool) ([]string, string) {
+	var keys []string
+	for k, v := range m {
+		if k > after && keep(k, v) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	if len(keys) > size {
+		return keys[:size], pageToken(keys[size-1])
+	}
+	return keys, ""
+}
