@@ -184,21 +184,18 @@ func render(ctx context.Context, root string, o options, r *results, g *goBench)
 	w("\n## Firestore operations over an entry's life\n\n")
 	w("Counted on the code path by `store.Ops()` in the benchmarks (not estimated):\n\n")
 	w("| step | reads | writes | source |\n|---|---|---|---|\n")
-	if rd, ok := g.median("BenchmarkClassify/inflight=8", "fs-reads/entry"); ok {
-		wr, _ := g.median("BenchmarkClassify/inflight=8", "fs-writes/entry")
-		w("| classify, new entry (breaker closed) | %.2f | %.2f | BenchmarkClassify |\n", rd, wr)
-	}
-	if rd, ok := g.median("BenchmarkReplay", "reads/op"); ok {
-		wr, _ := g.median("BenchmarkReplay", "writes/op")
-		w("| replay (claim, idempotency lookup, breaker, publish, mark replayed) | %.2f | %.2f | BenchmarkReplay |\n", rd, wr)
-	}
-	if rd, ok := g.median("BenchmarkEntryLife", "reconcile-reads/entry"); ok {
-		wr, _ := g.median("BenchmarkEntryLife", "reconcile-writes/entry")
-		w("| reconcile over the entry's life (replayed → recovered, and every run while it is in the 25-hour window; 4 000 entries in it) | %.2f | %.2f | BenchmarkEntryLife |\n", rd, wr)
-	}
-	if rd, ok := g.median("BenchmarkEntryLife", "reads/entry"); ok {
-		wr, _ := g.median("BenchmarkEntryLife", "writes/entry")
-		w("| the whole life: classify, replay, recovery, every reconcile run | %.2f | %.2f | BenchmarkEntryLife |\n", rd, wr)
+	for _, op := range []struct{ step, bench, reads, writes string }{
+		{"classify, new entry (breaker closed)", "BenchmarkClassify/inflight=8", "fs-reads/entry", "fs-writes/entry"},
+		{"replay (claim, idempotency lookup, breaker, publish, mark replayed)", "BenchmarkReplay", "reads/op", "writes/op"},
+		{"reconcile over the entry's life (replayed → recovered, and every run while it is in the 25-hour window; 4 000 entries in it)",
+			"BenchmarkEntryLife", "reconcile-reads/entry", "reconcile-writes/entry"},
+		{"the whole life: classify, replay, recovery, every reconcile run", "BenchmarkEntryLife", "reads/entry", "writes/entry"},
+	} {
+		if rd, ok := g.median(op.bench, op.reads); ok {
+			wr, _ := g.median(op.bench, op.writes)
+			source, _, _ := strings.Cut(op.bench, "/")
+			w("| %s | %.2f | %.2f | %s |\n", op.step, rd, wr, source)
+		}
 	}
 
 	w("\n## Where the CPU went\n\n")

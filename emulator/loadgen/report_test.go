@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,5 +59,31 @@ func TestKeepFixes(t *testing.T) {
 	}
 	if got := keepFixes(filepath.Join(t.TempDir(), "missing.md"), "fresh\n"); got != "fresh\n" {
 		t.Errorf("keepFixes(no file) = %q, want the report unchanged", got)
+	}
+}
+
+// The Firestore operations table has a row for each step whose benchmark
+// ran, its source named without the sub-benchmark, and none for the others.
+func TestRenderOpsRows(t *testing.T) {
+	g := goBench{
+		"BenchmarkClassify/inflight=8": {"fs-reads/entry": {1}, "fs-writes/entry": {3}},
+		"BenchmarkEntryLife":           {"reads/entry": {5.5}, "writes/entry": {7.25}},
+	}
+	got, err := render(context.Background(), t.TempDir(), options{}, &results{}, &g)
+	if err != nil {
+		t.Fatalf("render() = %v", err)
+	}
+	for _, tc := range []struct {
+		row  string
+		want bool
+	}{
+		{"| classify, new entry (breaker closed) | 1.00 | 3.00 | BenchmarkClassify |\n", true},
+		{"| the whole life: classify, replay, recovery, every reconcile run | 5.50 | 7.25 | BenchmarkEntryLife |\n", true},
+		{"| replay (claim, idempotency lookup, breaker, publish, mark replayed) |", false},
+		{"| reconcile over the entry's life", false},
+	} {
+		if strings.Contains(got, tc.row) != tc.want {
+			t.Errorf("render() has row %q = %v, want %v", tc.row, !tc.want, tc.want)
+		}
 	}
 }
