@@ -227,15 +227,11 @@ func (s *Store) ActiveAlerts(ctx context.Context) (AlertState, error) {
 // is none. The lease and state documents have no finished_at, so the query
 // never returns them.
 func (s *Store) LatestAudit(ctx context.Context) (*audit.Report, error) {
-	snaps, err := s.fs.Collection(Audits).OrderBy("finished_at", firestore.Desc).Limit(1).Documents(ctx).GetAll()
-	s.read(max(1, len(snaps)))
-	if err != nil {
-		return nil, fmt.Errorf("firestore query %s: %w", Audits, err)
+	reports, err := queryDocs(ctx, s, s.fs.Collection(Audits).OrderBy("finished_at", firestore.Desc).Limit(1), Audits, decodeAudit)
+	if err != nil || len(reports) == 0 {
+		return nil, err
 	}
-	if len(snaps) == 0 {
-		return nil, nil
-	}
-	return decodeAudit(snaps[0])
+	return reports[0], nil
 }
 
 // auditDocument turns a report into the map Firestore stores, through its
@@ -314,21 +310,12 @@ func (s *Store) ListAudits(ctx context.Context, limit int, after string) (report
 		}
 		q = q.StartAfter(snap)
 	}
-	snaps, err := q.Limit(limit + 1).Documents(ctx).GetAll()
-	s.read(max(1, len(snaps)))
+	reports, more, err := pageDocs(ctx, s, q, limit, Audits, decodeAudit)
 	if err != nil {
-		return nil, "", fmt.Errorf("firestore query %s: %w", Audits, err)
+		return nil, "", err
 	}
-	for i, snap := range snaps {
-		if i == limit {
-			next = reports[len(reports)-1].RunID
-			break
-		}
-		r, err := decodeAudit(snap)
-		if err != nil {
-			return nil, "", err
-		}
-		reports = append(reports, r)
+	if more {
+		next = reports[len(reports)-1].RunID
 	}
 	return reports, next, nil
 }

@@ -199,20 +199,7 @@ func decodeBulkRun(snap *firestore.DocumentSnapshot) (*BulkRun, error) {
 
 // ListBulkRuns returns the newest runs, at most limit.
 func (s *Store) ListBulkRuns(ctx context.Context, limit int) ([]*BulkRun, error) {
-	snaps, err := s.fs.Collection(BulkRuns).OrderBy("created_at", firestore.Desc).Limit(limit).Documents(ctx).GetAll()
-	s.read(max(1, len(snaps)))
-	if err != nil {
-		return nil, fmt.Errorf("firestore list %s: %w", BulkRuns, err)
-	}
-	out := make([]*BulkRun, 0, len(snaps))
-	for _, snap := range snaps {
-		r, err := decodeBulkRun(snap)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	return queryDocs(ctx, s, s.fs.Collection(BulkRuns).OrderBy("created_at", firestore.Desc).Limit(limit), BulkRuns, decodeBulkRun)
 }
 
 // ClaimBulkRun takes the lease of one live run that no instance holds (none
@@ -224,10 +211,9 @@ func (s *Store) ClaimBulkRun(ctx context.Context, owner string, ttl time.Duratio
 	// The live runs are few (each is a human's confirmed bulk action);
 	// the lease is checked here rather than in the query, which would
 	// need a composite index on state and lease_until.
-	snaps, err := s.fs.Collection(BulkRuns).Where("state", "in", liveBulkStates).Limit(100).Documents(ctx).GetAll()
-	s.read(max(1, len(snaps)))
+	snaps, err := queryAll(ctx, s, s.fs.Collection(BulkRuns).Where("state", "in", liveBulkStates).Limit(100), "live "+BulkRuns)
 	if err != nil {
-		return nil, fmt.Errorf("firestore query live %s: %w", BulkRuns, err)
+		return nil, err
 	}
 	for _, snap := range snaps {
 		cand, err := decodeBulkRun(snap)

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -10,7 +12,8 @@ import (
 
 // What every aggregate does with its documents, written once: read one by id
 // (outside or inside a transaction, a missing one being ErrNotFound that
-// names it), decode it with its id kept outside the document.
+// names it), list or page through a query, decode a document with its id
+// kept outside the document.
 
 // getDoc reads the document at ref and decodes it; what names the aggregate
 // in the error ("entry", "bulk run").
@@ -38,6 +41,68 @@ func txGet[T any](s *Store, tx *firestore.Transaction, ref *firestore.DocumentRe
 		return nil, err
 	}
 	return decode(snap)
+}
+
+// queryDocs runs q and decodes every document it returns; what names the
+// query in errors ("bulk-runs", "webhooks of tenant \"t\"").
+func queryDocs[T any](ctx context.Context, s *Store, q firestore.Query, what string, decode func(*firestore.DocumentSnapshot) (*T, error)) ([]*T, error) {
+	snaps, err := queryAll(ctx, s, q, what)
+	if err != nil {
+		return nil, err
+	}
+	return decodeAll(snaps, decode)
+}
+
+// pageDocs reads one page of at most limit documents of q; more reports
+// whether another page follows. It asks for one document more than the page,
+// which only answers that question and is not decoded.
+func pageDocs[T any](ctx context.Context, s *Store, q firestore.Query, limit int, what string, decode func(*firestore.DocumentSnapshot) (*T, error)) (docs []*T, more bool, err error) {
+	snaps, err := queryAll(ctx, s, q.Limit(limit+1), what)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(snaps) > limit {
+		snaps, more = snaps[:limit], true
+	}
+	docs, err = decodeAll(snaps, decode)
+	return docs, more, err
+}
+
+// queryAll runs q, counting its reads (a query that finds nothing is billed
+// as one read).
+func queryAll(ctx context.Context, s *Store, q firestore.Query, what string) ([]*firestore.DocumentSnapshot, error) {
+	snaps, err := q.Documents(ctx).GetAll()
+	s.read(max(1, len(snaps)))
+	if err != nil {
+		return nil, fmt.Errorf("firestore query %s: %w", what, err)
+	}
+	return snaps, nil
+}
+
+func decodeAll[T any](snaps []*firestore.DocumentSnapshot, decode func(*firestore.DocumentSnapshot) (*T, error)) ([]*T, error) {
+	out := make([]*T, 0, len(snaps))
+	for _, snap := range snaps {
+		v, err := decode(snap)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// oldestFirst sorts docs by creation, the id breaking ties: the order of a
+// tenant's few documents (keys, webhooks), read with one equality filter,
+// which needs no composite index, and ordered here.
+func oldestFirst[T any](docs []*T, key func(*T) (created time.Time, id string)) {
+	slices.SortFunc(docs, func(a, b *T) int {
+		at, aid := key(a)
+		bt, bid := key(b)
+		if c := at.Compare(bt); c != 0 {
+			return c
+		}
+		return strings.Compare(aid, bid)
+	})
 }
 
 // decodeDoc reads snap into a new T and sets its id through id: aggregates

@@ -180,10 +180,9 @@ func (s *Store) stage(tx *firestore.Transaction, n event.Notification, taskType,
 // notification no other owner holds, so two publishers never both publish
 // one. Oldest first within the page read.
 func (s *Store) ClaimNotifications(ctx context.Context, owner string, lease time.Duration, limit int) ([]*Outbox, error) {
-	snaps, err := s.fs.Collection(Notifications).Where("state", "==", OutboxPending).Limit(limit).Documents(ctx).GetAll()
-	s.read(max(1, len(snaps)))
+	snaps, err := queryAll(ctx, s, s.fs.Collection(Notifications).Where("state", "==", OutboxPending).Limit(limit), "pending "+Notifications)
 	if err != nil {
-		return nil, fmt.Errorf("firestore query pending %s: %w", Notifications, err)
+		return nil, err
 	}
 	var out []*Outbox
 	for _, snap := range snaps {

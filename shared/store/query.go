@@ -128,27 +128,17 @@ func (s *Store) Entries(ctx context.Context, q Query) (Page, error) {
 	if fields, ok := viewFields[q.View]; ok {
 		fq = fq.Select(fields...)
 	}
-	// One entry more than the page tells whether another page follows.
-	snaps, err := fq.Limit(q.Limit + 1).Documents(ctx).GetAll()
-	s.read(max(1, len(snaps)))
+	entries, more, err := pageDocs(ctx, s, fq, q.Limit, FailureLog+" by "+field, decodeEntry)
 	if err != nil {
-		return Page{}, fmt.Errorf("firestore query %s by %s: %w", FailureLog, field, err)
+		return Page{}, err
 	}
-	var p Page
-	for i, snap := range snaps {
-		if i == q.Limit {
-			last := p.Entries[len(p.Entries)-1]
-			p.Next = Cursor{At: last.CreatedAt, ID: last.ID}
-			if q.Order == DueFirst {
-				p.Next.At = last.NextRetryAt
-			}
-			break
+	p := Page{Entries: entries}
+	if more {
+		last := entries[len(entries)-1]
+		p.Next = Cursor{At: last.CreatedAt, ID: last.ID}
+		if q.Order == DueFirst {
+			p.Next.At = last.NextRetryAt
 		}
-		e, err := decodeEntry(snap)
-		if err != nil {
-			return Page{}, err
-		}
-		p.Entries = append(p.Entries, e)
 	}
 	return p, nil
 }

@@ -93,17 +93,13 @@ func (s *Store) RecordSample(ctx context.Context, at time.Time, in MetricsSample
 func (s *Store) ReadSamples(ctx context.Context, from, to time.Time) (map[string][]MetricsSample, error) {
 	out := map[string][]MetricsSample{}
 	for h := from.UTC().Truncate(time.Hour); !h.After(to); h = h.Add(time.Hour) {
-		snaps, err := s.fs.Collection(MetricsColl).Doc(Hour(h)).Collection(StreamSamples).Documents(ctx).GetAll()
-		s.read(max(1, len(snaps)))
+		samples, err := queryDocs(ctx, s, s.fs.Collection(MetricsColl).Doc(Hour(h)).Collection(StreamSamples).Query,
+			"samples "+Hour(h), decodeValue[MetricsSample])
 		if err != nil {
-			return nil, fmt.Errorf("firestore read samples %s: %w", Hour(h), err)
+			return nil, err
 		}
-		for _, snap := range snaps {
-			var m MetricsSample
-			if err := snap.DataTo(&m); err != nil {
-				return nil, fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
-			}
-			out[m.Stream] = append(out[m.Stream], m)
+		for _, m := range samples {
+			out[m.Stream] = append(out[m.Stream], *m)
 		}
 	}
 	return out, nil

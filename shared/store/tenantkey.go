@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -102,27 +101,15 @@ func (s *Store) ListTenantKeys(ctx context.Context, tenant string) ([]TenantKey,
 	if err := checkTenant(tenant); err != nil {
 		return nil, err
 	}
-	// One equality filter needs no composite index; a tenant has few keys,
-	// so they are ordered here.
-	snaps, err := s.fs.Collection(TenantKeys).Where("tenant", "==", tenant).Documents(ctx).GetAll()
-	s.read(max(1, len(snaps)))
+	found, err := queryDocs(ctx, s, s.fs.Collection(TenantKeys).Where("tenant", "==", tenant), fmt.Sprintf("%s of tenant %q", TenantKeys, tenant), decodeTenantKey)
 	if err != nil {
-		return nil, fmt.Errorf("firestore query %s of tenant %q: %w", TenantKeys, tenant, err)
+		return nil, err
 	}
-	keys := make([]TenantKey, 0, len(snaps))
-	for _, snap := range snaps {
-		k, err := decodeTenantKey(snap)
-		if err != nil {
-			return nil, err
-		}
+	oldestFirst(found, func(k *TenantKey) (time.Time, string) { return k.CreatedAt, k.ID })
+	keys := make([]TenantKey, 0, len(found))
+	for _, k := range found {
 		keys = append(keys, *k)
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		if !keys[i].CreatedAt.Equal(keys[j].CreatedAt) {
-			return keys[i].CreatedAt.Before(keys[j].CreatedAt)
-		}
-		return keys[i].ID < keys[j].ID
-	})
 	return keys, nil
 }
 

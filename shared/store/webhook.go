@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -138,25 +137,11 @@ func (s *Store) ListWebhooks(ctx context.Context, tenant string) ([]*Webhook, er
 	if err := checkTenant(tenant); err != nil {
 		return nil, err
 	}
-	snaps, err := s.fs.Collection(Webhooks).Where("tenant", "==", tenant).Documents(ctx).GetAll()
-	s.read(max(1, len(snaps)))
+	out, err := queryDocs(ctx, s, s.fs.Collection(Webhooks).Where("tenant", "==", tenant), fmt.Sprintf("%s of tenant %q", Webhooks, tenant), decodeWebhook)
 	if err != nil {
-		return nil, fmt.Errorf("firestore query %s of tenant %q: %w", Webhooks, tenant, err)
+		return nil, err
 	}
-	out := make([]*Webhook, 0, len(snaps))
-	for _, snap := range snaps {
-		w, err := decodeWebhook(snap)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, w)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
+	oldestFirst(out, func(w *Webhook) (time.Time, string) { return w.CreatedAt, w.ID })
 	return out, nil
 }
 
@@ -295,20 +280,7 @@ func truncate(s string, n int) string {
 // PendingWebhookFanOut returns up to limit outbox notifications whose
 // webhook deliveries are not created yet.
 func (s *Store) PendingWebhookFanOut(ctx context.Context, limit int) ([]*Outbox, error) {
-	snaps, err := s.fs.Collection(Notifications).Where("webhooks_pending", "==", true).Limit(limit).Documents(ctx).GetAll()
-	s.read(max(1, len(snaps)))
-	if err != nil {
-		return nil, fmt.Errorf("firestore query %s pending webhooks: %w", Notifications, err)
-	}
-	out := make([]*Outbox, 0, len(snaps))
-	for _, snap := range snaps {
-		o, err := decodeOutbox(snap)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, nil
+	return queryDocs(ctx, s, s.fs.Collection(Notifications).Where("webhooks_pending", "==", true).Limit(limit), Notifications+" pending webhooks", decodeOutbox)
 }
 
 // WebhookFanOutDone records that notification id's deliveries exist. A
