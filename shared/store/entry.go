@@ -163,6 +163,10 @@ type Entry struct {
 	UpdatedAt  time.Time    `firestore:"updated_at" json:"updated_at"`
 	ResolvedAt time.Time    `firestore:"resolved_at,omitempty" json:"resolved_at,omitempty"`
 	ExpireAt   time.Time    `firestore:"expire_at" json:"expire_at"`
+
+	// seen is the document's update time as this store last read or wrote
+	// it (zero: unknown), the precondition of TransitionSeen.
+	seen time.Time
 }
 
 func (s *Store) entryRef(id string) *firestore.DocumentRef {
@@ -188,7 +192,12 @@ func (s *Store) GetMeta(ctx context.Context, id string) (*Entry, error) {
 }
 
 func decodeEntry(snap *firestore.DocumentSnapshot) (*Entry, error) {
-	return decodeDoc(snap, func(e *Entry) *string { return &e.ID })
+	e, err := decodeDoc(snap, func(e *Entry) *string { return &e.ID })
+	if err != nil {
+		return nil, err
+	}
+	e.seen = snap.UpdateTime
+	return e, nil
 }
 
 // Change is a status transition of an entry.
@@ -273,6 +282,7 @@ func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Chang
 		}
 	}
 	var out *Entry
+	var commit firestore.CommitResponse
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(s.entryRef(id))
 		s.read(1)
@@ -289,68 +299,78 @@ func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Chang
 		if tenant != AllTenants && e.Tenant != tenant {
 			return fmt.Errorf("%w: entry %q", ErrNotFound, id)
 		}
-		// The entry as it was, for the difference the move makes to its
-		// tenant-hour counters (Apply and the move below replace fields,
-		// they do not edit this copy's).
-		before := *e
-		if !slices.Contains(c.From, e.Status) {
-			return fmt.Errorf("%w: entry %q is %s, want one of %v", ErrWrongStatus, id, e.Status, c.From)
-		}
-		note := c.Note
-		if staged != nil {
-			old := "missing"
-			if !e.PayloadMissing {
-				old = fmt.Sprintf("%d B sha256 %s", e.PayloadSize, e.PayloadSHA256)
-			}
-			note += fmt.Sprintf("; payload edited: %s -> %d B sha256 %s", old, staged.PayloadSize, staged.PayloadSHA256)
-			e.Payload, e.PayloadChunkCount = staged.Payload, staged.PayloadChunkCount
-			if len(staged.Payload) > InlinePayload {
-				e.Payload = nil
-			}
-			e.PayloadSHA256, e.PayloadSize = staged.PayloadSHA256, staged.PayloadSize
-			e.PayloadMissing, e.PayloadTruncated = false, false
-		}
-		if c.Apply != nil {
-			if err := c.Apply(e); err != nil {
-				return err
-			}
-		}
-		// The payload's chunks follow the entry, in the same transaction:
-		// when a re-evaluation changed the retention (expire first: it
-		// sets expire_at), and when new chunks were staged with the
-		// default retention (so that an abandoned edit's orphans expire).
-		if e.expire() || (staged != nil && staged.PayloadChunkCount > 0) {
-			if err := s.expireChunks(tx, e); err != nil {
-				return err
-			}
-		}
-		now := s.Now()
-		from := e.Status
-		e.History = appendHistory(e.History, Transition{At: now, From: string(e.Status), To: string(c.To), By: c.By, Note: note})
-		e.Status = c.To
-		e.UpdatedAt = now
-		if c.To.Terminal() || c.To == Escalated || c.To == Quarantined {
-			e.ResolvedAt = now
-		} else {
-			e.ResolvedAt = time.Time{}
+		if err := s.move(tx, e, c, staged, true); err != nil {
+			return err
 		}
 		out = e
-		if err := s.countMove(tx, &before, e, c.Count, now); err != nil {
-			return err
-		}
-		if err := s.notifyEntry(tx, e, from, now); err != nil {
-			return err
-		}
 		s.wrote(1)
 		return tx.Set(s.entryRef(id), e)
-	})
+	}, firestore.WithCommitResponseTo(&commit))
 	if err != nil {
 		return nil, txError("transition "+id, err)
 	}
+	out.seen = commit.CommitTime()
 	if staged != nil {
 		out.Payload = staged.Payload
 	}
 	return out, nil
+}
+
+// move makes change c to e, read in tx, and writes in tx what the move
+// counts and notifies (not e itself): the one status move of
+// TransitionScoped and TransitionSeen. expire: e holds its plan and
+// retention, so expire_at follows them (a projection does not).
+func (s *Store) move(tx *firestore.Transaction, e *Entry, c Change, staged *Entry, expire bool) error {
+	id := e.ID
+	// The entry as it was, for the difference the move makes to its
+	// tenant-hour counters (Apply and the move below replace fields,
+	// they do not edit this copy's).
+	before := *e
+	if !slices.Contains(c.From, e.Status) {
+		return fmt.Errorf("%w: entry %q is %s, want one of %v", ErrWrongStatus, id, e.Status, c.From)
+	}
+	note := c.Note
+	if staged != nil {
+		old := "missing"
+		if !e.PayloadMissing {
+			old = fmt.Sprintf("%d B sha256 %s", e.PayloadSize, e.PayloadSHA256)
+		}
+		note += fmt.Sprintf("; payload edited: %s -> %d B sha256 %s", old, staged.PayloadSize, staged.PayloadSHA256)
+		e.Payload, e.PayloadChunkCount = staged.Payload, staged.PayloadChunkCount
+		if len(staged.Payload) > InlinePayload {
+			e.Payload = nil
+		}
+		e.PayloadSHA256, e.PayloadSize = staged.PayloadSHA256, staged.PayloadSize
+		e.PayloadMissing, e.PayloadTruncated = false, false
+	}
+	if c.Apply != nil {
+		if err := c.Apply(e); err != nil {
+			return err
+		}
+	}
+	// The payload's chunks follow the entry, in the same transaction:
+	// when a re-evaluation changed the retention (expire first: it
+	// sets expire_at), and when new chunks were staged with the
+	// default retention (so that an abandoned edit's orphans expire).
+	if (expire && e.expire()) || (staged != nil && staged.PayloadChunkCount > 0) {
+		if err := s.expireChunks(tx, e); err != nil {
+			return err
+		}
+	}
+	now := s.Now()
+	from := e.Status
+	e.History = appendHistory(e.History, Transition{At: now, From: string(e.Status), To: string(c.To), By: c.By, Note: note})
+	e.Status = c.To
+	e.UpdatedAt = now
+	if c.To.Terminal() || c.To == Escalated || c.To == Quarantined {
+		e.ResolvedAt = now
+	} else {
+		e.ResolvedAt = time.Time{}
+	}
+	if err := s.countMove(tx, &before, e, c.Count, now); err != nil {
+		return err
+	}
+	return s.notifyEntry(tx, e, from, now)
 }
 
 // MarkRecovered moves an entry from one of from to recovered, counting it

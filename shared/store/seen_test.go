@@ -1,0 +1,146 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/jsdlq/jsdlq/internal/testenv"
+)
+
+// TransitionSeen stores what Transition stores, reading nothing while the
+// entry is as the caller saw it; changed meanwhile, or held as a
+// projection the move cannot be made from, it reads the entry again and
+// decides as Transition does (a replay that lost its claim to an operator
+// must not mark it replayed).
+func TestTransitionSeen(t *testing.T) {
+	s, clock := newStore(t, WithBreaker(BreakerConfig{Threshold: 1000, Window: time.Minute, Cooldown: time.Minute}))
+	ctx := testenv.Context(t)
+	published := func(e *Entry) error { e.PublishedSeq, e.Replays = 42, e.Replays+1; return nil }
+	tests := []struct {
+		name string
+		// held is the entry the caller holds, after setup.
+		held   func(t *testing.T, id string) *Entry
+		change Change
+		reads  int64
+		err    error
+	}{
+		{"claimed and unchanged", func(t *testing.T, id string) *Entry {
+			return claim(t, s, id)
+		}, Change{From: []Status{Replaying}, To: Replayed, By: "test", Apply: published, Count: &Metrics{ReplaysPublished: 1}}, 0, nil},
+		{"read by Get", func(t *testing.T, id string) *Entry {
+			claim(t, s, id)
+			e, err := s.GetMeta(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e
+		}, Change{From: []Status{Replaying}, To: Escalated, By: "test", Note: "payload_missing"}, 0, nil},
+		{"projection, status move only", func(t *testing.T, id string) *Entry {
+			claim(t, s, id)
+			return scanned(t, s, id)
+		}, Change{From: []Status{Replaying}, To: Recovered, By: "test", Count: &Metrics{ReplaysRecovered: 1}}, 0, nil},
+		{"projection, with Apply", func(t *testing.T, id string) *Entry {
+			claim(t, s, id)
+			return scanned(t, s, id)
+		}, Change{From: []Status{Replaying}, To: Replayed, By: "test", Apply: published}, 1, nil},
+		{"projection, into a notified status", func(t *testing.T, id string) *Entry {
+			claim(t, s, id)
+			return scanned(t, s, id)
+		}, Change{From: []Status{Replaying}, To: Escalated, By: "test"}, 1, nil},
+		{"moved on meanwhile", func(t *testing.T, id string) *Entry {
+			e := claim(t, s, id)
+			if _, err := s.Transition(ctx, id, Change{From: []Status{Replaying}, To: Discarded, By: "operator"}); err != nil {
+				t.Fatal(err)
+			}
+			return e
+		}, Change{From: []Status{Replaying}, To: Replayed, By: "test", Apply: published}, 1, ErrWrongStatus},
+		{"changed meanwhile, same status", func(t *testing.T, id string) *Entry {
+			e := claim(t, s, id)
+			if _, err := s.Transition(ctx, id, Change{From: []Status{Replaying}, To: Replaying, By: "operator",
+				Apply: func(e *Entry) error { e.TaskName = "other-r2"; return nil }}); err != nil {
+				t.Fatal(err)
+			}
+			return e
+		}, Change{From: []Status{Replaying}, To: Replayed, By: "test", Apply: published}, 1, nil},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			seenID, twinID := fmt.Sprintf("TASKS.%d", 100+2*i), fmt.Sprintf("TASKS.%d", 101+2*i)
+			for _, id := range []string{seenID, twinID} {
+				if _, err := s.Record(ctx, entry(id, []byte(`{"task":1}`)), "test"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			held, twin := tc.held(t, seenID), tc.held(t, twinID)
+			clock.Add(time.Second)
+			before := s.Ops()
+			got, err := s.TransitionSeen(ctx, held, tc.change)
+			if reads := s.Ops().Reads - before.Reads; reads != tc.reads {
+				t.Errorf("TransitionSeen read %d documents, want %d", reads, tc.reads)
+			}
+			_, twinErr := s.Transition(ctx, twin.ID, tc.change)
+			if !errors.Is(err, tc.err) || !errors.Is(twinErr, tc.err) {
+				t.Fatalf("TransitionSeen() = %v, Transition() = %v, want %v", err, twinErr, tc.err)
+			}
+			if err != nil {
+				return
+			}
+			stored, twinStored := get(t, s, seenID), get(t, s, twinID)
+			ignore := cmpopts.IgnoreFields(Entry{}, "ID", "EventID", "RootID")
+			if diff := cmp.Diff(twinStored, stored, ignore, cmpopts.IgnoreUnexported(Entry{})); diff != "" {
+				t.Errorf("stored after TransitionSeen differs from Transition's (-Transition +TransitionSeen):\n%s", diff)
+			}
+			if held.ExpireAt.IsZero() {
+				return // a projection stays one
+			}
+			if diff := cmp.Diff(stored, got, ignore, cmpopts.IgnoreUnexported(Entry{})); diff != "" {
+				t.Errorf("TransitionSeen() returned what was not stored (-stored +returned):\n%s", diff)
+			}
+		})
+	}
+}
+
+// claim moves the recorded entry id into replaying, as replay's claim does.
+func claim(t *testing.T, s *Store, id string) *Entry {
+	t.Helper()
+	e, err := s.Transition(testenv.Context(t), id, Change{From: []Status{Scheduled}, To: Replaying, By: "test"})
+	if err != nil {
+		t.Fatalf("claim %s: %v", id, err)
+	}
+	return e
+}
+
+// scanned is entry id as an audit's scan reads it (ScanView).
+func scanned(t *testing.T, s *Store, id string) *Entry {
+	t.Helper()
+	e, err := s.GetMeta(testenv.Context(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Entries(testenv.Context(t), Query{Status: e.Status, CreatedFrom: e.CreatedAt, CreatedTo: e.CreatedAt.Add(time.Nanosecond),
+		Order: OldestFirst, View: ScanView, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range p.Entries {
+		if p.ID == id {
+			return p
+		}
+	}
+	t.Fatalf("scan did not return %s", id)
+	return nil
+}
+
+func get(t *testing.T, s *Store, id string) *Entry {
+	t.Helper()
+	e, err := s.Get(testenv.Context(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
