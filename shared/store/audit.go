@@ -45,21 +45,15 @@ func (s *Store) auditRef(id string) *firestore.DocumentRef { return s.fs.Collect
 func (s *Store) AcquireLease(ctx context.Context, holder string, ttl time.Duration) (Lease, error) {
 	var out Lease
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(s.auditRef(AuditLease))
-		s.read(1)
-		if err != nil && !isNotFound(err) {
+		var cur Lease
+		found, err := txReadOptional(s, tx, s.auditRef(AuditLease), &cur)
+		if err != nil {
 			return err
 		}
 		now := s.Now()
-		if err == nil {
-			var cur Lease
-			if err := snap.DataTo(&cur); err != nil {
-				return fmt.Errorf("decode %s/%s: %w", Audits, AuditLease, err)
-			}
-			if cur.Holder != holder && cur.Until.After(now) {
-				out = cur
-				return ErrLeaseHeld
-			}
+		if found && cur.Holder != holder && cur.Until.After(now) {
+			out = cur
+			return ErrLeaseHeld
 		}
 		out = Lease{Holder: holder, AcquiredAt: now, Until: now.Add(ttl)}
 		s.wrote(1)
@@ -77,16 +71,9 @@ func (s *Store) AcquireLease(ctx context.Context, holder string, ttl time.Durati
 // ReleaseLease ends holder's lease (another holder's is left alone).
 func (s *Store) ReleaseLease(ctx context.Context, holder string) error {
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(s.auditRef(AuditLease))
-		s.read(1)
-		if isNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
 		var cur Lease
-		if err := snap.DataTo(&cur); err != nil || cur.Holder != holder {
+		found, err := txReadOptional(s, tx, s.auditRef(AuditLease), &cur)
+		if err != nil || !found || cur.Holder != holder {
 			return err
 		}
 		s.wrote(1)
@@ -101,18 +88,7 @@ func (s *Store) ReleaseLease(ctx context.Context, holder string) error {
 // ReadAuditState decodes dlq-audits/_state into v; found is false (and v
 // untouched) when there is none.
 func (s *Store) ReadAuditState(ctx context.Context, v any) (found bool, err error) {
-	snap, err := s.auditRef(AuditState).Get(ctx)
-	s.read(1)
-	if isNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("firestore get %s/%s: %w", Audits, AuditState, err)
-	}
-	if err := snap.DataTo(v); err != nil {
-		return false, fmt.Errorf("decode %s/%s: %w", Audits, AuditState, err)
-	}
-	return true, nil
+	return readOptional(ctx, s, s.auditRef(AuditState), v)
 }
 
 // WriteAuditState replaces dlq-audits/_state with v, but only while holder
@@ -120,16 +96,9 @@ func (s *Store) ReadAuditState(ctx context.Context, v any) (found bool, err erro
 // overwrite the cursors of the run that took over.
 func (s *Store) WriteAuditState(ctx context.Context, holder string, v any) error {
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(s.auditRef(AuditLease))
-		s.read(1)
-		if err != nil && !isNotFound(err) {
-			return err
-		}
 		var cur Lease
-		if err == nil {
-			if err := snap.DataTo(&cur); err != nil {
-				return err
-			}
+		if _, err := txReadOptional(s, tx, s.auditRef(AuditLease), &cur); err != nil {
+			return err
 		}
 		if cur.Holder != holder {
 			return fmt.Errorf("%w: %s holds it now", ErrLeaseHeld, cur.Holder)
@@ -174,16 +143,9 @@ func (s *Store) SaveAudit(ctx context.Context, r *audit.Report) error {
 		return nil
 	}
 	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(s.auditRef(AuditAlerts))
-		s.read(1)
-		if err != nil && !isNotFound(err) {
-			return err
-		}
 		var st AlertState
-		if err == nil {
-			if err := snap.DataTo(&st); err != nil {
-				return fmt.Errorf("decode %s/%s: %w", Audits, AuditAlerts, err)
-			}
+		if _, err := txReadOptional(s, tx, s.auditRef(AuditAlerts), &st); err != nil {
+			return err
 		}
 		if !r.FinishedAt.Before(st.UpdatedAt) {
 			next, changes := alertChanges(st.Active, r)
@@ -209,18 +171,8 @@ func (s *Store) SaveAudit(ctx context.Context, r *audit.Report) error {
 // ActiveAlerts reads the alerts active after the latest real audit.
 func (s *Store) ActiveAlerts(ctx context.Context) (AlertState, error) {
 	var st AlertState
-	snap, err := s.auditRef(AuditAlerts).Get(ctx)
-	s.read(1)
-	if isNotFound(err) {
-		return st, nil
-	}
-	if err != nil {
-		return st, fmt.Errorf("firestore get %s/%s: %w", Audits, AuditAlerts, err)
-	}
-	if err := snap.DataTo(&st); err != nil {
-		return st, fmt.Errorf("decode %s/%s: %w", Audits, AuditAlerts, err)
-	}
-	return st, nil
+	_, err := readOptional(ctx, s, s.auditRef(AuditAlerts), &st)
+	return st, err
 }
 
 // LatestAudit reads the newest report (by finished_at), or nil when there

@@ -43,6 +43,41 @@ func txGet[T any](s *Store, tx *firestore.Transaction, ref *firestore.DocumentRe
 	return decode(snap)
 }
 
+// readOptional reads the document at ref into v; found is false, and v
+// untouched, when there is none: the singletons that start out missing
+// (reconcile's state, the alert state).
+func readOptional(ctx context.Context, s *Store, ref *firestore.DocumentRef, v any) (found bool, err error) {
+	snap, err := ref.Get(ctx)
+	s.read(1)
+	if isNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("firestore get %s/%s: %w", ref.Parent.ID, ref.ID, err)
+	}
+	if err := decodeInto(snap, v); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// txReadOptional is readOptional inside a transaction; other errors are
+// left to the transaction's caller (txError).
+func txReadOptional(s *Store, tx *firestore.Transaction, ref *firestore.DocumentRef, v any) (found bool, err error) {
+	snap, err := tx.Get(ref)
+	s.read(1)
+	if isNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := decodeInto(snap, v); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // queryDocs runs q and decodes every document it returns; what names the
 // query in errors ("bulk-runs", "webhooks of tenant \"t\"").
 func queryDocs[T any](ctx context.Context, s *Store, q firestore.Query, what string, decode func(*firestore.DocumentSnapshot) (*T, error)) ([]*T, error) {
@@ -120,10 +155,17 @@ func decodeDoc[T any](snap *firestore.DocumentSnapshot, id func(*T) *string) (*T
 // own, with no id to keep (the learner's state, the prediction model).
 func decodeValue[T any](snap *firestore.DocumentSnapshot) (*T, error) {
 	v := new(T)
-	if err := snap.DataTo(v); err != nil {
-		return nil, fmt.Errorf("decode %s/%s: %w", snap.Ref.Parent.ID, snap.Ref.ID, err)
+	if err := decodeInto(snap, v); err != nil {
+		return nil, err
 	}
 	return v, nil
+}
+
+func decodeInto(snap *firestore.DocumentSnapshot, v any) error {
+	if err := snap.DataTo(v); err != nil {
+		return fmt.Errorf("decode %s/%s: %w", snap.Ref.Parent.ID, snap.Ref.ID, err)
+	}
+	return nil
 }
 
 // updateDoc reads the document at ref in a transaction, lets f change it at

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -53,22 +52,19 @@ func (s *Store) RecordSample(ctx context.Context, at time.Time, in MetricsSample
 	}
 	ref := s.fs.Collection(MetricsColl).Doc(hour).Collection(StreamSamples).Doc(id)
 	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(ref)
-		s.read(1)
-		if err != nil && !isNotFound(err) {
+		// Decode into a fresh value: DataTo fills maps in place, and in's
+		// maps are the caller's.
+		var cur MetricsSample
+		found, err := txReadOptional(s, tx, ref, &cur)
+		if err != nil {
 			return err
 		}
-		cur := in
-		if err == nil {
-			// Decode into a fresh value: DataTo fills maps in place, and
-			// cur's maps are still in's.
-			cur = MetricsSample{}
-			if err := snap.DataTo(&cur); err != nil {
-				return fmt.Errorf("decode %s: %w", ref.Path, err)
-			}
-			if in.LastSeq < cur.LastSeq {
-				return nil
-			}
+		switch {
+		case !found:
+			cur = in
+		case in.LastSeq < cur.LastSeq:
+			return nil
+		default:
 			cur.LastAt, cur.LastSeq, cur.Messages, cur.Consumers = in.LastAt, in.LastSeq, in.Messages, in.Consumers
 			for name, c := range in.Consumers {
 				if _, ok := cur.FirstAckFloors[name]; !ok {
