@@ -55,12 +55,8 @@ func (a *app) heldOf(ctx context.Context, st *store.Store, tenant string) (int64
 func (a *app) breakerLs(ctx context.Context, args []string) error {
 	fs := newFlags("breaker ls")
 	asJSON := fs.Bool("json", false, "JSON output")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
+	if err := parseNone(fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("breaker ls takes no arguments (got %q)", pos)
 	}
 	st, err := a.store(ctx)
 	if err != nil {
@@ -126,14 +122,10 @@ func lastChange(b *store.Breaker) string {
 func (a *app) breakerShow(ctx context.Context, args []string) error {
 	fs := newFlags("breaker show")
 	asJSON := fs.Bool("json", false, "JSON output")
-	pos, err := parseFlags(fs, args)
+	tenant, err := parseOne(fs, args, "tenant")
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usagef("breaker show takes one tenant")
-	}
-	tenant := pos[0]
 	if err := a.scopedTenant(tenant); err != nil {
 		return err
 	}
@@ -186,17 +178,13 @@ func (a *app) overrideArgs(name, what string, args []string) (target, reason, by
 	fs := newFlags(name)
 	reasonF := fs.String("reason", "", "why (required; recorded in the breaker's history)")
 	byF := fs.String("by", "", "who acts (default DLQCTL_ACTOR or dlqctl:$USER)")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
+	if target, err = parseOne(fs, args, what); err != nil {
 		return "", "", "", err
-	}
-	if len(pos) != 1 {
-		return "", "", "", usagef("%s takes one %s", name, what)
 	}
 	if strings.TrimSpace(*reasonF) == "" {
 		return "", "", "", usagef("%s needs --reason TEXT", name)
 	}
-	return pos[0], *reasonF, a.actor(*byF), nil
+	return target, *reasonF, a.actor(*byF), nil
 }
 
 func (a *app) breakerClose(ctx context.Context, args []string) error {

@@ -176,12 +176,8 @@ func (a *app) cmdLs(ctx context.Context, args []string) error {
 	limit := fs.Int("limit", 50, "entries per page (1-1000)")
 	token := fs.String("page-token", "", "continue after the page that printed this token")
 	asJSON := fs.Bool("json", false, "JSON output")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
+	if err := parseNone(fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("ls takes no arguments (got %q)", pos)
 	}
 	if *limit < 1 || *limit > 1000 {
 		return usagef("--limit %d: must be 1-1000", *limit)
@@ -310,18 +306,15 @@ func (a *app) cmdShow(ctx context.Context, args []string) error {
 	fs := newFlags("show")
 	asJSON := fs.Bool("json", false, "JSON output")
 	previewBytes := fs.Int("preview", 512, "payload bytes to preview")
-	pos, err := parseFlags(fs, args)
+	id, err := parseOne(fs, args, "entry id")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usagef("show takes one entry id")
 	}
 	st, err := a.store(ctx)
 	if err != nil {
 		return err
 	}
-	e, err := a.getScoped(ctx, st, pos[0], true)
+	e, err := a.getScoped(ctx, st, id, true)
 	if err != nil {
 		return err
 	}
@@ -463,18 +456,15 @@ func (a *app) cmdReplay(ctx context.Context, args []string) error {
 	fs := newFlags("replay")
 	now := fs.Bool("now", false, "run the replay task at once instead of at its scheduled time")
 	by := fs.String("by", "", "who acts (default DLQCTL_ACTOR or dlqctl:$USER)")
-	pos, err := parseFlags(fs, args)
+	id, err := parseOne(fs, args, "entry id")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usagef("replay takes one entry id")
 	}
 	op, err := a.operator(ctx, *now)
 	if err != nil {
 		return err
 	}
-	e, err := op.ReplayNow(ctx, a.scope, pos[0], a.actor(*by))
+	e, err := op.ReplayNow(ctx, a.scope, id, a.actor(*by))
 	if err != nil {
 		return err
 	}
@@ -505,12 +495,9 @@ func (a *app) cmdApprove(ctx context.Context, args []string) error {
 	headers := headerFlags{}
 	fs.Var(headers, "set-header", "set a header on the replay, K=V (repeatable)")
 	by := fs.String("by", "", "who approves (default DLQCTL_ACTOR or dlqctl:$USER)")
-	pos, err := parseFlags(fs, args)
+	id, err := parseOne(fs, args, "entry id")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usagef("approve takes one entry id")
 	}
 	ed := operator.Edits{By: a.actor(*by)}
 	if len(headers) > 0 {
@@ -538,7 +525,7 @@ func (a *app) cmdApprove(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	e, err := op.Approve(ctx, a.scope, pos[0], ed)
+	e, err := op.Approve(ctx, a.scope, id, ed)
 	if err != nil {
 		return err
 	}
@@ -550,12 +537,9 @@ func (a *app) cmdDiscard(ctx context.Context, args []string) error {
 	fs := newFlags("discard")
 	reason := fs.String("reason", "", "why the entry is discarded (required)")
 	by := fs.String("by", "", "who discards (default DLQCTL_ACTOR or dlqctl:$USER)")
-	pos, err := parseFlags(fs, args)
+	id, err := parseOne(fs, args, "entry id")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usagef("discard takes one entry id")
 	}
 	if strings.TrimSpace(*reason) == "" {
 		return usagef("discard needs --reason TEXT")
@@ -564,7 +548,7 @@ func (a *app) cmdDiscard(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	e, err := op.Discard(ctx, a.scope, pos[0], *reason, a.actor(*by))
+	e, err := op.Discard(ctx, a.scope, id, *reason, a.actor(*by))
 	if err != nil {
 		return err
 	}

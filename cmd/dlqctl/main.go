@@ -191,6 +191,32 @@ func newFlags(name string) *flag.FlagSet {
 	return fs
 }
 
+// parseNone parses the flags of a command that takes no positional
+// argument.
+func parseNone(fs *flag.FlagSet, args []string) error {
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("%s takes no arguments (got %q)", fs.Name(), pos)
+	}
+	return nil
+}
+
+// parseOne parses the flags of a command that takes one positional
+// argument (what names it: "entry id") and returns that argument.
+func parseOne(fs *flag.FlagSet, args []string, what string) (string, error) {
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 {
+		return "", usagef("%s takes one %s", fs.Name(), what)
+	}
+	return pos[0], nil
+}
+
 // parseFlags parses flags that may come before or after positional
 // arguments (dlqctl show ID --json).
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {

@@ -35,11 +35,10 @@ func (a *app) cmdStats(ctx context.Context, args []string) error {
 	fs := newFlags("stats")
 	hours := fs.Int("hours", 24, "hours to show, the current one included (1-720)")
 	asJSON := fs.Bool("json", false, "JSON output")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
+	if err := parseNone(fs, args); err != nil {
 		return err
 	}
-	if len(pos) > 0 || *hours < 1 || *hours > 720 {
+	if *hours < 1 || *hours > 720 {
 		return usagef("stats [--hours 1-720] [--json]")
 	}
 	st, err := a.store(ctx)
@@ -212,12 +211,8 @@ type healthJSON struct {
 func (a *app) cmdHealth(ctx context.Context, args []string) error {
 	fs := newFlags("health")
 	asJSON := fs.Bool("json", false, "JSON output")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
+	if err := parseNone(fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("health takes no arguments")
 	}
 	st, err := a.store(ctx)
 	if err != nil {
@@ -323,12 +318,8 @@ func (a *app) cmdAudit(ctx context.Context, args []string) error {
 	until := fs.String("until", "", "--recount: end (default now)")
 	budget := fs.Duration("budget", 0, "--recount: stop before the next hour after this long (default RECONCILE_TIME_BUDGET, 4m)")
 	page := fs.Int("page", 0, "--recount: entries per query (default 300)")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
+	if err := parseNone(fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("audit takes no arguments")
 	}
 	if a.scope != "" {
 		return usagef("audit covers every tenant; a caller limited to tenant %q cannot run it (dlqctl health shows the tenant's part)", a.scope)

@@ -70,8 +70,8 @@ func (a *app) currentPolicy(ctx context.Context) (policyInForce, error) {
 func (a *app) policyShow(ctx context.Context, args []string) error {
 	fs := newFlags("policy show")
 	asJSON := fs.Bool("json", false, "JSON output")
-	if pos, err := parseFlags(fs, args); err != nil || len(pos) > 0 {
-		return usagef("policy show [--json]")
+	if err := parseNone(fs, args); err != nil {
+		return err
 	}
 	p, err := a.currentPolicy(ctx)
 	if err != nil {

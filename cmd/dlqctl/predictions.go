@@ -46,12 +46,8 @@ type predictionRow struct {
 func (a *app) cmdPredictions(ctx context.Context, args []string) error {
 	fs := newFlags("predictions")
 	asJSON := fs.Bool("json", false, "JSON output")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
+	if err := parseNone(fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("predictions [--json]")
 	}
 	if a.scope != "" {
 		return usagef("the predictions are learnt from every tenant's tasks; a caller limited to tenant %q cannot see them", a.scope)

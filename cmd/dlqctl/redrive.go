@@ -54,12 +54,9 @@ func (a *app) cmdRedrive(ctx context.Context, args []string) error {
 	for _, o := range redrive.OptIns {
 		include[string(o.Category)] = fs.Bool(o.Flag, false, "include "+string(o.Category)+" entries")
 	}
-	pos, err := parseFlags(fs, args)
+	err := parseNone(fs, args)
 	if err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("redrive takes no arguments (got %q)", pos)
 	}
 	var included []string
 	for _, o := range redrive.OptIns {
