@@ -376,8 +376,8 @@ variable "event_retention" {
   default     = "2678400s"
 
   validation {
-    condition     = can(regex("^[0-9]+s$", var.event_retention))
-    error_message = "event_retention must be a duration in seconds such as \"2678400s\"."
+    condition     = can(regex("^[0-9]+s$", var.event_retention)) && try(tonumber(trimsuffix(var.event_retention, "s")) >= 600 && tonumber(trimsuffix(var.event_retention, "s")) <= 2678400, false)
+    error_message = "event_retention must be a duration in seconds such as \"2678400s\", between 600s and 2678400s."
   }
 }
 

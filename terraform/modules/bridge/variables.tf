@@ -22,11 +22,6 @@ variable "name" {
 variable "image" {
   type        = string
   description = "Container image of cmd/bridge (built from cmd/Dockerfile with SERVICE=bridge), preferably pinned by digest."
-
-  validation {
-    condition     = length(trimspace(var.image)) > 0 && !strcontains(var.image, " ")
-    error_message = "image must be a container image reference such as europe-west1-docker.pkg.dev/P/jsdlq/bridge@sha256:…"
-  }
 }
 
 variable "service_account_email" {
@@ -73,11 +68,6 @@ variable "min_instances" {
   type        = number
   description = "Instances always running: the bridge is a long-running consumer, never scale it to zero."
   default     = 1
-
-  validation {
-    condition     = var.min_instances >= 1
-    error_message = "min_instances must be at least 1: advisories are only consumed while an instance runs."
-  }
 }
 
 variable "max_instances" {

@@ -45,55 +45,30 @@ variable "ack_deadline_seconds" {
   type        = number
   description = "How long Pub/Sub waits for classify to answer a push before redelivering."
   default     = 60
-
-  validation {
-    condition     = var.ack_deadline_seconds >= 10 && var.ack_deadline_seconds <= 600
-    error_message = "ack_deadline_seconds must be between 10 and 600."
-  }
 }
 
 variable "minimum_backoff_seconds" {
   type        = number
   description = "Shortest delay before a failed push is retried (Pub/Sub allows 10-600 s)."
   default     = 10
-
-  validation {
-    condition     = var.minimum_backoff_seconds >= 10 && var.minimum_backoff_seconds <= 600
-    error_message = "minimum_backoff_seconds must be between 10 and 600."
-  }
 }
 
 variable "maximum_backoff_seconds" {
   type        = number
   description = "Longest delay before a failed push is retried (Pub/Sub allows 10-600 s)."
   default     = 600
-
-  validation {
-    condition     = var.maximum_backoff_seconds >= 10 && var.maximum_backoff_seconds <= 600
-    error_message = "maximum_backoff_seconds must be between 10 and 600."
-  }
 }
 
 variable "max_delivery_attempts" {
   type        = number
   description = "Pushes of one event before Pub/Sub moves it to the dead-letter topic (Pub/Sub allows 5-100)."
   default     = 10
-
-  validation {
-    condition     = var.max_delivery_attempts >= 5 && var.max_delivery_attempts <= 100
-    error_message = "max_delivery_attempts must be between 5 and 100."
-  }
 }
 
 variable "message_retention" {
   type        = string
   description = "How long the topics and the dead-letter subscription keep messages (at most 31 days, 2678400s)."
   default     = "2678400s"
-
-  validation {
-    condition     = can(regex("^[0-9]+s$", var.message_retention)) && try(tonumber(trimsuffix(var.message_retention, "s")) >= 600 && tonumber(trimsuffix(var.message_retention, "s")) <= 2678400, false)
-    error_message = "message_retention must be a duration in seconds such as \"604800s\", between 600s and 2678400s."
-  }
 }
 
 variable "publisher_members" {

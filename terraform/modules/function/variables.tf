@@ -108,11 +108,6 @@ variable "ingress" {
   type        = string
   description = "Ingress setting: ALLOW_ALL, ALLOW_INTERNAL_ONLY or ALLOW_INTERNAL_AND_GCLB. Authentication is always required; no binding grants allUsers."
   default     = "ALLOW_ALL"
-
-  validation {
-    condition     = contains(["ALLOW_ALL", "ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB"], var.ingress)
-    error_message = "ingress must be ALLOW_ALL, ALLOW_INTERNAL_ONLY or ALLOW_INTERNAL_AND_GCLB."
-  }
 }
 
 variable "invoker_members" {

@@ -77,11 +77,6 @@ variable "function_error_threshold" {
   type        = number
   description = "ERROR log entries per function within 5 minutes above which the function-errors alert fires."
   default     = 5
-
-  validation {
-    condition     = var.function_error_threshold >= 0
-    error_message = "function_error_threshold must not be negative."
-  }
 }
 
 variable "bridge_silence_minutes" {

@@ -23,11 +23,6 @@ variable "schedule" {
   type        = string
   description = "Cron schedule of the reconcile audit (unix-cron, five fields)."
   default     = "*/15 * * * *"
-
-  validation {
-    condition     = length(split(" ", trimspace(var.schedule))) == 5
-    error_message = "schedule must be a five-field unix-cron expression such as \"*/15 * * * *\"."
-  }
 }
 
 variable "time_zone" {
