@@ -6,8 +6,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
@@ -15,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -303,7 +302,7 @@ type cpuShare map[string]float64
 func (s *benchStack) cpu() cpuSample {
 	out := cpuSample{}
 	for _, p := range s.procs {
-		out[p.Name] = groupCPU(p.Pgid)
+		out[p.Name] = stack.GroupCPU(p.Pgid)
 	}
 	return out
 }
@@ -314,31 +313,4 @@ func (now cpuSample) since(before cpuSample, wall time.Duration) cpuShare {
 		out[k] = (v - before[k]).Seconds() / wall.Seconds()
 	}
 	return out
-}
-
-// groupCPU sums user and system time of every process of a group.
-func groupCPU(pgid int) time.Duration {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	var total int64
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(b), ')')
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 13 || f[2] != strconv.Itoa(pgid) {
-			continue
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		total += u + st
-	}
-	return time.Duration(total) * 10 * time.Millisecond
 }

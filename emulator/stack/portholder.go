@@ -38,28 +38,26 @@ func PortHolder(port int) string {
 	if len(inodes) == 0 {
 		return ""
 	}
-	procs, _ := os.ReadDir("/proc")
+	procs, _ := processes()
 	for _, p := range procs {
-		if _, err := strconv.Atoi(p.Name()); err != nil {
-			continue
-		}
-		fds, err := os.ReadDir("/proc/" + p.Name() + "/fd")
+		dir := "/proc/" + strconv.Itoa(p.pid)
+		fds, err := os.ReadDir(dir + "/fd")
 		if err != nil {
 			continue
 		}
 		for _, fd := range fds {
-			link, err := os.Readlink("/proc/" + p.Name() + "/fd/" + fd.Name())
+			link, err := os.Readlink(dir + "/fd/" + fd.Name())
 			if err != nil || !strings.HasPrefix(link, "socket:[") {
 				continue
 			}
 			if inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] {
-				cmdline, _ := os.ReadFile("/proc/" + p.Name() + "/cmdline")
+				cmdline, _ := os.ReadFile(dir + "/cmdline")
 				args := strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " "))
 				if len(args) > 120 {
 					args = args[:120] + "…"
 				}
-				comm, _ := os.ReadFile("/proc/" + p.Name() + "/comm")
-				return fmt.Sprintf("%s (pid %s): %s", strings.TrimSpace(string(comm)), p.Name(), args)
+				comm, _ := os.ReadFile(dir + "/comm")
+				return fmt.Sprintf("%s (pid %d): %s", strings.TrimSpace(string(comm)), p.pid, args)
 			}
 		}
 	}

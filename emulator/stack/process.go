@@ -215,11 +215,58 @@ func GroupAlive(pgid int) bool {
 
 // GroupPIDs lists the non-zombie processes of group pgid, read from /proc.
 func GroupPIDs(pgid int) ([]int, error) {
-	entries, err := os.ReadDir("/proc")
+	procs, err := processes()
 	if err != nil {
 		return nil, err
 	}
 	var pids []int
+	for _, p := range procs {
+		if p.group() == pgid && p.stat[0] != "Z" {
+			pids = append(pids, p.pid)
+		}
+	}
+	return pids, nil
+}
+
+// GroupCPU is the user and system time the processes of group pgid have
+// used so far, read from /proc (0 when it cannot be read). Zombies count:
+// their time is theirs until they are reaped.
+func GroupCPU(pgid int) time.Duration {
+	procs, _ := processes()
+	var ticks int64
+	for _, p := range procs {
+		if p.group() == pgid && len(p.stat) >= 13 {
+			user, _ := strconv.ParseInt(p.stat[11], 10, 64)
+			system, _ := strconv.ParseInt(p.stat[12], 10, 64)
+			ticks += user + system
+		}
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+}
+
+// process is one process in /proc: its pid and the fields of its stat file
+// after the parenthesised command (state ppid pgrp … utime stime …).
+type process struct {
+	pid  int
+	stat []string
+}
+
+func (p process) group() int {
+	if len(p.stat) < 3 {
+		return 0
+	}
+	g, _ := strconv.Atoi(p.stat[2])
+	return g
+}
+
+// processes reads every process from /proc; one that ends meanwhile is left
+// out.
+func processes() ([]process, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var procs []process
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid <= 0 {
@@ -229,20 +276,17 @@ func GroupPIDs(pgid int) ([]int, error) {
 		if err != nil {
 			continue
 		}
-		// Fields after the parenthesised command: state ppid pgrp ...
+		// The command may hold spaces and parentheses: the fields start
+		// after its last ')'.
 		i := strings.LastIndexByte(string(stat), ')')
 		if i < 0 {
 			continue
 		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 3 || f[0] == "Z" {
-			continue
-		}
-		if g, _ := strconv.Atoi(f[2]); g == pgid {
-			pids = append(pids, pid)
+		if f := strings.Fields(string(stat[i+1:])); len(f) > 0 {
+			procs = append(procs, process{pid: pid, stat: f})
 		}
 	}
-	return pids, nil
+	return procs, nil
 }
 
 // FreeAddr returns a loopback address with a port nobody listens on now.

@@ -97,6 +97,22 @@ func TestStopEndsTheWholeGroup(t *testing.T) {
 	}
 }
 
+// GroupCPU counts the time of the group's processes: this test's own group
+// gains some while the test keeps reading /proc (which costs CPU), so the
+// loop ends; a bound fails it instead of hanging when nothing is counted.
+func TestGroupCPUGrowsWithWork(t *testing.T) {
+	pgrp := syscall.Getpgrp()
+	before := GroupCPU(pgrp)
+	for rounds := 0; GroupCPU(pgrp) <= before; rounds++ {
+		if rounds == 100000 {
+			t.Fatalf("GroupCPU(%d) = %v after %d rounds of work, want more than %v", pgrp, GroupCPU(pgrp), rounds, before)
+		}
+	}
+	if pids, err := GroupPIDs(pgrp); err != nil || !slices.Contains(pids, os.Getpid()) {
+		t.Errorf("GroupPIDs(%d) = %v, %v; want it to hold this process %d", pgrp, pids, err, os.Getpid())
+	}
+}
+
 // The watchdog takes the group down when the process that started it is
 // gone, however it went: here the "test binary" is a shell we SIGKILL.
 func TestWatchdogStopsGroupWhenParentDies(t *testing.T) {
