@@ -223,35 +223,18 @@ func (s *Store) ClaimBulkRun(ctx context.Context, owner string, ttl time.Duratio
 		if !s.claimable(cand, owner) {
 			continue
 		}
-		var got *BulkRun
-		err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-			got = nil
-			snap, err := tx.Get(s.bulkRef(cand.ID))
-			s.read(1)
-			if err != nil {
-				return err
-			}
-			r, err := decodeBulkRun(snap)
-			if err != nil {
-				return err
-			}
+		got, err := claimDoc(ctx, s, s.bulkRef(cand.ID), "bulk run", "claim bulk run "+cand.ID, decodeBulkRun, func(r *BulkRun, now time.Time) (bool, error) {
 			if !r.State.Live() || !s.claimable(r, owner) {
-				return nil
+				return false, nil
 			}
-			now := s.Now()
 			r.LeaseOwner, r.LeaseUntil, r.UpdatedAt = owner, now.Add(ttl), now
 			if r.State == BulkPlanned {
 				r.State, r.StartedAt = BulkRunning, now
 			}
-			got = r
-			s.wrote(1)
-			return tx.Set(snap.Ref, r)
+			return true, nil
 		})
-		if err != nil {
-			return nil, txError("claim bulk run "+cand.ID, err)
-		}
-		if got != nil {
-			return got, nil
+		if err != nil || got != nil {
+			return got, err
 		}
 	}
 	return nil, nil

@@ -78,6 +78,22 @@ func txReadOptional(s *Store, tx *firestore.Transaction, ref *firestore.Document
 	return true, nil
 }
 
+// claimDoc is updateDoc for a claim: it returns the document only when f
+// changed it, nil when f left it (another owner holds it, it moved on).
+func claimDoc[T any](ctx context.Context, s *Store, ref *firestore.DocumentRef, what, op string,
+	decode func(*firestore.DocumentSnapshot) (*T, error), f func(v *T, now time.Time) (changed bool, err error)) (*T, error) {
+	changed := false
+	v, err := updateDoc(ctx, s, ref, what, op, decode, func(v *T, now time.Time) (bool, error) {
+		var err error
+		changed, err = f(v, now)
+		return changed, err
+	})
+	if err != nil || !changed {
+		return nil, err
+	}
+	return v, nil
+}
+
 // queryDocs runs q and decodes every document it returns; what names the
 // query in errors ("bulk-runs", "webhooks of tenant \"t\"").
 func queryDocs[T any](ctx context.Context, s *Store, q firestore.Query, what string, decode func(*firestore.DocumentSnapshot) (*T, error)) ([]*T, error) {

@@ -244,16 +244,7 @@ func (s *Store) settleOutbox(ctx context.Context, id, owner string, f func(*Outb
 // updateOutbox applies f to the document in a transaction; it returns the
 // document when f changed it.
 func (s *Store) updateOutbox(ctx context.Context, id string, f func(*Outbox, time.Time) (bool, error)) (*Outbox, error) {
-	changed := false
-	o, err := updateDoc(ctx, s, s.outboxRef(id), "notification", "notification "+id, decodeOutbox, func(o *Outbox, now time.Time) (bool, error) {
-		var err error
-		changed, err = f(o, now)
-		return changed, err
-	})
-	if err != nil || !changed {
-		return nil, err
-	}
-	return o, nil
+	return claimDoc(ctx, s, s.outboxRef(id), "notification", "notification "+id, decodeOutbox, f)
 }
 
 func decodeOutbox(snap *firestore.DocumentSnapshot) (*Outbox, error) {
