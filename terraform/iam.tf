@@ -14,11 +14,13 @@ locals {
     scheduler = "jsdlq Cloud Scheduler OIDC identity: invokes reconcile"
     push      = "jsdlq Pub/Sub push OIDC identity: invokes classify"
     builder   = "jsdlq function builds (Cloud Build)"
+    deliver   = "jsdlq deliver function runtime: reads endpoints and notifications, records attempts (Firestore)."
+    hooks     = "jsdlq Cloud Tasks OIDC identity: invokes deliver"
   }
 
   # Components that run code and write logs / custom metrics.
-  log_writers    = toset(["bridge", "classify", "replay", "reconcile", "builder"])
-  metric_writers = toset(["bridge", "classify", "replay", "reconcile"])
+  log_writers    = toset(["bridge", "classify", "replay", "reconcile", "deliver", "builder"])
+  metric_writers = toset(["bridge", "classify", "replay", "reconcile", "deliver"])
   nats_clients   = var.nats_creds_enabled ? toset(["bridge", "classify", "replay", "reconcile"]) : toset([])
 }
 
@@ -31,6 +33,27 @@ resource "google_service_account" "component" {
   description  = each.value
 
   depends_on = [google_project_service.enabled]
+}
+
+# deliver and hooks had resources of their own (webhooks.tf).
+moved {
+  from = google_service_account.deliver
+  to   = google_service_account.component["deliver"]
+}
+
+moved {
+  from = google_service_account.webhook_tasks
+  to   = google_service_account.component["hooks"]
+}
+
+moved {
+  from = google_project_iam_member.deliver_log_writer["roles/logging.logWriter"]
+  to   = google_project_iam_member.log_writer["deliver"]
+}
+
+moved {
+  from = google_project_iam_member.deliver_log_writer["roles/monitoring.metricWriter"]
+  to   = google_project_iam_member.metric_writer["deliver"]
 }
 
 resource "google_project_iam_member" "log_writer" {

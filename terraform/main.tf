@@ -196,7 +196,7 @@ module "firestore" {
   location_id       = coalesce(var.firestore_location, var.region)
   delete_on_destroy = var.firestore_delete_on_destroy
   delete_protection = var.firestore_delete_protection
-  user_members      = merge(local.flusher_members, { deliver = google_service_account.deliver.member }, local.console_member)
+  user_members      = merge(local.flusher_members, { deliver = google_service_account.component["deliver"].member }, local.console_member)
 
   depends_on = [google_project_service.enabled]
 }

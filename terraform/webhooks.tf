@@ -4,7 +4,8 @@
 # endpoint of the tenant, in a queue of their own whose retry config is the
 # deliveries' backoff; the deliver function POSTs the notification, signed,
 # to the tenant's endpoint. Its own runtime account (Firestore only) and its
-# own OIDC identity for Cloud Tasks, which alone may invoke it.
+# own OIDC identity for Cloud Tasks, which alone may invoke it (the
+# components deliver and hooks of iam.tf).
 
 locals {
   deliver_name = "${var.name_prefix}-deliver"
@@ -15,7 +16,7 @@ locals {
   webhook_fanout_env = {
     WEBHOOKS_QUEUE          = module.webhook_tasks.queue_id
     WEBHOOK_DELIVER_URL     = local.deliver_url
-    WEBHOOK_SERVICE_ACCOUNT = google_service_account.webhook_tasks.email
+    WEBHOOK_SERVICE_ACCOUNT = google_service_account.component["hooks"].email
   }
 
   # jsdlq's own addresses: never a tenant's endpoint. The console's are
@@ -24,32 +25,6 @@ locals {
   console_name = "${var.name_prefix}-console"
   console_urls = local.console_enabled ? [for n in [local.console_name, "${local.console_name}-api"] : "https://${n}-${data.google_project.this.number}.${var.region}.run.app"] : []
   own_urls     = concat(values(local.function_urls), [local.deliver_url], local.console_urls)
-}
-
-resource "google_service_account" "deliver" {
-  project      = var.project_id
-  account_id   = local.deliver_name
-  display_name = "jsdlq deliver function runtime"
-  description  = "jsdlq deliver function runtime: reads endpoints and notifications, records attempts (Firestore)."
-
-  depends_on = [google_project_service.enabled]
-}
-
-resource "google_service_account" "webhook_tasks" {
-  project      = var.project_id
-  account_id   = "${var.name_prefix}-hooks"
-  display_name = "jsdlq Cloud Tasks OIDC identity: invokes deliver"
-  description  = "jsdlq Cloud Tasks OIDC identity: invokes deliver"
-
-  depends_on = [google_project_service.enabled]
-}
-
-resource "google_project_iam_member" "deliver_log_writer" {
-  for_each = toset(["roles/logging.logWriter", "roles/monitoring.metricWriter"])
-
-  project = var.project_id
-  role    = each.value
-  member  = google_service_account.deliver.member
 }
 
 # The deliveries' queue: the functions that flush the outbox create tasks
@@ -61,7 +36,7 @@ module "webhook_tasks" {
   project_id              = var.project_id
   region                  = var.region
   queue                   = var.webhooks.queue
-  task_service_account_id = google_service_account.webhook_tasks.name
+  task_service_account_id = google_service_account.component["hooks"].name
   enqueuer_members        = local.flusher_members
   auditor_members         = {}
 
@@ -81,7 +56,7 @@ module "deliver" {
   source_object            = module.source.object
   build_service_account_id = google_service_account.component["builder"].id
   docker_repository        = google_artifact_registry_repository.images.id
-  service_account_email    = google_service_account.deliver.email
+  service_account_email    = google_service_account.component["deliver"].email
   environment = merge({
     GOOGLE_CLOUD_PROJECT  = var.project_id
     AUTH_MODE             = "oidc"
@@ -96,12 +71,13 @@ module "deliver" {
   concurrency     = 1
   ingress         = var.function_ingress
   invoker_members = {
-    webhook_tasks = google_service_account.webhook_tasks.member
+    webhook_tasks = google_service_account.component["hooks"].member
   }
 
   depends_on = [
     google_project_service.enabled,
-    google_project_iam_member.deliver_log_writer,
+    google_project_iam_member.log_writer,
+    google_project_iam_member.metric_writer,
     google_artifact_registry_repository_iam_member.builder,
     module.firestore,
   ]
