@@ -9,9 +9,9 @@ import (
 	"github.com/jsdlq/jsdlq/shared/config"
 )
 
-// Every command checks its positional arguments through parseNone or
-// parseOne: a missing or extra argument is a usage error (2) naming the
-// command, before any client is made (the app here has none, and an empty
+// Every command checks its positional arguments through parseNone,
+// parseOne or parseTenantCmd: a missing or extra argument is a usage error
+// (2) naming the command, before any client is made (the app here has none, and an empty
 // environment: reaching a client would fail with exit 1).
 func TestPositionalArguments(t *testing.T) {
 	for _, tc := range []struct {
@@ -34,6 +34,12 @@ func TestPositionalArguments(t *testing.T) {
 		{[]string{"breaker", "show"}, "breaker show takes one tenant"},
 		{[]string{"breaker", "close", "--reason", "r"}, "breaker close takes one tenant"},
 		{[]string{"breaker", "probe", "A.1", "A.2", "--reason", "r"}, "breaker probe takes one entry id"},
+		{[]string{"tenant-key"}, "usage: dlqctl tenant-key create"},
+		{[]string{"tenant-key", "rotate", "acme"}, `unknown tenant-key command "rotate"`},
+		{[]string{"tenant-key", "revoke", "acme", "k1", "k2"}, "usage: dlqctl tenant-key create"},
+		{[]string{"webhook", "add", "acme"}, "usage: dlqctl webhook add"},
+		{[]string{"webhook", "list", "acme", "extra"}, "usage: dlqctl webhook add"},
+		{[]string{"webhook", "frob", "acme"}, `unknown webhook command "frob"`},
 	} {
 		var out, errb bytes.Buffer
 		a := &app{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), lookup: config.MapLookup(nil)}

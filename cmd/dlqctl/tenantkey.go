@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"text/tabwriter"
-
-	"github.com/jsdlq/jsdlq/shared/store"
 )
 
 // tenantKeyUsage is the tenant-key command's part of the usage text.
@@ -17,37 +14,20 @@ const tenantKeyUsage = `tenant-key create TENANT | list TENANT [--json] | revoke
 // the tenant's secret store. revoke without KEY_ID revokes every key of the
 // tenant; either is effective on the API's next request.
 func (a *app) cmdTenantKey(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return usagef("usage: dlqctl %s", tenantKeyUsage)
-	}
-	sub, rest := args[0], args[1:]
-	fs := newFlags("tenant-key " + sub)
-	asJSON := fs.Bool("json", false, "JSON output (list)")
-	by := fs.String("by", "", "who acts (default DLQCTL_ACTOR or dlqctl:$USER)")
-	pos, err := parseFlags(fs, rest)
+	c, err := a.parseTenantCmd("tenant-key", tenantKeyUsage, map[string][2]int{"create": {1, 1}, "list": {1, 1}, "revoke": {1, 2}}, args)
 	if err != nil {
 		return err
 	}
-	want := map[string][2]int{"create": {1, 1}, "list": {1, 1}, "revoke": {1, 2}}[sub]
-	if want == [2]int{} {
-		return usagef("unknown tenant-key command %q (usage: dlqctl %s)", sub, tenantKeyUsage)
-	}
-	if len(pos) < want[0] || len(pos) > want[1] {
-		return usagef("usage: dlqctl %s", tenantKeyUsage)
-	}
-	tenant := pos[0]
-	if a.scope != "" && tenant != a.scope {
-		return usagef("this caller is limited to tenant %q; tenant-key %s %q is refused", a.scope, sub, tenant)
-	}
+	tenant := c.tenant
 	st, err := a.store(ctx)
 	if err != nil {
 		return err
 	}
-	switch sub {
+	switch c.sub {
 	case "create":
-		key, id, err := st.CreateTenantKey(ctx, tenant, a.actor(*by))
+		key, id, err := st.CreateTenantKey(ctx, tenant, c.by)
 		if err != nil {
-			return keyError(err)
+			return tenantCmdError(err)
 		}
 		fmt.Fprintln(a.stdout, key)
 		fmt.Fprintf(a.stderr, "key %s created for tenant %s; it is shown once, above\n", id, tenant)
@@ -55,9 +35,9 @@ func (a *app) cmdTenantKey(ctx context.Context, args []string) error {
 	case "list":
 		keys, err := st.ListTenantKeys(ctx, tenant)
 		if err != nil {
-			return keyError(err)
+			return tenantCmdError(err)
 		}
-		if *asJSON {
+		if c.asJSON {
 			return writeJSON(a.stdout, keys)
 		}
 		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
@@ -71,26 +51,18 @@ func (a *app) cmdTenantKey(ctx context.Context, args []string) error {
 		}
 		return tw.Flush()
 	default: // revoke
-		if len(pos) == 2 {
-			if err := st.RevokeTenantKey(ctx, tenant, pos[1], a.actor(*by)); err != nil {
-				return keyError(err)
+		if len(c.rest) == 1 {
+			if err := st.RevokeTenantKey(ctx, tenant, c.rest[0], c.by); err != nil {
+				return tenantCmdError(err)
 			}
-			fmt.Fprintf(a.stdout, "key %s of tenant %s revoked\n", pos[1], tenant)
+			fmt.Fprintf(a.stdout, "key %s of tenant %s revoked\n", c.rest[0], tenant)
 			return nil
 		}
-		n, err := st.RevokeTenantKeys(ctx, tenant, a.actor(*by))
+		n, err := st.RevokeTenantKeys(ctx, tenant, c.by)
 		if err != nil {
-			return keyError(err)
+			return tenantCmdError(err)
 		}
 		fmt.Fprintf(a.stdout, "%d key(s) of tenant %s revoked\n", n, tenant)
 		return nil
 	}
-}
-
-// keyError turns a refused tenant name into a usage error (exit 2).
-func keyError(err error) error {
-	if errors.Is(err, store.ErrInvalid) {
-		return usagef("%v", err)
-	}
-	return err
 }

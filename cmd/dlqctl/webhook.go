@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"text/tabwriter"
 
-	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/webhook"
 )
 
@@ -19,34 +17,17 @@ const webhookUsage = `webhook add TENANT URL | list TENANT [--json] | remove TEN
 // not public, one of jsdlq's own) is refused (exit 2). enable re-enables an
 // endpoint disabled after its run of failures.
 func (a *app) cmdWebhook(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return usagef("usage: dlqctl %s", webhookUsage)
-	}
-	sub, rest := args[0], args[1:]
-	fs := newFlags("webhook " + sub)
-	asJSON := fs.Bool("json", false, "JSON output (list)")
-	by := fs.String("by", "", "who acts (default DLQCTL_ACTOR or dlqctl:$USER)")
-	pos, err := parseFlags(fs, rest)
+	c, err := a.parseTenantCmd("webhook", webhookUsage, map[string][2]int{"add": {2, 2}, "list": {1, 1}, "remove": {2, 2}, "enable": {2, 2}}, args)
 	if err != nil {
 		return err
 	}
-	want, ok := map[string]int{"add": 2, "list": 1, "remove": 2, "enable": 2}[sub]
-	if !ok {
-		return usagef("unknown webhook command %q (usage: dlqctl %s)", sub, webhookUsage)
-	}
-	if len(pos) != want {
-		return usagef("usage: dlqctl %s", webhookUsage)
-	}
-	tenant := pos[0]
-	if a.scope != "" && tenant != a.scope {
-		return usagef("this caller is limited to tenant %q; webhook %s %q is refused", a.scope, sub, tenant)
-	}
+	tenant := c.tenant
 	var target string
-	if sub == "add" {
+	if c.sub == "add" {
 		// Checked before any client is made: a refused URL changes nothing.
 		cfg := a.config().Webhooks
 		g := webhook.NewGuard(webhook.WithLocal(cfg.Local), webhook.WithOwnURLs(cfg.OwnURLs...))
-		u, err := g.Check(ctx, pos[1])
+		u, err := g.Check(ctx, c.rest[0])
 		if err != nil {
 			return usagef("%v", err)
 		}
@@ -56,11 +37,11 @@ func (a *app) cmdWebhook(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	switch sub {
+	switch c.sub {
 	case "add":
-		w, err := st.CreateWebhook(ctx, tenant, target, a.actor(*by))
+		w, err := st.CreateWebhook(ctx, tenant, target, c.by)
 		if err != nil {
-			return webhookError(err)
+			return tenantCmdError(err)
 		}
 		fmt.Fprintln(a.stdout, w.Secret.Reveal())
 		fmt.Fprintf(a.stderr, "webhook %s added for tenant %s (%s); its signing secret is shown once, above\n", w.ID, tenant, w.URL)
@@ -68,9 +49,9 @@ func (a *app) cmdWebhook(ctx context.Context, args []string) error {
 	case "list":
 		hooks, err := st.ListWebhooks(ctx, tenant)
 		if err != nil {
-			return webhookError(err)
+			return tenantCmdError(err)
 		}
-		if *asJSON {
+		if c.asJSON {
 			return writeJSON(a.stdout, hooks)
 		}
 		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
@@ -91,28 +72,16 @@ func (a *app) cmdWebhook(ctx context.Context, args []string) error {
 		}
 		return tw.Flush()
 	case "remove":
-		if err := st.DeleteWebhook(ctx, tenant, pos[1]); err != nil {
-			return webhookError(err)
+		if err := st.DeleteWebhook(ctx, tenant, c.rest[0]); err != nil {
+			return tenantCmdError(err)
 		}
-		fmt.Fprintf(a.stdout, "webhook %s of tenant %s removed\n", pos[1], tenant)
+		fmt.Fprintf(a.stdout, "webhook %s of tenant %s removed\n", c.rest[0], tenant)
 		return nil
 	default: // enable
-		if _, err := st.EnableWebhook(ctx, tenant, pos[1], a.actor(*by)); err != nil {
-			return webhookError(err)
+		if _, err := st.EnableWebhook(ctx, tenant, c.rest[0], c.by); err != nil {
+			return tenantCmdError(err)
 		}
-		fmt.Fprintf(a.stdout, "webhook %s of tenant %s enabled\n", pos[1], tenant)
+		fmt.Fprintf(a.stdout, "webhook %s of tenant %s enabled\n", c.rest[0], tenant)
 		return nil
 	}
-}
-
-// webhookError turns a refused tenant name into a usage error (exit 2) and
-// a refused endpoint (limit, duplicate) into a conflict (exit 4).
-func webhookError(err error) error {
-	switch {
-	case errors.Is(err, store.ErrInvalid):
-		return usagef("%v", err)
-	case errors.Is(err, store.ErrWebhookRefused):
-		return conflictError{err.Error()}
-	}
-	return err
 }
