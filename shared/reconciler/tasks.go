@@ -123,14 +123,7 @@ func orphanReason(e *store.Entry, task string, now time.Time, grace time.Duratio
 // missing pages through the scheduled entries from the saved cursor.
 func (r *run) missing(ctx context.Context, sec *audit.Section, q queueListing) error {
 	var f *audit.Finding
-	for {
-		if r.over() {
-			return errBudget
-		}
-		page, next, err := r.scanStatus(ctx, store.Scheduled, r.state.Tasks)
-		if err != nil {
-			return err
-		}
+	return r.eachPage(ctx, store.Scheduled, &r.state.Tasks, func(page []*store.Entry) error {
 		now := r.now()
 		for _, e := range page {
 			sec.Add("scheduled", 1)
@@ -160,12 +153,8 @@ func (r *run) missing(ctx context.Context, sec *audit.Section, q queueListing) e
 			}
 			r.recreate(ctx, f.Repair, e)
 		}
-		r.state.Tasks = next
-		if next.IsZero() {
-			r.state.Tasks = store.Cursor{}
-			return nil
-		}
-	}
+		return nil
+	})
 }
 
 // recreate gives a scheduled entry its task back: under the same name when
@@ -223,14 +212,7 @@ func (r *run) replaying(ctx context.Context, sec *audit.Section) error {
 		return fmt.Errorf("%w: no Cloud Tasks client", errSkipped)
 	}
 	var f *audit.Finding
-	for {
-		if r.over() {
-			return errBudget
-		}
-		page, next, err := r.scanStatus(ctx, store.Replaying, r.state.Replaying)
-		if err != nil {
-			return err
-		}
+	return r.eachPage(ctx, store.Replaying, &r.state.Replaying, func(page []*store.Entry) error {
 		now := r.now()
 		for _, e := range page {
 			sec.Add("replaying", 1)
@@ -276,26 +258,15 @@ func (r *run) replaying(ctx context.Context, sec *audit.Section) error {
 			f.Repair.Done++
 			r.h.log.InfoContext(ctx, "reconcile: stuck entry re-queued", "run_id", r.rep.RunID, "entry_id", e.ID, "task", next)
 		}
-		r.state.Replaying = next
-		if next.IsZero() {
-			r.state.Replaying = store.Cursor{}
-			return nil
-		}
-	}
+		return nil
+	})
 }
 
 // replayed marks replayed entries recovered when their task's completion
 // record exists.
 func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
 	var f *audit.Finding
-	for {
-		if r.over() {
-			return errBudget
-		}
-		page, next, err := r.scanStatus(ctx, store.Replayed, r.state.Replayed)
-		if err != nil {
-			return err
-		}
+	return r.eachPage(ctx, store.Replayed, &r.state.Replayed, func(page []*store.Entry) error {
 		keys := make([]string, 0, len(page))
 		for _, e := range page {
 			keys = append(keys, e.IdempotencyKey)
@@ -318,14 +289,34 @@ func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
 			if !r.plan(f, e.ID) {
 				continue
 			}
-			_, err := r.h.store.MarkRecoveredSeen(ctx, e.ID, []store.Status{store.Replayed}, By, "task-idempotency shows "+e.IdempotencyKey+" completed", c)
+			_, err := r.h.store.MarkRecoveredSeen(ctx, e, []store.Status{store.Replayed}, By, "task-idempotency shows "+e.IdempotencyKey+" completed", c)
 			if applied(f.Repair, e.ID, err) {
 				f.Repair.Done++
 			}
 		}
-		r.state.Replayed = next
+		return nil
+	})
+}
+
+// eachPage pages through the entries in status st from *cursor, the
+// section's saved place, and visits each page. The cursor moves past a page
+// once it is visited, so a run cut short (by its budget or an error) resumes
+// there; after the last page it starts over.
+func (r *run) eachPage(ctx context.Context, st store.Status, cursor *store.Cursor, visit func(page []*store.Entry) error) error {
+	for {
+		if r.over() {
+			return errBudget
+		}
+		page, next, err := r.scanStatus(ctx, st, *cursor)
+		if err != nil {
+			return err
+		}
+		if err := visit(page); err != nil {
+			return err
+		}
+		*cursor = next
 		if next.IsZero() {
-			r.state.Replayed = store.Cursor{}
+			*cursor = store.Cursor{}
 			return nil
 		}
 	}

@@ -165,8 +165,10 @@ type Entry struct {
 	ExpireAt   time.Time    `firestore:"expire_at" json:"expire_at"`
 
 	// seen is the document's update time as this store last read or wrote
-	// it (zero: unknown), the precondition of TransitionSeen.
-	seen time.Time
+	// it (zero: unknown), the precondition of TransitionSeen; projection:
+	// it was read through a query's view, not whole.
+	seen       time.Time
+	projection bool
 }
 
 func (s *Store) entryRef(id string) *firestore.DocumentRef {
@@ -196,7 +198,9 @@ func decodeEntry(snap *firestore.DocumentSnapshot) (*Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.seen = snap.UpdateTime
+	// Every stored entry has a plan, and no view reads it.
+	_, err = snap.DataAt("plan")
+	e.seen, e.projection = snap.UpdateTime, err != nil
 	return e, nil
 }
 
@@ -381,19 +385,21 @@ func (s *Store) move(tx *firestore.Transaction, e *Entry, c Change, staged *Entr
 // again, but its probe report is repeated (the report comes after the
 // transition, so a caller whose report failed retries until it succeeds).
 func (s *Store) MarkRecovered(ctx context.Context, id string, from []Status, by, note string) (*Entry, error) {
-	return s.markRecovered(ctx, id, from, by, note, s.KeepCompletion)
+	return s.markRecovered(ctx, id, func(c Change) (*Entry, error) { return s.Transition(ctx, id, c) }, from, by, note, s.KeepCompletion)
 }
 
 // MarkRecoveredSeen is MarkRecovered for a caller that has just read the
-// task's completion record (Completions, c): keeping the record as long as
-// the entry is a write conditioned on the record being unchanged since,
-// with no second read of it.
-func (s *Store) MarkRecoveredSeen(ctx context.Context, id string, from []Status, by, note string, c Completion) (*Entry, error) {
-	return s.markRecovered(ctx, id, from, by, note, func(ctx context.Context, e *Entry) error { return s.keepSeenCompletion(ctx, e, c) })
+// entry (a scan's projection will do, TransitionSeen) and the task's
+// completion record (Completions, c): the move and keeping the record as
+// long as the entry are writes conditioned on each being unchanged since,
+// with no second read of either.
+func (s *Store) MarkRecoveredSeen(ctx context.Context, seen *Entry, from []Status, by, note string, c Completion) (*Entry, error) {
+	return s.markRecovered(ctx, seen.ID, func(ch Change) (*Entry, error) { return s.TransitionSeen(ctx, seen, ch) }, from, by, note,
+		func(ctx context.Context, e *Entry) error { return s.keepSeenCompletion(ctx, e, c) })
 }
 
-func (s *Store) markRecovered(ctx context.Context, id string, from []Status, by, note string, keep func(context.Context, *Entry) error) (*Entry, error) {
-	e, err := s.Transition(ctx, id, Change{From: from, To: Recovered, By: by, Note: note, Count: &Metrics{ReplaysRecovered: 1}})
+func (s *Store) markRecovered(ctx context.Context, id string, move func(Change) (*Entry, error), from []Status, by, note string, keep func(context.Context, *Entry) error) (*Entry, error) {
+	e, err := move(Change{From: from, To: Recovered, By: by, Note: note, Count: &Metrics{ReplaysRecovered: 1}})
 	if errors.Is(err, ErrWrongStatus) {
 		cur, gerr := s.GetMeta(ctx, id)
 		if gerr != nil || cur.Status != Recovered {

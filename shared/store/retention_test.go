@@ -152,7 +152,7 @@ func TestRecoveredKeepsTheCompletionRecord(t *testing.T) {
 				if c, err = s.Completions(ctx, []string{e.IdempotencyKey}); err != nil {
 					t.Fatal(err)
 				}
-				_, err = s.MarkRecoveredSeen(ctx, e.ID, []Status{Escalated}, "test", "completed", c[e.IdempotencyKey])
+				_, err = s.MarkRecoveredSeen(ctx, scanned(t, s, e.ID), []Status{Escalated}, "test", "completed", c[e.IdempotencyKey])
 			} else {
 				_, err = s.MarkRecovered(ctx, e.ID, []Status{Escalated}, "test", "completed")
 			}
@@ -194,7 +194,7 @@ func TestRecoveredKeepsTheCompletionRecord(t *testing.T) {
 	if _, err := ref.Update(ctx, []firestore.Update{{Path: "expire_at", Value: now.Add(400 * day)}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.MarkRecoveredSeen(ctx, e.ID, []Status{Escalated}, "test", "completed", c[e.IdempotencyKey]); err != nil {
+	if _, err := s.MarkRecoveredSeen(ctx, scanned(t, s, e.ID), []Status{Escalated}, "test", "completed", c[e.IdempotencyKey]); err != nil {
 		t.Fatalf("MarkRecoveredSeen(changed record) = %v", err)
 	}
 	snap, err := ref.Get(ctx)

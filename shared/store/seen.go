@@ -25,8 +25,7 @@ import (
 // (ScanView) for a move that needs nothing else: no Apply and no
 // notification (those read fields a projection lacks; they read again).
 func (s *Store) TransitionSeen(ctx context.Context, e *Entry, c Change) (*Entry, error) {
-	// Every stored entry has expire_at; a projection does not read it.
-	projection := e.ExpireAt.IsZero()
+	projection := e.projection
 	if e.seen.IsZero() || (projection && (c.Apply != nil || Notifies(c.To))) {
 		return s.Transition(ctx, e.ID, c)
 	}
