@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/jsdlq/jsdlq/bridge"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/event"
@@ -39,13 +38,7 @@ func newTopic(t testing.TB, ctx context.Context, ps *pubsub.Client, project, id 
 	t.Helper()
 	topic = "projects/" + project + "/topics/" + id
 	sub = "projects/" + project + "/subscriptions/" + id + "-sub"
-	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
-		t.Fatalf("create topic: %v", err)
-	}
-	if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-		Name: sub, Topic: topic, AckDeadlineSeconds: 60}); err != nil {
-		t.Fatalf("create subscription: %v", err)
-	}
+	testenv.TopicWithSubscription(t, ctx, ps, topic, sub)
 	return topic, sub
 }
 

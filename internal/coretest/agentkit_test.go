@@ -2,12 +2,14 @@ package coretest
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -29,12 +31,7 @@ func TestAgentkitFailureFlagsReachTheDecision(t *testing.T) {
 
 	ps, project := testenv.PubSub(t)
 	topic, sub := "projects/"+project+"/topics/dlq-events", "projects/"+project+"/subscriptions/dlq-events-classify"
-	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
-		t.Fatalf("create topic: %v", err)
-	}
-	if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic, AckDeadlineSeconds: 60}); err != nil {
-		t.Fatalf("create subscription: %v", err)
-	}
+	testenv.TopicWithSubscription(t, ctx, ps, topic, sub)
 	startBridge(t, c.nats, ps, topic)
 	delivered := pushToClassify(t, c, ps, sub)
 
@@ -132,14 +129,12 @@ func startBridge(t *testing.T, n *testenv.NATS, ps *pubsub.Client, topic string)
 			t.Errorf("bridge Run = %v", err)
 		}
 	})
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if ok, _ := b.Healthy(); ok {
-			return
+	testenv.WaitFor(t, 20*time.Second, func() error {
+		if ok, why := b.Healthy(); !ok {
+			return fmt.Errorf("bridge not healthy: %s", why)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("bridge not healthy within 20 s")
-		}
-	}
+		return nil
+	})
 }
 
 // classified collects the entries classify wrote for the events it was
@@ -181,20 +176,15 @@ func pushToClassify(t *testing.T, c *core, ps *pubsub.Client, sub string) *class
 
 func (g *classified) waitFor(t *testing.T, n int, within time.Duration) []*store.Entry {
 	t.Helper()
-	for deadline := time.Now().Add(within); ; time.Sleep(50 * time.Millisecond) {
+	var out []*store.Entry
+	testenv.WaitFor(t, within, func() error {
 		g.mu.Lock()
-		if len(g.entries) >= n {
-			out := make([]*store.Entry, 0, len(g.entries))
-			for _, en := range g.entries {
-				out = append(out, en)
-			}
-			g.mu.Unlock()
-			return out
+		defer g.mu.Unlock()
+		if len(g.entries) < n {
+			return fmt.Errorf("entries = %d, want %d (classify errors: %v)", len(g.entries), n, g.errs)
 		}
-		errs := g.errs
-		g.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("entries = %d within %s, want %d (classify errors: %v)", len(g.entries), within, n, errs)
-		}
-	}
+		out = slices.Collect(maps.Values(g.entries))
+		return nil
+	})
+	return out
 }

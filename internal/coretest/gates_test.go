@@ -197,11 +197,12 @@ func (g *gates) seed(t *testing.T, tenant, agent, id string, st store.Status, c 
 func (g *gates) published(t *testing.T, agent string) uint64 {
 	t.Helper()
 	ctx := testenv.Context(t)
-	for deadline := time.Now().Add(30 * time.Second); len(g.ct.Tasks(t, g.queue)) > 0; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("tasks still queued after 30 s: %v", g.ct.Tasks(t, g.queue))
+	testenv.WaitFor(t, 30*time.Second, func() error {
+		if left := g.ct.Tasks(t, g.queue); len(left) > 0 {
+			return fmt.Errorf("tasks still queued: %v", left)
 		}
-	}
+		return nil
+	})
 	s, err := g.js.Stream(ctx, jevent.DefaultWorkStream)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
@@ -88,12 +87,7 @@ func TestPredictionsCompressBeforeTheFirstAttempt(t *testing.T) {
 	phase := func(name string) { t.Logf("%s after %s", name, time.Since(start).Round(time.Millisecond)) }
 	ps, project := testenv.PubSub(t)
 	topic, sub := "projects/"+project+"/topics/dlq-events", "projects/"+project+"/subscriptions/dlq-events-classify"
-	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
-		t.Fatalf("create topic: %v", err)
-	}
-	if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic, AckDeadlineSeconds: 60}); err != nil {
-		t.Fatalf("create subscription: %v", err)
-	}
+	testenv.TopicWithSubscription(t, ctx, ps, topic, sub)
 	startBridge(t, c.nats, ps, topic)
 	classifyInTurn(t, c, ps, sub)
 	fs, err := firestore.NewClient(ctx, c.project)

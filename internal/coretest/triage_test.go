@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/functions/classify"
@@ -83,12 +82,7 @@ func notificationsTopic(t *testing.T) (notify.Topic, *notifications) {
 	ctx := testenv.Context(t)
 	ps, project := testenv.PubSub(t)
 	topic, sub := "projects/"+project+"/topics/"+jevent.DefaultNotificationsTopic, "projects/"+project+"/subscriptions/operators"
-	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
-		t.Fatalf("create topic: %v", err)
-	}
-	if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic, AckDeadlineSeconds: 60}); err != nil {
-		t.Fatalf("create subscription: %v", err)
-	}
+	testenv.TopicWithSubscription(t, ctx, ps, topic, sub)
 	pub := ps.Publisher(topic)
 	got := &notifications{}
 	rctx, cancel := context.WithCancel(context.Background())

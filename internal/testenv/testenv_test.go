@@ -63,12 +63,7 @@ func TestPubSubPublishReceiveOnEmulator(t *testing.T) {
 	ctx := testenv.Context(t)
 	topic := fmt.Sprintf("projects/%s/topics/%s", project, testenv.Name(t, "topic"))
 	sub := fmt.Sprintf("projects/%s/subscriptions/%s", project, testenv.Name(t, "sub"))
-	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
-		t.Fatalf("CreateTopic() = %v", err)
-	}
-	if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic}); err != nil {
-		t.Fatalf("CreateSubscription() = %v", err)
-	}
+	testenv.TopicWithSubscription(t, ctx, ps, topic, sub)
 	pub := ps.Publisher(topic)
 	defer pub.Stop()
 	if _, err := pub.Publish(ctx, &pubsub.Message{Data: []byte("hello"), Attributes: map[string]string{"kind": "test"}}).Get(ctx); err != nil {

@@ -10,7 +10,6 @@ import (
 
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	cloudevent "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go/jetstream"
@@ -47,12 +46,7 @@ func setup(t *testing.T) *env {
 	ps, project := testenv.PubSub(t)
 	topic := fmt.Sprintf("projects/%s/topics/%s", project, event.DefaultNotificationsTopic)
 	sub := fmt.Sprintf("projects/%s/subscriptions/%s", project, testenv.Name(t, "sub"))
-	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
-		t.Fatalf("CreateTopic() = %v", err)
-	}
-	if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic}); err != nil {
-		t.Fatalf("CreateSubscription() = %v", err)
-	}
+	testenv.TopicWithSubscription(t, ctx, ps, topic, sub)
 	pub := ps.Publisher(topic)
 	t.Cleanup(pub.Stop)
 	_, js := testenv.NewNATS(t).Connect(t)
