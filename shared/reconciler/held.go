@@ -19,14 +19,7 @@ func (r *run) held(ctx context.Context, sec *audit.Section) error {
 	}
 	var f *audit.Finding
 	refused := map[string]bool{} // tenants whose breaker admits nothing more this run
-	for {
-		if r.over() {
-			return errBudget
-		}
-		page, next, err := r.scanStatus(ctx, store.Held, r.state.Held)
-		if err != nil {
-			return err
-		}
+	return r.eachPage(ctx, store.Held, &r.state.Held, func(page []*store.Entry) error {
 		for _, e := range page {
 			sec.Add("held", 1)
 			if refused[e.Tenant] {
@@ -50,12 +43,8 @@ func (r *run) held(ctx context.Context, sec *audit.Section) error {
 			}
 			r.release(ctx, f.Repair, e, probe)
 		}
-		r.state.Held = next
-		if next.IsZero() {
-			r.state.Held = store.Cursor{}
-			return nil
-		}
-	}
+		return nil
+	})
 }
 
 // admit asks the tenant's breaker; a dry run only reads it.
