@@ -319,25 +319,8 @@ func (p *Policy) match(in Input, chain Chain, d Decision) rule {
 
 func (p *Policy) matches(r rule, in Input, chain Chain, d Decision) bool {
 	m := r.doc.Match
-	if len(m.ReasonCode) > 0 && !slices.Contains(m.ReasonCode, d.ReasonCode) {
-		return false
-	}
-	if len(m.Category) > 0 && !slices.Contains(m.Category, d.Category) {
-		return false
-	}
-	if len(m.Kind) > 0 && !slices.Contains(m.Kind, in.Kind) {
-		return false
-	}
-	if len(m.Stream) > 0 && !slices.Contains(m.Stream, in.Stream) {
-		return false
-	}
-	if len(m.Tenant) > 0 && !slices.Contains(m.Tenant, in.Tenant) {
-		return false
-	}
-	if len(m.Agent) > 0 && !slices.Contains(m.Agent, in.Agent) {
-		return false
-	}
-	if len(m.TaskType) > 0 && !slices.Contains(m.TaskType, in.TaskType) {
+	if !oneOf(m.ReasonCode, d.ReasonCode) || !oneOf(m.Category, d.Category) || !oneOf(m.Kind, in.Kind) ||
+		!oneOf(m.Stream, in.Stream) || !oneOf(m.Tenant, in.Tenant) || !oneOf(m.Agent, in.Agent) || !oneOf(m.TaskType, in.TaskType) {
 		return false
 	}
 	if len(m.Subject) > 0 && !slices.ContainsFunc(m.Subject, func(pat string) bool { return SubjectMatches(pat, in.Subject) }) {
@@ -373,6 +356,12 @@ func (p *Policy) matches(r rule, in Input, chain Chain, d Decision) bool {
 		return false
 	}
 	return true
+}
+
+// oneOf is how a rule's list condition matches: v is one of the listed
+// values, or nothing is listed.
+func oneOf[T comparable](listed []T, v T) bool {
+	return len(listed) == 0 || slices.Contains(listed, v)
 }
 
 func headerValues(h map[string][]string, name string) []string {
