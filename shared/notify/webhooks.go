@@ -4,14 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	ctapi "cloud.google.com/go/cloudtasks/apiv2"
 	"google.golang.org/api/option"
 
-	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -59,30 +55,19 @@ func WebhooksFrom(cfg config.Webhooks) Option {
 // made on first use.
 type WebhookQueue struct {
 	cfg    config.Webhooks
-	client func() (*ctapi.Client, error)
-	built  atomic.Bool
+	client *tasks.Client
 }
 
 // NewWebhookQueue returns the queue of cfg (cfg.Queue, DeliverURL and
 // ServiceAccount must be set: config.ReadWebhooks checks them); opts are
 // added to the Cloud Tasks client's (the emulator's when cfg names one).
 func NewWebhookQueue(cfg config.Webhooks, opts ...option.ClientOption) *WebhookQueue {
-	q := &WebhookQueue{cfg: cfg}
-	copts := append(clientopt.CloudTasksOptions(cfg.EmulatorHost), opts...)
-	q.client = sync.OnceValues(func() (*ctapi.Client, error) {
-		q.built.Store(true)
-		c, err := ctapi.NewClient(context.Background(), copts...)
-		if err != nil {
-			return nil, fmt.Errorf("notify: cloud tasks client: %w", err)
-		}
-		return c, nil
-	})
-	return q
+	return &WebhookQueue{cfg: cfg, client: tasks.NewClient(cfg.EmulatorHost, opts...)}
 }
 
 // CreateDelivery creates the task that delivers t, due now.
 func (q *WebhookQueue) CreateDelivery(ctx context.Context, t WebhookTask) (bool, error) {
-	c, err := q.client()
+	c, err := q.client.Get()
 	if err != nil {
 		return false, err
 	}
@@ -96,16 +81,7 @@ func (q *WebhookQueue) CreateDelivery(ctx context.Context, t WebhookTask) (bool,
 }
 
 // Close closes the client if it was made.
-func (q *WebhookQueue) Close() error {
-	if !q.built.Load() {
-		return nil
-	}
-	c, err := q.client()
-	if err != nil {
-		return nil
-	}
-	return c.Close()
-}
+func (q *WebhookQueue) Close() error { return q.client.Close() }
 
 // fanOut creates the deliveries of the notifications pending fan-out and
 // records each notification whose every delivery exists. A notification

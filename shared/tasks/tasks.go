@@ -59,8 +59,47 @@ type Body struct {
 type Scheduler struct {
 	cfg    Config
 	now    func() time.Time
-	client func() (*ctapi.Client, error)
-	built  atomic.Bool
+	client *Client
+}
+
+// Client is a Cloud Tasks client made on first use, once, so that building
+// a component that may never create a task does no network work. The
+// Scheduler and notify's webhook queue each hold one.
+type Client struct {
+	get   func() (*ctapi.Client, error)
+	built atomic.Bool
+}
+
+// NewClient returns the client of the emulator at emulatorHost, or of
+// Cloud Tasks when it is ""; opts are added to the client's options.
+func NewClient(emulatorHost string, opts ...option.ClientOption) *Client {
+	copts := append(clientopt.CloudTasksOptions(emulatorHost), opts...)
+	c := &Client{}
+	c.get = sync.OnceValues(func() (*ctapi.Client, error) {
+		c.built.Store(true)
+		cl, err := ctapi.NewClient(context.Background(), copts...)
+		if err != nil {
+			return nil, fmt.Errorf("tasks: cloud tasks client: %w", err)
+		}
+		return cl, nil
+	})
+	return c
+}
+
+// Get makes the client on the first call and returns it; a failure to make
+// it is returned by every call.
+func (c *Client) Get() (*ctapi.Client, error) { return c.get() }
+
+// Close closes the client if it was made.
+func (c *Client) Close() error {
+	if !c.built.Load() {
+		return nil
+	}
+	cl, err := c.get()
+	if err != nil {
+		return nil
+	}
+	return cl.Close()
 }
 
 // Option configures New.
@@ -85,33 +124,14 @@ func New(cfg Config, opts ...Option) *Scheduler {
 	for _, f := range opts {
 		f(&o)
 	}
-	copts := append(clientopt.CloudTasksOptions(cfg.EmulatorHost), o.clientOpts...)
-	s := &Scheduler{cfg: cfg, now: o.now}
-	s.client = sync.OnceValues(func() (*ctapi.Client, error) {
-		s.built.Store(true)
-		c, err := ctapi.NewClient(context.Background(), copts...)
-		if err != nil {
-			return nil, fmt.Errorf("tasks: cloud tasks client: %w", err)
-		}
-		return c, nil
-	})
-	return s
+	return &Scheduler{cfg: cfg, now: o.now, client: NewClient(cfg.EmulatorHost, o.clientOpts...)}
 }
 
 // Queue is the queue's full name.
 func (s *Scheduler) Queue() string { return s.cfg.Queue }
 
 // Close closes the client if it was built.
-func (s *Scheduler) Close() error {
-	if !s.built.Load() {
-		return nil
-	}
-	c, err := s.client()
-	if err != nil {
-		return nil
-	}
-	return c.Close()
-}
+func (s *Scheduler) Close() error { return s.client.Close() }
 
 // Name is the task id of replay attempt n (1-based) of an entry:
 // "<first 8 hex of sha256(entry id)>-<entry id encoded>-r<n>". The hashed
@@ -228,7 +248,7 @@ func (s *Scheduler) Schedule(ctx context.Context, r Request) (name string, creat
 	if r.EntryID == "" || r.Attempt < 1 {
 		return "", false, fmt.Errorf("tasks: schedule needs an entry id and an attempt >= 1 (got %q, %d)", r.EntryID, r.Attempt)
 	}
-	c, err := s.client()
+	c, err := s.client.Get()
 	if err != nil {
 		return "", false, err
 	}
@@ -252,7 +272,7 @@ func (s *Scheduler) Schedule(ctx context.Context, r Request) (name string, creat
 
 // Delete removes a task; a task that is gone already is success.
 func (s *Scheduler) Delete(ctx context.Context, name string) error {
-	c, err := s.client()
+	c, err := s.client.Get()
 	if err != nil {
 		return err
 	}
@@ -268,7 +288,7 @@ func (s *Scheduler) Delete(ctx context.Context, name string) error {
 
 // Exists reports whether a task is present in the queue.
 func (s *Scheduler) Exists(ctx context.Context, name string) (bool, error) {
-	c, err := s.client()
+	c, err := s.client.Get()
 	if err != nil {
 		return false, err
 	}
@@ -288,7 +308,7 @@ func (s *Scheduler) Exists(ctx context.Context, name string) (bool, error) {
 // Each calls fn with the full name and schedule time of every task in the
 // queue, page by page, until fn returns false or the queue is exhausted.
 func (s *Scheduler) Each(ctx context.Context, fn func(name string, scheduled time.Time) bool) error {
-	c, err := s.client()
+	c, err := s.client.Get()
 	if err != nil {
 		return err
 	}
