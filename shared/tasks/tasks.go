@@ -279,11 +279,8 @@ func (s *Scheduler) Delete(ctx context.Context, name string) error {
 	if !strings.Contains(name, "/") {
 		name = s.FullName(name)
 	}
-	err = c.DeleteTask(ctx, &cloudtaskspb.DeleteTaskRequest{Name: name})
-	if err != nil && status.Code(err) != codes.NotFound {
-		return fmt.Errorf("tasks: delete %s: %w", name, err)
-	}
-	return nil
+	_, err = answer(c.DeleteTask(ctx, &cloudtaskspb.DeleteTaskRequest{Name: name}), codes.NotFound, "delete "+name)
+	return err
 }
 
 // Exists reports whether a task is present in the queue.
@@ -296,13 +293,20 @@ func (s *Scheduler) Exists(ctx context.Context, name string) (bool, error) {
 		name = s.FullName(name)
 	}
 	_, err = c.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: name})
+	return answer(err, codes.NotFound, "get "+name)
+}
+
+// answer turns a call's error into yes or no: OK is yes, the code no
+// stands for (NotFound for a lookup, AlreadyExists for a creation) is no,
+// any other error is returned, naming op.
+func answer(err error, no codes.Code, op string) (bool, error) {
 	switch status.Code(err) {
 	case codes.OK:
 		return true, nil
-	case codes.NotFound:
+	case no:
 		return false, nil
 	}
-	return false, fmt.Errorf("tasks: get %s: %w", name, err)
+	return false, fmt.Errorf("tasks: %s: %w", op, err)
 }
 
 // Each calls fn with the full name and schedule time of every task in the
@@ -373,11 +377,5 @@ func CreateJSONTask(ctx context.Context, c TaskCreator, queue, name, url, servic
 		task.ScheduleTime = timestamppb.New(at)
 	}
 	_, err = c.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: task})
-	switch status.Code(err) {
-	case codes.OK:
-		return true, nil
-	case codes.AlreadyExists:
-		return false, nil
-	}
-	return false, fmt.Errorf("tasks: create %s: %w", name, err)
+	return answer(err, codes.AlreadyExists, "create "+name)
 }
