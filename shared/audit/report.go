@@ -166,9 +166,16 @@ type Finding struct {
 // MaxExamples.
 func (f *Finding) Example(id string) {
 	f.Count++
-	if len(f.Examples) < MaxExamples {
-		f.Examples = append(f.Examples, id)
+	f.Examples = keepFirst(f.Examples, id)
+}
+
+// keepFirst appends v to list while it holds fewer than MaxExamples: a
+// report shows the first cases and counts the rest.
+func keepFirst(list []string, v string) []string {
+	if len(list) < MaxExamples {
+		list = append(list, v)
 	}
+	return list
 }
 
 // Repair is what was (or, in a dry run, would be) done about a finding.
@@ -188,17 +195,11 @@ type Repair struct {
 // Fail counts a repair that failed, keeping the first errors.
 func (r *Repair) Fail(err error) {
 	r.Failed++
-	if len(r.Errors) < MaxExamples {
-		r.Errors = append(r.Errors, err.Error())
-	}
+	r.Errors = keepFirst(r.Errors, err.Error())
 }
 
 // Note keeps a remark on the repairs (the first MaxExamples).
-func (r *Repair) Note(s string) {
-	if len(r.Notes) < MaxExamples {
-		r.Notes = append(r.Notes, s)
-	}
-}
+func (r *Repair) Note(s string) { r.Notes = keepFirst(r.Notes, s) }
 
 // RepairTotals sums the repairs of a run.
 type RepairTotals struct {
