@@ -67,6 +67,15 @@ func (a *app) currentPolicy(ctx context.Context) (policyInForce, error) {
 	return out, nil
 }
 
+// doc is the document classify and replay evaluate: the override when it
+// is valid, the embedded default otherwise.
+func (p policyInForce) doc() []byte {
+	if p.Valid {
+		return []byte(p.YAML)
+	}
+	return triage.DefaultYAML()
+}
+
 func (a *app) policyShow(ctx context.Context, args []string) error {
 	fs := newFlags("policy show")
 	asJSON := fs.Bool("json", false, "JSON output")
@@ -199,10 +208,10 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		doc, source = cur.doc(), cur.Source
 		if !cur.Valid {
-			cur.YAML, cur.Source = string(triage.DefaultYAML()), "embedded default (the override is invalid)"
+			source = "embedded default (the override is invalid)"
 		}
-		doc, source = []byte(cur.YAML), cur.Source
 	} else if doc, err = readFileArg(a, pos[0]); err != nil {
 		return err
 	}

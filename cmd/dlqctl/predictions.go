@@ -60,11 +60,9 @@ func (a *app) cmdPredictions(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	pol := triage.Default()
-	if cur.Valid {
-		if pol, err = triage.Parse([]byte(cur.YAML)); err != nil {
-			return fmt.Errorf("parse the policy in force: %w", err)
-		}
+	pol, err := triage.Parse(cur.doc())
+	if err != nil {
+		return fmt.Errorf("parse the policy in force: %w", err)
 	}
 	set := pol.Predictions()
 	v := predictionsView{Rows: []predictionRow{}, Apply: set.Apply, Policy: predictionsPolicy{Version: pol.Version(), Source: cur.Source,
