@@ -219,7 +219,7 @@ func convertBlock(jb *jsonBlock) (*tfprotov6.SchemaBlock, error) {
 	b.Attributes = attrs
 	for _, name := range slices.Sorted(maps.Keys(jb.BlockTypes)) {
 		jbt := jb.BlockTypes[name]
-		mode, err := blockNesting(jbt.NestingMode)
+		mode, err := nesting(blockNestings, "block nesting mode", jbt.NestingMode)
 		if err != nil {
 			return nil, fmt.Errorf("block %q: %w", name, err)
 		}
@@ -255,7 +255,7 @@ func convertAttributes(in map[string]*jsonAttribute) ([]*tfprotov6.SchemaAttribu
 		}
 		switch {
 		case ja.NestedType != nil:
-			mode, err := objectNesting(ja.NestedType.NestingMode)
+			mode, err := nesting(objectNestings, "nested attribute nesting mode", ja.NestedType.NestingMode)
 			if err != nil {
 				return nil, fmt.Errorf("attribute %q: %w", name, err)
 			}
@@ -421,34 +421,31 @@ func ParseType(raw json.RawMessage) (tftypes.Type, error) {
 	return nil, fmt.Errorf("%w: unknown type kind %q", ErrInvalidSchema, kind)
 }
 
-func blockNesting(mode string) (tfprotov6.SchemaNestedBlockNestingMode, error) {
-	switch mode {
-	case "single":
-		return tfprotov6.SchemaNestedBlockNestingModeSingle, nil
-	case "list":
-		return tfprotov6.SchemaNestedBlockNestingModeList, nil
-	case "set":
-		return tfprotov6.SchemaNestedBlockNestingModeSet, nil
-	case "map":
-		return tfprotov6.SchemaNestedBlockNestingModeMap, nil
-	case "group":
-		return tfprotov6.SchemaNestedBlockNestingModeGroup, nil
+// The nesting modes of blocks and of nested attributes, by their JSON names.
+var (
+	blockNestings = map[string]tfprotov6.SchemaNestedBlockNestingMode{
+		"single": tfprotov6.SchemaNestedBlockNestingModeSingle,
+		"list":   tfprotov6.SchemaNestedBlockNestingModeList,
+		"set":    tfprotov6.SchemaNestedBlockNestingModeSet,
+		"map":    tfprotov6.SchemaNestedBlockNestingModeMap,
+		"group":  tfprotov6.SchemaNestedBlockNestingModeGroup,
 	}
-	return tfprotov6.SchemaNestedBlockNestingModeInvalid, fmt.Errorf("%w: block nesting mode %q", ErrInvalidSchema, mode)
-}
+	objectNestings = map[string]tfprotov6.SchemaObjectNestingMode{
+		"single": tfprotov6.SchemaObjectNestingModeSingle,
+		"list":   tfprotov6.SchemaObjectNestingModeList,
+		"set":    tfprotov6.SchemaObjectNestingModeSet,
+		"map":    tfprotov6.SchemaObjectNestingModeMap,
+	}
+)
 
-func objectNesting(mode string) (tfprotov6.SchemaObjectNestingMode, error) {
-	switch mode {
-	case "single":
-		return tfprotov6.SchemaObjectNestingModeSingle, nil
-	case "list":
-		return tfprotov6.SchemaObjectNestingModeList, nil
-	case "set":
-		return tfprotov6.SchemaObjectNestingModeSet, nil
-	case "map":
-		return tfprotov6.SchemaObjectNestingModeMap, nil
+// nesting looks a nesting mode up by its JSON name; an unknown one (the
+// zero mode, Invalid) makes the schema invalid.
+func nesting[M any](modes map[string]M, what, name string) (M, error) {
+	m, ok := modes[name]
+	if !ok {
+		return m, fmt.Errorf("%w: %s %q", ErrInvalidSchema, what, name)
 	}
-	return tfprotov6.SchemaObjectNestingModeInvalid, fmt.Errorf("%w: nested attribute nesting mode %q", ErrInvalidSchema, mode)
+	return m, nil
 }
 
 func descriptionKind(kind string) tfprotov6.StringKind {
