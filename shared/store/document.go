@@ -142,10 +142,18 @@ func decodeAll[T any](snaps []*firestore.DocumentSnapshot, decode func(*firestor
 	return out, nil
 }
 
-// oldestFirst sorts docs by creation, the id breaking ties: the order of a
-// tenant's few documents (keys, webhooks), read with one equality filter,
-// which needs no composite index, and ordered here.
-func oldestFirst[T any](docs []*T, key func(*T) (created time.Time, id string)) {
+// tenantDocs lists tenant's documents of collection coll (its keys, its
+// webhooks) oldest first, the id breaking ties; key gives a document's
+// creation time and id. A tenant has few of them: they are read with one
+// equality filter, which needs no composite index, and ordered here.
+func tenantDocs[T any](ctx context.Context, s *Store, coll, tenant string, decode func(*firestore.DocumentSnapshot) (*T, error), key func(*T) (created time.Time, id string)) ([]*T, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, err
+	}
+	docs, err := queryDocs(ctx, s, s.fs.Collection(coll).Where("tenant", "==", tenant), fmt.Sprintf("%s of tenant %q", coll, tenant), decode)
+	if err != nil {
+		return nil, err
+	}
 	slices.SortFunc(docs, func(a, b *T) int {
 		at, aid := key(a)
 		bt, bid := key(b)
@@ -154,6 +162,7 @@ func oldestFirst[T any](docs []*T, key func(*T) (created time.Time, id string)) 
 		}
 		return strings.Compare(aid, bid)
 	})
+	return docs, nil
 }
 
 // decodeDoc reads snap into a new T and sets its id through id: aggregates

@@ -98,14 +98,10 @@ func (s *Store) CreateTenantKey(ctx context.Context, tenant, by string) (key, id
 
 // ListTenantKeys returns tenant's keys, revoked ones included, oldest first.
 func (s *Store) ListTenantKeys(ctx context.Context, tenant string) ([]TenantKey, error) {
-	if err := checkTenant(tenant); err != nil {
-		return nil, err
-	}
-	found, err := queryDocs(ctx, s, s.fs.Collection(TenantKeys).Where("tenant", "==", tenant), fmt.Sprintf("%s of tenant %q", TenantKeys, tenant), decodeTenantKey)
+	found, err := tenantDocs(ctx, s, TenantKeys, tenant, decodeTenantKey, func(k *TenantKey) (time.Time, string) { return k.CreatedAt, k.ID })
 	if err != nil {
 		return nil, err
 	}
-	oldestFirst(found, func(k *TenantKey) (time.Time, string) { return k.CreatedAt, k.ID })
 	keys := make([]TenantKey, 0, len(found))
 	for _, k := range found {
 		keys = append(keys, *k)

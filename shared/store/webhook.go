@@ -134,15 +134,7 @@ func (s *Store) CreateWebhook(ctx context.Context, tenant, rawURL, by string) (*
 
 // ListWebhooks returns tenant's endpoints, oldest first.
 func (s *Store) ListWebhooks(ctx context.Context, tenant string) ([]*Webhook, error) {
-	if err := checkTenant(tenant); err != nil {
-		return nil, err
-	}
-	out, err := queryDocs(ctx, s, s.fs.Collection(Webhooks).Where("tenant", "==", tenant), fmt.Sprintf("%s of tenant %q", Webhooks, tenant), decodeWebhook)
-	if err != nil {
-		return nil, err
-	}
-	oldestFirst(out, func(w *Webhook) (time.Time, string) { return w.CreatedAt, w.ID })
-	return out, nil
+	return tenantDocs(ctx, s, Webhooks, tenant, decodeWebhook, func(w *Webhook) (time.Time, string) { return w.CreatedAt, w.ID })
 }
 
 // GetWebhook returns endpoint id of tenant; one of another tenant is
