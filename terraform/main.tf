@@ -28,14 +28,17 @@ locals {
     classify  = { entry_point = "Classify", description = "jsdlq classify: categorise dead-letter events, store them in Firestore, schedule replays." }
     replay    = { entry_point = "Replay", description = "jsdlq replay: republish a dead task to JetStream with its failure strategy applied (Cloud Tasks target)." }
     reconcile = { entry_point = "Reconcile", description = "jsdlq reconcile: audit capture, storage, metrics and the replay queue (Cloud Scheduler target)." }
+    # Tenant webhooks (webhooks.tf).
+    deliver = { entry_point = "Deliver", description = "jsdlq deliver: POST a tenant's notification to its webhook, signed (Cloud Tasks target)." }
   }
   function_names = { for k, _ in local.functions : k => "${var.name_prefix}-${k}" }
 
   # Cloud Run's deterministic URL, https://SERVICE-PROJECT_NUMBER.REGION.run.app.
-  # It is known before the functions exist, so replay and reconcile can be
+  # It is known before the services exist, so replay and reconcile can be
   # told their own audience, and classify, the replay tasks, the scheduler
   # and the push subscription all use the exact string the functions check.
-  function_urls = { for k, n in local.function_names : k => "https://${n}-${data.google_project.this.number}.${var.region}.run.app" }
+  run_url       = { for n in concat(values(local.function_names), local.console_names) : n => "https://${n}-${data.google_project.this.number}.${var.region}.run.app" }
+  function_urls = { for k, n in local.function_names : k => local.run_url[n] }
 
   nats_creds_dir = "/etc/secrets/nats"
   nats_env = merge(
@@ -86,14 +89,31 @@ locals {
       # Each run publishes the notifications outbox.
       NOTIFICATIONS_TOPIC = var.notifications_topic
     })
+    deliver = {
+      GOOGLE_CLOUD_PROJECT  = var.project_id
+      AUTH_MODE             = "oidc"
+      WEBHOOK_DISABLE_AFTER = tostring(var.webhooks.disable_after)
+      WEBHOOK_TIMEOUT       = var.webhooks.timeout
+      WEBHOOK_DENY_URLS     = join(",", local.own_urls)
+    }
   }
-  reconcile_timeout = try(var.function_settings.reconcile.timeout_seconds, 60)
+  reconcile_timeout = module.function["reconcile"].settings.timeout_seconds
+
+  # Sizing: function_settings; deliver's follows var.webhooks. Whatever is
+  # left unset takes the function module's defaults.
+  function_settings = merge(var.function_settings, {
+    deliver = {
+      timeout_seconds = tonumber(trimsuffix(var.webhooks.timeout, "s")) + 30
+      max_instances   = var.webhooks.max_instances
+    }
+  })
 
   # Who may invoke each function (run.invoker), nobody else.
   function_invokers = {
     classify  = { push = google_service_account.component["push"].member }
     replay    = { tasks = google_service_account.component["tasks"].member }
     reconcile = { scheduler = google_service_account.component["scheduler"].member }
+    deliver   = { webhook_tasks = google_service_account.component["hooks"].member }
   }
 
   # The functions that schedule replay tasks and flush the notifications
@@ -232,17 +252,15 @@ module "function" {
   docker_repository        = google_artifact_registry_repository.images.id
   service_account_email    = google_service_account.component[each.key].email
   environment              = merge(local.function_env[each.key], local.webhook_fanout_env, lookup(var.function_env, each.key, {}))
-  secret_files             = local.nats_files
-  memory                   = try(var.function_settings[each.key].memory, "256Mi")
-  timeout_seconds          = try(var.function_settings[each.key].timeout_seconds, 60)
-  min_instances            = try(var.function_settings[each.key].min_instances, 0)
-  max_instances            = try(var.function_settings[each.key].max_instances, 10)
-  concurrency              = try(var.function_settings[each.key].concurrency, 1)
-  ingress                  = var.function_ingress
-  invoker_members          = local.function_invokers[each.key]
+  # deliver needs no NATS.
+  secret_files    = each.key == "deliver" ? {} : local.nats_files
+  settings        = lookup(local.function_settings, each.key, null)
+  ingress         = var.function_ingress
+  invoker_members = local.function_invokers[each.key]
 
   # The build and the first revision fail unless their identities can
-  # already read the source, push the image, write logs and read the secret.
+  # already read the source, push the image, write logs, read the secret
+  # and (deliver) Firestore.
   depends_on = [
     google_project_service.enabled,
     google_project_iam_member.log_writer,

@@ -1,10 +1,10 @@
 output "function_urls" {
-  description = "URLs of the classify, replay and reconcile functions (the audiences their callers' OIDC tokens carry)."
+  description = "URLs of the classify, replay, reconcile and deliver functions (the audiences their callers' OIDC tokens carry)."
   value       = local.function_urls
 }
 
 output "function_ids" {
-  description = "Full resource ids of the three functions."
+  description = "Full resource ids of the functions, by name (classify, replay, reconcile, deliver)."
   value       = { for k, m in module.function : k => m.id }
 }
 

@@ -262,31 +262,41 @@ variable "function_source_excludes" {
 
 variable "function_settings" {
   type = map(object({
-    memory          = optional(string, "256Mi")
-    timeout_seconds = optional(number, 60)
-    min_instances   = optional(number, 0)
-    max_instances   = optional(number, 10)
-    concurrency     = optional(number, 1)
+    memory          = optional(string)
+    timeout_seconds = optional(number)
+    min_instances   = optional(number)
+    max_instances   = optional(number)
+    concurrency     = optional(number)
   }))
-  description = "Per-function sizing, keyed classify, replay, reconcile; missing keys and fields take the defaults (256Mi, 60 s, 0-10 instances, concurrency 1)."
+  description = "Per-function sizing, keyed classify, replay, reconcile; missing keys and fields take the defaults (256Mi, 60 s, 0-10 instances, concurrency 1). The deliver function's follow webhooks."
   default = {
     reconcile = { memory = "512Mi", timeout_seconds = 540, max_instances = 2 }
   }
 
   validation {
-    condition     = alltrue([for k, v in var.function_settings : contains(["classify", "replay", "reconcile"], k) && v.timeout_seconds >= 1 && v.timeout_seconds <= 3600 && v.min_instances >= 0 && v.max_instances >= 1 && v.concurrency >= 1 && v.concurrency <= 1000])
-    error_message = "function_settings keys must be classify, replay or reconcile; timeout 1-3600 s, min_instances >= 0, max_instances >= 1, concurrency 1-1000."
+    condition     = alltrue([for k in keys(var.function_settings) : contains(["classify", "replay", "reconcile"], k)])
+    error_message = "function_settings keys must be classify, replay or reconcile."
+  }
+  validation {
+    # A field left null takes the function module's default.
+    condition = alltrue(flatten([for v in values(var.function_settings) : [
+      v.timeout_seconds == null ? true : v.timeout_seconds >= 1 && v.timeout_seconds <= 3600,
+      v.min_instances == null ? true : v.min_instances >= 0,
+      v.max_instances == null ? true : v.max_instances >= 1,
+      v.concurrency == null ? true : v.concurrency >= 1 && v.concurrency <= 1000,
+    ]]))
+    error_message = "function_settings: timeout 1-3600 s, min_instances >= 0, max_instances >= 1, concurrency 1-1000."
   }
 }
 
 variable "function_env" {
   type        = map(map(string))
-  description = "Extra environment variables per function (classify, replay, reconcile), merged over the generated ones."
+  description = "Extra environment variables per function (classify, replay, reconcile, deliver), merged over the generated ones."
   default     = {}
 
   validation {
-    condition     = alltrue([for k in keys(var.function_env) : contains(["classify", "replay", "reconcile"], k)])
-    error_message = "function_env keys must be classify, replay or reconcile."
+    condition     = alltrue([for k in keys(var.function_env) : contains(["classify", "replay", "reconcile", "deliver"], k)])
+    error_message = "function_env keys must be classify, replay, reconcile or deliver."
   }
 }
 

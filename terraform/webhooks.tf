@@ -8,23 +8,20 @@
 # components deliver and hooks of iam.tf).
 
 locals {
-  deliver_name = "${var.name_prefix}-deliver"
-  deliver_url  = "https://${local.deliver_name}-${data.google_project.this.number}.${var.region}.run.app"
-
   # What a flush needs to create delivery tasks: classify, replay and
   # reconcile flush the outbox (main.tf merges it into their environment).
   webhook_fanout_env = {
     WEBHOOKS_QUEUE          = module.webhook_tasks.queue_id
-    WEBHOOK_DELIVER_URL     = local.deliver_url
+    WEBHOOK_DELIVER_URL     = local.function_urls.deliver
     WEBHOOK_SERVICE_ACCOUNT = google_service_account.component["hooks"].email
   }
 
   # jsdlq's own addresses: never a tenant's endpoint. The console's are
   # the deterministic run.app URLs of its services (their uri outputs
   # would make the console's environment depend on the console).
-  console_name = "${var.name_prefix}-console"
-  console_urls = local.console_enabled ? [for n in [local.console_name, "${local.console_name}-api"] : "https://${n}-${data.google_project.this.number}.${var.region}.run.app"] : []
-  own_urls     = concat(values(local.function_urls), [local.deliver_url], local.console_urls)
+  console_name  = "${var.name_prefix}-console"
+  console_names = local.console_enabled ? [local.console_name, "${local.console_name}-api"] : []
+  own_urls      = [for n in concat(values(local.function_names), local.console_names) : local.run_url[n]]
 }
 
 # The deliveries' queue: the functions that flush the outbox create tasks
@@ -43,44 +40,10 @@ module "webhook_tasks" {
   depends_on = [google_project_service.enabled]
 }
 
-module "deliver" {
-  source = "./modules/function"
-
-  project_id               = var.project_id
-  region                   = var.region
-  name                     = local.deliver_name
-  description              = "jsdlq deliver: POST a tenant's notification to its webhook, signed (Cloud Tasks target)."
-  entry_point              = "Deliver"
-  runtime                  = var.function_runtime
-  source_bucket            = module.source.bucket
-  source_object            = module.source.object
-  build_service_account_id = google_service_account.component["builder"].id
-  docker_repository        = google_artifact_registry_repository.images.id
-  service_account_email    = google_service_account.component["deliver"].email
-  environment = merge({
-    GOOGLE_CLOUD_PROJECT  = var.project_id
-    AUTH_MODE             = "oidc"
-    WEBHOOK_DISABLE_AFTER = tostring(var.webhooks.disable_after)
-    WEBHOOK_TIMEOUT       = var.webhooks.timeout
-    WEBHOOK_DENY_URLS     = join(",", local.own_urls)
-  }, local.webhook_fanout_env, lookup(var.function_env, "deliver", {}))
-  memory          = "256Mi"
-  timeout_seconds = tonumber(trimsuffix(var.webhooks.timeout, "s")) + 30
-  min_instances   = 0
-  max_instances   = var.webhooks.max_instances
-  concurrency     = 1
-  ingress         = var.function_ingress
-  invoker_members = {
-    webhook_tasks = google_service_account.component["hooks"].member
-  }
-
-  depends_on = [
-    google_project_service.enabled,
-    google_project_iam_member.log_writer,
-    google_project_iam_member.metric_writer,
-    google_artifact_registry_repository_iam_member.builder,
-    module.firestore,
-  ]
+# The deliver function is module.function["deliver"] (main.tf).
+moved {
+  from = module.deliver
+  to   = module.function["deliver"]
 }
 
 output "webhooks_queue" {
@@ -90,5 +53,5 @@ output "webhooks_queue" {
 
 output "deliver_url" {
   description = "URL of the deliver function (WEBHOOK_DELIVER_URL, the deliveries' OIDC audience)."
-  value       = local.deliver_url
+  value       = local.function_urls.deliver
 }

@@ -1,5 +1,5 @@
-# One Cloud Run function (gen2). The same module deploys classify, replay and
-# reconcile: they share the source bundle and differ in entry point,
+# One Cloud Run function (gen2). The same module deploys classify, replay,
+# reconcile and deliver: they share the source bundle and differ in entry point,
 # identity, environment and who may invoke them.
 
 resource "google_cloudfunctions2_function" "this" {
@@ -25,11 +25,11 @@ resource "google_cloudfunctions2_function" "this" {
 
   service_config {
     service_account_email            = var.service_account_email
-    available_memory                 = var.memory
-    timeout_seconds                  = var.timeout_seconds
-    min_instance_count               = var.min_instances
-    max_instance_count               = var.max_instances
-    max_instance_request_concurrency = var.concurrency
+    available_memory                 = var.settings.memory
+    timeout_seconds                  = var.settings.timeout_seconds
+    min_instance_count               = var.settings.min_instances
+    max_instance_count               = var.settings.max_instances
+    max_instance_request_concurrency = var.settings.concurrency
     ingress_settings                 = var.ingress
     all_traffic_on_latest_revision   = true
     environment_variables            = var.environment

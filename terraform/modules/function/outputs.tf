@@ -17,3 +17,8 @@ output "service" {
   description = "Cloud Run service backing the function."
   value       = google_cloudfunctions2_function.this.service_config[0].service
 }
+
+output "settings" {
+  description = "The sizing the function runs with, defaults filled in."
+  value       = var.settings
+}

@@ -25,7 +25,7 @@ variable "description" {
 
 variable "entry_point" {
   type        = string
-  description = "Name registered with the Functions Framework in the deploy root (Classify, Replay or Reconcile)."
+  description = "Name registered with the Functions Framework in the deploy root (Classify, Replay, Reconcile or Deliver)."
 }
 
 variable "runtime" {
@@ -74,34 +74,17 @@ variable "secret_files" {
   default     = {}
 }
 
-variable "memory" {
-  type        = string
-  description = "Memory per instance, e.g. 256Mi."
-  default     = "256Mi"
-}
-
-variable "timeout_seconds" {
-  type        = number
-  description = "Request timeout in seconds."
-  default     = 60
-}
-
-variable "min_instances" {
-  type        = number
-  description = "Instances kept warm."
-  default     = 0
-}
-
-variable "max_instances" {
-  type        = number
-  description = "Upper bound on instances."
-  default     = 10
-}
-
-variable "concurrency" {
-  type        = number
-  description = "Concurrent requests per instance."
-  default     = 1
+variable "settings" {
+  type = object({
+    memory          = optional(string, "256Mi")
+    timeout_seconds = optional(number, 60)
+    min_instances   = optional(number, 0)
+    max_instances   = optional(number, 10)
+    concurrency     = optional(number, 1)
+  })
+  description = "Sizing: memory per instance (e.g. 256Mi), request timeout in seconds, instances kept warm, upper bound on instances, concurrent requests per instance. Fields left out or null take the defaults here (256Mi, 60 s, 0-10 instances, concurrency 1)."
+  default     = {}
+  nullable    = false
 }
 
 variable "ingress" {
