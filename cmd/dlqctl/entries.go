@@ -361,11 +361,7 @@ func (a *app) cmdShow(ctx context.Context, args []string) error {
 	}
 	if len(e.Headers) > 0 {
 		fmt.Fprintln(w, "headers")
-		for _, k := range slices.Sorted(maps.Keys(e.Headers)) {
-			for _, v := range e.Headers[k] {
-				fmt.Fprintf(w, "  %s: %s\n", k, v)
-			}
-		}
+		writeHeaders(w, e.Headers)
 	}
 	fmt.Fprintln(w, "chain (root first)")
 	for _, l := range links {
@@ -384,6 +380,15 @@ func (a *app) cmdShow(ctx context.Context, args []string) error {
 		fmt.Fprintf(w, "  %s  %s -> %s  by %s%s\n", h.At.Format(time.RFC3339), from, h.To, h.By, ifSet(h.Note != "", "  "+h.Note))
 	}
 	return nil
+}
+
+// writeHeaders prints headers one value a line, indented, names sorted.
+func writeHeaders(w io.Writer, h map[string][]string) {
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		for _, v := range h[k] {
+			fmt.Fprintf(w, "  %s: %s\n", k, v)
+		}
+	}
 }
 
 func planText(p store.Plan) string {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -297,11 +295,7 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 	if d.Replay() {
 		fmt.Fprintf(w, "delay       %s – %s\n", r.DelayMin, r.DelayMax)
 		fmt.Fprintln(w, "replay carries")
-		for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
-			for _, v := range r.Headers[k] {
-				fmt.Fprintf(w, "  %s: %s\n", k, v)
-			}
-		}
+		writeHeaders(w, r.Headers)
 		if m := d.Modifications; m.AlternateSubject != "" {
 			fmt.Fprintf(w, "  subject → %s (alternate agent %s)\n", m.AlternateSubject, m.AlternateAgent)
 		}
