@@ -115,44 +115,42 @@ func (f Features) appendKeys(keys []Key) []Key {
 	return keys
 }
 
+// bound is a bucket of a quantity: the values below its upper bound
+// (exclusive) that no earlier bucket of its list takes.
+type bound struct {
+	below int
+	name  string
+}
+
+// bucketOf is the first of bounds that n lies below, or beyond when it lies
+// below none.
+func bucketOf(bounds []bound, n int, beyond string) string {
+	for _, b := range bounds {
+		if n < b.below {
+			return b.name
+		}
+	}
+	return beyond
+}
+
 // sizeBounds are the upper bounds (exclusive) of the size buckets: each
 // bucket is four times the previous one, so a bucket's tasks are alike in
 // size whatever the fleet's payloads are.
-var sizeBounds = []struct {
-	below int
-	name  string
-}{
+var sizeBounds = []bound{
 	{1 << 10, "0-1KiB"}, {4 << 10, "1-4KiB"}, {16 << 10, "4-16KiB"}, {64 << 10, "16-64KiB"},
 	{256 << 10, "64-256KiB"}, {1 << 20, "256KiB-1MiB"},
 }
 
 // SizeBucket is the size bucket of a payload of n bytes.
-func SizeBucket(n int) string {
-	for _, b := range sizeBounds {
-		if n < b.below {
-			return b.name
-		}
-	}
-	return "1MiB+"
-}
+func SizeBucket(n int) string { return bucketOf(sizeBounds, n, "1MiB+") }
 
 // tokenBounds follow the context windows models have (8k, 32k, 128k, 200k).
-var tokenBounds = []struct {
-	below int
-	name  string
-}{
+var tokenBounds = []bound{
 	{2_000, "0-2k"}, {8_000, "2k-8k"}, {32_000, "8k-32k"}, {128_000, "32k-128k"}, {200_000, "128k-200k"},
 }
 
 // TokenBucket is the bucket of an estimate of n tokens.
-func TokenBucket(n int) string {
-	for _, b := range tokenBounds {
-		if n < b.below {
-			return b.name
-		}
-	}
-	return "200k+"
-}
+func TokenBucket(n int) string { return bucketOf(tokenBounds, n, "200k+") }
 
 // HourBucket is the four-hour block of the UTC hour h ("08-11"); hours out
 // of 0-23 are taken modulo 24.
