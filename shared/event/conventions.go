@@ -1,6 +1,7 @@
 package event
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -108,12 +109,8 @@ type Subject struct {
 // ParseSubject reads subject by the grammar; ok is false when it does not
 // follow it (the prefix is not c's, or the "tasks" token is missing).
 func (c Conventions) ParseSubject(subject string) (s Subject, ok bool) {
-	prefix := c.AgentSubjectPrefix
-	if prefix == "" {
-		prefix = DefaultAgentSubjectPrefix
-	}
 	t := strings.Split(subject, ".")
-	if len(t) < 3 || t[0] != prefix || t[1] == "" || t[2] != "tasks" {
+	if len(t) < 3 || t[0] != c.subjectPrefix() || t[1] == "" || t[2] != "tasks" {
 		return Subject{}, false
 	}
 	return Subject{Agent: t[1], TaskType: strings.Join(t[3:], ".")}, true
@@ -121,36 +118,25 @@ func (c Conventions) ParseSubject(subject string) (s Subject, ok bool) {
 
 // TaskSubject builds the subject of a task of taskType for agent.
 func (c Conventions) TaskSubject(agent, taskType string) string {
-	prefix := c.AgentSubjectPrefix
-	if prefix == "" {
-		prefix = DefaultAgentSubjectPrefix
-	}
-	return prefix + "." + agent + ".tasks." + taskType
+	return c.subjectPrefix() + "." + agent + ".tasks." + taskType
+}
+
+// subjectPrefix is c's, or the default when c leaves it empty (the zero
+// Conventions are the defaults).
+func (c Conventions) subjectPrefix() string {
+	return cmp.Or(c.AgentSubjectPrefix, DefaultAgentSubjectPrefix)
 }
 
 // Tenant returns the tenant of a message with decoded headers h.
 func (c Conventions) Tenant(h map[string][]string) string {
-	name := c.TenantHeader
-	if name == "" {
-		name = HeaderTenant
-	}
-	if t := strings.TrimSpace(Header(h, name)); t != "" {
-		return t
-	}
-	if c.DefaultTenant == "" {
-		return DefaultTenant
-	}
-	return c.DefaultTenant
+	t := strings.TrimSpace(Header(h, cmp.Or(c.TenantHeader, HeaderTenant)))
+	return cmp.Or(t, c.DefaultTenant, DefaultTenant)
 }
 
 // Agent returns the agent of a message: the agent header, else the <agent>
 // token of a subject "agents.<agent>.tasks.<type>", else "".
 func (c Conventions) Agent(subject string, h map[string][]string) string {
-	name := c.AgentHeader
-	if name == "" {
-		name = HeaderAgent
-	}
-	if a := strings.TrimSpace(Header(h, name)); a != "" {
+	if a := strings.TrimSpace(Header(h, cmp.Or(c.AgentHeader, HeaderAgent))); a != "" {
 		return a
 	}
 	s, _ := c.ParseSubject(subject)
