@@ -15,28 +15,24 @@ import (
 	"github.com/jsdlq/jsdlq/shared/event"
 )
 
-// errReject marks input that can never be forwarded: it is logged, counted
-// and acknowledged, so it is not redelivered forever.
-type errReject struct {
-	reason string
-	err    error
+// errInput is why one input message was not forwarded, under a reason
+// that labels its log line and metric. Input that can never be forwarded is
+// rejected: logged, counted and acknowledged, so it is not redelivered
+// forever; any other failure is worth retrying later (NAK with delay).
+type errInput struct {
+	reason   string
+	rejected bool
+	err      error
 }
 
-func (e *errReject) Error() string { return e.reason + ": " + e.err.Error() }
-func (e *errReject) Unwrap() error { return e.err }
+func (e *errInput) Error() string { return e.reason + ": " + e.err.Error() }
+func (e *errInput) Unwrap() error { return e.err }
 
-func reject(reason string, err error) error { return &errReject{reason: reason, err: err} }
-
-// errRetry marks a failure worth retrying later (NAK with delay).
-type errRetry struct {
-	reason string
-	err    error
+func reject(reason string, err error) error {
+	return &errInput{reason: reason, rejected: true, err: err}
 }
 
-func (e *errRetry) Error() string { return e.reason + ": " + e.err.Error() }
-func (e *errRetry) Unwrap() error { return e.err }
-
-func retry(reason string, err error) error { return &errRetry{reason: reason, err: err} }
+func retry(reason string, err error) error { return &errInput{reason: reason, err: err} }
 
 // built is the event made of one input message, or why there is none.
 type built struct {
@@ -86,8 +82,8 @@ func (b *Bridge) forwardBatch(ctx context.Context, msgs []jetstream.Msg, build b
 
 // settle acks, rejects or NAKs one input message after its outcome.
 func (b *Bridge) settle(ctx context.Context, msg jetstream.Msg, ev event.Event, err error) {
-	var rj *errReject
-	var rt *errRetry
+	var in *errInput
+	isInput := errors.As(err, &in)
 	switch {
 	case err == nil:
 		if b.cfg.DeleteForwarded && ev.Kind == event.KindMaxDeliver && !ev.Message.Missing {
@@ -98,17 +94,17 @@ func (b *Bridge) settle(ctx context.Context, msg jetstream.Msg, ev event.Event, 
 			b.log.Warn("ack failed after publish; the event may be sent twice", "event_id", ev.ID, "error", err)
 		}
 		b.m.inc(b.m.forwarded, string(ev.Kind))
-	case errors.As(err, &rj):
-		b.log.Error("rejected input: acknowledged and dropped", "reason", rj.reason, "error", rj.err,
+	case isInput && in.rejected:
+		b.log.Error("rejected input: acknowledged and dropped", "reason", in.reason, "error", in.err,
 			"subject", msg.Subject(), "data", truncateForLog(msg.Data()))
-		b.m.inc(b.m.rejected, rj.reason)
+		b.m.inc(b.m.rejected, in.reason)
 		if err := msg.Ack(); err != nil {
 			b.log.Warn("ack of rejected input failed", "error", err)
 		}
 	default:
 		reason := "error"
-		if errors.As(err, &rt) {
-			reason = rt.reason
+		if isInput {
+			reason = in.reason
 		}
 		delay := b.nakDelay(msg)
 		b.log.Warn("forward failed; will retry", "reason", reason, "error", err, "retry_in", delay.String(),

@@ -10,7 +10,7 @@ import (
 )
 
 // FuzzParseAdvisory feeds arbitrary bytes to the advisory parser. Properties:
-// a refusal is an errReject (the bridge acks and counts it; anything else
+// a refusal is a rejected errInput (the bridge acks and counts it; anything else
 // would be NAKed and redelivered forever, since the consumer's MaxDeliver is
 // unlimited); an accepted advisory names a stream that JetStream can be asked
 // for (a name the client refuses would fail the fetch on every redelivery)
@@ -24,12 +24,12 @@ func FuzzParseAdvisory(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		adv, kind, err := parseAdvisory(data)
 		if err != nil {
-			var rj *errReject
-			if !errors.As(err, &rj) {
-				t.Fatalf("parseAdvisory(%q) = %v, want an errReject (acked, counted)", data, err)
+			var in *errInput
+			if !errors.As(err, &in) || !in.rejected {
+				t.Fatalf("parseAdvisory(%q) = %v, want a rejected errInput (acked, counted)", data, err)
 			}
-			if rj.reason != "malformed_advisory" && rj.reason != "unknown_advisory" {
-				t.Fatalf("parseAdvisory(%q) rejected with reason %q", data, rj.reason)
+			if in.reason != "malformed_advisory" && in.reason != "unknown_advisory" {
+				t.Fatalf("parseAdvisory(%q) rejected with reason %q", data, in.reason)
 			}
 			return
 		}
