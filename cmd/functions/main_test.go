@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -83,19 +84,18 @@ func TestPushEnvelopeReachesClassifyAsCloudEvent(t *testing.T) {
 
 func waitForLog(t *testing.T, file, needle string) string {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	var found string
+	testenv.WaitFor(t, 60*time.Second, func() error {
 		b, _ := os.ReadFile(file)
 		for _, line := range strings.Split(string(b), "\n") {
 			if strings.Contains(line, needle) {
-				return line
+				found = line
+				return nil
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	b, _ := os.ReadFile(file)
-	t.Fatalf("no log line with %s in %s:\n%s", needle, file, b)
-	return ""
+		return fmt.Errorf("no log line with %s in %s:\n%s", needle, file, b)
+	})
+	return found
 }
 
 // The local push subscription delivers to /Classify/<topic>: the host hands

@@ -58,21 +58,15 @@ func TestPushSubscriptionEndToEnd(t *testing.T) {
 	}
 
 	st := store.New(firestoreFor(t, project))
-	deadline := time.Now().Add(60 * time.Second)
-	var (
-		got *store.Entry
-		err error
-	)
-	for time.Now().Before(deadline) {
-		if got, err = st.Get(ctx, "TASKS.77"); err == nil {
-			break
+	var got *store.Entry
+	testenv.WaitFor(t, 60*time.Second, func() error {
+		var err error
+		if got, err = st.Get(ctx, "TASKS.77"); err != nil {
+			logs, _ := os.ReadFile(logFile)
+			return fmt.Errorf("no entry after the push: %v\nfunctions host log:\n%s", err, logs)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if got == nil {
-		logs, _ := os.ReadFile(logFile)
-		t.Fatalf("no entry after the push: %v\nfunctions host log:\n%s", err, logs)
-	}
+		return nil
+	})
 	if got.Status != store.Scheduled || got.ReasonCode != "llm_provider_rate_limit" || string(got.Payload) != `{"task":"push"}` {
 		t.Errorf("entry = %s %s %q", got.Status, got.ReasonCode, got.Payload)
 	}

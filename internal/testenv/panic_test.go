@@ -1,6 +1,7 @@
 package testenv_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,13 +38,12 @@ func TestEmulatorStoppedWhenTestBinaryPanics(t *testing.T) {
 		t.Fatalf("helper never started its emulator:\n%s", out)
 	}
 	host := strings.TrimSpace(string(b))
-	deadline := time.Now().Add(20 * time.Second)
-	for stack.CheckFree(host) != nil && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err := stack.CheckFree(host); err != nil {
-		t.Fatalf("emulator of a panicked test binary still holds its port: %v", err)
-	}
+	testenv.WaitFor(t, 20*time.Second, func() error {
+		if err := stack.CheckFree(host); err != nil {
+			return fmt.Errorf("emulator of a panicked test binary still holds its port: %w", err)
+		}
+		return nil
+	})
 }
 
 // TestHelperPanicsWithEmulator is not a test of its own: the test above runs

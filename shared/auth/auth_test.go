@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net/http"
@@ -55,21 +56,16 @@ func tokensFromEmulator(t *testing.T, ct *testenv.CloudTasks, cases map[string][
 			t.Fatalf("CreateTask(%s) = %v", name, err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	testenv.WaitFor(t, 30*time.Second, func() error {
 		mu.Lock()
-		n := len(got)
-		mu.Unlock()
-		if n == len(cases) {
-			break
+		defer mu.Unlock()
+		if len(got) != len(cases) {
+			return fmt.Errorf("emulator dispatched %d of %d tasks", len(got), len(cases))
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	mu.Lock()
 	defer mu.Unlock()
-	if len(got) != len(cases) {
-		t.Fatalf("emulator dispatched %d of %d tasks", len(got), len(cases))
-	}
 	return got
 }
 

@@ -3,6 +3,7 @@ package natsconn_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -24,19 +25,15 @@ func TestConnectReconnectsAfterServerRestart(t *testing.T) {
 	}
 	defer nc.Close()
 	n.Restart(t)
-	deadline := time.Now().Add(30 * time.Second)
 	// nats.go calls the reconnect handler (which logs) on its own goroutine
 	// after the connection is back: wait for the line too, not only the
 	// state.
-	reconnected := func() bool {
-		return strings.Contains(strings.Join(logs.Lines(""), "\n"), "nats reconnected")
-	}
-	for nc.Stats().Reconnects == 0 || !nc.IsConnected() || !reconnected() {
-		if time.Now().After(deadline) {
-			t.Fatalf("client did not reconnect after a server restart; logs:\n%s", strings.Join(logs.Lines(""), "\n"))
+	testenv.WaitFor(t, 30*time.Second, func() error {
+		if nc.Stats().Reconnects == 0 || !nc.IsConnected() || len(logs.Lines("nats reconnected")) == 0 {
+			return fmt.Errorf("client did not reconnect after a server restart; logs:\n%s", logs)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := nc.Publish("x", nil); err != nil {
 		t.Fatalf("publish after reconnect = %v", err)
 	}
