@@ -89,22 +89,16 @@ func (k *Kit) Once(ctx context.Context, key string, fn func(context.Context) err
 	err = k.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		done = false
 		now := k.now().UTC()
-		snap, err := tx.Get(ref)
-		if err != nil && status.Code(err) != codes.NotFound {
+		cur, found, err := readIdempotency(tx, ref)
+		if err != nil {
 			return err
 		}
-		if err == nil {
-			var cur IdempotencyRecord
-			if err := snap.DataTo(&cur); err != nil {
-				return fmt.Errorf("decode %s: %w", ref.Path, err)
-			}
-			if cur.Completed() {
-				done = true
-				return nil
-			}
-			if cur.LeaseUntil.After(now) {
-				return ErrInProgress
-			}
+		if found && cur.Completed() {
+			done = true
+			return nil
+		}
+		if found && cur.LeaseUntil.After(now) {
+			return ErrInProgress
 		}
 		return tx.Set(ref, IdempotencyRecord{Key: key, Status: StatusInProgress, Agent: k.agent, Owner: owner,
 			ClaimedAt: now, LeaseUntil: now.Add(k.lease), ExpireAt: now.Add(k.ttl)})
@@ -135,22 +129,28 @@ func (k *Kit) Once(ctx context.Context, key string, fn func(context.Context) err
 // release deletes the claim if it is still ours.
 func (k *Kit) release(ctx context.Context, ref *firestore.DocumentRef, owner string) error {
 	return k.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(ref)
-		if status.Code(err) == codes.NotFound {
-			return nil
-		}
-		if err != nil {
+		cur, found, err := readIdempotency(tx, ref)
+		if err != nil || !found || cur.Owner != owner || cur.Status != StatusInProgress {
 			return err
-		}
-		var cur IdempotencyRecord
-		if err := snap.DataTo(&cur); err != nil {
-			return err
-		}
-		if cur.Owner != owner || cur.Status != StatusInProgress {
-			return nil
 		}
 		return tx.Delete(ref)
 	})
+}
+
+// readIdempotency reads the record at ref in tx; found is false when the
+// key has none (never claimed, released, or expired).
+func readIdempotency(tx *firestore.Transaction, ref *firestore.DocumentRef) (rec IdempotencyRecord, found bool, err error) {
+	snap, err := tx.Get(ref)
+	if status.Code(err) == codes.NotFound {
+		return rec, false, nil
+	}
+	if err != nil {
+		return rec, false, err
+	}
+	if err := snap.DataTo(&rec); err != nil {
+		return rec, false, fmt.Errorf("decode %s: %w", ref.Path, err)
+	}
+	return rec, true, nil
 }
 
 func newOwner() string {
