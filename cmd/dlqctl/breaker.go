@@ -53,9 +53,8 @@ func (a *app) heldOf(ctx context.Context, st *store.Store, tenant string) (int64
 }
 
 func (a *app) breakerLs(ctx context.Context, args []string) error {
-	fs := newFlags("breaker ls")
-	asJSON := fs.Bool("json", false, "JSON output")
-	if err := parseNone(fs, args); err != nil {
+	asJSON, err := parseJSONOnly("breaker ls", args)
+	if err != nil {
 		return err
 	}
 	st, err := a.store(ctx)
@@ -82,7 +81,7 @@ func (a *app) breakerLs(ctx context.Context, args []string) error {
 		}
 		out = append(out, breakerJSON{Breaker: b, Held: held})
 	}
-	if *asJSON {
+	if asJSON {
 		return writeJSON(a.stdout, map[string]any{"breakers": out})
 	}
 	if len(out) == 0 {

@@ -204,6 +204,15 @@ func parseNone(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// parseJSONOnly parses the command line of a read command that takes no
+// argument and one flag, --json, and reports whether JSON was asked for.
+func parseJSONOnly(name string, args []string) (bool, error) {
+	fs := newFlags(name)
+	asJSON := fs.Bool("json", false, "JSON output")
+	err := parseNone(fs, args)
+	return *asJSON, err
+}
+
 // parseOne parses the flags of a command that takes one positional
 // argument (what names it: "entry id") and returns that argument.
 func parseOne(fs *flag.FlagSet, args []string, what string) (string, error) {

@@ -209,9 +209,8 @@ type healthJSON struct {
 }
 
 func (a *app) cmdHealth(ctx context.Context, args []string) error {
-	fs := newFlags("health")
-	asJSON := fs.Bool("json", false, "JSON output")
-	if err := parseNone(fs, args); err != nil {
+	asJSON, err := parseJSONOnly("health", args)
+	if err != nil {
 		return err
 	}
 	st, err := a.store(ctx)
@@ -255,7 +254,7 @@ func (a *app) cmdHealth(ctx context.Context, args []string) error {
 			}
 		}
 	}
-	if *asJSON {
+	if asJSON {
 		return writeJSON(a.stdout, h)
 	}
 	if r == nil {

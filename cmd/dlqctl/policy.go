@@ -75,16 +75,15 @@ func (p policyInForce) doc() []byte {
 }
 
 func (a *app) policyShow(ctx context.Context, args []string) error {
-	fs := newFlags("policy show")
-	asJSON := fs.Bool("json", false, "JSON output")
-	if err := parseNone(fs, args); err != nil {
+	asJSON, err := parseJSONOnly("policy show", args)
+	if err != nil {
 		return err
 	}
 	p, err := a.currentPolicy(ctx)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		return writeJSON(a.stdout, p)
 	}
 	fmt.Fprintf(a.stdout, "# source: %s\n# version: %s\n", p.Source, p.Version)

@@ -44,9 +44,8 @@ type predictionRow struct {
 }
 
 func (a *app) cmdPredictions(ctx context.Context, args []string) error {
-	fs := newFlags("predictions")
-	asJSON := fs.Bool("json", false, "JSON output")
-	if err := parseNone(fs, args); err != nil {
+	asJSON, err := parseJSONOnly("predictions", args)
+	if err != nil {
 		return err
 	}
 	if a.scope != "" {
@@ -79,7 +78,7 @@ func (a *app) cmdPredictions(ctx context.Context, args []string) error {
 			v.Rows = append(v.Rows, predictionRow{Prediction: p, Now: u.Action.Action, Why: u.Why})
 		}
 	}
-	if *asJSON {
+	if asJSON {
 		return writeJSON(a.stdout, v)
 	}
 	a.printPredictions(v)
