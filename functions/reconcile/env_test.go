@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/httpfunc"
 )
 
 // RECONCILE_PROBE_TIMEOUT sets how long a half-open breaker's probe may stay
 // without an outcome; unset leaves the engine's default (store's 30 min).
-func TestLoadEnvProbeTimeout(t *testing.T) {
+func TestReadEnvProbeTimeout(t *testing.T) {
 	base := map[string]string{
 		"GOOGLE_CLOUD_PROJECT": "p", "AUTH_MODE": config.AuthNone, "FIRESTORE_EMULATOR_HOST": "127.0.0.1:1",
 		"TASKS_QUEUE": "projects/p/locations/l/queues/q", "REPLAY_URL": "http://127.0.0.1:9/Replay",
@@ -34,12 +35,12 @@ func TestLoadEnvProbeTimeout(t *testing.T) {
 		if tt.value != "" {
 			env["RECONCILE_PROBE_TIMEOUT"] = tt.value
 		}
-		e, err := loadEnv(config.MapLookup(env))
+		l, err := httpfunc.Load(config.MapLookup(env), readEnv)
 		if gotErr := err != nil && strings.Contains(err.Error(), "RECONCILE_PROBE_TIMEOUT"); gotErr != tt.wantErr || (!tt.wantErr && err != nil) {
-			t.Errorf("loadEnv(RECONCILE_PROBE_TIMEOUT=%q) error = %v, want error %v", tt.value, err, tt.wantErr)
+			t.Errorf("httpfunc.Load(RECONCILE_PROBE_TIMEOUT=%q) error = %v, want error %v", tt.value, err, tt.wantErr)
 		}
-		if !tt.wantErr && e.Config.ProbeTimeout != tt.want {
-			t.Errorf("loadEnv(RECONCILE_PROBE_TIMEOUT=%q).ProbeTimeout = %s, want %s", tt.value, e.Config.ProbeTimeout, tt.want)
+		if !tt.wantErr && l.Config.Config.ProbeTimeout != tt.want {
+			t.Errorf("httpfunc.Load(RECONCILE_PROBE_TIMEOUT=%q).ProbeTimeout = %s, want %s", tt.value, l.Config.Config.ProbeTimeout, tt.want)
 		}
 	}
 }

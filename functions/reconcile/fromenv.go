@@ -29,13 +29,11 @@ type env struct {
 	Notifications config.Notifications
 }
 
-// loadEnv reads reconcile's environment with one Reader, so every problem,
-// the shared variables' and reconcile's own, is reported at once. Unset
-// settings stay zero: Config's defaults apply.
-func loadEnv(lookup config.Lookup) (env, error) {
-	r := config.NewReader(lookup)
-	e := env{HTTPFunction: config.ReadHTTPFunction(r), Config: reconciler.ReadConfig(r), Notifications: config.ReadNotifications(r)}
-	return e, r.Err()
+// readEnv reads reconcile's own settings (httpfunc.Load reads the shared
+// ones first, with the same Reader). Unset settings stay zero: Config's
+// defaults apply.
+func readEnv(r *config.Reader, base config.HTTPFunction) env {
+	return env{HTTPFunction: base, Config: reconciler.ReadConfig(r), Notifications: config.ReadNotifications(r)}
 }
 
 // FromEnv builds the reconcile function from its environment (lookup:
@@ -48,8 +46,7 @@ func loadEnv(lookup config.Lookup) (env, error) {
 // audit that silently does nothing.
 func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) http.Handler {
 	return httpfunc.New(ctx, logs, "reconcile", func() (httpfunc.Loaded[env], error) {
-		e, err := loadEnv(lookup)
-		return httpfunc.Loaded[env]{Config: e, Common: e.Common, Auth: e.Auth}, err
+		return httpfunc.Load(lookup, readEnv)
 	}, build)
 }
 

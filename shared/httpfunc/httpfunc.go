@@ -28,6 +28,16 @@ type Loaded[C any] struct {
 	Auth   config.Auth
 }
 
+// Load reads the configuration of a function that reads what every HTTP
+// function reads (config.HTTPFunction) and settings of its own: read gets
+// the same Reader after the shared variables, so every problem, theirs and
+// its own, is reported at once.
+func Load[C any](lookup config.Lookup, read func(r *config.Reader, base config.HTTPFunction) C) (Loaded[C], error) {
+	r := config.NewReader(lookup)
+	base := config.ReadHTTPFunction(r)
+	return Loaded[C]{Config: read(r, base), Common: base.Common, Auth: base.Auth}, r.Err()
+}
+
 // New builds function name: load reads its configuration (every problem at
 // once), build makes its handler from the configuration, a Firestore client
 // for the project (the emulator's when FIRESTORE_EMULATOR_HOST is set) and
