@@ -1,7 +1,6 @@
 package triage
 
 import (
-	"errors"
 	"strings"
 	"testing"
 )
@@ -67,16 +66,8 @@ func TestAgentAlertsInvalid(t *testing.T) {
 			want: []string{"cannot unmarshal"}},
 	}
 	for _, tc := range tests {
-		p, err := alertsPolicy(tc.section)
-		if !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: Parse = %v, %v, want an error wrapping ErrInvalid", tc.name, p, err)
-			continue
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: Parse error = %q, want it to contain %q", tc.name, err, w)
-			}
-		}
+		_, err := alertsPolicy(tc.section)
+		wantInvalid(t, tc.name, err, tc.want)
 	}
 }
 

@@ -515,20 +515,8 @@ func TestParseErrorsNameTheRule(t *testing.T) {
 		},
 	}
 	for _, tc := range tests {
-		doc := strings.Replace(string(defaultYAML), tc.replace[0], tc.replace[1], 1)
-		if doc == string(defaultYAML) {
-			t.Fatalf("%s: replacement did not apply", tc.name)
-		}
-		_, err := Parse([]byte(doc))
-		if err == nil || !IsInvalid(err) {
-			t.Errorf("%s: Parse() = %v, want an ErrInvalid error", tc.name, err)
-			continue
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: Parse() = %q, want it to contain %q", tc.name, err, w)
-			}
-		}
+		_, err := Parse([]byte(edited(t, tc.replace)))
+		wantInvalid(t, tc.name, err, tc.want)
 	}
 }
 

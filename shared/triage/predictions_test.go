@@ -25,6 +25,21 @@ func edited(t *testing.T, replacements ...[2]string) string {
 	return doc
 }
 
+// wantInvalid checks that Parse refused the policy of case name with an
+// ErrInvalid error naming each of want.
+func wantInvalid(t *testing.T, name string, err error, want []string) {
+	t.Helper()
+	if !IsInvalid(err) {
+		t.Errorf("%s: Parse() = %v, want an ErrInvalid error", name, err)
+		return
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%s: Parse() = %q, want it to contain %q", name, err, w)
+		}
+	}
+}
+
 func mustParse(t *testing.T, doc string) *Policy {
 	t.Helper()
 	p, err := Parse([]byte(doc))
@@ -239,15 +254,7 @@ func TestParsePredictionErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		_, err := Parse([]byte(edited(t, tc.edits...)))
-		if err == nil || !IsInvalid(err) {
-			t.Errorf("%s: Parse() = %v, want an ErrInvalid error", tc.name, err)
-			continue
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: Parse() = %q, want it to contain %q", tc.name, err, w)
-			}
-		}
+		wantInvalid(t, tc.name, err, tc.want)
 	}
 }
 
