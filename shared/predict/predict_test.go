@@ -241,40 +241,21 @@ func TestWilson(t *testing.T) {
 }
 
 func TestBuckets(t *testing.T) {
-	sizes := []struct {
-		n    int
-		want string
-	}{{0, "0-1KiB"}, {1023, "0-1KiB"}, {1024, "1-4KiB"}, {64 << 10, "64-256KiB"}, {1 << 20, "1MiB+"}}
-	for _, tt := range sizes {
-		if got := predict.SizeBucket(tt.n); got != tt.want {
-			t.Errorf("SizeBucket(%d) = %q, want %q", tt.n, got, tt.want)
-		}
+	tests := []struct {
+		name   string
+		bucket func(int) string
+		cases  map[int]string
+	}{
+		{"SizeBucket", predict.SizeBucket, map[int]string{0: "0-1KiB", 1023: "0-1KiB", 1024: "1-4KiB", 64 << 10: "64-256KiB", 1 << 20: "1MiB+"}},
+		{"TokenBucket", predict.TokenBucket, map[int]string{1: "0-2k", 8000: "8k-32k", 150_000: "128k-200k", 1 << 30: "200k+"}},
+		{"HourBucket", predict.HourBucket, map[int]string{0: "00-03", 3: "00-03", 4: "04-07", 23: "20-23", 24: "00-03", -1: "20-23"}},
+		{"LoadBucket", func(n int) string { return predict.LoadBucket(uint64(n)) }, map[int]string{0: "0-9", 10: "10-99", 999: "100-999", 1 << 40: "1000+"}},
 	}
-	tokens := []struct {
-		n    int
-		want string
-	}{{1, "0-2k"}, {8000, "8k-32k"}, {150_000, "128k-200k"}, {1 << 30, "200k+"}}
-	for _, tt := range tokens {
-		if got := predict.TokenBucket(tt.n); got != tt.want {
-			t.Errorf("TokenBucket(%d) = %q, want %q", tt.n, got, tt.want)
-		}
-	}
-	hours := []struct {
-		h    int
-		want string
-	}{{0, "00-03"}, {3, "00-03"}, {4, "04-07"}, {23, "20-23"}, {24, "00-03"}, {-1, "20-23"}}
-	for _, tt := range hours {
-		if got := predict.HourBucket(tt.h); got != tt.want {
-			t.Errorf("HourBucket(%d) = %q, want %q", tt.h, got, tt.want)
-		}
-	}
-	loads := []struct {
-		n    uint64
-		want string
-	}{{0, "0-9"}, {10, "10-99"}, {999, "100-999"}, {1 << 40, "1000+"}}
-	for _, tt := range loads {
-		if got := predict.LoadBucket(tt.n); got != tt.want {
-			t.Errorf("LoadBucket(%d) = %q, want %q", tt.n, got, tt.want)
+	for _, tc := range tests {
+		for in, want := range tc.cases {
+			if got := tc.bucket(in); got != want {
+				t.Errorf("%s(%d) = %q, want %q", tc.name, in, got, want)
+			}
 		}
 	}
 }
