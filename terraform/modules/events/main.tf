@@ -36,7 +36,7 @@ resource "google_pubsub_subscription" "classify" {
   project              = var.project_id
   name                 = var.classify_subscription_name
   topic                = google_pubsub_topic.events.id
-  ack_deadline_seconds = var.ack_deadline_seconds
+  ack_deadline_seconds = var.push.ack_deadline_seconds
   labels               = var.labels
 
   push_config {
@@ -49,23 +49,16 @@ resource "google_pubsub_subscription" "classify" {
   }
 
   retry_policy {
-    minimum_backoff = "${var.minimum_backoff_seconds}s"
-    maximum_backoff = "${var.maximum_backoff_seconds}s"
+    minimum_backoff = "${var.push.min_backoff_seconds}s"
+    maximum_backoff = "${var.push.max_backoff_seconds}s"
   }
 
   dead_letter_policy {
     dead_letter_topic     = google_pubsub_topic.dead_letter.id
-    max_delivery_attempts = var.max_delivery_attempts
+    max_delivery_attempts = var.push.max_delivery_attempts
   }
 
   expiration_policy {
     ttl = ""
-  }
-
-  lifecycle {
-    precondition {
-      condition     = var.minimum_backoff_seconds <= var.maximum_backoff_seconds
-      error_message = "minimum_backoff_seconds must not exceed maximum_backoff_seconds."
-    }
   }
 }

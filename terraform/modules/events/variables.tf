@@ -16,7 +16,7 @@ variable "topic_name" {
 
 variable "dead_letter_topic_name" {
   type        = string
-  description = "Topic receiving events classify failed to take after max_delivery_attempts."
+  description = "Topic receiving events classify failed to take after push.max_delivery_attempts."
   default     = "dlq-events-dead-letter"
 }
 
@@ -41,28 +41,14 @@ variable "push_service_account_email" {
   description = "Identity whose OIDC token authenticates pushes to classify (it holds run.invoker on classify)."
 }
 
-variable "ack_deadline_seconds" {
-  type        = number
-  description = "How long Pub/Sub waits for classify to answer a push before redelivering."
-  default     = 60
-}
-
-variable "minimum_backoff_seconds" {
-  type        = number
-  description = "Shortest delay before a failed push is retried (Pub/Sub allows 10-600 s)."
-  default     = 10
-}
-
-variable "maximum_backoff_seconds" {
-  type        = number
-  description = "Longest delay before a failed push is retried (Pub/Sub allows 10-600 s)."
-  default     = 600
-}
-
-variable "max_delivery_attempts" {
-  type        = number
-  description = "Pushes of one event before Pub/Sub moves it to the dead-letter topic (Pub/Sub allows 5-100)."
-  default     = 10
+variable "push" {
+  type = object({
+    ack_deadline_seconds  = number
+    min_backoff_seconds   = number
+    max_backoff_seconds   = number
+    max_delivery_attempts = number
+  })
+  description = "The push to classify: how long Pub/Sub waits for classify to answer before redelivering, the shortest and longest delay before a failed push is retried (seconds; Pub/Sub allows 10-600) and the pushes of one event before Pub/Sub moves it to the dead-letter topic (5-100)."
 }
 
 variable "message_retention" {
