@@ -39,13 +39,14 @@ type breakerJSON struct {
 	Held int64 `json:"held"`
 }
 
-// scopedTenant refuses another tenant's breaker to a tenant-limited caller
-// as "not found", as for entries.
-func (a *app) scopedTenant(tenant string) error {
+// breakerStore is the store, for reading or overriding tenant's breaker:
+// another tenant's breaker is "not found" to a tenant-limited caller, as
+// for entries.
+func (a *app) breakerStore(ctx context.Context, tenant string) (*store.Store, error) {
 	if a.scope != "" && tenant != a.scope {
-		return fmt.Errorf("%w: breaker of tenant %q", store.ErrNotFound, tenant)
+		return nil, fmt.Errorf("%w: breaker of tenant %q", store.ErrNotFound, tenant)
 	}
-	return nil
+	return a.store(ctx)
 }
 
 func (a *app) heldOf(ctx context.Context, st *store.Store, tenant string) (int64, error) {
@@ -125,10 +126,7 @@ func (a *app) breakerShow(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := a.scopedTenant(tenant); err != nil {
-		return err
-	}
-	st, err := a.store(ctx)
+	st, err := a.breakerStore(ctx, tenant)
 	if err != nil {
 		return err
 	}
@@ -191,10 +189,7 @@ func (a *app) breakerClose(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := a.scopedTenant(tenant); err != nil {
-		return err
-	}
-	st, err := a.store(ctx)
+	st, err := a.breakerStore(ctx, tenant)
 	if err != nil {
 		return err
 	}
