@@ -3,8 +3,6 @@ package main
 import (
 	"strings"
 	"testing"
-
-	"github.com/jsdlq/jsdlq/shared/store"
 )
 
 // Entry ids crafted to reach past the caller's tenant: a path into another
@@ -16,8 +14,7 @@ import (
 // read, which dlqctl reports as an error (1) naming the id.
 func TestCraftedIDsStayInTheTenant(t *testing.T) {
 	e := newEnv(t)
-	e.seed(seed{id: "TASKS.2", tenant: "globex", agent: "backend", category: "permanent", reason: "impossible_task", status: store.Escalated},
-		seed{id: "TASKS.3", tenant: "globex", agent: "backend", category: "transient", reason: "timeout", status: store.Scheduled})
+	e.seed(globexEntries...)
 	acme := map[string]string{"DLQCTL_TENANT": "acme"}
 	ids := []string{
 		"TASKS.2/payload/x",
@@ -53,16 +50,5 @@ func TestCraftedIDsStayInTheTenant(t *testing.T) {
 			}
 		}
 	}
-	if got := e.entry("TASKS.2"); got.Status != store.Escalated || len(got.History) != 1 {
-		t.Errorf("globex entry: status %s, %d transitions; want untouched", got.Status, len(got.History))
-	}
-	if got := e.entry("TASKS.3"); got.Status != store.Scheduled || len(got.History) != 1 {
-		t.Errorf("globex scheduled entry: status %s, %d transitions; want untouched", got.Status, len(got.History))
-	}
-	e.mu.Lock()
-	n := len(e.dispatched)
-	e.mu.Unlock()
-	if n != 0 {
-		t.Errorf("crafted ids dispatched %d tasks, want 0", n)
-	}
+	e.wantGlobexUntouched("the crafted ids")
 }
