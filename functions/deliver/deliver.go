@@ -33,11 +33,9 @@ import (
 	"github.com/jsdlq/jsdlq/shared/notify"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
 	"github.com/jsdlq/jsdlq/shared/webhook"
 )
-
-// HeaderTaskName is set by Cloud Tasks on every dispatch: the task id.
-const HeaderTaskName = "X-CloudTasks-TaskName"
 
 // UserAgent is sent with every delivery.
 const UserAgent = "jsdlq-webhooks/1"
@@ -130,7 +128,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// Only the flusher creates tasks: a malformed one is a bug, and no
 		// retry mends it.
-		h.log.ErrorContext(ctx, "deliver: malformed task dropped", "error", err.Error(), "task", r.Header.Get(HeaderTaskName))
+		h.log.ErrorContext(ctx, "deliver: malformed task dropped", "error", err.Error(), "task", r.Header.Get(tasks.HeaderTaskName))
 		res, err = Result{Outcome: OutcomeDropped, Note: err.Error()}, nil
 	} else {
 		res, err = h.Deliver(ctx, task)
@@ -142,7 +140,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.log.InfoContext(ctx, "deliver: "+res.Outcome, "event", "webhook_outcome", "outcome", res.Outcome,
 		"webhook_id", res.WebhookID, "notification_id", res.NotificationID, "endpoint_status", res.Status,
-		"consecutive_failures", res.Failures, "status_code", code, "task", r.Header.Get(HeaderTaskName), "note", res.Note)
+		"consecutive_failures", res.Failures, "status_code", code, "task", r.Header.Get(tasks.HeaderTaskName), "note", res.Note)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(res)
@@ -165,7 +163,7 @@ func readTask(r *http.Request) (notify.WebhookTask, error) {
 	if !validNotificationID(t.NotificationID) || t.WebhookID == "" {
 		return t, fmt.Errorf("deliver: task names webhook %q and notification %q", t.WebhookID, t.NotificationID)
 	}
-	if name := r.Header.Get(HeaderTaskName); name != "" && name != t.Name() {
+	if name := r.Header.Get(tasks.HeaderTaskName); name != "" && name != t.Name() {
 		return t, fmt.Errorf("deliver: task %q does not carry webhook %q and notification %q", name, t.WebhookID, t.NotificationID)
 	}
 	return t, nil

@@ -31,6 +31,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/notify"
 	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
 	"github.com/jsdlq/jsdlq/shared/webhook"
 )
 
@@ -457,7 +458,7 @@ func TestDeliverDropsWhatCannotBeDelivered(t *testing.T) {
 	} {
 		r := httptest.NewRequestWithContext(e.ctx, http.MethodPost, "/Deliver", strings.NewReader(tt.body))
 		if tt.taskName != "" {
-			r.Header.Set(deliver.HeaderTaskName, tt.taskName)
+			r.Header.Set(tasks.HeaderTaskName, tt.taskName)
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)

@@ -35,6 +35,10 @@ const (
 	MaxScheduleAhead = 30 * 24 * time.Hour
 )
 
+// HeaderTaskName is the header Cloud Tasks (and its emulator) sets on every
+// dispatch: the task id, without the queue path.
+const HeaderTaskName = "X-CloudTasks-TaskName"
+
 // ErrBadName is returned by ParseName for names this package did not make.
 var ErrBadName = errors.New("tasks: not a replay task name")
 
