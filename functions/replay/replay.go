@@ -19,7 +19,9 @@
 //  5. publish with Nats-Msg-Id "<entry id>-r<attempt>" and the expected
 //     stream, so a publish repeated after a crash is dropped by the stream's
 //     duplicate window and acknowledged with the original sequence;
-//  6. mark replayed with that sequence.
+//  6. mark replayed with that sequence (a write conditioned on the entry
+//     being as the claim left it, so it reads nothing unless someone moved
+//     it meanwhile: then it is read again and its status decides).
 //
 // Transient failures (Firestore, NATS) answer 5xx so Cloud Tasks retries.
 package replay
@@ -413,7 +415,9 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 	if ack.Duplicate {
 		note += " (duplicate of an earlier publish of this attempt)"
 	}
-	_, err = h.store.Transition(ctx, e.ID, store.Change{
+	// From the entry as the claim left it: a write conditioned on nobody
+	// having changed it since (read again only if someone did).
+	_, err = h.store.TransitionSeen(ctx, e, store.Change{
 		From: []store.Status{store.Replaying},
 		To:   store.Replayed,
 		By:   By,
@@ -477,7 +481,7 @@ func (h *Handler) leave(ctx context.Context, log *slog.Logger, e *store.Entry, t
 
 func (h *Handler) move(ctx context.Context, log *slog.Logger, e *store.Entry, to store.Status, outcome, note string, apply func(*store.Entry), res Result) (Result, error) {
 	taskName := shortTask(e.TaskName)
-	cur, err := h.store.Transition(ctx, e.ID, store.Change{
+	cur, err := h.store.TransitionSeen(ctx, e, store.Change{
 		From: []store.Status{store.Replaying},
 		To:   to,
 		By:   By,

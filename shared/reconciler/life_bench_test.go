@@ -21,7 +21,8 @@ const RunsPerLife = 25 * 60 / 15
 // BenchmarkEntryLife lives b.N entries' whole lives and counts their
 // Firestore reads and writes on the code path (store.Ops): classify's
 // Record, the store calls of a replay (claim, completion lookup, breaker,
-// mark replayed: what functions/replay calls, without its NATS publish),
+// mark replayed from the claimed entry: what functions/replay calls,
+// without its NATS publish),
 // the agent's completion record (agentkit's write, not jsdlq's), then real
 // reconcile runs. The entries are created evenly over the 25-hour window,
 // so the runs read a full window of hourly metrics. The first run marks
@@ -64,8 +65,14 @@ func BenchmarkEntryLife(b *testing.B) {
 				created := from.Add(time.Minute + time.Duration(i)*span/time.Duration(n))
 				cs, rs := f.storeAt(created), f.storeAt(created.Add(30*time.Second))
 				var res store.RecordResult
+				// Ten tenants and ten agents: at this population each
+				// agent stays under the default policy's
+				// agent_dead_per_hour, as a fleet's would.
+				in := entry(uint64(i+1), fmt.Sprintf("tenant-%d", i%10), store.Scheduled)
+				in.Agent = fmt.Sprintf("agent-%d", i%10)
+				in.Subject = "agents." + in.Agent + ".tasks.implementation"
 				err := retry(func() (err error) {
-					res, err = cs.Record(f.ctx, entry(uint64(i+1), fmt.Sprintf("tenant-%d", i%10), store.Scheduled), "classify")
+					res, err = cs.Record(f.ctx, in, "classify")
 					return err
 				})
 				if err != nil {
@@ -73,8 +80,8 @@ func BenchmarkEntryLife(b *testing.B) {
 					continue
 				}
 				e := res.Entry
-				if err := retry(func() error {
-					_, err := rs.Transition(f.ctx, e.ID, store.Change{From: []store.Status{store.Scheduled}, To: store.Replaying, By: "replay"})
+				if err := retry(func() (err error) {
+					e, err = rs.Transition(f.ctx, e.ID, store.Change{From: []store.Status{store.Scheduled}, To: store.Replaying, By: "replay"})
 					return err
 				}); err != nil {
 					b.Errorf("claim %s: %v", e.ID, err)
@@ -87,7 +94,7 @@ func BenchmarkEntryLife(b *testing.B) {
 					b.Errorf("BreakerAdmit(%s) = %v, %v; want admitted", e.Tenant, ok, err)
 				}
 				if err := retry(func() error {
-					_, err := rs.Transition(f.ctx, e.ID, store.Change{From: []store.Status{store.Replaying}, To: store.Replayed, By: "replay",
+					_, err := rs.TransitionSeen(f.ctx, e, store.Change{From: []store.Status{store.Replaying}, To: store.Replayed, By: "replay",
 						Count: &store.Metrics{ReplaysPublished: 1}})
 					return err
 				}); err != nil {
