@@ -30,8 +30,8 @@ func readPredictConfig(r *config.Reader) PredictConfig {
 }
 
 // learn runs the learner at the end of a run, bounded by its own budget:
-// it folds the task counts and the entries created since its cursor into
-// the statistics and, when the model is older than the interval, saves a
+// it folds the task counts and the deaths counted in the hours closed since
+// its cursor into the statistics and, when the model is older than the interval, saves a
 // new one learnt under the policy in force.
 func (r *run) learn(ctx context.Context, sec *audit.Section) error {
 	c := r.h.cfg.Predict
@@ -64,7 +64,10 @@ func (r *run) learn(ctx context.Context, sec *audit.Section) error {
 	sec.Add("cells", int64(res.Cells))
 	sec.Add("tasks_folded", res.Tasks)
 	sec.Add("deaths_folded", res.Deaths)
-	sec.Add("entries_read", res.Entries)
+	sec.Add("hours_read", res.Hours)
+	if res.Entries > 0 {
+		sec.Add("entries_read", res.Entries)
+	}
 	if res.Malformed > 0 {
 		sec.Add("malformed_counts", res.Malformed)
 	}

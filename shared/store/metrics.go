@@ -41,6 +41,14 @@ type Metrics struct {
 	// Reconcile's tenant health reads them; they are not part of the
 	// metrics API.
 	Tenants map[string]TenantHour `firestore:"tenants,omitempty" json:"-"`
+	// Deaths are the deaths of counted tasks (Entry.PredictFeatures) among
+	// the entries created this hour, by prediction cell (deathCell) and
+	// reason code: what the predictions' learner folds, written by Record
+	// with the entry's other counters, so the learner reads hours, not
+	// entries. Like the counters above they count each entry as it died;
+	// a recount leaves them as they are (a scan does not read the headers
+	// they come from).
+	Deaths map[string]map[string]int64 `firestore:"predict_deaths,omitempty" json:"-"`
 	// Shards is how many shard documents a read summed (CompactHour folds
 	// a closed hour's into one).
 	Shards int `firestore:"-" json:"-"`
@@ -131,6 +139,17 @@ func (m Metrics) updates(hour string) map[string]any {
 		}
 		u["stream_seq_max"] = sub
 	}
+	if len(m.Deaths) > 0 {
+		sub := map[string]any{}
+		for cell, reasons := range m.Deaths {
+			r := map[string]any{}
+			for reason, n := range reasons {
+				r[metricKey(reason)] = firestore.Increment(n)
+			}
+			sub[cell] = r
+		}
+		u["predict_deaths"] = sub
+	}
 	if len(m.Tenants) > 0 {
 		sub := map[string]any{}
 		for k, t := range m.Tenants {
@@ -219,6 +238,30 @@ func sumMetricsInto(sum *Metrics, m Metrics) {
 		sum.StreamSeqMax[k] = max(sum.StreamSeqMax[k], v)
 	}
 	sumTenants(&sum.Tenants, m.Tenants)
+	addDeaths(&sum.Deaths, m.Deaths, 1)
+}
+
+// addDeaths adds sign × src to the death cells dst (Metrics.Deaths),
+// dropping the reasons and cells that come to zero.
+func addDeaths(dst *map[string]map[string]int64, src map[string]map[string]int64, sign int64) {
+	for cell, reasons := range src {
+		if *dst == nil {
+			*dst = map[string]map[string]int64{}
+		}
+		d := (*dst)[cell]
+		if d == nil {
+			d = map[string]int64{}
+			(*dst)[cell] = d
+		}
+		for reason, n := range reasons {
+			if d[reason] += sign * n; d[reason] == 0 {
+				delete(d, reason)
+			}
+		}
+		if len(d) == 0 {
+			delete(*dst, cell)
+		}
+	}
 }
 
 // RewriteHour replaces the counters of an hour, in a transaction over every

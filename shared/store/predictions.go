@@ -29,17 +29,21 @@ type statsDoc struct {
 }
 
 // LearnerState is where the learner stands: the counts of every hour
-// before CountsThrough and the deaths of the entries up to DeathsAfter
-// (created_at, id) are in the statistics.
+// before CountsThrough and the deaths of the entries created before
+// DeathsThrough (the hours' death cells, HourDeaths) are in the
+// statistics. DeathsAfter (created_at, id) is the cursor of a learner that
+// read the entries themselves (Deaths), kept until it reaches
+// DeathsThrough and zero after.
 type LearnerState struct {
 	CountsThrough time.Time `firestore:"counts_through"`
+	DeathsThrough time.Time `firestore:"deaths_through,omitempty"`
 	DeathsAfter   Cursor    `firestore:"deaths_after"`
 	UpdatedAt     time.Time `firestore:"updated_at"`
 }
 
 func (a LearnerState) same(b LearnerState) bool {
-	return a.CountsThrough.Equal(b.CountsThrough) && a.DeathsAfter.At.Equal(b.DeathsAfter.At) &&
-		a.DeathsAfter.ID == b.DeathsAfter.ID
+	return a.CountsThrough.Equal(b.CountsThrough) && a.DeathsThrough.Equal(b.DeathsThrough) &&
+		a.DeathsAfter.At.Equal(b.DeathsAfter.At) && a.DeathsAfter.ID == b.DeathsAfter.ID
 }
 
 func (s *Store) learnerRef() *firestore.DocumentRef {
@@ -136,6 +140,81 @@ func (s *Store) Deaths(ctx context.Context, after Cursor, to time.Time, limit in
 		}
 	}
 	return p, nil
+}
+
+// deathsOf is the entry's death as the hour's death cells count it
+// (Metrics.Deaths): one in each cell of its task's features on the day of
+// its publish, under its reason; none when the task was not counted.
+func deathsOf(e *Entry) map[string]map[string]int64 {
+	f, ok := e.PredictFeatures()
+	if !ok {
+		return nil
+	}
+	day := predict.Day(e.publishedAt()).Format(time.DateOnly)
+	out := map[string]map[string]int64{}
+	for _, k := range f.Keys() {
+		out[day+"/"+k.String()] = map[string]int64{metricKey(e.ReasonCode): 1}
+	}
+	return out
+}
+
+// FirstEntryAt is when the oldest entry was created (ok false: there is
+// none), one read: where a learner without a past starts reading hours.
+func (s *Store) FirstEntryAt(ctx context.Context) (at time.Time, ok bool, err error) {
+	snaps, err := s.fs.Collection(FailureLog).OrderBy("created_at", firestore.Asc).Select("created_at").Limit(1).Documents(ctx).GetAll()
+	s.read(1)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("firestore query %s for the oldest entry: %w", FailureLog, err)
+	}
+	if len(snaps) == 0 {
+		return time.Time{}, false, nil
+	}
+	e, err := decodeEntry(snaps[0])
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	return e.CreatedAt, true, nil
+}
+
+// HourDeaths are the deaths Record counted among the entries created in
+// hour (Metrics.Deaths), as statistics by day of publish: what Deaths
+// finds in the hour's entries, from the hour's metrics (one document once
+// reconcile compacted the hour, at most one per shard before). malformed
+// counts the cells that are not a day and a key.
+func (s *Store) HourDeaths(ctx context.Context, hour time.Time) (days map[time.Time]predict.Stats, malformed int64, err error) {
+	m, err := s.ReadMetrics(ctx, Hour(hour))
+	if err != nil {
+		return nil, 0, err
+	}
+	days = map[time.Time]predict.Stats{}
+	for cell, reasons := range m.Deaths {
+		d, ks, _ := strings.Cut(cell, "/")
+		day, derr := time.Parse(time.DateOnly, d)
+		k, kerr := predict.ParseKey(ks)
+		if derr != nil || kerr != nil {
+			malformed++
+			continue
+		}
+		c := predict.Cell{Reasons: map[string]int64{}}
+		for reason, n := range reasons {
+			if n <= 0 {
+				continue
+			}
+			if reason == NoKey {
+				reason = ""
+			}
+			c.Deaths += n
+			c.Reasons[reason] += n
+		}
+		if c.Deaths == 0 {
+			continue
+		}
+		if days[day] == nil {
+			days[day] = predict.Stats{}
+		}
+		days[day].Add(k, c)
+	}
+	return days, malformed, nil
 }
 
 func (e *Entry) publishedAt() time.Time {

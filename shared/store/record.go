@@ -139,6 +139,7 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 		}
 		m := EntryMetrics(e)
 		m.Tenants = tenantDelta(nil, e)
+		m.Deaths = deathsOf(e)
 		if err := tx.Set(s.shardRef(Hour(e.CreatedAt), e.ID), m.updates(Hour(e.CreatedAt)), firestore.MergeAll); err != nil {
 			return err
 		}
@@ -177,11 +178,25 @@ func (s *Store) merge(ctx context.Context, in *Entry) (RecordResult, error) {
 			return err
 		}
 		res = RecordResult{Entry: cur}
+		before := deathsOf(cur)
 		if !enrich(cur, in) {
 			return nil
 		}
 		cur.UpdatedAt = s.Now()
 		res.Merged = true
+		// The other capture path may bring what the predictions learn
+		// the death by (the headers, the payload's size): the hour's
+		// death cells follow the entry.
+		var d Metrics
+		addDeaths(&d.Deaths, deathsOf(cur), 1)
+		addDeaths(&d.Deaths, before, -1)
+		if len(d.Deaths) > 0 {
+			hour := Hour(cur.CreatedAt)
+			s.wrote(1)
+			if err := tx.Set(s.shardRef(hour, cur.ID), d.updates(hour), firestore.MergeAll); err != nil {
+				return err
+			}
+		}
 		s.wrote(1)
 		return tx.Set(s.entryRef(in.ID), cur)
 	})

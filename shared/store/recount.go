@@ -136,6 +136,8 @@ func (m Metrics) Fixed(cur Metrics) Metrics {
 	fixed := m.normalized()
 	fixed.ReplaysPublished = max(cur.ReplaysPublished, m.ReplaysPublished)
 	fixed.ReplaysRecovered = max(cur.ReplaysRecovered, m.ReplaysRecovered)
+	// Not recounted (Metrics.Deaths): kept as they are.
+	fixed.Deaths = cur.Deaths
 	return fixed
 }
 

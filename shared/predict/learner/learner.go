@@ -1,7 +1,8 @@
 // Package learner keeps the predictions' model up to date (reconcile calls
 // Learn at the end of a run): it folds the task counts agentkit wrote and
-// the deaths of the entries created since its cursor into daily statistics,
-// never rescanning history, and learns the model from the last days'.
+// the deaths classify counted in the hours closed since its cursor into
+// daily statistics, never reading history or entries again, and learns the
+// model from the last days'.
 package learner
 
 import (
@@ -67,10 +68,13 @@ type Result struct {
 	Version     int64 `json:"version,omitempty"`
 	Predictions int   `json:"predictions"`
 	Cells       int   `json:"cells"`
-	// Tasks and Deaths are how many were folded in this run; Entries how
-	// many entries were read (deaths of uncounted tasks are not learnt).
+	// Tasks and Deaths are how many were folded in this run; Hours how
+	// many hours' death cells were read (store.HourDeaths); Entries how
+	// many entries were read, only while finishing what a learner that
+	// read entries left (deaths of uncounted tasks are not learnt).
 	Tasks   int64 `json:"tasks"`
 	Deaths  int64 `json:"deaths"`
+	Hours   int64 `json:"hours"`
 	Entries int64 `json:"entries"`
 	// Malformed counts cells of counts documents that were not keys or
 	// not positive counts.
@@ -144,9 +148,34 @@ func Learn(ctx context.Context, s *store.Store, pol Policy, cfg Config, force bo
 		to.CountsThrough, moved = countsTo, true
 	}
 
-	// Deaths of the entries created since the cursor.
-	before := now.Add(-cfg.Settle)
-	for {
+	// Deaths: Record counts them in the hour of the entry's creation
+	// (store.HourDeaths), so the learner reads each closed hour once,
+	// not each entry. A state without DeathsThrough is new, or a
+	// learner's that read the entries: that one goes on reading entries
+	// up to the next hour, from which on Record's cells hold every death.
+	deathsTo := now.Add(-cfg.Settle).Truncate(time.Hour)
+	if to.DeathsThrough.IsZero() {
+		switch first, ok, err := s.FirstEntryAt(ctx); {
+		case err != nil:
+			return res, err
+		case !to.DeathsAfter.IsZero():
+			to.DeathsThrough = now.Truncate(time.Hour).Add(time.Hour)
+		case ok:
+			to.DeathsThrough = first.Truncate(time.Hour) // nothing died before
+		default:
+			to.DeathsThrough = deathsTo
+		}
+		moved = true
+	}
+	if to.DeathsAfter.IsZero() && to.DeathsThrough.Before(oldest) {
+		// Deaths before the window are not learnt: their hours need no read.
+		to.DeathsThrough, moved = oldest, true
+	}
+	for !to.DeathsAfter.IsZero() {
+		before := now.Add(-cfg.Settle)
+		if to.DeathsThrough.Before(before) {
+			before = to.DeathsThrough
+		}
 		if ctx.Err() != nil {
 			res.Partial = true
 			break
@@ -171,8 +200,39 @@ func Learn(ctx context.Context, s *store.Store, pol Policy, cfg Config, force bo
 			res.Deaths++
 		}
 		if page.Read < cfg.PageSize {
+			if before.Equal(to.DeathsThrough) {
+				to.DeathsAfter, moved = store.Cursor{}, true // every entry before the hours read
+			}
 			break
 		}
+	}
+	for h := to.DeathsThrough; to.DeathsAfter.IsZero() && h.Before(deathsTo); h = h.Add(time.Hour) {
+		if ctx.Err() != nil {
+			res.Partial = true
+			break
+		}
+		stats, malformed, err := s.HourDeaths(ctx, h)
+		if err != nil {
+			if ctx.Err() != nil {
+				res.Partial = true
+				break
+			}
+			return res, err
+		}
+		res.Hours++
+		res.Malformed += malformed
+		for d, st := range stats {
+			if d.Before(oldest) {
+				continue
+			}
+			day(d).Merge(st)
+			for k, c := range st {
+				if k.Feature == predict.FeatureAll {
+					res.Deaths += c.Deaths
+				}
+			}
+		}
+		to.DeathsThrough, moved = h.Add(time.Hour), true
 	}
 	if moved {
 		// The fold must land even if the deadline has just passed.

@@ -116,7 +116,9 @@ func TestLearnFromCountsAndDeaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := learner.Result{Version: 1, Predictions: 1, Cells: res.Cells, Tasks: 140, Deaths: 40, Entries: 42}
+	// The deaths come from the hours' death cells Record wrote, not from
+	// the entries: none is read.
+	want := learner.Result{Version: 1, Predictions: 1, Cells: res.Cells, Tasks: 140, Deaths: 40, Hours: res.Hours}
 	if diff := cmp.Diff(want, res); diff != "" {
 		t.Errorf("Learn mismatch (-want +got):\n%s", diff)
 	}
@@ -266,5 +268,65 @@ func TestFoldBoundsADay(t *testing.T) {
 		if _, ok := got[predict.Key{Agent: fmt.Sprintf("agent%05d", i), TaskType: "t", Feature: "all", Bucket: "all"}]; ok {
 			t.Errorf("cell with %d tasks kept, want the fewest-task cells dropped", i+1)
 		}
+	}
+}
+
+// A learner state from a learner that read the entries (a cursor, no
+// DeathsThrough) goes on reading entries up to the next hour and the
+// hours' death cells from then on: every death is learnt once, whichever
+// side of the switch it falls on.
+func TestLearnAfterAnUpgrade(t *testing.T) {
+	fs, _ := testenv.Firestore(t)
+	ctx := testenv.Context(t)
+	clock := testenv.NewClock(time.Date(2026, 11, 20, 10, 30, 0, 0, time.UTC))
+	s := store.New(fs, store.WithClock(clock.Now))
+	counted := map[string][]string{event.HeaderCounted: {"1"}}
+	died := func(seq int) {
+		t.Helper()
+		e := entry(t, fmt.Sprintf("TASKS.%d", seq), "agents.coder.tasks.refactor", counted, []byte("task"), clock.Now())
+		if _, err := s.Record(ctx, e, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The state an earlier learner left: it read the entries up to 10:29.
+	old := store.LearnerState{CountsThrough: clock.Now().Truncate(time.Hour), DeathsAfter: store.Cursor{At: clock.Now().Add(-time.Minute), ID: "TASKS.0"}}
+	if _, err := s.FoldPredictionStats(ctx, store.LearnerState{}, old, nil); err != nil {
+		t.Fatal(err)
+	}
+	died(1) // 10:30
+	clock.Add(10 * time.Minute)
+	died(2) // 10:40
+	clock.Add(10 * time.Minute)
+	tests := []struct {
+		name    string
+		advance time.Duration
+		die     int // an entry recorded before the run
+		want    learner.Result
+	}{
+		{"upgraded at 10:50: the entries before 10:45", 0, 0, learner.Result{Deaths: 2, Entries: 2}},
+		{"12:10: the entries up to 11:00, then hour 11 from its cells", 30 * time.Minute, 3, learner.Result{Deaths: 1, Hours: 1}},
+		{"13:10: hour 12 from its cells", time.Hour, 0, learner.Result{Hours: 1}},
+	}
+	for _, tc := range tests {
+		clock.Add(tc.advance)
+		if tc.die > 0 {
+			died(tc.die) // 11:20
+			clock.Add(50 * time.Minute)
+		}
+		res, err := learner.Learn(ctx, s, nil, learner.Config{}, true)
+		if err != nil {
+			t.Fatalf("%s: Learn() = %v", tc.name, err)
+		}
+		got := learner.Result{Deaths: res.Deaths, Hours: res.Hours, Entries: res.Entries}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: Learn() mismatch (-want +got):\n%s", tc.name, diff)
+		}
+	}
+	st, err := s.PredictionStats(ctx, clock.Now().AddDate(0, 0, -1), clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st[predict.Key{Agent: "coder", TaskType: "refactor", Feature: predict.FeatureAll, Bucket: predict.BucketAll}]; c.Deaths != 3 {
+		t.Errorf("deaths learnt = %d, want 3 (each once)", c.Deaths)
 	}
 }
