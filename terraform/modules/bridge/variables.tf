@@ -11,7 +11,6 @@ variable "region" {
 variable "name" {
   type        = string
   description = "Cloud Run service name."
-  default     = "jsdlq-bridge"
 
   validation {
     condition     = can(regex("^[a-z][a-z0-9-]{0,47}[a-z0-9]$", var.name))
@@ -55,43 +54,36 @@ variable "nats_creds_secret" {
 variable "nats_creds_version" {
   type        = string
   description = "Secret version to mount (\"latest\" picks up rotations on the next revision)."
-  default     = "latest"
 }
 
 variable "nats_creds_mount_dir" {
   type        = string
   description = "Directory the credentials file is mounted in; NATS_CREDS points at <dir>/nats.creds."
-  default     = "/etc/secrets/nats"
 }
 
 variable "min_instances" {
   type        = number
   description = "Instances always running: the bridge is a long-running consumer, never scale it to zero."
-  default     = 1
 }
 
 variable "max_instances" {
   type        = number
   description = "Upper bound on instances (they share the durable pull consumer)."
-  default     = 2
 }
 
 variable "cpu" {
   type        = string
   description = "CPU limit per instance."
-  default     = "1"
 }
 
 variable "memory" {
   type        = string
   description = "Memory limit per instance."
-  default     = "512Mi"
 }
 
 variable "deletion_protection" {
   type        = bool
   description = "Whether Terraform refuses to delete the service."
-  default     = false
 }
 
 variable "labels" {

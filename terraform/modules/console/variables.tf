@@ -21,7 +21,6 @@ variable "region" {
 variable "name" {
   type        = string
   description = "Cloud Run service name of the operator UI; the tenant API is <name>-api."
-  default     = "jsdlq-console"
 
   validation {
     # 49 characters at most, so that <name>-api stays within Cloud Run's 63
@@ -34,7 +33,6 @@ variable "name" {
 variable "service_account_id" {
   type        = string
   description = "account_id of the console's one service account (both services run as it)."
-  default     = "jsdlq-console"
 
   validation {
     condition     = can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.service_account_id))
@@ -50,7 +48,6 @@ variable "image" {
 variable "operator_members" {
   type        = set(string)
   description = "Who may open the operator UI through IAP (roles/iap.httpsResourceAccessor on the UI service): user:, group:, domain: or serviceAccount: members of the project's organization. Empty: nobody gets in until members are added."
-  default     = []
 }
 
 variable "ui_min_instances" {
@@ -67,7 +64,6 @@ variable "ui_min_instances" {
 variable "tenant_api_enabled" {
   type        = bool
   description = "Whether to deploy the tenant recovery API (<name>-api). It authenticates every request by a tenant key in code; Cloud Run's invoker check is off for it (invoker_iam_disabled), no allUsers binding is made."
-  default     = true
 }
 
 variable "environment" {
@@ -109,7 +105,6 @@ variable "container_port" {
 variable "max_instances" {
   type        = number
   description = "Upper bound on instances of each service. The console keeps no state of its own (Firestore and Cloud Tasks hold it), so any number serves."
-  default     = 3
 }
 
 variable "cpu" {
@@ -137,7 +132,6 @@ variable "memory" {
 variable "deletion_protection" {
   type        = bool
   description = "Whether Terraform refuses to delete the services."
-  default     = false
 }
 
 variable "labels" {

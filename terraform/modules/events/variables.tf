@@ -11,19 +11,16 @@ variable "project_number" {
 variable "topic_name" {
   type        = string
   description = "Topic the bridge publishes dead-letter events to."
-  default     = "dlq-events"
 }
 
 variable "dead_letter_topic_name" {
   type        = string
   description = "Topic receiving events classify failed to take after push.max_delivery_attempts."
-  default     = "dlq-events-dead-letter"
 }
 
 variable "classify_subscription_name" {
   type        = string
   description = "Push subscription delivering dlq-events to classify."
-  default     = "dlq-events-classify"
 }
 
 variable "classify_push_endpoint" {
@@ -54,7 +51,6 @@ variable "push" {
 variable "message_retention" {
   type        = string
   description = "How long the topics and the dead-letter subscription keep messages (at most 31 days, 2678400s)."
-  default     = "2678400s"
 }
 
 variable "publisher_members" {

@@ -90,7 +90,6 @@ variable "settings" {
 variable "ingress" {
   type        = string
   description = "Ingress setting: ALLOW_ALL, ALLOW_INTERNAL_ONLY or ALLOW_INTERNAL_AND_GCLB. Authentication is always required; no binding grants allUsers."
-  default     = "ALLOW_ALL"
 }
 
 variable "invoker_members" {

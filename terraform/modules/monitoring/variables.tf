@@ -6,7 +6,6 @@ variable "project_id" {
 variable "name_prefix" {
   type        = string
   description = "Prefix of metric, policy and dashboard names."
-  default     = "jsdlq"
 }
 
 variable "classify_service" {
@@ -76,7 +75,6 @@ variable "reconcile_alerts" {
 variable "function_error_threshold" {
   type        = number
   description = "ERROR log entries per function within 5 minutes above which the function-errors alert fires."
-  default     = 5
 }
 
 variable "bridge_silence_minutes" {
@@ -93,7 +91,6 @@ variable "bridge_silence_minutes" {
 variable "notification_channels" {
   type        = list(string)
   description = "Monitoring notification channel ids (projects/P/notificationChannels/N) every alert notifies."
-  default     = []
 }
 
 variable "log_events" {

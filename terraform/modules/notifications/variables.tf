@@ -6,7 +6,6 @@ variable "project_id" {
 variable "topic_name" {
   type        = string
   description = "Topic the notifications outbox is published to (NOTIFICATIONS_TOPIC)."
-  default     = "dlq-notifications"
 }
 
 variable "publisher_members" {
@@ -35,7 +34,6 @@ variable "example_filter" {
 variable "message_retention" {
   type        = string
   description = "How long the topic and subscription keep messages (at most 31 days, 2678400s)."
-  default     = "604800s"
 }
 
 variable "labels" {

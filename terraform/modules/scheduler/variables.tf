@@ -11,7 +11,6 @@ variable "region" {
 variable "job_name" {
   type        = string
   description = "Scheduler job name."
-  default     = "jsdlq-reconcile"
 
   validation {
     condition     = can(regex("^[A-Za-z0-9_-]{1,500}$", var.job_name))
@@ -22,13 +21,11 @@ variable "job_name" {
 variable "schedule" {
   type        = string
   description = "Cron schedule of the reconcile audit (unix-cron, five fields)."
-  default     = "*/15 * * * *"
 }
 
 variable "time_zone" {
   type        = string
   description = "Time zone the schedule is read in (tz database name)."
-  default     = "Etc/UTC"
 }
 
 variable "target_uri" {
@@ -49,7 +46,6 @@ variable "service_account_email" {
 variable "attempt_deadline" {
   type        = string
   description = "How long one run may take before the scheduler counts it failed (15s-1800s)."
-  default     = "600s"
 
   validation {
     condition     = can(regex("^[0-9]+s$", var.attempt_deadline)) && try(tonumber(trimsuffix(var.attempt_deadline, "s")) >= 15 && tonumber(trimsuffix(var.attempt_deadline, "s")) <= 1800, false)
