@@ -62,13 +62,7 @@ func rawPipeline(ctx context.Context, tb testing.TB, js jetstream.JetStream, pub
 	gets := newRawGets(tb, js.Conn())
 	slots := make(chan struct{}, window)
 	var wg sync.WaitGroup
-	errs := make(chan error, 1)
-	fail := func(err error) {
-		select {
-		case errs <- err:
-		default:
-		}
-	}
+	fail := make(firstErr, 1)
 	for taken := 0; taken < n; {
 		slots <- struct{}{}
 		batch := []jetstream.Msg{<-pulled}
@@ -94,17 +88,33 @@ func rawPipeline(ctx context.Context, tb testing.TB, js jetstream.JetStream, pub
 				<-slots
 			}
 			if err != nil {
-				fail(err)
+				fail.set(err)
 			}
 		})
 	}
+	fail.wait(tb, &wg)
+	return time.Since(start)
+}
+
+// firstErr keeps the first error the pipeline's goroutines report: the
+// others are most likely its consequences.
+type firstErr chan error
+
+func (f firstErr) set(err error) {
+	select {
+	case f <- err:
+	default:
+	}
+}
+
+// wait waits for the goroutines and fails tb with the first error, if any.
+func (f firstErr) wait(tb testing.TB, wg *sync.WaitGroup) {
 	wg.Wait()
 	select {
-	case err := <-errs:
+	case err := <-f:
 		tb.Fatal(fmt.Errorf("raw pipeline: %w", err))
 	default:
 	}
-	return time.Since(start)
 }
 
 // rawGets sends batch direct gets and routes their answers through one
@@ -278,13 +288,7 @@ func rawPipelinePerEvent(ctx context.Context, tb testing.TB, js jetstream.JetStr
 	defer it.Stop()
 	sem := make(chan struct{}, window)
 	var wg sync.WaitGroup
-	errs := make(chan error, 1)
-	fail := func(err error) {
-		select {
-		case errs <- err:
-		default:
-		}
-	}
+	fail := make(firstErr, 1)
 	for range n {
 		msg, err := it.Next()
 		if err != nil {
@@ -296,21 +300,21 @@ func rawPipelinePerEvent(ctx context.Context, tb testing.TB, js jetstream.JetStr
 			defer func() { <-sem; wg.Done() }()
 			var adv event.Advisory
 			if err := json.Unmarshal(msg.Data(), &adv); err != nil {
-				fail(err)
+				fail.set(err)
 				return
 			}
 			st, err := stream(adv.Stream)
 			if err != nil {
-				fail(err)
+				fail.set(err)
 				return
 			}
 			orig, err := st.GetMsg(ctx, adv.StreamSeq)
 			if err != nil {
-				fail(err)
+				fail.set(err)
 				return
 			}
 			if _, err := kv.Get(ctx, event.ID(adv.Stream, adv.StreamSeq)); err != nil && err != jetstream.ErrKeyNotFound {
-				fail(err)
+				fail.set(err)
 				return
 			}
 			ev := event.Event{Schema: event.Schema, ID: event.ID(adv.Stream, adv.StreamSeq), Kind: event.KindMaxDeliver,
@@ -321,24 +325,19 @@ func rawPipelinePerEvent(ctx context.Context, tb testing.TB, js jetstream.JetStr
 			ev.Message.SetPayload(orig.Data)
 			data, err := event.Encode(ev)
 			if err != nil {
-				fail(err)
+				fail.set(err)
 				return
 			}
 			if _, err := pub.Publish(ctx, &pubsub.Message{Data: data, Attributes: map[string]string{
 				"kind": string(ev.Kind), "stream": ev.Stream, "event_id": ev.ID}}).Get(ctx); err != nil {
-				fail(err)
+				fail.set(err)
 				return
 			}
 			if err := msg.Ack(); err != nil {
-				fail(err)
+				fail.set(err)
 			}
 		}()
 	}
-	wg.Wait()
-	select {
-	case err := <-errs:
-		tb.Fatal(fmt.Errorf("raw pipeline: %w", err))
-	default:
-	}
+	fail.wait(tb, &wg)
 	return time.Since(start)
 }
