@@ -9,10 +9,11 @@ import (
 	"github.com/jsdlq/jsdlq/shared/config"
 )
 
-// Every command checks its positional arguments through parseNone,
-// parseOne or parseTenantCmd: a missing or extra argument is a usage error
-// (2) naming the command, before any client is made (the app here has none, and an empty
-// environment: reaching a client would fail with exit 1).
+// Every command checks its subcommand and positional arguments through
+// subcommand, parseNone, parseOne or parseTenantCmd: a missing, unknown or
+// extra argument is a usage error (2) naming the command, before any
+// client is made (the app here has none, and an empty environment:
+// reaching a client would fail with exit 1).
 func TestPositionalArguments(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -34,6 +35,10 @@ func TestPositionalArguments(t *testing.T) {
 		{[]string{"breaker", "show"}, "breaker show takes one tenant"},
 		{[]string{"breaker", "close", "--reason", "r"}, "breaker close takes one tenant"},
 		{[]string{"breaker", "probe", "A.1", "A.2", "--reason", "r"}, "breaker probe takes one entry id"},
+		{[]string{"breaker"}, "usage: dlqctl breaker ls"},
+		{[]string{"breaker", "frob"}, `unknown breaker command "frob"`},
+		{[]string{"policy"}, "usage: dlqctl policy show"},
+		{[]string{"policy", "frob"}, `unknown policy command "frob"`},
 		{[]string{"tenant-key"}, "usage: dlqctl tenant-key create"},
 		{[]string{"tenant-key", "rotate", "acme"}, `unknown tenant-key command "rotate"`},
 		{[]string{"tenant-key", "revoke", "acme", "k1", "k2"}, "usage: dlqctl tenant-key create"},

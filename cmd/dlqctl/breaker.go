@@ -17,20 +17,8 @@ import (
 // breaker's history, and the reads an operator needs before using them.
 
 func (a *app) cmdBreaker(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return usagef("breaker ls | show TENANT | close TENANT --reason R | probe ENTRY --reason R")
-	}
-	switch args[0] {
-	case "ls":
-		return a.breakerLs(ctx, args[1:])
-	case "show":
-		return a.breakerShow(ctx, args[1:])
-	case "close":
-		return a.breakerClose(ctx, args[1:])
-	case "probe":
-		return a.breakerProbe(ctx, args[1:])
-	}
-	return usagef("unknown breaker command %q (ls, show, close, probe)", args[0])
+	return subcommand(ctx, "breaker", "breaker ls | show TENANT | close TENANT --reason R | probe ENTRY --reason R",
+		map[string]func(context.Context, []string) error{"ls": a.breakerLs, "show": a.breakerShow, "close": a.breakerClose, "probe": a.breakerProbe}, args)
 }
 
 // breakerJSON is a breaker with the number of its tenant's held entries.

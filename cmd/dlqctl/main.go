@@ -184,6 +184,19 @@ func (a *app) setScope(flagTenant string) error {
 	return nil
 }
 
+// subcommand runs the subcommand of group that args name, from cmds;
+// usage lists them.
+func subcommand(ctx context.Context, group, usage string, cmds map[string]func(context.Context, []string) error, args []string) error {
+	if len(args) == 0 {
+		return usagef("usage: dlqctl %s", usage)
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		return usagef("unknown %s command %q (usage: dlqctl %s)", group, args[0], usage)
+	}
+	return cmd(ctx, args[1:])
+}
+
 // newFlags is a command's flag set; errors are returned, not printed.
 func newFlags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)

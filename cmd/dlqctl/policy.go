@@ -14,20 +14,8 @@ import (
 )
 
 func (a *app) cmdPolicy(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return usagef("policy show | validate FILE | apply FILE | test FILE|current EVENT.json")
-	}
-	switch args[0] {
-	case "show":
-		return a.policyShow(ctx, args[1:])
-	case "validate":
-		return a.policyValidate(args[1:])
-	case "apply":
-		return a.policyApply(ctx, args[1:])
-	case "test":
-		return a.policyTest(ctx, args[1:])
-	}
-	return usagef("unknown policy command %q", args[0])
+	return subcommand(ctx, "policy", "policy show | validate FILE | apply FILE | test FILE|current EVENT.json",
+		map[string]func(context.Context, []string) error{"show": a.policyShow, "validate": a.policyValidate, "apply": a.policyApply, "test": a.policyTest}, args)
 }
 
 // policyInForce is the override in Firestore, or the embedded default.
@@ -116,7 +104,7 @@ func readFileArg(a *app, path string) ([]byte, error) {
 	return b, nil
 }
 
-func (a *app) policyValidate(args []string) error {
+func (a *app) policyValidate(_ context.Context, args []string) error {
 	if len(args) != 1 {
 		return usagef("policy validate FILE")
 	}
