@@ -11,126 +11,93 @@ locals {
   functions   = [var.classify_service, var.replay_service, var.reconcile_service]
   user_metric = "logging.googleapis.com/user"
 
-  metric_names = {
-    alerts  = "${var.name_prefix}_reconcile_alerts"
-    errors  = "${var.name_prefix}_function_errors"
-    entries = "${var.name_prefix}_entries"
-    replays = "${var.name_prefix}_replay_outcomes"
-    lag     = "${var.name_prefix}_bridge_lag"
+  # The counters: log lines of one kind, by the labels extracted from them
+  # (label => [field, description]). Each is the metric <prefix>_<key>.
+  counters = {
+    reconcile_alerts = {
+      description = "Alerts raised by reconcile, by alert name."
+      filter      = "${local.run} AND resource.labels.service_name=\"${var.reconcile_service}\" AND severity>=ERROR AND jsonPayload.alert:*"
+      labels = {
+        alert = ["jsonPayload.alert", "Stable alert name (jsonPayload.alert)."]
+      }
+    }
+    function_errors = {
+      description = "ERROR log entries of the jsdlq functions other than reconcile alerts, by function."
+      filter      = "${local.run} AND resource.labels.service_name=(${join(" OR ", [for s in local.functions : "\"${s}\""])}) AND severity>=ERROR AND NOT jsonPayload.alert:*"
+      labels = {
+        service = ["resource.labels.service_name", "Function (Cloud Run service) name."]
+      }
+    }
+    entries = {
+      description = "New failure-log entries, by category, reason code, action and agent."
+      filter      = "${local.run} AND resource.labels.service_name=\"${var.classify_service}\" AND jsonPayload.event=\"${var.log_events.entry_created}\""
+      labels = {
+        category    = ["jsonPayload.category", "Failure category (SPEC §6)."]
+        reason_code = ["jsonPayload.reason_code", "Reason code (SPEC §6)."]
+        action      = ["jsonPayload.action", "Triage action."]
+        agent       = ["jsonPayload.agent", "The agent whose task died (the entry's agent)."]
+      }
+    }
+    replay_outcomes = {
+      description = "Replay attempts, by outcome."
+      filter      = "${local.run} AND resource.labels.service_name=\"${var.replay_service}\" AND jsonPayload.event=\"${var.log_events.replay_outcome}\""
+      labels = {
+        outcome = ["jsonPayload.outcome", "replayed, recovered, held, awaiting_approval, skipped, failed, …"]
+      }
+    }
   }
 }
 
-resource "google_logging_metric" "reconcile_alerts" {
+resource "google_logging_metric" "counter" {
+  for_each = local.counters
+
   project     = var.project_id
-  name        = local.metric_names.alerts
-  description = "Alerts raised by reconcile, by alert name."
-  filter      = "${local.run} AND resource.labels.service_name=\"${var.reconcile_service}\" AND severity>=ERROR AND jsonPayload.alert:*"
+  name        = "${var.name_prefix}_${each.key}"
+  description = each.value.description
+  filter      = each.value.filter
 
   metric_descriptor {
     metric_kind = "DELTA"
     value_type  = "INT64"
     unit        = "1"
-    labels {
-      key         = "alert"
-      value_type  = "STRING"
-      description = "Stable alert name (jsonPayload.alert)."
+    dynamic "labels" {
+      for_each = each.value.labels
+      content {
+        key         = labels.key
+        value_type  = "STRING"
+        description = labels.value[1]
+      }
     }
   }
 
-  label_extractors = {
-    alert = "EXTRACT(jsonPayload.alert)"
-  }
+  label_extractors = { for k, l in each.value.labels : k => "EXTRACT(${l[0]})" }
 }
 
-resource "google_logging_metric" "function_errors" {
-  project     = var.project_id
-  name        = local.metric_names.errors
-  description = "ERROR log entries of the jsdlq functions other than reconcile alerts, by function."
-  filter      = "${local.run} AND resource.labels.service_name=(${join(" OR ", [for s in local.functions : "\"${s}\""])}) AND severity>=ERROR AND NOT jsonPayload.alert:*"
-
-  metric_descriptor {
-    metric_kind = "DELTA"
-    value_type  = "INT64"
-    unit        = "1"
-    labels {
-      key         = "service"
-      value_type  = "STRING"
-      description = "Function (Cloud Run service) name."
-    }
-  }
-
-  label_extractors = {
-    service = "EXTRACT(resource.labels.service_name)"
-  }
+moved {
+  from = google_logging_metric.reconcile_alerts
+  to   = google_logging_metric.counter["reconcile_alerts"]
 }
 
-resource "google_logging_metric" "entries" {
-  project     = var.project_id
-  name        = local.metric_names.entries
-  description = "New failure-log entries, by category, reason code, action and agent."
-  filter      = "${local.run} AND resource.labels.service_name=\"${var.classify_service}\" AND jsonPayload.event=\"${var.log_events.entry_created}\""
-
-  metric_descriptor {
-    metric_kind = "DELTA"
-    value_type  = "INT64"
-    unit        = "1"
-    labels {
-      key         = "category"
-      value_type  = "STRING"
-      description = "Failure category (SPEC §6)."
-    }
-    labels {
-      key         = "reason_code"
-      value_type  = "STRING"
-      description = "Reason code (SPEC §6)."
-    }
-    labels {
-      key         = "action"
-      value_type  = "STRING"
-      description = "Triage action."
-    }
-    labels {
-      key         = "agent"
-      value_type  = "STRING"
-      description = "The agent whose task died (the entry's agent)."
-    }
-  }
-
-  label_extractors = {
-    category    = "EXTRACT(jsonPayload.category)"
-    reason_code = "EXTRACT(jsonPayload.reason_code)"
-    action      = "EXTRACT(jsonPayload.action)"
-    agent       = "EXTRACT(jsonPayload.agent)"
-  }
+moved {
+  from = google_logging_metric.function_errors
+  to   = google_logging_metric.counter["function_errors"]
 }
 
-resource "google_logging_metric" "replay_outcomes" {
-  project     = var.project_id
-  name        = local.metric_names.replays
-  description = "Replay attempts, by outcome."
-  filter      = "${local.run} AND resource.labels.service_name=\"${var.replay_service}\" AND jsonPayload.event=\"${var.log_events.replay_outcome}\""
+moved {
+  from = google_logging_metric.entries
+  to   = google_logging_metric.counter["entries"]
+}
 
-  metric_descriptor {
-    metric_kind = "DELTA"
-    value_type  = "INT64"
-    unit        = "1"
-    labels {
-      key         = "outcome"
-      value_type  = "STRING"
-      description = "replayed, recovered, held, awaiting_approval, skipped, failed, …"
-    }
-  }
-
-  label_extractors = {
-    outcome = "EXTRACT(jsonPayload.outcome)"
-  }
+moved {
+  from = google_logging_metric.replay_outcomes
+  to   = google_logging_metric.counter["replay_outcomes"]
 }
 
 resource "google_logging_metric" "bridge_lag" {
   count = var.bridge_service == null ? 0 : 1
 
   project         = var.project_id
-  name            = local.metric_names.lag
+  name            = "${var.name_prefix}_bridge_lag"
   description     = "Advisories and records waiting in JetStream for the bridge."
   filter          = "${local.run} AND resource.labels.service_name=\"${var.bridge_service}\" AND jsonPayload.event=\"${var.log_events.bridge_stats}\""
   value_extractor = "EXTRACT(jsonPayload.lag)"
@@ -166,7 +133,7 @@ resource "google_monitoring_alert_policy" "reconcile" {
   conditions {
     display_name = each.key
     condition_threshold {
-      filter          = "metric.type=\"${local.user_metric}/${google_logging_metric.reconcile_alerts.name}\" AND ${local.run} AND metric.label.alert=\"${each.key}\""
+      filter          = "metric.type=\"${local.user_metric}/${google_logging_metric.counter["reconcile_alerts"].name}\" AND ${local.run} AND metric.label.alert=\"${each.key}\""
       comparison      = "COMPARISON_GT"
       threshold_value = 0
       duration        = "0s"
@@ -207,7 +174,7 @@ resource "google_monitoring_alert_policy" "function_errors" {
   conditions {
     display_name = "function ERROR log entries"
     condition_threshold {
-      filter          = "metric.type=\"${local.user_metric}/${google_logging_metric.function_errors.name}\" AND ${local.run}"
+      filter          = "metric.type=\"${local.user_metric}/${google_logging_metric.counter["function_errors"].name}\" AND ${local.run}"
       comparison      = "COMPARISON_GT"
       threshold_value = var.function_error_threshold
       duration        = "0s"
@@ -279,10 +246,10 @@ locals {
   # The hourly counts, stacked by the label that says what they are.
   hourly_tiles = [
     for t in [
-      { title = "Dead-letter entries per category (per hour)", metric = google_logging_metric.entries.name, label = "category" },
-      { title = "Dead tasks per agent (per hour)", metric = google_logging_metric.entries.name, label = "agent" },
-      { title = "Replay outcomes (per hour)", metric = google_logging_metric.replay_outcomes.name, label = "outcome" },
-      { title = "Reconcile alerts (per hour)", metric = google_logging_metric.reconcile_alerts.name, label = "alert" },
+      { title = "Dead-letter entries per category (per hour)", metric = google_logging_metric.counter["entries"].name, label = "category" },
+      { title = "Dead tasks per agent (per hour)", metric = google_logging_metric.counter["entries"].name, label = "agent" },
+      { title = "Replay outcomes (per hour)", metric = google_logging_metric.counter["replay_outcomes"].name, label = "outcome" },
+      { title = "Reconcile alerts (per hour)", metric = google_logging_metric.counter["reconcile_alerts"].name, label = "alert" },
       ] : {
       title = t.title
       dataSets = [{
@@ -306,7 +273,7 @@ locals {
           plotType = "LINE"
           timeSeriesQuery = {
             timeSeriesFilter = {
-              filter = "metric.type=\"${local.user_metric}/${google_logging_metric.function_errors.name}\" AND ${local.run}"
+              filter = "metric.type=\"${local.user_metric}/${google_logging_metric.counter["function_errors"].name}\" AND ${local.run}"
               aggregation = {
                 alignmentPeriod    = "300s"
                 perSeriesAligner   = "ALIGN_SUM"

@@ -1,12 +1,7 @@
 output "log_metrics" {
   description = "Log-based metric names by purpose (metric type logging.googleapis.com/user/<name>)."
   value = merge(
-    {
-      reconcile_alerts = google_logging_metric.reconcile_alerts.name
-      function_errors  = google_logging_metric.function_errors.name
-      entries          = google_logging_metric.entries.name
-      replay_outcomes  = google_logging_metric.replay_outcomes.name
-    },
+    { for k, m in google_logging_metric.counter : k => m.name },
     var.bridge_service == null ? {} : { bridge_lag = google_logging_metric.bridge_lag[0].name },
   )
 }
