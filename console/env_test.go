@@ -103,17 +103,12 @@ func (e *env) published(t *testing.T) uint64 {
 // waitPublished waits until the work stream holds want messages.
 func (e *env) waitPublished(t *testing.T, want uint64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got := e.published(t)
-		if got >= want {
-			return
+	testenv.WaitFor(t, 20*time.Second, func() error {
+		if got := e.published(t); got < want {
+			return fmt.Errorf("work stream holds %d messages, want %d", got, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("work stream holds %d messages, want %d", got, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // snapshot is what the test compares before and after refused requests:

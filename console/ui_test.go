@@ -56,6 +56,16 @@ func (b *browser) get(path string) (int, string) {
 	return code, body
 }
 
+// wantCodes gets each path and checks the status it is answered with.
+func (b *browser) wantCodes(want map[string]int) {
+	b.t.Helper()
+	for path, code := range want {
+		if got, _ := b.get(path); got != code {
+			b.t.Errorf("GET %s = %d, want %d", path, got, code)
+		}
+	}
+}
+
 func (b *browser) post(path string, form url.Values) (int, string, string) {
 	b.t.Helper()
 	return b.read(b.c.PostForm(b.base+path, form))
@@ -431,18 +441,14 @@ func TestAuditPages(t *testing.T) {
 	if strings.Contains(body, "<script>") || !strings.Contains(body, audit.FindingReplayedCompleted) || strings.Contains(alerts, audit.FindingReplayedCompleted) {
 		t.Errorf("report: the INFO finding belongs under repairs, and nothing is rendered unescaped")
 	}
-	for path, want := range map[string]int{
+	b.wantCodes(map[string]int{
 		"/audits?page_token=nope":           http.StatusBadRequest,
 		"/audits?page_token=_lease":         http.StatusBadRequest,
 		"/audits?colour=red":                http.StatusBadRequest,
 		"/audits?page_token=a&page_token=b": http.StatusBadRequest,
 		"/audits/_state":                    http.StatusBadRequest,
 		"/audits/nope":                      http.StatusNotFound,
-	} {
-		if code, _ := b.get(path); code != want {
-			t.Errorf("GET %s = %d, want %d", path, code, want)
-		}
-	}
+	})
 }
 
 // cell is the text of the element with the id (html-unescaped).
@@ -553,17 +559,13 @@ func TestPolicyPage(t *testing.T) {
 		t.Errorf("GET /policy with an invalid override = %d, want the default in force and the override shown invalid", code)
 	}
 
-	for path, want := range map[string]int{
+	b.wantCodes(map[string]int{
 		"/policy?entry=TASKS.404":         http.StatusNotFound,
 		"/policy?entry=%25zz":             http.StatusBadRequest,
 		"/policy?entry=a&entry=b":         http.StatusBadRequest,
 		"/policy?colour=red":              http.StatusBadRequest,
 		"/entries/TASKS.1?chunk=1&done=x": http.StatusOK,
-	} {
-		if code, _ := b.get(path); code != want {
-			t.Errorf("GET %s = %d, want %d", path, code, want)
-		}
-	}
+	})
 	if diff := diffSnap(before, e.snapshot(t)); diff != "" {
 		t.Errorf("the policy page changed state: %s", diff)
 	}
