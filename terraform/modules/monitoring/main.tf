@@ -117,31 +117,59 @@ resource "google_logging_metric" "bridge_lag" {
   }
 }
 
-resource "google_monitoring_alert_policy" "reconcile" {
-  for_each = var.reconcile_alerts
+locals {
+  # Alerts on a counter's sum over 5 minutes: one per reconcile alert (a
+  # single line fires it), and function_errors (more than the threshold
+  # errors of one function).
+  threshold_alerts = merge(
+    { for k, a in var.reconcile_alerts : k => {
+      severity  = a.severity
+      labels    = { component = "reconcile", alert = k }
+      condition = k
+      filter    = "metric.type=\"${local.user_metric}/${google_logging_metric.counter["reconcile_alerts"].name}\" AND ${local.run} AND metric.label.alert=\"${k}\""
+      threshold = 0
+      group_by  = null
+      subject   = "jsdlq reconcile alert ${k}"
+      content   = "${a.documentation}\n\nThe full report is the latest document in Firestore `dlq-audits`; the log entry with `jsonPayload.alert=\"${k}\"` names the tenant or entry."
+    } },
+    {
+      function_errors = {
+        severity  = "ERROR"
+        labels    = { alert = "function_errors" }
+        condition = "function ERROR log entries"
+        filter    = "metric.type=\"${local.user_metric}/${google_logging_metric.counter["function_errors"].name}\" AND ${local.run}"
+        threshold = var.function_error_threshold
+        group_by  = ["metric.label.service"]
+        subject   = "jsdlq function errors"
+        content   = "A jsdlq function logged more than ${var.function_error_threshold} errors in 5 minutes. Classify errors mean Pub/Sub redelivers and, after the configured attempts, dead-letters events; replay errors mean Cloud Tasks retries."
+      }
+    },
+  )
+}
+
+resource "google_monitoring_alert_policy" "threshold" {
+  for_each = local.threshold_alerts
 
   project               = var.project_id
   display_name          = "${var.name_prefix}: ${each.key}"
   combiner              = "OR"
   severity              = each.value.severity
   notification_channels = var.notification_channels
-  user_labels = {
-    component = "reconcile"
-    alert     = each.key
-  }
+  user_labels           = each.value.labels
 
   conditions {
-    display_name = each.key
+    display_name = each.value.condition
     condition_threshold {
-      filter          = "metric.type=\"${local.user_metric}/${google_logging_metric.counter["reconcile_alerts"].name}\" AND ${local.run} AND metric.label.alert=\"${each.key}\""
+      filter          = each.value.filter
       comparison      = "COMPARISON_GT"
-      threshold_value = 0
+      threshold_value = each.value.threshold
       duration        = "0s"
 
       aggregations {
         alignment_period     = "300s"
         per_series_aligner   = "ALIGN_SUM"
         cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = each.value.group_by
       }
 
       trigger {
@@ -155,52 +183,20 @@ resource "google_monitoring_alert_policy" "reconcile" {
   }
 
   documentation {
-    subject   = "jsdlq reconcile alert ${each.key}"
-    content   = "${each.value.documentation}\n\nThe full report is the latest document in Firestore `dlq-audits`; the log entry with `jsonPayload.alert=\"${each.key}\"` names the tenant or entry."
+    subject   = each.value.subject
+    content   = each.value.content
     mime_type = "text/markdown"
   }
 }
 
-resource "google_monitoring_alert_policy" "function_errors" {
-  project               = var.project_id
-  display_name          = "${var.name_prefix}: function_errors"
-  combiner              = "OR"
-  severity              = "ERROR"
-  notification_channels = var.notification_channels
-  user_labels = {
-    alert = "function_errors"
-  }
+moved {
+  from = google_monitoring_alert_policy.reconcile
+  to   = google_monitoring_alert_policy.threshold
+}
 
-  conditions {
-    display_name = "function ERROR log entries"
-    condition_threshold {
-      filter          = "metric.type=\"${local.user_metric}/${google_logging_metric.counter["function_errors"].name}\" AND ${local.run}"
-      comparison      = "COMPARISON_GT"
-      threshold_value = var.function_error_threshold
-      duration        = "0s"
-
-      aggregations {
-        alignment_period     = "300s"
-        per_series_aligner   = "ALIGN_SUM"
-        cross_series_reducer = "REDUCE_SUM"
-        group_by_fields      = ["metric.label.service"]
-      }
-
-      trigger {
-        count = 1
-      }
-    }
-  }
-
-  alert_strategy {
-    auto_close = "1800s"
-  }
-
-  documentation {
-    subject   = "jsdlq function errors"
-    content   = "A jsdlq function logged more than ${var.function_error_threshold} errors in 5 minutes. Classify errors mean Pub/Sub redelivers and, after the configured attempts, dead-letters events; replay errors mean Cloud Tasks retries."
-    mime_type = "text/markdown"
-  }
+moved {
+  from = google_monitoring_alert_policy.function_errors
+  to   = google_monitoring_alert_policy.threshold["function_errors"]
 }
 
 resource "google_monitoring_alert_policy" "bridge_silent" {

@@ -9,8 +9,7 @@ output "log_metrics" {
 output "alert_policies" {
   description = "Alert policy ids by alert name."
   value = merge(
-    { for k, p in google_monitoring_alert_policy.reconcile : k => p.name },
-    { function_errors = google_monitoring_alert_policy.function_errors.name },
+    { for k, p in google_monitoring_alert_policy.threshold : k => p.name },
     var.bridge_service == null ? {} : { bridge_silent = google_monitoring_alert_policy.bridge_silent[0].name },
   )
 }
