@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -43,14 +42,6 @@ const (
 	tasksSA    = "jsdlq-tasks@jsdlq-chaos.iam.gserviceaccount.com"
 )
 
-// binaries of the stack: name -> package.
-var binaries = []struct{ name, pkg string }{
-	{"nats-server", "github.com/nats-io/nats-server/v2"},
-	{"cloudtasks-emulator", "./cmd/cloudtasks-emulator"},
-	{"functions", "./cmd/functions"},
-	{"bridge", "./cmd/bridge"},
-}
-
 // chaosStack is the whole pipeline as separate processes, each in a
 // process group of its own, so a scenario can SIGKILL, SIGSTOP or restart
 // any one of them.
@@ -82,11 +73,9 @@ func startStack(t *testing.T) *chaosStack {
 	s := &chaosStack{t: t, dir: t.TempDir(), addr: map[string]string{}, specs: map[string]stack.Spec{}, procs: map[string]*stack.Process{},
 		queue: fmt.Sprintf("projects/%s/locations/%s/queues/dlq-replay", project, location)}
 	t.Cleanup(s.stopAll)
-	for _, b := range binaries {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(s.dir, "bin", b.name), b.pkg)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
+	for _, b := range stack.PipelineBinaries {
+		if err := stack.Build(t.Context(), root, s.bin(b.Name), b.Pkg); err != nil {
+			t.Fatal(err)
 		}
 	}
 	taken := map[string]bool{}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -42,14 +41,6 @@ const (
 	topicID  = "dlq-events"
 )
 
-// binaries built for the run: name -> package.
-var binaries = []struct{ name, pkg string }{
-	{"nats-server", "github.com/nats-io/nats-server/v2"},
-	{"cloudtasks-emulator", "./cmd/cloudtasks-emulator"},
-	{"functions", "./cmd/functions"},
-	{"bridge", "./cmd/bridge"},
-}
-
 func startStack(ctx context.Context, root, dir string, progress io.Writer) (_ *benchStack, err error) {
 	s := &benchStack{root: root, dir: dir, project: project, byName: map[string]*stack.Process{}, progress: progress,
 		queue: fmt.Sprintf("projects/%s/locations/%s/queues/dlq-replay", project, location)}
@@ -61,12 +52,10 @@ func startStack(ctx context.Context, root, dir string, progress io.Writer) (_ *b
 	if err := stack.CheckGcloudEmulators(); err != nil {
 		return nil, err
 	}
-	for _, b := range binaries {
-		fmt.Fprintf(progress, "  build %-20s %s\n", b.name, b.pkg)
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "bin", b.name), b.pkg)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("go build %s: %w\n%s", b.pkg, err, out)
+	for _, b := range stack.PipelineBinaries {
+		fmt.Fprintf(progress, "  build %-20s %s\n", b.Name, b.Pkg)
+		if err := stack.Build(ctx, root, s.bin(b.Name), b.Pkg); err != nil {
+			return nil, err
 		}
 	}
 	taken := map[string]bool{}

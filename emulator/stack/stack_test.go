@@ -113,6 +113,23 @@ func TestGroupCPUGrowsWithWork(t *testing.T) {
 	}
 }
 
+// Build makes a binary from a package of the module, and a package that
+// does not build fails with the compiler's words.
+func TestBuild(t *testing.T) {
+	root := filepath.Join("..", "..")
+	out := filepath.Join(t.TempDir(), "stackctl")
+	if err := Build(t.Context(), root, out, "./emulator/stackctl"); err != nil {
+		t.Fatalf("Build(./emulator/stackctl) = %v", err)
+	}
+	if fi, err := os.Stat(out); err != nil || fi.Mode()&0o111 == 0 {
+		t.Errorf("Build(./emulator/stackctl) wrote %v, %v; want an executable", fi, err)
+	}
+	err := Build(t.Context(), root, filepath.Join(t.TempDir(), "x"), "./no/such/package")
+	if err == nil || !strings.Contains(err.Error(), "go build ./no/such/package") || !strings.Contains(err.Error(), "directory not found") {
+		t.Errorf("Build(./no/such/package) = %v, want the failure with go's output", err)
+	}
+}
+
 // The watchdog takes the group down when the process that started it is
 // gone, however it went: here the "test binary" is a shell we SIGKILL.
 func TestWatchdogStopsGroupWhenParentDies(t *testing.T) {

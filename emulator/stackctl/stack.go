@@ -210,10 +210,8 @@ func (s *localStack) build(ctx context.Context, w io.Writer) error {
 	}
 	for i, pkg := range pkgs {
 		fmt.Fprintf(w, "  build %-10s %s\n", outs[i], pkg)
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", s.bin(outs[i]), pkg)
-		cmd.Dir = s.root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+		if err := stack.Build(ctx, s.root, s.bin(outs[i]), pkg); err != nil {
+			return err
 		}
 	}
 	return nil
