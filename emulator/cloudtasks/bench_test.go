@@ -1,7 +1,6 @@
 package cloudtasks_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -22,10 +21,7 @@ func BenchmarkDispatchLateness(b *testing.B) {
 	e := startEmu(b)
 	tg := newTarget(b, nil)
 	q := e.queue(b, fmt.Sprintf("bench-%d", b.N), nil, nil)
-	ctx := context.Background()
-	if _, err := e.client.PauseQueue(ctx, &cloudtaskspb.PauseQueueRequest{Name: q}); err != nil {
-		b.Fatal(err)
-	}
+	e.pause(b, q)
 	base := time.Now().Add(200*time.Millisecond + time.Duration(b.N)*500*time.Microsecond)
 	var tasks []*cloudtaskspb.Task
 	for i := 0; i < b.N; i++ {
@@ -36,9 +32,7 @@ func BenchmarkDispatchLateness(b *testing.B) {
 	createConcurrently(b, e, q, tasks)
 	b.ResetTimer()
 	resumed := time.Now()
-	if _, err := e.client.ResumeQueue(ctx, &cloudtaskspb.ResumeQueueRequest{Name: q}); err != nil {
-		b.Fatal(err)
-	}
+	e.resume(b, q)
 	testenv.WaitUntil(b, 5*time.Minute, "all dispatches", func() bool { return tg.count() >= b.N })
 	b.StopTimer()
 

@@ -88,6 +88,21 @@ func (e *emu) queue(t testing.TB, id string, rl *cloudtaskspb.RateLimits, rc *cl
 	return q.Name
 }
 
+// pause pauses queue q: tasks created meanwhile wait, even once due.
+func (e *emu) pause(t testing.TB, q string) {
+	t.Helper()
+	if _, err := e.client.PauseQueue(context.Background(), &cloudtaskspb.PauseQueueRequest{Name: q}); err != nil {
+		t.Fatalf("PauseQueue(%s) = %v", q, err)
+	}
+}
+
+func (e *emu) resume(t testing.TB, q string) {
+	t.Helper()
+	if _, err := e.client.ResumeQueue(context.Background(), &cloudtaskspb.ResumeQueueRequest{Name: q}); err != nil {
+		t.Fatalf("ResumeQueue(%s) = %v", q, err)
+	}
+}
+
 func (e *emu) task(t testing.TB, queue string, task *cloudtaskspb.Task) *cloudtaskspb.Task {
 	t.Helper()
 	got, err := e.client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: task})

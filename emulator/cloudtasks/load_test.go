@@ -82,9 +82,7 @@ func TestThousandTasksInScheduleOrder(t *testing.T) {
 	})
 	tg := newTarget(t, nil)
 	q := e.queue(t, "thousand", &cloudtaskspb.RateLimits{MaxConcurrentDispatches: 1}, nil)
-	if _, err := e.client.PauseQueue(context.Background(), &cloudtaskspb.PauseQueueRequest{Name: q}); err != nil {
-		t.Fatal(err)
-	}
+	e.pause(t, q)
 	const n = 1000
 	base := time.Now().Add(time.Second)
 	var tasks []*cloudtaskspb.Task
@@ -108,9 +106,7 @@ func TestThousandTasksInScheduleOrder(t *testing.T) {
 	if late > 0 {
 		t.Logf("%d tasks were created after their requested time and scheduled at creation", late)
 	}
-	if _, err := e.client.ResumeQueue(context.Background(), &cloudtaskspb.ResumeQueueRequest{Name: q}); err != nil {
-		t.Fatal(err)
-	}
+	e.resume(t, q)
 	testenv.WaitUntil(t, 40*time.Second, "1000 dispatches", func() bool { return tg.count() >= n })
 	time.Sleep(100 * time.Millisecond) // a duplicate would arrive now
 	hits := tg.snapshot()

@@ -366,9 +366,7 @@ func TestRunTaskIgnoresPauseAndSchedule(t *testing.T) {
 	ctx := context.Background()
 	tg := newTarget(t, nil)
 	q := e.queue(t, "run-now", nil, nil)
-	if _, err := e.client.PauseQueue(ctx, &cloudtaskspb.PauseQueueRequest{Name: q}); err != nil {
-		t.Fatal(err)
-	}
+	e.pause(t, q)
 	tk := httpTask("", tg.URL)
 	tk.ScheduleTime = timestamppb.New(time.Now().Add(24 * time.Hour))
 	created := e.task(t, q, tk)
@@ -389,12 +387,9 @@ func TestRunTaskIgnoresPauseAndSchedule(t *testing.T) {
 func TestPauseResumeDispatch(t *testing.T) {
 	t.Parallel()
 	e := startEmu(t)
-	ctx := context.Background()
 	tg := newTarget(t, nil)
 	q := e.queue(t, "pausable", nil, nil)
-	if _, err := e.client.PauseQueue(ctx, &cloudtaskspb.PauseQueueRequest{Name: q}); err != nil {
-		t.Fatal(err)
-	}
+	e.pause(t, q)
 	for i := 0; i < 3; i++ {
 		e.task(t, q, httpTask("", tg.URL))
 	}
@@ -402,9 +397,7 @@ func TestPauseResumeDispatch(t *testing.T) {
 	if n := tg.count(); n != 0 {
 		t.Fatalf("paused queue dispatched %d tasks, want 0", n)
 	}
-	if _, err := e.client.ResumeQueue(ctx, &cloudtaskspb.ResumeQueueRequest{Name: q}); err != nil {
-		t.Fatal(err)
-	}
+	e.resume(t, q)
 	testenv.WaitUntil(t, 10*time.Second, "dispatch after resume", func() bool { return tg.count() == 3 })
 }
 
@@ -583,15 +576,11 @@ func TestRateLimit(t *testing.T) {
 	if burst != 5 {
 		t.Errorf("max_burst_size for 5/s = %d, want 5", burst)
 	}
-	if _, err := e.client.PauseQueue(context.Background(), &cloudtaskspb.PauseQueueRequest{Name: q}); err != nil {
-		t.Fatal(err)
-	}
+	e.pause(t, q)
 	for i := 0; i < n; i++ {
 		e.task(t, q, httpTask("", tg.URL))
 	}
-	if _, err := e.client.ResumeQueue(context.Background(), &cloudtaskspb.ResumeQueueRequest{Name: q}); err != nil {
-		t.Fatal(err)
-	}
+	e.resume(t, q)
 	testenv.WaitUntil(t, 20*time.Second, "all tasks", func() bool { return tg.count() == n })
 	hits := tg.snapshot()
 	// Between hits i and j at most burst + rate*elapsed dispatches can have
