@@ -91,3 +91,16 @@ resource "google_firestore_field" "metrics_tenants" {
 
   index_config {}
 }
+
+# The predictions' death cells of the same shards (field
+# predict_deaths.<day>/<cell>.<reason>; docs/storage.md) are read whole by
+# the learner and never queried; indexed, every cell a death counts in would
+# add index entries to the shard and to every write.
+resource "google_firestore_field" "metrics_predict_deaths" {
+  project    = var.project_id
+  database   = google_firestore_database.this.name
+  collection = "shards"
+  field      = "predict_deaths"
+
+  index_config {}
+}
