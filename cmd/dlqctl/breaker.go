@@ -150,10 +150,7 @@ func (a *app) breakerShow(ctx context.Context, args []string) error {
 	if b.State != store.BreakerClosed {
 		kv("override", "dlqctl breaker probe ENTRY --reason R | dlqctl breaker close %s --reason R", b.Tenant)
 	}
-	fmt.Fprintln(w, "history")
-	for _, h := range b.History {
-		fmt.Fprintf(w, "  %s  %s -> %s  by %s%s\n", h.At.Format(time.RFC3339), orDash(h.From), h.To, h.By, ifSet(h.Note != "", "  "+h.Note))
-	}
+	writeHistory(w, b.History)
 	return nil
 }
 

@@ -371,15 +371,20 @@ func (a *app) cmdShow(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintf(w, " %s %s  %s  %s/%s  %s\n", mark, l.ID, l.Status, orDash(l.ReasonCode), orDash(l.Strategy), l.CreatedAt.Format(time.RFC3339))
 	}
+	writeHistory(w, e.History)
+	return nil
+}
+
+// writeHistory prints an entry's or a breaker's transitions, oldest first.
+func writeHistory(w io.Writer, history []store.Transition) {
 	fmt.Fprintln(w, "history")
-	for _, h := range e.History {
+	for _, h := range history {
 		from := h.From
 		if from == "" {
 			from = "(new)"
 		}
 		fmt.Fprintf(w, "  %s  %s -> %s  by %s%s\n", h.At.Format(time.RFC3339), from, h.To, h.By, ifSet(h.Note != "", "  "+h.Note))
 	}
-	return nil
 }
 
 // writeHeaders prints headers one value a line, indented, names sorted.
