@@ -5,12 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,16 +31,14 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // Cloud Tasks emulator whose replay target counts the tasks it receives, and
 // an embedded JetStream.
 type env struct {
-	t     *testing.T
-	fs    *firestore.Client
-	st    *store.Store
-	sched *tasks.Scheduler
-	ct    *testenv.CloudTasks
-	queue string
-	js    jetstream.JetStream
-
-	mu         sync.Mutex
-	dispatched map[string]int // replay task name -> deliveries
+	t      *testing.T
+	fs     *firestore.Client
+	st     *store.Store
+	sched  *tasks.Scheduler
+	ct     *testenv.CloudTasks
+	queue  string
+	js     jetstream.JetStream
+	target *testenv.TaskTarget // counts the replay tasks delivered
 }
 
 func newEnv(t *testing.T) *env {
@@ -52,16 +47,10 @@ func newEnv(t *testing.T) *env {
 	// Seeding records a failure per entry; a threshold nobody reaches keeps
 	// breakers closed unless a test opens one (openBreaker).
 	e := &env{t: t, fs: fs, st: store.New(fs, store.WithBreaker(store.BreakerConfig{Threshold: 1_000_000, Window: time.Hour, Cooldown: 15 * time.Minute})),
-		dispatched: map[string]int{}}
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e.mu.Lock()
-		e.dispatched[r.Header.Get("X-CloudTasks-TaskName")]++
-		e.mu.Unlock()
-	}))
-	t.Cleanup(target.Close)
+		target: testenv.NewTaskTarget(t)}
 	e.ct = testenv.NewCloudTasks(t)
 	e.queue = e.ct.Queue(t, project, "dlq-replay")
-	e.sched = tasks.New(tasks.Config{Queue: e.queue, ReplayURL: target.URL + "/Replay", ServiceAccount: "tasks@test.iam.gserviceaccount.com", EmulatorHost: e.ct.Host})
+	e.sched = tasks.New(tasks.Config{Queue: e.queue, ReplayURL: e.target.URL + "/Replay", ServiceAccount: "tasks@test.iam.gserviceaccount.com", EmulatorHost: e.ct.Host})
 	t.Cleanup(func() { e.sched.Close() })
 	return e
 }
@@ -236,10 +225,7 @@ func (e *env) wantGlobexUntouched(after string) {
 			e.t.Errorf("globex entry %s after %s: status %s, %d transitions; want %s, untouched", s.id, after, got.Status, len(got.History), s.status)
 		}
 	}
-	e.mu.Lock()
-	n := len(e.dispatched)
-	e.mu.Unlock()
-	if n != 0 {
+	if n := len(e.target.Deliveries()); n != 0 {
 		e.t.Errorf("%s dispatched %d tasks, want 0", after, n)
 	}
 }
@@ -391,9 +377,7 @@ func TestReplayApproveDiscard(t *testing.T) {
 	}
 	task := tasks.Name("TASKS.22", 1)
 	testenv.WaitUntil(t, 20*time.Second, "the replay task to be dispatched", func() bool {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return e.dispatched[task] == 1
+		return e.target.Deliveries()[task] == 1
 	})
 }
 

@@ -275,17 +275,14 @@ func TestRedriveResumes(t *testing.T) {
 func (e *env) waitDispatchedOnce(n int) {
 	e.t.Helper()
 	testenv.WaitUntil(e.t, 20*time.Second, fmt.Sprintf("%d replay tasks dispatched", n), func() bool {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return len(e.dispatched) >= n
+		return len(e.target.Deliveries()) >= n
 	})
 	time.Sleep(200 * time.Millisecond) // a second dispatch would show by now
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(e.dispatched) != n {
-		e.t.Errorf("%d replay tasks dispatched, want %d", len(e.dispatched), n)
+	got := e.target.Deliveries()
+	if len(got) != n {
+		e.t.Errorf("%d replay tasks dispatched, want %d", len(got), n)
 	}
-	for name, k := range e.dispatched {
+	for name, k := range got {
 		if k != 1 {
 			e.t.Errorf("task %s dispatched %d times, want 1", name, k)
 		}

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,4 +111,34 @@ func (c *CloudTasks) Tasks(t testing.TB, queue string) []string {
 		names = append(names, task.GetName())
 	}
 	return names
+}
+
+// TaskTarget is an HTTP target for Cloud Tasks that answers every delivery
+// with 200 and counts them by task name: for tests of what gets dispatched,
+// not of what the replay function makes of it.
+type TaskTarget struct {
+	URL string
+
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// NewTaskTarget starts a TaskTarget, stopped when the test ends.
+func NewTaskTarget(t testing.TB) *TaskTarget {
+	tg := &TaskTarget{n: map[string]int{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tg.mu.Lock()
+		defer tg.mu.Unlock()
+		tg.n[r.Header.Get(cloudtasks.HeaderTaskName)]++
+	}))
+	t.Cleanup(srv.Close)
+	tg.URL = srv.URL
+	return tg
+}
+
+// Deliveries returns how often each task has been delivered so far.
+func (tg *TaskTarget) Deliveries() map[string]int {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return maps.Clone(tg.n)
 }

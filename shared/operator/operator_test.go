@@ -3,15 +3,13 @@ package operator_test
 import (
 	"context"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/firestore"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
@@ -31,27 +29,21 @@ type env struct {
 	op    *operator.Operator
 	queue string
 	ct    *testenv.CloudTasks
-
-	mu    sync.Mutex
-	calls map[string]int // task name -> deliveries to the target
+	// target only counts the tasks delivered to it (the replay function is
+	// tested in functions/replay).
+	target *testenv.TaskTarget
 }
 
 // setup runs Firestore and Cloud Tasks emulators; tasks go to a target that
 // only counts them (the replay function is tested in functions/replay).
 func setup(t *testing.T) *env {
 	t.Helper()
-	e := &env{ctx: testenv.Context(t), calls: map[string]int{}}
+	e := &env{ctx: testenv.Context(t), target: testenv.NewTaskTarget(t)}
 	fs, project := testenv.Firestore(t)
 	e.fs, e.store = fs, store.New(fs)
 	e.ct = testenv.NewCloudTasks(t)
 	e.queue = e.ct.Queue(t, project, "dlq-replay")
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e.mu.Lock()
-		e.calls[r.Header.Get("X-CloudTasks-TaskName")]++
-		e.mu.Unlock()
-	}))
-	t.Cleanup(srv.Close)
-	e.sched = tasks.New(tasks.Config{Queue: e.queue, ReplayURL: srv.URL, ServiceAccount: "tasks@p.iam.gserviceaccount.com", EmulatorHost: e.ct.Host})
+	e.sched = tasks.New(tasks.Config{Queue: e.queue, ReplayURL: e.target.URL, ServiceAccount: "tasks@p.iam.gserviceaccount.com", EmulatorHost: e.ct.Host})
 	t.Cleanup(func() { e.sched.Close() })
 	e.op = operator.New(e.store, e.sched, operator.WithRunner(e.ct.Client))
 	return e
@@ -73,11 +65,7 @@ func (e *env) entry(t *testing.T, id, tenant string, st store.Status) *store.Ent
 	return res.Entry
 }
 
-func (e *env) delivered(name string) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.calls[name]
-}
+func (e *env) delivered(name string) int { return e.target.Deliveries()[name] }
 
 // A caller scoped to tenant B cannot see or change tenant A's entries:
 // every action answers ErrNotFound, as for an id that does not exist, and
@@ -129,7 +117,7 @@ func TestTenantIsolation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(before, after); diff != "" {
+		if diff := cmp.Diff(before, after, cmpopts.IgnoreUnexported(store.Entry{})); diff != "" {
 			t.Errorf("%s as tenant-b changed the entry (-before +after):\n%s", a.name, diff)
 		}
 	}
