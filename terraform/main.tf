@@ -64,30 +64,28 @@ locals {
     REPLAY_URL            = local.function_urls.replay
     TASKS_SERVICE_ACCOUNT = google_service_account.component["tasks"].email
   }
+  # Classify, replay and reconcile connect to NATS, schedule replay tasks
+  # and publish the notifications outbox: classify and replay what their
+  # commits stage at once (triage tasks go to NATS), reconcile the rest.
+  pipeline_env = merge(local.nats_env, local.scheduling_env, {
+    NOTIFICATIONS_TOPIC = var.notifications_topic
+  })
+  # Replay and reconcile check their caller's OIDC token in code too.
+  oidc_env = { for f in ["replay", "reconcile"] : f => {
+    AUTH_MODE           = "oidc"
+    AUTH_AUDIENCE       = local.function_urls[f]
+    AUTH_ALLOWED_EMAILS = google_service_account.component[local.function_callers[f]].email
+  } }
   function_env = {
-    # Classify and replay publish the notifications their commits stage
-    # at once (triage tasks go to NATS); reconcile publishes the rest.
-    classify = merge(local.nats_env, local.scheduling_env, {
-      NOTIFICATIONS_TOPIC = var.notifications_topic
-    })
-    replay = merge(local.nats_env, local.scheduling_env, {
-      AUTH_MODE           = "oidc"
-      AUTH_AUDIENCE       = local.function_urls.replay
-      AUTH_ALLOWED_EMAILS = google_service_account.component["tasks"].email
-      NOTIFICATIONS_TOPIC = var.notifications_topic
-    })
-    reconcile = merge(local.nats_env, local.scheduling_env, {
-      AUTH_MODE           = "oidc"
-      AUTH_AUDIENCE       = local.function_urls.reconcile
-      AUTH_ALLOWED_EMAILS = google_service_account.component["scheduler"].email
-      ADVISORY_STREAM     = var.advisory_stream
-      RECORD_STREAM       = var.record_stream
-      WORK_STREAMS        = join(",", var.work_streams)
+    classify = local.pipeline_env
+    replay   = merge(local.pipeline_env, local.oidc_env.replay)
+    reconcile = merge(local.pipeline_env, local.oidc_env.reconcile, {
+      ADVISORY_STREAM = var.advisory_stream
+      RECORD_STREAM   = var.record_stream
+      WORK_STREAMS    = join(",", var.work_streams)
       # Finish and store the report well before the platform cuts the
       # request off.
       RECONCILE_TIME_BUDGET = "${max(30, local.reconcile_timeout - 60)}s"
-      # Each run publishes the notifications outbox.
-      NOTIFICATIONS_TOPIC = var.notifications_topic
     })
     deliver = {
       GOOGLE_CLOUD_PROJECT  = var.project_id
@@ -108,13 +106,11 @@ locals {
     }
   })
 
-  # Who may invoke each function (run.invoker), nobody else.
-  function_invokers = {
-    classify  = { push = google_service_account.component["push"].member }
-    replay    = { tasks = google_service_account.component["tasks"].member }
-    reconcile = { scheduler = google_service_account.component["scheduler"].member }
-    deliver   = { webhook_tasks = google_service_account.component["hooks"].member }
-  }
+  # The one account that may invoke each function (run.invoker), nobody
+  # else: Pub/Sub's push, Cloud Tasks' replays, Cloud Scheduler, Cloud
+  # Tasks' webhook deliveries.
+  function_callers  = { classify = "push", replay = "tasks", reconcile = "scheduler", deliver = "hooks" }
+  function_invokers = { for f, c in local.function_callers : f => { (c) = google_service_account.component[c].member } }
 
   # The functions that schedule replay tasks and flush the notifications
   # outbox (and so create webhook deliveries): classify, replay, reconcile.

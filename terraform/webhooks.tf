@@ -46,6 +46,12 @@ moved {
   to   = module.function["deliver"]
 }
 
+# Its invoker binding is keyed by the calling component, as every function's.
+moved {
+  from = module.function["deliver"].google_cloud_run_v2_service_iam_member.invoker["webhook_tasks"]
+  to   = module.function["deliver"].google_cloud_run_v2_service_iam_member.invoker["hooks"]
+}
+
 output "webhooks_queue" {
   description = "Full name of the webhook deliveries' queue (WEBHOOKS_QUEUE)."
   value       = module.webhook_tasks.queue_id
