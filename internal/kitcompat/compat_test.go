@@ -402,9 +402,11 @@ func differences(a, b *capture) []string {
 	return out
 }
 
-// entryOpts leave out what classify stamps from its own clock and the
-// random jitter of the replay delay.
+// entryOpts leave out what classify stamps from its own clock, the
+// random jitter of the replay delay and the store's own bookkeeping of
+// the documents it read.
 var entryOpts = cmp.Options{
+	cmpopts.IgnoreUnexported(store.Entry{}),
 	cmpopts.IgnoreFields(store.Entry{}, "CreatedAt", "UpdatedAt", "ExpireAt", "NextRetryAt", "ResolvedAt"),
 	cmpopts.IgnoreFields(store.Transition{}, "At"),
 	cmpopts.IgnoreFields(store.Plan{}, "DelaySeconds"),
