@@ -79,28 +79,30 @@ resource "google_firestore_field" "ttl" {
   ttl_config {}
 }
 
-# The tenant counters of the hourly metrics shards (dlq-metrics/{hour}/shards/{n},
-# field tenants.<tenant>.…; docs/reconcile.md) are read whole by reconcile and
-# never queried. Indexed, every tenant would add about twenty index entries to
-# each shard (towards Firestore's 40 000 per document) and to every write.
-resource "google_firestore_field" "metrics_tenants" {
+# Fields of the hourly metrics shards (dlq-metrics/{hour}/shards/{n};
+# docs/storage.md) that are read whole and never queried: the tenant
+# counters (tenants.<tenant>.…, read by reconcile) and the predictions'
+# death cells (predict_deaths.<day>/<cell>.<reason>, read by the learner).
+# Indexed, every tenant would add about twenty index entries to each shard
+# (towards Firestore's 40 000 per document) and every cell a death counts
+# in more, each to every write.
+resource "google_firestore_field" "shards_unindexed" {
+  for_each = toset(["tenants", "predict_deaths"])
+
   project    = var.project_id
   database   = google_firestore_database.this.name
   collection = "shards"
-  field      = "tenants"
+  field      = each.key
 
   index_config {}
 }
 
-# The predictions' death cells of the same shards (field
-# predict_deaths.<day>/<cell>.<reason>; docs/storage.md) are read whole by
-# the learner and never queried; indexed, every cell a death counts in would
-# add index entries to the shard and to every write.
-resource "google_firestore_field" "metrics_predict_deaths" {
-  project    = var.project_id
-  database   = google_firestore_database.this.name
-  collection = "shards"
-  field      = "predict_deaths"
+moved {
+  from = google_firestore_field.metrics_tenants
+  to   = google_firestore_field.shards_unindexed["tenants"]
+}
 
-  index_config {}
+moved {
+  from = google_firestore_field.metrics_predict_deaths
+  to   = google_firestore_field.shards_unindexed["predict_deaths"]
 }
