@@ -299,12 +299,7 @@ func TestBulkRedriveSurvivesRestart(t *testing.T) {
 			}
 			// Every replay task is dispatched and gone: no task of a
 			// second action waits in the queue.
-			testenv.WaitFor(t, 30*time.Second, func() error {
-				if left := e.ct.Tasks(t, e.queue); len(left) != 0 {
-					return fmt.Errorf("replay queue holds %v after the run, want nothing", left)
-				}
-				return nil
-			})
+			e.ct.WaitDrained(t, e.queue)
 		})
 	}
 }

@@ -258,12 +258,7 @@ func TestDeliverSignedRetriedOnce(t *testing.T) {
 		}
 		return nil
 	})
-	testenv.WaitFor(t, 30*time.Second, func() error {
-		if n := len(e.ct.Tasks(t, e.queue)); n != 0 {
-			return fmt.Errorf("%d tasks still queued", n)
-		}
-		return nil
-	})
+	e.ct.WaitDrained(t, e.queue)
 
 	got := acmeHook.requests()
 	if len(got) != 4 {
@@ -346,12 +341,7 @@ func TestDeliverDisablesAfterFailures(t *testing.T) {
 	if res, err := e.flusher.Flush(e.ctx); err != nil || res.Webhooks != 1 {
 		t.Fatalf("Flush = %+v, %v, want 1 delivery", res, err)
 	}
-	testenv.WaitFor(t, 30*time.Second, func() error {
-		if n := len(e.ct.Tasks(t, e.queue)); n != 0 {
-			return fmt.Errorf("%d tasks still queued", n)
-		}
-		return nil
-	})
+	e.ct.WaitDrained(t, e.queue)
 	if got := len(hook.requests()); got != 3 {
 		t.Errorf("the endpoint got %d requests, want 3 (disabled after the third failure)", got)
 	}

@@ -197,12 +197,7 @@ func (g *gates) seed(t *testing.T, tenant, agent, id string, st store.Status, c 
 func (g *gates) published(t *testing.T, agent string) uint64 {
 	t.Helper()
 	ctx := testenv.Context(t)
-	testenv.WaitFor(t, 30*time.Second, func() error {
-		if left := g.ct.Tasks(t, g.queue); len(left) > 0 {
-			return fmt.Errorf("tasks still queued: %v", left)
-		}
-		return nil
-	})
+	g.ct.WaitDrained(t, g.queue)
 	s, err := g.js.Stream(ctx, jevent.DefaultWorkStream)
 	if err != nil {
 		t.Fatal(err)

@@ -113,6 +113,18 @@ func (c *CloudTasks) Tasks(t testing.TB, queue string) []string {
 	return names
 }
 
+// WaitDrained waits until queue holds no task: each has been dispatched
+// and answered.
+func (c *CloudTasks) WaitDrained(t testing.TB, queue string) {
+	t.Helper()
+	WaitFor(t, 30*time.Second, func() error {
+		if left := c.Tasks(t, queue); len(left) > 0 {
+			return fmt.Errorf("tasks still queued: %v", left)
+		}
+		return nil
+	})
+}
+
 // TaskTarget is an HTTP target for Cloud Tasks that answers every delivery
 // with 200 and counts them by task name: for tests of what gets dispatched,
 // not of what the replay function makes of it.
