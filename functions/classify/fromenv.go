@@ -40,9 +40,7 @@ func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) (*Handle
 		return nil, err
 	}
 	st := store.New(fs)
-	nats := cfg.NATS
-	nats.Name, nats.Logger = "jsdlq-classify", log
-	js := natsconn.NewLazy(nats)
+	js := natsconn.NewLazy(cfg.NATS.Named("jsdlq-classify", log))
 	return New(Config{}, Deps{
 		Logger:    log,
 		Store:     st,

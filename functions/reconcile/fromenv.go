@@ -51,9 +51,7 @@ func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) http.Han
 }
 
 func build(e env, fs *firestore.Client, log *slog.Logger) (http.Handler, error) {
-	nats := e.NATS
-	nats.Name, nats.Logger = "jsdlq-reconcile", log
-	js := natsconn.NewLazy(nats)
+	js := natsconn.NewLazy(e.NATS.Named("jsdlq-reconcile", log))
 	st := store.New(fs)
 	conv := e.Config.Conventions
 	if conv == (event.Conventions{}) {

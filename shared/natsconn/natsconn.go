@@ -26,6 +26,13 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Named is cfg for one component's connection: the client name server
+// monitoring shows for it and the logger of its connection events.
+func (cfg Config) Named(name string, log *slog.Logger) Config {
+	cfg.Name, cfg.Logger = name, log
+	return cfg
+}
+
 // ErrNotConnected is returned when the context ends before the first connect.
 var ErrNotConnected = errors.New("natsconn: not connected")
 

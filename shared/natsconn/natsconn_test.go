@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -90,5 +91,19 @@ func TestLazyRecoversFromAFailedFirstConnect(t *testing.T) {
 	}
 	if ack.Stream != "TASKS" || ack.Sequence != 1 {
 		t.Errorf("PublishMsg() ack = %+v, want TASKS seq 1", ack)
+	}
+}
+
+// Named names one component's connection and leaves the shared
+// configuration it came from as it was.
+func TestNamed(t *testing.T) {
+	shared := natsconn.Config{URL: "nats://127.0.0.1:1", Creds: "/run/nats.creds"}
+	log := slog.New(slog.DiscardHandler)
+	got := shared.Named("jsdlq-x", log)
+	if want := (natsconn.Config{URL: shared.URL, Creds: shared.Creds, Name: "jsdlq-x", Logger: log}); got != want {
+		t.Errorf("Named(jsdlq-x) = %+v, want %+v", got, want)
+	}
+	if shared.Name != "" || shared.Logger != nil {
+		t.Errorf("Named(jsdlq-x) changed its receiver to %+v", shared)
 	}
 }
