@@ -49,8 +49,7 @@ func advise(t testing.TB, ctx context.Context, js jetstream.JetStream, stream st
 // including a deleted record (no failure) and an unreadable one (ignored).
 func TestBatchWithMissingOriginals(t *testing.T) {
 	h, ctx := newHarness(t)
-	h.stop() // the advisories wait in their stream and reach the bridge together
-	h.stop = nil
+	h.stopBridge() // the advisories wait in their stream and reach the bridge together
 	directStream(t, ctx, h.js, "WORK", "work.>")
 	const n = 12
 	for i := range n {
@@ -129,8 +128,7 @@ func TestBatchWithMissingOriginals(t *testing.T) {
 // nothing is retried.
 func TestMalformedAdvisoriesWithinBatch(t *testing.T) {
 	h, ctx := newHarness(t)
-	h.stop()
-	h.stop = nil
+	h.stopBridge()
 	directStream(t, ctx, h.js, "WORK", "work.>")
 	const n = 20
 	for i := range n {
@@ -231,8 +229,7 @@ func (f *failingPublisher) intercept(ctx context.Context, method string, req, re
 // so the second copy changes nothing downstream.
 func TestBatchPublishFailsHalfway(t *testing.T) {
 	h, ctx := newHarness(t)
-	h.stop()
-	h.stop = nil
+	h.stopBridge()
 	directStream(t, ctx, h.js, "WORK", "work.x")
 	// Batches of 32 (64 in flight) bundled by the publisher (up to 100
 	// messages or 5 ms): the failed requests hold part of the events.

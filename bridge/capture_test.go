@@ -209,8 +209,7 @@ func TestServerGeneratedTerm(t *testing.T) {
 // before the bridge reads it: forwarded with missing=true and the reason.
 func TestMissingOriginal(t *testing.T) {
 	h, ctx := newHarness(t)
-	h.stop() // advisories wait in their stream meanwhile
-	h.stop = nil
+	h.stopBridge() // advisories wait in their stream meanwhile
 	gone := taskStream(t, h.js, "GONE", "gone.>", jetstream.LimitsPolicy, 1)
 	dropped := taskStream(t, h.js, "DROPPED", "dropped.>", jetstream.LimitsPolicy, 1)
 	a1 := publish(t, ctx, h.js, "gone.x", []byte("1"))

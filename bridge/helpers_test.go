@@ -186,13 +186,17 @@ func (h *harness) startBridge(t *testing.T, opts ...option) {
 			t.Errorf("bridge Run = %v", err)
 		}
 	}
-	t.Cleanup(func() {
-		if h.stop != nil {
-			h.stop()
-			h.stop = nil
-		}
-	})
+	t.Cleanup(h.stopBridge)
 	waitHealthy(t, b, done)
+}
+
+// stopBridge stops the bridge startBridge started, if it still runs:
+// advisories wait in their stream until the next startBridge.
+func (h *harness) stopBridge() {
+	if h.stop != nil {
+		h.stop()
+		h.stop = nil
+	}
 }
 
 // waitHealthy waits until b reports healthy, failing the test at once if its

@@ -83,8 +83,7 @@ func restrictedHarness(t *testing.T, deny ...string) (*harness, context.Context)
 // carry their failures.
 func TestFailureBatchNotPermitted(t *testing.T) {
 	h, ctx := restrictedHarness(t, "$JS.API.DIRECT.GET.KV_dlq_failures")
-	h.stop()
-	h.stop = nil
+	h.stopBridge()
 	directStream(t, ctx, h.js, "WORK", "work.>")
 	kv, err := h.js.KeyValue(ctx, "dlq_failures")
 	if err != nil {
