@@ -248,11 +248,10 @@ module "function" {
   docker_repository        = google_artifact_registry_repository.images.id
   service_account_email    = google_service_account.component[each.key].email
   environment              = merge(local.function_env[each.key], local.webhook_fanout_env, lookup(var.function_env, each.key, {}))
-  # deliver needs no NATS.
-  secret_files    = each.key == "deliver" ? {} : local.nats_files
-  settings        = lookup(local.function_settings, each.key, null)
-  ingress         = var.function_ingress
-  invoker_members = local.function_invokers[each.key]
+  secret_files             = contains(local.nats_clients, each.key) ? local.nats_files : {}
+  settings                 = lookup(local.function_settings, each.key, null)
+  ingress                  = var.function_ingress
+  invoker_members          = local.function_invokers[each.key]
 
   # The build and the first revision fail unless their identities can
   # already read the source, push the image, write logs, read the secret
