@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/httpfunc"
 	"github.com/jsdlq/jsdlq/shared/notify"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -148,17 +149,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func readTask(r *http.Request) (notify.WebhookTask, error) {
 	var t notify.WebhookTask
-	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		return t, fmt.Errorf("deliver: read body: %w", err)
-	}
-	if len(raw) > maxBody {
-		return t, fmt.Errorf("deliver: body larger than %d bytes", maxBody)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&t); err != nil || dec.More() {
-		return t, errors.New(`deliver: body is not a delivery task {"webhook_id","notification_id"}`)
+	if err := httpfunc.ReadJSON(r, maxBody, &t); err != nil {
+		return t, fmt.Errorf(`deliver: body is not a delivery task {"webhook_id","notification_id"}: %w`, err)
 	}
 	if !validNotificationID(t.NotificationID) || t.WebhookID == "" {
 		return t, fmt.Errorf("deliver: task names webhook %q and notification %q", t.WebhookID, t.NotificationID)

@@ -7,7 +7,10 @@
 package httpfunc
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,6 +39,28 @@ func Load[C any](lookup config.Lookup, read func(r *config.Reader, base config.H
 	r := config.NewReader(lookup)
 	base := config.ReadHTTPFunction(r)
 	return Loaded[C]{Config: read(r, base), Common: base.Common, Auth: base.Auth}, r.Err()
+}
+
+// ReadJSON decodes the JSON body of a task a queue delivers into v, as
+// strictly as a task is read: at most max bytes, no field v does not have,
+// nothing after the value. Its error says which rule the body broke.
+func ReadJSON(r *http.Request, max int, v any) error {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, int64(max)+1))
+	if err != nil {
+		return fmt.Errorf("read body: %w", err)
+	}
+	if len(raw) > max {
+		return fmt.Errorf("body larger than %d bytes", max)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("decode body: %w", err)
+	}
+	if dec.More() {
+		return errors.New("trailing data after the body")
+	}
+	return nil
 }
 
 // New builds function name: load reads its configuration (every problem at

@@ -1,6 +1,7 @@
 package httpfunc
 
 import (
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -53,6 +54,40 @@ func TestLoad(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), name) {
 				t.Errorf("Load(%s) error = %v, want it to name %s", tt.name, err, name)
 			}
+		}
+	}
+}
+
+// ReadJSON takes one JSON value of the task's shape within the bound and
+// refuses anything else, saying why.
+func TestReadJSON(t *testing.T) {
+	type task struct {
+		ID      string `json:"id"`
+		Attempt int    `json:"attempt"`
+	}
+	const max = 32
+	tests := []struct {
+		name, body string
+		want       task
+		wantErr    string // "" when it reads
+	}{
+		{"task", `{"id":"e1","attempt":2}`, task{ID: "e1", Attempt: 2}, ""},
+		{"exactly the bound", `{"id":"` + strings.Repeat("a", max-9) + `"}`, task{ID: strings.Repeat("a", max-9)}, ""},
+		{"trailing space", `{"id":"e1"}` + "\n", task{ID: "e1"}, ""},
+		{"over the bound", `{"id":"` + strings.Repeat("a", max-8) + `"}`, task{}, "larger than 32 bytes"},
+		{"empty", ``, task{}, "decode body"},
+		{"not JSON", `{`, task{}, "decode body"},
+		{"unknown field", `{"id":"e1","url":"x"}`, task{}, "unknown field"},
+		{"trailing value", `{"id":"e1"}{}`, task{}, "trailing data"},
+	}
+	for _, tt := range tests {
+		var got task
+		err := ReadJSON(httptest.NewRequest("POST", "/", strings.NewReader(tt.body)), max, &got)
+		switch {
+		case tt.wantErr == "" && (err != nil || got != tt.want):
+			t.Errorf("ReadJSON(%s) = %+v, %v; want %+v", tt.name, got, err, tt.want)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("ReadJSON(%s) error = %v, want %q", tt.name, err, tt.wantErr)
 		}
 	}
 }
