@@ -30,6 +30,7 @@ func (s *Store) TransitionSeen(ctx context.Context, e *Entry, c Change) (*Entry,
 		return s.Transition(ctx, e.ID, c)
 	}
 	var cur Entry
+	var refused error
 	var commit firestore.CommitResponse
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		// Each attempt starts from e; Apply and the move must not edit
@@ -37,18 +38,20 @@ func (s *Store) TransitionSeen(ctx context.Context, e *Entry, c Change) (*Entry,
 		cur = *e
 		cur.History = slices.Clone(e.History)
 		cur.Headers = maps.Clone(e.Headers)
-		if err := s.move(tx, &cur, c, nil, !projection); err != nil {
-			return err
+		if refused = s.move(tx, &cur, c, nil, !projection); refused != nil {
+			return refused
 		}
 		s.wrote(1)
 		return tx.Update(s.entryRef(e.ID), changedFields(e, &cur), firestore.LastUpdateTime(e.seen))
 	}, firestore.WithCommitResponseTo(&commit))
-	switch status.Code(err) {
-	case codes.OK:
+	switch {
+	case err == nil:
 		cur.seen = commit.CommitTime()
 		return &cur, nil
-	case codes.FailedPrecondition, codes.NotFound:
-		// Changed (or gone) since e was read: decide on what is stored.
+	case refused != nil, status.Code(err) == codes.FailedPrecondition, status.Code(err) == codes.NotFound:
+		// Refused on what e says (a status, Apply), or e changed (or
+		// gone) since it was read: decide on what is stored, which e may
+		// no longer be.
 		return s.Transition(ctx, e.ID, c)
 	}
 	return nil, txError("transition "+e.ID, err)

@@ -14,7 +14,8 @@ import (
 // After random histories (entries created, merged, moved, re-evaluated,
 // recovered twice over, discarded; moves refused for a wrong status and
 // transactions that fail after changing the entry; replays claimed and
-// never finished), every hour's stored counters, tenant counters included,
+// never finished; half the moves made from an entry the caller holds,
+// current or stale), every hour's stored counters, tenant counters included,
 // equal a full recount from the entries. The counters are kept in the
 // transactions that change the entries, so a failed transaction changes
 // neither and a crash between two steps leaves both at the same step.
@@ -30,7 +31,11 @@ func TestTenantCountersEqualRecountAfterRandomHistories(t *testing.T) {
 			initial := []Status{Scheduled, Scheduled, Escalated, Quarantined, AwaitingApproval}
 			statuses := []Status{Scheduled, Replaying, Replayed, Recovered, AwaitingApproval, Quarantined, Held, Escalated, Discarded}
 			var ids []string
-			var moved, refused, crashed, created int
+			var moved, refused, crashed, created, seen int
+			// held is each entry as this caller last read or moved it,
+			// which others may have moved since: half the moves start
+			// from it (TransitionSeen), as replay and reconcile do.
+			held := map[string]*Entry{}
 			for step := range 400 {
 				clock.Add(time.Duration(rng.IntN(150)) * time.Second)
 				switch op := rng.IntN(10); {
@@ -83,7 +88,19 @@ func TestTenantCountersEqualRecountAfterRandomHistories(t *testing.T) {
 						}
 						return nil
 					}
-					_, err = s.Transition(ctx, id, c)
+					var res *Entry
+					if h := held[id]; h != nil && rng.IntN(2) == 0 {
+						res, err = s.TransitionSeen(ctx, h, c)
+						seen++
+					} else {
+						res, err = s.Transition(ctx, id, c)
+					}
+					switch {
+					case err == nil:
+						held[id] = res
+					case rng.IntN(2) == 0:
+						held[id] = cur
+					}
 					switch {
 					case crash && errors.Is(err, errCrash):
 						crashed++
@@ -96,8 +113,8 @@ func TestTenantCountersEqualRecountAfterRandomHistories(t *testing.T) {
 					}
 				}
 			}
-			if created < 50 || moved < 100 || refused == 0 || crashed == 0 {
-				t.Fatalf("history too poor: %d created, %d moved, %d refused, %d crashed", created, moved, refused, crashed)
+			if created < 50 || moved < 100 || refused == 0 || crashed == 0 || seen < 50 {
+				t.Fatalf("history too poor: %d created, %d moved (%d from a held entry), %d refused, %d crashed", created, moved, seen, refused, crashed)
 			}
 			window := NewRecount(start, clock.Now())
 			for after := (Cursor{}); ; {
