@@ -318,23 +318,20 @@ module "bridge" {
   name                  = "${var.name_prefix}-bridge"
   image                 = var.bridge_image
   service_account_email = google_service_account.component["bridge"].email
-  environment = {
+  environment = merge(local.nats_env, {
     GOOGLE_CLOUD_PROJECT = var.project_id
-    NATS_URL             = var.nats_url
     DLQ_TOPIC            = module.events.topic_name
     ADVISORY_STREAM      = var.advisory_stream
     RECORD_STREAM        = var.record_stream
     FAILURE_BUCKET       = var.failure_bucket
     BRIDGE_CONSUMER      = var.bridge_consumer
-  }
-  nats_creds_secret    = var.nats_creds_enabled ? google_secret_manager_secret.nats_creds.secret_id : null
-  nats_creds_version   = var.nats_creds_secret_version
-  nats_creds_mount_dir = local.nats_creds_dir
-  min_instances        = var.bridge_min_instances
-  max_instances        = var.bridge_max_instances
-  cpu                  = var.bridge_cpu
-  memory               = var.bridge_memory
-  deletion_protection  = var.deletion_protection
+  })
+  secret_files        = local.nats_files
+  min_instances       = var.bridge_min_instances
+  max_instances       = var.bridge_max_instances
+  cpu                 = var.bridge_cpu
+  memory              = var.bridge_memory
+  deletion_protection = var.deletion_protection
 
   depends_on = [
     google_project_service.enabled,

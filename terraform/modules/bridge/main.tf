@@ -3,14 +3,6 @@
 # CPU it would starve between health checks. Only Cloud Run's own probes
 # reach it: ingress is internal and nobody holds run.invoker.
 
-locals {
-  creds_file = "${var.nats_creds_mount_dir}/nats.creds"
-  env = merge(
-    var.environment,
-    var.nats_creds_secret == null ? {} : { NATS_CREDS = local.creds_file },
-  )
-}
-
 resource "google_cloud_run_v2_service" "bridge" {
   project             = var.project_id
   location            = var.region
@@ -46,18 +38,19 @@ resource "google_cloud_run_v2_service" "bridge" {
       }
 
       dynamic "env" {
-        for_each = local.env
+        for_each = var.environment
         content {
           name  = env.key
           value = env.value
         }
       }
 
+      # A volume is named after its file (nats.creds: nats-creds).
       dynamic "volume_mounts" {
-        for_each = var.nats_creds_secret == null ? [] : [1]
+        for_each = var.secret_files
         content {
-          name       = "nats-creds"
-          mount_path = var.nats_creds_mount_dir
+          name       = replace(volume_mounts.value.path, ".", "-")
+          mount_path = volume_mounts.key
         }
       }
 
@@ -84,15 +77,15 @@ resource "google_cloud_run_v2_service" "bridge" {
     }
 
     dynamic "volumes" {
-      for_each = var.nats_creds_secret == null ? [] : [1]
+      for_each = var.secret_files
       content {
-        name = "nats-creds"
+        name = replace(volumes.value.path, ".", "-")
         secret {
-          secret       = var.nats_creds_secret
+          secret       = volumes.value.secret
           default_mode = 292 # 0444
           items {
-            path    = "nats.creds"
-            version = var.nats_creds_version
+            path    = volumes.value.path
+            version = volumes.value.version
           }
         }
       }

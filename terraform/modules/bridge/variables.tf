@@ -45,20 +45,13 @@ variable "container_port" {
   default     = 8090
 }
 
-variable "nats_creds_secret" {
-  type        = string
-  description = "Secret Manager secret id holding the NATS credentials file, mounted read-only; null when NATS needs no credentials."
-  default     = null
-}
-
-variable "nats_creds_version" {
-  type        = string
-  description = "Secret version to mount (\"latest\" picks up rotations on the next revision)."
-}
-
-variable "nats_creds_mount_dir" {
-  type        = string
-  description = "Directory the credentials file is mounted in; NATS_CREDS points at <dir>/nats.creds."
+variable "secret_files" {
+  type = map(object({
+    secret  = string
+    version = string
+    path    = string
+  }))
+  description = "Secrets mounted read-only as files, keyed by mount directory, as for the function module: { \"/etc/secrets/nats\" = { secret = \"jsdlq-nats-creds\", version = \"latest\", path = \"nats.creds\" } }. Empty when NATS needs no credentials; the environment names the file (NATS_CREDS)."
 }
 
 variable "min_instances" {
