@@ -17,11 +17,9 @@ import (
 	"os"
 	"time"
 
-	ctapi "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/firestore"
 
 	"github.com/jsdlq/jsdlq/console"
-	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -64,10 +62,7 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 	st := store.New(fsc)
 	sched := tasks.New(cfg.Tasks)
 	defer sched.Close()
-	runner, err := ctapi.NewClient(ctx, clientopt.CloudTasksOptions(cfg.CloudTasksEmulatorHost)...)
-	if err != nil {
-		return fmt.Errorf("cloud tasks client: %w", err)
-	}
+	runner := tasks.NewClient(cfg.CloudTasksEmulatorHost)
 	defer runner.Close()
 	op := operator.New(st, sched, operator.WithRunner(runner))
 

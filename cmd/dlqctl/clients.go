@@ -12,12 +12,10 @@ import (
 	"sync"
 	"time"
 
-	ctapi "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/firestore"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/term"
 
-	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/operator"
@@ -151,19 +149,15 @@ func (a *app) scheduler() (*tasks.Scheduler, error) {
 }
 
 // taskRunner returns the Cloud Tasks client used for RunTask (replay --now).
-func (a *app) taskRunner(ctx context.Context) (operator.Runner, error) {
+func (a *app) taskRunner() operator.Runner {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.runner != nil {
-		return a.runner, nil
+	if a.runner == nil {
+		c := tasks.NewClient(a.config().Tasks.EmulatorHost)
+		a.runner = c
+		a.closers = append(a.closers, c.Close)
 	}
-	c, err := ctapi.NewClient(ctx, clientopt.CloudTasksOptions(a.config().Tasks.EmulatorHost)...)
-	if err != nil {
-		return nil, fmt.Errorf("cloud tasks client: %w", err)
-	}
-	a.runner = c
-	a.closers = append(a.closers, c.Close)
-	return c, nil
+	return a.runner
 }
 
 // js returns the JetStream context, connecting on first use.
@@ -194,11 +188,7 @@ func (a *app) operator(ctx context.Context, withRunner bool) (*operator.Operator
 	}
 	var opts []operator.Option
 	if withRunner {
-		r, err := a.taskRunner(ctx)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, operator.WithRunner(r))
+		opts = append(opts, operator.WithRunner(a.taskRunner()))
 	}
 	return operator.New(st, sched, opts...), nil
 }

@@ -94,6 +94,16 @@ func NewClient(emulatorHost string, opts ...option.ClientOption) *Client {
 // it is returned by every call.
 func (c *Client) Get() (*ctapi.Client, error) { return c.get() }
 
+// RunTask runs a task now (operator.Runner: a replay run at once), making
+// the client on first use.
+func (c *Client) RunTask(ctx context.Context, req *cloudtaskspb.RunTaskRequest, opts ...gax.CallOption) (*cloudtaskspb.Task, error) {
+	cl, err := c.get()
+	if err != nil {
+		return nil, err
+	}
+	return cl.RunTask(ctx, req, opts...)
+}
+
 // Close closes the client if it was made.
 func (c *Client) Close() error {
 	if !c.built.Load() {

@@ -14,6 +14,7 @@ import (
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/tasksemu"
 
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -194,5 +195,46 @@ func TestScheduleUnavailableIsRetryable(t *testing.T) {
 	}
 	if Retryable(status.Error(codes.InvalidArgument, "bad")) || Retryable(nil) {
 		t.Errorf("Retryable(InvalidArgument or nil) = true")
+	}
+}
+
+// A task due in an hour runs at once through Client.RunTask (what
+// operator.ReplayNow does with it); a task that is gone is the service's
+// NOT_FOUND, not a client error.
+func TestClientRunTask(t *testing.T) {
+	emu := testenv.NewCloudTasks(t)
+	queue := emu.Queue(t, "test-project", "q")
+	ran := make(chan Body, 1)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b Body
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		ran <- b
+	}))
+	t.Cleanup(target.Close)
+	s := New(Config{Queue: queue, ReplayURL: target.URL, ServiceAccount: "sa@p.iam.gserviceaccount.com", EmulatorHost: emu.Host})
+	t.Cleanup(func() { s.Close() })
+	c := NewClient(emu.Host)
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	name, _, err := s.Schedule(ctx, Request{EntryID: "R.1", Attempt: 1, At: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatalf("Schedule() = %v", err)
+	}
+	if _, err := c.RunTask(ctx, &cloudtaskspb.RunTaskRequest{Name: name}); err != nil {
+		t.Fatalf("RunTask(%s) = %v", name, err)
+	}
+	select {
+	case b := <-ran:
+		if b != (Body{EntryID: "R.1", Attempt: 1}) {
+			t.Errorf("RunTask dispatched %+v, want R.1 attempt 1", b)
+		}
+	case <-ctx.Done():
+		t.Fatal("RunTask: the task was never dispatched")
+	}
+	gone := s.FullName(Name("R.2", 1))
+	if _, err := c.RunTask(ctx, &cloudtaskspb.RunTaskRequest{Name: gone}); status.Code(err) != codes.NotFound {
+		t.Errorf("RunTask(%s) = %v, want NOT_FOUND", gone, err)
 	}
 }
