@@ -23,12 +23,10 @@ type env struct {
 	Notifications config.Notifications
 }
 
-// loadEnv reads replay's environment with one Reader, so every problem is
-// reported at once.
-func loadEnv(lookup config.Lookup) (env, error) {
-	r := config.NewReader(lookup)
-	e := env{HTTPFunction: config.ReadHTTPFunction(r), Notifications: config.ReadNotifications(r)}
-	return e, r.Err()
+// readEnv reads replay's own settings (httpfunc.Load reads the shared ones
+// first, with the same Reader, so every problem is reported at once).
+func readEnv(r *config.Reader, base config.HTTPFunction) env {
+	return env{HTTPFunction: base, Notifications: config.ReadNotifications(r)}
 }
 
 // FromEnv builds the replay function from its environment (lookup:
@@ -40,15 +38,12 @@ func loadEnv(lookup config.Lookup) (env, error) {
 // it, so nothing is lost while the deployment is fixed.
 func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) http.Handler {
 	return httpfunc.New(ctx, logs, "replay", func() (httpfunc.Loaded[env], error) {
-		e, err := loadEnv(lookup)
-		return httpfunc.Loaded[env]{Config: e, Common: e.Common, Auth: e.Auth}, err
+		return httpfunc.Load(lookup, readEnv)
 	}, build)
 }
 
 func build(cfg env, fs *firestore.Client, log *slog.Logger) (http.Handler, error) {
-	nats := cfg.NATS
-	nats.Name, nats.Logger = "jsdlq-replay", log
-	js := natsconn.NewLazy(nats)
+	js := natsconn.NewLazy(cfg.NATS.Named("jsdlq-replay", log))
 	st := store.New(fs)
 	return New(Config{}, Deps{
 		Logger:    log,

@@ -27,12 +27,10 @@
 package replay
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -43,6 +41,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	jevent "github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/httpfunc"
 	"github.com/jsdlq/jsdlq/shared/notify"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -52,7 +51,7 @@ import (
 
 // HeaderTaskName is set by Cloud Tasks (and its emulator) on every
 // dispatch: the task id, without the queue path.
-const HeaderTaskName = "X-CloudTasks-TaskName"
+const HeaderTaskName = tasks.HeaderTaskName
 
 // By is the actor name replay writes into entry and breaker history.
 const By = "replay"
@@ -237,20 +236,8 @@ const logEventOutcome = "replay_outcome"
 
 func readTask(r *http.Request) (tasks.Body, string, error) {
 	var b tasks.Body
-	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		return b, "", fmt.Errorf("replay: read body: %w", err)
-	}
-	if len(raw) > maxBody {
-		return b, "", fmt.Errorf("replay: body larger than %d bytes", maxBody)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil {
+	if err := httpfunc.ReadJSON(r, maxBody, &b); err != nil {
 		return b, "", fmt.Errorf("replay: body is not a replay task {\"entry_id\",\"attempt\"}: %w", err)
-	}
-	if dec.More() {
-		return b, "", errors.New("replay: trailing data after the task body")
 	}
 	if b.EntryID == "" || b.Attempt < 1 {
 		return b, "", fmt.Errorf("replay: task body needs entry_id and attempt >= 1 (got %q, %d)", b.EntryID, b.Attempt)
