@@ -21,17 +21,9 @@ import (
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
-// filter selects entries (ls and redrive). Every field is an equality on
-// the entry except the created_at range.
-type filter struct {
-	Tenant   string    `json:"tenant,omitempty"`
-	Status   string    `json:"status,omitempty"`
-	Category string    `json:"category,omitempty"`
-	Reason   string    `json:"reason,omitempty"`
-	Agent    string    `json:"agent,omitempty"`
-	Since    time.Time `json:"since,omitzero"`
-	Until    time.Time `json:"until,omitzero"`
-}
+// filter selects entries (ls and redrive): the store's selection of a bulk
+// run, read from and printed as dlqctl's key=value list.
+type filter struct{ store.BulkFilter }
 
 func (f filter) String() string {
 	var parts []string
@@ -41,15 +33,15 @@ func (f filter) String() string {
 		}
 	}
 	add("tenant", f.Tenant)
-	add("status", f.Status)
+	add("status", string(f.Status))
 	add("category", f.Category)
 	add("reason", f.Reason)
 	add("agent", f.Agent)
-	if !f.Since.IsZero() {
-		add("since", f.Since.Format(time.RFC3339))
+	if !f.CreatedFrom.IsZero() {
+		add("since", f.CreatedFrom.Format(time.RFC3339))
 	}
-	if !f.Until.IsZero() {
-		add("until", f.Until.Format(time.RFC3339))
+	if !f.CreatedTo.IsZero() {
+		add("until", f.CreatedTo.Format(time.RFC3339))
 	}
 	if len(parts) == 0 {
 		return "(all entries)"
@@ -66,7 +58,7 @@ func (f *filter) set(key, value string, now time.Time) error {
 		if !validStatus(value) {
 			return usagef("status %q is not one of %s", value, strings.Join(statusNames(), ", "))
 		}
-		f.Status = value
+		f.Status = store.Status(value)
 	case "category":
 		f.Category = value
 	case "reason", "reason_code":
@@ -79,9 +71,9 @@ func (f *filter) set(key, value string, now time.Time) error {
 			return err
 		}
 		if key == "since" {
-			f.Since = t
+			f.CreatedFrom = t
 		} else {
-			f.Until = t
+			f.CreatedTo = t
 		}
 	default:
 		return usagef("unknown filter key %q (tenant, status, category, reason, agent, since, until)", key)
@@ -128,8 +120,9 @@ func (a *app) scoped(f filter) (filter, error) {
 
 // query is the store query of f: newest first, reading view.
 func (f filter) query(view store.View) store.Query {
-	return store.Query{Tenant: f.Tenant, Status: store.Status(f.Status), Category: f.Category, Reason: f.Reason, Agent: f.Agent,
-		CreatedFrom: f.Since, CreatedTo: f.Until, Order: store.NewestFirst, View: view}
+	q := f.Query()
+	q.View = view
+	return q
 }
 
 // query lists up to limit entries matching f, newest first, without

@@ -415,7 +415,7 @@ func TestCheckpointSize(t *testing.T) {
 	var disk []byte
 	w := &checkpointFile{path: filepath.Join(t.TempDir(), "cp.json"), write: func(_ string, b []byte) error { disk = b; return nil }}
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	cp := &checkpoint{Schema: checkpointSchema, Filter: filter{Tenant: "acme", Status: "escalated", Since: start.Add(-6 * time.Hour)},
+	cp := &checkpoint{Schema: checkpointSchema, Filter: filter{store.BulkFilter{Tenant: "acme", Status: store.Escalated, CreatedFrom: start.Add(-6 * time.Hour)}},
 		Rate: 50, By: "dlqctl:alice", Total: n, StartedAt: start}
 	first, biggest := 0, 0
 	for i := range n {

@@ -44,16 +44,18 @@ func (s BulkState) Live() bool {
 var liveBulkStates = []string{string(BulkPlanned), string(BulkRunning), string(BulkCancelling)}
 
 // BulkFilter is what a bulk run selects: the equality filters and the
-// created_at range of Query.
+// created_at range of Query. The console's bulk runs store it in Firestore,
+// dlqctl's redrive checkpoints as JSON (whose names for the range, since
+// and until, checkpoints already on disk use).
 type BulkFilter struct {
-	Tenant      string    `firestore:"tenant,omitempty"`
-	Status      Status    `firestore:"status,omitempty"`
-	Category    string    `firestore:"category,omitempty"`
-	Reason      string    `firestore:"reason,omitempty"`
-	Agent       string    `firestore:"agent,omitempty"`
-	TaskType    string    `firestore:"task_type,omitempty"`
-	CreatedFrom time.Time `firestore:"created_from,omitempty"`
-	CreatedTo   time.Time `firestore:"created_to,omitempty"`
+	Tenant      string    `firestore:"tenant,omitempty" json:"tenant,omitempty"`
+	Status      Status    `firestore:"status,omitempty" json:"status,omitempty"`
+	Category    string    `firestore:"category,omitempty" json:"category,omitempty"`
+	Reason      string    `firestore:"reason,omitempty" json:"reason,omitempty"`
+	Agent       string    `firestore:"agent,omitempty" json:"agent,omitempty"`
+	TaskType    string    `firestore:"task_type,omitempty" json:"task_type,omitempty"`
+	CreatedFrom time.Time `firestore:"created_from,omitempty" json:"since,omitzero"`
+	CreatedTo   time.Time `firestore:"created_to,omitempty" json:"until,omitzero"`
 }
 
 // BulkFilterOf is the filter of query q (its order, view, page and limit
