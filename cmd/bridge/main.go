@@ -45,9 +45,7 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 		return err
 	}
 
-	ncfg := cfg.NATS
-	ncfg.Name, ncfg.Logger = "jsdlq-bridge", log.With("dependency", "nats")
-	nc, err := natsconn.Connect(ctx, ncfg)
+	nc, err := natsconn.Connect(ctx, cfg.NATS.Named("jsdlq-bridge", log.With("dependency", "nats")))
 	if err != nil {
 		return err
 	}
