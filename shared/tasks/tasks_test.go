@@ -62,9 +62,10 @@ type hit struct {
 	header http.Header
 }
 
-func TestScheduleDispatchesWithOIDC(t *testing.T) {
-	emu := testenv.NewCloudTasks(t)
-	queue := emu.Queue(t, "test-project", "dlq-replay")
+// replayTarget stands in for the replay function: it returns its URL and
+// the tasks dispatched to it (a POST of a task Body; anything else is
+// refused and not reported).
+func replayTarget(t *testing.T) (string, <-chan hit) {
 	hits := make(chan hit, 10)
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var b Body
@@ -76,7 +77,13 @@ func TestScheduleDispatchesWithOIDC(t *testing.T) {
 		hits <- hit{body: b, auth: r.Header.Get("Authorization"), header: r.Header}
 	}))
 	t.Cleanup(target.Close)
-	replayURL := target.URL + "/Replay"
+	return target.URL + "/Replay", hits
+}
+
+func TestScheduleDispatchesWithOIDC(t *testing.T) {
+	emu := testenv.NewCloudTasks(t)
+	queue := emu.Queue(t, "test-project", "dlq-replay")
+	replayURL, hits := replayTarget(t)
 	now := time.Now()
 	s := New(Config{Queue: queue, ReplayURL: replayURL, ServiceAccount: "tasks@test-project.iam.gserviceaccount.com", EmulatorHost: emu.Host},
 		WithClock(func() time.Time { return now }))
@@ -204,14 +211,8 @@ func TestScheduleUnavailableIsRetryable(t *testing.T) {
 func TestClientRunTask(t *testing.T) {
 	emu := testenv.NewCloudTasks(t)
 	queue := emu.Queue(t, "test-project", "q")
-	ran := make(chan Body, 1)
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var b Body
-		_ = json.NewDecoder(r.Body).Decode(&b)
-		ran <- b
-	}))
-	t.Cleanup(target.Close)
-	s := New(Config{Queue: queue, ReplayURL: target.URL, ServiceAccount: "sa@p.iam.gserviceaccount.com", EmulatorHost: emu.Host})
+	replayURL, ran := replayTarget(t)
+	s := New(Config{Queue: queue, ReplayURL: replayURL, ServiceAccount: "sa@p.iam.gserviceaccount.com", EmulatorHost: emu.Host})
 	t.Cleanup(func() { s.Close() })
 	c := NewClient(emu.Host)
 	t.Cleanup(func() { c.Close() })
@@ -226,9 +227,9 @@ func TestClientRunTask(t *testing.T) {
 		t.Fatalf("RunTask(%s) = %v", name, err)
 	}
 	select {
-	case b := <-ran:
-		if b != (Body{EntryID: "R.1", Attempt: 1}) {
-			t.Errorf("RunTask dispatched %+v, want R.1 attempt 1", b)
+	case h := <-ran:
+		if h.body != (Body{EntryID: "R.1", Attempt: 1}) {
+			t.Errorf("RunTask dispatched %+v, want R.1 attempt 1", h.body)
 		}
 	case <-ctx.Done():
 		t.Fatal("RunTask: the task was never dispatched")
