@@ -278,8 +278,13 @@ module "events" {
   classify_push_endpoint     = local.function_urls.classify
   classify_audience          = local.function_urls.classify
   push_service_account_email = google_service_account.component["push"].email
-  push                       = var.classify_push
-  message_retention          = var.event_retention
+  push = {
+    ack_deadline_seconds  = var.classify_ack_deadline_seconds
+    min_backoff_seconds   = var.classify_push_min_backoff_seconds
+    max_backoff_seconds   = var.classify_push_max_backoff_seconds
+    max_delivery_attempts = var.classify_max_delivery_attempts
+  }
+  message_retention = var.event_retention
   publisher_members = {
     bridge = google_service_account.component["bridge"].member
   }

@@ -336,23 +336,47 @@ variable "events_topic" {
   }
 }
 
-variable "classify_push" {
-  type = object({
-    ack_deadline_seconds  = optional(number, 60)
-    min_backoff_seconds   = optional(number, 10)
-    max_backoff_seconds   = optional(number, 600)
-    max_delivery_attempts = optional(number, 10)
-  })
-  description = "Pub/Sub's push of events to classify: seconds it waits for classify's answer before retrying, the shortest and longest delay before a failed push is retried (each 10-600 s), and deliveries of one event before it goes to the dead-letter topic (5-100). Each field optional."
-  default     = {}
+variable "classify_push_min_backoff_seconds" {
+  type        = number
+  description = "Shortest retry delay of a failed push to classify (10-600 s)."
+  default     = 10
 
   validation {
-    condition     = alltrue([for s in [var.classify_push.ack_deadline_seconds, var.classify_push.min_backoff_seconds, var.classify_push.max_backoff_seconds] : s >= 10 && s <= 600]) && var.classify_push.min_backoff_seconds <= var.classify_push.max_backoff_seconds
-    error_message = "classify_push: ack_deadline_seconds, min_backoff_seconds and max_backoff_seconds must be between 10 and 600, min_backoff_seconds at most max_backoff_seconds."
+    condition     = var.classify_push_min_backoff_seconds >= 10 && var.classify_push_min_backoff_seconds <= 600
+    error_message = "classify_push_min_backoff_seconds must be between 10 and 600."
   }
+}
+
+variable "classify_push_max_backoff_seconds" {
+  type        = number
+  description = "Longest retry delay of a failed push to classify (10-600 s)."
+  default     = 600
+
   validation {
-    condition     = var.classify_push.max_delivery_attempts >= 5 && var.classify_push.max_delivery_attempts <= 100
-    error_message = "classify_push.max_delivery_attempts must be between 5 and 100."
+    condition     = var.classify_push_max_backoff_seconds >= 10 && var.classify_push_max_backoff_seconds <= 600 && var.classify_push_min_backoff_seconds <= var.classify_push_max_backoff_seconds
+    error_message = "classify_push_max_backoff_seconds must be between 10 and 600 and at least classify_push_min_backoff_seconds."
+  }
+}
+
+variable "classify_max_delivery_attempts" {
+  type        = number
+  description = "Deliveries of one event to classify before it goes to the dead-letter topic (5-100)."
+  default     = 10
+
+  validation {
+    condition     = var.classify_max_delivery_attempts >= 5 && var.classify_max_delivery_attempts <= 100
+    error_message = "classify_max_delivery_attempts must be between 5 and 100."
+  }
+}
+
+variable "classify_ack_deadline_seconds" {
+  type        = number
+  description = "Seconds Pub/Sub waits for classify's answer before retrying (10-600)."
+  default     = 60
+
+  validation {
+    condition     = var.classify_ack_deadline_seconds >= 10 && var.classify_ack_deadline_seconds <= 600
+    error_message = "classify_ack_deadline_seconds must be between 10 and 600."
   }
 }
 
