@@ -192,27 +192,17 @@ func viewPlan(p store.RedrivePlan, include []string) planView {
 		c := string(o.Category)
 		v.Excluded = append(v.Excluded, optInView{Category: c, N: p.Excluded[c], Included: slices.Contains(include, c)})
 	}
-	v.Stopped, v.HeldByBrk = sum(p.PolicyStops), sum(p.BreakerHeld)
-	v.LeftAlone = p.Held + p.Nothing + sum(p.Excluded)
+	v.Stopped, v.HeldByBrk, v.LeftAlone = p.PolicyStopped(), p.BreakerHolds(), p.LeftAlone()
 	return v
 }
 
 // counts is m largest first.
 func counts(m map[string]int) []count {
 	out := make([]count, 0, len(m))
-	for k, n := range m {
-		out = append(out, count{cmp.Or(k, "—"), n})
+	for _, k := range store.Ranked(m) {
+		out = append(out, count{cmp.Or(k, "—"), m[k]})
 	}
-	slices.SortFunc(out, func(a, b count) int { return cmp.Or(cmp.Compare(b.N, a.N), strings.Compare(a.Name, b.Name)) })
 	return out
-}
-
-func sum(m map[string]int) int {
-	n := 0
-	for _, v := range m {
-		n += v
-	}
-	return n
 }
 
 // maxPlanTenants bounds the tenants a stored plan names (a run document

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -55,7 +54,7 @@ func printPlan(w io.Writer, p *redrive.Plan, cp *checkpoint, resumed bool) {
 	fmt.Fprintf(tw, "\nredrive acts on %d:\n", p.Acts())
 	fmt.Fprintf(tw, "  approve\t%d\tawaiting_approval, quarantined, escalated: the approval answers the policy, not the breaker\n", p.Approve)
 	fmt.Fprintf(tw, "  run now\t%d\tscheduled: the task runs now and meets the policy and the breaker\n", p.RunNow)
-	fmt.Fprintf(tw, "and leaves alone %d:\n", p.Held+p.Nothing+sum(p.Excluded))
+	fmt.Fprintf(tw, "and leaves alone %d:\n", p.LeftAlone())
 	fmt.Fprintf(tw, "  held\t%d\tstay held: redrive never releases them; reconcile does once their breaker admits, or dlqctl breaker probe|close\n", p.Held)
 	for _, o := range redrive.OptIns {
 		fmt.Fprintf(tw, "  excluded: %s\t%d\tneeds --%s%s\n", o.Category, p.Excluded[string(o.Category)], o.Flag,
@@ -65,9 +64,9 @@ func printPlan(w io.Writer, p *redrive.Plan, cp *checkpoint, resumed bool) {
 	if p.Acts() > 0 {
 		fmt.Fprintf(tw, "what the gates will do with the %d, as things stand now:\n", p.Acts())
 		fmt.Fprintf(tw, "  already completed\t%d\tidempotency record: marked recovered, not published\n", p.Completed)
-		fmt.Fprintf(tw, "  stopped by the policy\t%d\tthe current policy no longer replays them%s: they would need approval\n", sum(p.PolicyStops),
+		fmt.Fprintf(tw, "  stopped by the policy\t%d\tthe current policy no longer replays them%s: they would need approval\n", p.PolicyStopped(),
 			ifSet(len(p.PolicyStops) > 0, " (→ "+countsText(p.PolicyStops, 0)+")"))
-		fmt.Fprintf(tw, "  held by a breaker\t%d\t%s\n", sum(p.BreakerHeld), breakerText(p))
+		fmt.Fprintf(tw, "  held by a breaker\t%d\t%s\n", p.BreakerHolds(), breakerText(p))
 		if p.Probes > 0 {
 			fmt.Fprintf(tw, "  half-open probe\t%d\tthe one replay a half-open breaker lets through\n", p.Probes)
 		}
@@ -95,12 +94,7 @@ func breakerText(p *redrive.Plan) string {
 
 // countsText is "a 3, b 1", largest first, at most limit names (0: all).
 func countsText(m map[string]int, limit int) string {
-	keys := slices.SortedFunc(maps.Keys(m), func(x, y string) int {
-		if c := cmp.Compare(m[y], m[x]); c != 0 {
-			return c
-		}
-		return strings.Compare(x, y)
-	})
+	keys := store.Ranked(m)
 	var parts []string
 	for i, k := range keys {
 		if limit > 0 && i == limit {
@@ -110,12 +104,4 @@ func countsText(m map[string]int, limit int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", orDash(k), m[k]))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func sum(m map[string]int) int {
-	n := 0
-	for _, v := range m {
-		n += v
-	}
-	return n
 }

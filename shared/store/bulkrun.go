@@ -1,10 +1,14 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -104,6 +108,24 @@ type RedrivePlan struct {
 
 // Acts is how many entries the redrive acts on.
 func (p RedrivePlan) Acts() int { return p.Approve + p.RunNow }
+
+// LeftAlone is how many entries the redrive passes without acting: held by
+// their breaker, excluded for want of an opt-in, nothing to do.
+func (p RedrivePlan) LeftAlone() int { return p.Held + p.Nothing + sum(p.Excluded) }
+
+// PolicyStopped is how many of the replays the current policy stops.
+func (p RedrivePlan) PolicyStopped() int { return sum(p.PolicyStops) }
+
+// BreakerHolds is how many of the replays an open breaker holds.
+func (p RedrivePlan) BreakerHolds() int { return sum(p.BreakerHeld) }
+
+// Ranked is the names of a plan's counts (ByTenant, PolicyStops, ...)
+// largest first, then by name: the order dlqctl and the console show them in.
+func Ranked(m map[string]int) []string {
+	return slices.SortedFunc(maps.Keys(m), func(x, y string) int {
+		return cmp.Or(cmp.Compare(m[y], m[x]), strings.Compare(x, y))
+	})
+}
 
 // RedrivePending is the entry a redrive is about to act on, written ahead
 // of the action: its position, the action and its updated_at as listed.

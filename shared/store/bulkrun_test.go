@@ -130,3 +130,35 @@ func TestBulkRunBadIDs(t *testing.T) {
 		t.Errorf("GetBulkRun(unknown) = %v, want ErrNotFound", err)
 	}
 }
+
+// A plan's totals and the order of its counts, which dlqctl's printed plan
+// and the console's plan page both show.
+func TestRedrivePlanFigures(t *testing.T) {
+	p := RedrivePlan{Held: 2, Nothing: 3, Excluded: map[string]int{"poison": 4, "quarantined": 1},
+		PolicyStops: map[string]int{"escalated": 2, "quarantined": 5}, BreakerHeld: map[string]int{"acme": 7}}
+	for _, tt := range []struct {
+		name      string
+		got, want int
+	}{
+		{"LeftAlone", p.LeftAlone(), 10},
+		{"PolicyStopped", p.PolicyStopped(), 7},
+		{"BreakerHolds", p.BreakerHolds(), 7},
+		{"LeftAlone of an empty plan", RedrivePlan{}.LeftAlone(), 0},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("%s() = %d, want %d", tt.name, tt.got, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		in   map[string]int
+		want []string
+	}{
+		{map[string]int{"b": 1, "a": 1, "c": 5, "": 2}, []string{"c", "", "a", "b"}},
+		{map[string]int{}, nil},
+		{nil, nil},
+	} {
+		if diff := cmp.Diff(tt.want, Ranked(tt.in)); diff != "" {
+			t.Errorf("Ranked(%v) (-want +got):\n%s", tt.in, diff)
+		}
+	}
+}

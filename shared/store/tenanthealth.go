@@ -137,8 +137,8 @@ func (t TenantHour) InStatus(sts ...Status) int64 {
 	return n
 }
 
-func sum(m map[string]int64) int64 {
-	var n int64
+func sum[N int | int64](m map[string]N) N {
+	var n N
 	for _, v := range m {
 		n += v
 	}
