@@ -14,7 +14,6 @@ import {
   HeaderTargetModel,
   HeaderTaskID,
   HeaderTaskVersion,
-  ReplayPrefix,
   header,
   toHeaderMap,
   utf8Length,
@@ -64,6 +63,25 @@ function positive(s: string): number {
   return Number(n);
 }
 
+type SetReplay = (r: Replay, first: string, vs: string[]) => void;
+
+// What each Jsdlq-* header sets: its first value (trimmed), that value as a
+// number, or all its values.
+const replaySetters: [string, SetReplay][] = [
+  [HeaderReplayOf, (r, first) => { r.of = first; }],
+  [HeaderReplayAttempt, (r, first) => { r.attempt = positive(first); }],
+  [HeaderStrategy, (r, first) => { r.strategy = first; }],
+  [HeaderInstruction, (r, _, vs) => { r.instructions.push(...vs); }],
+  [HeaderTargetModel, (r, first) => { r.targetModel = first; }],
+  [HeaderMaxContextTokens, (r, first) => { r.maxContextTokens = positive(first); }],
+  [HeaderMaxOutputTokens, (r, first) => { r.maxOutputTokens = positive(first); }],
+  [HeaderCompletedSteps, (r, _, vs) => { r.completedSteps.push(...vs); }],
+];
+
+// replayFields looks the setters up by lower-cased header name (names match
+// in any case, as Go's strings.EqualFold compares them).
+const replayFields = new Map(replaySetters.map(([name, set]) => [name.toLowerCase(), set]));
+
 /**
  * parseReplay reads the Jsdlq-* headers (names in any case). Malformed
  * numbers read as 0: the replay is still processed, without the limit.
@@ -74,37 +92,9 @@ export function parseReplay(hdrs: MsgHdrs | HeaderMap | undefined): Replay {
     of: "", attempt: 0, strategy: "", instructions: [], targetModel: "",
     maxContextTokens: 0, maxOutputTokens: 0, completedSteps: [], isReplay: false,
   };
-  const prefix = ReplayPrefix.toLowerCase();
   for (const [name, vs] of Object.entries(h)) {
-    const n = name.toLowerCase();
-    if (vs.length === 0 || !n.startsWith(prefix)) continue;
-    const first = trimSpace(vs[0]!);
-    switch (n) {
-      case HeaderReplayOf.toLowerCase():
-        r.of = first;
-        break;
-      case HeaderReplayAttempt.toLowerCase():
-        r.attempt = positive(first);
-        break;
-      case HeaderStrategy.toLowerCase():
-        r.strategy = first;
-        break;
-      case HeaderInstruction.toLowerCase():
-        r.instructions.push(...vs);
-        break;
-      case HeaderTargetModel.toLowerCase():
-        r.targetModel = first;
-        break;
-      case HeaderMaxContextTokens.toLowerCase():
-        r.maxContextTokens = positive(first);
-        break;
-      case HeaderMaxOutputTokens.toLowerCase():
-        r.maxOutputTokens = positive(first);
-        break;
-      case HeaderCompletedSteps.toLowerCase():
-        r.completedSteps.push(...vs);
-        break;
-    }
+    const set = replayFields.get(name.toLowerCase());
+    if (set && vs.length > 0) set(r, trimSpace(vs[0]!), vs);
   }
   r.isReplay = r.of !== "";
   return r;
