@@ -1,23 +1,19 @@
 package auth
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
@@ -31,51 +27,15 @@ const (
 	tasksSA   = "tasks@p.iam.gserviceaccount.com"
 )
 
-// tokensFromEmulator has the real Cloud Tasks emulator dispatch one task per
-// (audience, account) and returns the Authorization header each carried.
-func tokensFromEmulator(t *testing.T, ct *testenv.CloudTasks, cases map[string][2]string) map[string]string {
-	t.Helper()
-	var mu sync.Mutex
-	got := map[string]string{}
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		got[r.Header.Get("X-CloudTasks-TaskName")] = r.Header.Get("Authorization")
-		mu.Unlock()
-	}))
-	defer target.Close()
-	queue := ct.Queue(t, "p", testenv.Name(t, "q"))
-	for name, c := range cases {
-		_, err := ct.Client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: &cloudtaskspb.Task{
-			Name: queue + "/tasks/" + name,
-			MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
-				Url: target.URL, HttpMethod: cloudtaskspb.HttpMethod_POST,
-				AuthorizationHeader: &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{ServiceAccountEmail: c[1], Audience: c[0]}},
-			}},
-		}})
-		if err != nil {
-			t.Fatalf("CreateTask(%s) = %v", name, err)
-		}
-	}
-	testenv.WaitFor(t, 30*time.Second, func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(got) != len(cases) {
-			return fmt.Errorf("emulator dispatched %d of %d tasks", len(got), len(cases))
-		}
-		return nil
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	return got
-}
-
 func TestEmulatorMode(t *testing.T) {
 	ct := testenv.NewCloudTasks(t)
-	tokens := tokensFromEmulator(t, ct, map[string][2]string{
-		"good":          {replayURL, tasksSA},
-		"other-aud":     {"http://127.0.0.1:1/Reconcile", tasksSA},
-		"other-account": {replayURL, "intruder@p.iam.gserviceaccount.com"},
-	})
+	queue := ct.Queue(t, "p", testenv.Name(t, "q"))
+	// Genuine tokens the emulator mints on dispatch, for each audience and account.
+	tokens := map[string]string{
+		"good":          testenv.MintToken(t, ct.Client, queue, tasksSA, replayURL),
+		"other-aud":     testenv.MintToken(t, ct.Client, queue, tasksSA, "http://127.0.0.1:1/Reconcile"),
+		"other-account": testenv.MintToken(t, ct.Client, queue, "intruder@p.iam.gserviceaccount.com", replayURL),
+	}
 	a, err := New(config.Auth{Mode: config.AuthEmulator, Audience: replayURL, AllowedEmails: []string{tasksSA}}, ct.Host)
 	if err != nil {
 		t.Fatal(err)
