@@ -42,6 +42,13 @@ func (st Status) Terminal() bool {
 	return st == Recovered || st == Discarded
 }
 
+// AllStatuses are every status an entry can be in.
+var AllStatuses = []Status{Scheduled, Replaying, Replayed, Recovered, AwaitingApproval, Quarantined, Held, Escalated, Discarded}
+
+// Known reports whether st is one of AllStatuses (what an operator's filter
+// may name).
+func (st Status) Known() bool { return slices.Contains(AllStatuses, st) }
+
 // MaxHistory bounds the transitions kept on an entry or breaker.
 const MaxHistory = 50
 
@@ -165,11 +172,17 @@ type Entry struct {
 	ExpireAt   time.Time    `firestore:"expire_at" json:"expire_at"`
 
 	// seen is the document's update time as this store last read or wrote
-	// it (zero: unknown), the precondition of TransitionSeen; projection:
-	// it was read through a query's view, not whole.
-	seen       time.Time
-	projection bool
+	// it (zero: unknown), the precondition of TransitionSeen; view: the
+	// fields it was read with (FullView: whole; partialView: a projection
+	// no View names), which decide whether TransitionSeen may move it.
+	seen time.Time
+	view View
 }
+
+// partialView is the view of an entry read through a projection that is
+// none of the query Views (the learner's, a recount's): TransitionSeen
+// never moves one without reading it again.
+const partialView View = -1
 
 func (s *Store) entryRef(id string) *firestore.DocumentRef {
 	return s.fs.Collection(FailureLog).Doc(id)
@@ -198,9 +211,12 @@ func decodeEntry(snap *firestore.DocumentSnapshot) (*Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Every stored entry has a plan, and no view reads it.
-	_, err = snap.DataAt("plan")
-	e.seen, e.projection = snap.UpdateTime, err != nil
+	// Every stored entry has a plan, and no view reads it: without one,
+	// the entry is a projection, which only Entries can name.
+	e.seen = snap.UpdateTime
+	if _, err := snap.DataAt("plan"); err != nil {
+		e.view = partialView
+	}
 	return e, nil
 }
 
@@ -211,7 +227,11 @@ type Change struct {
 	By   string // who made the change (component or operator)
 	Note string
 	// Apply edits other fields in the same transaction (may be nil). It sees
-	// the entry as read inside the transaction.
+	// the entry as read inside the transaction. It replaces a field's
+	// slice, map or pointer rather than editing what it refers to
+	// (Headers excepted: TransitionSeen copies them first): the move keeps
+	// a shallow copy of the entry as it was, and what it writes (the
+	// tenant counters, TransitionSeen's changed fields) is the difference.
 	Apply func(*Entry) error
 	// Count, when set, is added to the metrics of the transition's hour in
 	// the same transaction: a count of what the transition did (a replay
@@ -389,7 +409,7 @@ func (s *Store) MarkRecovered(ctx context.Context, id string, from []Status, by,
 }
 
 // MarkRecoveredSeen is MarkRecovered for a caller that has just read the
-// entry (a scan's projection will do, TransitionSeen) and the task's
+// entry (ScanView will do, TransitionSeen) and the task's
 // completion record (Completions, c): the move and keeping the record as
 // long as the entry are writes conditioned on each being unchanged since,
 // with no second read of either.

@@ -132,6 +132,11 @@ func (s *Store) Entries(ctx context.Context, q Query) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
+	if q.View != FullView {
+		for _, e := range entries {
+			e.view = q.View // what TransitionSeen may move it by
+		}
+	}
 	p := Page{Entries: entries}
 	if more {
 		last := entries[len(entries)-1]

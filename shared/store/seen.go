@@ -21,12 +21,15 @@ import (
 // reads; so the outcome is Transition's in every case, one read cheaper
 // when nobody else moved the entry.
 //
-// Only the fields the move changes are written, so e may be a projection
-// (ScanView) for a move that needs nothing else: no Apply and no
-// notification (those read fields a projection lacks; they read again).
+// Only the fields the move changes are written, so e may be a scan's
+// projection (ScanView: the status machine with its history) for a move
+// that needs nothing else: no Apply and no notification (those read fields
+// a projection lacks; they read again). Any other projection (ListView has
+// no history, which the move would overwrite) is moved by Transition.
 func (s *Store) TransitionSeen(ctx context.Context, e *Entry, c Change) (*Entry, error) {
-	projection := e.projection
-	if e.seen.IsZero() || (projection && (c.Apply != nil || Notifies(c.To))) {
+	projection := e.view == ScanView
+	switch {
+	case e.seen.IsZero(), e.view != FullView && !projection, projection && (c.Apply != nil || Notifies(c.To)):
 		return s.Transition(ctx, e.ID, c)
 	}
 	var cur Entry

@@ -13,10 +13,11 @@ import (
 )
 
 // TransitionSeen stores what Transition stores, reading nothing while the
-// entry is as the caller saw it; changed meanwhile, or held as a
-// projection the move cannot be made from, it reads the entry again and
-// decides as Transition does (a replay that lost its claim to an operator
-// must not mark it replayed).
+// entry is as the caller saw it; changed meanwhile (even into the status
+// the change wants: a stale entry is no refusal), or held as a projection
+// the move cannot be made from (one without history would lose it), it
+// reads the entry again and decides as Transition does (a replay that lost
+// its claim to an operator must not mark it replayed).
 func TestTransitionSeen(t *testing.T) {
 	s, clock := newStore(t, WithBreaker(BreakerConfig{Threshold: 1000, Window: time.Minute, Cooldown: time.Minute}))
 	ctx := testenv.Context(t)
@@ -52,6 +53,18 @@ func TestTransitionSeen(t *testing.T) {
 			claim(t, s, id)
 			return scanned(t, s, id)
 		}, Change{From: []Status{Replaying}, To: Escalated, By: "test"}, 1, nil},
+		{"listed (no history)", func(t *testing.T, id string) *Entry {
+			claim(t, s, id)
+			return viewed(t, s, id, ListView)
+		}, Change{From: []Status{Replaying}, To: Recovered, By: "test", Count: &Metrics{ReplaysRecovered: 1}}, 1, nil},
+		{"stale: held scheduled, claimed since", func(t *testing.T, id string) *Entry {
+			e, err := s.GetMeta(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			claim(t, s, id)
+			return e
+		}, Change{From: []Status{Replaying}, To: Replayed, By: "test", Apply: published, Count: &Metrics{ReplaysPublished: 1}}, 1, nil},
 		{"moved on meanwhile", func(t *testing.T, id string) *Entry {
 			e := claim(t, s, id)
 			if _, err := s.Transition(ctx, id, Change{From: []Status{Replaying}, To: Discarded, By: "operator"}); err != nil {
@@ -95,7 +108,7 @@ func TestTransitionSeen(t *testing.T) {
 			if diff := cmp.Diff(twinStored, stored, ignore, cmpopts.IgnoreUnexported(Entry{})); diff != "" {
 				t.Errorf("stored after TransitionSeen differs from Transition's (-Transition +TransitionSeen):\n%s", diff)
 			}
-			if held.projection {
+			if held.view != FullView {
 				return // a projection stays one
 			}
 			if diff := cmp.Diff(stored, got, ignore, cmpopts.IgnoreUnexported(Entry{})); diff != "" {
@@ -115,15 +128,21 @@ func claim(t *testing.T, s *Store, id string) *Entry {
 	return e
 }
 
-// scanned is entry id as an audit's scan reads it (ScanView).
+// scanned is entry id as an audit's scan reads it.
 func scanned(t *testing.T, s *Store, id string) *Entry {
+	t.Helper()
+	return viewed(t, s, id, ScanView)
+}
+
+// viewed is entry id as a query through view reads it.
+func viewed(t *testing.T, s *Store, id string, view View) *Entry {
 	t.Helper()
 	e, err := s.GetMeta(testenv.Context(t), id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p, err := s.Entries(testenv.Context(t), Query{Status: e.Status, CreatedFrom: e.CreatedAt, CreatedTo: e.CreatedAt.Add(time.Nanosecond),
-		Order: OldestFirst, View: ScanView, Limit: 100})
+		Order: OldestFirst, View: view, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +151,7 @@ func scanned(t *testing.T, s *Store, id string) *Entry {
 			return p
 		}
 	}
-	t.Fatalf("scan did not return %s", id)
+	t.Fatalf("query through view %d did not return %s", view, id)
 	return nil
 }
 
