@@ -79,9 +79,14 @@ func BenchmarkEntryLife(b *testing.B) {
 					b.Errorf("Record(%d) = %v", i+1, err)
 					continue
 				}
+				// A failed claim keeps e (its id names the entry in the
+				// error).
 				e := res.Entry
-				if err := retry(func() (err error) {
-					e, err = rs.Transition(f.ctx, e.ID, store.Change{From: []store.Status{store.Scheduled}, To: store.Replaying, By: "replay"})
+				if err := retry(func() error {
+					claimed, err := rs.Transition(f.ctx, e.ID, store.Change{From: []store.Status{store.Scheduled}, To: store.Replaying, By: "replay"})
+					if err == nil {
+						e = claimed
+					}
 					return err
 				}); err != nil {
 					b.Errorf("claim %s: %v", e.ID, err)

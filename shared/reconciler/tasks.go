@@ -316,7 +316,6 @@ func (r *run) eachPage(ctx context.Context, st store.Status, cursor *store.Curso
 		}
 		*cursor = next
 		if next.IsZero() {
-			*cursor = store.Cursor{}
 			return nil
 		}
 	}
