@@ -31,12 +31,6 @@ const (
 // listParams are the list route's query parameters; any other is refused.
 var listParams = map[string]bool{"status": true, "category": true, "reason": true, "agent": true, "page_size": true, "page_token": true}
 
-// Statuses a filter may name.
-var statuses = map[store.Status]bool{
-	store.Scheduled: true, store.Replaying: true, store.Replayed: true, store.Recovered: true, store.AwaitingApproval: true,
-	store.Quarantined: true, store.Held: true, store.Escalated: true, store.Discarded: true,
-}
-
 // apiError is the body of every refusal: {"error": {"code", "message"}}.
 type apiError struct {
 	status  int
@@ -181,7 +175,7 @@ func (s *Server) tenantQuery(r *http.Request, tenant string) (store.Query, error
 	}
 	q := store.Query{Tenant: tenant, View: store.ListView, Limit: DefaultPageSize,
 		Status: store.Status(vals.Get("status")), Category: vals.Get("category"), Reason: vals.Get("reason"), Agent: vals.Get("agent")}
-	if q.Status != "" && !statuses[q.Status] {
+	if q.Status != "" && !q.Status.Known() {
 		return q, badRequest("unknown status %q", q.Status)
 	}
 	for name, v := range map[string]string{"category": q.Category, "reason": q.Reason, "agent": q.Agent} {

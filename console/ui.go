@@ -92,7 +92,7 @@ func filterValue(name string, v []string) (string, error) {
 func filterQuery(f map[string]string) (store.Query, error) {
 	q := store.Query{Tenant: f["tenant"], Status: store.Status(f["status"]), Category: f["category"], Reason: f["reason"],
 		Agent: f["agent"], TaskType: f["task_type"]}
-	if q.Status != "" && !statuses[q.Status] {
+	if q.Status != "" && !q.Status.Known() {
 		return q, uiBad("unknown status %q", q.Status)
 	}
 	var err error
@@ -441,14 +441,8 @@ func parseTime(v string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q is not RFC 3339, YYYY-MM-DDTHH:MM or YYYY-MM-DD", v)
 }
 
-func allStatuses() []store.Status {
-	out := make([]store.Status, 0, len(statuses))
-	for st := range statuses {
-		out = append(out, st)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
-}
+// allStatuses are the statuses in the entries page's choice, by name.
+func allStatuses() []store.Status { return slices.Sorted(slices.Values(store.AllStatuses)) }
 
 // entryData is the entry page.
 type entryData struct {

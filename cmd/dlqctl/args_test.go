@@ -45,6 +45,9 @@ func TestPositionalArguments(t *testing.T) {
 		{[]string{"webhook", "add", "acme"}, "usage: dlqctl webhook add"},
 		{[]string{"webhook", "list", "acme", "extra"}, "usage: dlqctl webhook add"},
 		{[]string{"webhook", "frob", "acme"}, `unknown webhook command "frob"`},
+		// A status filter names one of the store's statuses, exactly.
+		{[]string{"ls", "--status", "nope"}, `status "nope" is not one of scheduled, replaying, replayed, recovered, awaiting_approval, quarantined, held, escalated, discarded`},
+		{[]string{"redrive", "--filter", "status=Held", "--rate", "1/s", "--dry-run"}, `status "Held" is not one of`},
 	} {
 		var out, errb bytes.Buffer
 		a := &app{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), lookup: config.MapLookup(nil)}

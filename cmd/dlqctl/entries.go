@@ -55,7 +55,7 @@ func (f *filter) set(key, value string, now time.Time) error {
 	case "tenant":
 		f.Tenant = value
 	case "status":
-		if !validStatus(value) {
+		if !store.Status(value).Known() {
 			return usagef("status %q is not one of %s", value, strings.Join(statusNames(), ", "))
 		}
 		f.Status = store.Status(value)
@@ -81,18 +81,13 @@ func (f *filter) set(key, value string, now time.Time) error {
 	return nil
 }
 
-var allStatuses = []store.Status{store.Scheduled, store.Replaying, store.Replayed, store.Recovered, store.AwaitingApproval,
-	store.Quarantined, store.Held, store.Escalated, store.Discarded}
-
 func statusNames() []string {
 	var out []string
-	for _, s := range allStatuses {
+	for _, s := range store.AllStatuses {
 		out = append(out, string(s))
 	}
 	return out
 }
-
-func validStatus(s string) bool { return slices.Contains(allStatuses, store.Status(s)) }
 
 // parseTime reads RFC 3339 or a duration back from now ("90m", "24h").
 func parseTime(v string, now time.Time) (time.Time, error) {
