@@ -29,11 +29,13 @@ type statsDoc struct {
 }
 
 // LearnerState is where the learner stands: the counts of every hour
-// before CountsThrough and the deaths of the entries created before
-// DeathsThrough (the hours' death cells, HourDeaths) are in the
-// statistics. DeathsAfter (created_at, id) is the cursor of a learner that
-// read the entries themselves (Deaths), kept until it reaches
-// DeathsThrough and zero after.
+// before CountsThrough and the deaths of the entries up to DeathsAfter
+// (created_at, id) are in the statistics. Entries before DeathsThrough are
+// read one by one (Deaths), the hours from it on by their death cells
+// (HourDeaths); once the entries are read DeathsAfter stays at
+// DeathsThrough (DeathsFrom), never zero: a learner from before
+// DeathsThrough, still deployed or rolled back to, reads the entries on
+// from there, where a zero cursor would make it read them all again.
 type LearnerState struct {
 	CountsThrough time.Time `firestore:"counts_through"`
 	DeathsThrough time.Time `firestore:"deaths_through,omitempty"`
@@ -158,22 +160,12 @@ func deathsOf(e *Entry) map[string]map[string]int64 {
 	return out
 }
 
-// FirstEntryAt is when the oldest entry was created (ok false: there is
-// none), one read: where a learner without a past starts reading hours.
-func (s *Store) FirstEntryAt(ctx context.Context) (at time.Time, ok bool, err error) {
-	snaps, err := s.fs.Collection(FailureLog).OrderBy("created_at", firestore.Asc).Select("created_at").Limit(1).Documents(ctx).GetAll()
-	s.read(1)
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("firestore query %s for the oldest entry: %w", FailureLog, err)
-	}
-	if len(snaps) == 0 {
-		return time.Time{}, false, nil
-	}
-	e, err := decodeEntry(snaps[0])
-	if err != nil {
-		return time.Time{}, false, err
-	}
-	return e.CreatedAt, true, nil
+// DeathsFrom is the cursor of Deaths that starts at the first entry
+// created at or after at: its id, "!", sorts before every id EntryID
+// makes (their bytes are '%' and above). It is never zero, which Deaths
+// reads as the first entry of all.
+func DeathsFrom(at time.Time) Cursor {
+	return Cursor{At: at.UTC(), ID: "!"}
 }
 
 // HourDeaths are the deaths Record counted among the entries created in

@@ -26,6 +26,13 @@ type Policy interface {
 	Version() string
 }
 
+// SwitchMargin is how long past the next full hour after its first run a
+// learner without DeathsThrough still reads the entries, not the hours'
+// death cells: long enough for a classify deployed with it (terraform
+// apply rolls every function out at once, in no set order) to take over
+// from a revision that wrote no cells.
+const SwitchMargin = time.Hour
+
 // Config of a learner.
 type Config struct {
 	// Interval: a model younger than this is kept (default 1 h).
@@ -149,29 +156,27 @@ func Learn(ctx context.Context, s *store.Store, pol Policy, cfg Config, force bo
 	}
 
 	// Deaths: Record counts them in the hour of the entry's creation
-	// (store.HourDeaths), so the learner reads each closed hour once,
-	// not each entry. A state without DeathsThrough is new, or a
-	// learner's that read the entries: that one goes on reading entries
-	// up to the next hour, from which on Record's cells hold every death.
+	// (store.HourDeaths), so the learner reads each closed hour once, not
+	// each entry, from DeathsThrough on. A state without DeathsThrough is
+	// new, or a learner's that read the entries (its cursor), and the
+	// entries may have been recorded by a classify that wrote no death
+	// cells: those from before this change, and those of a classify
+	// revision still serving while the new one rolls out. So the entries
+	// are read up to SwitchMargin past the next full hour, the cells
+	// from then on.
 	deathsTo := now.Add(-cfg.Settle).Truncate(time.Hour)
 	if to.DeathsThrough.IsZero() {
-		switch first, ok, err := s.FirstEntryAt(ctx); {
-		case err != nil:
-			return res, err
-		case !to.DeathsAfter.IsZero():
-			to.DeathsThrough = now.Truncate(time.Hour).Add(time.Hour)
-		case ok:
-			to.DeathsThrough = first.Truncate(time.Hour) // nothing died before
-		default:
-			to.DeathsThrough = deathsTo
-		}
-		moved = true
+		to.DeathsThrough, moved = now.Truncate(time.Hour).Add(time.Hour+SwitchMargin), true
 	}
-	if to.DeathsAfter.IsZero() && to.DeathsThrough.Before(oldest) {
-		// Deaths before the window are not learnt: their hours need no read.
+	// Deaths before the window are not learnt: their entries and hours
+	// need no read (a zero cursor, a new state's, starts there too).
+	if to.DeathsAfter.At.Before(oldest) {
+		to.DeathsAfter, moved = store.DeathsFrom(oldest), true
+	}
+	if to.DeathsThrough.Before(oldest) {
 		to.DeathsThrough, moved = oldest, true
 	}
-	for !to.DeathsAfter.IsZero() {
+	for to.DeathsAfter.At.Before(to.DeathsThrough) {
 		before := now.Add(-cfg.Settle)
 		if to.DeathsThrough.Before(before) {
 			before = to.DeathsThrough
@@ -201,12 +206,14 @@ func Learn(ctx context.Context, s *store.Store, pol Policy, cfg Config, force bo
 		}
 		if page.Read < cfg.PageSize {
 			if before.Equal(to.DeathsThrough) {
-				to.DeathsAfter, moved = store.Cursor{}, true // every entry before the hours read
+				// Every entry before the hours is read: the cursor
+				// waits at the hours (never zero, store.LearnerState).
+				to.DeathsAfter, moved = store.DeathsFrom(to.DeathsThrough), true
 			}
 			break
 		}
 	}
-	for h := to.DeathsThrough; to.DeathsAfter.IsZero() && h.Before(deathsTo); h = h.Add(time.Hour) {
+	for h := to.DeathsThrough; !to.DeathsAfter.At.Before(to.DeathsThrough) && h.Before(deathsTo); h = h.Add(time.Hour) {
 		if ctx.Err() != nil {
 			res.Partial = true
 			break
@@ -233,6 +240,7 @@ func Learn(ctx context.Context, s *store.Store, pol Policy, cfg Config, force bo
 			}
 		}
 		to.DeathsThrough, moved = h.Add(time.Hour), true
+		to.DeathsAfter = store.DeathsFrom(to.DeathsThrough)
 	}
 	if moved {
 		// The fold must land even if the deadline has just passed.

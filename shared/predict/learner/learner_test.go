@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -116,9 +117,10 @@ func TestLearnFromCountsAndDeaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The deaths come from the hours' death cells Record wrote, not from
-	// the entries: none is read.
-	want := learner.Result{Version: 1, Predictions: 1, Cells: res.Cells, Tasks: 140, Deaths: 40, Hours: res.Hours}
+	// A learner's first run reads the entries that are there already
+	// (their classify may have written no death cells,
+	// TestLearnAfterAnUpgrade): the 40 deaths among the 42.
+	want := learner.Result{Version: 1, Predictions: 1, Cells: res.Cells, Tasks: 140, Deaths: 40, Entries: 42}
 	if diff := cmp.Diff(want, res); diff != "" {
 		t.Errorf("Learn mismatch (-want +got):\n%s", diff)
 	}
@@ -272,61 +274,116 @@ func TestFoldBoundsADay(t *testing.T) {
 }
 
 // A learner state from a learner that read the entries (a cursor, no
-// DeathsThrough) goes on reading entries up to the next hour and the
-// hours' death cells from then on: every death is learnt once, whichever
-// side of the switch it falls on.
+// DeathsThrough), and a new one where entries exist already, go on reading
+// entries up to the hour after the next and the hours' death cells from
+// then on. Entries written by a classify that counted no deaths in cells
+// (before the change, or a revision still serving during the rollout, up
+// to the margin) are learnt from the entries: every death is learnt once,
+// whichever side of the switch it falls on. After the switch the entry
+// cursor waits at the hours, so a learner rolled back to (which reads a
+// zero cursor as "from the first entry") reads no entry again.
 func TestLearnAfterAnUpgrade(t *testing.T) {
-	fs, _ := testenv.Firestore(t)
-	ctx := testenv.Context(t)
-	clock := testenv.NewClock(time.Date(2026, 11, 20, 10, 30, 0, 0, time.UTC))
-	s := store.New(fs, store.WithClock(clock.Now))
-	counted := map[string][]string{event.HeaderCounted: {"1"}}
-	died := func(seq int) {
-		t.Helper()
-		e := entry(t, fmt.Sprintf("TASKS.%d", seq), "agents.coder.tasks.refactor", counted, []byte("task"), clock.Now())
-		if _, err := s.Record(ctx, e, "test"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The state an earlier learner left: it read the entries up to 10:29.
-	old := store.LearnerState{CountsThrough: clock.Now().Truncate(time.Hour), DeathsAfter: store.Cursor{At: clock.Now().Add(-time.Minute), ID: "TASKS.0"}}
-	if _, err := s.FoldPredictionStats(ctx, store.LearnerState{}, old, nil); err != nil {
-		t.Fatal(err)
-	}
-	died(1) // 10:30
-	clock.Add(10 * time.Minute)
-	died(2) // 10:40
-	clock.Add(10 * time.Minute)
-	tests := []struct {
-		name    string
-		advance time.Duration
-		die     int // an entry recorded before the run
-		want    learner.Result
+	for _, tc := range []struct {
+		name string
+		// state is the learner's state before the first run, at 10:30.
+		state func(now time.Time) store.LearnerState
+		// first is what the first run, at 10:50, reads; learnt how
+		// many deaths the statistics hold at the end.
+		first  learner.Result
+		learnt int64
 	}{
-		{"upgraded at 10:50: the entries before 10:45", 0, 0, learner.Result{Deaths: 2, Entries: 2}},
-		{"12:10: the entries up to 11:00, then hour 11 from its cells", 30 * time.Minute, 3, learner.Result{Deaths: 1, Hours: 1}},
-		{"13:10: hour 12 from its cells", time.Hour, 0, learner.Result{Hours: 1}},
-	}
-	for _, tc := range tests {
-		clock.Add(tc.advance)
-		if tc.die > 0 {
-			died(tc.die) // 11:20
-			clock.Add(50 * time.Minute)
-		}
-		res, err := learner.Learn(ctx, s, nil, learner.Config{}, true)
-		if err != nil {
-			t.Fatalf("%s: Learn() = %v", tc.name, err)
-		}
-		got := learner.Result{Deaths: res.Deaths, Hours: res.Hours, Entries: res.Entries}
-		if diff := cmp.Diff(tc.want, got); diff != "" {
-			t.Errorf("%s: Learn() mismatch (-want +got):\n%s", tc.name, diff)
-		}
-	}
-	st, err := s.PredictionStats(ctx, clock.Now().AddDate(0, 0, -1), clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := st[predict.Key{Agent: "coder", TaskType: "refactor", Feature: predict.FeatureAll, Bucket: predict.BucketAll}]; c.Deaths != 3 {
-		t.Errorf("deaths learnt = %d, want 3 (each once)", c.Deaths)
+		{"a learner that read the entries up to 10:29", func(now time.Time) store.LearnerState {
+			return store.LearnerState{CountsThrough: now.Truncate(time.Hour), DeathsAfter: store.Cursor{At: now.Add(-time.Minute), ID: "TASKS.0"}}
+		}, learner.Result{Deaths: 2, Entries: 2}, 4},
+		{"no learner yet, the dead of 10:29 in the failure log", func(time.Time) store.LearnerState {
+			return store.LearnerState{}
+		}, learner.Result{Deaths: 3, Entries: 3}, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs, _ := testenv.Firestore(t)
+			ctx := testenv.Context(t)
+			clock := testenv.NewClock(time.Date(2026, 11, 20, 10, 29, 0, 0, time.UTC))
+			s := store.New(fs, store.WithClock(clock.Now))
+			counted := map[string][]string{event.HeaderCounted: {"1"}}
+			// died records a death; by an old classify, it writes no
+			// death cells.
+			died := func(seq int, old bool) {
+				t.Helper()
+				e := entry(t, fmt.Sprintf("TASKS.%d", seq), "agents.coder.tasks.refactor", counted, []byte("task"), clock.Now())
+				if _, err := s.Record(ctx, e, "test"); err != nil {
+					t.Fatal(err)
+				}
+				if !old {
+					return
+				}
+				shards, err := fs.Collection(store.MetricsColl).Doc(store.Hour(clock.Now())).Collection(store.MetricsShards).Documents(ctx).GetAll()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, sh := range shards {
+					if _, err := sh.Ref.Update(ctx, []firestore.Update{{Path: "predict_deaths", Value: firestore.Delete}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			died(0, true) // 10:29, read by the earlier learner if there was one
+			clock.Add(time.Minute)
+			if st := tc.state(clock.Now()); st != (store.LearnerState{}) {
+				if _, err := s.FoldPredictionStats(ctx, store.LearnerState{}, st, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			died(1, true) // 10:30
+			clock.Add(10 * time.Minute)
+			died(2, true) // 10:40
+			clock.Add(10 * time.Minute)
+			steps := []struct {
+				name    string
+				advance time.Duration
+				die     func() // deaths before the run
+				want    learner.Result
+			}{
+				{"upgraded at 10:50: the entries before 10:45", 0, nil, tc.first},
+				{"12:10: the entries up to 12:00, an old classify's at 11:20 too", 30 * time.Minute, func() {
+					died(3, true) // 11:20
+					clock.Add(50 * time.Minute)
+				}, learner.Result{Deaths: 1, Entries: 1}},
+				{"13:10: hour 12 from its cells", 10 * time.Minute, func() {
+					died(4, false) // 12:20
+					clock.Add(50 * time.Minute)
+				}, learner.Result{Deaths: 1, Hours: 1}},
+			}
+			for _, st := range steps {
+				clock.Add(st.advance)
+				if st.die != nil {
+					st.die()
+				}
+				res, err := learner.Learn(ctx, s, nil, learner.Config{}, true)
+				if err != nil {
+					t.Fatalf("%s: Learn() = %v", st.name, err)
+				}
+				got := learner.Result{Deaths: res.Deaths, Hours: res.Hours, Entries: res.Entries}
+				if diff := cmp.Diff(st.want, got); diff != "" {
+					t.Errorf("%s: Learn() mismatch (-want +got):\n%s", st.name, diff)
+				}
+			}
+			stats, err := s.PredictionStats(ctx, clock.Now().AddDate(0, 0, -1), clock.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := stats[predict.Key{Agent: "coder", TaskType: "refactor", Feature: predict.FeatureAll, Bucket: predict.BucketAll}]; c.Deaths != tc.learnt {
+				t.Errorf("deaths learnt = %d, want %d (each once)", c.Deaths, tc.learnt)
+			}
+			// A learner rolled back to reads the entries from its cursor
+			// on (store.Deaths): none it would learn again.
+			st, err := s.Learner(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			page, err := s.Deaths(ctx, st.DeathsAfter, clock.Now(), 100)
+			if err != nil || page.Read != 0 {
+				t.Errorf("Deaths(%+v) after the switch = %d entries read, %v; want none", st.DeathsAfter, page.Read, err)
+			}
+		})
 	}
 }
