@@ -1,7 +1,8 @@
 // Package learner keeps the predictions' model up to date (reconcile calls
 // Learn at the end of a run): it folds the task counts agentkit wrote and
 // the deaths classify counted in the hours closed since its cursor into
-// daily statistics, never reading history or entries again, and learns the
+// daily statistics, never reading history or entries again (but the
+// entries before its switch to death cells, SwitchMargin), and learns the
 // model from the last days'.
 package learner
 
@@ -77,8 +78,8 @@ type Result struct {
 	Cells       int   `json:"cells"`
 	// Tasks and Deaths are how many were folded in this run; Hours how
 	// many hours' death cells were read (store.HourDeaths); Entries how
-	// many entries were read, only while finishing what a learner that
-	// read entries left (deaths of uncounted tasks are not learnt).
+	// many entries were read, only before the switch to the death cells
+	// (SwitchMargin; deaths of uncounted tasks are not learnt).
 	Tasks   int64 `json:"tasks"`
 	Deaths  int64 `json:"deaths"`
 	Hours   int64 `json:"hours"`
