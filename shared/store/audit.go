@@ -39,6 +39,13 @@ type Lease struct {
 
 func (s *Store) auditRef(id string) *firestore.DocumentRef { return s.fs.Collection(Audits).Doc(id) }
 
+// leaseFree reports whether owner may take a lease that holder holds until
+// until: no one holds it, owner does already, or it has expired. Reconcile's
+// run lease, a bulk run's and a notification's claim all follow it.
+func leaseFree(holder string, until time.Time, owner string, now time.Time) bool {
+	return holder == "" || holder == owner || !until.After(now)
+}
+
 // AcquireLease takes the run lease for holder until now+ttl, in a
 // transaction: an unexpired lease of another holder makes it fail with
 // ErrLeaseHeld and returns that lease.
@@ -46,12 +53,11 @@ func (s *Store) AcquireLease(ctx context.Context, holder string, ttl time.Durati
 	var out Lease
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		var cur Lease
-		found, err := txReadOptional(s, tx, s.auditRef(AuditLease), &cur)
-		if err != nil {
+		if _, err := txReadOptional(s, tx, s.auditRef(AuditLease), &cur); err != nil {
 			return err
 		}
 		now := s.Now()
-		if found && cur.Holder != holder && cur.Until.After(now) {
+		if !leaseFree(cur.Holder, cur.Until, holder, now) {
 			out = cur
 			return ErrLeaseHeld
 		}

@@ -244,11 +244,11 @@ func (s *Store) ClaimBulkRun(ctx context.Context, owner string, ttl time.Duratio
 		if err != nil {
 			return nil, err
 		}
-		if !s.claimable(cand, owner) {
+		if !leaseFree(cand.LeaseOwner, cand.LeaseUntil, owner, s.Now()) {
 			continue
 		}
 		got, err := claimDoc(ctx, s, s.bulkRef(cand.ID), "bulk run", "claim bulk run "+cand.ID, decodeBulkRun, func(r *BulkRun, now time.Time) (bool, error) {
-			if !r.State.Live() || !s.claimable(r, owner) {
+			if !r.State.Live() || !leaseFree(r.LeaseOwner, r.LeaseUntil, owner, now) {
 				return false, nil
 			}
 			r.LeaseOwner, r.LeaseUntil, r.UpdatedAt = owner, now.Add(ttl), now
@@ -262,10 +262,6 @@ func (s *Store) ClaimBulkRun(ctx context.Context, owner string, ttl time.Duratio
 		}
 	}
 	return nil, nil
-}
-
-func (s *Store) claimable(r *BulkRun, owner string) bool {
-	return r.LeaseOwner == "" || r.LeaseOwner == owner || !r.LeaseUntil.After(s.Now())
 }
 
 // UpdateBulkRun changes run id in a transaction on behalf of owner, who

@@ -162,3 +162,28 @@ func TestRedrivePlanFigures(t *testing.T) {
 		}
 	}
 }
+
+// The one rule of every lease the store keeps (reconcile's run lease, a bulk
+// run's, a notification's claim): free when no one holds it, when the asker
+// holds it already, or once it expired (at its until, not after).
+func TestLeaseFree(t *testing.T) {
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		holder string
+		until  time.Time
+		want   bool
+	}{
+		{"", time.Time{}, true},
+		{"", now.Add(time.Minute), true},
+		{"me", now.Add(time.Minute), true},
+		{"other", now.Add(time.Minute), false},
+		{"other", now.Add(time.Nanosecond), false},
+		{"other", now, true},
+		{"other", now.Add(-time.Minute), true},
+	}
+	for _, tt := range tests {
+		if got := leaseFree(tt.holder, tt.until, "me", now); got != tt.want {
+			t.Errorf("leaseFree(%q, now%+v, %q, now) = %v, want %v", tt.holder, tt.until.Sub(now), "me", got, tt.want)
+		}
+	}
+}

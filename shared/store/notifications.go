@@ -187,7 +187,7 @@ func (s *Store) ClaimNotifications(ctx context.Context, owner string, lease time
 	var out []*Outbox
 	for _, snap := range snaps {
 		o, err := s.updateOutbox(ctx, snap.Ref.ID, func(o *Outbox, now time.Time) (bool, error) {
-			if o.State != OutboxPending || (o.LeaseOwner != "" && o.LeaseOwner != owner && now.Before(o.LeaseUntil)) {
+			if o.State != OutboxPending || !leaseFree(o.LeaseOwner, o.LeaseUntil, owner, now) {
 				return false, nil
 			}
 			o.LeaseOwner, o.LeaseUntil = owner, now.Add(lease)
