@@ -1,7 +1,6 @@
 package console
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"time"
@@ -47,20 +46,16 @@ func (s *Server) policy(r *http.Request) (string, string, any, error) {
 	if err != nil {
 		return "", "", nil, err
 	}
-	p, invalid, err := s.policyInForce(ctx)
+	in, err := s.store.PolicyInForce(ctx)
 	if err != nil {
 		return "", "", nil, err
 	}
-	def := triage.Default()
+	p, def := in.Policy, triage.Default()
 	d := policyData{Version: p.Version(), Source: "default", Default: def.Version(), IsDefault: p.Version() == def.Version()}
-	o, found, err := s.store.PolicyOverride(ctx)
-	if err != nil {
-		return "", "", nil, err
-	}
-	if found {
-		d.UpdatedAt = o.UpdatedAt
-		if invalid != nil {
-			d.Invalid = invalid.Error()
+	if in.Stored {
+		d.UpdatedAt = in.Override.UpdatedAt
+		if in.Invalid != nil {
+			d.Invalid = in.Invalid.Error()
 		} else {
 			d.Source = "override"
 		}
@@ -82,22 +77,6 @@ func (s *Server) policy(r *http.Request) (string, string, any, error) {
 		}
 	}
 	return "policy", "Policy", d, nil
-}
-
-// policyInForce is the policy a freshly started classify or replay loads:
-// the override when it is valid, the default otherwise. invalid is why a
-// stored override is not in force; an override that cannot be read is an
-// error, so that no page claims the default is in force.
-func (s *Server) policyInForce(ctx context.Context) (p *triage.Policy, invalid, err error) {
-	loader := s.store.PolicyLoader(s.log, triage.WithRefresh(0))
-	p = loader.Current(ctx)
-	if err := loader.LastError(); err != nil {
-		if !triage.IsInvalid(err) {
-			return nil, nil, err
-		}
-		return p, err, nil
-	}
-	return p, nil, nil
 }
 
 // testEntry decides e under p through the one mapping classify and replay

@@ -42,10 +42,11 @@ func (s *Server) predictions(r *http.Request) (string, string, any, error) {
 	if _, err := pageQuery(r, "the predictions page takes none"); err != nil {
 		return "", "", nil, err
 	}
-	p, _, err := s.policyInForce(ctx)
+	in, err := s.store.PolicyInForce(ctx)
 	if err != nil {
 		return "", "", nil, err
 	}
+	p := in.Policy
 	set := p.Predictions()
 	d := predictionsData{PolicyVersion: p.Version(), Settings: set}
 	for _, reason := range slices.Sorted(maps.Keys(set.Apply)) {

@@ -26,6 +26,8 @@ type policyInForce struct {
 	Error     string    `json:"error,omitempty"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 	YAML      string    `json:"yaml"`
+	// policy is the policy in force (the default when YAML is invalid).
+	policy *triage.Policy
 }
 
 func (a *app) currentPolicy(ctx context.Context) (policyInForce, error) {
@@ -33,23 +35,17 @@ func (a *app) currentPolicy(ctx context.Context) (policyInForce, error) {
 	if err != nil {
 		return policyInForce{}, err
 	}
-	o, found, err := st.PolicyOverride(ctx)
+	in, err := st.PolicyInForce(ctx)
 	if err != nil {
 		return policyInForce{}, err
 	}
-	if !found {
-		return policyInForce{Source: "embedded default", Version: triage.Default().Version(), Valid: true, YAML: string(triage.DefaultYAML())}, nil
+	out := policyInForce{Source: "embedded default", Version: in.Policy.Version(), Valid: in.Invalid == nil, YAML: string(triage.DefaultYAML()), policy: in.Policy}
+	if in.Stored {
+		out.Source, out.YAML, out.UpdatedAt = "firestore "+triage.OverrideCollection+"/"+triage.OverrideDoc, in.Override.YAML, in.Override.UpdatedAt
 	}
-	out := policyInForce{Source: "firestore " + triage.OverrideCollection + "/" + triage.OverrideDoc, YAML: o.YAML, UpdatedAt: o.UpdatedAt}
-	p, perr := triage.Parse([]byte(out.YAML))
-	if perr != nil {
-		// classify keeps the policy it had; a fresh instance uses the
-		// default. Either way this document is not in force.
-		out.Error = perr.Error()
-		out.Version = triage.Default().Version()
-		return out, nil
+	if in.Invalid != nil {
+		out.Error = in.Invalid.Error()
 	}
-	out.Valid, out.Version = true, p.Version()
 	return out, nil
 }
 

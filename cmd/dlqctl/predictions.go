@@ -12,7 +12,6 @@ import (
 
 	"github.com/jsdlq/jsdlq/shared/predict"
 	"github.com/jsdlq/jsdlq/shared/store"
-	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
 // predictionsView is what dlqctl predictions shows: the model agentkit's
@@ -59,10 +58,7 @@ func (a *app) cmdPredictions(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	pol, err := triage.Parse(cur.doc())
-	if err != nil {
-		return fmt.Errorf("parse the policy in force: %w", err)
-	}
+	pol := cur.policy
 	set := pol.Predictions()
 	v := predictionsView{Rows: []predictionRow{}, Apply: set.Apply, Policy: predictionsPolicy{Version: pol.Version(), Source: cur.Source,
 		Enabled: set.Enabled, MinSupport: set.MinSupport, Threshold: set.Threshold}}

@@ -39,6 +39,41 @@ func (s *Store) PolicyOverride(ctx context.Context) (o PolicyOverride, found boo
 	return o, true, nil
 }
 
+// PolicyInForce is the triage policy a freshly started classify or replay
+// evaluates, and the stored override it comes from.
+type PolicyInForce struct {
+	// Policy is the override when it is valid, the embedded default
+	// otherwise.
+	Policy *triage.Policy
+	// Override is the stored override as written; Stored is false when
+	// there is none.
+	Override PolicyOverride
+	Stored   bool
+	// Invalid is why a stored override is not in force (running instances
+	// keep the policy they had; new ones use the default).
+	Invalid error
+}
+
+// PolicyInForce reads the override and decides it as triage.Loader does on
+// a fresh instance. An override that cannot be read is an error, so that no
+// caller claims the default is in force.
+func (s *Store) PolicyInForce(ctx context.Context) (PolicyInForce, error) {
+	o, found, err := s.PolicyOverride(ctx)
+	if err != nil {
+		return PolicyInForce{}, err
+	}
+	in := PolicyInForce{Policy: triage.Default(), Override: o, Stored: found}
+	if found {
+		p, err := triage.Parse([]byte(o.YAML))
+		if err != nil {
+			in.Invalid = err
+		} else {
+			in.Policy = p
+		}
+	}
+	return in, nil
+}
+
 // SavePolicyOverride validates doc and stores it as the override
 // (triage.SaveOverride: an invalid document is refused before it is
 // written). It returns the policy's version.
