@@ -316,28 +316,19 @@ type rates struct {
 	// Sampled counts the hours with a work-stream sample; Dead and
 	// Published are summed over those hours only, so the DLQ rate
 	// compares like with like.
-	Sampled   int
-	Dead      int64
-	Published int64
-	DLQRate   float64 // Dead / Published, -1 when nothing is known
-	Recovery  store.Recovery
+	store.DeadRate
+	DLQRate  float64 // Dead / Published, -1 when nothing is known
+	Recovery store.Recovery
 }
 
 // newRates sums the window's hours: ms and published are oldest first,
 // published[i] -1 for an hour without a sample (store.HourlyPublished).
 func newRates(window string, ms []store.Metrics, published []int64, rec store.Recovery) rates {
-	r := rates{Window: window, Hours: len(ms), DLQRate: -1, Recovery: rec}
+	r := rates{Window: window, Hours: len(ms), Recovery: rec}
 	for i, m := range ms {
-		if published[i] < 0 {
-			continue
-		}
-		r.Sampled++
-		r.Dead += m.Total
-		r.Published += published[i]
+		r.Add(m.Total, published[i])
 	}
-	if r.Published > 0 {
-		r.DLQRate = float64(r.Dead) / float64(r.Published)
-	}
+	r.DLQRate = r.Rate()
 	return r
 }
 

@@ -64,20 +64,15 @@ func (a *app) cmdStats(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "HOUR (UTC)\tPROCESSED\tDLQ ENTRIES\tDLQ RATE\tAUTO-RESOLVED\tHUMAN-REQUIRED\t")
 	var sum hourStats
+	var rate store.DeadRate
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t\n", r.Hour, count(r.Processed), r.Entries, pct(r.DLQRate), r.Recovered, r.Human)
 		sum.Entries += r.Entries
 		sum.Recovered += r.Recovered
 		sum.Human += r.Human
-		if r.Processed > 0 {
-			sum.Processed += r.Processed
-		}
+		rate.Add(r.Entries, r.Processed)
 	}
-	rate := -1.0
-	if sum.Processed > 0 {
-		rate = float64(sum.Entries) / float64(sum.Processed)
-	}
-	fmt.Fprintf(tw, "total\t%d\t%d\t%s\t%d\t%d\t\n", sum.Processed, sum.Entries, pct(rate), sum.Recovered, sum.Human)
+	fmt.Fprintf(tw, "total\t%d\t%d\t%s\t%d\t%d\t\n", rate.Published, sum.Entries, pct(rate.Rate()), sum.Recovered, sum.Human)
 	tw.Flush()
 	cats := map[string]bool{}
 	for _, r := range rows {
@@ -115,7 +110,9 @@ func (a *app) statsFromMetrics(ctx context.Context, st *store.Store, first time.
 		for _, s := range humanStatuses {
 			r.Human += m.ByStatus[s]
 		}
-		r.DLQRate = rateOf(r.Entries, r.Processed)
+		var hour store.DeadRate
+		hour.Add(r.Entries, r.Processed)
+		r.DLQRate = hour.Rate()
 		rows[i] = r
 	}
 	return rows, nil
@@ -154,13 +151,6 @@ func (a *app) statsFromEntries(ctx context.Context, st *store.Store, first time.
 		q.After = p.Next
 	}
 	return rows, nil
-}
-
-func rateOf(n, d int64) float64 {
-	if d <= 0 {
-		return -1
-	}
-	return float64(n) / float64(d)
 }
 
 func pct(r float64) string {
@@ -241,7 +231,7 @@ func (a *app) cmdHealth(ctx context.Context, args []string) error {
 			if a.scope == "" || t.Tenant == a.scope {
 				// The stored report keeps the counts; the rate and the
 				// breaker state are derived (now) rather than stored.
-				t.RecoveryRate = rateOf(t.Recovered, t.Settled)
+				t.RecoveryRate = store.Recovery{Recovered: t.Recovered, Settled: t.Settled}.Rate()
 				t.Breaker = state[t.Tenant]
 				h.Tenants = append(h.Tenants, t)
 			}

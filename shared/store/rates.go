@@ -94,6 +94,35 @@ func (s *Store) HourlyPublished(ctx context.Context, first time.Time, n int) ([]
 	return out, nil
 }
 
+// DeadRate compares the tasks that died with the tasks published, over
+// the hours whose published count is known: an hour without a work-stream
+// sample (HourlyPublished's -1) counts neither its deaths nor its tasks, so
+// the rate compares like with like.
+type DeadRate struct {
+	Sampled   int   // hours counted
+	Dead      int64 // entries created in them
+	Published int64
+}
+
+// Add counts one hour's dead entries and published tasks (-1: unknown,
+// the hour is left out).
+func (r *DeadRate) Add(dead, published int64) {
+	if published < 0 {
+		return
+	}
+	r.Sampled++
+	r.Dead += dead
+	r.Published += published
+}
+
+// Rate is Dead / Published (the DLQ rate), -1 when nothing was published.
+func (r DeadRate) Rate() float64 {
+	if r.Published <= 0 {
+		return -1
+	}
+	return float64(r.Dead) / float64(r.Published)
+}
+
 // SettledStatuses are the statuses in which nothing more happens to an
 // entry by itself: recovered, or left to people or given up (escalated,
 // quarantined, discarded). Entries still scheduled, replaying, replayed,

@@ -99,3 +99,29 @@ func TestRecoveryBetween(t *testing.T) {
 		t.Errorf("Recovery{}.Rate() = %v, want -1 (nothing settled)", r.Rate())
 	}
 }
+
+// The DLQ rate counts only the hours whose published count is known: an
+// hour without a sample adds neither its deaths nor its tasks (dlqctl stats
+// counted its deaths against the other hours' tasks).
+func TestDeadRate(t *testing.T) {
+	tests := []struct {
+		name  string
+		hours [][2]int64 // dead, published (-1: no sample)
+		want  store.DeadRate
+		rate  float64
+	}{
+		{"none", nil, store.DeadRate{}, -1},
+		{"sampled hours", [][2]int64{{3, 400}, {1, 100}}, store.DeadRate{Sampled: 2, Dead: 4, Published: 500}, 4.0 / 500},
+		{"an hour without a sample", [][2]int64{{3, 400}, {50, -1}}, store.DeadRate{Sampled: 1, Dead: 3, Published: 400}, 3.0 / 400},
+		{"nothing published", [][2]int64{{2, 0}, {5, -1}}, store.DeadRate{Sampled: 1, Dead: 2}, -1},
+	}
+	for _, tt := range tests {
+		var got store.DeadRate
+		for _, h := range tt.hours {
+			got.Add(h[0], h[1])
+		}
+		if got != tt.want || got.Rate() != tt.rate {
+			t.Errorf("%s: DeadRate after %v = %+v (rate %v), want %+v (rate %v)", tt.name, tt.hours, got, got.Rate(), tt.want, tt.rate)
+		}
+	}
+}
