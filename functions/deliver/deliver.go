@@ -118,9 +118,7 @@ type Result struct {
 
 // ServeHTTP handles one task.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "deliver: POST only", http.StatusMethodNotAllowed)
+	if !httpfunc.PostOnly(w, r, "deliver") {
 		return
 	}
 	ctx := r.Context()

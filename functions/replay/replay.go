@@ -186,9 +186,7 @@ func retry(format string, args ...any) error {
 
 // ServeHTTP handles one task delivery.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "replay: POST only", http.StatusMethodNotAllowed)
+	if !httpfunc.PostOnly(w, r, "replay") {
 		return
 	}
 	ctx := r.Context()

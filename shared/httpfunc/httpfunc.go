@@ -41,6 +41,19 @@ func Load[C any](lookup config.Lookup, read func(r *config.Reader, base config.H
 	return Loaded[C]{Config: read(r, base), Common: base.Common, Auth: base.Auth}, r.Err()
 }
 
+// PostOnly answers 405 (Allow: POST) to any method but POST and says whether
+// the request may go on: a queue posts its tasks, so anything else reaching a
+// task handler is a mistake to refuse, not a task to retry. name prefixes the
+// answer.
+func PostOnly(w http.ResponseWriter, r *http.Request, name string) bool {
+	if r.Method == http.MethodPost {
+		return true
+	}
+	w.Header().Set("Allow", http.MethodPost)
+	http.Error(w, name+": POST only", http.StatusMethodNotAllowed)
+	return false
+}
+
 // ReadJSON decodes the JSON body of a task a queue delivers into v, as
 // strictly as a task is read: at most max bytes, no field v does not have,
 // nothing after the value. Its error says which rule the body broke.

@@ -1,6 +1,7 @@
 package httpfunc
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -88,6 +89,29 @@ func TestReadJSON(t *testing.T) {
 			t.Errorf("ReadJSON(%s) = %+v, %v; want %+v", tt.name, got, err, tt.want)
 		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
 			t.Errorf("ReadJSON(%s) error = %v, want %q", tt.name, err, tt.wantErr)
+		}
+	}
+}
+
+// PostOnly lets a POST through untouched and refuses every other method with
+// 405, Allow: POST and the function's name.
+func TestPostOnly(t *testing.T) {
+	for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodPut, http.MethodDelete, http.MethodHead} {
+		w := httptest.NewRecorder()
+		got := PostOnly(w, httptest.NewRequest(method, "/", nil), "deliver")
+		want := method == http.MethodPost
+		if got != want {
+			t.Errorf("PostOnly(%s) = %v, want %v", method, got, want)
+			continue
+		}
+		if want {
+			if w.Code != http.StatusOK || w.Body.Len() != 0 || w.Header().Get("Allow") != "" {
+				t.Errorf("PostOnly(%s) answered %d %q (Allow %q), want nothing written", method, w.Code, w.Body, w.Header().Get("Allow"))
+			}
+			continue
+		}
+		if w.Code != http.StatusMethodNotAllowed || w.Header().Get("Allow") != http.MethodPost || (method != http.MethodHead && !strings.Contains(w.Body.String(), "deliver: POST only")) {
+			t.Errorf("PostOnly(%s) answered %d %q (Allow %q), want 405, Allow: POST, \"deliver: POST only\"", method, w.Code, w.Body, w.Header().Get("Allow"))
 		}
 	}
 }
