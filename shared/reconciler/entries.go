@@ -185,10 +185,7 @@ func (r *run) alerts(w *window) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(w.tenants)) {
 		t := w.tenants[name]
-		t.RecoveryRate = -1
-		if t.Settled > 0 {
-			t.RecoveryRate = float64(t.Recovered) / float64(t.Settled)
-		}
+		t.RecoveryRate = store.Recovery{Recovered: t.Recovered, Settled: t.Settled}.Rate()
 		t.Breaker = r.breakerState[name]
 		r.rep.Tenants = append(r.rep.Tenants, t)
 		if t.PoisonLastHr > int64(cfg.PoisonBurst) {
