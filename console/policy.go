@@ -80,8 +80,8 @@ func (s *Server) policy(r *http.Request) (string, string, any, error) {
 }
 
 // testEntry decides e under p through the one mapping classify and replay
-// use (PolicyInput, PolicyChain, Decide), on a copy of the entry. The delay
-// range is the policy evaluated at both ends of its jitter.
+// use (PolicyInput, PolicyChain, Decide), on a copy of the entry, with the
+// policy's delay range.
 func testEntry(p *triage.Policy, e *store.Entry, now time.Time) (*policyTest, error) {
 	in, err := e.PolicyInput()
 	if err != nil {
@@ -93,16 +93,7 @@ func testEntry(p *triage.Policy, e *store.Entry, now time.Time) (*policyTest, er
 	w.Decide(d, now)
 	t := &policyTest{E: e, Now: &w, Replay: d.Replay(), Chain: chain.Codes}
 	if t.Replay {
-		lo, err := triage.Parse(p.Canonical(), triage.WithRand(func() float64 { return 0 }))
-		if err != nil {
-			return nil, err
-		}
-		hi, err := triage.Parse(p.Canonical(), triage.WithRand(func() float64 { return 0.999999 }))
-		if err != nil {
-			return nil, err
-		}
-		a, b := lo.Evaluate(in, chain).Delay, hi.Evaluate(in, chain).Delay
-		t.DelayMin, t.DelayMax = min(a, b), max(a, b)
+		t.DelayMin, t.DelayMax = p.DelayRange(in, chain)
 	}
 	return t, nil
 }

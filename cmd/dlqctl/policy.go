@@ -241,14 +241,12 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 			chain.Strategies = append(chain.Strategies, strat)
 		}
 	}
-	// Evaluate at both ends of the jitter to give the delay range.
-	lo, err := triage.Parse(doc, triage.WithRand(func() float64 { return 0.999999 }))
+	pol, err := triage.Parse(doc)
 	if err != nil {
 		return err
 	}
-	hi, _ := triage.Parse(doc, triage.WithRand(func() float64 { return 0 }))
-	d, d2 := lo.Evaluate(in, chain), hi.Evaluate(in, chain)
-	minD, maxD := min(d.Delay, d2.Delay), max(d.Delay, d2.Delay)
+	d := pol.Evaluate(in, chain)
+	minD, maxD := pol.DelayRange(in, chain)
 	r := testResult{PolicyVersion: d.PolicyVersion, PolicySource: source, EventID: eventID, ReasonCode: d.ReasonCode, Route: d.Route,
 		Detail: d.Detail, Category: string(d.Category), Rule: d.Rule, Action: string(d.Action), Strategy: d.Strategy,
 		Attempt: d.Attempt, ReplayBudget: d.ReplayBudget, Modifications: d.Modifications, Note: d.Note,

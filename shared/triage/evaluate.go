@@ -103,6 +103,20 @@ type Decision struct {
 // Replay reports whether the decision schedules a replay.
 func (d Decision) Replay() bool { return d.Action == AutoReplay }
 
+// DelayRange is the shortest and longest delay Evaluate can give in and
+// chain: the decision at both ends of the jitter (0 when it replays
+// nothing). What `policy test` shows, so an operator sees the whole range,
+// not one draw.
+func (p *Policy) DelayRange(in Input, chain Chain) (lo, hi time.Duration) {
+	at := func(r float64) time.Duration {
+		q := *p // compiled parts are read-only; only the jitter differs
+		q.rand = func() float64 { return r }
+		return q.Evaluate(in, chain).Delay
+	}
+	a, b := at(0), at(0.999999)
+	return min(a, b), max(a, b)
+}
+
 // Evaluate decides what to do with a dead task. It is pure apart from the
 // jitter source, and never fails: what it cannot explain is `unknown`.
 func (p *Policy) Evaluate(in Input, chain Chain) Decision {

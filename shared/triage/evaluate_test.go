@@ -1,6 +1,7 @@
 package triage
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,13 +124,16 @@ func TestEvaluateReasonCodes(t *testing.T) {
 }
 
 // checkDecision evaluates with the smallest and the largest jitter and
-// compares everything but the delay exactly.
+// compares everything but the delay exactly; DelayRange must give the
+// delays of those two decisions.
 func checkDecision(t *testing.T, base *Policy, name string, in Input, chain Chain, w want) {
 	t.Helper()
+	var delays []time.Duration
 	for _, r := range []float64{0, 0.999999} {
 		p := *base
 		p.rand = func() float64 { return r }
 		d := p.Evaluate(in, chain)
+		delays = append(delays, d.Delay)
 		got := want{Category: d.Category, Code: d.ReasonCode, Route: d.Route, Action: d.Action, Strategy: d.Strategy,
 			MinDelay: w.MinDelay, MaxDelay: w.MaxDelay, Budget: d.ReplayBudget, Mods: d.Modifications}
 		if diff := cmp.Diff(w, got); diff != "" {
@@ -141,6 +145,10 @@ func checkDecision(t *testing.T, base *Policy, name string, in Input, chain Chai
 		if d.PolicyVersion != base.Version() {
 			t.Errorf("%s: PolicyVersion = %q, want %q", name, d.PolicyVersion, base.Version())
 		}
+	}
+	lo, hi := base.DelayRange(in, chain)
+	if lo != slices.Min(delays) || hi != slices.Max(delays) {
+		t.Errorf("%s: DelayRange() = %v, %v; want %v, %v", name, lo, hi, slices.Min(delays), slices.Max(delays))
 	}
 }
 
