@@ -105,9 +105,11 @@ func (p *Plan) gates(ctx context.Context, st *store.Store, acts []*store.Entry) 
 		return err
 	}
 	if p.policy == nil {
-		if p.policy, err = PolicyInForce(ctx, st); err != nil {
+		in, err := st.PolicyInForce(ctx)
+		if err != nil {
 			return err
 		}
+		p.policy = in.Policy
 	}
 	for _, id := range ask {
 		e, ok := full[id]
@@ -151,22 +153,4 @@ func (p *Plan) breaker(ctx context.Context, st *store.Store, e *store.Entry) err
 		p.BreakerHeld[e.Tenant]++
 	}
 	return nil
-}
-
-// PolicyInForce is the triage policy replay evaluates now: the override if
-// it parses, else the embedded default (what a fresh replay instance
-// loads).
-func PolicyInForce(ctx context.Context, st *store.Store) (*triage.Policy, error) {
-	o, found, err := st.PolicyOverride(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !found {
-		return triage.Default(), nil
-	}
-	if p, err := triage.Parse([]byte(o.YAML)); err == nil {
-		return p, nil
-	}
-	// An override that does not parse is not in force.
-	return triage.Default(), nil
 }
