@@ -49,13 +49,14 @@ func (a *app) currentPolicy(ctx context.Context) (policyInForce, error) {
 	return out, nil
 }
 
-// doc is the document classify and replay evaluate: the override when it
-// is valid, the embedded default otherwise.
-func (p policyInForce) doc() []byte {
+// evaluated names where the policy in force comes from: Source shows the
+// stored override even when it is invalid, but then the default is what is
+// evaluated.
+func (p policyInForce) evaluated() string {
 	if p.Valid {
-		return []byte(p.YAML)
+		return p.Source
 	}
-	return triage.DefaultYAML()
+	return "embedded default (the override is invalid)"
 }
 
 func (a *app) policyShow(ctx context.Context, args []string) error {
@@ -182,19 +183,22 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 	if len(pos) != 2 && !(len(pos) == 1 && *entryID != "") {
 		return usagef("policy test FILE|current (EVENT.json | --entry ID) [--chain code:strategy,…] [--json]")
 	}
-	var doc []byte
+	var pol *triage.Policy
 	source := pos[0]
 	if pos[0] == "current" {
 		cur, err := a.currentPolicy(ctx)
 		if err != nil {
 			return err
 		}
-		doc, source = cur.doc(), cur.Source
-		if !cur.Valid {
-			source = "embedded default (the override is invalid)"
+		pol, source = cur.policy, cur.evaluated()
+	} else {
+		doc, err := readFileArg(a, pos[0])
+		if err != nil {
+			return err
 		}
-	} else if doc, err = readFileArg(a, pos[0]); err != nil {
-		return err
+		if pol, err = triage.Parse(doc); err != nil {
+			return err
+		}
 	}
 	var in triage.Input
 	var chain triage.Chain
@@ -240,10 +244,6 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 			chain.Codes = append(chain.Codes, code)
 			chain.Strategies = append(chain.Strategies, strat)
 		}
-	}
-	pol, err := triage.Parse(doc)
-	if err != nil {
-		return err
 	}
 	d := pol.Evaluate(in, chain)
 	minD, maxD := pol.DelayRange(in, chain)

@@ -60,7 +60,7 @@ func (a *app) cmdPredictions(ctx context.Context, args []string) error {
 	}
 	pol := cur.policy
 	set := pol.Predictions()
-	v := predictionsView{Rows: []predictionRow{}, Apply: set.Apply, Policy: predictionsPolicy{Version: pol.Version(), Source: cur.Source,
+	v := predictionsView{Rows: []predictionRow{}, Apply: set.Apply, Policy: predictionsPolicy{Version: pol.Version(), Source: cur.evaluated(),
 		Enabled: set.Enabled, MinSupport: set.MinSupport, Threshold: set.Threshold}}
 	m, err := st.PredictionModel(ctx)
 	switch {

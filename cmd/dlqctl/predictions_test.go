@@ -149,7 +149,7 @@ func TestInvalidOverrideIsNotInForce(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil {
 		t.Fatalf("predictions = %d %q %v:\n%s", code, stderr, err, out)
 	}
-	if v.Policy.Version != def || !strings.HasPrefix(v.Policy.Source, "firestore ") {
+	if v.Policy.Version != def || v.Policy.Source != "embedded default (the override is invalid)" {
 		t.Errorf("predictions' policy = version %s from %q, want %s (the default, the override being invalid)", v.Policy.Version, v.Policy.Source, def)
 	}
 }
