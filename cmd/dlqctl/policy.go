@@ -102,10 +102,11 @@ func readFileArg(a *app, path string) ([]byte, error) {
 }
 
 func (a *app) policyValidate(_ context.Context, args []string) error {
-	if len(args) != 1 {
-		return usagef("policy validate FILE")
+	file, err := parseOne(newFlags("policy validate"), args, "FILE")
+	if err != nil {
+		return err
 	}
-	doc, err := readFileArg(a, args[0])
+	doc, err := readFileArg(a, file)
 	if err != nil {
 		return err
 	}
@@ -113,18 +114,19 @@ func (a *app) policyValidate(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "%s: valid, version %s\n", args[0], p.Version())
+	fmt.Fprintf(a.stdout, "%s: valid, version %s\n", file, p.Version())
 	return nil
 }
 
 func (a *app) policyApply(ctx context.Context, args []string) error {
-	if len(args) != 1 {
-		return usagef("policy apply FILE")
+	file, err := parseOne(newFlags("policy apply"), args, "FILE")
+	if err != nil {
+		return err
 	}
 	if a.scope != "" {
 		return usagef("the policy covers every tenant; a caller limited to tenant %q cannot apply it", a.scope)
 	}
-	doc, err := readFileArg(a, args[0])
+	doc, err := readFileArg(a, file)
 	if err != nil {
 		return err
 	}
