@@ -74,6 +74,12 @@ func (a *app) cmdStats(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(tw, "total\t%d\t%d\t%s\t%d\t%d\t\n", rate.Published, sum.Entries, pct(rate.Rate()), sum.Recovered, sum.Human)
 	tw.Flush()
+	if rate.Sampled < len(rows) {
+		// The total's columns would otherwise not add up: its rate leaves
+		// out the hours without a work-stream sample, its entries do not.
+		fmt.Fprintf(a.stdout, "total DLQ rate: %d dead of %d processed, over the %d of %d hours with a work-stream sample\n",
+			rate.Dead, rate.Published, rate.Sampled, len(rows))
+	}
 	cats := map[string]bool{}
 	for _, r := range rows {
 		for c := range r.ByCategory {
