@@ -404,23 +404,17 @@ func (s *Store) ReleaseProbe(ctx context.Context, e *Entry, by string) error {
 
 // ListBreakers returns up to limit tenant breakers in one of states.
 func (s *Store) ListBreakers(ctx context.Context, states []string, limit int) ([]*Breaker, error) {
-	snaps, err := s.fs.Collection(Breakers).Where("state", "in", states).Limit(limit).Documents(ctx).GetAll()
-	s.read(max(1, len(snaps)))
-	if err != nil {
-		return nil, fmt.Errorf("firestore query %s: %w", Breakers, err)
-	}
-	out := make([]*Breaker, 0, len(snaps))
-	for _, snap := range snaps {
-		b, err := decodeBreaker(snap, "")
-		if err != nil {
-			return nil, err
-		}
-		if b.Tenant == "" {
-			if b.Tenant, err = EventID(snap.Ref.ID); err != nil {
-				b.Tenant = snap.Ref.ID
+	return queryDocs(ctx, s, s.fs.Collection(Breakers).Where("state", "in", states).Limit(limit), Breakers,
+		func(snap *firestore.DocumentSnapshot) (*Breaker, error) {
+			b, err := decodeBreaker(snap, "")
+			if err != nil {
+				return nil, err
 			}
-		}
-		out = append(out, b)
-	}
-	return out, nil
+			if b.Tenant == "" {
+				if b.Tenant, err = EventID(snap.Ref.ID); err != nil {
+					b.Tenant = snap.Ref.ID
+				}
+			}
+			return b, nil
+		})
 }

@@ -70,19 +70,14 @@ func (s *Store) Learner(ctx context.Context) (LearnerState, error) {
 
 // TaskCounts returns the counts of the hours in [from, to), oldest first.
 func (s *Store) TaskCounts(ctx context.Context, from, to time.Time) ([]predict.Counts, error) {
-	snaps, err := s.fs.Collection(predict.CountsCollection).Where("hour", ">=", from.UTC()).Where("hour", "<", to.UTC()).
-		OrderBy("hour", firestore.Asc).Documents(ctx).GetAll()
-	s.read(max(1, len(snaps)))
+	q := s.fs.Collection(predict.CountsCollection).Where("hour", ">=", from.UTC()).Where("hour", "<", to.UTC()).OrderBy("hour", firestore.Asc)
+	counts, err := queryDocs(ctx, s, q, fmt.Sprintf("%s from %s to %s", predict.CountsCollection, from.UTC(), to.UTC()), decodeValue[predict.Counts])
 	if err != nil {
-		return nil, fmt.Errorf("firestore query %s from %s to %s: %w", predict.CountsCollection, from.UTC(), to.UTC(), err)
+		return nil, err
 	}
-	out := make([]predict.Counts, 0, len(snaps))
-	for _, snap := range snaps {
-		var c predict.Counts
-		if err := snap.DataTo(&c); err != nil {
-			return nil, fmt.Errorf("decode %s/%s: %w", predict.CountsCollection, snap.Ref.ID, err)
-		}
-		out = append(out, c)
+	out := make([]predict.Counts, 0, len(counts))
+	for _, c := range counts {
+		out = append(out, *c)
 	}
 	return out, nil
 }
@@ -125,10 +120,9 @@ func (s *Store) Deaths(ctx context.Context, after Cursor, to time.Time, limit in
 	if !after.IsZero() {
 		q = q.StartAfter(after.At, after.ID)
 	}
-	snaps, err := q.Select(deathFields...).Limit(limit).Documents(ctx).GetAll()
-	s.read(max(1, len(snaps)))
+	snaps, err := queryAll(ctx, s, q.Select(deathFields...).Limit(limit), fmt.Sprintf("%s for deaths after %v", FailureLog, after))
 	if err != nil {
-		return DeathPage{Next: after}, fmt.Errorf("firestore query %s for deaths after %v: %w", FailureLog, after, err)
+		return DeathPage{Next: after}, err
 	}
 	p := DeathPage{Next: after, Read: len(snaps)}
 	for _, snap := range snaps {
