@@ -315,7 +315,11 @@ func readJSON(r *http.Request, v any, required bool) error {
 	}
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil || dec.More() {
+	if err := dec.Decode(v); err != nil {
+		return badRequest("body is not the expected JSON object")
+	}
+	// More is false before a stray '}' or ']' too: only the end may follow.
+	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("body is not the expected JSON object")
 	}
 	return nil

@@ -70,7 +70,9 @@ func ReadJSON(r *http.Request, max int, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("decode body: %w", err)
 	}
-	if dec.More() {
+	// More is false before a stray '}' or ']' too: only the end of the
+	// input may follow the value.
+	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("trailing data after the body")
 	}
 	return nil

@@ -80,6 +80,9 @@ func TestReadJSON(t *testing.T) {
 		{"not JSON", `{`, task{}, "decode body"},
 		{"unknown field", `{"id":"e1","url":"x"}`, task{}, "unknown field"},
 		{"trailing value", `{"id":"e1"}{}`, task{}, "trailing data"},
+		{"stray brace", `{"id":"e1"}}`, task{}, "trailing data"},
+		{"stray bracket", `{"id":"e1"}]`, task{}, "trailing data"},
+		{"trailing word", `{"id":"e1"} x`, task{}, "trailing data"},
 	}
 	for _, tt := range tests {
 		var got task
