@@ -28,7 +28,7 @@ func (e *env) post(t *testing.T, authz, entryID string, attempt int) (int, repla
 	body, _ := json.Marshal(tasks.Body{EntryID: entryID, Attempt: attempt})
 	req, _ := http.NewRequestWithContext(e.ctx, http.MethodPost, e.url, bytes.NewReader(body))
 	req.Header.Set("Authorization", authz)
-	req.Header.Set(replay.HeaderTaskName, tasks.Name(entryID, attempt))
+	req.Header.Set(tasks.HeaderTaskName, tasks.Name(entryID, attempt))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

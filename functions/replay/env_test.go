@@ -100,7 +100,7 @@ func setupWith(t testing.TB, cfg replay.Config, wrap ...func(replay.Publisher) r
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, r)
-		d := delivery{task: r.Header.Get(replay.HeaderTaskName), status: rec.Code, sent: rec.Code}
+		d := delivery{task: r.Header.Get(tasks.HeaderTaskName), status: rec.Code, sent: rec.Code}
 		_ = json.Unmarshal(rec.Body.Bytes(), &d.result)
 		e.mu.Lock()
 		if e.override != nil {

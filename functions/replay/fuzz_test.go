@@ -27,7 +27,7 @@ func FuzzReadTask(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, name string) {
 		r := httptest.NewRequest("POST", "/Replay", bytes.NewReader(body))
 		if name != "" {
-			r.Header.Set(HeaderTaskName, name)
+			r.Header.Set(tasks.HeaderTaskName, name)
 		}
 		b, got, err := readTask(r)
 		if err != nil {

@@ -54,7 +54,7 @@ func TestFlushAfterTransition(t *testing.T) {
 	for _, tt := range tests {
 		en := e.newEntry(t, tt.spec)
 		req := httptest.NewRequest(http.MethodPost, "/Replay", strings.NewReader(`{"entry_id":"`+en.ID+`","attempt":1}`))
-		req.Header.Set(replay.HeaderTaskName, tasks.Name(en.ID, 1))
+		req.Header.Set(tasks.HeaderTaskName, tasks.Name(en.ID, 1))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK {
@@ -88,7 +88,7 @@ func TestFlushAfterBreakerProbe(t *testing.T) {
 	e.breaker(t, store.Breaker{Tenant: tenant, State: store.BreakerOpen, OpenedAt: long, UpdatedAt: long})
 	en := e.newEntry(t, spec{id: "TASKS.911"})
 	req := httptest.NewRequest(http.MethodPost, "/Replay", strings.NewReader(`{"entry_id":"`+en.ID+`","attempt":1}`))
-	req.Header.Set(replay.HeaderTaskName, tasks.Name(en.ID, 1))
+	req.Header.Set(tasks.HeaderTaskName, tasks.Name(en.ID, 1))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	if got, _ := e.store.GetMeta(e.ctx, en.ID); rec.Code != http.StatusOK || got.Status != store.Replayed || !got.BreakerProbe {

@@ -49,10 +49,6 @@ import (
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
-// HeaderTaskName is set by Cloud Tasks (and its emulator) on every
-// dispatch: the task id, without the queue path.
-const HeaderTaskName = tasks.HeaderTaskName
-
 // By is the actor name replay writes into entry and breaker history.
 const By = "replay"
 
@@ -199,7 +195,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// A malformed task can never succeed; 400 is logged and shows in
 		// the queue's metrics, and the queue's retry limit ends it.
-		h.log.WarnContext(ctx, "replay: malformed task refused", "error", err.Error(), "task", r.Header.Get(HeaderTaskName))
+		h.log.WarnContext(ctx, "replay: malformed task refused", "error", err.Error(), "task", r.Header.Get(tasks.HeaderTaskName))
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -241,7 +237,7 @@ func readTask(r *http.Request) (tasks.Body, string, error) {
 		return b, "", fmt.Errorf("replay: task body needs entry_id and attempt >= 1 (got %q, %d)", b.EntryID, b.Attempt)
 	}
 	want := tasks.Name(b.EntryID, b.Attempt)
-	name := r.Header.Get(HeaderTaskName)
+	name := r.Header.Get(tasks.HeaderTaskName)
 	if name == "" {
 		// Called directly (dlqctl, tests): the body names the task.
 		name = want

@@ -525,7 +525,7 @@ func TestMalformedAndStaleTasks(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := httptest.NewRequest(c.method, "/Replay", strings.NewReader(c.body))
 			if c.task != "" {
-				r.Header.Set(replay.HeaderTaskName, c.task)
+				r.Header.Set(tasks.HeaderTaskName, c.task)
 			}
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r)
