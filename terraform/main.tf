@@ -1,4 +1,4 @@
-# jsdlq on Google Cloud (SPEC §2, §12): the bridge on Cloud Run publishes
+# jsdlq on Google Cloud (docs/architecture.md): the bridge on Cloud Run publishes
 # dead-letter events to Pub/Sub; a push subscription feeds classify, which
 # stores entries in Firestore and schedules replays in Cloud Tasks; replay
 # republishes to JetStream; Cloud Scheduler runs reconcile.

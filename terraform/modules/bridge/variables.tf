@@ -30,7 +30,7 @@ variable "service_account_email" {
 
 variable "environment" {
   type        = map(string)
-  description = "Environment variables of the bridge (SPEC §14). PORT is set by Cloud Run from the container port."
+  description = "Environment variables of the bridge (docs/configuration.md). PORT is set by Cloud Run from the container port."
   default     = {}
 
   validation {

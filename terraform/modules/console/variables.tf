@@ -68,7 +68,7 @@ variable "tenant_api_enabled" {
 
 variable "environment" {
   type        = map(string)
-  description = "Environment both services share (SPEC §14): GOOGLE_CLOUD_PROJECT, TASKS_QUEUE, REPLAY_URL, TASKS_SERVICE_ACCOUNT. CONSOLE_SERVE, CONSOLE_AUTH and CONSOLE_IAP_AUDIENCE are set by the module."
+  description = "Environment both services share (docs/configuration.md): GOOGLE_CLOUD_PROJECT, TASKS_QUEUE, REPLAY_URL, TASKS_SERVICE_ACCOUNT. CONSOLE_SERVE, CONSOLE_AUTH and CONSOLE_IAP_AUDIENCE are set by the module."
 
   validation {
     condition     = alltrue([for k in ["GOOGLE_CLOUD_PROJECT", "TASKS_QUEUE", "REPLAY_URL", "TASKS_SERVICE_ACCOUNT"] : contains(keys(var.environment), k)])

@@ -1,4 +1,4 @@
-# The jsdlq store (SPEC §7): one native-mode database, the composite indexes
+# The jsdlq store (docs/storage.md): one native-mode database, the composite indexes
 # the dlqctl, reconcile and console queries need, and TTL policies so expired entries
 # and idempotency records disappear without a sweeper.
 
@@ -100,9 +100,4 @@ resource "google_firestore_field" "shards_unindexed" {
 moved {
   from = google_firestore_field.metrics_tenants
   to   = google_firestore_field.shards_unindexed["tenants"]
-}
-
-moved {
-  from = google_firestore_field.metrics_predict_deaths
-  to   = google_firestore_field.shards_unindexed["predict_deaths"]
 }

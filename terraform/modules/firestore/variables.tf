@@ -20,7 +20,7 @@ variable "delete_protection" {
 
 variable "failure_log_collection" {
   type        = string
-  description = "Collection of dead-letter entries (SPEC §7)."
+  description = "Collection of dead-letter entries (docs/storage.md)."
   default     = "failure-log"
 }
 

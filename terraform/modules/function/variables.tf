@@ -60,7 +60,7 @@ variable "service_account_email" {
 
 variable "environment" {
   type        = map(string)
-  description = "Runtime environment variables (SPEC §14)."
+  description = "Runtime environment variables (docs/configuration.md)."
   default     = {}
 }
 

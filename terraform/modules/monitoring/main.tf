@@ -32,8 +32,8 @@ locals {
       description = "New failure-log entries, by category, reason code, action and agent."
       filter      = "${local.run} AND resource.labels.service_name=\"${var.classify_service}\" AND jsonPayload.event=\"${var.log_events.entry_created}\""
       labels = {
-        category    = ["jsonPayload.category", "Failure category (SPEC §6)."]
-        reason_code = ["jsonPayload.reason_code", "Reason code (SPEC §6)."]
+        category    = ["jsonPayload.category", "Failure category (docs/policy.md)."]
+        reason_code = ["jsonPayload.reason_code", "Reason code (docs/policy.md)."]
         action      = ["jsonPayload.action", "Triage action."]
         agent       = ["jsonPayload.agent", "The agent whose task died (the entry's agent)."]
       }

@@ -49,7 +49,7 @@ variable "reconcile_alerts" {
     severity      = string
     documentation = string
   }))
-  description = "Alerts reconcile logs as ERROR entries with jsonPayload.alert = <key> (SPEC §10); one alert policy each, named after the key."
+  description = "Alerts reconcile logs as ERROR entries with jsonPayload.alert = <key> (docs/reconcile.md); one alert policy each, named after the key."
   default = {
     advisory_entry_mismatch   = { severity = "ERROR", documentation = "Advisories/records captured in JetStream and entries in failure-log disagree: a dead message may be lost between the bridge and classify. Check the bridge, the classify subscription backlog and its dead-letter subscription." }
     missing_task              = { severity = "WARNING", documentation = "A scheduled entry had no Cloud Tasks task; reconcile recreated it. Repeated alerts point at classify failing after the Firestore transaction." }
@@ -63,7 +63,7 @@ variable "reconcile_alerts" {
     tenant_dominates_traffic  = { severity = "WARNING", documentation = "One tenant produced more than 40 % of all entries in the last hour." }
     notifications_unpublished = { severity = "WARNING", documentation = "reconcile could not publish notifications to dlq-notifications or triage tasks to the work stream; they stay in the notifications outbox and the next run retries them. See the report's notifications section for the causes (topic IAM, JetStream reachability)." }
     agent_dead_per_hour       = { severity = "WARNING", documentation = "One agent had more dead tasks within a clock hour than the triage policy's threshold for it (alerts.agent_dead_per_hour, default 50; alerts_by_agent overrides it per agent). The log entry's jsonPayload.agent names the agent. Check its recent entries (dlqctl ls --agent A --since 1h) for one dominant reason code." }
-    unconsumed_messages       = { severity = "ERROR", documentation = "Work-stream messages sit on subjects no consumer's filter matches: nobody will ever run these tasks (SPEC reason consumer_filter_rejection). reconcile recorded each as an entry (payload kept) and left the message in the stream. Fix the publisher's subject or add a consumer for it; purge the subject once the entries are handled." }
+    unconsumed_messages       = { severity = "ERROR", documentation = "Work-stream messages sit on subjects no consumer's filter matches: nobody will ever run these tasks (reason consumer_filter_rejection). reconcile recorded each as an entry (payload kept) and left the message in the stream. Fix the publisher's subject or add a consumer for it; purge the subject once the entries are handled." }
   }
 
   validation {

@@ -1,4 +1,4 @@
-# The periodic audit (SPEC §10). Reconcile is idempotent and safe to run
+# The periodic audit (docs/reconcile.md). Reconcile is idempotent and safe to run
 # concurrently, so an overlapping retry does no harm.
 
 resource "google_cloud_scheduler_job" "reconcile" {

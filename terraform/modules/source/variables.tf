@@ -20,7 +20,7 @@ variable "bucket_name" {
 
 variable "source_dir" {
   type        = string
-  description = "Directory to bundle: the repository root, whose package jsdlq is the deploy root (SPEC §3)."
+  description = "Directory to bundle: the repository root, whose package jsdlq is the deploy root (docs/architecture.md)."
 }
 
 variable "excludes" {
