@@ -150,6 +150,11 @@ func checkDecision(t *testing.T, base *Policy, name string, in Input, chain Chai
 	if lo != slices.Min(delays) || hi != slices.Max(delays) {
 		t.Errorf("%s: DelayRange() = %v, %v; want %v, %v", name, lo, hi, slices.Min(delays), slices.Max(delays))
 	}
+	// And, stated apart from the jitter's ends: the case's own range, with
+	// room between its ends when the case has any.
+	if lo < w.MinDelay || hi > w.MaxDelay || (w.MinDelay < w.MaxDelay && lo >= hi) {
+		t.Errorf("%s: DelayRange() = %v, %v; want within [%v, %v], lo < hi", name, lo, hi, w.MinDelay, w.MaxDelay)
+	}
 }
 
 func TestEvaluateDetectionRoutes(t *testing.T) {
