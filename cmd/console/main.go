@@ -62,9 +62,7 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 	st := store.New(fsc)
 	sched := tasks.New(cfg.Tasks)
 	defer sched.Close()
-	runner := tasks.NewClient(cfg.CloudTasksEmulatorHost)
-	defer runner.Close()
-	op := operator.New(st, sched, operator.WithRunner(runner))
+	op := operator.New(st, sched, operator.WithRunner(sched))
 
 	var auth console.Authenticator
 	switch cfg.Auth {

@@ -43,7 +43,6 @@ type app struct {
 	fs        *firestore.Client
 	st        *store.Store
 	sched     *tasks.Scheduler
-	runner    operator.Runner
 	jetstream func(ctx context.Context) (jetstream.JetStream, error)
 	log       *slog.Logger
 
@@ -148,18 +147,6 @@ func (a *app) scheduler() (*tasks.Scheduler, error) {
 	return a.sched, nil
 }
 
-// taskRunner returns the Cloud Tasks client used for RunTask (replay --now).
-func (a *app) taskRunner() operator.Runner {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.runner == nil {
-		c := tasks.NewClient(a.config().Tasks.EmulatorHost)
-		a.runner = c
-		a.closers = append(a.closers, c.Close)
-	}
-	return a.runner
-}
-
 // js returns the JetStream context, connecting on first use.
 func (a *app) js(ctx context.Context) (jetstream.JetStream, error) {
 	a.mu.Lock()
@@ -188,7 +175,7 @@ func (a *app) operator(ctx context.Context, withRunner bool) (*operator.Operator
 	}
 	var opts []operator.Option
 	if withRunner {
-		opts = append(opts, operator.WithRunner(a.taskRunner()))
+		opts = append(opts, operator.WithRunner(sched))
 	}
 	return operator.New(st, sched, opts...), nil
 }

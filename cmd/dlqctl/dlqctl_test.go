@@ -63,7 +63,7 @@ func (e *env) run(vars map[string]string, args ...string) (code int, stdout, std
 func (e *env) runCtx(ctx context.Context, vars map[string]string, tweak func(*app), args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	a := &app{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), lookup: config.MapLookup(vars),
-		fs: e.fs, st: e.st, sched: e.sched, runner: e.ct.Client, log: obs.Discard()}
+		fs: e.fs, st: e.st, sched: e.sched, log: obs.Discard()}
 	if e.js != nil {
 		a.jetstream = func(context.Context) (jetstream.JetStream, error) { return e.js, nil }
 	}

@@ -147,6 +147,13 @@ func (s *Scheduler) Queue() string { return s.cfg.Queue }
 // Close closes the client if it was built.
 func (s *Scheduler) Close() error { return s.client.Close() }
 
+// RunTask runs a task of the queue now (operator.Runner) on the scheduler's
+// own client, so a caller that schedules and runs tasks holds one
+// connection.
+func (s *Scheduler) RunTask(ctx context.Context, req *cloudtaskspb.RunTaskRequest, opts ...gax.CallOption) (*cloudtaskspb.Task, error) {
+	return s.client.RunTask(ctx, req, opts...)
+}
+
 // Name is the task id of replay attempt n (1-based) of an entry:
 // "<first 8 hex of sha256(entry id)>-<entry id encoded>-r<n>". The hashed
 // prefix spreads consecutive ids over Cloud Tasks' key space; the encoding
