@@ -381,6 +381,7 @@ module "monitoring" {
   classify_service         = module.function["classify"].name
   replay_service           = module.function["replay"].name
   reconcile_service        = module.function["reconcile"].name
+  deliver_service          = module.function["deliver"].name
   bridge_service           = local.bridge_enabled ? "${var.name_prefix}-bridge" : null
   classify_subscription    = module.events.classify_subscription
   dead_letter_subscription = module.events.dead_letter_subscription

@@ -302,7 +302,7 @@ variable "function_env" {
 
 variable "function_ingress" {
   type        = string
-  description = "Ingress of the three functions. Callers are Pub/Sub push, Cloud Tasks and Cloud Scheduler; every call needs an OIDC token of an account holding run.invoker."
+  description = "Ingress of the four functions. Callers are Pub/Sub push, Cloud Tasks (replay, deliver) and Cloud Scheduler; every call needs an OIDC token of an account holding run.invoker."
   default     = "ALLOW_ALL"
 
   validation {

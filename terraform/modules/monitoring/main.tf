@@ -8,7 +8,7 @@
 
 locals {
   run         = "resource.type=\"cloud_run_revision\""
-  functions   = [var.classify_service, var.replay_service, var.reconcile_service]
+  functions   = [var.classify_service, var.replay_service, var.reconcile_service, var.deliver_service]
   user_metric = "logging.googleapis.com/user"
 
   # The counters: log lines of one kind, by the labels extracted from them

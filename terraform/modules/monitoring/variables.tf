@@ -23,6 +23,11 @@ variable "reconcile_service" {
   description = "Cloud Run service name of the reconcile function."
 }
 
+variable "deliver_service" {
+  type        = string
+  description = "Cloud Run service name of the deliver function (webhook deliveries)."
+}
+
 variable "bridge_service" {
   type        = string
   description = "Cloud Run service name of the bridge; null when the bridge is not deployed (no bridge alert)."
