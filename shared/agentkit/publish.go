@@ -287,7 +287,7 @@ type Published struct {
 func (k *Kit) Publish(ctx context.Context, subject string, payload []byte, headers map[string][]string) (Published, error) {
 	msg := &nats.Msg{Subject: subject, Data: payload, Header: make(nats.Header, len(headers)+5)}
 	for name, vs := range headers {
-		if k.pred == nil || !strings.HasPrefix(strings.ToLower(name), strings.ToLower(event.ReplayPrefix)) {
+		if k.pred == nil || !event.IsReplayHeader(name) {
 			msg.Header[name] = append([]string(nil), vs...)
 		}
 	}

@@ -191,7 +191,7 @@ func (r Replay) IsReplay() bool { return r.Of != "" }
 // one line.
 func (r Replay) Set(h map[string][]string) {
 	for name := range h {
-		if hasPrefixFold(name, ReplayPrefix) {
+		if IsReplayHeader(name) {
 			delete(h, name)
 		}
 	}
@@ -226,7 +226,7 @@ func (r Replay) Set(h map[string][]string) {
 func ParseReplay(h map[string][]string) Replay {
 	var r Replay
 	for name, vs := range h {
-		if len(vs) == 0 || !hasPrefixFold(name, ReplayPrefix) {
+		if len(vs) == 0 || !IsReplayHeader(name) {
 			continue
 		}
 		first := strings.TrimSpace(vs[0])
@@ -252,10 +252,14 @@ func ParseReplay(h map[string][]string) Replay {
 	return r
 }
 
+// IsReplayHeader reports whether name is one of jsdlq's Jsdlq-* headers
+// (any case): only jsdlq sets them, so a publisher's own are dropped.
+func IsReplayHeader(name string) bool { return hasPrefixFold(name, ReplayPrefix) }
+
 // IsControlHeader reports whether a header of a stored message must not be
 // copied onto a replay: JetStream's own (Nats-*) and an earlier replay's.
 func IsControlHeader(name string) bool {
-	return hasPrefixFold(name, "Nats-") || hasPrefixFold(name, ReplayPrefix)
+	return hasPrefixFold(name, "Nats-") || IsReplayHeader(name)
 }
 
 // CopyForReplay returns the headers of a stored message a replay carries:

@@ -90,3 +90,29 @@ func TestReplayHeadersRoundTrip(t *testing.T) {
 		t.Errorf("CopyForReplay mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// Jsdlq-* headers are jsdlq's whatever their case; JetStream's Nats-*
+// headers are control headers too, but not replay headers; a name that
+// only contains the prefix is neither.
+func TestReplayAndControlHeaders(t *testing.T) {
+	for _, tt := range []struct {
+		name            string
+		replay, control bool
+	}{
+		{"Jsdlq-Replay-Of", true, true},
+		{"jsdlq-strategy", true, true},
+		{"JSDLQ-X", true, true},
+		{"Nats-Msg-Id", false, true},
+		{"nats-expected-stream", false, true},
+		{"X-Jsdlq-Replay-Of", false, false},
+		{"Jsdlq", false, false},
+		{"X-Task-ID", false, false},
+	} {
+		if got := event.IsReplayHeader(tt.name); got != tt.replay {
+			t.Errorf("IsReplayHeader(%q) = %v, want %v", tt.name, got, tt.replay)
+		}
+		if got := event.IsControlHeader(tt.name); got != tt.control {
+			t.Errorf("IsControlHeader(%q) = %v, want %v", tt.name, got, tt.control)
+		}
+	}
+}
