@@ -516,11 +516,7 @@ func Message(e *store.Entry, headers map[string][]string, plan store.Plan, strat
 	}
 	h := nats.Header(jevent.CopyForReplay(headers))
 	if plan.AlternateAgent != "" && subject != e.Subject {
-		for name := range h {
-			if strings.EqualFold(name, agentHeader) {
-				h[name] = []string{plan.AlternateAgent}
-			}
-		}
+		jevent.Conventions{AgentHeader: agentHeader}.Reassign(h, plan.AlternateAgent)
 	}
 	var completed []string
 	if f := e.Failure; f != nil {

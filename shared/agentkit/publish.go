@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -343,11 +342,7 @@ func (k *Kit) predictTask(msg *nats.Msg, now time.Time) (Published, bool) {
 		markPredicted(h, p, table.Model().Version)
 		if p.AlternateAgent != "" && p.AlternateAgent != f.Agent {
 			msg.Subject = c.TaskSubject(p.AlternateAgent, f.TaskType)
-			for name := range h {
-				if strings.EqualFold(name, event.HeaderAgent) {
-					h[name] = []string{p.AlternateAgent}
-				}
-			}
+			c.Reassign(h, p.AlternateAgent)
 		}
 		return out, false
 	}

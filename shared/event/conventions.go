@@ -143,6 +143,19 @@ func (c Conventions) Agent(subject string, h map[string][]string) string {
 	return s.Agent
 }
 
+// Reassign makes h name agent wherever it names one, for a task rerouted to
+// agent: the agent header is replaced in whatever case it was written; a
+// message that named its agent only by its subject gets no header (its new
+// subject names the agent).
+func (c Conventions) Reassign(h map[string][]string, agent string) {
+	name := cmp.Or(c.AgentHeader, HeaderAgent)
+	for k := range h {
+		if strings.EqualFold(k, name) {
+			h[k] = []string{agent}
+		}
+	}
+}
+
 // TaskType returns the task type of a message: the X-Task-Type header, else
 // the <type> of its subject, else "".
 func (c Conventions) TaskType(subject string, h map[string][]string) string {

@@ -116,3 +116,27 @@ func TestReplayAndControlHeaders(t *testing.T) {
 		}
 	}
 }
+
+// Reassign names the new agent in the agent header however it was written,
+// under the conventions' header name, and adds none where there was none.
+func TestReassign(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		conv event.Conventions
+		h    map[string][]string
+		want map[string][]string
+	}{
+		{"canonical", event.DefaultConventions, map[string][]string{"X-Agent": {"backend"}, "X-Task-ID": {"t"}},
+			map[string][]string{"X-Agent": {"cto"}, "X-Task-ID": {"t"}}},
+		{"other case", event.DefaultConventions, map[string][]string{"x-agent": {"backend"}}, map[string][]string{"x-agent": {"cto"}}},
+		{"no agent header", event.DefaultConventions, map[string][]string{"X-Task-ID": {"t"}}, map[string][]string{"X-Task-ID": {"t"}}},
+		{"zero conventions", event.Conventions{}, map[string][]string{"X-Agent": {"backend"}}, map[string][]string{"X-Agent": {"cto"}}},
+		{"own header name", event.Conventions{AgentHeader: "Agent-Name"}, map[string][]string{"Agent-Name": {"backend"}, "X-Agent": {"backend"}},
+			map[string][]string{"Agent-Name": {"cto"}, "X-Agent": {"backend"}}},
+	} {
+		tt.conv.Reassign(tt.h, "cto")
+		if diff := cmp.Diff(tt.want, tt.h); diff != "" {
+			t.Errorf("Reassign(%s) mismatch (-want +got):\n%s", tt.name, diff)
+		}
+	}
+}
