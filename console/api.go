@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jsdlq/jsdlq/shared/httpfunc"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -313,13 +314,7 @@ func readJSON(r *http.Request, v any, required bool) error {
 		}
 		return nil
 	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return badRequest("body is not the expected JSON object")
-	}
-	// More is false before a stray '}' or ']' too: only the end may follow.
-	if _, err := dec.Token(); err != io.EOF {
+	if err := httpfunc.DecodeStrict(b, v); err != nil {
 		return badRequest("body is not the expected JSON object")
 	}
 	return nil

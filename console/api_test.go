@@ -68,6 +68,7 @@ func TestTenantAPIRefusesAndChangesNothing(t *testing.T) {
 		{"discard with unknown field", "POST", "acme/entries/TASKS.2:discard", acmeKey, `{"reason":"x","tenant":"globex"}`, 400},
 		{"discard, not JSON", "POST", "acme/entries/TASKS.2:discard", acmeKey, `reason=x`, 400},
 		{"discard, a stray brace after the body", "POST", "acme/entries/TASKS.2:discard", acmeKey, `{"reason":"x"}}`, 400},
+		{"discard, a stray bracket after the body", "POST", "acme/entries/TASKS.2:discard", acmeKey, `{"reason":"x"}]`, 400},
 		{"unknown filter", "GET", "acme/entries?tenant=globex", acmeKey, "", 400},
 		{"unknown status", "GET", "acme/entries?status=everything", acmeKey, "", 400},
 		{"oversized page", "GET", "acme/entries?page_size=100000", acmeKey, "", 400},

@@ -242,14 +242,12 @@ func Decode(b []byte) (Event, error) {
 	case *probe.Schema != Schema:
 		return Event{}, fmt.Errorf("%w: unknown schema %q (want %q)", ErrInvalid, *probe.Schema, Schema)
 	}
+	// The probe's Unmarshal has refused anything after the value already.
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var e Event
 	if err := dec.Decode(&e); err != nil {
 		return Event{}, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	if dec.More() {
-		return Event{}, fmt.Errorf("%w: trailing data after the event", ErrInvalid)
 	}
 	if err := e.Validate(); err != nil {
 		return Event{}, err

@@ -65,7 +65,14 @@ func ReadJSON(r *http.Request, max int, v any) error {
 	if len(raw) > max {
 		return fmt.Errorf("body larger than %d bytes", max)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
+	return DecodeStrict(raw, v)
+}
+
+// DecodeStrict decodes one JSON value from b into v: no field v does not
+// have, nothing but white space after the value. Its error says which rule
+// b broke.
+func DecodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("decode body: %w", err)
