@@ -60,7 +60,7 @@ type Scheduler interface {
 	FullName(taskID string) string
 }
 
-// Runner runs a task now (the Cloud Tasks client, *cloudtasks.Client).
+// Runner runs a task now: the scheduler of its queue (tasks.Scheduler.RunTask).
 type Runner interface {
 	RunTask(ctx context.Context, req *cloudtaskspb.RunTaskRequest, opts ...gax.CallOption) (*cloudtaskspb.Task, error)
 }

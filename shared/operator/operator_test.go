@@ -45,7 +45,7 @@ func setup(t *testing.T) *env {
 	e.queue = e.ct.Queue(t, project, "dlq-replay")
 	e.sched = tasks.New(tasks.Config{Queue: e.queue, ReplayURL: e.target.URL, ServiceAccount: "tasks@p.iam.gserviceaccount.com", EmulatorHost: e.ct.Host})
 	t.Cleanup(func() { e.sched.Close() })
-	e.op = operator.New(e.store, e.sched, operator.WithRunner(e.ct.Client))
+	e.op = operator.New(e.store, e.sched, operator.WithRunner(e.sched))
 	return e
 }
 
