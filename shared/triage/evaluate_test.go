@@ -146,14 +146,21 @@ func checkDecision(t *testing.T, base *Policy, name string, in Input, chain Chai
 			t.Errorf("%s: PolicyVersion = %q, want %q", name, d.PolicyVersion, base.Version())
 		}
 	}
+	// DelayRange holds every draw, the extremes included, and has room
+	// between its ends when the case has any.
 	lo, hi := base.DelayRange(in, chain)
-	if lo != slices.Min(delays) || hi != slices.Max(delays) {
-		t.Errorf("%s: DelayRange() = %v, %v; want %v, %v", name, lo, hi, slices.Min(delays), slices.Max(delays))
+	for _, r := range []float64{0.25, 0.5, 0.75} {
+		p := *base
+		p.rand = func() float64 { return r }
+		delays = append(delays, p.Evaluate(in, chain).Delay)
 	}
-	// And, stated apart from the jitter's ends: the case's own range, with
-	// room between its ends when the case has any.
-	if lo < w.MinDelay || hi > w.MaxDelay || (w.MinDelay < w.MaxDelay && lo >= hi) {
-		t.Errorf("%s: DelayRange() = %v, %v; want within [%v, %v], lo < hi", name, lo, hi, w.MinDelay, w.MaxDelay)
+	for _, d := range delays {
+		if d < lo || d > hi {
+			t.Errorf("%s: Evaluate gave %v outside DelayRange() = %v, %v", name, d, lo, hi)
+		}
+	}
+	if lo != slices.Min(delays) || hi != slices.Max(delays) || (w.MinDelay < w.MaxDelay && lo >= hi) {
+		t.Errorf("%s: DelayRange() = %v, %v; want the draws' %v, %v with lo < hi", name, lo, hi, slices.Min(delays), slices.Max(delays))
 	}
 }
 
