@@ -71,13 +71,15 @@ func (s *Store) Learner(ctx context.Context) (LearnerState, error) {
 // TaskCounts returns the counts of the hours in [from, to), oldest first.
 func (s *Store) TaskCounts(ctx context.Context, from, to time.Time) ([]predict.Counts, error) {
 	q := s.fs.Collection(predict.CountsCollection).Where("hour", ">=", from.UTC()).Where("hour", "<", to.UTC()).OrderBy("hour", firestore.Asc)
-	counts, err := queryDocs(ctx, s, q, fmt.Sprintf("%s from %s to %s", predict.CountsCollection, from.UTC(), to.UTC()), decodeValue[predict.Counts])
+	snaps, err := queryAll(ctx, s, q, fmt.Sprintf("%s from %s to %s", predict.CountsCollection, from.UTC(), to.UTC()))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]predict.Counts, 0, len(counts))
-	for _, c := range counts {
-		out = append(out, *c)
+	out := make([]predict.Counts, len(snaps))
+	for i, snap := range snaps {
+		if err := decodeInto(snap, &out[i]); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
