@@ -61,7 +61,7 @@ func New(cfg Config, nc *nats.Conn, ps *pubsub.Client, log *slog.Logger) (*Bridg
 		topic = "projects/" + ps.Project() + "/topics/" + topic
 	}
 	b := &Bridge{cfg: cfg, nc: nc, js: js, ps: ps, topic: topic, log: log, m: newMetrics()}
-	b.direct = newDirectGets(nc, js.Options())
+	b.direct = newDirectGets(nc)
 	b.sources = newSourceReader(js, b.direct, cfg.FetchTimeout, log)
 	prev := nc.ErrorHandler()
 	nc.SetErrorHandler(func(c *nats.Conn, s *nats.Subscription, err error) {

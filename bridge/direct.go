@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -13,12 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// directGets sends batch direct gets (a range of a stream, or the last
-// message of many subjects) and routes their answers. One wildcard
-// subscription serves every request, as the client's own request mux does
-// for single answers: a subscription per request would cost a SUB and an
-// UNSUB (each invalidating the server's subject cache) and a client channel
-// of 64 Ki slots per batch.
 // batchable reports whether the connected server answers batch direct
 // gets (nats-server 2.11 and later). An older one ignores the batch and
 // sends one message without the end marker, so every batch would wait out
@@ -36,9 +29,14 @@ func batchVersion(v string) bool {
 	return major > 2 || major == 2 && minor >= 11
 }
 
+// directGets sends batch direct gets (a range of a stream, or the last
+// message of many subjects) and routes their answers. One wildcard
+// subscription serves every request, as the client's own request mux does
+// for single answers: a subscription per request would cost a SUB and an
+// UNSUB (each invalidating the server's subject cache) and a client channel
+// of 64 Ki slots per batch.
 type directGets struct {
 	nc     *nats.Conn
-	js     jetstream.JetStreamOptions
 	prefix string // "<inbox>."
 
 	mu      sync.Mutex
@@ -47,8 +45,8 @@ type directGets struct {
 	waiting map[string]chan *nats.Msg
 }
 
-func newDirectGets(nc *nats.Conn, js jetstream.JetStreamOptions) *directGets {
-	return &directGets{nc: nc, js: js, prefix: nc.NewInbox() + ".", waiting: map[string]chan *nats.Msg{}}
+func newDirectGets(nc *nats.Conn) *directGets {
+	return &directGets{nc: nc, prefix: nc.NewInbox() + ".", waiting: map[string]chan *nats.Msg{}}
 }
 
 // start subscribes to the answers; stop ends it.
@@ -123,7 +121,7 @@ func (d *directGets) get(ctx context.Context, stream string, req directRequest, 
 		delete(d.waiting, token)
 		d.mu.Unlock()
 	}()
-	if err := d.nc.PublishRequest(apiSubject(d.js, "DIRECT.GET."+stream), d.prefix+token, body); err != nil {
+	if err := d.nc.PublishRequest(directGetSubject+stream, d.prefix+token, body); err != nil {
 		return end{}, fmt.Errorf("direct get %s: %w", stream, err)
 	}
 	for {
@@ -161,15 +159,4 @@ func rawMsg(m *nats.Msg) (*jetstream.RawStreamMsg, error) {
 		return nil, fmt.Errorf("answer without a subject")
 	}
 	return &jetstream.RawStreamMsg{Subject: subj, Sequence: seq, Header: m.Header, Data: m.Data, Time: t}, nil
-}
-
-// apiSubject is a JetStream API subject under the client's prefix or domain.
-func apiSubject(o jetstream.JetStreamOptions, subject string) string {
-	switch {
-	case o.APIPrefix != "":
-		return strings.TrimSuffix(o.APIPrefix, ".") + "." + subject
-	case o.Domain != "":
-		return "$JS." + o.Domain + ".API." + subject
-	}
-	return "$JS.API." + subject
 }

@@ -41,8 +41,13 @@ func newSourceReader(js jetstream.JetStream, direct *directGets, timeout time.Du
 		streams: map[string]jetstream.Stream{}, denied: map[string]time.Time{}}
 }
 
+// directGetSubject is the JetStream API subject of a stream's direct gets
+// (<subject><stream>). The bridge's JetStream has neither an API prefix nor
+// a domain, and the permission check below names these subjects as they are.
+const directGetSubject = "$JS.API.DIRECT.GET."
+
 // API subjects whose stream name is the last token.
-var apiPrefixes = []string{"$JS.API.DIRECT.GET.", "$JS.API.STREAM.MSG.GET.", "$JS.API.STREAM.INFO.", "$JS.API.STREAM.MSG.DELETE."}
+var apiPrefixes = []string{directGetSubject, "$JS.API.STREAM.MSG.GET.", "$JS.API.STREAM.INFO.", "$JS.API.STREAM.MSG.DELETE."}
 
 func (s *sourceReader) noteAsyncError(err error) {
 	if !errors.Is(err, nats.ErrPermissionViolation) {
@@ -135,10 +140,7 @@ func (s *sourceReader) get(ctx context.Context, name string, seq uint64) (*jetst
 		return nil, "", fmt.Errorf("get %s: %w", event.ID(name, seq), err)
 	}
 	if info := st.CachedInfo(); info != nil && info.Config.AllowDirect && m.Header != nil {
-		event.DropDirectGetHeaders(m.Header)
-		if len(m.Header) == 0 {
-			m.Header = nil
-		}
+		m.Header = event.DropDirectGetHeaders(m.Header)
 	}
 	return m, "", nil
 }
@@ -256,10 +258,7 @@ func (s *sourceReader) batch(ctx context.Context, name string, run []uint64, out
 		for _, seq := range run {
 			switch m, ok := got[seq]; {
 			case ok:
-				event.DropDirectGetHeaders(m.Header)
-				if len(m.Header) == 0 {
-					m.Header = nil
-				}
+				m.Header = event.DropDirectGetHeaders(m.Header)
 				out[seq] = original{msg: m}
 			case seq < last:
 				out[seq] = original{missing: event.MissingNotFound}

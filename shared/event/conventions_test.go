@@ -140,3 +140,22 @@ func TestReassign(t *testing.T) {
 		}
 	}
 }
+
+// A direct get's own headers go, in any case; the publisher's stay, and a
+// message that had none reads back with none (nil).
+func TestDropDirectGetHeaders(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		h    map[string][]string
+		want map[string][]string
+	}{
+		{"publisher's kept", map[string][]string{"Nats-Stream": {"W"}, "nats-sequence": {"7"}, "Nats-Time-Stamp": {"t"}, "Nats-Subject": {"s"}, "X-Task-ID": {"t1"}, "Nats-Msg-Id": {"m"}},
+			map[string][]string{"X-Task-ID": {"t1"}, "Nats-Msg-Id": {"m"}}},
+		{"only the get's", map[string][]string{"Nats-Stream": {"W"}, "Nats-Sequence": {"7"}, "Nats-Last-Sequence": {"6"}, "Nats-Num-Pending": {"0"}, "Nats-UpTo-Sequence": {"9"}}, nil},
+		{"none", nil, nil},
+	} {
+		if diff := cmp.Diff(tt.want, event.DropDirectGetHeaders(tt.h)); diff != "" {
+			t.Errorf("DropDirectGetHeaders(%s) mismatch (-want +got):\n%s", tt.name, diff)
+		}
+	}
+}

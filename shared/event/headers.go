@@ -102,8 +102,10 @@ var directGetHeaders = []string{"Nats-Stream", "Nats-Sequence", "Nats-Time-Stamp
 	"Nats-Last-Sequence", "Nats-Num-Pending", "Nats-UpTo-Sequence"}
 
 // DropDirectGetHeaders removes from h (a message read with a direct get)
-// the headers the get added, so what is kept is what the publisher sent.
-func DropDirectGetHeaders(h map[string][]string) {
+// the headers the get added, so what is kept is what the publisher sent. It
+// returns h, nil when nothing is left: a message published without headers
+// reads back without any.
+func DropDirectGetHeaders(h map[string][]string) map[string][]string {
 	for _, name := range directGetHeaders {
 		for k := range h {
 			if strings.EqualFold(k, name) {
@@ -111,4 +113,8 @@ func DropDirectGetHeaders(h map[string][]string) {
 			}
 		}
 	}
+	if len(h) == 0 {
+		return nil
+	}
+	return h
 }

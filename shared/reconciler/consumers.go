@@ -287,9 +287,8 @@ func (w *subjectWalk) next(ctx context.Context, subj string, seq uint64) (*jetst
 		return nil, fmt.Errorf("stream %s subject %s after seq %d: %w", w.stream, subj, seq, err)
 	}
 	if w.direct {
-		event.DropDirectGetHeaders(m.Header)
-	}
-	if len(m.Header) == 0 {
+		m.Header = event.DropDirectGetHeaders(m.Header)
+	} else if len(m.Header) == 0 {
 		m.Header = nil
 	}
 	return m, nil
