@@ -1,6 +1,7 @@
 package bridge_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/jsdlq/jsdlq/bridge"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -86,8 +88,36 @@ func TestBatchWithMissingOriginals(t *testing.T) {
 		advise(t, ctx, h.js, "WORK", seq)
 	}
 	advise(t, ctx, h.js, "NOSUCH", 5)
+	// Every direct get the bridge sends, batch or single, is seen here too:
+	// the batch path must answer the 13 sequences and their failure records
+	// in a few requests, where the one-at-a-time fallback asks once per
+	// sequence (13 here).
+	var mu sync.Mutex
+	gets, batches := 0, 0
+	for _, stream := range []string{"WORK", "KV_dlq_failures"} {
+		sub, err := h.nc.Subscribe("$JS.API.DIRECT.GET."+stream, func(m *nats.Msg) {
+			mu.Lock()
+			defer mu.Unlock()
+			gets++
+			if bytes.Contains(m.Data, []byte(`"batch"`)) || bytes.Contains(m.Data, []byte(`"multi_last"`)) {
+				batches++
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sub.Unsubscribe() })
+	}
+	if err := h.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	h.startBridge(t)
 	h.sink.waitFor(n+2, 30*time.Second)
+	mu.Lock()
+	if batches == 0 || gets > 8 {
+		t.Errorf("direct gets = %d (%d batch or multi-subject), want a few batch requests, not one per sequence", gets, batches)
+	}
+	mu.Unlock()
 
 	for seq := uint64(1); seq <= n+1; seq++ {
 		e := h.sink.one(event.ID("WORK", seq))
