@@ -418,6 +418,10 @@ func TestStats(t *testing.T) {
 			t.Errorf("stats output lacks %q:\n%s", s, out)
 		}
 	}
+	// Every hour sampled: the total row adds up, and no line says otherwise.
+	if code, out, _ = e.run(nil, "stats", "--hours", "1"); code != 0 || !strings.Contains(out, "0.75%") || strings.Contains(out, "total DLQ rate:") {
+		t.Errorf("stats --hours 1 = %d:\n%s\nwant the rate and no note on unsampled hours", code, out)
+	}
 	// A tenant-limited caller gets its own numbers only.
 	code, out, _ = e.run(map[string]string{"DLQCTL_TENANT": "globex"}, "stats", "--hours", "1", "--json")
 	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || doc.Hours[0].Entries != 1 || doc.Hours[0].ByCategory["permanent"] != 0 {
