@@ -108,23 +108,34 @@ func (s *sourceReader) forget(name string) {
 	s.mu.Unlock()
 }
 
-// get returns the message at seq, or a missing reason when it cannot be read
-// and never will be; an error means "try again later".
-func (s *sourceReader) get(ctx context.Context, name string, seq uint64) (*jetstream.RawStreamMsg, string, error) {
+// lookup returns the stream's handle, or, when there is none to be had, what
+// every message of it is: missing for good (the stream is gone, or NATS
+// refuses the bridge access) or an error meaning "try again later". A batch
+// of advisories for one stream asks once, not once per message.
+func (s *sourceReader) lookup(ctx context.Context, name string) (jetstream.Stream, original) {
 	if s.isDenied(name) {
-		return nil, event.MissingPermissionDenied, nil
+		return nil, original{missing: event.MissingPermissionDenied}
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	st, err := s.stream(ctx, name)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return nil, event.MissingStreamNotFound, nil
+		return nil, original{missing: event.MissingStreamNotFound}
 	case err != nil && s.isDenied(name):
-		return nil, event.MissingPermissionDenied, nil
+		return nil, original{missing: event.MissingPermissionDenied}
 	case err != nil:
-		return nil, "", fmt.Errorf("stream %s: %w", name, err)
+		return nil, original{err: fmt.Errorf("stream %s: %w", name, err)}
 	}
+	return st, original{}
+}
+
+// get returns the message at seq of the stream st (named name), or a missing
+// reason when it cannot be read and never will be; an error means "try again
+// later".
+func (s *sourceReader) get(ctx context.Context, st jetstream.Stream, name string, seq uint64) (*jetstream.RawStreamMsg, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	m, err := st.GetMsg(ctx, seq)
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
@@ -166,9 +177,10 @@ const batchMaxBytes = 4 << 20
 // message at a time by get, which tells missing from unreachable.
 func (s *sourceReader) getMany(ctx context.Context, name string, seqs []uint64) map[uint64]original {
 	out := make(map[uint64]original, len(seqs))
-	if s.isDenied(name) {
+	st, none := s.lookup(ctx, name)
+	if st == nil {
 		for _, seq := range seqs {
-			out[seq] = original{missing: event.MissingPermissionDenied}
+			out[seq] = none
 		}
 		return out
 	}
@@ -177,10 +189,7 @@ func (s *sourceReader) getMany(ctx context.Context, name string, seqs []uint64) 
 	sorted = slices.Compact(sorted)
 	var single []uint64
 	if len(sorted) > 1 {
-		sctx, cancel := context.WithTimeout(ctx, s.timeout)
-		st, err := s.stream(sctx, name)
-		cancel()
-		if err == nil && st.CachedInfo() != nil && st.CachedInfo().Config.AllowDirect && s.direct.batchable() {
+		if st.CachedInfo() != nil && st.CachedInfo().Config.AllowDirect && s.direct.batchable() {
 			for _, run := range runs(sorted) {
 				if len(run) == 1 {
 					single = append(single, run[0])
@@ -201,7 +210,7 @@ func (s *sourceReader) getMany(ctx context.Context, name string, seqs []uint64) 
 	var wg sync.WaitGroup
 	for _, seq := range single {
 		wg.Go(func() {
-			m, missing, err := s.get(ctx, name, seq)
+			m, missing, err := s.get(ctx, st, name, seq)
 			mu.Lock()
 			out[seq] = original{msg: m, missing: missing, err: err}
 			mu.Unlock()
