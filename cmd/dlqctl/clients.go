@@ -162,14 +162,24 @@ func (a *app) js(ctx context.Context) (jetstream.JetStream, error) {
 	return f(ctx)
 }
 
+// scheduling returns the store and the scheduler, for what writes entries
+// and schedules their replays (operator actions, reconcile).
+func (a *app) scheduling(ctx context.Context) (*store.Store, *tasks.Scheduler, error) {
+	st, err := a.store(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	sched, err := a.scheduler()
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, sched, nil
+}
+
 // operator returns the operator actions; withRunner lets ReplayNow run an
 // existing task at once.
 func (a *app) operator(ctx context.Context, withRunner bool) (*operator.Operator, error) {
-	st, err := a.store(ctx)
-	if err != nil {
-		return nil, err
-	}
-	sched, err := a.scheduler()
+	st, sched, err := a.scheduling(ctx)
 	if err != nil {
 		return nil, err
 	}

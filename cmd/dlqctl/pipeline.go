@@ -280,11 +280,7 @@ func (a *app) cmdHealth(ctx context.Context, args []string) error {
 // credentials: the deployed function accepts only Cloud Scheduler's OIDC
 // identity, and the audit needs nothing the operator cannot read.
 func (a *app) reconcileHandler(ctx context.Context) (*reconciler.Handler, error) {
-	st, err := a.store(ctx)
-	if err != nil {
-		return nil, err
-	}
-	sched, err := a.scheduler()
+	st, sched, err := a.scheduling(ctx)
 	if err != nil {
 		return nil, err
 	}
