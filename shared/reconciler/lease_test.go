@@ -2,6 +2,7 @@ package reconciler_test
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -111,6 +112,10 @@ func TestLeaseHeldAnswers409AndChangesNothing(t *testing.T) {
 	if q := f.queueTasks(); len(q) != 0 {
 		t.Errorf("a run without the lease created tasks: %v", q)
 	}
+	// A recount takes the same lease, so it is refused too.
+	if _, err := h.Recount(f.ctx, reconciler.RecountOptions{}); !errors.Is(err, reconciler.ErrLeaseHeld) {
+		t.Errorf("Recount with a held lease = %v, want ErrLeaseHeld", err)
+	}
 	// A dry run needs no lease: it writes nothing but its report.
 	w = httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/Reconcile?dry_run=true", nil))
@@ -127,6 +132,13 @@ func TestLeaseHeldAnswers409AndChangesNothing(t *testing.T) {
 	}
 	if rep := f.run(h, false); rep.Repairs.Done != 1 {
 		t.Errorf("run after release repaired %d, want 1", rep.Repairs.Done)
+	}
+	// The run and then a recount each release the lease they took.
+	if _, err := h.Recount(f.ctx, reconciler.RecountOptions{}); err != nil {
+		t.Errorf("Recount after the run = %v, want the lease free", err)
+	}
+	if _, err := f.st.AcquireLease(f.ctx, "next-run", time.Minute); err != nil {
+		t.Errorf("AcquireLease after a run and a recount = %v, want both to have released it", err)
 	}
 }
 

@@ -269,6 +269,31 @@ func (e *leaseError) Error() string {
 }
 func (e *leaseError) Unwrap() error { return ErrLeaseHeld }
 
+// takeLease takes the run lease for holder, valid for ttl, so that audit
+// runs and recounts never repair at the same time, and returns what
+// releases it. A lease another holder has is a *leaseError. Release runs
+// even when ctx is cancelled, since the run that ends is done with it; a
+// lease it could not release expires by itself.
+func (h *Handler) takeLease(ctx context.Context, log *slog.Logger, holder string, ttl time.Duration) (release func(), err error) {
+	lctx, cancel := h.ioCtx(ctx)
+	lease, err := h.store.AcquireLease(lctx, holder, ttl)
+	cancel()
+	if errors.Is(err, store.ErrLeaseHeld) {
+		log.InfoContext(ctx, "reconcile: another run holds the lease; nothing done", "holder", lease.Holder, "until", lease.Until)
+		return nil, &leaseError{lease: lease}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: lease: %w", err)
+	}
+	return func() {
+		rctx, cancel := h.ioCtx(context.WithoutCancel(ctx))
+		defer cancel()
+		if err := h.store.ReleaseLease(rctx, holder); err != nil {
+			log.WarnContext(ctx, "reconcile: lease not released; it expires by itself", "holder", holder, "error", err.Error())
+		}
+	}, nil
+}
+
 // NewRunID returns a time-ordered, unique run id (also a Firestore id).
 func NewRunID(t time.Time) string {
 	b := make([]byte, 4)
@@ -360,23 +385,14 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*audit.Report, error) {
 	log := h.log.With("run_id", rep.RunID, "dry_run", dry)
 
 	if !dry {
-		lctx, cancel := h.ioCtx(ctx)
-		lease, err := h.store.AcquireLease(lctx, rep.RunID, h.cfg.LeaseTTL)
-		cancel()
-		if errors.Is(err, store.ErrLeaseHeld) {
-			log.InfoContext(ctx, "reconcile: another run holds the lease; nothing done", "holder", lease.Holder, "until", lease.Until)
-			return rep, &leaseError{lease: lease}
+		release, err := h.takeLease(ctx, log, rep.RunID, h.cfg.LeaseTTL)
+		if errors.Is(err, ErrLeaseHeld) {
+			return rep, err
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reconcile: lease: %w", err)
+			return nil, err
 		}
-		defer func() {
-			rctx, cancel := h.ioCtx(context.WithoutCancel(ctx))
-			defer cancel()
-			if err := h.store.ReleaseLease(rctx, rep.RunID); err != nil {
-				log.WarnContext(ctx, "reconcile: lease not released; it expires by itself", "error", err.Error())
-			}
-		}()
+		defer release()
 	}
 	st := &State{}
 	sctx, cancel := h.ioCtx(ctx)

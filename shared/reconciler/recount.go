@@ -74,23 +74,11 @@ func (h *Handler) Recount(ctx context.Context, o RecountOptions) (*RecountResult
 		return res, fmt.Errorf("%w: %s..%s", ErrRecountScope, o.From.Format(time.RFC3339), o.To.Format(time.RFC3339))
 	}
 	if !o.DryRun {
-		holder := "recount-" + NewRunID(now)
-		lctx, cancel := h.ioCtx(ctx)
-		lease, err := h.store.AcquireLease(lctx, holder, o.Budget+2*time.Minute)
-		cancel()
-		if errors.Is(err, store.ErrLeaseHeld) {
-			return res, &leaseError{lease: lease}
-		}
+		release, err := h.takeLease(ctx, h.log, "recount-"+NewRunID(now), o.Budget+2*time.Minute)
 		if err != nil {
-			return res, fmt.Errorf("reconcile: lease: %w", err)
+			return res, err
 		}
-		defer func() {
-			rctx, cancel := h.ioCtx(context.WithoutCancel(ctx))
-			defer cancel()
-			if err := h.store.ReleaseLease(rctx, holder); err != nil {
-				h.log.WarnContext(ctx, "reconcile: recount lease not released; it expires by itself", "error", err.Error())
-			}
-		}()
+		defer release()
 	}
 	deadline := now.Add(o.Budget)
 	for i, id := range hours {
