@@ -168,7 +168,34 @@ func (s *Store) shardRef(hour, key string) *firestore.DocumentRef {
 	h := fnv.New32a()
 	h.Write([]byte(key))
 	n := int(h.Sum32() % uint32(s.shards))
-	return s.fs.Collection(MetricsColl).Doc(hour).Collection(MetricsShards).Doc(strconv.Itoa(n))
+	return s.hourShards(hour).Doc(strconv.Itoa(n))
+}
+
+// hourRef is the metrics document of an hour; its shards and its stream
+// samples are its subcollections.
+func (s *Store) hourRef(hour string) *firestore.DocumentRef {
+	return s.fs.Collection(MetricsColl).Doc(hour)
+}
+
+// hourShards are the shard documents of an hour.
+func (s *Store) hourShards(hour string) *firestore.CollectionRef {
+	return s.hourRef(hour).Collection(MetricsShards)
+}
+
+// replaceShards makes shard 0 of hour hold m and deletes the hour's other
+// shards (snaps: every shard, as tx read them), so the sum ReadMetrics
+// returns is m: how a rewrite and a recount replace an hour's counters.
+func (s *Store) replaceShards(tx *firestore.Transaction, hour string, snaps []*firestore.DocumentSnapshot, m Metrics) error {
+	for _, snap := range snaps {
+		if snap.Ref.ID != "0" {
+			if err := tx.Delete(snap.Ref); err != nil {
+				return err
+			}
+		}
+	}
+	s.wrote(len(snaps) + 1)
+	m.Hour = hour
+	return tx.Set(s.hourShards(hour).Doc("0"), m)
 }
 
 // AddMetrics adds a delta to the hour of at, outside any transaction (replay
@@ -188,7 +215,7 @@ func (s *Store) AddMetrics(ctx context.Context, at time.Time, key string, m Metr
 // whatever the configured shard count (a query, not fixed ids), so a
 // changed count never hides counts.
 func (s *Store) ReadMetrics(ctx context.Context, hour string) (Metrics, error) {
-	snaps, err := s.fs.Collection(MetricsColl).Doc(hour).Collection(MetricsShards).Documents(ctx).GetAll()
+	snaps, err := s.hourShards(hour).Documents(ctx).GetAll()
 	s.read(max(1, len(snaps)))
 	if err != nil {
 		return Metrics{}, fmt.Errorf("firestore read metrics %s: %w", hour, err)
@@ -270,10 +297,9 @@ func addDeaths(dst *map[string]map[string]int64, src map[string]map[string]int64
 // Shard 0 gets the returned counters and the other shards are deleted, so the
 // sum ReadMetrics returns equals them.
 func (s *Store) RewriteHour(ctx context.Context, hour string, fix func(cur Metrics) (Metrics, bool)) (rewritten bool, err error) {
-	shards := s.fs.Collection(MetricsColl).Doc(hour).Collection(MetricsShards)
 	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		rewritten = false
-		snaps, err := tx.Documents(shards).GetAll()
+		snaps, err := tx.Documents(s.hourShards(hour)).GetAll()
 		s.read(max(1, len(snaps)))
 		if err != nil {
 			return err
@@ -286,17 +312,8 @@ func (s *Store) RewriteHour(ctx context.Context, hour string, fix func(cur Metri
 		if !ok {
 			return nil
 		}
-		want.Hour = hour
-		for _, snap := range snaps {
-			if snap.Ref.ID != "0" {
-				if err := tx.Delete(snap.Ref); err != nil {
-					return err
-				}
-			}
-		}
-		s.wrote(len(snaps) + 1)
 		rewritten = true
-		return tx.Set(shards.Doc(strconv.Itoa(0)), want)
+		return s.replaceShards(tx, hour, snaps, want)
 	})
 	if err != nil {
 		return false, txError("rewrite metrics "+hour, err)

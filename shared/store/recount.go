@@ -195,7 +195,6 @@ func (s *Store) RecountHour(ctx context.Context, hour time.Time, pageSize int, d
 	hour = hour.UTC().Truncate(time.Hour)
 	id := Hour(hour)
 	pageSize = max(1, pageSize)
-	shards := s.fs.Collection(MetricsColl).Doc(id).Collection(MetricsShards)
 	var out HourRecount
 	body := func(ctx context.Context, get func(firestore.Query) ([]*firestore.DocumentSnapshot, error), tx *firestore.Transaction) error {
 		out = HourRecount{Hour: id}
@@ -226,7 +225,7 @@ func (s *Store) RecountHour(ctx context.Context, hour time.Time, pageSize int, d
 			}
 			last = snaps[len(snaps)-1]
 		}
-		snaps, err := get(shards.Query)
+		snaps, err := get(s.hourShards(id).Query)
 		s.read(max(1, len(snaps)))
 		if err != nil {
 			return fmt.Errorf("read metrics %s: %w", id, err)
@@ -239,18 +238,8 @@ func (s *Store) RecountHour(ctx context.Context, hour time.Time, pageSize int, d
 		if out.Agreed || tx == nil {
 			return nil
 		}
-		for _, snap := range snaps {
-			if snap.Ref.ID != "0" {
-				if err := tx.Delete(snap.Ref); err != nil {
-					return err
-				}
-			}
-		}
-		s.wrote(len(snaps) + 1)
-		fixed := out.Recount.Fixed(out.Stored)
-		fixed.Hour = id
 		out.Rewritten = true
-		return tx.Set(shards.Doc("0"), fixed)
+		return s.replaceShards(tx, id, snaps, out.Recount.Fixed(out.Stored))
 	}
 	var err error
 	if dry {

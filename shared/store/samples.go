@@ -50,7 +50,7 @@ func (s *Store) RecordSample(ctx context.Context, at time.Time, in MetricsSample
 	if err != nil {
 		return err
 	}
-	ref := s.fs.Collection(MetricsColl).Doc(hour).Collection(StreamSamples).Doc(id)
+	ref := s.hourRef(hour).Collection(StreamSamples).Doc(id)
 	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		// Decode into a fresh value: DataTo fills maps in place, and in's
 		// maps are the caller's.
@@ -89,7 +89,7 @@ func (s *Store) RecordSample(ctx context.Context, at time.Time, in MetricsSample
 func (s *Store) ReadSamples(ctx context.Context, from, to time.Time) (map[string][]MetricsSample, error) {
 	out := map[string][]MetricsSample{}
 	for h := from.UTC().Truncate(time.Hour); !h.After(to); h = h.Add(time.Hour) {
-		samples, err := queryDocs(ctx, s, s.fs.Collection(MetricsColl).Doc(Hour(h)).Collection(StreamSamples).Query,
+		samples, err := queryDocs(ctx, s, s.hourRef(Hour(h)).Collection(StreamSamples).Query,
 			"samples "+Hour(h), decodeValue[MetricsSample])
 		if err != nil {
 			return nil, err
