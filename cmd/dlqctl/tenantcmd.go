@@ -1,10 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"text/tabwriter"
 
 	"github.com/jsdlq/jsdlq/shared/store"
 )
+
+// listStamp is how the lists of a tenant's keys and webhooks print times.
+const listStamp = "2006-01-02T15:04:05Z"
 
 // tenantCmd is one command line of a per-tenant command group (tenant-key,
 // webhook): SUB TENANT [ARG], with --json (list) and --by.
@@ -57,4 +63,23 @@ func tenantCmdError(err error) error {
 		return conflictError{err.Error()}
 	}
 	return err
+}
+
+// printTenantList prints the list subcommand of a group: the tenant's items
+// as read by list, as a JSON array with --json, else as a table under
+// header, one line (tab-separated columns) per item.
+func printTenantList[T any](ctx context.Context, a *app, c tenantCmd, list func(context.Context, string) ([]T, error), header string, line func(T) string) error {
+	items, err := list(ctx, c.tenant)
+	if err != nil {
+		return tenantCmdError(err)
+	}
+	if c.asJSON {
+		return writeJSON(a.stdout, items)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, it := range items {
+		fmt.Fprintln(tw, line(it))
+	}
+	return tw.Flush()
 }

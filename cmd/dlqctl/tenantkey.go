@@ -3,7 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"text/tabwriter"
+
+	"github.com/jsdlq/jsdlq/shared/store"
 )
 
 // tenantKeyUsage is the tenant-key command's part of the usage text.
@@ -33,23 +34,13 @@ func (a *app) cmdTenantKey(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stderr, "key %s created for tenant %s; it is shown once, above\n", id, tenant)
 		return nil
 	case "list":
-		keys, err := st.ListTenantKeys(ctx, tenant)
-		if err != nil {
-			return tenantCmdError(err)
-		}
-		if c.asJSON {
-			return writeJSON(a.stdout, keys)
-		}
-		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "KEY_ID\tCREATED\tBY\tSTATE")
-		for _, k := range keys {
+		return printTenantList(ctx, a, c, st.ListTenantKeys, "KEY_ID\tCREATED\tBY\tSTATE", func(k store.TenantKey) string {
 			state := "active"
 			if k.Revoked {
-				state = fmt.Sprintf("revoked %s by %s", k.RevokedAt.Format("2006-01-02T15:04:05Z"), k.RevokedBy)
+				state = fmt.Sprintf("revoked %s by %s", k.RevokedAt.Format(listStamp), k.RevokedBy)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.ID, k.CreatedAt.Format("2006-01-02T15:04:05Z"), k.CreatedBy, state)
-		}
-		return tw.Flush()
+			return fmt.Sprintf("%s\t%s\t%s\t%s", k.ID, k.CreatedAt.Format(listStamp), k.CreatedBy, state)
+		})
 	default: // revoke
 		if len(c.rest) == 1 {
 			if err := st.RevokeTenantKey(ctx, tenant, c.rest[0], c.by); err != nil {

@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"text/tabwriter"
 
+	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/webhook"
 )
 
@@ -47,30 +47,20 @@ func (a *app) cmdWebhook(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stderr, "webhook %s added for tenant %s (%s); its signing secret is shown once, above\n", w.ID, tenant, w.URL)
 		return nil
 	case "list":
-		hooks, err := st.ListWebhooks(ctx, tenant)
-		if err != nil {
-			return tenantCmdError(err)
-		}
-		if c.asJSON {
-			return writeJSON(a.stdout, hooks)
-		}
-		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "WEBHOOK_ID\tURL\tSTATE\tFAILURES\tDELIVERED\tLAST")
-		for _, w := range hooks {
+		return printTenantList(ctx, a, c, st.ListWebhooks, "WEBHOOK_ID\tURL\tSTATE\tFAILURES\tDELIVERED\tLAST", func(w *store.Webhook) string {
 			state := "enabled"
 			if !w.Enabled {
-				state = "disabled " + w.DisabledAt.Format("2006-01-02T15:04:05Z")
+				state = "disabled " + w.DisabledAt.Format(listStamp)
 			}
 			last := "-"
 			if !w.LastAttemptAt.IsZero() {
-				last = w.LastAttemptAt.Format("2006-01-02T15:04:05Z")
+				last = w.LastAttemptAt.Format(listStamp)
 				if w.LastError != "" {
 					last += " " + w.LastError
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", w.ID, w.URL, state, w.Failures, w.Deliveries, last)
-		}
-		return tw.Flush()
+			return fmt.Sprintf("%s\t%s\t%s\t%d\t%d\t%s", w.ID, w.URL, state, w.Failures, w.Deliveries, last)
+		})
 	case "remove":
 		if err := st.DeleteWebhook(ctx, tenant, c.rest[0]); err != nil {
 			return tenantCmdError(err)
