@@ -66,8 +66,7 @@ func TestPredictionsPage(t *testing.T) {
 		"row-2-action": "advisory", "row-2-now": `advisory: predictions.apply names nothing for "impossible_task"`,
 	})
 
-	doc := strings.Replace(string(triage.DefaultYAML()), "rules:\n", "rules:\n  - name: no-predictions-devops\n    match: {agent: [devops]}\n    predictions: off\n", 1)
-	if _, err := e.st.SavePolicyOverride(ctx, []byte(doc)); err != nil {
+	if _, err := e.st.SavePolicyOverride(ctx, testenv.WithRules(t, triage.DefaultYAML(), testenv.NoPredictionsDevops)); err != nil {
 		t.Fatal(err)
 	}
 	check("after devops was switched off", map[string]string{

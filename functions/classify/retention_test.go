@@ -2,7 +2,6 @@ package classify
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,30 +10,15 @@ import (
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
-// retentionPolicy keeps permanent failures of devops 180 d and transient
-// ones of marketing 7 d; everything else the policy default, 30 d.
-func retentionPolicy() string {
-	return strings.Replace(string(triage.DefaultYAML()), "rules:\n", `rules:
-  - name: devops-permanent
-    match: {agent: [devops], category: [permanent]}
-    action: escalate
-    strategy: none
-    retention: 180d
-  - name: marketing-transient
-    match: {agent: [marketing], category: [transient]}
-    action: auto_replay
-    strategy: transient
-    retention: 7d
-`, 1)
-}
-
 // TestNewEntryCarriesTheRetention: classify's new entry has expire_at =
 // created_at + the retention the policy decided, and the chunks of a large
 // payload carry the same expire_at.
 func TestNewEntryCarriesTheRetention(t *testing.T) {
 	e := setup(t)
 	ctx := testenv.Context(t)
-	if _, err := e.store.SavePolicyOverride(ctx, []byte(retentionPolicy())); err != nil {
+	// Permanent failures of devops kept 180 d, transient ones of marketing
+	// 7 d; everything else the policy default, 30 d.
+	if _, err := e.store.SavePolicyOverride(ctx, testenv.WithRules(t, triage.DefaultYAML(), testenv.RetentionRules)); err != nil {
 		t.Fatalf("SavePolicyOverride() = %v", err)
 	}
 	const day = 24 * time.Hour

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/event"
 )
 
@@ -350,8 +351,7 @@ func TestEvaluateTransientCap(t *testing.T) {
 }
 
 func TestEvaluateRuleMatchers(t *testing.T) {
-	doc := strings.Replace(string(defaultYAML), "rules:\n", `rules:
-  - name: vip-tenant
+	doc := testenv.WithRules(t, defaultYAML, `  - name: vip-tenant
     match: {tenant: [acme], category: [transient]}
     action: require_approval
     strategy: none
@@ -372,8 +372,8 @@ func TestEvaluateRuleMatchers(t *testing.T) {
     match: {reason_text: "(?i)quota"}
     action: escalate
     strategy: none
-`, 1)
-	p, err := Parse([]byte(doc), WithRand(func() float64 { return 0 }))
+`)
+	p, err := Parse(doc, WithRand(func() float64 { return 0 }))
 	if err != nil {
 		t.Fatalf("Parse() = %v", err)
 	}
@@ -409,13 +409,12 @@ func TestEvaluateRuleMatchers(t *testing.T) {
 
 func TestServerTerminatedNeverReplayed(t *testing.T) {
 	// A policy that replays everything still escalates server deletions.
-	doc := strings.Replace(string(defaultYAML), "rules:\n", `rules:
-  - name: replay-everything
+	doc := testenv.WithRules(t, defaultYAML, `  - name: replay-everything
     match: {}
     action: auto_replay
     strategy: default
-`, 1)
-	p, err := Parse([]byte(doc))
+`)
+	p, err := Parse(doc)
 	if err != nil {
 		t.Fatalf("Parse() = %v", err)
 	}

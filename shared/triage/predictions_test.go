@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/predict"
 )
@@ -39,6 +40,10 @@ func wantInvalid(t *testing.T, name string, err error, want []string) {
 		}
 	}
 }
+
+// devopsOff is the edit that puts testenv.NoPredictionsDevops before the
+// default policy's rules.
+var devopsOff = [2]string{"rules:\n", "rules:\n" + testenv.NoPredictionsDevops}
 
 func mustParse(t *testing.T, doc string) *Policy {
 	t.Helper()
@@ -141,12 +146,12 @@ func TestPredictedPolicyKeys(t *testing.T) {
 		},
 		{
 			name:  "a rule of its own switches an agent off",
-			edits: [][2]string{{"rules:\n", "rules:\n  - name: no-predictions-devops\n    match: {agent: [devops]}\n    predictions: off\n"}},
+			edits: [][2]string{devopsOff},
 			agent: "devops", taskType: "deployment", reason: "context_window_overflow",
 		},
 		{
 			name:  "the same rule leaves other agents on",
-			edits: [][2]string{{"rules:\n", "rules:\n  - name: no-predictions-devops\n    match: {agent: [devops]}\n    predictions: off\n"}},
+			edits: [][2]string{devopsOff},
 			agent: "backend", taskType: "debugging", reason: "context_window_overflow", wantOK: true,
 			want: predict.Action{Action: predict.ActionStrategy, Strategy: "context_window_overflow", Replay: event.Replay{
 				Strategy: "context_window_overflow", TargetModel: "large-context", MaxContextTokens: 80000,
@@ -191,7 +196,7 @@ func TestPredictedPolicyKeys(t *testing.T) {
 // TestSwitchOnlyRuleDoesNotClassify: a rule that only switches predictions
 // off is not a catch-all for what it matches.
 func TestSwitchOnlyRuleDoesNotClassify(t *testing.T) {
-	p := mustParse(t, edited(t, [2]string{"rules:\n", "rules:\n  - name: no-predictions-devops\n    match: {agent: [devops]}\n    predictions: off\n"}))
+	p := mustParse(t, edited(t, devopsOff))
 	d := p.Evaluate(Input{Agent: "devops", TaskType: "deployment", Failure: &event.Failure{Code: "impossible_task"}}, Chain{})
 	if d.Rule != "permanent" || d.Action != Escalate {
 		t.Errorf("Evaluate(devops impossible_task) = rule %q action %q, want rule %q action %q", d.Rule, d.Action, "permanent", Escalate)
@@ -298,7 +303,7 @@ func TestUse(t *testing.T) {
 	mixed.ReasonShare = 0.3
 	const apply = "    context_window_overflow: context_window_overflow\n"
 	policy := mustParse(t, edited(t, [2]string{apply, apply + "    impossible_task: dlq\n"},
-		[2]string{"rules:\n", "rules:\n  - name: no-predictions-devops\n    match: {agent: [devops]}\n    predictions: off\n"}))
+		devopsOff))
 	disabled := mustParse(t, edited(t, [2]string{"  enabled: true\n", "  enabled: false\n"}))
 	tests := []struct {
 		p          *Policy

@@ -1,10 +1,10 @@
 package triage
 
 import (
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/event"
 )
 
@@ -45,30 +45,15 @@ func TestParseRetention(t *testing.T) {
 }
 
 // retentionPolicy keeps permanent failures of devops 180 d and transient
-// ones of marketing 7 d, over agent, tenant and policy defaults.
+// ones of marketing 7 d (testenv.RetentionRules), over agent, tenant and
+// policy defaults.
 func retentionPolicy(t *testing.T) *Policy {
 	t.Helper()
-	doc := strings.Replace(string(defaultYAML), "  retention: 30d\n", `  retention: 20d
+	doc := edited(t, [2]string{"  retention: 30d\n", `  retention: 20d
   retention_by_agent: {devops: 90d, marketing: 14d}
   retention_by_tenant: {acme: 60d, globex: 2d}
-`, 1)
-	doc = strings.Replace(doc, "rules:\n", `rules:
-  - name: devops-permanent
-    match: {agent: [devops], category: [permanent]}
-    action: escalate
-    strategy: none
-    retention: 180d
-  - name: marketing-transient
-    match: {agent: [marketing], category: [transient]}
-    action: auto_replay
-    strategy: transient
-    retention: 7d
-`, 1)
-	p, err := Parse([]byte(doc))
-	if err != nil {
-		t.Fatalf("Parse() = %v", err)
-	}
-	return p
+`})
+	return mustParse(t, string(testenv.WithRules(t, []byte(doc), testenv.RetentionRules)))
 }
 
 func TestEvaluateRetentionPrecedence(t *testing.T) {
