@@ -137,7 +137,7 @@ func (s *Store) keepSeenCompletion(ctx context.Context, e *Entry, c Completion) 
 	if c.seen.IsZero() {
 		return s.KeepCompletion(ctx, e)
 	}
-	ref := s.fs.Collection(TaskIdempotency).Doc(agentkit.IdempotencyDocID(e.IdempotencyKey))
+	ref := s.completionRef(e.IdempotencyKey)
 	_, err := ref.Update(ctx, []firestore.Update{{Path: "expire_at", Value: e.ExpireAt}}, firestore.LastUpdateTime(c.seen))
 	s.wrote(1)
 	switch status.Code(err) {

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
@@ -36,7 +37,7 @@ const (
 	MetricsColl     = "dlq-metrics"
 	MetricsShards   = "shards" // subcollection of an hourly metrics document
 	Breakers        = "circuit-breakers"
-	TaskIdempotency = "task-idempotency"
+	TaskIdempotency = agentkit.DefaultIdempotencyCollection // agentkit.Once's completion records
 	Audits          = "dlq-audits"
 )
 
