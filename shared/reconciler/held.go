@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -19,28 +20,24 @@ func (r *run) held(ctx context.Context, sec *audit.Section) error {
 	}
 	var f *audit.Finding
 	refused := map[string]bool{} // tenants whose breaker admits nothing more this run
-	return r.eachPage(ctx, store.Held, &r.state.Held, func(page []*store.Entry) error {
-		for _, e := range page {
-			sec.Add("held", 1)
-			if refused[e.Tenant] {
-				continue
-			}
-			ok, probe, err := r.admit(ctx, e)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				refused[e.Tenant] = true
-				continue
-			}
-			if probe {
-				// Half-open: one probe, then the breaker waits for it.
-				refused[e.Tenant] = true
-			}
-			f = r.repairing(f, audit.FindingHeldReleased, SectionHeld, "held entries whose tenant breaker lets them through again", "release")
-			if !r.plan(f, e.ID) {
-				continue
-			}
+	return r.eachEntry(ctx, sec, store.Held, &r.state.Held, func(e *store.Entry, _ time.Time) error {
+		if refused[e.Tenant] {
+			return nil
+		}
+		ok, probe, err := r.admit(ctx, e)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			refused[e.Tenant] = true
+			return nil
+		}
+		if probe {
+			// Half-open: one probe, then the breaker waits for it.
+			refused[e.Tenant] = true
+		}
+		f = r.repairing(f, audit.FindingHeldReleased, SectionHeld, "held entries whose tenant breaker lets them through again", "release")
+		if r.plan(f, e.ID) {
 			r.release(ctx, f.Repair, e, probe)
 		}
 		return nil

@@ -365,6 +365,9 @@ func TestHeldEntriesReleasedAsTheBreakerAdmits(t *testing.T) {
 	if fd := finding(t, dry, audit.FindingHeldReleased); fd.Count != 3 || fd.Alert || fd.Repair.Planned != 3 || fd.Repair.Done != 0 {
 		t.Errorf("dry run held_released = %+v, want 3 planned (2 of calm, the probe of probe), no alert", fd)
 	}
+	if got := section(t, dry, reconciler.SectionHeld).Counts; got["held"] != 5 {
+		t.Errorf("held section counts = %v, want held 5 (every held entry read, released or not)", got)
+	}
 	for _, id := range append(append(append([]string{}, calm...), probe...), shut) {
 		if st := f.get(id).Status; st != store.Held {
 			t.Errorf("dry run moved %s to %s", id, st)

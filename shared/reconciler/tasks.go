@@ -123,34 +123,29 @@ func orphanReason(e *store.Entry, task string, now time.Time, grace time.Duratio
 // missing pages through the scheduled entries from the saved cursor.
 func (r *run) missing(ctx context.Context, sec *audit.Section, q queueListing) error {
 	var f *audit.Finding
-	return r.eachPage(ctx, store.Scheduled, &r.state.Tasks, func(page []*store.Entry) error {
-		now := r.now()
-		for _, e := range page {
-			sec.Add("scheduled", 1)
-			if now.Sub(e.UpdatedAt) < r.h.cfg.Grace {
-				sec.Add("scheduled_recent", 1)
-				continue
+	return r.eachEntry(ctx, sec, store.Scheduled, &r.state.Tasks, func(e *store.Entry, now time.Time) error {
+		if now.Sub(e.UpdatedAt) < r.h.cfg.Grace {
+			sec.Add("scheduled_recent", 1)
+			return nil
+		}
+		name := shortTask(e.TaskName)
+		if name != "" {
+			if _, listed := q.present[name]; listed {
+				return nil
 			}
-			name := shortTask(e.TaskName)
-			if name != "" {
-				if _, listed := q.present[name]; listed {
-					continue
-				}
-				// Not in the listing (taken at the start of the section,
-				// or incomplete): ask, since classify may have created it
-				// after the listing.
-				present, err := r.h.tasks.Exists(ctx, name)
-				if err != nil {
-					return err
-				}
-				if present {
-					continue
-				}
+			// Not in the listing (taken at the start of the section, or
+			// incomplete): ask, since classify may have created it after
+			// the listing.
+			present, err := r.h.tasks.Exists(ctx, name)
+			if err != nil {
+				return err
 			}
-			f = r.repairing(f, audit.AlertMissingTask, SectionTasks, "scheduled entries whose replay task is not in the queue", "recreate_task")
-			if !r.plan(f, e.ID) {
-				continue
+			if present {
+				return nil
 			}
+		}
+		f = r.repairing(f, audit.AlertMissingTask, SectionTasks, "scheduled entries whose replay task is not in the queue", "recreate_task")
+		if r.plan(f, e.ID) {
 			r.recreate(ctx, f.Repair, e)
 		}
 		return nil
@@ -212,52 +207,48 @@ func (r *run) replaying(ctx context.Context, sec *audit.Section) error {
 		return fmt.Errorf("%w: no Cloud Tasks client", errSkipped)
 	}
 	var f *audit.Finding
-	return r.eachPage(ctx, store.Replaying, &r.state.Replaying, func(page []*store.Entry) error {
-		now := r.now()
-		for _, e := range page {
-			sec.Add("replaying", 1)
-			if now.Sub(e.UpdatedAt) < r.h.cfg.StuckAfter {
-				continue
-			}
-			f = r.repairing(f, audit.AlertStuckReplaying, SectionReplaying, fmt.Sprintf("entries replaying for more than %s", r.h.cfg.StuckAfter), "requeue")
-			f.Example(e.ID)
-			name := shortTask(e.TaskName)
-			if name != "" {
-				present, err := r.h.tasks.Exists(ctx, name)
-				if err != nil {
-					f.Repair.Fail(err)
-					continue
-				}
-				if present {
-					// Cloud Tasks is still retrying it; the retry resumes
-					// the claim. A second task would publish twice.
-					f.Repair.Note(e.ID + ": its task " + name + " is still in the queue (retrying); left to it")
-					continue
-				}
-			}
-			f.Repair.Planned++
-			if r.dry {
-				continue
-			}
-			attempt := e.Replays + 1
-			if _, n, err := tasks.ParseName(name); err == nil {
-				attempt = n + 1
-			}
-			next := tasks.Name(e.ID, attempt)
-			cur, err := r.h.store.RequeueTask(ctx, e.ID, []store.Status{store.Replaying}, e.TaskName, next, now, By,
-				fmt.Sprintf("replaying since %s and task %q gone; re-queued as %q", e.UpdatedAt.Format(time.RFC3339), name, next))
-			if !applied(f.Repair, e.ID, err) {
-				continue
-			}
-			if _, _, err := r.h.tasks.Schedule(ctx, tasks.Request{EntryID: cur.ID, Attempt: attempt, At: now}); err != nil {
-				// The entry is scheduled under the new name; the next
-				// run's missing-task check creates the task.
-				f.Repair.Fail(fmt.Errorf("entry %s re-queued, task not created (next run creates it): %w", e.ID, err))
-				continue
-			}
-			f.Repair.Done++
-			r.h.log.InfoContext(ctx, "reconcile: stuck entry re-queued", "run_id", r.rep.RunID, "entry_id", e.ID, "task", next)
+	return r.eachEntry(ctx, sec, store.Replaying, &r.state.Replaying, func(e *store.Entry, now time.Time) error {
+		if now.Sub(e.UpdatedAt) < r.h.cfg.StuckAfter {
+			return nil
 		}
+		f = r.repairing(f, audit.AlertStuckReplaying, SectionReplaying, fmt.Sprintf("entries replaying for more than %s", r.h.cfg.StuckAfter), "requeue")
+		f.Example(e.ID)
+		name := shortTask(e.TaskName)
+		if name != "" {
+			present, err := r.h.tasks.Exists(ctx, name)
+			if err != nil {
+				f.Repair.Fail(err)
+				return nil
+			}
+			if present {
+				// Cloud Tasks is still retrying it; the retry resumes the
+				// claim. A second task would publish twice.
+				f.Repair.Note(e.ID + ": its task " + name + " is still in the queue (retrying); left to it")
+				return nil
+			}
+		}
+		f.Repair.Planned++
+		if r.dry {
+			return nil
+		}
+		attempt := e.Replays + 1
+		if _, n, err := tasks.ParseName(name); err == nil {
+			attempt = n + 1
+		}
+		next := tasks.Name(e.ID, attempt)
+		cur, err := r.h.store.RequeueTask(ctx, e.ID, []store.Status{store.Replaying}, e.TaskName, next, now, By,
+			fmt.Sprintf("replaying since %s and task %q gone; re-queued as %q", e.UpdatedAt.Format(time.RFC3339), name, next))
+		if !applied(f.Repair, e.ID, err) {
+			return nil
+		}
+		if _, _, err := r.h.tasks.Schedule(ctx, tasks.Request{EntryID: cur.ID, Attempt: attempt, At: now}); err != nil {
+			// The entry is scheduled under the new name; the next run's
+			// missing-task check creates the task.
+			f.Repair.Fail(fmt.Errorf("entry %s re-queued, task not created (next run creates it): %w", e.ID, err))
+			return nil
+		}
+		f.Repair.Done++
+		r.h.log.InfoContext(ctx, "reconcile: stuck entry re-queued", "run_id", r.rep.RunID, "entry_id", e.ID, "task", next)
 		return nil
 	})
 }
@@ -319,6 +310,22 @@ func (r *run) eachPage(ctx context.Context, st store.Status, cursor *store.Curso
 			return nil
 		}
 	}
+}
+
+// eachEntry visits every entry in status st from *cursor as eachPage
+// does, counting each under the section's counter named for the status;
+// now is read once a page.
+func (r *run) eachEntry(ctx context.Context, sec *audit.Section, st store.Status, cursor *store.Cursor, visit func(e *store.Entry, now time.Time) error) error {
+	return r.eachPage(ctx, st, cursor, func(page []*store.Entry) error {
+		now := r.now()
+		for _, e := range page {
+			sec.Add(string(st), 1)
+			if err := visit(e, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // applied counts a conditional repair that did not go through and reports
