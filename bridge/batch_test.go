@@ -34,6 +34,16 @@ func directStream(t testing.TB, ctx context.Context, js jetstream.JetStream, nam
 	}
 }
 
+// workTasks creates the direct-get stream WORK on subjects and publishes n
+// tasks to work.x, "task 1" to "task n", at sequences 1 to n.
+func workTasks(t testing.TB, ctx context.Context, js jetstream.JetStream, subjects string, n int) {
+	t.Helper()
+	directStream(t, ctx, js, "WORK", subjects)
+	for i := range n {
+		publish(t, ctx, js, "work.x", fmt.Appendf(nil, "task %d", i+1))
+	}
+}
+
 // advise publishes the max-deliveries advisory the server would emit for
 // stream's message seq.
 func advise(t testing.TB, ctx context.Context, js jetstream.JetStream, stream string, seq uint64) {
@@ -52,11 +62,8 @@ func advise(t testing.TB, ctx context.Context, js jetstream.JetStream, stream st
 func TestBatchWithMissingOriginals(t *testing.T) {
 	h, ctx := newHarness(t)
 	h.stopBridge() // the advisories wait in their stream and reach the bridge together
-	directStream(t, ctx, h.js, "WORK", "work.>")
 	const n = 12
-	for i := range n {
-		publish(t, ctx, h.js, "work.x", fmt.Appendf(nil, "task %d", i+1))
-	}
+	workTasks(t, ctx, h.js, "work.>", n)
 	st, err := h.js.Stream(ctx, "WORK")
 	if err != nil {
 		t.Fatal(err)
@@ -159,11 +166,8 @@ func TestBatchWithMissingOriginals(t *testing.T) {
 func TestMalformedAdvisoriesWithinBatch(t *testing.T) {
 	h, ctx := newHarness(t)
 	h.stopBridge()
-	directStream(t, ctx, h.js, "WORK", "work.>")
 	const n = 20
-	for i := range n {
-		publish(t, ctx, h.js, "work.x", fmt.Appendf(nil, "task %d", i+1))
-	}
+	workTasks(t, ctx, h.js, "work.>", n)
 	subject := "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.WORK.worker"
 	bad := []string{
 		"not json",
@@ -260,13 +264,12 @@ func (f *failingPublisher) intercept(ctx context.Context, method string, req, re
 func TestBatchPublishFailsHalfway(t *testing.T) {
 	h, ctx := newHarness(t)
 	h.stopBridge()
-	directStream(t, ctx, h.js, "WORK", "work.x")
 	// Batches of 32 (64 in flight) bundled by the publisher (up to 100
 	// messages or 5 ms): the failed requests hold part of the events.
 	const n = 300
-	for i := range n {
-		publish(t, ctx, h.js, "work.x", fmt.Appendf(nil, "task %d", i+1))
-		advise(t, ctx, h.js, "WORK", uint64(i+1))
+	workTasks(t, ctx, h.js, "work.x", n)
+	for seq := uint64(1); seq <= n; seq++ {
+		advise(t, ctx, h.js, "WORK", seq)
 	}
 	f := &failingPublisher{lost: map[string]bool{"WORK.5": true}, unanswered: map[string]bool{"WORK.250": true}}
 	ps, err := bridge.NewPubSubClient(ctx, h.project, testenv.PubSubHost(t),
