@@ -26,7 +26,11 @@ variable "name_prefix" {
   default     = "jsdlq"
 
   validation {
-    # Keeps "<prefix>-scheduler" within the 30-character account id limit.
+    # Every name is derived from the prefix and checked here alone: 16
+    # characters keep "<prefix>-scheduler" within the 30-character account
+    # id limit, and with it the functions, the bridge, "<prefix>-console-api"
+    # (and the project number in its run.app URL's first label), the job and
+    # the default source bucket within theirs.
     condition     = can(regex("^[a-z][a-z0-9-]{1,14}[a-z0-9]$", var.name_prefix))
     error_message = "name_prefix must be 3-16 lowercase letters, digits or hyphens, starting with a letter."
   }
@@ -315,6 +319,11 @@ variable "source_bucket_name" {
   type        = string
   description = "Bucket for function source bundles; null means <project_id>-<name_prefix>-sources."
   default     = null
+
+  validation {
+    condition     = var.source_bucket_name == null || can(regex("^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$", coalesce(var.source_bucket_name, "-")))
+    error_message = "source_bucket_name must be 3-63 characters of lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit."
+  }
 }
 
 variable "source_bucket_force_destroy" {

@@ -10,12 +10,7 @@ variable "region" {
 
 variable "name" {
   type        = string
-  description = "Cloud Run service name."
-
-  validation {
-    condition     = can(regex("^[a-z][a-z0-9-]{0,47}[a-z0-9]$", var.name))
-    error_message = "name must be 2-49 lowercase letters, digits or hyphens, starting with a letter."
-  }
+  description = "Cloud Run service name (the root's <name_prefix>-bridge: name_prefix's rule keeps it valid)."
 }
 
 variable "image" {

@@ -20,24 +20,12 @@ variable "region" {
 
 variable "name" {
   type        = string
-  description = "Cloud Run service name of the operator UI; the tenant API is <name>-api."
-
-  validation {
-    # 49 characters at most, so that <name>-api stays within Cloud Run's 63
-    # and the deterministic URL's first label.
-    condition     = can(regex("^[a-z][a-z0-9-]{0,47}[a-z0-9]$", var.name))
-    error_message = "name must be 2-49 lowercase letters, digits or hyphens, starting with a letter."
-  }
+  description = "Cloud Run service name of the operator UI; the tenant API is <name>-api (the root's <name_prefix>-console: name_prefix's rule keeps both valid)."
 }
 
 variable "service_account_id" {
   type        = string
-  description = "account_id of the console's one service account (both services run as it)."
-
-  validation {
-    condition     = can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.service_account_id))
-    error_message = "service_account_id must be 6-30 lowercase letters, digits or hyphens, starting with a letter."
-  }
+  description = "account_id of the console's one service account (both services run as it; the root's <name_prefix>-console)."
 }
 
 variable "image" {

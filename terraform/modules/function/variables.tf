@@ -10,12 +10,7 @@ variable "region" {
 
 variable "name" {
   type        = string
-  description = "Function name; also the name of its Cloud Run service and the first label of its run.app URL."
-
-  validation {
-    condition     = can(regex("^[a-z][a-z0-9-]{0,48}[a-z0-9]$", var.name))
-    error_message = "name must be 2-50 characters of lowercase letters, digits and '-', starting with a letter."
-  }
+  description = "Function name; also the name of its Cloud Run service and the first label of its run.app URL (the root's <name_prefix>-<function>: name_prefix's rule keeps it valid)."
 }
 
 variable "description" {

@@ -10,12 +10,7 @@ variable "region" {
 
 variable "job_name" {
   type        = string
-  description = "Scheduler job name."
-
-  validation {
-    condition     = can(regex("^[A-Za-z0-9_-]{1,500}$", var.job_name))
-    error_message = "job_name may hold letters, digits, '-' and '_' only."
-  }
+  description = "Scheduler job name (the root's <name_prefix>-reconcile)."
 }
 
 variable "schedule" {

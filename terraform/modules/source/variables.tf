@@ -10,12 +10,7 @@ variable "region" {
 
 variable "bucket_name" {
   type        = string
-  description = "Globally unique name of the bucket that stores function source bundles."
-
-  validation {
-    condition     = can(regex("^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$", var.bucket_name))
-    error_message = "bucket_name must be 3-63 characters of lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit."
-  }
+  description = "Globally unique name of the bucket that stores function source bundles (the root validates source_bucket_name and derives the default from project_id and name_prefix)."
 }
 
 variable "source_dir" {
