@@ -210,12 +210,8 @@ func TestServerGeneratedTerm(t *testing.T) {
 func TestMissingOriginal(t *testing.T) {
 	h, ctx := newHarness(t)
 	h.stopBridge() // advisories wait in their stream meanwhile
-	gone := taskStream(t, h.js, "GONE", "gone.>", jetstream.LimitsPolicy, 1)
-	dropped := taskStream(t, h.js, "DROPPED", "dropped.>", jetstream.LimitsPolicy, 1)
-	a1 := publish(t, ctx, h.js, "gone.x", []byte("1"))
-	a2 := publish(t, ctx, h.js, "dropped.x", []byte("2"))
-	exhaust(t, gone)
-	exhaust(t, dropped)
+	a1 := deadLetter(t, h.js, "GONE", "gone.x", []byte("1"))
+	a2 := deadLetter(t, h.js, "DROPPED", "dropped.x", []byte("2"))
 	st, _ := h.js.Stream(ctx, "GONE")
 	if err := st.DeleteMsg(ctx, a1.Sequence); err != nil {
 		t.Fatal(err)

@@ -253,6 +253,17 @@ func taskStream(t testing.TB, js jetstream.JetStream, name, subjects string, ret
 	return c
 }
 
+// deadLetter publishes data on subject to a new work stream of that name
+// whose consumer gives up after one delivery, and fails that delivery: the
+// server advises the message's max deliveries.
+func deadLetter(t testing.TB, js jetstream.JetStream, stream, subject string, data []byte) *jetstream.PubAck {
+	t.Helper()
+	cons := taskStream(t, js, stream, subject, jetstream.LimitsPolicy, 1)
+	ack := publish(t, testenv.Context(t), js, subject, data)
+	exhaust(t, cons)
+	return ack
+}
+
 // exhaust fetches and NAKs every message until none is delivered for a while,
 // so that each one exceeds MaxDeliver.
 func exhaust(t testing.TB, c jetstream.Consumer) {

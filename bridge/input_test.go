@@ -177,10 +177,8 @@ func TestDeleteForwarded(t *testing.T) {
 }
 
 func TestHealthAndMetrics(t *testing.T) {
-	h, ctx := newHarness(t)
-	cons := taskStream(t, h.js, "M", "agents.>", jetstream.LimitsPolicy, 1)
-	publish(t, ctx, h.js, "agents.a.tasks.x", nil)
-	exhaust(t, cons)
+	h, _ := newHarness(t)
+	deadLetter(t, h.js, "M", "agents.a.tasks.x", nil)
 	h.sink.waitFor(1, 30*time.Second)
 	srv := httptest.NewServer(h.b.Handler())
 	defer srv.Close()
