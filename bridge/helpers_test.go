@@ -178,8 +178,8 @@ func (h *harness) startBridge(t *testing.T, opts ...option) {
 	}
 	h.b = b
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
+	t.Cleanup(cancel) // also a bridge that never became healthy
+	done := runHealthy(t, ctx, b)
 	h.stop = func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -187,7 +187,6 @@ func (h *harness) startBridge(t *testing.T, opts ...option) {
 		}
 	}
 	t.Cleanup(h.stopBridge)
-	waitHealthy(t, b, done)
 }
 
 // stopBridge stops the bridge startBridge started, if it still runs:
@@ -199,11 +198,13 @@ func (h *harness) stopBridge() {
 	}
 }
 
-// waitHealthy waits until b reports healthy, failing the test at once if its
-// Run (whose result done receives) ends first: a bridge that cannot start
-// says why rather than timing out.
-func waitHealthy(t testing.TB, b *bridge.Bridge, done <-chan error) {
+// runHealthy runs b until ctx ends and waits until it reports healthy,
+// failing the test at once if Run ends first: a bridge that cannot start
+// says why rather than timing out. What Run returns arrives on the channel.
+func runHealthy(t testing.TB, ctx context.Context, b *bridge.Bridge) <-chan error {
 	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
 	testenv.WaitFor(t, 20*time.Second, func() error {
 		select {
 		case err := <-done:
@@ -215,6 +216,7 @@ func waitHealthy(t testing.TB, b *bridge.Bridge, done <-chan error) {
 		}
 		return nil
 	})
+	return done
 }
 
 type testWriter struct{ t testing.TB }

@@ -121,9 +121,7 @@ func TestEnsureTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- b.Run(runCtx) }()
-	waitHealthy(t, b, done)
+	done := runHealthy(t, runCtx, b)
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v", err)
@@ -145,9 +143,7 @@ func TestConsumerDeletedEndsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	waitHealthy(t, b, done)
+	done := runHealthy(t, ctx, b)
 	if err := js.DeleteConsumer(ctx, "DLQ_RECORDS", "dlq-bridge"); err != nil {
 		t.Fatal(err)
 	}
