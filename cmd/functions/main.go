@@ -19,9 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 
@@ -30,15 +28,9 @@ import (
 	"github.com/jsdlq/jsdlq/shared/obs"
 )
 
-func main() {
-	log := obs.NewLogger(os.Stderr, obs.WithComponent("functions-host"))
-	if err := run(log); err != nil {
-		log.Error("functions host failed", "error", err)
-		os.Exit(1)
-	}
-}
+func main() { obs.Command("functions-host", run) }
 
-func run(log *slog.Logger) error {
+func run(ctx context.Context, log *slog.Logger, _ []string) error {
 	cfg, err := config.LoadFunctions(os.LookupEnv)
 	if err != nil {
 		return err
@@ -46,8 +38,6 @@ func run(log *slog.Logger) error {
 	// With FUNCTION_TARGET set the framework serves one function at "/".
 	os.Unsetenv("FUNCTION_TARGET")
 	host := cfg.Host
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	base := "http://" + net.JoinHostPort(loopbackFor(host), strconv.Itoa(cfg.Port))
 	if err := funcframework.RegisterHTTPFunctionContext(ctx, pushPrefix, pushAsCloudEvent(base+"/Classify", log)); err != nil {
 		return fmt.Errorf("register %s: %w", pushPrefix, err)
