@@ -25,6 +25,10 @@ import (
 // run, read from and printed as dlqctl's key=value list.
 type filter struct{ store.BulkFilter }
 
+// filterKeys are a filter's keys (ls takes one flag each, redrive a
+// key=value list), in the order a filter prints.
+var filterKeys = []string{"tenant", "status", "category", "reason", "agent", "since", "until"}
+
 func (f filter) String() string {
 	var parts []string
 	add := func(k, v string) {
@@ -76,7 +80,7 @@ func (f *filter) set(key, value string, now time.Time) error {
 			f.CreatedTo = t
 		}
 	default:
-		return usagef("unknown filter key %q (tenant, status, category, reason, agent, since, until)", key)
+		return usagef("unknown filter key %q (%s)", key, strings.Join(filterKeys, ", "))
 	}
 	return nil
 }
@@ -140,7 +144,7 @@ func (a *app) query(ctx context.Context, st *store.Store, f filter, token string
 // filterFlags registers the ls filters on fs.
 func filterFlags(fs *flag.FlagSet) map[string]*string {
 	m := map[string]*string{}
-	for _, k := range []string{"tenant", "status", "category", "reason", "agent", "since", "until"} {
+	for _, k := range filterKeys {
 		m[k] = fs.String(k, "", "filter: "+k)
 	}
 	return m
@@ -148,7 +152,7 @@ func filterFlags(fs *flag.FlagSet) map[string]*string {
 
 func (a *app) filterFrom(m map[string]*string) (filter, error) {
 	var f filter
-	for _, k := range []string{"tenant", "status", "category", "reason", "agent", "since", "until"} {
+	for _, k := range filterKeys {
 		if v := *m[k]; v != "" {
 			if err := f.set(k, v, a.clock()); err != nil {
 				return f, err
