@@ -62,14 +62,9 @@ func (r *run) capture(ctx context.Context, sec *audit.Section) error {
 }
 
 func (r *run) captureStream(ctx context.Context, sec *audit.Section, js jetstream.JetStream, name string, f **audit.Finding) error {
-	str, err := js.Stream(ctx, name)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		sec.Add("streams_missing", 1)
-		sec.Note = strings.TrimPrefix(sec.Note+"; stream "+name+" does not exist", "; ")
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("stream %s: %w", name, err)
+	str, err := stream(ctx, sec, js, name)
+	if err != nil || str == nil {
+		return err
 	}
 	info := str.CachedInfo()
 	last := info.State.LastSeq

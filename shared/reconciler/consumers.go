@@ -83,15 +83,13 @@ func (r *run) consumers(ctx context.Context, sec *audit.Section) error {
 
 // consumersOf audits one work stream.
 func (r *run) consumersOf(ctx context.Context, sec *audit.Section, js jetstream.JetStream, name string, u *unconsumed) error {
-	str, err := js.Stream(ctx, name)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		sec.Add("streams_missing", 1)
-		sec.Note = strings.TrimPrefix(sec.Note+"; stream "+name+" does not exist", "; ")
+	str, err := stream(ctx, sec, js, name)
+	if err != nil {
+		return err
+	}
+	if str == nil {
 		delete(r.state.Unconsumed, name)
 		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("work stream %s: %w", name, err)
 	}
 	filters, n, err := consumerFilters(ctx, str)
 	if err != nil {
@@ -101,7 +99,7 @@ func (r *run) consumersOf(ctx context.Context, sec *audit.Section, js jetstream.
 	if n == 0 {
 		// Workers may consume through ephemeral consumers that exist only
 		// while they run: no consumer now says nothing about the subjects.
-		sec.Note = strings.TrimPrefix(sec.Note+"; stream "+name+" has no consumers, not audited", "; ")
+		addNote(sec, "stream "+name+" has no consumers, not audited")
 		delete(r.state.Unconsumed, name)
 		return nil
 	}
@@ -199,7 +197,7 @@ func (r *run) consumersOf(ctx context.Context, sec *audit.Section, js jetstream.
 		walk = append(walk, subj)
 	}
 	if unknown > 0 {
-		sec.Note = strings.TrimPrefix(fmt.Sprintf("%s; %s: %d unconsumed subjects not read yet (budget)", sec.Note, name, unknown), "; ")
+		addNote(sec, fmt.Sprintf("%s: %d unconsumed subjects not read yet (budget)", name, unknown))
 	}
 	partial := unknown > 0
 	for _, subj := range walk {

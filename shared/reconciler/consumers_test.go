@@ -215,3 +215,42 @@ func TestUnconsumedBoundedPerRun(t *testing.T) {
 		t.Errorf("recorded %d (entries %d, %v), want each of the 5 messages once", done, n, err)
 	}
 }
+
+// A stream that does not exist (not created yet, or a name set wrong) is
+// counted and noted by the sections that read it, not a failure of theirs:
+// there is nothing of it to audit.
+func TestMissingStreamsNoted(t *testing.T) {
+	f := newFixture(t, true)
+	for _, name := range []string{advStream, recStream} {
+		if err := f.js.DeleteStream(f.ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := reconciler.Config{TimeBudget: time.Minute, WorkStreams: []string{"NO_WORK"}}
+	// The traffic section samples the work streams and fails on a missing
+	// one (its table would be wrong): that is its error, the run goes on.
+	rep, err := f.handler(cfg, nil).Run(f.ctx, false)
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if len(rep.Errors) != 1 || !strings.HasPrefix(rep.Errors[0], reconciler.SectionTraffic+":") {
+		t.Errorf("Run errors = %v, want only the traffic section's", rep.Errors)
+	}
+	for _, tt := range []struct {
+		section string
+		streams []string
+	}{
+		{reconciler.SectionCapture, []string{advStream, recStream}},
+		{reconciler.SectionConsumers, []string{"NO_WORK"}},
+	} {
+		sec := section(t, rep, tt.section)
+		if sec.Status != audit.StatusComplete || sec.Counts["streams_missing"] != int64(len(tt.streams)) {
+			t.Errorf("%s section = %+v, want complete with streams_missing %d", tt.section, sec, len(tt.streams))
+		}
+		for _, name := range tt.streams {
+			if !strings.Contains(sec.Note, "stream "+name+" does not exist") {
+				t.Errorf("%s note = %q, want it to say stream %s does not exist", tt.section, sec.Note, name)
+			}
+		}
+	}
+}

@@ -333,6 +333,11 @@ func (r *run) finding(name, section, tenant, message string) *audit.Finding {
 	return f
 }
 
+// addNote adds note to the section's note, after those already there.
+func addNote(sec *audit.Section, note string) {
+	sec.Note = strings.TrimPrefix(sec.Note+"; "+note, "; ")
+}
+
 // repairing returns f, or, for a section's first case (f nil), a new finding
 // whose repair of action is still to be counted.
 func (r *run) repairing(f *audit.Finding, name, section, message, action string) *audit.Finding {

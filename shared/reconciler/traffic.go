@@ -137,3 +137,19 @@ func (r *run) jetStream(ctx context.Context, workStreams bool) (jetstream.JetStr
 	}
 	return js, nil
 }
+
+// stream opens stream name for a section that reads it. A stream that does
+// not exist is counted and noted on the section, and stream returns nil
+// without an error: there is nothing of it to audit, which is not a failure.
+func stream(ctx context.Context, sec *audit.Section, js jetstream.JetStream, name string) (jetstream.Stream, error) {
+	str, err := js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		sec.Add("streams_missing", 1)
+		addNote(sec, "stream "+name+" does not exist")
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", name, err)
+	}
+	return str, nil
+}
