@@ -3,14 +3,12 @@ package cloudtasks_test
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
-	ctapi "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
@@ -18,67 +16,24 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
-	"github.com/jsdlq/jsdlq/shared/tasksemu"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 )
 
 const testLocation = "projects/test-project/locations/us-central1"
 
-// emu is one emulator served on loopback ports, driven through the official
-// client.
-type emu struct {
-	srv     *cloudtasks.Server
-	addr    string
-	jwksURL string
-	client  *ctapi.Client
-	stop    func()
-}
+// emu is one emulator of the test's own (testenv.CloudTasks) with the
+// calls these tests make through its official client.
+type emu struct{ *testenv.CloudTasks }
 
 func startEmu(t testing.TB, opts ...cloudtasks.Option) *emu {
 	t.Helper()
-	srv, err := cloudtasks.New(opts...)
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, gl, hl) }()
-	client, err := ctapi.NewClient(context.Background(), tasksemu.ClientOptions(gl.Addr().String())...)
-	if err != nil {
-		cancel()
-		t.Fatalf("NewClient() = %v", err)
-	}
-	e := &emu{srv: srv, addr: gl.Addr().String(), jwksURL: "http://" + hl.Addr().String() + tasksemu.JWKSPath, client: client}
-	var once sync.Once
-	e.stop = func() {
-		once.Do(func() {
-			client.Close()
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Serve() = %v", err)
-				}
-			case <-time.After(20 * time.Second):
-				t.Errorf("Serve did not return after cancel")
-			}
-		})
-	}
-	t.Cleanup(e.stop)
-	return e
+	return &emu{testenv.NewCloudTasks(t, opts...)}
 }
 
 // queue creates a queue with the given limits; nil keeps the defaults.
 func (e *emu) queue(t testing.TB, id string, rl *cloudtaskspb.RateLimits, rc *cloudtaskspb.RetryConfig) string {
 	t.Helper()
-	q, err := e.client.CreateQueue(context.Background(), &cloudtaskspb.CreateQueueRequest{
+	q, err := e.Client.CreateQueue(context.Background(), &cloudtaskspb.CreateQueueRequest{
 		Parent: testLocation,
 		Queue:  &cloudtaskspb.Queue{Name: testLocation + "/queues/" + id, RateLimits: rl, RetryConfig: rc},
 	})
@@ -91,21 +46,21 @@ func (e *emu) queue(t testing.TB, id string, rl *cloudtaskspb.RateLimits, rc *cl
 // pause pauses queue q: tasks created meanwhile wait, even once due.
 func (e *emu) pause(t testing.TB, q string) {
 	t.Helper()
-	if _, err := e.client.PauseQueue(context.Background(), &cloudtaskspb.PauseQueueRequest{Name: q}); err != nil {
+	if _, err := e.Client.PauseQueue(context.Background(), &cloudtaskspb.PauseQueueRequest{Name: q}); err != nil {
 		t.Fatalf("PauseQueue(%s) = %v", q, err)
 	}
 }
 
 func (e *emu) resume(t testing.TB, q string) {
 	t.Helper()
-	if _, err := e.client.ResumeQueue(context.Background(), &cloudtaskspb.ResumeQueueRequest{Name: q}); err != nil {
+	if _, err := e.Client.ResumeQueue(context.Background(), &cloudtaskspb.ResumeQueueRequest{Name: q}); err != nil {
 		t.Fatalf("ResumeQueue(%s) = %v", q, err)
 	}
 }
 
 func (e *emu) task(t testing.TB, queue string, task *cloudtaskspb.Task) *cloudtaskspb.Task {
 	t.Helper()
-	got, err := e.client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: task})
+	got, err := e.Client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: task})
 	if err != nil {
 		t.Fatalf("CreateTask(%s) = %v", task.GetName(), err)
 	}

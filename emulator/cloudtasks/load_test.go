@@ -40,7 +40,7 @@ func createConcurrently(t testing.TB, e *emu, queue string, tasks []*cloudtasksp
 		go func() {
 			defer wg.Done()
 			for tk := range next {
-				got, err := e.client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: tk})
+				got, err := e.Client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: tk})
 				if err != nil {
 					errs <- fmt.Errorf("CreateTask(%s) = %w", tk.Name, err)
 					continue
@@ -139,7 +139,7 @@ func TestThousandTasksInScheduleOrder(t *testing.T) {
 			t.Errorf("task %s dispatched %d times, want exactly once", id, seen[id])
 		}
 	}
-	if _, err := e.client.ListTasks(context.Background(), &cloudtaskspb.ListTasksRequest{Parent: q}).Next(); err != iterator.Done {
+	if _, err := e.Client.ListTasks(context.Background(), &cloudtaskspb.ListTasksRequest{Parent: q}).Next(); err != iterator.Done {
 		t.Errorf("ListTasks(after all succeeded) = %v, want empty", err)
 	}
 }
@@ -155,7 +155,7 @@ func TestRestartWithDataDirLosesNothing(t *testing.T) {
 	e1 := startEmu(t, cloudtasks.WithDataDir(dir))
 	rc := &cloudtaskspb.RetryConfig{MaxAttempts: 7, MinBackoff: dur(time.Second), MaxBackoff: dur(10 * time.Second), MaxDoublings: 2}
 	q := e1.queue(t, "durable", &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: 200}, rc)
-	q1, err := e1.client.GetQueue(context.Background(), &cloudtaskspb.GetQueueRequest{Name: q})
+	q1, err := e1.Client.GetQueue(context.Background(), &cloudtaskspb.GetQueueRequest{Name: q})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,18 +170,18 @@ func TestRestartWithDataDirLosesNothing(t *testing.T) {
 	}
 	createConcurrently(t, e1, q, tasks)
 	testenv.WaitUntil(t, 20*time.Second, "some dispatches before the stop", func() bool { return tg.count() >= 10 })
-	jwks1 := httpGet(t, e1.jwksURL)
-	e1.stop()
+	jwks1 := httpGet(t, e1.JWKSURL)
+	e1.Stop()
 	stoppedAt := tg.count()
 	time.Sleep(400 * time.Millisecond) // several tasks fall due while down
 
 	restartAt := time.Now()
 	e2 := startEmu(t, cloudtasks.WithDataDir(dir))
-	q2, err := e2.client.GetQueue(context.Background(), &cloudtaskspb.GetQueueRequest{Name: q})
+	q2, err := e2.Client.GetQueue(context.Background(), &cloudtaskspb.GetQueueRequest{Name: q})
 	if err != nil {
 		t.Fatalf("GetQueue(after restart) = %v", err)
 	}
-	if jwks2 := httpGet(t, e2.jwksURL); jwks2 != jwks1 {
+	if jwks2 := httpGet(t, e2.JWKSURL); jwks2 != jwks1 {
 		t.Errorf("JWKS after restart = %s, want the same key %s", jwks2, jwks1)
 	}
 	if q2.RetryConfig.MaxAttempts != q1.RetryConfig.MaxAttempts || q2.RateLimits.MaxDispatchesPerSecond != 200 || q2.RetryConfig.MaxDoublings != 2 {
@@ -222,7 +222,7 @@ func TestRestartWithDataDirLosesNothing(t *testing.T) {
 	}
 
 	// Tokens from both runs verify against the JWKS of the second: same key.
-	v := tasksemu.NewVerifier(e2.jwksURL)
+	v := tasksemu.NewVerifier(e2.JWKSURL)
 	for _, i := range []int{0, len(hits) - 1} {
 		h := hits[i]
 		raw := h.header.Get("Authorization")[len("Bearer "):]
@@ -232,18 +232,18 @@ func TestRestartWithDataDirLosesNothing(t *testing.T) {
 	}
 	// The last 2xx may still be in the middle of being recorded.
 	testenv.WaitUntil(t, 20*time.Second, "all tasks recorded as done", func() bool {
-		_, err := e2.client.ListTasks(context.Background(), &cloudtaskspb.ListTasksRequest{Parent: q}).Next()
+		_, err := e2.Client.ListTasks(context.Background(), &cloudtaskspb.ListTasksRequest{Parent: q}).Next()
 		return err == iterator.Done
 	})
 	// Completed names remain reserved across the restart.
-	if _, err := e2.client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: q, Task: tasks[0]}); codeOf(err) != codes.AlreadyExists {
+	if _, err := e2.Client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: q, Task: tasks[0]}); codeOf(err) != codes.AlreadyExists {
 		t.Errorf("CreateTask(name completed before the restart) = %v, want AlreadyExists", err)
 	}
-	e2.stop()
+	e2.Stop()
 
 	// A third start finds nothing left to do.
 	e3 := startEmu(t, cloudtasks.WithDataDir(dir))
-	if tk, err := e3.client.ListTasks(context.Background(), &cloudtaskspb.ListTasksRequest{Parent: q}).Next(); err != iterator.Done {
+	if tk, err := e3.Client.ListTasks(context.Background(), &cloudtaskspb.ListTasksRequest{Parent: q}).Next(); err != iterator.Done {
 		t.Errorf("ListTasks(after all ran) = %v, %v; want empty", tk.GetName(), err)
 	}
 }
@@ -282,7 +282,7 @@ func TestStateLogDamage(t *testing.T) {
 	tk := httpTask("", "http://127.0.0.1:1/")
 	tk.ScheduleTime = timestamppb.New(time.Now().Add(time.Hour))
 	created := e.task(t, q, tk)
-	e.stop()
+	e.Stop()
 
 	path := filepath.Join(dir, "state.jsonl")
 	good, err := os.ReadFile(path)
@@ -293,10 +293,10 @@ func TestStateLogDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	e2 := startEmu(t, cloudtasks.WithDataDir(dir))
-	if _, err := e2.client.GetTask(context.Background(), &cloudtaskspb.GetTaskRequest{Name: created.Name}); err != nil {
+	if _, err := e2.Client.GetTask(context.Background(), &cloudtaskspb.GetTaskRequest{Name: created.Name}); err != nil {
 		t.Errorf("GetTask(after torn tail) = %v, want the task", err)
 	}
-	e2.stop()
+	e2.Stop()
 
 	if err := os.WriteFile(path, append([]byte("garbage\n"), good...), 0o644); err != nil {
 		t.Fatal(err)

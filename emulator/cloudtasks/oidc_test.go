@@ -53,7 +53,7 @@ func TestOIDCToken(t *testing.T) {
 	e.task(t, q, withOIDC(tg.URL+"/explicit-aud", "https://replay.example.com"))
 	testenv.WaitUntil(t, 10*time.Second, "two dispatches", func() bool { return tg.count() == 2 })
 
-	v := tasksemu.NewVerifier(e.jwksURL)
+	v := tasksemu.NewVerifier(e.JWKSURL)
 	for _, h := range tg.snapshot() {
 		raw, ok := strings.CutPrefix(h.header.Get("Authorization"), "Bearer ")
 		if !ok {
@@ -82,7 +82,7 @@ func TestOIDCToken(t *testing.T) {
 		if _, err := v.Verify(ctx, raw, "https://other.example.com"); !errors.Is(err, tasksemu.ErrToken) {
 			t.Errorf("Verify(wrong audience) = %v, want ErrToken", err)
 		}
-		late := tasksemu.NewVerifier(e.jwksURL, tasksemu.WithVerifierClock(func() time.Time { return time.Now().Add(2 * time.Hour) }))
+		late := tasksemu.NewVerifier(e.JWKSURL, tasksemu.WithVerifierClock(func() time.Time { return time.Now().Add(2 * time.Hour) }))
 		if _, err := late.Verify(ctx, raw, aud); !errors.Is(err, tasksemu.ErrToken) {
 			t.Errorf("Verify(2h later) = %v, want ErrToken (expired)", err)
 		}

@@ -21,7 +21,7 @@ func TestQueueLifecycle(t *testing.T) {
 	ctx := context.Background()
 	name := e.queue(t, "lifecycle", nil, nil)
 
-	got, err := e.client.GetQueue(ctx, &cloudtaskspb.GetQueueRequest{Name: name})
+	got, err := e.Client.GetQueue(ctx, &cloudtaskspb.GetQueueRequest{Name: name})
 	if err != nil {
 		t.Fatalf("GetQueue() = %v", err)
 	}
@@ -40,12 +40,12 @@ func TestQueueLifecycle(t *testing.T) {
 		t.Errorf("GetQueue() defaults mismatch (-want +got):\n%s", diff)
 	}
 
-	if _, err := e.client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{Parent: testLocation, Queue: &cloudtaskspb.Queue{Name: name}}); codeOf(err) != codes.AlreadyExists {
+	if _, err := e.Client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{Parent: testLocation, Queue: &cloudtaskspb.Queue{Name: name}}); codeOf(err) != codes.AlreadyExists {
 		t.Errorf("CreateQueue(existing) = %v, want AlreadyExists", err)
 	}
 
 	// A masked update changes only the named field; the burst follows the rate.
-	upd, err := e.client.UpdateQueue(ctx, &cloudtaskspb.UpdateQueueRequest{
+	upd, err := e.Client.UpdateQueue(ctx, &cloudtaskspb.UpdateQueueRequest{
 		Queue:      &cloudtaskspb.Queue{Name: name, RateLimits: &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: 10, MaxConcurrentDispatches: 7}},
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"rate_limits.max_dispatches_per_second"}},
 	})
@@ -55,7 +55,7 @@ func TestQueueLifecycle(t *testing.T) {
 	if rl := upd.GetRateLimits(); rl.MaxDispatchesPerSecond != 10 || rl.MaxBurstSize != 10 || rl.MaxConcurrentDispatches != 1000 {
 		t.Errorf("UpdateQueue() rate_limits = %v, want 10/s, burst 10, concurrent 1000", rl)
 	}
-	if _, err := e.client.UpdateQueue(ctx, &cloudtaskspb.UpdateQueueRequest{
+	if _, err := e.Client.UpdateQueue(ctx, &cloudtaskspb.UpdateQueueRequest{
 		Queue: &cloudtaskspb.Queue{Name: name}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"state"}},
 	}); codeOf(err) != codes.InvalidArgument {
 		t.Errorf("UpdateQueue(mask state) = %v, want InvalidArgument", err)
@@ -63,46 +63,46 @@ func TestQueueLifecycle(t *testing.T) {
 
 	// UpdateQueue creates a missing queue.
 	other := testLocation + "/queues/made-by-update"
-	if _, err := e.client.UpdateQueue(ctx, &cloudtaskspb.UpdateQueueRequest{Queue: &cloudtaskspb.Queue{
+	if _, err := e.Client.UpdateQueue(ctx, &cloudtaskspb.UpdateQueueRequest{Queue: &cloudtaskspb.Queue{
 		Name: other, RetryConfig: &cloudtaskspb.RetryConfig{MaxAttempts: 3},
 	}}); err != nil {
 		t.Fatalf("UpdateQueue(new) = %v", err)
 	}
 
-	p, err := e.client.PauseQueue(ctx, &cloudtaskspb.PauseQueueRequest{Name: name})
+	p, err := e.Client.PauseQueue(ctx, &cloudtaskspb.PauseQueueRequest{Name: name})
 	if err != nil || p.State != cloudtaskspb.Queue_PAUSED {
 		t.Fatalf("PauseQueue() = %v, %v; want PAUSED", p.GetState(), err)
 	}
-	paused := drain(t, "ListQueues(filter)", e.client.ListQueues(ctx, &cloudtaskspb.ListQueuesRequest{Parent: testLocation, Filter: "state: PAUSED"}))
+	paused := drain(t, "ListQueues(filter)", e.Client.ListQueues(ctx, &cloudtaskspb.ListQueuesRequest{Parent: testLocation, Filter: "state: PAUSED"}))
 	if diff := cmp.Diff([]string{name}, queueNames(paused)); diff != "" {
 		t.Errorf("ListQueues(state: PAUSED) mismatch (-want +got):\n%s", diff)
 	}
-	r, err := e.client.ResumeQueue(ctx, &cloudtaskspb.ResumeQueueRequest{Name: name})
+	r, err := e.Client.ResumeQueue(ctx, &cloudtaskspb.ResumeQueueRequest{Name: name})
 	if err != nil || r.State != cloudtaskspb.Queue_RUNNING {
 		t.Fatalf("ResumeQueue() = %v, %v; want RUNNING", r.GetState(), err)
 	}
-	pq, err := e.client.PurgeQueue(ctx, &cloudtaskspb.PurgeQueueRequest{Name: name})
+	pq, err := e.Client.PurgeQueue(ctx, &cloudtaskspb.PurgeQueueRequest{Name: name})
 	if err != nil || pq.PurgeTime == nil {
 		t.Fatalf("PurgeQueue() = %v, %v; want purge_time set", pq, err)
 	}
 
 	// Paging through the queues of the location, one per page.
-	all := drain(t, "ListQueues()", e.client.ListQueues(ctx, &cloudtaskspb.ListQueuesRequest{Parent: testLocation, PageSize: 1}))
+	all := drain(t, "ListQueues()", e.Client.ListQueues(ctx, &cloudtaskspb.ListQueuesRequest{Parent: testLocation, PageSize: 1}))
 	if diff := cmp.Diff([]string{name, other}, queueNames(all)); diff != "" {
 		t.Errorf("ListQueues() mismatch (-want +got):\n%s", diff)
 	}
 
-	if err := e.client.DeleteQueue(ctx, &cloudtaskspb.DeleteQueueRequest{Name: name}); err != nil {
+	if err := e.Client.DeleteQueue(ctx, &cloudtaskspb.DeleteQueueRequest{Name: name}); err != nil {
 		t.Fatalf("DeleteQueue() = %v", err)
 	}
-	if _, err := e.client.GetQueue(ctx, &cloudtaskspb.GetQueueRequest{Name: name}); codeOf(err) != codes.NotFound {
+	if _, err := e.Client.GetQueue(ctx, &cloudtaskspb.GetQueueRequest{Name: name}); codeOf(err) != codes.NotFound {
 		t.Errorf("GetQueue(deleted) = %v, want NotFound", err)
 	}
-	if err := e.client.DeleteQueue(ctx, &cloudtaskspb.DeleteQueueRequest{Name: name}); codeOf(err) != codes.NotFound {
+	if err := e.Client.DeleteQueue(ctx, &cloudtaskspb.DeleteQueueRequest{Name: name}); codeOf(err) != codes.NotFound {
 		t.Errorf("DeleteQueue(deleted) = %v, want NotFound", err)
 	}
 	// The name stays in its tombstone window (TestRecordedAnswers checks the answer).
-	if _, err := e.client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{Parent: testLocation, Queue: &cloudtaskspb.Queue{Name: name}}); codeOf(err) != codes.FailedPrecondition {
+	if _, err := e.Client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{Parent: testLocation, Queue: &cloudtaskspb.Queue{Name: name}}); codeOf(err) != codes.FailedPrecondition {
 		t.Errorf("CreateQueue(just deleted) = %v, want FailedPrecondition", err)
 	}
 }
@@ -130,20 +130,20 @@ func TestQueueValidation(t *testing.T) {
 		{"valid", testLocation, &cloudtaskspb.Queue{Name: testLocation + "/queues/ok-1", RetryConfig: &cloudtaskspb.RetryConfig{MaxAttempts: -1}}, codes.OK},
 	}
 	for _, tt := range tests {
-		_, err := e.client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{Parent: tt.parent, Queue: tt.queue})
+		_, err := e.Client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{Parent: tt.parent, Queue: tt.queue})
 		if got := codeOf(err); got != tt.want {
 			t.Errorf("CreateQueue(%s) = %v, want %v", tt.name, err, tt.want)
 		}
 	}
 	for _, bad := range []string{"", "queues/q", testLocation + "/queues/", testLocation + "/queues/a/b"} {
-		if _, err := e.client.GetQueue(ctx, &cloudtaskspb.GetQueueRequest{Name: bad}); codeOf(err) != codes.InvalidArgument {
+		if _, err := e.Client.GetQueue(ctx, &cloudtaskspb.GetQueueRequest{Name: bad}); codeOf(err) != codes.InvalidArgument {
 			t.Errorf("GetQueue(%q) = %v, want InvalidArgument", bad, err)
 		}
 	}
-	if _, err := e.client.GetQueue(ctx, &cloudtaskspb.GetQueueRequest{Name: testLocation + "/queues/missing"}); codeOf(err) != codes.NotFound {
+	if _, err := e.Client.GetQueue(ctx, &cloudtaskspb.GetQueueRequest{Name: testLocation + "/queues/missing"}); codeOf(err) != codes.NotFound {
 		t.Errorf("GetQueue(missing) = %v, want NotFound", err)
 	}
-	it := e.client.ListQueues(ctx, &cloudtaskspb.ListQueuesRequest{Parent: testLocation, Filter: "name:foo"})
+	it := e.Client.ListQueues(ctx, &cloudtaskspb.ListQueuesRequest{Parent: testLocation, Filter: "name:foo"})
 	if _, err := it.Next(); codeOf(err) != codes.InvalidArgument {
 		t.Errorf("ListQueues(filter name:foo) = %v, want InvalidArgument", err)
 	}
@@ -158,13 +158,13 @@ func TestQueueFailedPrecondition(t *testing.T) {
 	e := startEmu(t, cloudtasks.WithClock(clock), cloudtasks.WithQueueTombstone(cloudtasks.DefaultQueueTombstone))
 	ctx := context.Background()
 	name := e.queue(t, "tombstoned", nil, nil)
-	if err := e.client.DeleteQueue(ctx, &cloudtaskspb.DeleteQueueRequest{Name: name}); err != nil {
+	if err := e.Client.DeleteQueue(ctx, &cloudtaskspb.DeleteQueueRequest{Name: name}); err != nil {
 		t.Fatalf("DeleteQueue() = %v", err)
 	}
-	if _, err := e.client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{Parent: testLocation, Queue: &cloudtaskspb.Queue{Name: name}}); codeOf(err) != codes.FailedPrecondition {
+	if _, err := e.Client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{Parent: testLocation, Queue: &cloudtaskspb.Queue{Name: name}}); codeOf(err) != codes.FailedPrecondition {
 		t.Errorf("CreateQueue(recently deleted) = %v, want FailedPrecondition", err)
 	}
-	if _, err := e.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: name, Task: httpTask("", "http://127.0.0.1:1/")}); codeOf(err) != codes.NotFound {
+	if _, err := e.Client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: name, Task: httpTask("", "http://127.0.0.1:1/")}); codeOf(err) != codes.NotFound {
 		t.Errorf("CreateTask(recently deleted queue) = %v, want NotFound", err)
 	}
 	clock.Advance(73 * time.Hour)
@@ -173,19 +173,19 @@ func TestQueueFailedPrecondition(t *testing.T) {
 	// WithQueueTombstone(0) frees a deleted name at once.
 	free := startEmu(t, cloudtasks.WithQueueTombstone(0))
 	reused := free.queue(t, "reused", nil, nil)
-	if err := free.client.DeleteQueue(ctx, &cloudtaskspb.DeleteQueueRequest{Name: reused}); err != nil {
+	if err := free.Client.DeleteQueue(ctx, &cloudtaskspb.DeleteQueueRequest{Name: reused}); err != nil {
 		t.Fatalf("DeleteQueue() = %v", err)
 	}
 	free.queue(t, "reused", nil, nil)
 
 	dis := e.queue(t, "disabled", nil, nil)
-	if err := e.srv.DisableQueue(dis); err != nil {
+	if err := e.Server.DisableQueue(dis); err != nil {
 		t.Fatalf("DisableQueue() = %v", err)
 	}
-	if _, err := e.client.PauseQueue(ctx, &cloudtaskspb.PauseQueueRequest{Name: dis}); codeOf(err) != codes.FailedPrecondition {
+	if _, err := e.Client.PauseQueue(ctx, &cloudtaskspb.PauseQueueRequest{Name: dis}); codeOf(err) != codes.FailedPrecondition {
 		t.Errorf("PauseQueue(disabled) = %v, want FailedPrecondition", err)
 	}
-	if _, err := e.client.ResumeQueue(ctx, &cloudtaskspb.ResumeQueueRequest{Name: dis}); codeOf(err) != codes.FailedPrecondition {
+	if _, err := e.Client.ResumeQueue(ctx, &cloudtaskspb.ResumeQueueRequest{Name: dis}); codeOf(err) != codes.FailedPrecondition {
 		t.Errorf("ResumeQueue(disabled) = %v, want FailedPrecondition", err)
 	}
 	// Tasks may still be added to a disabled queue.

@@ -25,7 +25,7 @@ func TestRecordedAnswers(t *testing.T) {
 	t.Parallel()
 	e := startEmu(t) // the default tombstone window, as the real service
 	ctx := context.Background()
-	c := e.client
+	c := e.Client
 	q := e.queue(t, "recorded", nil, nil)
 	missingQ := testLocation + "/queues/never-created"
 	later := func(tk *cloudtaskspb.Task) *cloudtaskspb.Task {
@@ -204,7 +204,7 @@ func TestHeaderCaseViewsAndRawURL(t *testing.T) {
 	e.task(t, q, tk)
 
 	for _, v := range []cloudtaskspb.Task_View{cloudtaskspb.Task_BASIC, cloudtaskspb.Task_FULL} {
-		got, err := e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: tk.Name, ResponseView: v})
+		got, err := e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: tk.Name, ResponseView: v})
 		if err != nil {
 			t.Fatalf("GetTask(%v) = %v", v, err)
 		}
@@ -217,7 +217,7 @@ func TestHeaderCaseViewsAndRawURL(t *testing.T) {
 		}
 	}
 
-	if _, err := e.client.RunTask(ctx, &cloudtaskspb.RunTaskRequest{Name: tk.Name}); err != nil {
+	if _, err := e.Client.RunTask(ctx, &cloudtaskspb.RunTaskRequest{Name: tk.Name}); err != nil {
 		t.Fatalf("RunTask() = %v", err)
 	}
 	var req string

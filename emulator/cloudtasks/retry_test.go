@@ -74,7 +74,7 @@ func TestRetryScheduleDispatch(t *testing.T) {
 	created := e.task(t, q, httpTask(q+"/tasks/failing", tg.URL))
 
 	testenv.WaitUntil(t, 20*time.Second, "deletion after 5 attempts", func() bool {
-		_, err := e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
+		_, err := e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
 		return codeOf(err) == codes.NotFound
 	})
 	hits := tg.snapshot()
@@ -105,7 +105,7 @@ func TestRetryScheduleDispatch(t *testing.T) {
 		}
 	}
 	// The exhausted task's name stays reserved like any finished task.
-	if _, err := e.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q, Task: httpTask(created.Name, tg.URL)}); codeOf(err) != codes.AlreadyExists {
+	if _, err := e.Client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q, Task: httpTask(created.Name, tg.URL)}); codeOf(err) != codes.AlreadyExists {
 		t.Errorf("CreateTask(exhausted name) = %v, want AlreadyExists", err)
 	}
 }
@@ -123,7 +123,7 @@ func TestRetryUnlimitedUntilDuration(t *testing.T) {
 	tk.RetryConfig = &cloudtaskspb.RetryConfig{MaxAttempts: -1, MaxRetryDuration: dur(600 * time.Millisecond), MinBackoff: dur(100 * time.Millisecond), MaxBackoff: dur(100 * time.Millisecond)}
 	created := e.task(t, q, tk)
 	testenv.WaitUntil(t, 20*time.Second, "deletion after the retry duration", func() bool {
-		_, err := e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
+		_, err := e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
 		return codeOf(err) == codes.NotFound
 	})
 	hits := tg.snapshot()

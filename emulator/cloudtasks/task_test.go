@@ -89,24 +89,24 @@ func TestCreateTaskValidation(t *testing.T) {
 		if tt.task != nil && tt.task.ScheduleTime == nil {
 			tt.task.ScheduleTime = timestamppb.New(time.Now().Add(time.Hour))
 		}
-		_, err := e.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: tt.parent, Task: tt.task})
+		_, err := e.Client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: tt.parent, Task: tt.task})
 		if got := codeOf(err); got != tt.want {
 			t.Errorf("CreateTask(%s) = %v, want %v", tt.name, err, tt.want)
 		}
 	}
 	for _, bad := range []string{"", q, q + "/tasks/", q + "/tasks/a b"} {
-		if _, err := e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: bad}); codeOf(err) != codes.InvalidArgument {
+		if _, err := e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: bad}); codeOf(err) != codes.InvalidArgument {
 			t.Errorf("GetTask(%q) = %v, want InvalidArgument", bad, err)
 		}
 	}
 	for _, missing := range []string{q + "/tasks/nope", testLocation + "/queues/nope/tasks/t"} {
-		if _, err := e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: missing}); codeOf(err) != codes.NotFound {
+		if _, err := e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: missing}); codeOf(err) != codes.NotFound {
 			t.Errorf("GetTask(%q) = %v, want NotFound", missing, err)
 		}
-		if err := e.client.DeleteTask(ctx, &cloudtaskspb.DeleteTaskRequest{Name: missing}); codeOf(err) != codes.NotFound {
+		if err := e.Client.DeleteTask(ctx, &cloudtaskspb.DeleteTaskRequest{Name: missing}); codeOf(err) != codes.NotFound {
 			t.Errorf("DeleteTask(%q) = %v, want NotFound", missing, err)
 		}
-		if _, err := e.client.RunTask(ctx, &cloudtaskspb.RunTaskRequest{Name: missing}); codeOf(err) != codes.NotFound {
+		if _, err := e.Client.RunTask(ctx, &cloudtaskspb.RunTaskRequest{Name: missing}); codeOf(err) != codes.NotFound {
 			t.Errorf("RunTask(%q) = %v, want NotFound", missing, err)
 		}
 	}
@@ -129,14 +129,14 @@ func TestTaskCRUDAndViews(t *testing.T) {
 	if !basic.ScheduleTime.AsTime().Equal(later.AsTime().Truncate(time.Microsecond)) || basic.CreateTime == nil || basic.DispatchDeadline.AsDuration() != 10*time.Minute {
 		t.Errorf("CreateTask() = schedule %v create %v deadline %v, want the given time, a create time, 10m", basic.ScheduleTime.AsTime(), basic.CreateTime, basic.DispatchDeadline.AsDuration())
 	}
-	full, err := e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: basic.Name, ResponseView: cloudtaskspb.Task_FULL})
+	full, err := e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: basic.Name, ResponseView: cloudtaskspb.Task_FULL})
 	if err != nil {
 		t.Fatalf("GetTask(FULL) = %v", err)
 	}
 	if full.View != cloudtaskspb.Task_FULL || string(full.GetHttpRequest().Body) != "payload" || full.GetHttpRequest().Headers["Content-Type"] != "application/json" {
 		t.Errorf("GetTask(FULL) = %v, want the body and headers", full)
 	}
-	if _, err := e.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q, Task: tk}); codeOf(err) != codes.AlreadyExists {
+	if _, err := e.Client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q, Task: tk}); codeOf(err) != codes.AlreadyExists {
 		t.Errorf("CreateTask(existing name) = %v, want AlreadyExists", err)
 	}
 
@@ -145,7 +145,7 @@ func TestTaskCRUDAndViews(t *testing.T) {
 	for i := 0; i < 24; i++ {
 		g := httpTask("", "https://example.com/x")
 		g.ScheduleTime = later
-		got, err := e.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q, Task: g, ResponseView: cloudtaskspb.Task_FULL})
+		got, err := e.Client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q, Task: g, ResponseView: cloudtaskspb.Task_FULL})
 		if err != nil {
 			t.Fatalf("CreateTask(generated) = %v", err)
 		}
@@ -158,7 +158,7 @@ func TestTaskCRUDAndViews(t *testing.T) {
 	// ListTasks pages through all 25 exactly once.
 	seen := map[string]int{}
 	pages := 0
-	pager := iterator.NewPager(e.client.ListTasks(ctx, &cloudtaskspb.ListTasksRequest{Parent: q}), 10, "")
+	pager := iterator.NewPager(e.Client.ListTasks(ctx, &cloudtaskspb.ListTasksRequest{Parent: q}), 10, "")
 	for {
 		var page []*cloudtaskspb.Task
 		token, err := pager.NextPage(&page)
@@ -184,29 +184,29 @@ func TestTaskCRUDAndViews(t *testing.T) {
 			t.Errorf("ListTasks() returned %s %d times", n, c)
 		}
 	}
-	if _, err := e.client.ListTasks(ctx, &cloudtaskspb.ListTasksRequest{Parent: q, PageToken: "%%%"}).Next(); codeOf(err) != codes.InvalidArgument {
+	if _, err := e.Client.ListTasks(ctx, &cloudtaskspb.ListTasksRequest{Parent: q, PageToken: "%%%"}).Next(); codeOf(err) != codes.InvalidArgument {
 		t.Errorf("ListTasks(bad token) = %v, want InvalidArgument", err)
 	}
 	// The iterator of the official client drives the same paging.
-	if n := len(drain(t, "ListTasks", e.client.ListTasks(ctx, &cloudtaskspb.ListTasksRequest{Parent: q, PageSize: 7}))); n != 25 {
+	if n := len(drain(t, "ListTasks", e.Client.ListTasks(ctx, &cloudtaskspb.ListTasksRequest{Parent: q, PageSize: 7}))); n != 25 {
 		t.Errorf("ListTasks iterator = %d tasks, want 25", n)
 	}
 
-	if err := e.client.DeleteTask(ctx, &cloudtaskspb.DeleteTaskRequest{Name: basic.Name}); err != nil {
+	if err := e.Client.DeleteTask(ctx, &cloudtaskspb.DeleteTaskRequest{Name: basic.Name}); err != nil {
 		t.Fatalf("DeleteTask() = %v", err)
 	}
-	if _, err := e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: basic.Name}); codeOf(err) != codes.NotFound {
+	if _, err := e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: basic.Name}); codeOf(err) != codes.NotFound {
 		t.Errorf("GetTask(deleted) = %v, want NotFound", err)
 	}
-	if _, err := e.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q, Task: tk}); codeOf(err) != codes.AlreadyExists {
+	if _, err := e.Client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q, Task: tk}); codeOf(err) != codes.AlreadyExists {
 		t.Errorf("CreateTask(deleted name) = %v, want AlreadyExists (reserved for an hour)", err)
 	}
 
 	// Purge removes every task (TestDeletedQueueAndTaskAreNotDispatched covers dispatch).
-	if _, err := e.client.PurgeQueue(ctx, &cloudtaskspb.PurgeQueueRequest{Name: q}); err != nil {
+	if _, err := e.Client.PurgeQueue(ctx, &cloudtaskspb.PurgeQueueRequest{Name: q}); err != nil {
 		t.Fatalf("PurgeQueue() = %v", err)
 	}
-	if lt, err := e.client.ListTasks(ctx, &cloudtaskspb.ListTasksRequest{Parent: q}).Next(); err != iterator.Done {
+	if lt, err := e.Client.ListTasks(ctx, &cloudtaskspb.ListTasksRequest{Parent: q}).Next(); err != iterator.Done {
 		t.Errorf("ListTasks(after purge) = %v, %v; want none", lt.GetName(), err)
 	}
 }
@@ -262,7 +262,7 @@ func TestDispatchHeadersAndBookkeeping(t *testing.T) {
 	// After the 503: one dispatch, one response, rescheduled an hour later.
 	var got *cloudtaskspb.Task
 	testenv.WaitUntil(t, 10*time.Second, "first attempt recorded", func() bool {
-		got, err = e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
+		got, err = e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
 		return err == nil && got.GetLastAttempt().GetResponseTime() != nil
 	})
 	if got.DispatchCount != 1 || got.ResponseCount != 1 {
@@ -279,7 +279,7 @@ func TestDispatchHeadersAndBookkeeping(t *testing.T) {
 		t.Errorf("schedule_time after 503 = response + %v, want + 1h (min_backoff)", d)
 	}
 
-	ran, err := e.client.RunTask(ctx, &cloudtaskspb.RunTaskRequest{Name: created.Name})
+	ran, err := e.Client.RunTask(ctx, &cloudtaskspb.RunTaskRequest{Name: created.Name})
 	if err != nil || ran.DispatchCount != 2 {
 		t.Fatalf("RunTask() = dispatch_count %d, %v; want 2", ran.GetDispatchCount(), err)
 	}
@@ -291,10 +291,10 @@ func TestDispatchHeadersAndBookkeeping(t *testing.T) {
 	checkHeaders(t, "attempt 2", tg.snapshot()[1], wantHeaders)
 
 	testenv.WaitUntil(t, 10*time.Second, "second attempt recorded", func() bool {
-		got, err = e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
+		got, err = e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
 		return err == nil && got.ResponseCount == 2
 	})
-	if _, err := e.client.RunTask(ctx, &cloudtaskspb.RunTaskRequest{Name: created.Name}); err != nil {
+	if _, err := e.Client.RunTask(ctx, &cloudtaskspb.RunTaskRequest{Name: created.Name}); err != nil {
 		t.Fatalf("RunTask(2) = %v", err)
 	}
 	testenv.WaitUntil(t, 10*time.Second, "third attempt", func() bool { return tg.count() == 3 })
@@ -305,10 +305,10 @@ func TestDispatchHeadersAndBookkeeping(t *testing.T) {
 
 	// The 200 deletes the task and reserves its name.
 	testenv.WaitUntil(t, 10*time.Second, "deletion after 2xx", func() bool {
-		_, err := e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
+		_, err := e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
 		return codeOf(err) == codes.NotFound
 	})
-	if _, err := e.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q, Task: tk}); codeOf(err) != codes.AlreadyExists {
+	if _, err := e.Client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q, Task: tk}); codeOf(err) != codes.AlreadyExists {
 		t.Errorf("CreateTask(completed name) = %v, want AlreadyExists", err)
 	}
 
@@ -370,7 +370,7 @@ func TestRunTaskIgnoresPauseAndSchedule(t *testing.T) {
 	tk := httpTask("", tg.URL)
 	tk.ScheduleTime = timestamppb.New(time.Now().Add(24 * time.Hour))
 	created := e.task(t, q, tk)
-	ran, err := e.client.RunTask(ctx, &cloudtaskspb.RunTaskRequest{Name: created.Name, ResponseView: cloudtaskspb.Task_FULL})
+	ran, err := e.Client.RunTask(ctx, &cloudtaskspb.RunTaskRequest{Name: created.Name, ResponseView: cloudtaskspb.Task_FULL})
 	if err != nil {
 		t.Fatalf("RunTask() = %v", err)
 	}
@@ -379,7 +379,7 @@ func TestRunTaskIgnoresPauseAndSchedule(t *testing.T) {
 	}
 	testenv.WaitUntil(t, 10*time.Second, "forced dispatch", func() bool { return tg.count() == 1 })
 	testenv.WaitUntil(t, 10*time.Second, "deletion", func() bool {
-		_, err := e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
+		_, err := e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
 		return codeOf(err) == codes.NotFound
 	})
 }
@@ -420,10 +420,10 @@ func TestDeletedQueueAndTaskAreNotDispatched(t *testing.T) {
 	kept := httpTask(qb+"/tasks/kept", tg.URL+"/kept")
 	kept.ScheduleTime = soon
 	e.task(t, qb, kept)
-	if err := e.client.DeleteQueue(ctx, &cloudtaskspb.DeleteQueueRequest{Name: qa}); err != nil {
+	if err := e.Client.DeleteQueue(ctx, &cloudtaskspb.DeleteQueueRequest{Name: qa}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.client.DeleteTask(ctx, &cloudtaskspb.DeleteTaskRequest{Name: gone.Name}); err != nil {
+	if err := e.Client.DeleteTask(ctx, &cloudtaskspb.DeleteTaskRequest{Name: gone.Name}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitUntil(t, 10*time.Second, "the kept task", func() bool { return tg.count() >= 1 })
@@ -450,13 +450,13 @@ func TestNameReservationOneHour(t *testing.T) {
 	done := httpTask(q+"/tasks/done", tg.URL)
 	e.task(t, q, done) // due at once: fake now
 	testenv.WaitUntil(t, 10*time.Second, "completion", func() bool {
-		_, err := e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: done.Name})
+		_, err := e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: done.Name})
 		return codeOf(err) == codes.NotFound
 	})
 	deleted := httpTask(q+"/tasks/deleted", tg.URL)
 	deleted.ScheduleTime = timestamppb.New(clock.Now().Add(24 * time.Hour))
 	e.task(t, q, deleted)
-	if err := e.client.DeleteTask(ctx, &cloudtaskspb.DeleteTaskRequest{Name: deleted.Name}); err != nil {
+	if err := e.Client.DeleteTask(ctx, &cloudtaskspb.DeleteTaskRequest{Name: deleted.Name}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -471,7 +471,7 @@ func TestNameReservationOneHour(t *testing.T) {
 		clock.Advance(step.advance)
 		for _, tk := range []*cloudtaskspb.Task{done, deleted} {
 			tk.ScheduleTime = timestamppb.New(clock.Now().Add(24 * time.Hour))
-			_, err := e.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q, Task: tk})
+			_, err := e.Client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q, Task: tk})
 			if got := codeOf(err); got != step.want {
 				t.Errorf("CreateTask(%s) %v after the first run = %v, want %v", shortID(tk.Name), clock.Now().Sub(time.Time{}), err, step.want)
 			}
@@ -504,7 +504,7 @@ func TestDispatchDeadlineExceeded(t *testing.T) {
 	var got *cloudtaskspb.Task
 	testenv.WaitUntil(t, 10*time.Second, "timed-out attempt recorded", func() bool {
 		var err error
-		got, err = e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
+		got, err = e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
 		return err == nil && got.GetLastAttempt().GetResponseTime() != nil
 	})
 	if got.DispatchCount != 1 || got.ResponseCount != 0 || got.LastAttempt.ResponseStatus.GetCode() != int32(codes.DeadlineExceeded) {
@@ -568,7 +568,7 @@ func TestRateLimit(t *testing.T) {
 	tg := newTarget(t, nil)
 	const rate, n = 5.0, 12
 	q := e.queue(t, "limited", &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: rate}, nil)
-	got, err := e.client.GetQueue(context.Background(), &cloudtaskspb.GetQueueRequest{Name: q})
+	got, err := e.Client.GetQueue(context.Background(), &cloudtaskspb.GetQueueRequest{Name: q})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -603,7 +603,7 @@ func TestQueueHTTPTargetOverrides(t *testing.T) {
 	_, port, _ := strings.Cut(strings.TrimPrefix(tg.URL, "http://"), ":")
 	p, _ := strconv.ParseInt(port, 10, 64)
 	host := "127.0.0.1"
-	q, err := e.client.CreateQueue(context.Background(), &cloudtaskspb.CreateQueueRequest{Parent: testLocation, Queue: &cloudtaskspb.Queue{
+	q, err := e.Client.CreateQueue(context.Background(), &cloudtaskspb.CreateQueueRequest{Parent: testLocation, Queue: &cloudtaskspb.Queue{
 		Name: testLocation + "/queues/overridden",
 		HttpTarget: &cloudtaskspb.HttpTarget{
 			HttpMethod:      cloudtaskspb.HttpMethod_PATCH,
@@ -626,7 +626,7 @@ func TestQueueHTTPTargetOverrides(t *testing.T) {
 		t.Errorf("dispatch = %s %s X-Env %q, want PATCH /Replay local", h.method, h.path, h.header.Get("X-Env"))
 	}
 	raw := strings.TrimPrefix(h.header.Get("Authorization"), "Bearer ")
-	if c, err := tasksemu.NewVerifier(e.jwksURL).Verify(context.Background(), raw, "aud-q"); err != nil || c.Email != "queue@p.iam.gserviceaccount.com" {
+	if c, err := tasksemu.NewVerifier(e.JWKSURL).Verify(context.Background(), raw, "aud-q"); err != nil || c.Email != "queue@p.iam.gserviceaccount.com" {
 		t.Errorf("Verify(queue-level OIDC) = %v, %v; want the queue's service account", c, err)
 	}
 }
@@ -655,7 +655,7 @@ func TestFakeClockDrivesSchedule(t *testing.T) {
 	clock.Advance(10 * time.Minute)
 	testenv.WaitUntil(t, 10*time.Second, "first attempt", func() bool { return tg.count() == 1 })
 	testenv.WaitUntil(t, 10*time.Second, "failure recorded", func() bool {
-		got, err := e.client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: tk.Name})
+		got, err := e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: tk.Name})
 		return err == nil && got.ResponseCount == 1
 	})
 	clock.Advance(59 * time.Second)

@@ -28,10 +28,12 @@ type CloudTasks struct {
 	JWKSURL string
 	Client  *ctapi.Client // official client, closed when the test ends
 	Server  *cloudtasks.Server
+
+	stop func()
 }
 
 // NewCloudTasks starts a Cloud Tasks emulator for this test; it is stopped
-// when the test ends.
+// when the test ends, or earlier by Stop.
 func NewCloudTasks(t testing.TB, opts ...cloudtasks.Option) *CloudTasks {
 	t.Helper()
 	srv, err := cloudtasks.New(opts...)
@@ -52,17 +54,30 @@ func NewCloudTasks(t testing.TB, opts ...cloudtasks.Option) *CloudTasks {
 		t.Fatalf("testenv: cloud tasks client: %v", err)
 	}
 	jwks, _ := tasksemu.JWKSURL(host)
-	t.Cleanup(func() {
-		client.Close()
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Errorf("testenv: cloud tasks emulator did not stop")
-		}
-	})
-	return &CloudTasks{Host: host, JWKSURL: jwks, Client: client, Server: srv}
+	c := &CloudTasks{Host: host, JWKSURL: jwks, Client: client, Server: srv}
+	var once sync.Once
+	c.stop = func() {
+		once.Do(func() {
+			client.Close()
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("testenv: cloud tasks emulator Serve() = %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Errorf("testenv: cloud tasks emulator did not stop")
+			}
+		})
+	}
+	t.Cleanup(c.stop)
+	return c
 }
+
+// Stop stops the emulator and closes its client before the test ends: a
+// restart test stops one and starts another on the same data directory.
+// Stopping again, or at the end of the test, does nothing.
+func (c *CloudTasks) Stop() { c.stop() }
 
 // adjacentListeners listens on a free loopback port and the one after it.
 func adjacentListeners() (net.Listener, net.Listener, error) {
