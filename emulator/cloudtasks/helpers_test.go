@@ -67,6 +67,16 @@ func (e *emu) task(t testing.TB, queue string, task *cloudtaskspb.Task) *cloudta
 	return got
 }
 
+// waitDeleted waits until task name is gone: answered with success, or
+// given up after its last retry.
+func (e *emu) waitDeleted(t testing.TB, name, what string) {
+	t.Helper()
+	testenv.WaitUntil(t, 20*time.Second, what, func() bool {
+		_, err := e.Client.GetTask(context.Background(), &cloudtaskspb.GetTaskRequest{Name: name})
+		return codeOf(err) == codes.NotFound
+	})
+}
+
 func httpTask(name, url string) *cloudtaskspb.Task {
 	return &cloudtaskspb.Task{
 		Name: name,

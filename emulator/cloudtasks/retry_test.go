@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
-	"github.com/jsdlq/jsdlq/internal/testenv"
 )
 
 func TestRetryDelay(t *testing.T) {
@@ -73,10 +72,7 @@ func TestRetryScheduleDispatch(t *testing.T) {
 	q := e.queue(t, "retrying", nil, rc)
 	created := e.task(t, q, httpTask(q+"/tasks/failing", tg.URL))
 
-	testenv.WaitUntil(t, 20*time.Second, "deletion after 5 attempts", func() bool {
-		_, err := e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
-		return codeOf(err) == codes.NotFound
-	})
+	e.waitDeleted(t, created.Name, "deletion after 5 attempts")
 	hits := tg.snapshot()
 	if len(hits) != 5 {
 		t.Fatalf("attempts = %d, want 5 (max_attempts)", len(hits))
@@ -116,16 +112,12 @@ func TestRetryScheduleDispatch(t *testing.T) {
 func TestRetryUnlimitedUntilDuration(t *testing.T) {
 	t.Parallel()
 	e := startEmu(t)
-	ctx := context.Background()
 	tg := newTarget(t, func(int, hit) int { return http.StatusBadGateway })
 	q := e.queue(t, "unlimited", nil, &cloudtaskspb.RetryConfig{MaxAttempts: 2})
 	tk := httpTask("", tg.URL)
 	tk.RetryConfig = &cloudtaskspb.RetryConfig{MaxAttempts: -1, MaxRetryDuration: dur(600 * time.Millisecond), MinBackoff: dur(100 * time.Millisecond), MaxBackoff: dur(100 * time.Millisecond)}
 	created := e.task(t, q, tk)
-	testenv.WaitUntil(t, 20*time.Second, "deletion after the retry duration", func() bool {
-		_, err := e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
-		return codeOf(err) == codes.NotFound
-	})
+	e.waitDeleted(t, created.Name, "deletion after the retry duration")
 	hits := tg.snapshot()
 	if len(hits) < 3 {
 		t.Errorf("attempts = %d, want more than the queue's max_attempts (2): the task's -1 applies", len(hits))

@@ -304,10 +304,7 @@ func TestDispatchHeadersAndBookkeeping(t *testing.T) {
 	checkHeaders(t, "attempt 3", tg.snapshot()[2], wantHeaders)
 
 	// The 200 deletes the task and reserves its name.
-	testenv.WaitUntil(t, 10*time.Second, "deletion after 2xx", func() bool {
-		_, err := e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
-		return codeOf(err) == codes.NotFound
-	})
+	e.waitDeleted(t, created.Name, "deletion after 2xx")
 	if _, err := e.Client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q, Task: tk}); codeOf(err) != codes.AlreadyExists {
 		t.Errorf("CreateTask(completed name) = %v, want AlreadyExists", err)
 	}
@@ -378,10 +375,7 @@ func TestRunTaskIgnoresPauseAndSchedule(t *testing.T) {
 		t.Errorf("RunTask() = %v, want dispatched, no response yet, FULL view", ran)
 	}
 	testenv.WaitUntil(t, 10*time.Second, "forced dispatch", func() bool { return tg.count() == 1 })
-	testenv.WaitUntil(t, 10*time.Second, "deletion", func() bool {
-		_, err := e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: created.Name})
-		return codeOf(err) == codes.NotFound
-	})
+	e.waitDeleted(t, created.Name, "deletion")
 }
 
 func TestPauseResumeDispatch(t *testing.T) {
