@@ -102,7 +102,7 @@ func TestBatchWithMissingOriginals(t *testing.T) {
 	var mu sync.Mutex
 	gets, batches := 0, 0
 	for _, stream := range []string{"WORK", "KV_dlq_failures"} {
-		sub, err := h.nc.Subscribe("$JS.API.DIRECT.GET."+stream, func(m *nats.Msg) {
+		h.observe(t, "$JS.API.DIRECT.GET."+stream, func(m *nats.Msg) {
 			mu.Lock()
 			defer mu.Unlock()
 			gets++
@@ -110,13 +110,6 @@ func TestBatchWithMissingOriginals(t *testing.T) {
 				batches++
 			}
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { sub.Unsubscribe() })
-	}
-	if err := h.nc.Flush(); err != nil {
-		t.Fatal(err)
 	}
 	h.startBridge(t)
 	h.sink.waitFor(n+2, 30*time.Second)

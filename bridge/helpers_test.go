@@ -255,6 +255,21 @@ func taskStream(t testing.TB, js jetstream.JetStream, name, subjects string, ret
 	return c
 }
 
+// observe calls seen with every request sent to subject from now until the
+// test ends: NATS delivers a copy to the test's own connection too.
+func (h *harness) observe(t testing.TB, subject string, seen func(*nats.Msg)) {
+	t.Helper()
+	sub, err := h.nc.Subscribe(subject, seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	// The server has the subscription before anyone sends a request.
+	if err := h.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // deadLetter publishes data on subject to a new work stream of that name
 // whose consumer gives up after one delivery, and fails that delivery: the
 // server advises the message's max deliveries.

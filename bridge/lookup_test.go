@@ -21,14 +21,7 @@ func TestGoneStreamLookedUpOncePerBatch(t *testing.T) {
 		advise(t, ctx, h.js, "GONE", seq)
 	}
 	var lookups atomic.Int32
-	sub, err := h.nc.Subscribe("$JS.API.STREAM.INFO.GONE", func(*nats.Msg) { lookups.Add(1) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sub.Unsubscribe() })
-	if err := h.nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	h.observe(t, "$JS.API.STREAM.INFO.GONE", func(*nats.Msg) { lookups.Add(1) })
 	h.startBridge(t)
 	h.sink.waitFor(n, 30*time.Second)
 
