@@ -402,11 +402,8 @@ module "notifications" {
   topic_name        = var.notifications_topic
   message_retention = var.event_retention
   labels            = local.labels
-  publisher_members = {
-    classify  = google_service_account.component["classify"].member
-    replay    = google_service_account.component["replay"].member
-    reconcile = google_service_account.component["reconcile"].member
-  }
+  # Flushing the outbox is publishing it.
+  publisher_members = local.flusher_members
 
   depends_on = [google_project_service.enabled]
 }
