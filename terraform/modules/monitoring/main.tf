@@ -7,9 +7,14 @@
 #   bridge:    jsonPayload.event = bridge_stats, with lag (pending advisories)
 
 locals {
-  run         = "resource.type=\"cloud_run_revision\""
-  functions   = [var.classify_service, var.replay_service, var.reconcile_service, var.deliver_service]
-  user_metric = "logging.googleapis.com/user"
+  run       = "resource.type=\"cloud_run_revision\""
+  functions = [var.classify_service, var.replay_service, var.reconcile_service, var.deliver_service]
+
+  # The time series of each log-based metric, by metric key; the alerts and
+  # the dashboard all read them through this.
+  metric_filter = { for k, m in merge(google_logging_metric.counter, { for m in google_logging_metric.bridge_lag : "bridge_lag" => m }) :
+    k => "metric.type=\"logging.googleapis.com/user/${m.name}\" AND ${local.run}"
+  }
 
   # The counters: log lines of one kind, by the labels extracted from them
   # (label => [field, description]). Each is the metric <prefix>_<key>.
@@ -126,7 +131,7 @@ locals {
       severity  = a.severity
       labels    = { component = "reconcile", alert = k }
       condition = k
-      filter    = "metric.type=\"${local.user_metric}/${google_logging_metric.counter["reconcile_alerts"].name}\" AND ${local.run} AND metric.label.alert=\"${k}\""
+      filter    = "${local.metric_filter.reconcile_alerts} AND metric.label.alert=\"${k}\""
       threshold = 0
       group_by  = null
       subject   = "jsdlq reconcile alert ${k}"
@@ -137,7 +142,7 @@ locals {
         severity  = "ERROR"
         labels    = { alert = "function_errors" }
         condition = "function ERROR log entries"
-        filter    = "metric.type=\"${local.user_metric}/${google_logging_metric.counter["function_errors"].name}\" AND ${local.run}"
+        filter    = local.metric_filter.function_errors
         threshold = var.function_error_threshold
         group_by  = ["metric.label.service"]
         subject   = "jsdlq function errors"
@@ -215,7 +220,7 @@ resource "google_monitoring_alert_policy" "bridge_silent" {
   conditions {
     display_name = "no bridge stats for ${var.bridge_silence_minutes} minutes"
     condition_absent {
-      filter   = "metric.type=\"${local.user_metric}/${google_logging_metric.bridge_lag[0].name}\" AND ${local.run}"
+      filter   = local.metric_filter.bridge_lag
       duration = "${var.bridge_silence_minutes * 60}s"
 
       aggregations {
@@ -233,27 +238,28 @@ resource "google_monitoring_alert_policy" "bridge_silent" {
 }
 
 locals {
-  hourly_bars = {
-    alignmentPeriod    = "3600s"
-    perSeriesAligner   = "ALIGN_SUM"
-    crossSeriesReducer = "REDUCE_SUM"
-  }
-
-  # The hourly counts, stacked by the label that says what they are.
-  hourly_tiles = [
+  # The counters summed per period: the hourly counts stacked by the label
+  # that says what they are, the function errors as a line per function.
+  counter_tiles = [
     for t in [
-      { title = "Dead-letter entries per category (per hour)", metric = google_logging_metric.counter["entries"].name, label = "category" },
-      { title = "Dead tasks per agent (per hour)", metric = google_logging_metric.counter["entries"].name, label = "agent" },
-      { title = "Replay outcomes (per hour)", metric = google_logging_metric.counter["replay_outcomes"].name, label = "outcome" },
-      { title = "Reconcile alerts (per hour)", metric = google_logging_metric.counter["reconcile_alerts"].name, label = "alert" },
+      { title = "Dead-letter entries per category (per hour)", counter = "entries", label = "category", plot = "STACKED_BAR", period = "3600s" },
+      { title = "Dead tasks per agent (per hour)", counter = "entries", label = "agent", plot = "STACKED_BAR", period = "3600s" },
+      { title = "Replay outcomes (per hour)", counter = "replay_outcomes", label = "outcome", plot = "STACKED_BAR", period = "3600s" },
+      { title = "Reconcile alerts (per hour)", counter = "reconcile_alerts", label = "alert", plot = "STACKED_BAR", period = "3600s" },
+      { title = "Function errors (per 5 minutes)", counter = "function_errors", label = "service", plot = "LINE", period = "300s" },
       ] : {
       title = t.title
       dataSets = [{
-        plotType = "STACKED_BAR"
+        plotType = t.plot
         timeSeriesQuery = {
           timeSeriesFilter = {
-            filter      = "metric.type=\"${local.user_metric}/${t.metric}\" AND ${local.run}"
-            aggregation = merge(local.hourly_bars, { groupByFields = ["metric.label.${t.label}"] })
+            filter = local.metric_filter[t.counter]
+            aggregation = {
+              alignmentPeriod    = t.period
+              perSeriesAligner   = "ALIGN_SUM"
+              crossSeriesReducer = "REDUCE_SUM"
+              groupByFields      = ["metric.label.${t.label}"]
+            }
           }
         }
       }]
@@ -261,25 +267,8 @@ locals {
   ]
 
   tiles = concat(
-    local.hourly_tiles,
+    local.counter_tiles,
     [
-      {
-        title = "Function errors (per 5 minutes)"
-        dataSets = [{
-          plotType = "LINE"
-          timeSeriesQuery = {
-            timeSeriesFilter = {
-              filter = "metric.type=\"${local.user_metric}/${google_logging_metric.counter["function_errors"].name}\" AND ${local.run}"
-              aggregation = {
-                alignmentPeriod    = "300s"
-                perSeriesAligner   = "ALIGN_SUM"
-                crossSeriesReducer = "REDUCE_SUM"
-                groupByFields      = ["metric.label.service"]
-              }
-            }
-          }
-        }]
-      },
       {
         title = "Pub/Sub backlog: classify and dead-letter subscriptions"
         dataSets = [{
@@ -321,7 +310,7 @@ locals {
           legendTemplate = "p${p}"
           timeSeriesQuery = {
             timeSeriesFilter = {
-              filter = "metric.type=\"${local.user_metric}/${google_logging_metric.bridge_lag[0].name}\" AND ${local.run}"
+              filter = local.metric_filter.bridge_lag
               aggregation = {
                 alignmentPeriod  = "60s"
                 perSeriesAligner = "ALIGN_PERCENTILE_${p}"
