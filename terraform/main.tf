@@ -232,6 +232,17 @@ module "tasks" {
   depends_on = [google_project_service.enabled]
 }
 
+# The tasks module's auditor bindings were one resource per role.
+moved {
+  from = module.tasks.google_cloud_tasks_queue_iam_member.viewer["reconcile"]
+  to   = module.tasks.google_cloud_tasks_queue_iam_member.auditor["reconcile/roles/cloudtasks.viewer"]
+}
+
+moved {
+  from = module.tasks.google_cloud_tasks_queue_iam_member.task_deleter["reconcile"]
+  to   = module.tasks.google_cloud_tasks_queue_iam_member.auditor["reconcile/roles/cloudtasks.taskDeleter"]
+}
+
 module "function" {
   source   = "./modules/function"
   for_each = local.functions

@@ -21,22 +21,15 @@ resource "google_service_account_iam_member" "act_as_task_account" {
 
 # Reconcile compares scheduled entries with the queue: list (viewer) and
 # remove orphans (taskDeleter).
-resource "google_cloud_tasks_queue_iam_member" "viewer" {
-  for_each = var.auditor_members
+resource "google_cloud_tasks_queue_iam_member" "auditor" {
+  for_each = {
+    for p in setproduct(keys(var.auditor_members), ["roles/cloudtasks.viewer", "roles/cloudtasks.taskDeleter"]) :
+    "${p[0]}/${p[1]}" => { member = var.auditor_members[p[0]], role = p[1] }
+  }
 
   project  = var.project_id
   location = var.region
   name     = google_cloud_tasks_queue.replay.name
-  role     = "roles/cloudtasks.viewer"
-  member   = each.value
-}
-
-resource "google_cloud_tasks_queue_iam_member" "task_deleter" {
-  for_each = var.auditor_members
-
-  project  = var.project_id
-  location = var.region
-  name     = google_cloud_tasks_queue.replay.name
-  role     = "roles/cloudtasks.taskDeleter"
-  member   = each.value
+  role     = each.value.role
+  member   = each.value.member
 }
