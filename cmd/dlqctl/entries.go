@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -506,19 +505,11 @@ func (a *app) cmdApprove(ctx context.Context, args []string) error {
 		ed.SetHeaders = headers
 	}
 	if *payloadFile != "" {
-		var b []byte
-		if *payloadFile == "-" {
-			b, err = io.ReadAll(io.LimitReader(a.stdin, store.MaxPayload+1))
-		} else {
-			b, err = os.ReadFile(*payloadFile)
-		}
+		b, err := readFileArg(a, *payloadFile, store.MaxPayload)
 		if err != nil {
-			return fmt.Errorf("read --edit-payload: %w", err)
+			return fmt.Errorf("--edit-payload: %w", err)
 		}
-		if len(b) > store.MaxPayload {
-			return fmt.Errorf("--edit-payload: more than %d bytes", store.MaxPayload)
-		}
-		if b == nil {
+		if b == nil { // nil would mean no edit
 			b = []byte{}
 		}
 		ed.Payload = b

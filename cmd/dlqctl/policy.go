@@ -86,17 +86,28 @@ func (a *app) policyShow(ctx context.Context, args []string) error {
 	return nil
 }
 
-func readFileArg(a *app, path string) ([]byte, error) {
-	if path == "-" {
-		b, err := readAllLimited(a.stdin, 4<<20)
+// The largest files dlqctl reads: a policy document, and an event (Pub/Sub
+// refuses messages over 10 MB, so no event the bridge forwarded is larger).
+const (
+	maxPolicyFile = 4 << 20
+	maxEventFile  = 10 << 20
+)
+
+// readFileArg reads the file a command line names, stdin for "-", and
+// refuses one of more than limit bytes without reading past the limit.
+func readFileArg(a *app, path string, limit int64) ([]byte, error) {
+	r, name := a.stdin, "stdin"
+	if path != "-" {
+		f, err := os.Open(path)
 		if err != nil {
-			return nil, fmt.Errorf("read stdin: %w", err)
+			return nil, fmt.Errorf("read %s: %w", path, err)
 		}
-		return b, nil
+		defer f.Close()
+		r, name = f, path
 	}
-	b, err := os.ReadFile(path)
+	b, err := readAllLimited(r, limit)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	return b, nil
 }
@@ -106,7 +117,7 @@ func (a *app) policyValidate(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	doc, err := readFileArg(a, file)
+	doc, err := readFileArg(a, file, maxPolicyFile)
 	if err != nil {
 		return err
 	}
@@ -126,7 +137,7 @@ func (a *app) policyApply(ctx context.Context, args []string) error {
 	if a.scope != "" {
 		return usagef("the policy covers every tenant; a caller limited to tenant %q cannot apply it", a.scope)
 	}
-	doc, err := readFileArg(a, file)
+	doc, err := readFileArg(a, file, maxPolicyFile)
 	if err != nil {
 		return err
 	}
@@ -194,7 +205,7 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 		}
 		pol, source = cur.policy, cur.evaluated()
 	} else {
-		doc, err := readFileArg(a, pos[0])
+		doc, err := readFileArg(a, pos[0], maxPolicyFile)
 		if err != nil {
 			return err
 		}
@@ -220,7 +231,7 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 		chain = e.PolicyChain()
 		eventID = e.EventID
 	} else {
-		raw, err := readFileArg(a, pos[1])
+		raw, err := readFileArg(a, pos[1], maxEventFile)
 		if err != nil {
 			return err
 		}
