@@ -160,11 +160,7 @@ func (s *benchStack) provision(ctx context.Context) error {
 	for _, sub := range []*pubsubpb.Subscription{
 		{Name: fmt.Sprintf("projects/%s/subscriptions/dead-hold", s.project), Topic: dead},
 		{Name: fmt.Sprintf("projects/%s/subscriptions/notifications-hold", s.project), Topic: notes},
-		{Name: fmt.Sprintf("projects/%s/subscriptions/classify-push", s.project), Topic: topic,
-			PushConfig:         &pubsubpb.PushConfig{PushEndpoint: stack.ClassifyPushEndpoint(s.fn, topic)},
-			AckDeadlineSeconds: 60,
-			RetryPolicy:        &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(10 * time.Second), MaximumBackoff: durationpb.New(600 * time.Second)},
-			DeadLetterPolicy:   &pubsubpb.DeadLetterPolicy{DeadLetterTopic: dead, MaxDeliveryAttempts: 10}},
+		stack.ClassifySubscription(fmt.Sprintf("projects/%s/subscriptions/classify-push", s.project), topic, dead, s.fn),
 	} {
 		if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, sub); err != nil {
 			return fmt.Errorf("create subscription %s: %w", sub.Name, err)

@@ -8,6 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // ErrMissingPrerequisite is returned when a tool the local stack needs is not
@@ -108,4 +112,19 @@ func PubSubEmulator(addr, logFile string) Spec {
 // Classify as the CloudEvent Eventarc delivers in production.
 func ClassifyPushEndpoint(addr, topic string) string {
 	return "http://" + addr + "/Classify/" + topic
+}
+
+// ClassifySubscription is the push subscription name that delivers topic to
+// Classify on the functions host at addr as Terraform deploys it by default:
+// a 60 s ack deadline, redeliveries backing off from 10 s to 600 s, and
+// dead letters to deadTopic after 10 attempts. Local stacks create it with
+// these settings so that what they show of redelivery is what production
+// does.
+func ClassifySubscription(name, topic, deadTopic, addr string) *pubsubpb.Subscription {
+	return &pubsubpb.Subscription{Name: name, Topic: topic,
+		PushConfig:         &pubsubpb.PushConfig{PushEndpoint: ClassifyPushEndpoint(addr, topic)},
+		AckDeadlineSeconds: 60,
+		RetryPolicy:        &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(10 * time.Second), MaximumBackoff: durationpb.New(600 * time.Second)},
+		DeadLetterPolicy:   &pubsubpb.DeadLetterPolicy{DeadLetterTopic: deadTopic, MaxDeliveryAttempts: 10},
+	}
 }

@@ -61,13 +61,7 @@ func (s *localStack) provisionPubSub(ctx context.Context, w io.Writer) error {
 		MessageRetentionDuration: durationpb.New(24 * 3600e9),
 	}}
 	if s.running("functions") {
-		subs = append(subs, &pubsubpb.Subscription{
-			Name: fmt.Sprintf("projects/%s/subscriptions/classify-push", s.project), Topic: topic,
-			PushConfig:         &pubsubpb.PushConfig{PushEndpoint: stack.ClassifyPushEndpoint(s.addr("functions"), topic)},
-			AckDeadlineSeconds: 60,
-			RetryPolicy:        &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(10e9), MaximumBackoff: durationpb.New(600e9)},
-			DeadLetterPolicy:   &pubsubpb.DeadLetterPolicy{DeadLetterTopic: deadTopic, MaxDeliveryAttempts: 10},
-		})
+		subs = append(subs, stack.ClassifySubscription(fmt.Sprintf("projects/%s/subscriptions/classify-push", s.project), topic, deadTopic, s.addr("functions")))
 	}
 	for _, sub := range subs {
 		if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, sub); err != nil && status.Code(err) != codes.AlreadyExists {
