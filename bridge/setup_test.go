@@ -147,12 +147,7 @@ func TestConsumerDeletedEndsRun(t *testing.T) {
 	if err := js.DeleteConsumer(ctx, "DLQ_RECORDS", "dlq-bridge"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, jetstream.ErrConsumerDeleted) {
-			t.Errorf("Run after its consumer was deleted = %v, want ErrConsumerDeleted", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not end after its consumer was deleted")
+	if err := testenv.Await(t, done, 30*time.Second, "Run to end after its consumer was deleted"); !errors.Is(err, jetstream.ErrConsumerDeleted) {
+		t.Errorf("Run after its consumer was deleted = %v, want ErrConsumerDeleted", err)
 	}
 }

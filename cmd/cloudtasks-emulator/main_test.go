@@ -60,13 +60,8 @@ func TestRunServesOfficialClient(t *testing.T) {
 		resp.Body.Close()
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("run() after cancel = %v, want nil", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("run did not stop")
+	if err := testenv.Await(t, done, 20*time.Second, "run to stop"); err != nil {
+		t.Errorf("run() after cancel = %v, want nil", err)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/jsdlq/jsdlq/internal/testenv"
 )
 
 // TestRecordedAnswers replays, through the official client, every call
@@ -220,12 +222,7 @@ func TestHeaderCaseViewsAndRawURL(t *testing.T) {
 	if _, err := e.Client.RunTask(ctx, &cloudtaskspb.RunTaskRequest{Name: tk.Name}); err != nil {
 		t.Fatalf("RunTask() = %v", err)
 	}
-	var req string
-	select {
-	case req = <-raw:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no dispatch reached the raw target within 10s")
-	}
+	req := testenv.Await(t, raw, 10*time.Second, "a dispatch to reach the raw target")
 	for _, want := range []string{"POST /replay/%zz?x=%zz HTTP/1.1\r\n", "\r\nx-lower-case: a\r\n", "\r\nX-MiXed-CaSe: b\r\n", "\r\nUser-Agent: Google-Cloud-Tasks\r\n"} {
 		if !strings.Contains(req, want) {
 			t.Errorf("dispatched request lacks %q:\n%s", want, req)

@@ -60,13 +60,8 @@ func NewCloudTasks(t testing.TB, opts ...cloudtasks.Option) *CloudTasks {
 		once.Do(func() {
 			client.Close()
 			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("testenv: cloud tasks emulator Serve() = %v", err)
-				}
-			case <-time.After(20 * time.Second):
-				t.Errorf("testenv: cloud tasks emulator did not stop")
+			if err := Await(t, done, 20*time.Second, "the cloud tasks emulator to stop"); err != nil {
+				t.Errorf("testenv: cloud tasks emulator Serve() = %v", err)
 			}
 		})
 	}

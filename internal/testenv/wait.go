@@ -40,3 +40,18 @@ func WaitUntil(t testing.TB, timeout time.Duration, what string, cond func() boo
 		return fmt.Errorf("still waiting for %s", what)
 	})
 }
+
+// Await returns what ch delivers and fails the test when nothing arrives
+// within timeout: a goroutine that hangs (a server that does not stop, a
+// dispatch that never comes) fails the test naming what it awaited instead
+// of stalling the test binary until its own timeout.
+func Await[T any](t testing.TB, ch <-chan T, timeout time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(timeout):
+		t.Fatalf("after %v: still waiting for %s", timeout, what)
+		panic("unreachable: Fatalf does not return")
+	}
+}
