@@ -49,13 +49,9 @@ func (d *driver) originals(ctx context.Context, n int, tenant func(i int) string
 	}
 	futures := make([]jetstream.PubAckFuture, 0, n)
 	for i := range n {
-		// Past the client's limit of pending async publishes it stalls and
-		// errors out: wait for the outstanding acks now and then.
 		if i > 0 && i%1000 == 0 {
-			select {
-			case <-d.js.PublishAsyncComplete():
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			if err := d.acked(ctx); err != nil {
+				return nil, err
 			}
 		}
 		m := nats.NewMsg("agents.backend.tasks.code_review")
@@ -89,10 +85,8 @@ func (d *driver) offer(ctx context.Context, seqs []uint64, reason string, rate f
 	start := time.Now()
 	for i, seq := range seqs {
 		if rate == 0 && i > 0 && i%1000 == 0 {
-			select {
-			case <-d.js.PublishAsyncComplete():
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			if err := d.acked(ctx); err != nil {
+				return nil, err
 			}
 		}
 		if rate > 0 {
@@ -116,12 +110,22 @@ func (d *driver) offer(ctx context.Context, seqs []uint64, reason string, rate f
 		}
 		sent[i] = now
 	}
-	select {
-	case <-d.js.PublishAsyncComplete():
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := d.acked(ctx); err != nil {
+		return nil, err
 	}
 	return sent, nil
+}
+
+// acked waits until every async publish so far is acknowledged. Past the
+// client's limit of pending async publishes it stalls and errors out, so
+// the drivers wait for the outstanding acks every thousand messages.
+func (d *driver) acked(ctx context.Context) error {
+	select {
+	case <-d.js.PublishAsyncComplete():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // await polls Firestore until every sequence has its entry or timeout
