@@ -75,23 +75,12 @@ func TestPlanFollowsTheFieldMix(t *testing.T) {
 // TestDemoPolicy: the demo policy is valid, short, and treats the agent's
 // silent failures as transient with the transient budget.
 func TestDemoPolicy(t *testing.T) {
-	doc, err := demoPolicy(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := triage.Parse(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := parsedDemoPolicy(t, true)
 	if set := p.Predictions(); !set.Enabled || set.MinSupport != minLearnable {
 		t.Errorf("demoPolicy(true).Predictions() = %+v, want enabled with min_support %d", set, minLearnable)
 	}
-	off, err := demoPolicy(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p, err := triage.Parse(off); err != nil || p.Predictions().Enabled {
-		t.Errorf("demoPolicy(false): predictions enabled (%v), want off for the learning phase", err)
+	if parsedDemoPolicy(t, false).Predictions().Enabled {
+		t.Error("demoPolicy(false): predictions enabled, want off for the learning phase")
 	}
 	silent := triage.Input{Kind: "max_deliver", Stream: "TASKS", Subject: "agents.cto.tasks.debugging", Tenant: "t", Agent: "cto",
 		TaskType: "debugging", Headers: map[string][]string{"X-Demo-Fail": {"silent"}}, Deliveries: 3}
@@ -219,19 +208,27 @@ func TestPercentile(t *testing.T) {
 	}
 }
 
+// parsedDemoPolicy is the demo's policy, with or without predictions, as
+// the engine reads it.
+func parsedDemoPolicy(t *testing.T, predictions bool) *triage.Policy {
+	t.Helper()
+	doc, err := demoPolicy(predictions)
+	if err != nil {
+		t.Fatalf("demoPolicy(%v) = %v", predictions, err)
+	}
+	p, err := triage.Parse(doc)
+	if err != nil {
+		t.Fatalf("triage.Parse(demoPolicy(%v)) = %v", predictions, err)
+	}
+	return p
+}
+
 // learnPlan learns a model from one phase of the plan as the learner would
 // from the pipeline: every task counted in its cells, every planned first
 // death in them with its reason, under the demo policy.
 func learnPlan(t *testing.T, tasks []task, at time.Time) predict.Model {
 	t.Helper()
-	doc, err := demoPolicy(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := triage.Parse(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pol := parsedDemoPolicy(t, true)
 	stats := predict.Stats{}
 	for _, tk := range tasks {
 		f := features(tk, at)
