@@ -347,3 +347,22 @@ func TestPredictionFigures(t *testing.T) {
 		t.Errorf("print() of a shortfall lacks the verdict:\n%s", out.String())
 	}
 }
+
+// The summary's and the predictions' percentages differ only in their
+// precision; nothing of nothing is no percentage.
+func TestPercent(t *testing.T) {
+	tests := []struct {
+		n, d, decimals int
+		want           string
+	}{
+		{2, 3, 0, "67 %"},
+		{2, 3, 1, "66.7 %"},
+		{3, 3, 1, "100.0 %"},
+		{0, 0, 1, "-"},
+	}
+	for _, tt := range tests {
+		if got := percent(tt.n, tt.d, tt.decimals); got != tt.want {
+			t.Errorf("percent(%d, %d, %d) = %q, want %q", tt.n, tt.d, tt.decimals, got, tt.want)
+		}
+	}
+}

@@ -201,13 +201,6 @@ var classNames = map[string]string{
 	classAll:      "all learnable classes",
 }
 
-func ratio(n, d int) string {
-	if d == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.0f %%", 100*float64(n)/float64(d))
-}
-
 func (f predictionFigures) print(w io.Writer) {
 	fmt.Fprintf(w, "predictions: the learner's model version %d after the learning phase: %d rows, %d acted on\n\n",
 		f.ModelVersion, f.ModelRows, f.ActedRow)
@@ -226,10 +219,10 @@ func (f predictionFigures) print(w io.Writer) {
 	tw.Flush()
 	before, after := f.Learning[classAll], f.Predicting[classAll]
 	fmt.Fprintf(w, "dead tasks of the learnable classes: %d → %d (%s fewer); wasted deliveries: %d → %d\n", before.Dead, after.Dead,
-		ratio(before.Dead-after.Dead, before.Dead), before.Wasted, after.Wasted)
+		percent(before.Dead-after.Dead, before.Dead, 0), before.Wasted, after.Wasted)
 	fmt.Fprintf(w, "predictions on: acted on %d tasks, %d of which the plan made fail: precision %s; recall %s of the learnable classes' failures (%d of %d), %s of all failures (%d of %d; transient and random ones are not predictable); %d more only marked (advisory)\n",
-		f.Acted, f.Right, ratio(f.Right, f.Acted), ratio(f.LearnableCaught, f.LearnableFailing), f.LearnableCaught, f.LearnableFailing,
-		ratio(f.Caught, f.Failing), f.Caught, f.Failing, f.Advisory)
+		f.Acted, f.Right, percent(f.Right, f.Acted, 0), percent(f.LearnableCaught, f.LearnableFailing, 0), f.LearnableCaught, f.LearnableFailing,
+		percent(f.Caught, f.Failing, 0), f.Caught, f.Failing, f.Advisory)
 	if !f.ok() {
 		fmt.Fprintln(w, "  PREDICTIONS FELL SHORT: the learnable classes did not lose half their dead tasks")
 	}

@@ -198,17 +198,19 @@ func (s summary) ok() bool {
 // field are SPEC §13's resolution rates per category.
 var field = map[string]string{catTransient: "89 %", catConditional: "62 %", catPermanent: "0 %"}
 
-func pctOf(n, d int) string {
+// percent is n of d as a percentage with decimals digits after the point,
+// "-" when d is zero.
+func percent(n, d, decimals int) string {
 	if d == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.1f %%", 100*float64(n)/float64(d))
+	return fmt.Sprintf("%.*f %%", decimals, 100*float64(n)/float64(d))
 }
 
 func (s summary) print(w io.Writer) {
 	fmt.Fprintf(w, "\n== jsdlq demo summary (run %s), read back from Firestore ==\n\n", s.Run)
 	fmt.Fprintf(w, "tasks published %d; work completed %d (task-idempotency records); dead-lettered tasks %d (%s)\n",
-		s.Tasks, s.Completions, s.DeadTotal, pctOf(s.DeadTotal, s.Tasks))
+		s.Tasks, s.Completions, s.DeadTotal, percent(s.DeadTotal, s.Tasks, 1))
 	if s.Published > 0 {
 		fmt.Fprintf(w, "work stream: %d messages appended during the run (tasks and replays, from reconcile's stream samples)\n", s.Published)
 	}
@@ -220,10 +222,10 @@ func (s summary) print(w io.Writer) {
 	for _, c := range cats {
 		r := s.DeadTasks[c]
 		human += r.HumanRecovered
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", c, r.Dead, pctOf(r.Dead, s.DeadTotal), r.Recovered, r.HumanRecovered, r.Unresolved,
-			pctOf(r.Recovered-r.HumanRecovered, r.Dead), orDash(field[c]))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", c, r.Dead, percent(r.Dead, s.DeadTotal, 1), r.Recovered, r.HumanRecovered, r.Unresolved,
+			percent(r.Recovered-r.HumanRecovered, r.Dead, 1), orDash(field[c]))
 	}
-	fmt.Fprintf(tw, "all\t%d\t\t%d\t%d\t%d\t%s\t81 %% *\n", s.DeadTotal, s.Resolved, human, s.DeadTotal-s.Resolved, pctOf(s.Resolved-human, s.DeadTotal))
+	fmt.Fprintf(tw, "all\t%d\t\t%d\t%d\t%d\t%s\t81 %% *\n", s.DeadTotal, s.Resolved, human, s.DeadTotal-s.Resolved, percent(s.Resolved-human, s.DeadTotal, 1))
 	tw.Flush()
 	fmt.Fprintln(w, "  * the field reports state 81 % overall; their own category figures give 61 % x 89 % + 24.6 % x 62 % = 69.5 %")
 
@@ -245,7 +247,7 @@ func (s summary) print(w io.Writer) {
 
 	var paths []string
 	for _, p := range []string{pathMaxDeliver, pathTerminate, pathContext, pathFilter} {
-		paths = append(paths, fmt.Sprintf("%s %d (%s)", p, s.Paths[p], pctOf(s.Paths[p], s.DeadTotal)))
+		paths = append(paths, fmt.Sprintf("%s %d (%s)", p, s.Paths[p], percent(s.Paths[p], s.DeadTotal, 1)))
 	}
 	fmt.Fprintf(w, "\npaths into the DLQ: %s\n", strings.Join(paths, ", "))
 	fmt.Fprintf(w, "  (field reports: max deliveries 61 %%, explicit terminate 22 %%, context overflow 14 %%, consumer filter rejection 3 %%)\n\n")
