@@ -6,7 +6,7 @@ resource "google_pubsub_topic_iam_member" "publisher" {
   for_each = var.publisher_members
 
   project = var.project_id
-  topic   = google_pubsub_topic.events.name
+  topic   = google_pubsub_topic.this["events"].name
   role    = "roles/pubsub.publisher"
   member  = each.value
 }
@@ -15,7 +15,7 @@ resource "google_pubsub_topic_iam_member" "publisher" {
 # dead-letter topic and acknowledge (subscriber) on the source subscription.
 resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
   project = var.project_id
-  topic   = google_pubsub_topic.dead_letter.name
+  topic   = google_pubsub_topic.this["dead_letter"].name
   role    = "roles/pubsub.publisher"
   member  = local.pubsub_service_agent
 }

@@ -3,24 +3,30 @@
 # retries with backoff, then the dead-letter topic, whose own subscription
 # keeps what lands there (a topic without a subscription drops messages).
 
-resource "google_pubsub_topic" "events" {
+# dlq-events and its dead-letter topic keep messages alike (retention, labels).
+resource "google_pubsub_topic" "this" {
+  for_each = { events = var.topic_name, dead_letter = var.dead_letter_topic_name }
+
   project                    = var.project_id
-  name                       = var.topic_name
+  name                       = each.value
   message_retention_duration = var.message_retention
   labels                     = var.labels
 }
 
-resource "google_pubsub_topic" "dead_letter" {
-  project                    = var.project_id
-  name                       = var.dead_letter_topic_name
-  message_retention_duration = var.message_retention
-  labels                     = var.labels
+moved {
+  from = google_pubsub_topic.events
+  to   = google_pubsub_topic.this["events"]
+}
+
+moved {
+  from = google_pubsub_topic.dead_letter
+  to   = google_pubsub_topic.this["dead_letter"]
 }
 
 resource "google_pubsub_subscription" "dead_letter" {
   project                    = var.project_id
   name                       = "${var.dead_letter_topic_name}-hold"
-  topic                      = google_pubsub_topic.dead_letter.id
+  topic                      = google_pubsub_topic.this["dead_letter"].id
   ack_deadline_seconds       = 600
   message_retention_duration = var.message_retention
   retain_acked_messages      = true
@@ -35,7 +41,7 @@ resource "google_pubsub_subscription" "dead_letter" {
 resource "google_pubsub_subscription" "classify" {
   project              = var.project_id
   name                 = var.classify_subscription_name
-  topic                = google_pubsub_topic.events.id
+  topic                = google_pubsub_topic.this["events"].id
   ack_deadline_seconds = var.push.ack_deadline_seconds
   labels               = var.labels
 
@@ -54,7 +60,7 @@ resource "google_pubsub_subscription" "classify" {
   }
 
   dead_letter_policy {
-    dead_letter_topic     = google_pubsub_topic.dead_letter.id
+    dead_letter_topic     = google_pubsub_topic.this["dead_letter"].id
     max_delivery_attempts = var.push.max_delivery_attempts
   }
 

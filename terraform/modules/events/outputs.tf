@@ -1,16 +1,16 @@
 output "topic_id" {
   description = "Full id of the dlq-events topic."
-  value       = google_pubsub_topic.events.id
+  value       = google_pubsub_topic.this["events"].id
 }
 
 output "topic_name" {
   description = "Short name of the dlq-events topic (the bridge's DLQ_TOPIC)."
-  value       = google_pubsub_topic.events.name
+  value       = google_pubsub_topic.this["events"].name
 }
 
 output "dead_letter_topic_id" {
   description = "Full id of the dead-letter topic for events classify never accepted."
-  value       = google_pubsub_topic.dead_letter.id
+  value       = google_pubsub_topic.this["dead_letter"].id
 }
 
 output "dead_letter_subscription" {
