@@ -65,22 +65,22 @@ output "source_bundle" {
 
 output "bridge_service" {
   description = "Cloud Run service of the bridge, or null when bridge_image is unset."
-  value       = local.bridge_enabled ? module.bridge[0].service_name : null
+  value       = one(module.bridge[*].service_name)
 }
 
 output "console_url" {
   description = "URL of the operator console (behind IAP; console_operator_members may open it), or null when console_image is unset."
-  value       = local.console_enabled ? module.console[0].ui_url : null
+  value       = one(module.console[*].ui_url)
 }
 
 output "console_api_url" {
   description = "Base URL of the tenant recovery API (<this>/api/v1/tenants/{tenant}/entries, Authorization: Bearer <key>), or null when the console or its API is not deployed."
-  value       = local.console_enabled ? module.console[0].api_url : null
+  value       = one(module.console[*].api_url)
 }
 
 output "console_service_account" {
   description = "Email of the console's service account, or null when console_image is unset."
-  value       = local.console_enabled ? module.console[0].service_account_email : null
+  value       = one(module.console[*].service_account_email)
 }
 
 output "dashboard_id" {
