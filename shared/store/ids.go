@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 )
 
@@ -38,27 +39,13 @@ func EntryID(eventID string) (string, error) {
 
 // EventID reverses EntryID.
 func EventID(entryID string) (string, error) {
-	var b strings.Builder
-	for i := 0; i < len(entryID); i++ {
-		c := entryID[i]
-		if c != '%' {
-			b.WriteByte(c)
-			continue
-		}
-		if i+2 >= len(entryID) {
-			return "", fmt.Errorf("%w: truncated escape in %q", ErrBadID, entryID)
-		}
-		var v byte
-		if _, err := fmt.Sscanf(entryID[i+1:i+3], "%02X", &v); err != nil {
-			return "", fmt.Errorf("%w: bad escape in %q", ErrBadID, entryID)
-		}
-		b.WriteByte(v)
-		i += 2
+	ev, err := url.PathUnescape(entryID)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q: %w", ErrBadID, entryID, err)
 	}
 	// Only the canonical encoding is accepted: "%41" or "%2a" (a document
 	// made by hand) would otherwise decode to the id of another document,
 	// and whoever acts on the decoded id would change that one instead.
-	ev := b.String()
 	if canon, err := EntryID(ev); err != nil || canon != entryID {
 		return "", fmt.Errorf("%w: %q is not the document id of an event id", ErrBadID, entryID)
 	}
