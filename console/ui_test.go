@@ -209,15 +209,6 @@ func TestIAPAuth(t *testing.T) {
 	const aud = "/projects/1/locations/r/services/console"
 	now := time.Now()
 	auth := console.NewIAPAuth(aud, keys{"k1": &key.PublicKey}, func() time.Time { return now })
-	sign := func(k *ecdsa.PrivateKey, kid string, claims jwt.MapClaims) string {
-		tok := jwt.NewWithClaims(jwt.SigningMethodES256, claims)
-		tok.Header["kid"] = kid
-		s, err := tok.SignedString(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
 	good := jwt.MapClaims{"iss": console.IAPIssuer, "aud": aud, "sub": "accounts.google.com:1", "email": "accounts.google.com:ops@example.com",
 		"iat": now.Unix(), "exp": now.Add(10 * time.Minute).Unix()}
 	with := func(k string, v any) jwt.MapClaims {
@@ -235,7 +226,7 @@ func TestIAPAuth(t *testing.T) {
 		}
 		return r
 	}
-	if who, err := auth.Operator(req(sign(key, "k1", good))); err != nil || who != "ops@example.com" {
+	if who, err := auth.Operator(req(testenv.SignJWT(t, key, "k1", good))); err != nil || who != "ops@example.com" {
 		t.Errorf("Operator(good) = %q, %v, want ops@example.com", who, err)
 	}
 	hs := jwt.NewWithClaims(jwt.SigningMethodHS256, good)
@@ -243,14 +234,14 @@ func TestIAPAuth(t *testing.T) {
 	for name, h := range map[string]string{
 		"none":         "",
 		"garbage":      "a.b.c",
-		"other key":    sign(other, "k1", good),
-		"unknown kid":  sign(key, "k2", good),
-		"other aud":    sign(key, "k1", with("aud", "/projects/1/locations/r/services/other")),
-		"other issuer": sign(key, "k1", with("iss", "https://accounts.google.com")),
-		"expired":      sign(key, "k1", with("exp", now.Add(-time.Hour).Unix())),
-		"no email":     sign(key, "k1", with("email", "")),
+		"other key":    testenv.SignJWT(t, other, "k1", good),
+		"unknown kid":  testenv.SignJWT(t, key, "k2", good),
+		"other aud":    testenv.SignJWT(t, key, "k1", with("aud", "/projects/1/locations/r/services/other")),
+		"other issuer": testenv.SignJWT(t, key, "k1", with("iss", "https://accounts.google.com")),
+		"expired":      testenv.SignJWT(t, key, "k1", with("exp", now.Add(-time.Hour).Unix())),
+		"no email":     testenv.SignJWT(t, key, "k1", with("email", "")),
 		"HS256":        hsTok,
-		"no expiry":    sign(key, "k1", with("exp", nil)),
+		"no expiry":    testenv.SignJWT(t, key, "k1", with("exp", nil)),
 	} {
 		if _, err := auth.Operator(req(h)); !errors.Is(err, console.ErrUnauthenticated) {
 			t.Errorf("Operator(%s) = %v, want ErrUnauthenticated", name, err)

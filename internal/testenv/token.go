@@ -2,6 +2,9 @@ package testenv
 
 import (
 	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/rsa"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +15,7 @@ import (
 
 	ctapi "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -51,4 +55,27 @@ func MintToken(t testing.TB, client *ctapi.Client, queue, serviceAccount, audien
 		return nil
 	})
 	return got
+}
+
+// SignJWT signs claims with key under key id kid, RS256 for an RSA key and
+// ES256 for a P-256 one, as Google signs ID tokens and IAP its assertions:
+// tests of the verifiers forge tokens with keys and claims of their choice.
+func SignJWT(t testing.TB, key crypto.Signer, kid string, claims jwt.Claims) string {
+	t.Helper()
+	var method jwt.SigningMethod
+	switch key.(type) {
+	case *rsa.PrivateKey:
+		method = jwt.SigningMethodRS256
+	case *ecdsa.PrivateKey:
+		method = jwt.SigningMethodES256
+	default:
+		t.Fatalf("testenv: SignJWT with a %T key", key)
+	}
+	tok := jwt.NewWithClaims(method, claims)
+	tok.Header["kid"] = kid
+	signed, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatalf("testenv: sign token: %v", err)
+	}
+	return signed
 }

@@ -56,7 +56,7 @@ func TestEmulatorMode(t *testing.T) {
 		{"not bearer", "Basic dXNlcjpwdw==", http.StatusUnauthorized},
 		{"garbled", "Bearer not.a.jwt", http.StatusUnauthorized},
 		{"tampered claims", "Bearer " + tampered, http.StatusUnauthorized},
-		{"forged key", "Bearer " + sign(t, newKey(t), "k1", goodClaims()), http.StatusUnauthorized},
+		{"forged key", "Bearer " + testenv.SignJWT(t, newKey(t), "k1", goodClaims()), http.StatusUnauthorized},
 		{"other audience", tokens["other-aud"], http.StatusForbidden},
 		{"other account", tokens["other-account"], http.StatusForbidden},
 	}
@@ -94,7 +94,7 @@ func TestEmulatorModeJWKSDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := httptest.NewRequest(http.MethodPost, "/Replay", nil)
-	req.Header.Set("Authorization", "Bearer "+sign(t, newKey(t), "k1", goodClaims()))
+	req.Header.Set("Authorization", "Bearer "+testenv.SignJWT(t, newKey(t), "k1", goodClaims()))
 	rec := httptest.NewRecorder()
 	a.Middleware(http.NotFoundHandler()).ServeHTTP(rec, req)
 	// Cloud Tasks retries a 503; the token was never judged.
@@ -125,15 +125,15 @@ func TestOIDCMode(t *testing.T) {
 		token string
 		want  error
 	}{
-		{"genuine", sign(t, key, "google-kid", goodClaims()), nil},
-		{"issuer without scheme", sign(t, key, "google-kid", mod(func(c jwt.MapClaims) { c["iss"] = "accounts.google.com" })), nil},
-		{"expired", sign(t, key, "google-kid", mod(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Minute).Unix() })), ErrUnauthenticated},
-		{"wrong issuer", sign(t, key, "google-kid", mod(func(c jwt.MapClaims) { c["iss"] = "https://evil.example" })), ErrUnauthenticated},
-		{"other key", sign(t, newKey(t), "google-kid", goodClaims()), ErrUnauthenticated},
-		{"unknown kid", sign(t, key, "nope", goodClaims()), ErrUnauthenticated},
-		{"wrong audience", sign(t, key, "google-kid", mod(func(c jwt.MapClaims) { c["aud"] = "https://elsewhere" })), ErrForbidden},
-		{"wrong account", sign(t, key, "google-kid", mod(func(c jwt.MapClaims) { c["email"] = "x@p.iam.gserviceaccount.com" })), ErrForbidden},
-		{"email not verified", sign(t, key, "google-kid", mod(func(c jwt.MapClaims) { c["email_verified"] = false })), ErrForbidden},
+		{"genuine", testenv.SignJWT(t, key, "google-kid", goodClaims()), nil},
+		{"issuer without scheme", testenv.SignJWT(t, key, "google-kid", mod(func(c jwt.MapClaims) { c["iss"] = "accounts.google.com" })), nil},
+		{"expired", testenv.SignJWT(t, key, "google-kid", mod(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Minute).Unix() })), ErrUnauthenticated},
+		{"wrong issuer", testenv.SignJWT(t, key, "google-kid", mod(func(c jwt.MapClaims) { c["iss"] = "https://evil.example" })), ErrUnauthenticated},
+		{"other key", testenv.SignJWT(t, newKey(t), "google-kid", goodClaims()), ErrUnauthenticated},
+		{"unknown kid", testenv.SignJWT(t, key, "nope", goodClaims()), ErrUnauthenticated},
+		{"wrong audience", testenv.SignJWT(t, key, "google-kid", mod(func(c jwt.MapClaims) { c["aud"] = "https://elsewhere" })), ErrForbidden},
+		{"wrong account", testenv.SignJWT(t, key, "google-kid", mod(func(c jwt.MapClaims) { c["email"] = "x@p.iam.gserviceaccount.com" })), ErrForbidden},
+		{"email not verified", testenv.SignJWT(t, key, "google-kid", mod(func(c jwt.MapClaims) { c["email_verified"] = false })), ErrForbidden},
 		{"alg none", unsigned(goodClaims()), ErrUnauthenticated},
 	}
 	for _, tc := range tests {
@@ -176,17 +176,6 @@ func goodClaims() jwt.MapClaims {
 	now := time.Now()
 	return jwt.MapClaims{"iss": "https://accounts.google.com", "aud": replayURL, "email": tasksSA, "email_verified": true,
 		"sub": "1", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
-}
-
-func sign(t *testing.T, key *rsa.PrivateKey, kid string, c jwt.MapClaims) string {
-	t.Helper()
-	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, c)
-	tok.Header["kid"] = kid
-	s, err := tok.SignedString(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 func unsigned(c jwt.MapClaims) string {
