@@ -61,10 +61,9 @@ func TestPredictions(t *testing.T) {
 
 	// An operator switches devops off: the policy's view changes at once,
 	// the model's action until the next learning run.
-	def := string(triage.DefaultYAML())
-	off := strings.Replace(def, "rules:\n", "rules:\n  - name: no-predictions-devops\n    match: {agent: [devops]}\n    predictions: off\n", 1)
+	off := testenv.WithRules(t, triage.DefaultYAML(), testenv.NoPredictionsDevops)
 	file := filepath.Join(t.TempDir(), "off.yaml")
-	if err := os.WriteFile(file, []byte(off), 0o600); err != nil {
+	if err := os.WriteFile(file, off, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if code, out, stderr := e.run(nil, "policy", "apply", file); code != 0 {

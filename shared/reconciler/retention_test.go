@@ -2,12 +2,12 @@ package reconciler_test
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -19,14 +19,13 @@ import (
 // retention, and so do the chunks of a large payload.
 func TestUnconsumedEntryCarriesTheRetention(t *testing.T) {
 	f := newFixture(t, true)
-	doc := strings.Replace(string(triage.DefaultYAML()), "rules:\n", `rules:
-  - name: unconsumed-kept-long
+	doc := testenv.WithRules(t, triage.DefaultYAML(), `  - name: unconsumed-kept-long
     match: {reason_code: [consumer_filter_rejection]}
     action: escalate
     strategy: none
     retention: 90d
-`, 1)
-	if _, err := f.st.SavePolicyOverride(f.ctx, []byte(doc)); err != nil {
+`)
+	if _, err := f.st.SavePolicyOverride(f.ctx, doc); err != nil {
 		t.Fatalf("SavePolicyOverride() = %v", err)
 	}
 	// A stream is audited once it has a consumer; this one does not take the message.
