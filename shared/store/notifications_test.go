@@ -126,11 +126,7 @@ func TestClaimNotificationsExclusive(t *testing.T) {
 	s, clock := newStore(t)
 	ctx := testenv.Context(t)
 	for i := range 6 {
-		e := entry(fmt.Sprintf("TASKS.q%d", i), nil)
-		e.Status, e.TaskName = Quarantined, ""
-		if _, err := s.Record(ctx, e, "classify"); err != nil {
-			t.Fatal(err)
-		}
+		recordSettled(t, s, fmt.Sprintf("TASKS.q%d", i), Quarantined)
 	}
 	var mu sync.Mutex
 	claimed := map[string]string{}
@@ -254,11 +250,7 @@ func TestAlertNotificationsOncePerTransition(t *testing.T) {
 func TestPublishedNotificationExpires(t *testing.T) {
 	s, clock := newStore(t)
 	ctx := testenv.Context(t)
-	e := entry("TASKS.ttl", nil)
-	e.Status, e.TaskName = Quarantined, ""
-	if _, err := s.Record(ctx, e, "classify"); err != nil {
-		t.Fatal(err)
-	}
+	recordSettled(t, s, "TASKS.ttl", Quarantined)
 	claimed, err := s.ClaimNotifications(ctx, "p", time.Minute, 10)
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("ClaimNotifications = %d, %v; want 1", len(claimed), err)

@@ -67,6 +67,18 @@ func entry(id string, payload []byte) *Entry {
 	}
 }
 
+// recordSettled records, as classify does, the entry id that needs no
+// replay task: its status is final or waits for a human, so it stages a
+// notification.
+func recordSettled(t *testing.T, s *Store, id string, status Status) {
+	t.Helper()
+	e := entry(id, nil)
+	e.Status, e.TaskName = status, ""
+	if _, err := s.Record(testenv.Context(t), e, "classify"); err != nil {
+		t.Fatalf("Record(%s, %s) = %v", id, status, err)
+	}
+}
+
 func TestRecordAndLargePayload(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := testenv.Context(t)

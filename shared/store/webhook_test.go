@@ -153,11 +153,7 @@ func TestWebhookDisabledAfterFailures(t *testing.T) {
 func TestWebhookFanOutState(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := testenv.Context(t)
-	esc := entry("TASKS.esc", nil)
-	esc.Status, esc.TaskName = Escalated, ""
-	if _, err := s.Record(ctx, esc, "classify"); err != nil {
-		t.Fatal(err)
-	}
+	recordSettled(t, s, "TASKS.esc", Escalated)
 	pending, err := s.PendingWebhookFanOut(ctx, 10)
 	if err != nil || len(pending) != 1 || pending[0].Kind != string(event.NotifyEscalated) {
 		t.Fatalf("PendingWebhookFanOut = %v, %v, want the escalation", pending, err)
