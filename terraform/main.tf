@@ -117,6 +117,7 @@ locals {
   flusher_members = { for f in ["classify", "replay", "reconcile"] : f => google_service_account.component[f].member }
 
   bridge_enabled  = var.bridge_image != null
+  bridge_name     = "${var.name_prefix}-bridge"
   console_enabled = var.console_image != null
 
   # The console's account joins the Firestore users and the queue's
@@ -331,7 +332,7 @@ module "bridge" {
 
   project_id            = var.project_id
   region                = var.region
-  name                  = "${var.name_prefix}-bridge"
+  name                  = local.bridge_name
   image                 = var.bridge_image
   service_account_email = google_service_account.component["bridge"].email
   environment = merge(local.nats_env, {
@@ -389,11 +390,8 @@ module "monitoring" {
 
   project_id               = var.project_id
   name_prefix              = var.name_prefix
-  classify_service         = module.function["classify"].name
-  replay_service           = module.function["replay"].name
-  reconcile_service        = module.function["reconcile"].name
-  deliver_service          = module.function["deliver"].name
-  bridge_service           = local.bridge_enabled ? "${var.name_prefix}-bridge" : null
+  function_services        = { for k, m in module.function : k => m.name }
+  bridge_service           = local.bridge_enabled ? local.bridge_name : null
   classify_subscription    = module.events.classify_subscription
   dead_letter_subscription = module.events.dead_letter_subscription
   queue_name               = module.tasks.queue_name

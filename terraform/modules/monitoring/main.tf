@@ -7,8 +7,13 @@
 #   bridge:    jsonPayload.event = bridge_stats, with lag (pending advisories)
 
 locals {
-  run       = "resource.type=\"cloud_run_revision\""
-  functions = [var.classify_service, var.replay_service, var.reconcile_service, var.deliver_service]
+  run = "resource.type=\"cloud_run_revision\""
+
+  # The log lines of each component's Cloud Run service (the bridge's when
+  # it is deployed); the metrics below narrow them down.
+  service_logs = { for k, s in merge(var.function_services, { bridge = var.bridge_service }) :
+    k => "${local.run} AND resource.labels.service_name=\"${s}\"" if s != null
+  }
 
   # The time series of each log-based metric, by metric key; the alerts and
   # the dashboard all read them through this.
@@ -21,21 +26,21 @@ locals {
   counters = {
     reconcile_alerts = {
       description = "Alerts raised by reconcile, by alert name."
-      filter      = "${local.run} AND resource.labels.service_name=\"${var.reconcile_service}\" AND severity>=ERROR AND jsonPayload.alert:*"
+      filter      = "${local.service_logs.reconcile} AND severity>=ERROR AND jsonPayload.alert:*"
       labels = {
         alert = ["jsonPayload.alert", "Stable alert name (jsonPayload.alert)."]
       }
     }
     function_errors = {
       description = "ERROR log entries of the jsdlq functions other than reconcile alerts, by function."
-      filter      = "${local.run} AND resource.labels.service_name=(${join(" OR ", [for s in local.functions : "\"${s}\""])}) AND severity>=ERROR AND NOT jsonPayload.alert:*"
+      filter      = "${local.run} AND resource.labels.service_name=(${join(" OR ", [for s in values(var.function_services) : "\"${s}\""])}) AND severity>=ERROR AND NOT jsonPayload.alert:*"
       labels = {
         service = ["resource.labels.service_name", "Function (Cloud Run service) name."]
       }
     }
     entries = {
       description = "New failure-log entries, by category, reason code, action and agent."
-      filter      = "${local.run} AND resource.labels.service_name=\"${var.classify_service}\" AND jsonPayload.event=\"${var.log_events.entry_created}\""
+      filter      = "${local.service_logs.classify} AND jsonPayload.event=\"${var.log_events.entry_created}\""
       labels = {
         category    = ["jsonPayload.category", "Failure category (docs/policy.md)."]
         reason_code = ["jsonPayload.reason_code", "Reason code (docs/policy.md)."]
@@ -45,7 +50,7 @@ locals {
     }
     replay_outcomes = {
       description = "Replay attempts, by outcome."
-      filter      = "${local.run} AND resource.labels.service_name=\"${var.replay_service}\" AND jsonPayload.event=\"${var.log_events.replay_outcome}\""
+      filter      = "${local.service_logs.replay} AND jsonPayload.event=\"${var.log_events.replay_outcome}\""
       labels = {
         outcome = ["jsonPayload.outcome", "replayed, recovered, held, awaiting_approval, skipped, failed, …"]
       }
@@ -104,7 +109,7 @@ resource "google_logging_metric" "bridge_lag" {
   project         = var.project_id
   name            = "${var.name_prefix}_bridge_lag"
   description     = "Advisories and records waiting in JetStream for the bridge."
-  filter          = "${local.run} AND resource.labels.service_name=\"${var.bridge_service}\" AND jsonPayload.event=\"${var.log_events.bridge_stats}\""
+  filter          = "${local.service_logs.bridge} AND jsonPayload.event=\"${var.log_events.bridge_stats}\""
   value_extractor = "EXTRACT(jsonPayload.lag)"
 
   metric_descriptor {

@@ -8,24 +8,14 @@ variable "name_prefix" {
   description = "Prefix of metric, policy and dashboard names."
 }
 
-variable "classify_service" {
-  type        = string
-  description = "Cloud Run service name of the classify function."
-}
-
-variable "replay_service" {
-  type        = string
-  description = "Cloud Run service name of the replay function."
-}
-
-variable "reconcile_service" {
-  type        = string
-  description = "Cloud Run service name of the reconcile function."
-}
-
-variable "deliver_service" {
-  type        = string
-  description = "Cloud Run service name of the deliver function (webhook deliveries)."
+variable "function_services" {
+  type = object({
+    classify  = string
+    replay    = string
+    reconcile = string
+    deliver   = string
+  })
+  description = "Cloud Run service name of each function (deliver: the webhook deliveries)."
 }
 
 variable "bridge_service" {
