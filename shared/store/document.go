@@ -165,6 +165,41 @@ func tenantDocs[T any](ctx context.Context, s *Store, coll, tenant string, decod
 	return docs, nil
 }
 
+// tenantDocTx runs f in a transaction on document id of collection coll (one
+// of tenantDocs' kinds) at the transaction's time, and returns the document
+// as f saw it; what names the kind in errors, tenantOf gives a document's
+// tenant. The document must belong to tenant (AllTenants: to anyone): one of
+// another tenant is ErrNotFound, like an id that does not exist or that
+// newKeyID does not make (such an id never reaches Firestore as a path).
+func tenantDocTx[T any](ctx context.Context, s *Store, coll, what, tenant, id string, decode func(*firestore.DocumentSnapshot) (*T, error),
+	tenantOf func(*T) string, f func(tx *firestore.Transaction, ref *firestore.DocumentRef, v *T, now time.Time) error) (*T, error) {
+	if tenant != AllTenants {
+		if err := checkTenant(tenant); err != nil {
+			return nil, err
+		}
+	}
+	if !validKeyID(id) {
+		return nil, fmt.Errorf("%w: %s %q", ErrNotFound, what, id)
+	}
+	var out *T
+	ref := s.fs.Collection(coll).Doc(id)
+	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		v, err := txGet(s, tx, ref, what, decode)
+		if err != nil {
+			return err
+		}
+		if tenant != AllTenants && tenantOf(v) != tenant {
+			return fmt.Errorf("%w: %s %s", ErrNotFound, what, id)
+		}
+		out = v
+		return f(tx, ref, v, s.Now())
+	})
+	if err != nil {
+		return nil, txError(what+" "+id, err)
+	}
+	return out, nil
+}
+
 // decodeDoc reads snap into a new T and sets its id through id: aggregates
 // keep their document id in a field the document does not store.
 func decodeDoc[T any](snap *firestore.DocumentSnapshot, id func(*T) *string) (*T, error) {

@@ -75,15 +75,13 @@ func (s *Store) CreateTenantKey(ctx context.Context, tenant, by string) (key, id
 	if strings.TrimSpace(by) == "" {
 		return "", "", fmt.Errorf("%w: who creates a tenant key must be named", ErrInvalid)
 	}
-	idb := make([]byte, keyIDBytes)
-	secret := make([]byte, keySecretBytes)
-	if _, err := rand.Read(idb); err != nil {
+	if id, err = newKeyID(); err != nil {
 		return "", "", fmt.Errorf("tenant key id: %w", err)
 	}
+	secret := make([]byte, keySecretBytes)
 	if _, err := rand.Read(secret); err != nil {
 		return "", "", fmt.Errorf("tenant key secret: %w", err)
 	}
-	id = hex.EncodeToString(idb)
 	sec := base64.RawURLEncoding.EncodeToString(secret)
 	k := TenantKey{Tenant: tenant, Hash: digest(sec), CreatedAt: s.Now(), CreatedBy: by}
 	// Create, not Set: a (vanishingly unlikely) id collision fails instead
@@ -113,33 +111,21 @@ func (s *Store) ListTenantKeys(ctx context.Context, tenant string) ([]TenantKey,
 // ErrNotFound, as an id that does not exist; revoking a revoked key is a
 // no-op.
 func (s *Store) RevokeTenantKey(ctx context.Context, tenant, id, by string) error {
+	// A key is revoked by naming its tenant: AllTenants names none here.
 	if err := checkTenant(tenant); err != nil {
 		return err
 	}
-	if !validKeyID(id) {
-		return fmt.Errorf("%w: tenant key id %q", ErrNotFound, id)
-	}
-	ref := s.fs.Collection(TenantKeys).Doc(id)
-	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		k, err := txGet(s, tx, ref, "tenant key", decodeTenantKey)
-		if err != nil {
-			return err
-		}
-		if k.Tenant != tenant {
-			return fmt.Errorf("%w: tenant key %s", ErrNotFound, id)
-		}
-		if k.Revoked {
-			return nil
-		}
-		s.wrote(1)
-		return tx.Update(ref, []firestore.Update{
-			{Path: "revoked", Value: true}, {Path: "revoked_at", Value: s.Now()}, {Path: "revoked_by", Value: by},
+	_, err := tenantDocTx(ctx, s, TenantKeys, "tenant key", tenant, id, decodeTenantKey, func(k *TenantKey) string { return k.Tenant },
+		func(tx *firestore.Transaction, ref *firestore.DocumentRef, k *TenantKey, now time.Time) error {
+			if k.Revoked {
+				return nil
+			}
+			s.wrote(1)
+			return tx.Update(ref, []firestore.Update{
+				{Path: "revoked", Value: true}, {Path: "revoked_at", Value: now}, {Path: "revoked_by", Value: by},
+			})
 		})
-	})
-	if err != nil {
-		return txError("revoke tenant key "+id, err)
-	}
-	return nil
+	return err
 }
 
 // RevokeTenantKeys revokes every key of tenant and returns how many were
@@ -205,8 +191,18 @@ func parseTenantKey(key string) (id, secret string, ok bool) {
 	return id, secret, true
 }
 
-// validKeyID reports whether id is a key id CreateTenantKey makes (lower
-// hex), so no other string reaches Firestore as a document path.
+// newKeyID makes the random id of a tenant key or a webhook: keyIDBytes in
+// lower hex, what validKeyID accepts.
+func newKeyID() (string, error) {
+	b := make([]byte, keyIDBytes)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// validKeyID reports whether id is an id newKeyID makes (lower hex), so no
+// other string reaches Firestore as a document path.
 func validKeyID(id string) bool {
 	if len(id) != 2*keyIDBytes {
 		return false

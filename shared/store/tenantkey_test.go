@@ -57,6 +57,13 @@ func TestTenantKeyLifecycle(t *testing.T) {
 	if err := s.RevokeTenantKey(ctx, "acme", "../x", "test"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("RevokeTenantKey(acme, ../x) = %v, want ErrNotFound", err)
 	}
+	// No tenant is not every tenant here: a revocation names the key's.
+	if err := s.RevokeTenantKey(ctx, AllTenants, id, "test"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("RevokeTenantKey(AllTenants, acme's key) = %v, want ErrInvalid", err)
+	}
+	if got, err := s.VerifyTenantKey(ctx, key); err != nil || got != "acme" {
+		t.Errorf("VerifyTenantKey(after refused revocations) = %q, %v, want acme", got, err)
+	}
 	if err := s.RevokeTenantKey(ctx, "acme", id, "test"); err != nil {
 		t.Fatalf("RevokeTenantKey(acme, %s) = %v", id, err)
 	}

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -93,8 +91,8 @@ func (s *Store) CreateWebhook(ctx context.Context, tenant, rawURL, by string) (*
 	if rawURL == "" || len(rawURL) > webhook.MaxURLLen {
 		return nil, fmt.Errorf("%w: webhook URL of %d characters", ErrInvalid, len(rawURL))
 	}
-	idb := make([]byte, keyIDBytes)
-	if _, err := rand.Read(idb); err != nil {
+	id, err := newKeyID()
+	if err != nil {
 		return nil, fmt.Errorf("webhook id: %w", err)
 	}
 	sec, err := webhook.NewSecret()
@@ -102,7 +100,7 @@ func (s *Store) CreateWebhook(ctx context.Context, tenant, rawURL, by string) (*
 		return nil, err
 	}
 	now := s.Now()
-	w := &Webhook{ID: hex.EncodeToString(idb), Tenant: tenant, URL: rawURL, Secret: sec, Enabled: true,
+	w := &Webhook{ID: id, Tenant: tenant, URL: rawURL, Secret: sec, Enabled: true,
 		CreatedAt: now, CreatedBy: by}
 	// The limit and the duplicate check read the tenant's endpoints in the
 	// transaction that adds one, so two concurrent adds cannot both pass.
@@ -188,31 +186,7 @@ func (s *Store) EnableWebhook(ctx context.Context, tenant, id, by string) (*Webh
 // updateWebhook runs f on endpoint id of tenant ("" for any tenant) in a
 // transaction.
 func (s *Store) updateWebhook(ctx context.Context, tenant, id string, f func(*firestore.Transaction, *firestore.DocumentRef, *Webhook, time.Time) error) (*Webhook, error) {
-	if tenant != AllTenants {
-		if err := checkTenant(tenant); err != nil {
-			return nil, err
-		}
-	}
-	if !validKeyID(id) {
-		return nil, fmt.Errorf("%w: webhook %q", ErrNotFound, id)
-	}
-	var out *Webhook
-	ref := s.webhookRef(id)
-	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		w, err := txGet(s, tx, ref, "webhook", decodeWebhook)
-		if err != nil {
-			return err
-		}
-		if tenant != AllTenants && w.Tenant != tenant {
-			return fmt.Errorf("%w: webhook %s", ErrNotFound, id)
-		}
-		out = w
-		return f(tx, ref, w, s.Now())
-	})
-	if err != nil {
-		return nil, txError("webhook "+id, err)
-	}
-	return out, nil
+	return tenantDocTx(ctx, s, Webhooks, "webhook", tenant, id, decodeWebhook, func(w *Webhook) string { return w.Tenant }, f)
 }
 
 // WebhookAttempt is the outcome of one delivery.
