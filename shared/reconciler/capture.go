@@ -44,21 +44,9 @@ func (r *run) capture(ctx context.Context, sec *audit.Section) error {
 		r.state.Capture = map[string]int64{}
 	}
 	var f *audit.Finding
-	partial := false
-	for _, name := range []string{r.h.cfg.AdvisoryStream, r.h.cfg.RecordStream} {
-		err := r.captureStream(ctx, sec, js, name, &f)
-		if errors.Is(err, errBudget) {
-			partial = true
-			continue
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if partial {
-		return errBudget
-	}
-	return nil
+	return eachStream([]string{r.h.cfg.AdvisoryStream, r.h.cfg.RecordStream}, func(name string) error {
+		return r.captureStream(ctx, sec, js, name, &f)
+	})
 }
 
 func (r *run) captureStream(ctx context.Context, sec *audit.Section, js jetstream.JetStream, name string, f **audit.Finding) error {

@@ -52,17 +52,9 @@ func (r *run) consumers(ctx context.Context, sec *audit.Section) error {
 		r.state.Unconsumed = map[string][]SubjectCursor{}
 	}
 	var u unconsumed
-	partial := false
-	var errs []error
-	for _, name := range r.h.cfg.WorkStreams {
-		err := r.consumersOf(ctx, sec, js, name, &u)
-		switch {
-		case errors.Is(err, errBudget):
-			partial = true
-		case err != nil:
-			errs = append(errs, err)
-		}
-	}
+	err = eachStream(r.h.cfg.WorkStreams, func(name string) error {
+		return r.consumersOf(ctx, sec, js, name, &u)
+	})
 	if u.f != nil {
 		u.f.Count = u.total
 		oldest := ""
@@ -72,13 +64,7 @@ func (r *run) consumers(ctx context.Context, sec *audit.Section) error {
 		u.f.Message = fmt.Sprintf("messages on subjects no consumer's filter matches, never delivered: %d%s; %s",
 			u.total, oldest, strings.Join(u.streams, "; "))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	if partial {
-		return errBudget
-	}
-	return nil
+	return err
 }
 
 // consumersOf audits one work stream.

@@ -138,6 +138,31 @@ func (r *run) jetStream(ctx context.Context, workStreams bool) (jetstream.JetStr
 	return js, nil
 }
 
+// eachStream runs check on each of the streams names. One stream's failure
+// or spent budget does not keep the next from its turn (each checks the
+// budget itself): the errors are joined, and errBudget is returned when a
+// stream stopped at the budget and none failed.
+func eachStream(names []string, check func(name string) error) error {
+	partial := false
+	var errs []error
+	for _, name := range names {
+		err := check(name)
+		switch {
+		case errors.Is(err, errBudget):
+			partial = true
+		case err != nil:
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if partial {
+		return errBudget
+	}
+	return nil
+}
+
 // stream opens stream name for a section that reads it. A stream that does
 // not exist is counted and noted on the section, and stream returns nil
 // without an error: there is nothing of it to audit, which is not a failure.
