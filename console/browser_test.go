@@ -260,7 +260,7 @@ func TestBrowserAuditsAndPolicy(t *testing.T) {
 	}
 	finding := audit.NewFinding(audit.AlertMissingTask, "tasks", "", "1 scheduled entry had no Cloud Tasks task; it was recreated")
 	finding.Example("TASKS.1")
-	finding.Repair = &audit.Repair{Action: "recreate_task", Planned: 1, Done: 1}
+	finding.Repair = &audit.Repair{Action: "recreate_task", RepairTotals: audit.RepairTotals{Planned: 1, Done: 1}}
 	burst := audit.NewFinding(audit.AlertTenantPoisonBurst, "entries", "globex", "tenant globex has 5 poison entries in the last hour (more than 3)")
 	burst.Example("globex")
 	burst.Value, burst.Threshold = 5, 3

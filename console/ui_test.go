@@ -384,7 +384,7 @@ func TestAuditPages(t *testing.T) {
 		if i == 29 {
 			missing := audit.NewFinding(audit.AlertMissingTask, "tasks", "", "1 scheduled entry had no task <script>alert(1)</script>")
 			missing.Example("TASKS.7")
-			missing.Repair = &audit.Repair{Action: "recreate_task", Planned: 1, Done: 1}
+			missing.Repair = &audit.Repair{Action: "recreate_task", RepairTotals: audit.RepairTotals{Planned: 1, Done: 1}}
 			burst := audit.NewFinding(audit.AlertTenantPoisonBurst, "entries", "acme", "tenant acme has 5 poison entries in the last hour")
 			burst.Example("acme")
 			burst.Value, burst.Threshold = 5, 3

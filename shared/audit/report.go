@@ -181,15 +181,10 @@ func keepFirst(list []string, v string) []string {
 // Repair is what was (or, in a dry run, would be) done about a finding.
 type Repair struct {
 	Action string `json:"action"`
-	// Planned counts the repairs decided on; in a dry run nothing more.
-	Planned int `json:"planned"`
-	Done    int `json:"done"`
-	// Skipped: the state changed before the repair (a replay, an
-	// operator or another run got there first); nothing was done.
-	Skipped int      `json:"skipped"`
-	Failed  int      `json:"failed"`
-	Errors  []string `json:"errors,omitempty"`
-	Notes   []string `json:"notes,omitempty"`
+	// The finding's counts, which a run's Repairs add up.
+	RepairTotals
+	Errors []string `json:"errors,omitempty"`
+	Notes  []string `json:"notes,omitempty"`
 }
 
 // Fail counts a repair that failed, keeping the first errors.
@@ -201,12 +196,24 @@ func (r *Repair) Fail(err error) {
 // Note keeps a remark on the repairs (the first MaxExamples).
 func (r *Repair) Note(s string) { r.Notes = keepFirst(r.Notes, s) }
 
-// RepairTotals sums the repairs of a run.
+// RepairTotals counts repairs: those of a finding (Repair) or, summed, of
+// a run (Report.Repairs).
 type RepairTotals struct {
+	// Planned counts the repairs decided on; in a dry run nothing more.
 	Planned int `json:"planned"`
 	Done    int `json:"done"`
+	// Skipped: the state changed before the repair (a replay, an
+	// operator or another run got there first); nothing was done.
 	Skipped int `json:"skipped"`
 	Failed  int `json:"failed"`
+}
+
+// Add adds the counts of o to t.
+func (t *RepairTotals) Add(o RepairTotals) {
+	t.Planned += o.Planned
+	t.Done += o.Done
+	t.Skipped += o.Skipped
+	t.Failed += o.Failed
 }
 
 // TenantHealth is a tenant's last 24 hours (SPEC §10).
@@ -277,10 +284,7 @@ func (r *Report) Finish() {
 			f.Examples = []string{}
 		}
 		if rp := f.Repair; rp != nil {
-			r.Repairs.Planned += rp.Planned
-			r.Repairs.Done += rp.Done
-			r.Repairs.Skipped += rp.Skipped
-			r.Repairs.Failed += rp.Failed
+			r.Repairs.Add(rp.RepairTotals)
 		}
 		if f.Alert && !seen[f.Name] {
 			seen[f.Name] = true

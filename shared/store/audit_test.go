@@ -80,7 +80,7 @@ func TestLatestAudit(t *testing.T) {
 		Complete: true, Alerts: []string{audit.AlertMissingTask},
 		Sections: []*audit.Section{{Name: "tasks", Status: audit.StatusComplete, Counts: map[string]int64{"scheduled": 3}}},
 		Findings: []*audit.Finding{{Name: audit.AlertMissingTask, Severity: audit.SevWarning, Alert: true, Section: "tasks", Count: 1,
-			Examples: []string{"TASKS.1"}, Message: "m", Value: 0.5, Threshold: 0.8, Repair: &audit.Repair{Action: "recreate_task", Planned: 1, Done: 1}}},
+			Examples: []string{"TASKS.1"}, Message: "m", Value: 0.5, Threshold: 0.8, Repair: &audit.Repair{Action: "recreate_task", RepairTotals: audit.RepairTotals{Planned: 1, Done: 1}}}},
 		Repairs: audit.RepairTotals{Planned: 1, Done: 1},
 		Tenants: []*audit.TenantHealth{{Tenant: "t", Entries: 4, Recovered: 2, Settled: 3, LastFailure: at, RecoveryRate: 2.0 / 3}},
 		Traffic: &audit.Traffic{From: at, To: at.Add(time.Hour), Published: 10, Dead: 1, DLQRate: 0.1,
