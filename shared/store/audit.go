@@ -255,13 +255,12 @@ func (s *Store) ListAudits(ctx context.Context, limit int, after string) (report
 		if !validRunID(after) {
 			return nil, "", fmt.Errorf("%w: %q is not a run id", ErrBadCursor, after)
 		}
-		snap, err := s.auditRef(after).Get(ctx)
-		s.read(1)
-		if isNotFound(err) {
-			return nil, "", fmt.Errorf("%w: no report %q", ErrBadCursor, after)
-		}
+		snap, err := fetch(ctx, s, s.auditRef(after))
 		if err != nil {
-			return nil, "", fmt.Errorf("firestore get %s/%s: %w", Audits, after, err)
+			return nil, "", err
+		}
+		if snap == nil {
+			return nil, "", fmt.Errorf("%w: no report %q", ErrBadCursor, after)
 		}
 		if _, ok := snap.Data()["finished_at"]; !ok {
 			return nil, "", fmt.Errorf("%w: %q is not a report", ErrBadCursor, after)

@@ -15,30 +15,52 @@ import (
 // names it), list or page through a query, decode a document with its id
 // kept outside the document.
 
-// getDoc reads the document at ref and decodes it; what names the aggregate
-// in the error ("entry", "bulk run").
-func getDoc[T any](ctx context.Context, s *Store, ref *firestore.DocumentRef, what string, decode func(*firestore.DocumentSnapshot) (*T, error)) (*T, error) {
+// fetch reads the document at ref, counting the read; snap is nil when
+// there is none.
+func fetch(ctx context.Context, s *Store, ref *firestore.DocumentRef) (*firestore.DocumentSnapshot, error) {
 	snap, err := ref.Get(ctx)
 	s.read(1)
 	if isNotFound(err) {
-		return nil, fmt.Errorf("%w: %s %q", ErrNotFound, what, ref.ID)
+		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("firestore get %s/%s: %w", ref.Parent.ID, ref.ID, err)
 	}
-	return decode(snap)
+	return snap, nil
 }
 
-// txGet is getDoc inside a transaction; other errors are left to the
+// txFetch is fetch inside a transaction; other errors are left to the
 // transaction's caller (txError), which knows the operation.
-func txGet[T any](s *Store, tx *firestore.Transaction, ref *firestore.DocumentRef, what string, decode func(*firestore.DocumentSnapshot) (*T, error)) (*T, error) {
+func txFetch(s *Store, tx *firestore.Transaction, ref *firestore.DocumentRef) (*firestore.DocumentSnapshot, error) {
 	snap, err := tx.Get(ref)
 	s.read(1)
 	if isNotFound(err) {
-		return nil, fmt.Errorf("%w: %s %q", ErrNotFound, what, ref.ID)
+		return nil, nil
 	}
+	return snap, err
+}
+
+// getDoc reads the document at ref and decodes it; what names the aggregate
+// in the error ("entry", "bulk run").
+func getDoc[T any](ctx context.Context, s *Store, ref *firestore.DocumentRef, what string, decode func(*firestore.DocumentSnapshot) (*T, error)) (*T, error) {
+	snap, err := fetch(ctx, s, ref)
+	return decodeFound(snap, err, ref, what, decode)
+}
+
+// txGet is getDoc inside a transaction.
+func txGet[T any](s *Store, tx *firestore.Transaction, ref *firestore.DocumentRef, what string, decode func(*firestore.DocumentSnapshot) (*T, error)) (*T, error) {
+	snap, err := txFetch(s, tx, ref)
+	return decodeFound(snap, err, ref, what, decode)
+}
+
+// decodeFound decodes what a fetch of ref returned, a missing document
+// being ErrNotFound that names it.
+func decodeFound[T any](snap *firestore.DocumentSnapshot, err error, ref *firestore.DocumentRef, what string, decode func(*firestore.DocumentSnapshot) (*T, error)) (*T, error) {
 	if err != nil {
 		return nil, err
+	}
+	if snap == nil {
+		return nil, fmt.Errorf("%w: %s %q", ErrNotFound, what, ref.ID)
 	}
 	return decode(snap)
 }
@@ -47,29 +69,18 @@ func txGet[T any](s *Store, tx *firestore.Transaction, ref *firestore.DocumentRe
 // untouched, when there is none: the singletons that start out missing
 // (reconcile's state, the alert state).
 func readOptional(ctx context.Context, s *Store, ref *firestore.DocumentRef, v any) (found bool, err error) {
-	snap, err := ref.Get(ctx)
-	s.read(1)
-	if isNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("firestore get %s/%s: %w", ref.Parent.ID, ref.ID, err)
-	}
-	if err := decodeInto(snap, v); err != nil {
-		return false, err
-	}
-	return true, nil
+	snap, err := fetch(ctx, s, ref)
+	return decodeOptional(snap, err, v)
 }
 
-// txReadOptional is readOptional inside a transaction; other errors are
-// left to the transaction's caller (txError).
+// txReadOptional is readOptional inside a transaction.
 func txReadOptional(s *Store, tx *firestore.Transaction, ref *firestore.DocumentRef, v any) (found bool, err error) {
-	snap, err := tx.Get(ref)
-	s.read(1)
-	if isNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
+	snap, err := txFetch(s, tx, ref)
+	return decodeOptional(snap, err, v)
+}
+
+func decodeOptional(snap *firestore.DocumentSnapshot, err error, v any) (found bool, _ error) {
+	if err != nil || snap == nil {
 		return false, err
 	}
 	if err := decodeInto(snap, v); err != nil {

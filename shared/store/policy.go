@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jsdlq/jsdlq/shared/triage"
@@ -22,13 +21,9 @@ type PolicyOverride struct {
 // PolicyOverride reads the override; found is false when there is none
 // (the embedded default is in force).
 func (s *Store) PolicyOverride(ctx context.Context) (o PolicyOverride, found bool, err error) {
-	snap, err := s.fs.Collection(triage.OverrideCollection).Doc(triage.OverrideDoc).Get(ctx)
-	s.read(1)
-	if isNotFound(err) {
-		return PolicyOverride{}, false, nil
-	}
-	if err != nil {
-		return PolicyOverride{}, false, fmt.Errorf("firestore get %s/%s: %w", triage.OverrideCollection, triage.OverrideDoc, err)
+	snap, err := fetch(ctx, s, s.fs.Collection(triage.OverrideCollection).Doc(triage.OverrideDoc))
+	if err != nil || snap == nil {
+		return PolicyOverride{}, false, err
 	}
 	if y, ok := snap.Data()[triage.OverrideField].(string); ok {
 		o.YAML = y
