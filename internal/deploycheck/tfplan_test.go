@@ -35,6 +35,15 @@ type tfModule struct {
 }
 
 type tfPlan struct {
+	// ResourceChanges has every resource instance's planned action, no-op
+	// included; PreviousAddress is where a moved block moved it from.
+	ResourceChanges []struct {
+		Address         string `json:"address"`
+		PreviousAddress string `json:"previous_address"`
+		Change          struct {
+			Actions []string `json:"actions"`
+		} `json:"change"`
+	} `json:"resource_changes"`
 	PlannedValues struct {
 		RootModule tfModule `json:"root_module"`
 	} `json:"planned_values"`
@@ -77,7 +86,7 @@ var (
 func offlinePlan(t testing.TB) *tfPlan {
 	t.Helper()
 	schema := testenv.ProvidersSchema(t)
-	planOnce.Do(func() { plan, planErr = makePlan(testenv.ModuleRoot(t), schema) })
+	planOnce.Do(func() { plan, planErr = makePlan(testenv.ModuleRoot(t), schema, nil) })
 	if planErr != nil {
 		t.Fatalf("offline terraform plan: %v", planErr)
 	}
@@ -90,7 +99,9 @@ var providers = []struct{ addr, version string }{
 	{"registry.terraform.io/hashicorp/archive", "2.8.0"},
 }
 
-func makePlan(root, schema string) (*tfPlan, error) {
+// makePlan plans root's terraform/ offline with terraform.tfvars.example and
+// args, against state (a state file's JSON) when it is not nil.
+func makePlan(root, schema string, state []byte, args ...string) (*tfPlan, error) {
 	tf, err := exec.LookPath("terraform")
 	if err != nil {
 		return nil, fmt.Errorf("terraform is not on PATH (make test needs it for tf-validate too): %w", err)
@@ -135,6 +146,11 @@ func makePlan(root, schema string) (*tfPlan, error) {
 	if err := copyTree(filepath.Join(root, "terraform"), tfdir); err != nil {
 		return nil, err
 	}
+	if state != nil {
+		if err := os.WriteFile(filepath.Join(tfdir, "terraform.tfstate"), state, 0o644); err != nil {
+			return nil, err
+		}
+	}
 	run := func(args ...string) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, tf, append([]string{"-chdir=" + tfdir}, args...)...)
 		env := []string{"TF_CLI_CONFIG_FILE=" + cli, "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1", "TF_DATA_DIR=" + filepath.Join(work, "data")}
@@ -155,7 +171,7 @@ func makePlan(root, schema string) (*tfPlan, error) {
 		return nil, err
 	}
 	planFile := filepath.Join(work, "plan")
-	if _, err := run("plan", "-refresh=false", "-lock=false", "-input=false", "-no-color", "-out="+planFile, "-var-file=terraform.tfvars.example"); err != nil {
+	if _, err := run(append([]string{"plan", "-refresh=false", "-lock=false", "-input=false", "-no-color", "-out=" + planFile, "-var-file=terraform.tfvars.example"}, args...)...); err != nil {
 		return nil, err
 	}
 	js, err := run("show", "-json", planFile)
