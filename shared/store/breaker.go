@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // Breaker states.
@@ -151,10 +149,9 @@ func (s *Store) GetBreaker(ctx context.Context, tenant string) (*Breaker, error)
 	if err != nil {
 		return nil, err
 	}
-	snap, err := ref.Get(ctx)
-	s.read(1)
-	if err != nil && status.Code(err) != codes.NotFound {
-		return nil, fmt.Errorf("firestore get %s/%s: %w", Breakers, tenant, err)
+	snap, err := fetch(ctx, s, ref)
+	if err != nil {
+		return nil, err
 	}
 	b, err := decodeBreaker(snap, tenant)
 	if err != nil {
@@ -209,9 +206,8 @@ func (s *Store) updateBreaker(ctx context.Context, tenant string, f func(*Breake
 	}
 	var out *Breaker
 	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(ref)
-		s.read(1)
-		if err != nil && status.Code(err) != codes.NotFound {
+		snap, err := txFetch(s, tx, ref)
+		if err != nil {
 			return err
 		}
 		b, err := decodeBreaker(snap, tenant)

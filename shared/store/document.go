@@ -133,12 +133,20 @@ func pageDocs[T any](ctx context.Context, s *Store, q firestore.Query, limit int
 // queryAll runs q, counting its reads (a query that finds nothing is billed
 // as one read).
 func queryAll(ctx context.Context, s *Store, q firestore.Query, what string) ([]*firestore.DocumentSnapshot, error) {
-	snaps, err := q.Documents(ctx).GetAll()
-	s.read(max(1, len(snaps)))
+	snaps, err := readAll(s, q.Documents(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("firestore query %s: %w", what, err)
 	}
 	return snaps, nil
+}
+
+// readAll reads every document of it, counting the reads (a query that
+// finds nothing is billed as one read); inside a transaction too, where
+// the transaction's caller wraps the error (txError).
+func readAll(s *Store, it *firestore.DocumentIterator) ([]*firestore.DocumentSnapshot, error) {
+	snaps, err := it.GetAll()
+	s.read(max(1, len(snaps)))
+	return snaps, err
 }
 
 func decodeAll[T any](snaps []*firestore.DocumentSnapshot, decode func(*firestore.DocumentSnapshot) (*T, error)) ([]*T, error) {

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/triage"
@@ -308,15 +306,7 @@ func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Chang
 	var out *Entry
 	var commit firestore.CommitResponse
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(s.entryRef(id))
-		s.read(1)
-		if status.Code(err) == codes.NotFound {
-			return fmt.Errorf("%w: entry %q", ErrNotFound, id)
-		}
-		if err != nil {
-			return err
-		}
-		e, err := decodeEntry(snap)
+		e, err := txGet(s, tx, s.entryRef(id), "entry", decodeEntry)
 		if err != nil {
 			return err
 		}

@@ -215,8 +215,7 @@ func (s *Store) AddMetrics(ctx context.Context, at time.Time, key string, m Metr
 // whatever the configured shard count (a query, not fixed ids), so a
 // changed count never hides counts.
 func (s *Store) ReadMetrics(ctx context.Context, hour string) (Metrics, error) {
-	snaps, err := s.hourShards(hour).Documents(ctx).GetAll()
-	s.read(max(1, len(snaps)))
+	snaps, err := readAll(s, s.hourShards(hour).Documents(ctx))
 	if err != nil {
 		return Metrics{}, fmt.Errorf("firestore read metrics %s: %w", hour, err)
 	}
@@ -299,8 +298,7 @@ func addDeaths(dst *map[string]map[string]int64, src map[string]map[string]int64
 func (s *Store) RewriteHour(ctx context.Context, hour string, fix func(cur Metrics) (Metrics, bool)) (rewritten bool, err error) {
 	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		rewritten = false
-		snaps, err := tx.Documents(s.hourShards(hour)).GetAll()
-		s.read(max(1, len(snaps)))
+		snaps, err := readAll(s, tx.Documents(s.hourShards(hour)))
 		if err != nil {
 			return err
 		}

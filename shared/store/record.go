@@ -102,9 +102,8 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 		openedAt, known := s.knownOpen(e.Tenant, now)
 		b := &Breaker{Tenant: e.Tenant, State: BreakerOpen, OpenedAt: openedAt}
 		if !known {
-			snap, err := tx.Get(bref)
-			s.read(1)
-			if err != nil && status.Code(err) != codes.NotFound {
+			snap, err := txFetch(s, tx, bref)
+			if err != nil {
 				return err
 			}
 			if b, err = decodeBreaker(snap, e.Tenant); err != nil {

@@ -196,7 +196,7 @@ func (s *Store) RecountHour(ctx context.Context, hour time.Time, pageSize int, d
 	id := Hour(hour)
 	pageSize = max(1, pageSize)
 	var out HourRecount
-	body := func(ctx context.Context, get func(firestore.Query) ([]*firestore.DocumentSnapshot, error), tx *firestore.Transaction) error {
+	body := func(ctx context.Context, docs func(firestore.Query) *firestore.DocumentIterator, tx *firestore.Transaction) error {
 		out = HourRecount{Hour: id}
 		rc := NewRecount(hour, hour.Add(time.Hour))
 		q := s.fs.Collection(FailureLog).Where("created_at", ">=", hour).Where("created_at", "<", hour.Add(time.Hour)).
@@ -207,8 +207,7 @@ func (s *Store) RecountHour(ctx context.Context, hour time.Time, pageSize int, d
 			if last != nil {
 				page = page.StartAfter(last)
 			}
-			snaps, err := get(page)
-			s.read(max(1, len(snaps)))
+			snaps, err := readAll(s, docs(page))
 			if err != nil {
 				return fmt.Errorf("query %s created in %s: %w", FailureLog, id, err)
 			}
@@ -225,8 +224,7 @@ func (s *Store) RecountHour(ctx context.Context, hour time.Time, pageSize int, d
 			}
 			last = snaps[len(snaps)-1]
 		}
-		snaps, err := get(s.hourShards(id).Query)
-		s.read(max(1, len(snaps)))
+		snaps, err := readAll(s, docs(s.hourShards(id).Query))
 		if err != nil {
 			return fmt.Errorf("read metrics %s: %w", id, err)
 		}
@@ -243,10 +241,10 @@ func (s *Store) RecountHour(ctx context.Context, hour time.Time, pageSize int, d
 	}
 	var err error
 	if dry {
-		err = body(ctx, func(q firestore.Query) ([]*firestore.DocumentSnapshot, error) { return q.Documents(ctx).GetAll() }, nil)
+		err = body(ctx, func(q firestore.Query) *firestore.DocumentIterator { return q.Documents(ctx) }, nil)
 	} else {
 		err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-			return body(ctx, func(q firestore.Query) ([]*firestore.DocumentSnapshot, error) { return tx.Documents(q).GetAll() }, tx)
+			return body(ctx, func(q firestore.Query) *firestore.DocumentIterator { return tx.Documents(q) }, tx)
 		})
 	}
 	if err != nil {

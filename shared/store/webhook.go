@@ -105,8 +105,7 @@ func (s *Store) CreateWebhook(ctx context.Context, tenant, rawURL, by string) (*
 	// The limit and the duplicate check read the tenant's endpoints in the
 	// transaction that adds one, so two concurrent adds cannot both pass.
 	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snaps, err := tx.Documents(s.fs.Collection(Webhooks).Where("tenant", "==", tenant)).GetAll()
-		s.read(max(1, len(snaps)))
+		snaps, err := readAll(s, tx.Documents(s.fs.Collection(Webhooks).Where("tenant", "==", tenant)))
 		if err != nil {
 			return err
 		}
