@@ -92,6 +92,17 @@ type Result struct {
 	Dropped int64 `json:"dropped,omitempty"`
 }
 
+// stopped reports whether the deadline came, before a read or as the cause
+// of its error: the run is then partial and stops reading; what it read is
+// folded, and the cursors say where the next run goes on.
+func (r *Result) stopped(ctx context.Context) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	r.Partial = true
+	return true
+}
+
 // Learn folds what is new into the statistics and, unless force is false
 // and the model is younger than the interval, saves a new model learnt with
 // pol (nil: no policy, every prediction advisory). It stops reading entries
@@ -182,14 +193,12 @@ func Learn(ctx context.Context, s *store.Store, pol Policy, cfg Config, force bo
 		if to.DeathsThrough.Before(before) {
 			before = to.DeathsThrough
 		}
-		if ctx.Err() != nil {
-			res.Partial = true
+		if res.stopped(ctx) {
 			break
 		}
 		page, err := s.Deaths(ctx, to.DeathsAfter, before, cfg.PageSize)
 		if err != nil {
-			if ctx.Err() != nil {
-				res.Partial = true
+			if res.stopped(ctx) {
 				break
 			}
 			return res, err
@@ -215,14 +224,12 @@ func Learn(ctx context.Context, s *store.Store, pol Policy, cfg Config, force bo
 		}
 	}
 	for h := to.DeathsThrough; !to.DeathsAfter.At.Before(to.DeathsThrough) && h.Before(deathsTo); h = h.Add(time.Hour) {
-		if ctx.Err() != nil {
-			res.Partial = true
+		if res.stopped(ctx) {
 			break
 		}
 		stats, malformed, err := s.HourDeaths(ctx, h)
 		if err != nil {
-			if ctx.Err() != nil {
-				res.Partial = true
+			if res.stopped(ctx) {
 				break
 			}
 			return res, err
