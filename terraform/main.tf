@@ -37,7 +37,7 @@ locals {
   # It is known before the services exist, so replay and reconcile can be
   # told their own audience, and classify, the replay tasks, the scheduler
   # and the push subscription all use the exact string the functions check.
-  run_url       = { for n in concat(values(local.function_names), local.console_names) : n => "https://${n}-${data.google_project.this.number}.${var.region}.run.app" }
+  run_url       = { for n in local.own_services : n => "https://${n}-${data.google_project.this.number}.${var.region}.run.app" }
   function_urls = { for k, n in local.function_names : k => local.run_url[n] }
 
   nats_creds_dir = "/etc/secrets/nats"
@@ -92,7 +92,7 @@ locals {
       AUTH_MODE             = "oidc"
       WEBHOOK_DISABLE_AFTER = tostring(var.webhooks.disable_after)
       WEBHOOK_TIMEOUT       = var.webhooks.timeout
-      WEBHOOK_DENY_URLS     = join(",", local.own_urls)
+      WEBHOOK_DENY_URLS     = local.webhook_deny_urls
     }
   }
   reconcile_timeout = module.function["reconcile"].settings.timeout_seconds
@@ -321,7 +321,8 @@ module "scheduler" {
   target_uri            = local.function_urls.reconcile
   audience              = local.function_urls.reconcile
   service_account_email = google_service_account.component["scheduler"].email
-  attempt_deadline      = "${min(1800, max(15, local.reconcile_timeout))}s"
+  # Cloud Scheduler allows 15-1800 s; reconcile's timeout may be up to 3600.
+  attempt_deadline = "${min(1800, max(15, local.reconcile_timeout))}s"
 
   depends_on = [google_project_service.enabled, module.function]
 }
@@ -378,7 +379,7 @@ module "console" {
   queue_location     = var.region
   # The tenant API refuses jsdlq's own URLs as webhook endpoints at
   # registration, as deliver does at delivery.
-  environment         = merge(local.scheduling_env, { WEBHOOK_DENY_URLS = join(",", local.own_urls) })
+  environment         = merge(local.scheduling_env, { WEBHOOK_DENY_URLS = local.webhook_deny_urls })
   deletion_protection = var.deletion_protection
   labels              = local.labels
 
