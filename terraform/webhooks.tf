@@ -21,7 +21,9 @@ locals {
   # would make the console's environment depend on the console).
   console_name  = "${var.name_prefix}-console"
   console_names = local.console_enabled ? [local.console_name, "${local.console_name}-api"] : []
-  own_urls      = [for n in concat(values(local.function_names), local.console_names) : local.run_url[n]]
+  own_services  = concat(values(local.function_names), local.console_names)
+  # Refused by deliver at delivery and by the tenant API at registration.
+  webhook_deny_urls = join(",", [for n in local.own_services : local.run_url[n]])
 }
 
 # The deliveries' queue: the functions that flush the outbox create tasks
