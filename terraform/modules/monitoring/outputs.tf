@@ -2,7 +2,7 @@ output "log_metrics" {
   description = "Log-based metric names by purpose (metric type logging.googleapis.com/user/<name>)."
   value = merge(
     { for k, m in google_logging_metric.counter : k => m.name },
-    var.bridge_service == null ? {} : { bridge_lag = google_logging_metric.bridge_lag[0].name },
+    { for m in google_logging_metric.bridge_lag : "bridge_lag" => m.name },
   )
 }
 
@@ -10,7 +10,7 @@ output "alert_policies" {
   description = "Alert policy ids by alert name."
   value = merge(
     { for k, p in google_monitoring_alert_policy.threshold : k => p.name },
-    var.bridge_service == null ? {} : { bridge_silent = google_monitoring_alert_policy.bridge_silent[0].name },
+    { for p in google_monitoring_alert_policy.bridge_silent : "bridge_silent" => p.name },
   )
 }
 
