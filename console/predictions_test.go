@@ -30,7 +30,7 @@ func TestPredictionsPage(t *testing.T) {
 
 	def := triage.Default()
 	row := func(agent, taskType, reason string, tasks, deaths int64) predict.Prediction {
-		r := predict.Prediction{Agent: agent, TaskType: taskType, Feature: predict.FeatureAll, Bucket: predict.BucketAll, Tasks: tasks,
+		r := predict.Prediction{Key: predict.Key{Agent: agent, TaskType: taskType, Feature: predict.FeatureAll, Bucket: predict.BucketAll}, Tasks: tasks,
 			Deaths: deaths, Probability: float64(deaths) / float64(tasks), Confidence: predict.Wilson(deaths, tasks, predict.DefaultZ),
 			Reason: reason, ReasonShare: 1}
 		if a, ok := def.Predicted(agent, taskType, reason); ok {

@@ -23,7 +23,7 @@ import (
 func predictionModel() predict.Model {
 	p := triage.Default()
 	row := func(agent, taskType, feature, bucket, reason string, tasks, deaths int64) predict.Prediction {
-		r := predict.Prediction{Agent: agent, TaskType: taskType, Feature: feature, Bucket: bucket, Tasks: tasks, Deaths: deaths,
+		r := predict.Prediction{Key: predict.Key{Agent: agent, TaskType: taskType, Feature: feature, Bucket: bucket}, Tasks: tasks, Deaths: deaths,
 			Probability: float64(deaths) / float64(tasks), Confidence: predict.Wilson(deaths, tasks, predict.DefaultZ),
 			Reason: reason, ReasonShare: 1}
 		if a, ok := p.Predicted(agent, taskType, reason); ok {

@@ -36,8 +36,9 @@ func BenchmarkPublish(b *testing.B) {
 	m := testModel()
 	for a := range 50 {
 		for ty := range 10 {
-			m.Predictions = append(m.Predictions, predict.Prediction{Agent: fmt.Sprintf("agent%d", a), TaskType: fmt.Sprintf("type%d", ty),
-				Feature: predict.FeatureAll, Bucket: predict.BucketAll, Tasks: 100, Deaths: 60, Probability: 0.6, Confidence: 0.5, Reason: "timeout"})
+			m.Predictions = append(m.Predictions, predict.Prediction{
+				Key:   predict.Key{Agent: fmt.Sprintf("agent%d", a), TaskType: fmt.Sprintf("type%d", ty), Feature: predict.FeatureAll, Bucket: predict.BucketAll},
+				Tasks: 100, Deaths: 60, Probability: 0.6, Confidence: 0.5, Reason: "timeout"})
 		}
 	}
 	if _, err := store.New(fs).SavePredictionModel(ctx, m); err != nil {

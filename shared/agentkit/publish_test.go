@@ -28,7 +28,7 @@ var compress = event.Replay{Strategy: "context_window_overflow", MaxContextToken
 // loop (hand them to the editor).
 func testModel() predict.Model {
 	row := func(agent, typ, feature, bucket, reason, action string, r event.Replay, alt string) predict.Prediction {
-		return predict.Prediction{Agent: agent, TaskType: typ, Feature: feature, Bucket: bucket, Tasks: 100, Deaths: 90,
+		return predict.Prediction{Key: predict.Key{Agent: agent, TaskType: typ, Feature: feature, Bucket: bucket}, Tasks: 100, Deaths: 90,
 			Probability: 0.9, Confidence: 0.83, Reason: reason, ReasonShare: 1, Action: action, Strategy: r.Strategy,
 			Replay: r, AlternateAgent: alt}
 	}

@@ -145,10 +145,9 @@ type Model struct {
 // Prediction is one flagged cell: tasks of Agent and TaskType in Bucket of
 // Feature die with Probability (at least Confidence), mostly of Reason.
 type Prediction struct {
-	Agent       string  `json:"agent" firestore:"agent"`
-	TaskType    string  `json:"task_type" firestore:"task_type"`
-	Feature     string  `json:"feature" firestore:"feature"`
-	Bucket      string  `json:"bucket" firestore:"bucket"`
+	// Key is the cell, stored flat (Firestore and JSON both flatten an
+	// embedded struct).
+	Key
 	Tasks       int64   `json:"tasks" firestore:"tasks"`
 	Deaths      int64   `json:"deaths" firestore:"deaths"`
 	Probability float64 `json:"probability" firestore:"probability"`
@@ -161,11 +160,6 @@ type Prediction struct {
 	// Replay are the strategy's headers (Of "", Attempt 0).
 	Replay         event.Replay `json:"replay" firestore:"replay"`
 	AlternateAgent string       `json:"alternate_agent,omitempty" firestore:"alternate_agent,omitempty"`
-}
-
-// Key is the cell of p.
-func (p Prediction) Key() Key {
-	return Key{Agent: p.Agent, TaskType: p.TaskType, Feature: p.Feature, Bucket: p.Bucket}
 }
 
 // Learn flags the cells of stats with at least MinSupport tasks whose
@@ -186,8 +180,7 @@ func Learn(stats Stats, o Options) Model {
 			continue
 		}
 		reason, n := dominant(c.Reasons)
-		p := Prediction{Agent: k.Agent, TaskType: k.TaskType, Feature: k.Feature, Bucket: k.Bucket,
-			Tasks: c.Tasks, Deaths: deaths, Probability: float64(deaths) / float64(c.Tasks), Confidence: conf,
+		p := Prediction{Key: k, Tasks: c.Tasks, Deaths: deaths, Probability: float64(deaths) / float64(c.Tasks), Confidence: conf,
 			Reason: reason, ReasonShare: float64(n) / float64(max(c.Deaths, 1))}
 		if o.Act != nil && p.ReasonDominates() {
 			if a, ok := o.Act(k.Agent, k.TaskType, reason); ok {
@@ -204,7 +197,7 @@ func Learn(stats Stats, o Options) Model {
 			case better(b, a):
 				return 1
 			}
-			return cmp.Compare(a.Key().String(), b.Key().String())
+			return cmp.Compare(a.Key.String(), b.Key.String())
 		})
 		m.Predictions = m.Predictions[:o.MaxPredictions]
 	}
@@ -286,7 +279,7 @@ func pick(rows []Prediction, f Features) (Prediction, bool) {
 	var best Prediction
 	found := false
 	for _, p := range rows {
-		if !slices.Contains(ks, p.Key()) {
+		if !slices.Contains(ks, p.Key) {
 			continue
 		}
 		if !found || better(p, best) {

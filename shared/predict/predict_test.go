@@ -64,7 +64,7 @@ func TestLearnFlagsTheKnownStructure(t *testing.T) {
 	m := predict.Learn(history(), predict.Options{MinSupport: 30, Threshold: 0.5})
 	got := map[string]string{}
 	for _, p := range m.Predictions {
-		got[p.Key().String()] = p.Reason
+		got[p.Key.String()] = p.Reason
 	}
 	want := map[string]string{
 		"coder/refactor/size/64-256KiB": "context_window_overflow",
@@ -80,10 +80,10 @@ func TestLearnFlagsTheKnownStructure(t *testing.T) {
 	for _, p := range m.Predictions {
 		if p.Tasks < 30 || p.Confidence < 0.5 || p.Confidence > p.Probability {
 			t.Errorf("prediction %s: tasks %d, confidence %v, probability %v: want tasks >= 30 and 0.5 <= confidence <= probability",
-				p.Key(), p.Tasks, p.Confidence, p.Probability)
+				p.Key, p.Tasks, p.Confidence, p.Probability)
 		}
 		if p.Action != "" {
-			t.Errorf("prediction %s has action %q without a policy, want advisory", p.Key(), p.Action)
+			t.Errorf("prediction %s has action %q without a policy, want advisory", p.Key, p.Action)
 		}
 	}
 }
@@ -149,12 +149,12 @@ func TestLearnActsThroughThePolicy(t *testing.T) {
 		ok   bool
 	}{
 		{"big refactor", predict.Features{Agent: "coder", TaskType: "refactor", PayloadBytes: 80 << 10, Hour: 3},
-			predict.Prediction{Agent: "coder", TaskType: "refactor", Feature: "size", Bucket: "64-256KiB", Tasks: 300, Deaths: 270,
+			predict.Prediction{Key: predict.Key{Agent: "coder", TaskType: "refactor", Feature: "size", Bucket: "64-256KiB"}, Tasks: 300, Deaths: 270,
 				Probability: 0.9, Reason: "context_window_overflow", ReasonShare: 1, Action: "strategy", Strategy: "compress", Replay: compress}, true},
 		{"small refactor", predict.Features{Agent: "coder", TaskType: "refactor", PayloadBytes: 800, Hour: 3}, predict.Prediction{}, false},
 		{"oversized refactor (a bucket never seen)", predict.Features{Agent: "coder", TaskType: "refactor", PayloadBytes: 2 << 20}, predict.Prediction{}, false},
 		{"blog", predict.Features{Agent: "writer", TaskType: "blog", PayloadBytes: 3 << 10, Hour: 13},
-			predict.Prediction{Agent: "writer", TaskType: "blog", Feature: "all", Bucket: "all", Tasks: 720, Deaths: 504,
+			predict.Prediction{Key: predict.Key{Agent: "writer", TaskType: "blog", Feature: "all", Bucket: "all"}, Tasks: 720, Deaths: 504,
 				Probability: 0.7, Reason: "hallucination_loop", ReasonShare: 1, Action: "dlq"}, true},
 		{"email", predict.Features{Agent: "writer", TaskType: "email", PayloadBytes: 3 << 10}, predict.Prediction{}, false},
 		{"other agent", predict.Features{Agent: "reader", TaskType: "refactor", PayloadBytes: 80 << 10}, predict.Prediction{}, false},
@@ -177,10 +177,10 @@ func TestLearnActsThroughThePolicy(t *testing.T) {
 
 func TestLookupPrefersActionThenConfidence(t *testing.T) {
 	m := predict.Model{Predictions: []predict.Prediction{
-		{Agent: "a", TaskType: "t", Feature: "all", Bucket: "all", Confidence: 0.9, Reason: "advisory"},
-		{Agent: "a", TaskType: "t", Feature: "hour", Bucket: "00-03", Confidence: 0.6, Reason: "low", Action: "strategy"},
-		{Agent: "a", TaskType: "t", Feature: "size", Bucket: "0-1KiB", Confidence: 0.7, Reason: "high", Action: "strategy"},
-		{Agent: "a", TaskType: "t", Feature: "load", Bucket: "1000+", Confidence: 0.99, Reason: "other load", Action: "dlq"},
+		{Key: predict.Key{Agent: "a", TaskType: "t", Feature: "all", Bucket: "all"}, Confidence: 0.9, Reason: "advisory"},
+		{Key: predict.Key{Agent: "a", TaskType: "t", Feature: "hour", Bucket: "00-03"}, Confidence: 0.6, Reason: "low", Action: "strategy"},
+		{Key: predict.Key{Agent: "a", TaskType: "t", Feature: "size", Bucket: "0-1KiB"}, Confidence: 0.7, Reason: "high", Action: "strategy"},
+		{Key: predict.Key{Agent: "a", TaskType: "t", Feature: "load", Bucket: "1000+"}, Confidence: 0.99, Reason: "other load", Action: "dlq"},
 	}}
 	f := predict.Features{Agent: "a", TaskType: "t", PayloadBytes: 10, Hour: 2}
 	if p, _ := m.Lookup(f); p.Reason != "high" {

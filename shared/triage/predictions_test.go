@@ -285,7 +285,7 @@ func TestPredictedIsTheLearnersAct(t *testing.T) {
 	for _, row := range m.Predictions {
 		got[row.Agent+" "+row.Reason] = row.Action + " " + row.Strategy
 		if row.Action == predict.ActionStrategy && row.Replay.MaxContextTokens != 80000 {
-			t.Errorf("row %v: Replay.MaxContextTokens = %d, want 80000", row.Key(), row.Replay.MaxContextTokens)
+			t.Errorf("row %v: Replay.MaxContextTokens = %d, want 80000", row.Key, row.Replay.MaxContextTokens)
 		}
 	}
 	want := map[string]string{"backend context_window_overflow": "strategy context_window_overflow", "cso impossible_task": " "}
@@ -296,7 +296,7 @@ func TestPredictedIsTheLearnersAct(t *testing.T) {
 
 func TestUse(t *testing.T) {
 	row := func(agent, taskType, reason string, tasks int64, conf float64) predict.Prediction {
-		return predict.Prediction{Agent: agent, TaskType: taskType, Feature: predict.FeatureAll, Bucket: predict.BucketAll,
+		return predict.Prediction{Key: predict.Key{Agent: agent, TaskType: taskType, Feature: predict.FeatureAll, Bucket: predict.BucketAll},
 			Tasks: tasks, Confidence: conf, Reason: reason, ReasonShare: 1}
 	}
 	mixed := row("backend", "code_review", "context_window_overflow", 40, 0.8)
