@@ -455,13 +455,6 @@ func LoadDeliver(lookup Lookup) (Deliver, error) {
 	return d, r.Err()
 }
 
-// LoadReplay reads the replay function's configuration.
-func LoadReplay(lookup Lookup) (HTTPFunction, error) {
-	r := NewReader(lookup)
-	c := ReadHTTPFunction(r)
-	return c, r.Err()
-}
-
 // Functions is the local functions host's configuration (cmd/functions).
 type Functions struct {
 	Host string // HOST; default 127.0.0.1

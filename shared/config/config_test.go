@@ -85,10 +85,12 @@ func TestAuthModes(t *testing.T) {
 			for k, v := range tc.env {
 				env[k] = v
 			}
-			got, err := LoadReplay(MapLookup(env))
+			r := NewReader(MapLookup(env))
+			got := ReadHTTPFunction(r)
+			err := r.Err()
 			if tc.wantErr == "" {
 				if err != nil {
-					t.Fatalf("LoadReplay(%v) = %v, want nil", tc.env, err)
+					t.Fatalf("ReadHTTPFunction(%v) = %v, want nil", tc.env, err)
 				}
 				if got.Mode == AuthOIDC && len(got.AllowedEmails) != 2 {
 					t.Errorf("AllowedEmails = %q, want 2 trimmed items", got.AllowedEmails)
@@ -96,7 +98,7 @@ func TestAuthModes(t *testing.T) {
 				return
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("LoadReplay(%v) = %v, want an error containing %q", tc.env, err, tc.wantErr)
+				t.Errorf("ReadHTTPFunction(%v) = %v, want an error containing %q", tc.env, err, tc.wantErr)
 			}
 		})
 	}
