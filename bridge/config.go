@@ -9,12 +9,6 @@ import (
 	"github.com/jsdlq/jsdlq/shared/event"
 )
 
-// MaxEventBytes is the default largest event the bridge publishes: Pub/Sub
-// refuses messages over 10 MB (data plus attributes), and the payload grows by
-// 4/3 in base64. A larger event is forwarded without its payload
-// (message.truncated = true, size and sha256 kept), never dropped.
-const MaxEventBytes = 9_500_000
-
 // Config configures a Bridge.
 type Config struct {
 	// Topic is the Pub/Sub topic, "projects/P/topics/T" or a topic id of the
@@ -32,7 +26,7 @@ type Config struct {
 	// a publish found it gone (an emulator restart). Off in production,
 	// where Terraform owns the topic.
 	EnsureTopic bool
-	// MaxEventBytes overrides the MaxEventBytes default (tests).
+	// MaxEventBytes overrides event.MaxEventBytes (tests).
 	MaxEventBytes int
 	// AckWait is the consumers' ack wait (default 45 s): how long the
 	// messages a crashed bridge held stay invisible to its successor. It
@@ -65,7 +59,7 @@ func (c *Config) defaults() error {
 		c.MaxInFlight = 256
 	}
 	if c.MaxEventBytes <= 0 {
-		c.MaxEventBytes = MaxEventBytes
+		c.MaxEventBytes = event.MaxEventBytes
 	}
 	if c.AckWait <= 0 {
 		c.AckWait = 45 * time.Second

@@ -509,9 +509,6 @@ func (a *app) cmdApprove(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("--edit-payload: %w", err)
 		}
-		if b == nil { // nil would mean no edit
-			b = []byte{}
-		}
 		ed.Payload = b
 	}
 	op, err := a.operator(ctx, false)

@@ -86,15 +86,14 @@ func (a *app) policyShow(ctx context.Context, args []string) error {
 	return nil
 }
 
-// The largest files dlqctl reads: a policy document, and an event (Pub/Sub
-// refuses messages over 10 MB, so no event the bridge forwarded is larger).
-const (
-	maxPolicyFile = 4 << 20
-	maxEventFile  = 10 << 20
-)
+// maxPolicyFile is the largest policy document dlqctl reads (an event file
+// is bounded by event.MaxEventBytes).
+const maxPolicyFile = 4 << 20
 
 // readFileArg reads the file a command line names, stdin for "-", and
-// refuses one of more than limit bytes without reading past the limit.
+// refuses one of more than limit bytes without reading past the limit. An
+// empty file reads as an empty, non-nil slice (io.ReadAll's), which approve
+// --edit-payload takes as "edit to empty", not as "no edit".
 func readFileArg(a *app, path string, limit int64) ([]byte, error) {
 	r, name := a.stdin, "stdin"
 	if path != "-" {
@@ -231,7 +230,7 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 		chain = e.PolicyChain()
 		eventID = e.EventID
 	} else {
-		raw, err := readFileArg(a, pos[1], maxEventFile)
+		raw, err := readFileArg(a, pos[1], event.MaxEventBytes)
 		if err != nil {
 			return err
 		}

@@ -42,6 +42,10 @@ func TestReadFileArg(t *testing.T) {
 			t.Errorf("%s: readFileArg(%q, %d) = %d bytes, %v, want %d bytes", tc.name, tc.path, limit, len(b), err, tc.want)
 		case tc.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.wantErr)):
 			t.Errorf("%s: readFileArg(%q, %d) = %d bytes, %v, want error %q…", tc.name, tc.path, limit, len(b), err, tc.wantErr)
+		case tc.wantErr == "" && b == nil:
+			// approve --edit-payload tells "edit to empty" from "no edit"
+			// by nil.
+			t.Errorf("%s: readFileArg(%q, %d) = nil, want an empty non-nil slice", tc.name, tc.path, limit)
 		}
 	}
 }

@@ -25,6 +25,13 @@ import (
 // produces and the only one Decode accepts.
 const Schema = "jsdlq.event.v1"
 
+// MaxEventBytes is the largest event (data plus attributes) the bridge
+// publishes by default: Pub/Sub refuses messages over 10 MB, and the payload
+// grows by 4/3 in base64. A larger event is forwarded without its payload
+// (message.truncated = true, size and sha256 kept), never dropped; so no
+// event anyone can hold is larger.
+const MaxEventBytes = 9_500_000
+
 // Kind says which capture path produced an event.
 type Kind string
 
