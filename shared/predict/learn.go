@@ -2,6 +2,7 @@ package predict
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -160,6 +161,20 @@ type Prediction struct {
 	// Replay are the strategy's headers (Of "", Attempt 0).
 	Replay         event.Replay `json:"replay" firestore:"replay"`
 	AlternateAgent string       `json:"alternate_agent,omitempty" firestore:"alternate_agent,omitempty"`
+}
+
+// String names the cell and its figures; without it the embedded Key's
+// String would print the cell alone, in logs and test failures alike.
+func (p Prediction) String() string {
+	s := fmt.Sprintf("%s: %d of %d tasks died (probability %.2f, confidence %.2f), mostly %s (%.0f%%)",
+		p.Key, p.Deaths, p.Tasks, p.Probability, p.Confidence, p.Reason, 100*p.ReasonShare)
+	if p.Action != "" {
+		s += ", action " + p.Action
+	}
+	if p.Strategy != "" {
+		s += ", strategy " + p.Strategy
+	}
+	return s
 }
 
 // Learn flags the cells of stats with at least MinSupport tasks whose

@@ -340,3 +340,14 @@ func TestLearnBoundsTheModel(t *testing.T) {
 		t.Errorf("Learn(MaxPredictions 6) rows of %v, want %v (acted-on first, then the most confident)", got, want)
 	}
 }
+
+// A prediction prints its figures, not only its cell (the embedded Key's
+// String would win otherwise).
+func TestPredictionString(t *testing.T) {
+	p := predict.Prediction{Key: predict.Key{Agent: "coder", TaskType: "impl", Feature: "model", Bucket: "big"},
+		Tasks: 40, Deaths: 30, Probability: 0.75, Confidence: 0.6, Reason: "context_window_overflow", ReasonShare: 0.9, Action: predict.ActionStrategy, Strategy: "smaller_context"}
+	want := "coder/impl/model/big: 30 of 40 tasks died (probability 0.75, confidence 0.60), mostly context_window_overflow (90%), action " + predict.ActionStrategy + ", strategy smaller_context"
+	if got := p.String(); got != want {
+		t.Errorf("Prediction.String() = %q, want %q", got, want)
+	}
+}
