@@ -125,7 +125,10 @@ func (s *Store) RevokeTenantKey(ctx context.Context, tenant, id, by string) erro
 				{Path: "revoked", Value: true}, {Path: "revoked_at", Value: now}, {Path: "revoked_by", Value: by},
 			})
 		})
-	return err
+	if err != nil {
+		return fmt.Errorf("revoke: %w", err)
+	}
+	return nil
 }
 
 // RevokeTenantKeys revokes every key of tenant and returns how many were
