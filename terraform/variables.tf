@@ -284,12 +284,12 @@ variable "function_settings" {
   validation {
     # A field left null takes the function module's default.
     condition = alltrue(flatten([for v in values(var.function_settings) : [
-      v.timeout_seconds == null ? true : v.timeout_seconds >= 1 && v.timeout_seconds <= 3600,
+      v.timeout_seconds == null ? true : v.timeout_seconds >= 1 && v.timeout_seconds <= 3600 && floor(v.timeout_seconds) == v.timeout_seconds,
       v.min_instances == null ? true : v.min_instances >= 0,
       v.max_instances == null ? true : v.max_instances >= 1,
       v.concurrency == null ? true : v.concurrency >= 1 && v.concurrency <= 1000,
     ]]))
-    error_message = "function_settings: timeout 1-3600 s, min_instances >= 0, max_instances >= 1, concurrency 1-1000."
+    error_message = "function_settings: timeout 1-3600 whole seconds, min_instances >= 0, max_instances >= 1, concurrency 1-1000."
   }
 }
 
@@ -321,7 +321,7 @@ variable "source_bucket_name" {
   default     = null
 
   validation {
-    condition     = var.source_bucket_name == null || can(regex("^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$", coalesce(var.source_bucket_name, "-")))
+    condition     = var.source_bucket_name == null || can(regex("^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$", var.source_bucket_name))
     error_message = "source_bucket_name must be 3-63 characters of lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit."
   }
 }

@@ -2,7 +2,6 @@ package deploycheck
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/jsdlq/jsdlq/emulator/stack"
@@ -52,4 +51,4 @@ func block(v map[string]any, name string) map[string]any {
 
 // seconds spells a whole number of seconds as Terraform's duration strings
 // do ("10s").
-func seconds(s float64) string { return strings.TrimSuffix(fmt.Sprint(s), ".0") + "s" }
+func seconds(s float64) string { return fmt.Sprintf("%gs", s) }

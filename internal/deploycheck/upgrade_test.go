@@ -15,9 +15,11 @@ import (
 
 // TestUpgradeDestroysNothing plans today's configuration against the state
 // of an earlier deployment (testdata/deployed-addresses.txt): every resource
-// it holds must stay, in place or moved by a moved block. None may be
-// destroyed or replaced; for a topic, the queue or the database that loses
-// what it holds.
+// it holds must keep its address or be moved by a moved block. A resource
+// given a new address without one would be destroyed and re-created (for a
+// topic, the queue or the database: with what it holds). The state knows the
+// addresses, not the deployed attributes, so a change of an attribute that
+// forces a replacement in place is not what this test catches.
 func TestUpgradeDestroysNothing(t *testing.T) {
 	schema := testenv.ProvidersSchema(t)
 	addrs := readAddresses(t, "testdata/deployed-addresses.txt")
