@@ -9,13 +9,13 @@ variable "name_prefix" {
 }
 
 variable "function_services" {
-  type = object({
-    classify  = string
-    replay    = string
-    reconcile = string
-    deliver   = string
-  })
-  description = "Cloud Run service name of each function (deliver: the webhook deliveries)."
+  type        = map(string)
+  description = "Cloud Run service name of each function, by function (classify, replay, reconcile, deliver: the webhook deliveries). Every function's ERROR lines count in function_errors, so a function added to the root reaches the alert without a change here."
+
+  validation {
+    condition     = alltrue([for k in ["classify", "replay", "reconcile"] : contains(keys(var.function_services), k)])
+    error_message = "function_services must name the classify, replay and reconcile services (their log lines feed the metrics)."
+  }
 }
 
 variable "bridge_service" {
