@@ -78,14 +78,15 @@ func startStack(t *testing.T) *chaosStack {
 			t.Fatal(err)
 		}
 	}
+	names := []string{"firestore", "pubsub", "nats", "functions", "bridge"}
+	addrs, err := stack.FreeAddrs(len(names))
+	if err != nil {
+		t.Fatal(err)
+	}
 	taken := map[string]bool{}
-	for _, n := range []string{"firestore", "pubsub", "nats", "functions", "bridge"} {
-		a, err := stack.FreeAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.addr[n] = a
-		taken[a] = true
+	for i, n := range names {
+		s.addr[n] = addrs[i]
+		taken[addrs[i]] = true
 	}
 	// The Cloud Tasks emulator also takes the next port, for its token keys.
 	a, err := stack.FreeAddrPair(taken)

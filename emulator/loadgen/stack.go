@@ -58,11 +58,14 @@ func startStack(ctx context.Context, root, dir string, progress io.Writer) (_ *b
 			return nil, err
 		}
 	}
+	ptrs := []*string{&s.firestore, &s.pubsub, &s.nats, &s.fn, &s.brAddr}
+	addrs, err := stack.FreeAddrs(len(ptrs))
+	if err != nil {
+		return nil, err
+	}
 	taken := map[string]bool{}
-	for _, p := range []*string{&s.firestore, &s.pubsub, &s.nats, &s.fn, &s.brAddr} {
-		if *p, err = stack.FreeAddr(); err != nil {
-			return nil, err
-		}
+	for i, p := range ptrs {
+		*p = addrs[i]
 		taken[*p] = true
 	}
 	if s.tasks, err = stack.FreeAddrPair(taken); err != nil {

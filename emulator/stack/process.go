@@ -299,6 +299,23 @@ func FreeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
+// FreeAddrs returns n distinct loopback addresses nobody listens on now. It
+// holds each port until it has all of them: picked one at a time and let go
+// between picks, the kernel may hand out the same free port twice, and two
+// servers of one stack would then race for it.
+func FreeAddrs(n int) ([]string, error) {
+	addrs := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find free port: %w", err)
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
+	}
+	return addrs, nil
+}
+
 // FreeAddrPair returns a free loopback address, not in taken, whose next
 // port is free and not in taken either: the Cloud Tasks emulator serves its
 // token keys on port+1, where AUTH_MODE=emulator looks for them.

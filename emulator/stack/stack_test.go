@@ -29,6 +29,30 @@ func TestCheckFreeNamesTheHolder(t *testing.T) {
 	}
 }
 
+// The servers of one stack get their ports before any of them starts: the
+// addresses must be distinct (one pick at a time, each port let go before the
+// next, may be handed out twice) and free once FreeAddrs returns.
+func TestFreeAddrsDistinct(t *testing.T) {
+	const n = 64
+	addrs, err := FreeAddrs(n)
+	if err != nil {
+		t.Fatalf("FreeAddrs(%d) = %v", n, err)
+	}
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		if seen[a] {
+			t.Errorf("FreeAddrs(%d) returned %s twice", n, a)
+		}
+		seen[a] = true
+		if err := CheckFree(a); err != nil {
+			t.Errorf("FreeAddrs(%d) = …%s…, but CheckFree(%s) = %v", n, a, a, err)
+		}
+	}
+	if len(addrs) != n {
+		t.Errorf("FreeAddrs(%d) returned %d addresses", n, len(addrs))
+	}
+}
+
 // The Cloud Tasks emulator binds the address and the next port: both must be
 // free and neither one the caller has already handed out.
 func TestFreeAddrPairBothPortsFree(t *testing.T) {
