@@ -18,8 +18,30 @@ type NATS struct {
 	srv  *server.Server
 }
 
+// NATSOption configures the server NewNATS starts.
+type NATSOption func(*server.Options)
+
+// WithPublishDenied adds user (its password is its name), who may do all a
+// client may do except publish to the subjects deny (wildcards allowed). A
+// JetStream API request to a denied subject never reaches JetStream: the
+// server sends the client a permissions violation and the request gets no
+// answer, as with a production user whose permissions leave out a stream.
+// Connections without credentials stay unrestricted.
+func WithPublishDenied(user string, deny ...string) NATSOption {
+	return func(o *server.Options) {
+		if o.NoAuthUser == "" {
+			// Once there are users, a connection without credentials is
+			// refused unless it is taken for one of them.
+			o.NoAuthUser = "jsdlq-testenv-admin"
+			o.Users = append(o.Users, &server.User{Username: o.NoAuthUser, Password: o.NoAuthUser})
+		}
+		o.Users = append(o.Users, &server.User{Username: user, Password: user,
+			Permissions: &server.Permissions{Publish: &server.SubjectPermission{Deny: deny}}})
+	}
+}
+
 // NewNATS starts a JetStream server for this test alone.
-func NewNATS(t testing.TB) *NATS {
+func NewNATS(t testing.TB, opts ...NATSOption) *NATS {
 	t.Helper()
 	n := &NATS{opts: server.Options{
 		Host:      "127.0.0.1",
@@ -31,6 +53,9 @@ func NewNATS(t testing.TB) *NATS {
 		// Keep server-side limits close to a default deployment.
 		MaxPayload: 1 << 20,
 	}}
+	for _, o := range opts {
+		o(&n.opts)
+	}
 	n.start(t)
 	t.Cleanup(n.Shutdown)
 	return n

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -223,5 +224,50 @@ func TestCrashAfterPublish(t *testing.T) {
 		if got := info.State.Msgs; got != 1 {
 			t.Errorf("%s: messages = %d, want 1", tt.name, got)
 		}
+	}
+}
+
+// WithPublishDenied's user is refused exactly the denied subjects: its
+// request to one stream's JetStream API gets a permissions violation and no
+// answer, while its other requests, and connections without credentials, are
+// served.
+func TestPublishDeniedUser(t *testing.T) {
+	n := testenv.NewNATS(t, testenv.WithPublishDenied("limited", "$JS.API.STREAM.INFO.DENIED"))
+	ctx := testenv.Context(t)
+	_, admin := n.Connect(t)
+	for _, name := range []string{"ALLOWED", "DENIED"} {
+		if _, err := admin.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}}); err != nil {
+			t.Fatalf("CreateStream(%s) = %v", name, err)
+		}
+	}
+	violations := make(chan error, 4)
+	_, limited := n.Connect(t, nats.UserInfo("limited", "limited"), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		violations <- err
+	}))
+	for _, tc := range []struct {
+		conn       string
+		js         jetstream.JetStream
+		stream     string
+		wantDenied bool
+	}{
+		{"limited", limited, "ALLOWED", false},
+		{"limited", limited, "DENIED", true},
+		{"without credentials", admin, "DENIED", false},
+	} {
+		// The denied request is never answered: bound its wait.
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := tc.js.Stream(rctx, tc.stream)
+		cancel()
+		if tc.wantDenied != errors.Is(err, context.DeadlineExceeded) || (!tc.wantDenied && err != nil) {
+			t.Errorf("%s: Stream(%s) = %v, want denied %v", tc.conn, tc.stream, err, tc.wantDenied)
+		}
+	}
+	select {
+	case err := <-violations:
+		if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), "$JS.API.STREAM.INFO.DENIED") {
+			t.Errorf("limited connection's error = %v, want a permissions violation for $JS.API.STREAM.INFO.DENIED", err)
+		}
+	case <-ctx.Done():
+		t.Error("limited connection got no permissions violation")
 	}
 }

@@ -1,15 +1,21 @@
 package reconciler_test
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -22,17 +28,7 @@ import (
 func TestCaptureGraceRecordsAndRedriveOnce(t *testing.T) {
 	f := newFixture(t, true)
 	// An explicit record (agentkit.Terminate) of message 5, no entry.
-	hdr, body, err := event.Record{
-		Meta: event.RecordMeta{Stream: workStream, StreamSeq: 5, Subject: "agents.backend.tasks.implementation",
-			PublishedAt: time.Now().UTC(), Failure: event.Failure{Code: "context_window_overflow", RecordedAt: time.Now().UTC()}},
-		Data: []byte(`{"task":5}`),
-	}.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.js.PublishMsg(f.ctx, &nats.Msg{Subject: event.RecordSubject(workStream), Header: nats.Header(hdr), Data: body}); err != nil {
-		t.Fatal(err)
-	}
+	f.record(5)
 	// Message 6: advisory with its entry. Malformed advisory: counted only.
 	f.advisory(6)
 	f.seed(f.st, entry(6, "acme", store.Escalated))
@@ -87,6 +83,127 @@ func TestCaptureGraceRecordsAndRedriveOnce(t *testing.T) {
 	rep = f.run(h, false)
 	if len(rep.Findings) != 0 {
 		t.Errorf("fourth run findings: %s", summary(rep))
+	}
+}
+
+// A stream the reconciler cannot read (here its NATS user may not use that
+// stream's JetStream API: a real permissions violation, and the request gets
+// no answer) fails the capture section with an error naming the stream, and
+// does not keep the other stream from its audit, whichever of the two fails
+// and at whichever request. The failing stream's cursor stays where it was,
+// so nothing of it is lost: once the permissions are fixed, the next run
+// audits its messages.
+func TestCaptureKeepsGoingPastAFailingStream(t *testing.T) {
+	const user = "reconcile"
+	// Each stream holds two due messages, one of them without an entry:
+	// advisories of messages 6 (entry) and 7, records of 5 and 8 (entry).
+	missing := map[string]string{advStream: event.ID(workStream, 7), recStream: event.ID(workStream, 5)}
+	later := func() time.Time { return time.Now().Add(20 * time.Minute) }
+	for _, tc := range []struct {
+		name    string
+		deny    []string // publish subjects the reconciler's user is denied
+		failing string   // the stream that fails; the other must be audited
+		wantErr string   // the section's error starts so
+	}{
+		{
+			name:    "advisory stream lookup",
+			deny:    []string{"$JS.API.STREAM.INFO." + advStream},
+			failing: advStream,
+			wantErr: "stream " + advStream + ": ",
+		},
+		{
+			name: "advisory stream messages",
+			// GetMsg asks JetStream's direct get when the stream allows
+			// it, the stream leader otherwise: deny both.
+			deny:    []string{"$JS.API.STREAM.MSG.GET." + advStream, "$JS.API.DIRECT.GET." + advStream + ".>", "$JS.API.DIRECT.GET." + advStream},
+			failing: advStream,
+			wantErr: "stream " + advStream + " seq 1: ",
+		},
+		{
+			name:    "record stream lookup",
+			deny:    []string{"$JS.API.STREAM.INFO." + recStream},
+			failing: recStream,
+			wantErr: "stream " + recStream + ": ",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, true, testenv.WithPublishDenied(user, tc.deny...))
+			f.record(5)
+			f.advisory(6)
+			f.seed(f.st, entry(6, "acme", store.Escalated))
+			f.advisory(7)
+			f.record(8)
+			f.seed(f.st, entry(8, "acme", store.Escalated))
+			other := advStream
+			if tc.failing == advStream {
+				other = recStream
+			}
+
+			// The premise: the failure is the server's refusal, not
+			// something else of the test's making.
+			violations := make(chan error, 16)
+			_, rjs := f.nats.Connect(t, nats.UserInfo(user, user), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+				select {
+				case violations <- err:
+				default:
+				}
+			}))
+			h := reconciler.New(reconciler.Config{TimeBudget: time.Minute, IOTimeout: 2 * time.Second, AdvisoryStream: advStream, RecordStream: recStream},
+				reconciler.Deps{Logger: obs.NewLogger(f.logs), Store: f.st, Tasks: f.sched, Now: later,
+					JetStream: func(context.Context) (jetstream.JetStream, error) { return rjs, nil }})
+			rep, err := h.Run(f.ctx, false)
+			if err != nil {
+				t.Fatalf("Run = %v", err)
+			}
+			if err := received(f.ctx, violations); !errors.Is(err, nats.ErrPermissionViolation) {
+				t.Fatalf("reconciler's connection got %v, want a permissions violation: the stream failed for another reason", err)
+			}
+
+			sec := section(t, rep, reconciler.SectionCapture)
+			if sec.Status != audit.StatusError || !strings.HasPrefix(sec.Error, tc.wantErr) || !strings.Contains(sec.Error, "no answer within 2s") {
+				t.Errorf("capture section = %s %q, want error %q... saying it got no answer in IOTimeout", sec.Status, sec.Error, tc.wantErr)
+			}
+			if want := reconciler.SectionCapture + ": " + sec.Error; !slices.Contains(rep.Errors, want) {
+				t.Errorf("report errors = %q, want %q", rep.Errors, want)
+			}
+			// The other stream is audited in full, its missing entry re-driven.
+			want := map[string]int64{"checked_" + other: 2, "missing_" + other: 1}
+			if diff := cmp.Diff(want, sec.Counts); diff != "" {
+				t.Errorf("capture counts with %s failing (-want +got):\n%s", tc.failing, diff)
+			}
+			fd := finding(t, rep, audit.AlertAdvisoryEntryMismatch)
+			if !slices.Equal(fd.Examples, []string{missing[other]}) || fd.Repair.Done != 1 {
+				t.Errorf("mismatch = %+v, want %s re-driven", fd, missing[other])
+			}
+
+			// Permissions fixed: the failing stream is audited from where
+			// it stood, and its missing entry is found.
+			rep = f.run(f.handler(reconciler.Config{TimeBudget: time.Minute, IOTimeout: 2 * time.Second}, later), false)
+			sec = section(t, rep, reconciler.SectionCapture)
+			if sec.Counts["checked_"+tc.failing] != 2 || sec.Counts["missing_"+tc.failing] != 1 {
+				t.Errorf("capture counts after the fix = %v, want 2 of %s checked and 1 missing", sec.Counts, tc.failing)
+			}
+			fd = finding(t, rep, audit.AlertAdvisoryEntryMismatch)
+			if !slices.Contains(fd.Examples, missing[tc.failing]) {
+				t.Errorf("mismatch after the fix = %+v, want %s among the examples", fd, missing[tc.failing])
+			}
+		})
+	}
+}
+
+// received is the first value of ch, or nil when ctx ends first.
+func received[T any](ctx context.Context, ch <-chan T) T {
+	select {
+	case v := <-ch: // already there: even when ctx has ended too
+		return v
+	default:
+	}
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+		var zero T
+		return zero
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"cloud.google.com/go/firestore"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/bridge"
@@ -47,10 +48,13 @@ type fixture struct {
 	sched *tasks.Scheduler
 	ct    *testenv.CloudTasks
 	js    jetstream.JetStream
+	nats  *testenv.NATS
 	logs  *logBuffer
 }
 
-func newFixture(t testing.TB, withNATS bool) *fixture {
+// newFixture starts the fixture's emulators and, with withNATS, a JetStream
+// server configured by natsOpts.
+func newFixture(t testing.TB, withNATS bool, natsOpts ...testenv.NATSOption) *fixture {
 	t.Helper()
 	ctx := testenv.Context(t)
 	fs, project := testenv.Firestore(t)
@@ -63,7 +67,7 @@ func newFixture(t testing.TB, withNATS bool) *fixture {
 	t.Cleanup(func() { sched.Close() })
 	f := &fixture{t: t, ctx: ctx, fs: fs, st: store.New(fs), queue: queue, sched: sched, ct: ct, logs: &logBuffer{}}
 	if withNATS {
-		n := testenv.NewNATS(t)
+		n := testenv.NewNATS(t, natsOpts...)
 		_, js := n.Connect(t)
 		if err := bridge.Ensure(ctx, js, bridge.Names{AdvisoryStream: advStream, RecordStream: recStream, FailureBucket: "dlq_failures"}, obs.Discard()); err != nil {
 			t.Fatalf("bridge.Ensure: %v", err)
@@ -71,7 +75,7 @@ func newFixture(t testing.TB, withNATS bool) *fixture {
 		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: workStream, Subjects: []string{"agents.>"}}); err != nil {
 			t.Fatalf("CreateStream(%s): %v", workStream, err)
 		}
-		f.js = js
+		f.js, f.nats = js, n
 	}
 	return f
 }
@@ -180,6 +184,24 @@ func (f *fixture) advisory(seq uint64) {
 	})
 	if _, err := f.js.Publish(f.ctx, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+workStream+".worker", body); err != nil {
 		f.t.Fatalf("publish advisory: %v", err)
+	}
+}
+
+// record publishes the explicit record (agentkit.Terminate) of message seq of
+// the work stream into the record stream.
+func (f *fixture) record(seq uint64) {
+	f.t.Helper()
+	now := time.Now().UTC()
+	hdr, body, err := event.Record{
+		Meta: event.RecordMeta{Stream: workStream, StreamSeq: seq, Subject: "agents.backend.tasks.implementation",
+			PublishedAt: now, Failure: event.Failure{Code: "context_window_overflow", RecordedAt: now}},
+		Data: fmt.Appendf(nil, `{"task":%d}`, seq),
+	}.Encode()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := f.js.PublishMsg(f.ctx, &nats.Msg{Subject: event.RecordSubject(workStream), Header: nats.Header(hdr), Data: body}); err != nil {
+		f.t.Fatalf("publish record: %v", err)
 	}
 }
 
