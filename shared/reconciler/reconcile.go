@@ -95,9 +95,10 @@ type Config struct {
 	DominanceMinTotal  int           // entries in the last hour needed before the share alerts; default 10
 	// Window is the tenant-health and drift window (default 24 h).
 	Window time.Duration
-	// IOTimeout bounds each lease, state, report and Cloud Tasks call
-	// (default DefaultIOTimeout, at most the budget), so an unreachable
-	// dependency fails the call, not the whole run's time.
+	// IOTimeout bounds each lease, state, report and Cloud Tasks call and
+	// each JetStream request of the capture section (default
+	// DefaultIOTimeout, at most the budget), so an unreachable dependency
+	// fails the call, not the whole run's time.
 	IOTimeout time.Duration
 	// Predict is the learner's part of a run (predictions.go).
 	Predict PredictConfig
