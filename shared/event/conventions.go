@@ -7,8 +7,9 @@ import (
 	"strings"
 )
 
-// Conventional message headers jsdlq reads on a task (SPEC §5). Agents and
-// publishers set them; every component reads them through Conventions.
+// Conventional message headers jsdlq reads on a task (docs/contracts.md,
+// "Message headers"). Agents and publishers set them; every component reads
+// them through Conventions.
 const (
 	HeaderTaskID         = "X-Task-ID"
 	HeaderIdempotencyKey = "X-Idempotency-Key"
@@ -21,9 +22,10 @@ const (
 	HeaderRetryStrategy  = "X-Retry-Strategy"
 )
 
-// Headers the replay function sets on a replay (SPEC §9); agents read them
-// back with ParseReplay. ReplayPrefix marks them all: a replay drops every
-// header of an earlier replay before it adds its own.
+// Headers the replay function sets on a replay (docs/contracts.md, "Message
+// headers"); agents read them back with ParseReplay. ReplayPrefix marks them
+// all: a replay drops every header of an earlier replay before it adds its
+// own.
 const (
 	ReplayPrefix           = "Jsdlq-"
 	HeaderReplayOf         = "Jsdlq-Replay-Of"
@@ -68,8 +70,9 @@ const (
 // asked to decide on (with X-Task-ID and X-Tenant-ID naming it too).
 const HeaderTriageEntry = "Jsdlq-Triage-Entry"
 
-// Default names of the JetStream objects jsdlq reads and writes (SPEC §4,
-// §14). Terraform's variable defaults must equal these (a test checks).
+// Default names of the JetStream objects jsdlq reads and writes
+// (docs/configuration.md). Terraform's variable defaults must equal these (a
+// test checks).
 const (
 	DefaultWorkStream     = "TASKS"
 	DefaultAdvisoryStream = "DLQ_ADVISORIES"
@@ -81,8 +84,8 @@ const (
 	DefaultAgentSubjectPrefix = "agents"
 )
 
-// Conventions names the message headers jsdlq reads (SPEC §5) and the
-// subject grammar of tasks.
+// Conventions names the message headers jsdlq reads and the subject grammar of
+// tasks.
 type Conventions struct {
 	TenantHeader  string // default X-Tenant-ID
 	AgentHeader   string // default X-Agent
@@ -92,7 +95,7 @@ type Conventions struct {
 	AgentSubjectPrefix string
 }
 
-// DefaultConventions are the header names of SPEC §5.
+// DefaultConventions are the header names docs/contracts.md documents.
 var DefaultConventions = Conventions{
 	TenantHeader:       HeaderTenant,
 	AgentHeader:        HeaderAgent,
@@ -166,10 +169,10 @@ func (c Conventions) TaskType(subject string, h map[string][]string) string {
 	return s.TaskType
 }
 
-// IdempotencyKey returns the key that makes a task's effects happen once:
-// the X-Idempotency-Key header, else "<task id>-<version>" when the message
-// carries X-Task-Version (SPEC §5), else the task id, else "" (no key: the
-// task cannot be recognised as done, see docs/replay.md).
+// IdempotencyKey returns the key that makes a task's effects happen once: the
+// X-Idempotency-Key header, else "<task id>-<version>" when the message
+// carries X-Task-Version, else the task id, else "" (no key: the task cannot
+// be recognised as done, see docs/replay.md).
 func (c Conventions) IdempotencyKey(h map[string][]string) string {
 	if k := strings.TrimSpace(Header(h, HeaderIdempotencyKey)); k != "" {
 		return k

@@ -1,8 +1,8 @@
-// Package event is the jsdlq.event.v1 envelope (SPEC §5): the one message the
-// bridge publishes to Pub/Sub for every dead JetStream message, and that
-// classify decodes. It owns the event id derivation, the Pub/Sub attributes,
-// the lossless encoding of header values JSON cannot carry, and the explicit
-// DLQ record agentkit publishes to dlq.records.<stream>.
+// Package event is the jsdlq.event.v1 envelope (docs/contracts.md): the one
+// message the bridge publishes to Pub/Sub for every dead JetStream message,
+// and that classify decodes. It owns the event id derivation, the Pub/Sub
+// attributes, the lossless encoding of header values JSON cannot carry, and
+// the explicit DLQ record agentkit publishes to dlq.records.<stream>.
 //
 // Decode is strict: an event that does not satisfy every invariant below is
 // refused with an error wrapping ErrInvalid, so a consumer can acknowledge
@@ -60,7 +60,8 @@ const (
 	MissingPermissionDenied = "permission_denied" // the bridge's credentials may not read the stream
 )
 
-// Attribute names of the Pub/Sub message (SPEC §5), for subscription filters.
+// Attribute names of the Pub/Sub message, for subscription filters
+// (docs/contracts.md, "The event").
 const (
 	AttrKind     = "kind"
 	AttrStream   = "stream"
@@ -76,7 +77,8 @@ const DefaultTenant = "default"
 // ErrInvalid wraps every reason Decode or Validate refuses an event.
 var ErrInvalid = errors.New("event: invalid")
 
-// Event is one dead message. Field order follows SPEC §5.
+// Event is one dead message. Field order follows the schema
+// (docs/event.schema.json).
 type Event struct {
 	Schema string `json:"schema"`
 	// ID is "<stream>.<stream_seq>" (see ID); the dedup key downstream.
@@ -132,13 +134,13 @@ type Message struct {
 	Truncated     bool                `json:"truncated,omitempty"`
 }
 
-// Failure is an agent's account of why a delivery failed (SPEC §4): the one
-// failure record of jsdlq. agentkit fills it (agents set Code, Detail,
-// CompletedSteps, Retryable and ToolFailure; the kit adds Attempt, Agent and
-// RecordedAt), the bridge carries it in events, the store keeps it on the
-// entry and the triage policy reads it.
+// Failure is an agent's account of why a delivery failed (docs/contracts.md,
+// "What an agentkit writes"): the one failure record of jsdlq. agentkit fills
+// it (agents set Code, Detail, CompletedSteps, Retryable and ToolFailure; the
+// kit adds Attempt, Agent and RecordedAt), the bridge carries it in events,
+// the store keeps it on the entry and the triage policy reads it.
 type Failure struct {
-	// Code is a SPEC §6 reason code.
+	// Code is a reason code of the triage policy (docs/policy.md).
 	Code   string `json:"code" firestore:"code"`
 	Detail string `json:"detail,omitempty" firestore:"detail,omitempty"`
 	// Attempt is the delivery that failed (1 for the first).
@@ -202,9 +204,9 @@ func (m *Message) SetMissing(reason string) {
 	m.Missing, m.MissingReason = true, reason
 }
 
-// Attributes returns the Pub/Sub attributes of e (SPEC §5). Empty values are
-// left out: Pub/Sub filters treat an absent attribute and an empty one alike,
-// and some clients refuse empty values.
+// Attributes returns the Pub/Sub attributes of e. Empty values are left out:
+// Pub/Sub filters treat an absent attribute and an empty one alike, and some
+// clients refuse empty values.
 func (e Event) Attributes() map[string]string {
 	a := map[string]string{
 		AttrKind:    string(e.Kind),

@@ -7,12 +7,12 @@ import (
 	"time"
 )
 
-// The explicit DLQ record (SPEC §4, agentkit.Terminate) is a NATS message on
-// RecordSubject(stream) whose body is the original payload byte for byte and
-// whose headers are the original headers plus one RecordHeader holding the
-// record's metadata as JSON. Keeping the payload out of JSON means a record is
-// only a few hundred bytes larger than the original, so any message the
-// server accepted can be copied.
+// The explicit DLQ record (agentkit.Terminate; docs/contracts.md) is a NATS
+// message on RecordSubject(stream) whose body is the original payload byte for
+// byte and whose headers are the original headers plus one RecordHeader
+// holding the record's metadata as JSON. Keeping the payload out of JSON means
+// a record is only a few hundred bytes larger than the original, so any
+// message the server accepted can be copied.
 //
 // Original header names beginning with "Nats-" would be interpreted by the
 // server when the record is published (Nats-Msg-Id, Nats-Expected-*), and
