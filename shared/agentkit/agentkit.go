@@ -1,5 +1,6 @@
 // Package agentkit is what an agent (a JetStream consumer of tasks) imports to
-// die well (SPEC §4):
+// die well (docs/bridge.md, "agentkit"; docs/contracts.md, "What an agentkit
+// writes"):
 //
 //   - Terminate copies the message and the failure to the DLQ record stream,
 //     waits for JetStream to confirm the copy, and only then terminates the
@@ -39,7 +40,8 @@ import (
 	"github.com/jsdlq/jsdlq/shared/event"
 )
 
-// Defaults; the record stream and failure bucket are the bridge's (SPEC §14).
+// Defaults; the record stream and failure bucket are the bridge's
+// (docs/configuration.md, "Bridge").
 const (
 	DefaultRecordStream          = event.DefaultRecordStream
 	DefaultFailureBucket         = event.DefaultFailureBucket
@@ -48,7 +50,8 @@ const (
 	DefaultLease                 = 5 * time.Minute
 )
 
-// Reason codes agentkit itself produces (SPEC §6).
+// Reason codes agentkit itself produces; the triage policy categorises them
+// (docs/policy.md).
 const (
 	CodeContextWindowOverflow = "context_window_overflow"
 )
@@ -66,13 +69,13 @@ var (
 	ErrNoFirestore = errors.New("agentkit: Once needs a Firestore client (WithFirestore)")
 )
 
-// Failure is an agent's account of a failed attempt: the wire contract's
-// one failure record. An agent sets Code (a SPEC §6 reason code), Detail,
-// CompletedSteps (side effects already made), ToolFailure (a tool call, not
-// the model, failed: with completed steps a replay is unsafe) and Retryable
-// (its own view over the policy's: false escalates a code the policy would
-// replay, true lets a permanent code be replayed once). The kit fills
-// Attempt, Agent and RecordedAt.
+// Failure is an agent's account of a failed attempt: the wire contract's one
+// failure record. An agent sets Code (a reason code of the triage policy,
+// docs/policy.md), Detail, CompletedSteps (side effects already made),
+// ToolFailure (a tool call, not the model, failed: with completed steps a
+// replay is unsafe) and Retryable (its own view over the policy's: false
+// escalates a code the policy would replay, true lets a permanent code be
+// replayed once). The kit fills Attempt, Agent and RecordedAt.
 type Failure = event.Failure
 
 // Kit binds agentkit to a JetStream connection and an agent name.

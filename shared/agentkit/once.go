@@ -65,7 +65,8 @@ func IdempotencyDocID(key string) string {
 //   - otherwise Once claims the key in a transaction (create-if-absent or
 //     take over an expired claim), runs fn, and records completion
 //     (completed_at, expire_at = +72 h) before returning (true, nil): the
-//     caller acks after that, as SPEC §13 requires.
+//     caller acks after that, so a crash between the two redelivers a
+//     task already recorded done, which Once then skips.
 //
 // If fn fails, the claim is released and fn's error returned; the next
 // delivery runs fn again.

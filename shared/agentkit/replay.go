@@ -12,9 +12,10 @@ import (
 func ReplayOf(msg jetstream.Msg) event.Replay { return event.ParseReplay(msg.Headers()) }
 
 // IdempotencyKey is the key jsdlq records the task's completion under, read
-// from msg's headers by the conventions replay and reconcile use (SPEC §5):
-// X-Idempotency-Key, else "<X-Task-ID>-<X-Task-Version>", else the task id,
-// else "" (the task has no key: Once cannot protect it).
+// from msg's headers by the conventions replay and reconcile use
+// (docs/contracts.md, "Message headers"): X-Idempotency-Key, else
+// "<X-Task-ID>-<X-Task-Version>", else the task id, else "" (the task has no
+// key: Once cannot protect it).
 func IdempotencyKey(msg jetstream.Msg) string {
 	return event.DefaultConventions.IdempotencyKey(msg.Headers())
 }
