@@ -1,8 +1,8 @@
 // Package auth verifies the callers of the replay and reconcile functions in
-// code, on top of IAM (SPEC §9): Cloud Tasks and Cloud Scheduler send an OIDC
-// token for their service account; a request is let through only when the
-// token is genuine, unexpired, issued by Google, meant for this function and
-// carries an allowed, verified email.
+// code, on top of IAM (docs/configuration.md, AUTH_MODE): Cloud Tasks and
+// Cloud Scheduler send an OIDC token for their service account; a request is
+// let through only when the token is genuine, unexpired, issued by Google,
+// meant for this function and carries an allowed, verified email.
 //
 // A missing or garbled token is 401 Unauthorized; a genuine token for another
 // audience or account is 403 Forbidden. Locally, AUTH_MODE=emulator verifies

@@ -2,7 +2,7 @@
 // (dlqctl uses it): Approve a replay (optionally with an edited payload or
 // headers), Discard an entry, ReplayNow instead of waiting for the scheduled
 // delay, and the two explicit ways past an open tenant breaker, CloseBreaker
-// and ProbeNow (SPEC §15).
+// and ProbeNow (docs/runbook.md, "The gates and their overrides").
 //
 // Every action is scoped to a tenant: an entry of another tenant is
 // ErrNotFound, exactly as an id that does not exist, and is neither changed

@@ -1,7 +1,8 @@
-// Package tasks schedules replays in Cloud Tasks (SPEC §8): one HTTP task per
-// replay attempt of an entry, named deterministically so that scheduling the
-// same attempt twice is harmless (ALREADY_EXISTS counts as success) and a
-// name is never reused for another attempt.
+// Package tasks schedules replays in Cloud Tasks (docs/contracts.md, "The
+// replay task"): one HTTP task per replay attempt of an entry, named
+// deterministically so that scheduling the same attempt twice is harmless
+// (ALREADY_EXISTS counts as success) and a name is never reused for another
+// attempt.
 package tasks
 
 import (
