@@ -16,7 +16,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/event"
 )
 
-// This file holds dlq-audits (SPEC §7): reconcile's run lease, its
+// This file holds dlq-audits (docs/reconcile.md): reconcile's run lease, its
 // resumable scan state and its reports.
 
 // Documents of dlq-audits that are not reports. Report ids never start with

@@ -15,11 +15,11 @@ import (
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
-// This file holds the failure-log entry (SPEC §7): its fields, its status
-// machine and the transitions every component and operator makes. Creating
-// and merging an entry is in record.go, its payload in payload.go.
+// This file holds the failure-log entry (docs/storage.md): its fields, its
+// status machine and the transitions every component and operator makes.
+// Creating and merging an entry is in record.go, its payload in payload.go.
 
-// Status of an entry (SPEC §7).
+// Status of an entry (docs/storage.md, "Status machine").
 type Status string
 
 // Statuses.

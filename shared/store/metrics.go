@@ -16,8 +16,9 @@ const HourLayout = "2006-01-02T15"
 // Hour returns the metrics document id of t's hour (UTC).
 func Hour(t time.Time) string { return t.UTC().Format(HourLayout) }
 
-// Metrics are the counters of one hour (SPEC §7). As a delta only the
-// non-zero counters are written; as a read it is the sum of all shards.
+// Metrics are the counters of one hour (docs/storage.md, "Metrics"). As a
+// delta only the non-zero counters are written; as a read it is the sum of all
+// shards.
 type Metrics struct {
 	Hour             string           `firestore:"hour" json:"hour"`
 	Total            int64            `firestore:"total" json:"total"`

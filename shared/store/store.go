@@ -1,4 +1,4 @@
-// Package store is jsdlq's Firestore access (SPEC §7), one file per
+// Package store is jsdlq's Firestore access (docs/storage.md), one file per
 // aggregate: failure-log entries with their status machine (entry.go,
 // record.go) and chunked payloads (payload.go), the typed entry queries
 // (query.go), hourly sharded metrics (metrics.go) and stream samples

@@ -15,12 +15,12 @@ import (
 	"cloud.google.com/go/firestore"
 )
 
-// This file holds the tenant recovery API's keys (SPEC §16): a key is shown
-// once, when it is made, and only the SHA-256 of its secret is stored. A
-// plain digest is enough because the secret is 32 random bytes (no
-// dictionary to try); the comparison is constant-time all the same. Every
-// verification reads the key's document, so a revocation holds from the
-// next request on: there is no cache to invalidate.
+// This file holds the tenant recovery API's keys (docs/console.md, "The tenant
+// recovery API"): a key is shown once, when it is made, and only the SHA-256
+// of its secret is stored. A plain digest is enough because the secret is 32
+// random bytes (no dictionary to try); the comparison is constant-time all the
+// same. Every verification reads the key's document, so a revocation holds
+// from the next request on: there is no cache to invalidate.
 
 // TenantKeys is the collection of tenant API keys, one document per key id.
 const TenantKeys = "tenant-keys"
