@@ -41,7 +41,8 @@ type Chain struct {
 // Failures is how many failures the chain had before this one.
 func (c Chain) Failures() int { return len(c.Codes) }
 
-// Detection routes, in the order SPEC §6 tries them.
+// Detection routes, in the order they are tried (docs/policy.md, "Detecting
+// the reason code").
 const (
 	RouteRecord     = "record"      // the agentkit failure record
 	RouteTermCode   = "term_code"   // TERM reason is a bare code
@@ -51,7 +52,8 @@ const (
 	RouteNone       = "none"        // nothing explains it: unknown
 )
 
-// Modifications are what a replay changes about the task (SPEC §9 headers).
+// Modifications are what a replay changes about the task, carried in the
+// replay's Jsdlq-* headers (docs/contracts.md, "Message headers").
 type Modifications struct {
 	Instructions     []string `json:"instructions,omitempty" firestore:"instructions,omitempty"`
 	TargetModel      string   `json:"target_model,omitempty" firestore:"target_model,omitempty"`

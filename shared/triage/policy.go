@@ -1,7 +1,8 @@
-// Package triage is the policy engine of SPEC §6: it finds why a task died
-// (reason code), what kind of failure that is (category) and what to do about
-// it (action and retry strategy with its modifications). The policy is YAML
-// data: an embedded default, overridable from Firestore without a redeploy.
+// Package triage is the policy engine (docs/policy.md): it finds why a task
+// died (reason code), what kind of failure that is (category) and what to do
+// about it (action and retry strategy with its modifications). The policy is
+// YAML data: an embedded default, overridable from Firestore without a
+// redeploy.
 package triage
 
 import (
@@ -31,7 +32,8 @@ func DefaultYAML() []byte { return bytes.Clone(defaultYAML) }
 // ErrInvalid wraps every policy validation error.
 var ErrInvalid = errors.New("triage: invalid policy")
 
-// Category is the kind of failure (SPEC §6).
+// Category is the kind of failure; the policy's reasons map each reason code
+// to one (docs/policy.md).
 type Category string
 
 // Categories. Unknown is for reason codes the policy does not know; the
