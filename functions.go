@@ -1,8 +1,8 @@
-// Package jsdlq is the Cloud Functions deploy root (SPEC §3). Its init
-// registers the functions itself: a root that only blank-imports
-// sub-packages makes the Go buildpack fall back to an old template and fail.
-// Registration does no network work; each function builds itself from its
-// environment on its first request, once.
+// Package jsdlq is the Cloud Functions deploy root (docs/architecture.md, "Why
+// it is built this way"). Its init registers the functions itself: a root that
+// only blank-imports sub-packages makes the Go buildpack fall back to an old
+// template and fail. Registration does no network work; each function builds
+// itself from its environment on its first request, once.
 package jsdlq
 
 import (

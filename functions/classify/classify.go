@@ -1,6 +1,7 @@
-// Package classify is the classify function (SPEC §8): it turns a
-// jsdlq.event.v1 CloudEvent from Pub/Sub into a categorised failure-log entry,
-// metrics and, where the policy says so, a scheduled replay.
+// Package classify is the classify function (docs/architecture.md, "One dead
+// task, step by step"): it turns a jsdlq.event.v1 CloudEvent from Pub/Sub into
+// a categorised failure-log entry, metrics and, where the policy says so, a
+// scheduled replay.
 //
 // Pub/Sub delivers at least once and classify may crash anywhere, so every
 // step is idempotent: the entry, its metrics and the tenant breaker change in
@@ -41,7 +42,8 @@ var ErrAwaitingRecord = errors.New("classify: terminated advisory without its me
 
 // Config is what classify reads from its environment.
 type Config struct {
-	// Conventions name the tenant and agent headers; zero means SPEC §5's.
+	// Conventions name the tenant and agent headers; zero means
+	// jevent.DefaultConventions.
 	Conventions jevent.Conventions
 	// RecordWait: a terminated advisory whose message is gone (a WorkQueue
 	// TERM) carries no headers, so it knows neither the tenant nor the

@@ -1,6 +1,6 @@
-// Package reconcile is the reconcile function (SPEC §10): Cloud Scheduler
-// calls it over HTTP with OIDC; it runs the engine of shared/reconciler,
-// which dlqctl audit runs too.
+// Package reconcile is the reconcile function (docs/reconcile.md): Cloud
+// Scheduler calls it over HTTP with OIDC; it runs the engine of
+// shared/reconciler, which dlqctl audit runs too.
 package reconcile
 
 import (

@@ -1,5 +1,5 @@
-// Package replay is the replay function (SPEC §9): Cloud Tasks calls it with
-// {"entry_id","attempt"} when a failure-log entry's replay is due, and it
+// Package replay is the replay function (docs/replay.md): Cloud Tasks calls it
+// with {"entry_id","attempt"} when a failure-log entry's replay is due, and it
 // republishes the dead task to its JetStream work stream, modified by the
 // entry's strategy.
 //
@@ -334,11 +334,11 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 		return h.leave(ctx, log, e, store.Escalated, OutcomeEscalated, "headers_corrupt: "+err.Error(), res)
 	}
 
-	// 4. Gates (SPEC §15). The policy: an operator's approval answers it
-	// for this replay, and only it. The breaker: asked whoever wanted the
-	// replay; an open one holds it. The one way past an open breaker is an
-	// explicit breaker action (store.BreakerProbeNow, BreakerClose), which
-	// the breaker itself records and admit honours.
+	// 4. Gates (docs/replay.md, "Steps"). The policy: an operator's approval
+	// answers it for this replay, and only it. The breaker: asked whoever
+	// wanted the replay; an open one holds it. The one way past an open
+	// breaker is an explicit breaker action (store.BreakerProbeNow,
+	// BreakerClose), which the breaker itself records and admit honours.
 	plan, strategy := e.Plan, e.Strategy
 	var decision *triage.Decision
 	if e.Approved() {
