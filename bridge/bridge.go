@@ -1,9 +1,9 @@
-// Package bridge forwards dead JetStream messages to Pub/Sub (SPEC §4): it
-// reads consumer advisories (max deliveries, terminated) and agentkit's
-// explicit DLQ records from their streams, turns each into one
-// jsdlq.event.v1 event (fetching the original message and the last recorded
-// failure) and publishes it, acknowledging the JetStream message only after
-// Pub/Sub confirmed the publish.
+// Package bridge forwards dead JetStream messages to Pub/Sub (docs/bridge.md):
+// it reads consumer advisories (max deliveries, terminated) and agentkit's
+// explicit DLQ records from their streams, turns each into one jsdlq.event.v1
+// event (fetching the original message and the last recorded failure) and
+// publishes it, acknowledging the JetStream message only after Pub/Sub
+// confirmed the publish.
 //
 // Delivery is at least once: a crash between the Pub/Sub confirmation and the
 // JetStream ack republishes the event with the same id, which every consumer

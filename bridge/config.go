@@ -89,12 +89,12 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// DefaultTopic is the Pub/Sub topic id when DLQ_TOPIC is unset (SPEC §14).
+// DefaultTopic is the Pub/Sub topic id when DLQ_TOPIC is unset.
 const DefaultTopic = "dlq-events"
 
-// Env is the bridge's environment (SPEC §14, docs/configuration.md): the
-// variables every component reads, the bridge's Config and its port. Flags
-// of cmd/bridge override its fields.
+// Env is the bridge's environment (docs/configuration.md): the variables every
+// component reads, the bridge's Config and its port. Flags of cmd/bridge
+// override its fields.
 type Env struct {
 	config.Common
 	Config

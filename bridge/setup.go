@@ -13,7 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Subjects the advisory stream captures (SPEC §4).
+// Subjects the advisory stream captures: the two consumer advisories that
+// announce a dead message.
 const (
 	SubjectMaxDeliveries = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>"
 	SubjectTerminated    = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>"
@@ -21,9 +22,9 @@ const (
 
 // Defaults of what Ensure creates. The advisory stream keeps advisories
 // through a bridge outage (no age limit); the record stream holds explicit
-// records, which carry payloads, so it is bounded tighter (SPEC §13: 10 000
-// messages, discard old, 5 min dedup window). Both are file-backed: memory
-// storage would lose them in a server restart.
+// records, which carry payloads, so it is bounded tighter (10 000 messages,
+// discard old, 5 min dedup window; docs/bridge.md, "What the bridge sets up").
+// Both are file-backed: memory storage would lose them in a server restart.
 const (
 	DefaultAdvisoryMaxMsgs = 100_000
 	DefaultRecordMaxMsgs   = 10_000
@@ -43,8 +44,8 @@ type Names struct {
 	FailureBucket  string
 }
 
-// DefaultNames are the resources' default names (SPEC §14), the ones every
-// deployment uses unless configured otherwise.
+// DefaultNames are the resources' default names (docs/configuration.md), the
+// ones every deployment uses unless configured otherwise.
 var DefaultNames = Names{
 	AdvisoryStream: event.DefaultAdvisoryStream,
 	RecordStream:   event.DefaultRecordStream,

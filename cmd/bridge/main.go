@@ -1,7 +1,8 @@
 // Command bridge forwards dead JetStream messages (consumer advisories and
-// agentkit's explicit records) to the Pub/Sub topic dlq-events. It runs as
-// the Cloud Run container and locally (`go run ./cmd/bridge`). Configuration
-// comes from the environment (SPEC §14, docs/bridge.md); flags override it.
+// agentkit's explicit records) to the Pub/Sub topic dlq-events. It runs as the
+// Cloud Run container and locally (`go run ./cmd/bridge`). Configuration comes
+// from the environment (docs/configuration.md, docs/bridge.md); flags override
+// it.
 //
 // Readiness: GET /healthz on PORT answers 200 once the streams, bucket,
 // topic and consumers are set up, and the log line "bridge ready" is
