@@ -27,7 +27,8 @@ const (
 )
 
 // Failure modes. A replay that carries the strategy's modification headers
-// (SPEC §9) succeeds where the original failed, as a real agent would.
+// (docs/contracts.md, "Message headers") succeeds where the original failed,
+// as a real agent would.
 const (
 	ModeNone          = "none"
 	ModeTransient     = "transient"               // Fail (NAK) on every original delivery; a replay succeeds

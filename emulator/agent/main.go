@@ -151,7 +151,8 @@ func main() {
 	}
 }
 
-// consumerConfig is the SPEC §13 consumer of one agent.
+// consumerConfig is the consumer of one agent that docs/contracts.md ("Work
+// stream and consumers") recommends.
 func consumerConfig(o options) jetstream.ConsumerConfig {
 	bo, _ := parseBackoff(o.backoff)
 	if len(bo) >= o.maxDeliver && o.maxDeliver > 0 {

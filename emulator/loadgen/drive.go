@@ -22,7 +22,7 @@ import (
 // at it lands on the advisory subject the bridge's stream captures. The
 // advisory is published by the driver rather than provoked through a
 // consumer's TERM so that the offered rate is exact and the clock starts
-// when the advisory exists; its JSON is the server's (SPEC §4).
+// when the advisory exists; its JSON is the one nats-server emits.
 type driver struct {
 	js       jetstream.JetStream
 	fs       *firestore.Client

@@ -1,7 +1,7 @@
-// Package stack starts and stops the local servers jsdlq runs against (SPEC
-// §11): each in its own process group, with a readiness check and a log file,
-// stopped as a group because the gcloud emulator wrappers leave their Java
-// children holding the port when only the wrapper is killed.
+// Package stack starts and stops the local servers jsdlq runs against
+// (docs/local-stack.md): each in its own process group, with a readiness check
+// and a log file, stopped as a group because the gcloud emulator wrappers
+// leave their Java children holding the port when only the wrapper is killed.
 package stack
 
 import (

@@ -1,7 +1,8 @@
-// Command stackctl runs the local jsdlq stack (SPEC §11): the Firestore and
-// Pub/Sub emulators, nats-server with JetStream, the Cloud Tasks emulator, the
-// functions host, the bridge and the console, each in its own process group with a log
-// file under .local/log and its state under .local/run.
+// Command stackctl runs the local jsdlq stack (docs/local-stack.md): the
+// Firestore and Pub/Sub emulators, nats-server with JetStream, the Cloud Tasks
+// emulator, the functions host, the bridge and the console, each in its own
+// process group with a log file under .local/log and its state under
+// .local/run.
 //
 //	stackctl up | down | status | logs [-n N] [NAME…] | env
 //	stackctl with -- COMMAND…   (emulators on free ports for one command; make test)

@@ -155,7 +155,8 @@ func (s *localStack) webhookQueue() string {
 	return fmt.Sprintf("projects/%s/locations/%s/queues/dlq-webhooks", s.project, s.location)
 }
 
-// clientEnv points every client at the local stack (SPEC §14).
+// clientEnv points every client at the local stack (docs/configuration.md,
+// "Everywhere").
 func (s *localStack) clientEnv() []string {
 	env := stack.Endpoints{Project: s.project, Firestore: s.addr("firestore"), PubSub: s.addr("pubsub"),
 		CloudTasks: s.addr("cloudtasks"), NATS: s.addr("nats"), Functions: s.addr("functions"), Queue: s.queue(),
