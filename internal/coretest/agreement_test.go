@@ -241,11 +241,12 @@ func (c *core) event(tenant, task string, seq uint64, d dead, replayOf string) j
 	return ev
 }
 
-// Every SPEC §6 reason code, the chain rules (a fifth failure is poison, a
-// second context overflow is quarantined), completed steps with a tool
-// failure and the agent's Retryable mark go through classify's decision,
-// replay's re-evaluation and `dlqctl policy test --entry`; all three give
-// the same category, action and strategy, and that answer is SPEC §6's.
+// Every reason code of the failure taxonomy, the chain rules (a fifth failure
+// is poison, a second context overflow is quarantined), completed steps with a
+// tool failure and the agent's Retryable mark go through classify's decision,
+// replay's re-evaluation and `dlqctl policy test --entry`; all three give the
+// same category, action and strategy, and that answer is the default policy's
+// (docs/policy.md, "The default policy").
 func TestClassifyReplayAndPolicyTestAgree(t *testing.T) {
 	c := newCore(t)
 	yes, no := true, false
@@ -326,7 +327,7 @@ func TestClassifyReplayAndPolicyTestAgree(t *testing.T) {
 			d := c.reevaluate(t, en).Decision
 			replayed := verdict{d.Category, d.Action, d.Strategy}
 			if classified != tt.want {
-				t.Errorf("classify = %+v, want %+v (SPEC §6)", classified, tt.want)
+				t.Errorf("classify = %+v, want %+v (the default policy)", classified, tt.want)
 			}
 			if tested != classified {
 				t.Errorf("dlqctl policy test --entry = %+v, classify = %+v", tested, classified)

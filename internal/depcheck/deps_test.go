@@ -15,7 +15,7 @@ import (
 const module = "github.com/jsdlq/jsdlq"
 
 // notDeployed are the trees no deployed binary may link: test
-// infrastructure (SPEC §3: internal/) and the local stack (emulator/).
+// infrastructure (internal/) and the local stack (emulator/).
 var notDeployed = []string{module + "/internal/", module + "/emulator/"}
 
 // localOnly are main packages under cmd/ that are part of the local stack,
