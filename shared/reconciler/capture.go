@@ -50,19 +50,9 @@ func (r *run) capture(ctx context.Context, sec *audit.Section) error {
 }
 
 func (r *run) captureStream(ctx context.Context, sec *audit.Section, js jetstream.JetStream, name string, f **audit.Finding) error {
-	// Every JetStream request gets IOTimeout of its own. A request the
-	// server drops (a NATS user whose permissions leave out this stream's
-	// API gets no answer, only an asynchronous permissions violation) would
-	// otherwise wait for the run's deadline, and the other stream, whose
-	// turn comes after, would find no time left.
-	lctx, cancel := r.h.ioCtx(ctx)
-	str, err := stream(lctx, sec, js, name)
-	cancel()
-	if err != nil {
-		return r.unanswered(ctx, err)
-	}
-	if str == nil {
-		return nil
+	str, err := r.stream(ctx, sec, js, name)
+	if err != nil || str == nil {
+		return err
 	}
 	info := str.CachedInfo()
 	last := info.State.LastSeq
@@ -80,15 +70,13 @@ func (r *run) captureStream(ctx context.Context, sec *audit.Section, js jetstrea
 		var batch []captured
 		stop := false
 		for seq <= last && len(batch) < r.h.cfg.PageSize && checked+len(batch) < r.h.cfg.MaxCaptureMsgs {
-			gctx, cancel := r.h.ioCtx(ctx)
-			m, err := str.GetMsg(gctx, seq)
-			cancel()
+			m, err := askJetStream(ctx, r.h, func(ctx context.Context) (*jetstream.RawStreamMsg, error) { return str.GetMsg(ctx, seq) })
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
 				seq++ // removed by the stream's limits
 				continue
 			}
 			if err != nil {
-				return r.unanswered(ctx, fmt.Errorf("stream %s seq %d: %w", name, seq, err))
+				return fmt.Errorf("stream %s seq %d: %w", name, seq, err)
 			}
 			if r.now().Sub(m.Time) < r.h.cfg.CaptureGrace {
 				sec.Add("pending_"+name, int64(last-seq+1))
@@ -132,11 +120,11 @@ func (r *run) captureStream(ctx context.Context, sec *audit.Section, js jetstrea
 			}
 			msg := &nats.Msg{Subject: c.subject, Header: c.header, Data: c.data}
 			msg.Header.Set(jetstream.MsgIDHeader, RedrivePrefix+name+"."+fmt.Sprint(c.seq))
-			pctx, cancel := r.h.ioCtx(ctx)
-			_, err := js.PublishMsg(pctx, msg, jetstream.WithExpectStream(name))
-			cancel()
+			_, err := askJetStream(ctx, r.h, func(ctx context.Context) (*jetstream.PubAck, error) {
+				return js.PublishMsg(ctx, msg, jetstream.WithExpectStream(name))
+			})
 			if err != nil {
-				(*f).Repair.Fail(r.unanswered(ctx, fmt.Errorf("redrive %s: %w", c.eventID, err)))
+				(*f).Repair.Fail(fmt.Errorf("redrive %s: %w", c.eventID, err))
 				continue
 			}
 			(*f).Repair.Done++
@@ -154,16 +142,6 @@ func (r *run) captureStream(ctx context.Context, sec *audit.Section, js jetstrea
 		}
 	}
 	return nil
-}
-
-// unanswered says what a JetStream request that ran out of its own IOTimeout
-// (not the run's) means, which a bare "context deadline exceeded" leaves the
-// operator to guess.
-func (r *run) unanswered(ctx context.Context, err error) error {
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		return fmt.Errorf("%w (no answer within %v: check the NATS user's permissions for this stream's JetStream API, and the stream's health)", err, r.h.cfg.IOTimeout)
-	}
-	return err
 }
 
 // parseCaptured reads the event id an advisory or a record stands for.

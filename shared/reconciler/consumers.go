@@ -69,7 +69,7 @@ func (r *run) consumers(ctx context.Context, sec *audit.Section) error {
 
 // consumersOf audits one work stream.
 func (r *run) consumersOf(ctx context.Context, sec *audit.Section, js jetstream.JetStream, name string, u *unconsumed) error {
-	str, err := stream(ctx, sec, js, name)
+	str, err := r.stream(ctx, sec, js, name)
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,8 @@ func (r *run) consumersOf(ctx context.Context, sec *audit.Section, js jetstream.
 		delete(r.state.Unconsumed, name)
 		return nil
 	}
-	filters, n, err := consumerFilters(ctx, str)
+	cs, err := askJetStream(ctx, r.h, func(ctx context.Context) (streamConsumers, error) { return consumerFilters(ctx, str) })
+	filters, n := cs.filters, cs.n
 	if err != nil {
 		return err
 	}
@@ -94,7 +95,9 @@ func (r *run) consumersOf(ctx context.Context, sec *audit.Section, js jetstream.
 		delete(r.state.Unconsumed, name)
 		return nil
 	}
-	info, err := str.Info(ctx, jetstream.WithSubjectFilter(">"))
+	info, err := askJetStream(ctx, r.h, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+		return str.Info(ctx, jetstream.WithSubjectFilter(">"))
+	})
 	if err != nil {
 		return fmt.Errorf("subjects of %s: %w", name, err)
 	}
@@ -225,28 +228,32 @@ func (r *run) consumersOf(ctx context.Context, sec *audit.Section, js jetstream.
 	return nil
 }
 
-// consumerFilters lists the filter subjects of a stream's consumers ("" for
-// a consumer without a filter, which receives everything) and how many
-// consumers there are.
-func consumerFilters(ctx context.Context, str jetstream.Stream) ([]string, int, error) {
-	var filters []string
-	n := 0
+// streamConsumers is what a stream's consumers receive: their filter
+// subjects ("" for a consumer without a filter, which receives everything)
+// and how many consumers there are.
+type streamConsumers struct {
+	filters []string
+	n       int
+}
+
+// consumerFilters lists a stream's consumers.
+func consumerFilters(ctx context.Context, str jetstream.Stream) (streamConsumers, error) {
+	var c streamConsumers
 	lister := str.ListConsumers(ctx)
 	for ci := range lister.Info() {
-		n++
-		c := ci.Config
-		switch {
-		case len(c.FilterSubjects) > 0:
-			filters = append(filters, c.FilterSubjects...)
-		default:
-			filters = append(filters, c.FilterSubject)
+		c.n++
+		if cfg := ci.Config; len(cfg.FilterSubjects) > 0 {
+			c.filters = append(c.filters, cfg.FilterSubjects...)
+		} else {
+			c.filters = append(c.filters, cfg.FilterSubject)
 		}
 	}
 	if err := lister.Err(); err != nil {
-		return nil, 0, fmt.Errorf("consumers of %s: %w", str.CachedInfo().Config.Name, err)
+		return streamConsumers{}, fmt.Errorf("consumers of %s: %w", str.CachedInfo().Config.Name, err)
 	}
-	slices.Sort(filters)
-	return slices.Compact(filters), n, nil
+	slices.Sort(c.filters)
+	c.filters = slices.Compact(c.filters)
+	return c, nil
 }
 
 // subjectWalk reads one stream's messages subject by subject, within the
@@ -263,7 +270,9 @@ type subjectWalk struct {
 // is none.
 func (w *subjectWalk) next(ctx context.Context, subj string, seq uint64) (*jetstream.RawStreamMsg, error) {
 	w.budget--
-	m, err := w.str.GetMsg(ctx, max(seq, 1), jetstream.WithGetMsgSubject(subj))
+	m, err := askJetStream(ctx, w.r.h, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+		return w.str.GetMsg(ctx, max(seq, 1), jetstream.WithGetMsgSubject(subj))
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	}

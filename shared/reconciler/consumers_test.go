@@ -2,6 +2,7 @@ package reconciler_test
 
 import (
 	"bytes"
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -10,8 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -252,5 +255,59 @@ func TestMissingStreamsNoted(t *testing.T) {
 				t.Errorf("%s note = %q, want it to say stream %s does not exist", tt.section, sec.Note, name)
 			}
 		}
+	}
+}
+
+// A work stream whose JetStream API the reconciler's NATS user may not use
+// never answers (the server drops the request; the client gets only an
+// asynchronous permissions violation). The traffic and consumers sections
+// fail that stream after one IOTimeout, naming it, instead of waiting for
+// the run's deadline (which left the sections after traffic no time at
+// all), and the work stream after it is still audited.
+func TestConsumersKeepGoingPastAFailingStream(t *testing.T) {
+	const user, denied = "reconcile", "DENIED_WORK"
+	f := newFixture(t, true, testenv.WithPublishDenied(user, "$JS.API.STREAM.INFO."+denied))
+	if _, err := f.js.CreateStream(f.ctx, jetstream.StreamConfig{Name: denied, Subjects: []string{"denied.>"}}); err != nil {
+		t.Fatalf("CreateStream(%s): %v", denied, err)
+	}
+	if _, err := f.js.CreateOrUpdateConsumer(f.ctx, workStream, jetstream.ConsumerConfig{
+		Durable: "worker", FilterSubject: "agents.backend.tasks.>", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatalf("CreateOrUpdateConsumer: %v", err)
+	}
+	ack, err := f.js.Publish(f.ctx, "agents.nobody.tasks.deploy", []byte(`{"deploy":1}`))
+	if err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	_, rjs := f.nats.Connect(t, nats.UserInfo(user, user))
+	later := func() time.Time { return time.Now().Add(5 * time.Minute) }
+	h := reconciler.New(reconciler.Config{TimeBudget: time.Minute, IOTimeout: 2 * time.Second, WorkStreams: []string{denied, workStream},
+		AdvisoryStream: advStream, RecordStream: recStream},
+		reconciler.Deps{Logger: obs.NewLogger(f.logs), Store: f.st, Tasks: f.sched, Now: later,
+			JetStream: func(context.Context) (jetstream.JetStream, error) { return rjs, nil }})
+	rep, err := h.Run(f.ctx, true)
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	sec := section(t, rep, reconciler.SectionConsumers)
+	if want := "stream " + denied + ": "; sec.Status != audit.StatusError || !strings.HasPrefix(sec.Error, want) || !strings.Contains(sec.Error, "no answer within 2s") {
+		t.Errorf("consumers section = %s %q, want error %q... saying it got no answer in IOTimeout", sec.Status, sec.Error, want)
+	}
+	if sec.Counts["consumers_"+workStream] != 1 {
+		t.Errorf("consumers counts = %v, want 1 consumer of %s: the stream after the failing one is audited", sec.Counts, workStream)
+	}
+	// The traffic section samples the same work streams, each under a bound
+	// of its own too.
+	if rep.Traffic == nil || len(rep.Traffic.Streams) != 2 {
+		t.Fatalf("traffic = %+v, want a row for each of the 2 work streams", rep.Traffic)
+	}
+	if row := rep.Traffic.Streams[0]; row.Stream != denied || !strings.Contains(row.Error, "no answer within 2s") {
+		t.Errorf("traffic row %s error %q, want %s saying it got no answer in IOTimeout", row.Stream, row.Error, denied)
+	}
+	if row := rep.Traffic.Streams[1]; row.Stream != workStream || row.Error != "" {
+		t.Errorf("traffic row %s error %q, want %s sampled", row.Stream, row.Error, workStream)
+	}
+	fd := finding(t, rep, audit.AlertUnconsumedMessages)
+	if want := []string{event.ID(workStream, ack.Sequence)}; fd.Count != 1 || !slices.Equal(fd.Examples, want) {
+		t.Errorf("%s = %+v, want 1 message, examples %v", audit.AlertUnconsumedMessages, fd, want)
 	}
 }

@@ -20,6 +20,23 @@ func (h *Handler) ioCtx(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, h.cfg.IOTimeout)
 }
 
+// askJetStream makes one JetStream request under IOTimeout of its own. The
+// server drops a request the NATS user may not make and the client gets
+// only an asynchronous permissions violation, so such a request would
+// otherwise wait for the run's deadline and leave no time for the streams
+// whose turn comes after; a request that ran out of its own timeout (not
+// the run's) says what that usually means, which a bare "context deadline
+// exceeded" leaves the operator to guess.
+func askJetStream[T any](ctx context.Context, h *Handler, req func(context.Context) (T, error)) (T, error) {
+	rctx, cancel := h.ioCtx(ctx)
+	defer cancel()
+	v, err := req(rctx)
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		err = fmt.Errorf("%w (no answer within %v: check the NATS user's permissions for this stream's JetStream API, and the stream's health)", err, h.cfg.IOTimeout)
+	}
+	return v, err
+}
+
 // errStalled ends a task listing that made no progress for IOTimeout.
 var errStalled = errors.New("reconcile: no progress")
 

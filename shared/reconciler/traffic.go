@@ -29,7 +29,7 @@ func (r *run) traffic(ctx context.Context, sec *audit.Section) error {
 	for _, name := range r.h.cfg.WorkStreams {
 		row := &audit.StreamTraffic{Stream: name, Acked: map[string]int64{}, Pending: map[string]int64{}}
 		rows[name] = row
-		s, err := sample(ctx, js, name, now)
+		s, err := askJetStream(ctx, r.h, func(ctx context.Context) (store.MetricsSample, error) { return sample(ctx, js, name, now) })
 		if err != nil {
 			row.Error = err.Error()
 			errs = append(errs, err)
@@ -166,8 +166,8 @@ func eachStream(names []string, check func(name string) error) error {
 // stream opens stream name for a section that reads it. A stream that does
 // not exist is counted and noted on the section, and stream returns nil
 // without an error: there is nothing of it to audit, which is not a failure.
-func stream(ctx context.Context, sec *audit.Section, js jetstream.JetStream, name string) (jetstream.Stream, error) {
-	str, err := js.Stream(ctx, name)
+func (r *run) stream(ctx context.Context, sec *audit.Section, js jetstream.JetStream, name string) (jetstream.Stream, error) {
+	str, err := askJetStream(ctx, r.h, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, name) })
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		sec.Add("streams_missing", 1)
 		addNote(sec, "stream "+name+" does not exist")
