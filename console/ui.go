@@ -291,7 +291,7 @@ func (s *Server) overview(r *http.Request) (string, string, any, error) {
 		},
 		func() (err error) { recovery[1], err = s.store.RecoveryBetween(ctx, first, now); return err },
 		func() (err error) {
-			d.Breakers, err = s.store.ListBreakers(ctx, []string{store.BreakerOpen, store.BreakerHalfOpen}, 100)
+			d.Breakers, err = s.store.ListBreakers(ctx, store.BreakerStatesNotClosed(), 100)
 			return err
 		},
 		func() (err error) { d.Audit, err = s.store.LatestAudit(ctx); return err },
@@ -656,7 +656,7 @@ type tenantsData struct {
 }
 
 func (s *Server) tenants(r *http.Request) (string, string, any, error) {
-	bs, err := s.store.ListBreakers(r.Context(), []string{store.BreakerOpen, store.BreakerHalfOpen, store.BreakerClosed}, 500)
+	bs, err := s.store.ListBreakers(r.Context(), store.BreakerStates(), 500)
 	if err != nil {
 		return "", "", nil, err
 	}

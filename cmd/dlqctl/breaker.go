@@ -59,7 +59,7 @@ func (a *app) breakerLs(ctx context.Context, args []string) error {
 		if b.State != store.BreakerClosed {
 			list = append(list, b)
 		}
-	} else if list, err = st.ListBreakers(ctx, []string{store.BreakerOpen, store.BreakerHalfOpen}, reconciler.MaxBreakers); err != nil {
+	} else if list, err = st.ListBreakers(ctx, store.BreakerStatesNotClosed(), reconciler.MaxBreakers); err != nil {
 		return err
 	}
 	out := make([]breakerJSON, 0, len(list))

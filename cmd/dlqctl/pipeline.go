@@ -217,7 +217,7 @@ func (a *app) cmdHealth(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	breakers, err := st.ListBreakers(ctx, []string{store.BreakerOpen, store.BreakerHalfOpen}, reconciler.MaxBreakers)
+	breakers, err := st.ListBreakers(ctx, store.BreakerStatesNotClosed(), reconciler.MaxBreakers)
 	if err != nil {
 		return err
 	}

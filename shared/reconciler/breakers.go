@@ -17,7 +17,7 @@ const MaxBreakers = 1000
 // breakers open past their cooldown and raises the tenant alert for
 // breakers that have not been closed for too long.
 func (r *run) breakers(ctx context.Context, sec *audit.Section) error {
-	list, err := r.h.store.ListBreakers(ctx, []string{store.BreakerOpen, store.BreakerHalfOpen}, MaxBreakers)
+	list, err := r.h.store.ListBreakers(ctx, store.BreakerStatesNotClosed(), MaxBreakers)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,16 @@ const (
 	BreakerHalfOpen = "half_open"
 )
 
+// BreakerStatesNotClosed are the states in which a breaker holds replays
+// back (open, or half-open with at most its one probe let through): the
+// breakers reconcile audits and operators are shown. A new slice each call,
+// so no caller can change another's.
+func BreakerStatesNotClosed() []string { return []string{BreakerOpen, BreakerHalfOpen} }
+
+// BreakerStates are every state a breaker can be in, the ones not closed
+// first.
+func BreakerStates() []string { return append(BreakerStatesNotClosed(), BreakerClosed) }
+
 // BreakerConfig are a tenant breaker's thresholds (SPEC §7).
 type BreakerConfig struct {
 	Threshold int           // failures in Window that open it
@@ -398,7 +408,9 @@ func (s *Store) ReleaseProbe(ctx context.Context, e *Entry, by string) error {
 	return err
 }
 
-// ListBreakers returns up to limit tenant breakers in one of states.
+// ListBreakers returns up to limit tenant breakers in one of states:
+// BreakerStatesNotClosed for those holding replays back, BreakerStates for
+// all.
 func (s *Store) ListBreakers(ctx context.Context, states []string, limit int) ([]*Breaker, error) {
 	return queryDocs(ctx, s, s.fs.Collection(Breakers).Where("state", "in", states).Limit(limit), Breakers,
 		func(snap *firestore.DocumentSnapshot) (*Breaker, error) {
