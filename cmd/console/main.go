@@ -24,7 +24,6 @@ import (
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
-	"github.com/jsdlq/jsdlq/shared/webhook"
 )
 
 func main() { obs.Command("console", run) }
@@ -75,7 +74,7 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 	srv := console.New(st, op, auth,
 		console.WithLogger(log), console.WithTaskState(sched), console.WithServe(cfg.UI, cfg.API),
 		console.WithSecureCookies(cfg.OnGoogleCloud),
-		console.WithWebhookGuard(webhook.NewGuard(webhook.WithLocal(cfg.Webhooks.Local), webhook.WithOwnURLs(cfg.Webhooks.OwnURLs...))))
+		console.WithWebhookGuard(cfg.Webhooks.Guard()))
 
 	hs, err := obs.Listen(*host, cfg.Port, srv.Handler())
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/jsdlq/jsdlq/shared/store"
-	"github.com/jsdlq/jsdlq/shared/webhook"
 )
 
 // webhookUsage is the webhook command's part of the usage text.
@@ -25,9 +24,7 @@ func (a *app) cmdWebhook(ctx context.Context, args []string) error {
 	var target string
 	if c.sub == "add" {
 		// Checked before any client is made: a refused URL changes nothing.
-		cfg := a.config().Webhooks
-		g := webhook.NewGuard(webhook.WithLocal(cfg.Local), webhook.WithOwnURLs(cfg.OwnURLs...))
-		u, err := g.Check(ctx, c.rest[0])
+		u, err := a.config().Webhooks.Guard().Check(ctx, c.rest[0])
 		if err != nil {
 			return usagef("%v", err)
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/httpfunc"
 	"github.com/jsdlq/jsdlq/shared/store"
-	"github.com/jsdlq/jsdlq/shared/webhook"
 )
 
 // FromEnv builds the deliver function from its environment (lookup:
@@ -33,6 +32,6 @@ func build(cfg config.Deliver, fs *firestore.Client, log *slog.Logger) (http.Han
 	return New(Config{DisableAfter: cfg.Webhooks.DisableAfter, Timeout: cfg.Webhooks.Timeout}, Deps{
 		Logger: log,
 		Store:  store.New(fs),
-		Guard:  webhook.NewGuard(webhook.WithLocal(cfg.Webhooks.Local), webhook.WithOwnURLs(cfg.Webhooks.OwnURLs...)),
+		Guard:  cfg.Webhooks.Guard(),
 	}), nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/tasks"
+	"github.com/jsdlq/jsdlq/shared/webhook"
 )
 
 // ErrInvalid wraps every configuration error.
@@ -391,6 +392,14 @@ type Webhooks struct {
 	// WEBHOOK_DELIVER_URL, CONSOLE_URL and WEBHOOK_DENY_URLS (a list: the
 	// other functions, the push endpoint, the tenant API).
 	OwnURLs []string
+}
+
+// Guard is the webhook.Guard these settings call for: http and local
+// addresses only when Local, never one of OwnURLs. Every component that
+// checks or calls a tenant's endpoint builds its guard here, so registering
+// (dlqctl, the console) and delivering cannot disagree on what is allowed.
+func (w Webhooks) Guard() *webhook.Guard {
+	return webhook.NewGuard(webhook.WithLocal(w.Local), webhook.WithOwnURLs(w.OwnURLs...))
 }
 
 // Webhook defaults.

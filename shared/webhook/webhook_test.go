@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
+	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/webhook"
 )
 
@@ -142,10 +143,14 @@ func TestSecretNeverPrints(t *testing.T) {
 	}
 }
 
+// The guards the components build from their configuration
+// (config.Webhooks.Guard) decide as the options they stand for do.
 func TestGuard(t *testing.T) {
 	own := []string{"https://jsdlq-replay-123.europe-west1.run.app", "https://console.example.com/", "http://127.0.0.1:8080/Replay"}
 	strict := webhook.NewGuard(webhook.WithOwnURLs(own...))
 	local := webhook.NewGuard(webhook.WithLocal(true), webhook.WithOwnURLs(own...))
+	strictConfig := config.Webhooks{OwnURLs: own}.Guard()
+	localConfig := config.Webhooks{Local: true, OwnURLs: own}.Guard()
 	tests := []struct {
 		url               string
 		strictOK, localOK bool
@@ -186,7 +191,10 @@ func TestGuard(t *testing.T) {
 			name  string
 			guard *webhook.Guard
 			ok    bool
-		}{{"strict", strict, tt.strictOK}, {"local", local, tt.localOK}} {
+		}{
+			{"strict", strict, tt.strictOK}, {"local", local, tt.localOK},
+			{"config strict", strictConfig, tt.strictOK}, {"config local", localConfig, tt.localOK},
+		} {
 			_, err := g.guard.Parse(tt.url)
 			if (err == nil) != g.ok {
 				t.Errorf("%s Parse(%q) = %v, want ok %v", g.name, tt.url, err, g.ok)
