@@ -250,7 +250,8 @@ type Traffic struct {
 	// was published (see docs/reconcile.md); from the last complete pass
 	// over the entries.
 	Duplicates int64 `json:"duplicates"`
-	// DLQRate is Dead / Published; -1 when nothing was published.
+	// DLQRate is Dead / Published; -1 when nothing was published (the
+	// rule of store.DeadRate, which dlqctl stats and the console use too).
 	DLQRate float64 `json:"dlq_rate"`
 }
 

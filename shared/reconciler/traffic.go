@@ -47,7 +47,7 @@ func (r *run) traffic(ctx context.Context, sec *audit.Section) error {
 	if err != nil {
 		return err
 	}
-	t := &audit.Traffic{From: from, To: now, DLQRate: -1}
+	t := &audit.Traffic{From: from, To: now}
 	for _, name := range r.h.cfg.WorkStreams {
 		row := rows[name]
 		cur, ok := current[name]
@@ -85,9 +85,7 @@ func (r *run) traffic(ctx context.Context, sec *audit.Section) error {
 	if lp := r.state.LastPass; lp != nil {
 		t.Duplicates = lp.Duplicates
 	}
-	if t.Published > 0 {
-		t.DLQRate = float64(t.Dead) / float64(t.Published)
-	}
+	t.DLQRate = store.DeadRate{Dead: t.Dead, Published: t.Published}.Rate()
 	r.rep.Traffic = t
 	return errors.Join(errs...)
 }

@@ -55,8 +55,8 @@ func TestTrafficTableFromSamples(t *testing.T) {
 	h := f.handler(reconciler.Config{TimeBudget: time.Minute, WorkStreams: []string{workStream}}, nil)
 	first := f.run(h, false)
 	tr := first.Traffic
-	if tr == nil || len(tr.Streams) != 1 || tr.Streams[0].LastSeq != 10 || tr.Streams[0].Published != 0 {
-		t.Fatalf("first traffic = %+v, want last_seq 10 and nothing published since the first sample", tr)
+	if tr == nil || len(tr.Streams) != 1 || tr.Streams[0].LastSeq != 10 || tr.Streams[0].Published != 0 || tr.DLQRate != -1 {
+		t.Fatalf("first traffic = %+v, want last_seq 10, nothing published since the first sample and so the DLQ rate unknown (-1)", tr)
 	}
 	samples, err := f.st.ReadSamples(f.ctx, time.Now().Add(-time.Hour), time.Now())
 	if err != nil || len(samples[workStream]) != 1 || samples[workStream][0].Consumers["worker"].AckFloor != 4 {

@@ -94,12 +94,14 @@ func (s *Store) HourlyPublished(ctx context.Context, first time.Time, n int) ([]
 	return out, nil
 }
 
-// DeadRate compares the tasks that died with the tasks published, over
-// the hours whose published count is known: an hour without a work-stream
-// sample (HourlyPublished's -1) counts neither its deaths nor its tasks, so
-// the rate compares like with like.
+// DeadRate is the DLQ rate: the tasks that died (failure-log entries
+// created) against the tasks published to the work streams over the same
+// time. Hour by hour (Add), only the hours whose published count is known
+// count: an hour without a work-stream sample (HourlyPublished's -1) counts
+// neither its deaths nor its tasks, so the rate compares like with like.
+// Reconcile's traffic window sets Dead and Published directly.
 type DeadRate struct {
-	Sampled   int   // hours counted
+	Sampled   int   // hours counted by Add
 	Dead      int64 // entries created in them
 	Published int64
 }
@@ -116,11 +118,15 @@ func (r *DeadRate) Add(dead, published int64) {
 }
 
 // Rate is Dead / Published (the DLQ rate), -1 when nothing was published.
-func (r DeadRate) Rate() float64 {
-	if r.Published <= 0 {
+func (r DeadRate) Rate() float64 { return ratio(r.Dead, r.Published) }
+
+// ratio is the rule of every rate here: n / d, and -1 ("unknown", shown
+// as such, never as 0 %) when there is nothing to divide by.
+func ratio(n, d int64) float64 {
+	if d <= 0 {
 		return -1
 	}
-	return float64(r.Dead) / float64(r.Published)
+	return float64(n) / float64(d)
 }
 
 // SettledStatuses are the statuses in which nothing more happens to an
@@ -136,12 +142,7 @@ type Recovery struct {
 }
 
 // Rate is Recovered / Settled, -1 when nothing settled.
-func (r Recovery) Rate() float64 {
-	if r.Settled <= 0 {
-		return -1
-	}
-	return float64(r.Recovered) / float64(r.Settled)
-}
+func (r Recovery) Rate() float64 { return ratio(r.Recovered, r.Settled) }
 
 // RecoveryBetween counts the entries created in [from, to) that settled,
 // and how many of them recovered (one count query per settled status,

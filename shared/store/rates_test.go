@@ -125,3 +125,26 @@ func TestDeadRate(t *testing.T) {
 		}
 	}
 }
+
+// Every rate follows one rule: n / d, -1 (unknown) when there is nothing to
+// divide by, so a dashboard never shows 0 % for "no data".
+func TestRatesShareOneRule(t *testing.T) {
+	tests := []struct {
+		n, d int64
+		want float64
+	}{
+		{1, 4, 0.25},
+		{0, 5, 0},
+		{3, 3, 1},
+		{3, 0, -1},
+		{2, -1, -1},
+	}
+	for _, tt := range tests {
+		if got := (store.DeadRate{Dead: tt.n, Published: tt.d}).Rate(); got != tt.want {
+			t.Errorf("DeadRate{Dead: %d, Published: %d}.Rate() = %v, want %v", tt.n, tt.d, got, tt.want)
+		}
+		if got := (store.Recovery{Recovered: tt.n, Settled: tt.d}).Rate(); got != tt.want {
+			t.Errorf("Recovery{Recovered: %d, Settled: %d}.Rate() = %v, want %v", tt.n, tt.d, got, tt.want)
+		}
+	}
+}
