@@ -15,11 +15,11 @@ import (
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
-// This file is the tenant recovery API (SPEC §16). The bearer key names the
-// tenant; every read and action is scoped to it inside the query
-// (store.Query.Tenant, operator's tenant argument), never filtered after.
-// A tenant path other than the key's, and an entry of another tenant,
-// answer 404 with the same body as an entry that does not exist.
+// This file is the tenant recovery API (docs/console.md, "The tenant recovery
+// API"). The bearer key names the tenant; every read and action is scoped to
+// it inside the query (store.Query.Tenant, operator's tenant argument), never
+// filtered after. A tenant path other than the key's, and an entry of another
+// tenant, answer 404 with the same body as an entry that does not exist.
 
 // API limits.
 const (

@@ -14,7 +14,7 @@ const (
 	AuthLocal = "local"
 )
 
-// DefaultPort is the console's port in the local stack (SPEC §14).
+// DefaultPort is the console's port in the local stack (docs/local-stack.md).
 const DefaultPort = 8070
 
 // Env is the console's configuration as read from its environment.
@@ -40,8 +40,9 @@ type Env struct {
 	Webhooks config.Webhooks
 }
 
-// LoadEnv reads the console's configuration (SPEC §14): the common
-// variables, the scheduling variables every replay path needs, and its own.
+// LoadEnv reads the console's configuration (docs/console.md,
+// "Configuration"): the common variables, the scheduling variables every
+// replay path needs, and its own.
 func LoadEnv(lookup config.Lookup) (Env, error) {
 	r := config.NewReader(lookup)
 	common := config.ReadCommon(r)

@@ -1,8 +1,9 @@
-// Package console is jsdlq's front door (SPEC §16): the operator web console
-// and the tenant recovery API, served by cmd/console. It reads through the
-// store's query API and acts only through shared/operator, so every action
-// meets the same gates (SPEC §15) and writes history with who acted: the
-// operator's verified Google identity, or the tenant's key.
+// Package console is jsdlq's front door (docs/console.md): the operator web
+// console and the tenant recovery API, served by cmd/console. It reads through
+// the store's query API and acts only through shared/operator, so every action
+// meets the same gates (docs/runbook.md, "The gates and their overrides") and
+// writes history with who acted: the operator's verified Google identity, or
+// the tenant's key.
 //
 // The tenant API (api.go) is scoped by the key's tenant inside every query
 // and action; another tenant's entry answers 404 exactly like a missing one.

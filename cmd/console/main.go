@@ -1,5 +1,5 @@
 // Command console serves jsdlq's operator web console and tenant recovery
-// API (SPEC §16, package console). It runs as a Cloud Run service and
+// API (package console; docs/console.md). It runs as a Cloud Run service and
 // locally (`go run ./cmd/console`, or `make up`). Configuration comes from
 // the environment (docs/console.md); flags override it.
 //

@@ -12,9 +12,10 @@ import (
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
-// The breaker commands are the two explicit ways past an open tenant
-// breaker (SPEC §15), each by a named actor with a reason recorded in the
-// breaker's history, and the reads an operator needs before using them.
+// The breaker commands are the two explicit ways past an open tenant breaker
+// (docs/runbook.md, "The gates and their overrides"), each by a named actor
+// with a reason recorded in the breaker's history, and the reads an operator
+// needs before using them.
 
 func (a *app) cmdBreaker(ctx context.Context, args []string) error {
 	return subcommand(ctx, "breaker", "breaker ls | show TENANT | close TENANT --reason R | probe ENTRY --reason R",

@@ -5,8 +5,8 @@
 // audit, manages the triage policy and shows the predictions.
 //
 // It talks to Firestore, Cloud Tasks and NATS directly with Application
-// Default Credentials, or to the local emulators through the SPEC §14
-// variables (eval "$(make -s env)").
+// Default Credentials, or to the local emulators through the variables of
+// docs/configuration.md (eval "$(make -s env)").
 //
 // Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict or wrong
 // status, 5 partial (an interrupted redrive, some items failed).

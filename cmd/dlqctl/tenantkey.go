@@ -10,10 +10,11 @@ import (
 // tenantKeyUsage is the tenant-key command's part of the usage text.
 const tenantKeyUsage = `tenant-key create TENANT | list TENANT [--json] | revoke TENANT [KEY_ID]`
 
-// cmdTenantKey manages the tenant recovery API's keys (SPEC §16). create
-// prints the key alone on stdout, the only time it is shown: pipe it to
-// the tenant's secret store. revoke without KEY_ID revokes every key of the
-// tenant; either is effective on the API's next request.
+// cmdTenantKey manages the tenant recovery API's keys (docs/console.md, "The
+// tenant recovery API"). create prints the key alone on stdout, the only time
+// it is shown: pipe it to the tenant's secret store. revoke without KEY_ID
+// revokes every key of the tenant; either is effective on the API's next
+// request.
 func (a *app) cmdTenantKey(ctx context.Context, args []string) error {
 	c, err := a.parseTenantCmd("tenant-key", tenantKeyUsage, map[string][2]int{"create": {1, 1}, "list": {1, 1}, "revoke": {1, 2}}, args)
 	if err != nil {

@@ -17,8 +17,9 @@ import (
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
-// TestPlanFollowsTheFieldMix checks the plan against SPEC §13's shares
-// (within one task of rounding) and the demo's own constraints.
+// TestPlanFollowsTheFieldMix checks the plan against the field figures' shares
+// (docs/SCALING.md), within one task of rounding, and the demo's own
+// constraints.
 func TestPlanFollowsTheFieldMix(t *testing.T) {
 	for _, tc := range []struct {
 		total int

@@ -1,16 +1,16 @@
 // Command demo is `make demo`: on a running local stack (make up) it creates
 // the TASKS work stream, applies a demo policy with short delays, runs the
-// example agent (emulator/agent) as a fleet of seven, publishes a few
-// hundred tasks through agentkit's Publish, of which a quarter fail in SPEC
-// §13's proportions and two learnable classes fail by what they are, waits
-// until every task has settled (the fleet's "ceo" answers the triage tasks
-// of the entries that need a human, through agentkit), learns the
-// predictions, publishes the same mix again with the predictions on, runs
+// example agent (emulator/agent) as a fleet of seven, publishes a few hundred
+// tasks through agentkit's Publish, of which a quarter fail in the field
+// figures' proportions (docs/SCALING.md) and two learnable classes fail by
+// what they are, waits until every task has settled (the fleet's "ceo" answers
+// the triage tasks of the entries that need a human, through agentkit), learns
+// the predictions, publishes the same mix again with the predictions on, runs
 // the reconcile audit and prints the pipeline's own summary read back from
-// Firestore, the two phases side by side. It exits non-zero when a task's
-// work ran twice, when a captured dead message has no entry, when the
-// tasks did not settle in time, or when the predictions did not halve the
-// learnable classes' dead tasks.
+// Firestore, the two phases side by side. It exits non-zero when a task's work
+// ran twice, when a captured dead message has no entry, when the tasks did not
+// settle in time, or when the predictions did not halve the learnable classes'
+// dead tasks.
 //
 //	eval "$(go run ./emulator/stackctl env)"; go run ./emulator/demo [--tasks 300] [--dead-rate 0.25]
 package main

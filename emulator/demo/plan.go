@@ -14,8 +14,8 @@ import (
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
-// The fleet: SPEC §6's capability map plus the fallback agent (ceo), who
-// also takes planning tasks of its own.
+// The fleet: the default policy's capability map (docs/policy.md) plus the
+// fallback agent (ceo), who also takes planning tasks of its own.
 var fleet = []string{"cto", "backend", "frontend", "marketing", "devops", "cso", "ceo"}
 
 var capabilities = map[string][]string{
@@ -38,7 +38,7 @@ const (
 	modePermanent     = "permanent"
 )
 
-// Expected categories and paths (SPEC §13's vocabulary).
+// Expected categories (the policy's names) and paths into the DLQ.
 const (
 	catTransient   = "transient"
 	catConditional = "conditionally_recoverable"
@@ -150,10 +150,10 @@ type mix struct {
 	Overflowing, Looping int
 }
 
-// SPEC §13: 61 % transient (89 % resolve on retry), 24.6 % conditionally
-// recoverable (62 % resolve with a modified retry), 14.4 % permanent; paths
-// 61 % max deliveries, 22 % explicit terminate, 14 % context overflow, 3 %
-// consumer filter rejection.
+// The field figures (docs/SCALING.md): 61 % transient (89 % resolve on
+// retry), 24.6 % conditionally recoverable (62 % resolve with a modified
+// retry), 14.4 % permanent; paths 61 % max deliveries, 22 % explicit
+// terminate, 14 % context overflow, 3 % consumer filter rejection.
 func mixFor(total int, deadRate float64) mix {
 	m := mix{Total: total}
 	m.Dead = int(math.Round(float64(total) * deadRate))
@@ -180,9 +180,9 @@ func mixFor(total int, deadRate float64) mix {
 }
 
 // tenantsFor is how many tenants the dead tasks are spread over. A tenant
-// breaker opens at 10 failures in 10 minutes (SPEC §7); at most 2.5 dead
-// tasks per tenant keeps every tenant below it, replays that die again
-// included, so no replay is held for 15 minutes.
+// breaker opens at 10 failures in 10 minutes (docs/storage.md, "Tenant circuit
+// breakers"); at most 2.5 dead tasks per tenant keeps every tenant below it,
+// replays that die again included, so no replay is held for 15 minutes.
 func tenantsFor(dead int) int { return max(30, (2*dead+4)/5) }
 
 // tenantName is tenant i of n. The run id is part of the name: a demo run

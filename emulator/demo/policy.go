@@ -8,12 +8,13 @@ import (
 )
 
 // demoPolicy is the default policy with delays of seconds instead of minutes
-// (so the demo finishes in time) and one rule of its own: tasks the demo
-// agent fails silently (X-Demo-Fail: silent, a NAK without a reason on every
-// delivery) stand for transient failures that a retry does not fix — the
-// 11 % of SPEC §13's transient failures that never resolve. Without the
-// rule their reason is `unknown`; with it they are transient, get the
-// transient strategy's three replays and are escalated when it is spent.
+// (so the demo finishes in time) and one rule of its own: tasks the demo agent
+// fails silently (X-Demo-Fail: silent, a NAK without a reason on every
+// delivery) stand for transient failures that a retry does not fix — the 11 %
+// of the field's transient failures that never resolve (docs/architecture.md,
+// "The demo"). Without the rule their reason is `unknown`; with it they are
+// transient, get the transient strategy's three replays and are escalated when
+// it is spent.
 //
 // Its predictions need as few tasks per row as a learnable class has
 // (minLearnable); predictions false switches them off (the learning phase).

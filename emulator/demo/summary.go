@@ -195,7 +195,8 @@ func (s summary) ok() bool {
 		(s.Predictions == nil || s.Predictions.ok())
 }
 
-// field are SPEC §13's resolution rates per category.
+// field are the field figures' resolution rates per category
+// (docs/SCALING.md, "What one dead message causes").
 var field = map[string]string{catTransient: "89 %", catConditional: "62 %", catPermanent: "0 %"}
 
 // percent is n of d as a percentage with decimals digits after the point,

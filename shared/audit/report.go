@@ -1,7 +1,7 @@
-// Package audit is the report of a reconcile run (SPEC §10): what reconcile
-// stores in dlq-audits/{run_id} and answers with, what dlqctl audit and
-// health print. It lives apart from the reconcile function so that its
-// readers need not link the function.
+// Package audit is the report of a reconcile run (docs/reconcile.md, "The
+// report"): what reconcile stores in dlq-audits/{run_id} and answers with,
+// what dlqctl audit and health print. It lives apart from the reconcile
+// function so that its readers need not link the function.
 package audit
 
 import (
@@ -216,7 +216,8 @@ func (t *RepairTotals) Add(o RepairTotals) {
 	t.Failed += o.Failed
 }
 
-// TenantHealth is a tenant's last 24 hours (SPEC §10).
+// TenantHealth is a tenant's last 24 hours (docs/reconcile.md, "Tenant
+// health").
 type TenantHealth struct {
 	Tenant         string    `json:"tenant" firestore:"tenant"`
 	Entries        int64     `json:"entries" firestore:"entries"`
@@ -234,8 +235,8 @@ type TenantHealth struct {
 	Breaker      string  `json:"breaker,omitempty" firestore:"-"`
 }
 
-// Traffic is the published / completed / duplicates table of SPEC §10
-// over the window, from the samples reconcile stores each run.
+// Traffic is the published / completed / duplicates table (docs/reconcile.md,
+// "Traffic") over the window, from the samples reconcile stores each run.
 type Traffic struct {
 	From    time.Time       `json:"from"`
 	To      time.Time       `json:"to"`

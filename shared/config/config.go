@@ -1,7 +1,7 @@
-// Package config is the one place jsdlq reads its environment (SPEC §14).
-// Every variable goes through a Reader, which reports every missing or
-// malformed variable at once, so a misconfigured deployment fails with the
-// full list instead of one variable per redeploy.
+// Package config is the one place jsdlq reads its environment
+// (docs/configuration.md). Every variable goes through a Reader, which reports
+// every missing or malformed variable at once, so a misconfigured deployment
+// fails with the full list instead of one variable per redeploy.
 //
 // Settings land in the type of the package that uses them, once: the
 // scheduling variables in a tasks.Config, NATS_URL and NATS_CREDS in a
@@ -239,7 +239,8 @@ func ReadCaptureStreams(r *Reader) (advisory, record string) {
 	return r.String("ADVISORY_STREAM", event.DefaultAdvisoryStream), r.String("RECORD_STREAM", event.DefaultRecordStream)
 }
 
-// Auth modes of the HTTP functions (SPEC §14).
+// Auth modes of the HTTP functions (docs/configuration.md, "replay and
+// reconcile").
 const (
 	AuthOIDC     = "oidc"
 	AuthEmulator = "emulator"

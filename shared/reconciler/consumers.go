@@ -19,8 +19,9 @@ import (
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
-// ReasonFilterRejection is the SPEC §6 reason code of a task published where
-// no consumer listens: the entries the consumer-filter audit records.
+// ReasonFilterRejection is the reason code (docs/policy.md) of a task
+// published where no consumer listens: the entries the consumer-filter audit
+// records.
 const ReasonFilterRejection = "consumer_filter_rejection"
 
 // unconsumed accumulates the consumer-filter finding over the work streams.

@@ -1,6 +1,6 @@
-// Package reconciler is the reconcile engine (SPEC §10) that the reconcile
-// function (functions/reconcile, called by Cloud Scheduler) and dlqctl
-// audit run: it audits the pipeline end to end, repairs what is safe to
+// Package reconciler is the reconcile engine (docs/reconcile.md) that the
+// reconcile function (functions/reconcile, called by Cloud Scheduler) and
+// dlqctl audit run: it audits the pipeline end to end, repairs what is safe to
 // repair and reports everything in one report (dlq-audits/{run_id}, and the
 // response body), logging each alert as a structured ERROR entry.
 //
@@ -41,8 +41,8 @@ import (
 // By is the actor reconcile writes into entry and breaker history.
 const By = store.ByReconcile
 
-// Config is what reconcile reads from its environment, plus thresholds
-// whose defaults follow SPEC §7, §10 and §13.
+// Config is what reconcile reads from its environment, plus thresholds whose
+// defaults docs/reconcile.md ("Configuration") lists.
 type Config struct {
 	AdvisoryStream string   // default DLQ_ADVISORIES
 	RecordStream   string   // default DLQ_RECORDS
@@ -66,7 +66,8 @@ type Config struct {
 	// the next runs.
 	MaxUnconsumedMsgs int
 	// Conventions name the tenant and agent headers of the entries the
-	// consumer-filter audit records; zero means SPEC §5's (as classify).
+	// consumer-filter audit records; zero means event.DefaultConventions (as
+	// classify).
 	Conventions event.Conventions
 	// Grace leaves entries and tasks changed this recently alone (default
 	// 2 min): classify creates a task just after its entry commits, and a
@@ -86,7 +87,8 @@ type Config struct {
 	// store.DefaultProbeTimeout, 30 min: above replay's deadline and
 	// Cloud Tasks' first retries, like StuckAfter).
 	ProbeTimeout time.Duration
-	// Tenant alert thresholds (SPEC §10).
+	// Tenant alert thresholds (docs/reconcile.md, "Sections, findings and
+	// repairs").
 	TenantBreakerAlert time.Duration // default 30 min
 	PoisonBurst        int           // more than this many poison entries in the last hour; default 3
 	RecoveryTarget     float64       // default 0.8

@@ -27,7 +27,8 @@ func BreakerStatesNotClosed() []string { return []string{BreakerOpen, BreakerHal
 // first.
 func BreakerStates() []string { return append(BreakerStatesNotClosed(), BreakerClosed) }
 
-// BreakerConfig are a tenant breaker's thresholds (SPEC §7).
+// BreakerConfig are a tenant breaker's thresholds (docs/storage.md, "Tenant
+// circuit breakers").
 type BreakerConfig struct {
 	Threshold int           // failures in Window that open it
 	Window    time.Duration // the rolling window
@@ -278,8 +279,9 @@ func (s *Store) sawBreaker(b *Breaker) {
 var ErrBreakerOverride = errors.New("store: breaker override refused")
 
 // BreakerClose is the operator's override of an open or half-open breaker
-// (SPEC §15): it closes now, forgetting the failures counted so far. Who
-// and why are recorded in the breaker's history.
+// (docs/runbook.md, "The gates and their overrides"): it closes now,
+// forgetting the failures counted so far. Who and why are recorded in the
+// breaker's history.
 func (s *Store) BreakerClose(ctx context.Context, tenant, by, reason string) (*Breaker, error) {
 	return s.overrideBreaker(ctx, tenant, by, reason, "is closed", func(b *Breaker, now time.Time) {
 		b.set(now, BreakerClosed, by, "closed by "+by+": "+reason)
