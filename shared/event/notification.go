@@ -211,9 +211,10 @@ func DecodeNotification(data []byte) (Notification, error) {
 // (docs/triage-task.schema.json).
 const TriageSchema = "jsdlq.triage.v1"
 
-// Triage task defaults (docs/contracts.md, "The triage task"): permanent
-// failures go to the agent "ceo" unless the policy names another, on its
-// subject "<prefix>.<agent>.tasks.dlq_triage".
+// Triage task defaults (docs/contracts.md, "The triage task"): an entry
+// that is escalated or awaits approval sends its task to the agent "ceo"
+// unless the policy names another, on its subject
+// "<prefix>.<agent>.tasks.dlq_triage".
 const (
 	DefaultTriageAgent = "ceo"
 	TriageTaskType     = "dlq_triage"
