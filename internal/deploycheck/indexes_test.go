@@ -285,7 +285,7 @@ func sweepQueries(t *testing.T, ctx context.Context, st *store.Store) {
 			rangeFields = append(rangeFields, i)
 		}
 	}
-	if len(eqFields) == 0 || len(rangeFields) == 0 {
+	if len(eqFields) == 0 || len(rangeFields) < 2 {
 		t.Fatalf("store.Query has %d equality and %d range fields; the sweep expects both", len(eqFields), len(rangeFields))
 	}
 	var orders []store.Order
@@ -323,8 +323,14 @@ func sweepQueries(t *testing.T, ctx context.Context, st *store.Store) {
 			}
 		})
 	}
+	// The time fields in the sets a query may hold: none, the created_at
+	// range (the first two), each later one (a due time) alone.
+	rangeSets := [][]int{nil, rangeFields[:2]}
+	for _, i := range rangeFields[2:] {
+		rangeSets = append(rangeSets, []int{i})
+	}
 	for mask := 0; mask < 1<<len(eqFields); mask++ {
-		for _, ranged := range []bool{false, true} {
+		for _, ranged := range rangeSets {
 			q := store.Query{Limit: 1}
 			v := reflect.ValueOf(&q).Elem()
 			for b, i := range eqFields {
@@ -332,9 +338,8 @@ func sweepQueries(t *testing.T, ctx context.Context, st *store.Store) {
 					v.Field(i).SetString("x")
 				}
 			}
-			if ranged {
-				v.Field(rangeFields[0]).Set(reflect.ValueOf(now.Add(-time.Hour)))
-				v.Field(rangeFields[len(rangeFields)-1]).Set(reflect.ValueOf(now))
+			for k, i := range ranged {
+				v.Field(i).Set(reflect.ValueOf(now.Add(time.Duration(k-1) * time.Hour)))
 			}
 			jobs <- job{q: q, count: true}
 			for _, o := range orders {

@@ -322,11 +322,12 @@ func (r *run) now() time.Time { return r.h.now().UTC() }
 // over reports whether the time budget is spent.
 func (r *run) over() bool { return !r.h.now().Before(r.deadline) }
 
-// scanStatus returns a page of the entries in status st after the cursor, in
-// the order their replays fall due, and the cursor of the next page (zero
-// after the last).
-func (r *run) scanStatus(ctx context.Context, st store.Status, after store.Cursor) ([]*store.Entry, store.Cursor, error) {
-	p, err := r.h.store.Entries(ctx, store.Query{Status: st, Order: store.DueFirst, View: store.ScanView, After: after, Limit: r.h.cfg.PageSize})
+// scanStatus returns a page of the entries q selects (a status, and with
+// DueBy only those due) after the cursor, in the order they fall due, and
+// the cursor of the next page (zero after the last).
+func (r *run) scanStatus(ctx context.Context, q store.Query, after store.Cursor) ([]*store.Entry, store.Cursor, error) {
+	q.Order, q.View, q.After, q.Limit = store.DueFirst, store.ScanView, after, r.h.cfg.PageSize
+	p, err := r.h.store.Entries(ctx, q)
 	return p.Entries, p.Next, err
 }
 

@@ -254,10 +254,16 @@ func (r *run) replaying(ctx context.Context, sec *audit.Section) error {
 }
 
 // replayed marks replayed entries recovered when their task's completion
-// record exists.
+// record exists. It reads only the entries whose check is due
+// (next_retry_at, which a replayed entry no longer needs for its replay):
+// one whose task has not completed is looked at again after recheckAfter,
+// not on every run, so an entry whose replay died again (a new entry
+// carries the task on) or whose agent never records a completion costs a
+// few reads a day instead of one a run for as long as it is kept.
 func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
 	var f *audit.Finding
-	return r.eachPage(ctx, store.Replayed, &r.state.Replayed, func(page []*store.Entry) error {
+	due := r.now()
+	return r.eachPage(ctx, store.Query{Status: store.Replayed, DueBy: due}, &r.state.Replayed, func(page []*store.Entry) error {
 		keys := make([]string, 0, len(page))
 		for _, e := range page {
 			keys = append(keys, e.IdempotencyKey)
@@ -268,12 +274,21 @@ func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
 		}
 		for _, e := range page {
 			sec.Add("replayed", 1)
-			if e.IdempotencyKey == "" {
-				sec.Add("without_idempotency_key", 1)
-				continue
-			}
 			c := done[e.IdempotencyKey]
 			if !c.Done {
+				if e.IdempotencyKey == "" {
+					sec.Add("without_idempotency_key", 1)
+				}
+				if !r.dry {
+					// Not counted as a repair: nothing is wrong yet.
+					deferred, err := r.h.store.DeferCheck(ctx, e, due.Add(recheckAfter(due.Sub(e.UpdatedAt))))
+					if err != nil {
+						return err
+					}
+					if deferred {
+						sec.Add("rechecks_deferred", 1)
+					}
+				}
 				continue
 			}
 			f = r.repairing(f, audit.FindingReplayedCompleted, SectionReplayed, "replayed entries whose task completed (task-idempotency record exists)", "mark_recovered")
@@ -289,16 +304,26 @@ func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
 	})
 }
 
-// eachPage pages through the entries in status st from *cursor, the
+// recheckAfter is how long a replayed entry whose task has not completed,
+// replayed waited ago, waits for its next check: as long as it has waited
+// already (so about log2 of its age in quarter hours checks in its first
+// day), at least a quarter of an hour (the schedule's interval) and at most
+// a day, well inside the 72 hours agentkit keeps a completion record, so a
+// completion is seen before its record expires.
+func recheckAfter(waited time.Duration) time.Duration {
+	return min(max(waited, 15*time.Minute), 24*time.Hour)
+}
+
+// eachPage pages through the entries q selects from *cursor, the
 // section's saved place, and visits each page. The cursor moves past a page
 // once it is visited, so a run cut short (by its budget or an error) resumes
 // there; after the last page it starts over.
-func (r *run) eachPage(ctx context.Context, st store.Status, cursor *store.Cursor, visit func(page []*store.Entry) error) error {
+func (r *run) eachPage(ctx context.Context, q store.Query, cursor *store.Cursor, visit func(page []*store.Entry) error) error {
 	for {
 		if r.over() {
 			return errBudget
 		}
-		page, next, err := r.scanStatus(ctx, st, *cursor)
+		page, next, err := r.scanStatus(ctx, q, *cursor)
 		if err != nil {
 			return err
 		}
@@ -316,7 +341,7 @@ func (r *run) eachPage(ctx context.Context, st store.Status, cursor *store.Curso
 // does, counting each under the section's counter named for the status;
 // now is read once a page.
 func (r *run) eachEntry(ctx context.Context, sec *audit.Section, st store.Status, cursor *store.Cursor, visit func(e *store.Entry, now time.Time) error) error {
-	return r.eachPage(ctx, st, cursor, func(page []*store.Entry) error {
+	return r.eachPage(ctx, store.Query{Status: st}, cursor, func(page []*store.Entry) error {
 		now := r.now()
 		for _, e := range page {
 			sec.Add(string(st), 1)

@@ -146,8 +146,10 @@ type Entry struct {
 	Plan          Plan   `firestore:"plan" json:"plan"`
 	PolicyVersion string `firestore:"policy_version" json:"policy_version"`
 
-	Status      Status    `firestore:"status" json:"status"`
-	Replays     int       `firestore:"replays" json:"replays"`
+	Status  Status `firestore:"status" json:"status"`
+	Replays int    `firestore:"replays" json:"replays"`
+	// NextRetryAt is when the replay is due; once replayed, when reconcile
+	// next looks for the task's completion.
 	NextRetryAt time.Time `firestore:"next_retry_at" json:"next_retry_at"`
 	TaskName    string    `firestore:"task_name,omitempty" json:"task_name,omitempty"`
 	// BreakerProbe marks the one replay a half-open tenant breaker lets through.
@@ -376,6 +378,12 @@ func (s *Store) move(tx *firestore.Transaction, e *Entry, c Change, staged *Entr
 	e.History = appendHistory(e.History, Transition{At: now, From: string(e.Status), To: string(c.To), By: c.By, Note: note})
 	e.Status = c.To
 	e.UpdatedAt = now
+	if c.To == Replayed {
+		// A replayed entry's replay is done; its next_retry_at becomes when
+		// reconcile next looks for its completion (Query.DueBy, DeferCheck):
+		// at once.
+		e.NextRetryAt = now
+	}
 	if c.To.Terminal() || c.To == Escalated || c.To == Quarantined {
 		e.ResolvedAt = now
 	} else {

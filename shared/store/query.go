@@ -94,6 +94,10 @@ type Query struct {
 	// After continues after the page whose Next it is; zero starts at the
 	// top. A cursor belongs to the order it was made in.
 	After Cursor
+	// DueBy, with DueFirst only, leaves out the entries whose
+	// next_retry_at is after it, so a scan reads only what is due (the
+	// same index as the order); zero leaves none out.
+	DueBy time.Time
 }
 
 // Page is one page of a query.
@@ -163,9 +167,15 @@ func (s *Store) filter(q Query) (firestore.Query, error) {
 	fq := s.fs.Collection(FailureLog).Query
 	switch q.Order {
 	case NewestFirst, OldestFirst:
+		if !q.DueBy.IsZero() {
+			return fq, fmt.Errorf("%w: a due time needs the due order", ErrBadQuery)
+		}
 	case DueFirst:
 		if !q.CreatedFrom.IsZero() || !q.CreatedTo.IsZero() {
 			return fq, fmt.Errorf("%w: a created_at range cannot be ordered by next_retry_at", ErrBadQuery)
+		}
+		if !q.DueBy.IsZero() {
+			fq = fq.Where("next_retry_at", "<=", q.DueBy)
 		}
 	default:
 		return fq, fmt.Errorf("%w: unknown order %d", ErrBadQuery, q.Order)

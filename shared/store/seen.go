@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"
@@ -58,6 +60,28 @@ func (s *Store) TransitionSeen(ctx context.Context, e *Entry, c Change) (*Entry,
 		return s.Transition(ctx, e.ID, c)
 	}
 	return nil, txError("transition "+e.ID, err)
+}
+
+// DeferCheck puts off until at the next look a scan that reads only what
+// is due (Query.DueBy) takes at e, as this store read it: a write of
+// next_retry_at alone, on condition that the entry is unchanged since, so
+// it reads nothing and cannot undo a move made meanwhile. It reports
+// whether it wrote; an entry that changed (or is gone, or that the store
+// cannot vouch for) is left as it is, and the next scan reads it as it is
+// now. Repeating it writes the same value again.
+func (s *Store) DeferCheck(ctx context.Context, e *Entry, at time.Time) (bool, error) {
+	if e.seen.IsZero() {
+		return false, nil
+	}
+	_, err := s.entryRef(e.ID).Update(ctx, []firestore.Update{{Path: "next_retry_at", Value: at.UTC()}}, firestore.LastUpdateTime(e.seen))
+	s.wrote(1)
+	switch status.Code(err) {
+	case codes.OK:
+		return true, nil
+	case codes.FailedPrecondition, codes.NotFound:
+		return false, nil
+	}
+	return false, fmt.Errorf("firestore defer check of %s: %w", e.ID, err)
 }
 
 // storedField is a field of Entry's document.

@@ -163,3 +163,92 @@ func get(t *testing.T, s *Store, id string) *Entry {
 	}
 	return e
 }
+
+// DeferCheck writes next_retry_at alone, reading nothing, while the entry is
+// as the caller saw it; an entry changed meanwhile (moved on, or changed in
+// the same status) keeps what the change wrote, so a deferral never undoes
+// a move. A scan due by a time leaves out what was put off past it. Calling
+// it again writes the same value: the retry of a run that failed after it
+// changes nothing.
+func TestDeferCheck(t *testing.T) {
+	s, clock := newStore(t, WithBreaker(BreakerConfig{Threshold: 1000, Window: time.Minute, Cooldown: time.Minute}))
+	ctx := testenv.Context(t)
+	replayed := func(t *testing.T, id string) *Entry {
+		claim(t, s, id)
+		if _, err := s.Transition(ctx, id, Change{From: []Status{Replaying}, To: Replayed, By: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		return scanned(t, s, id)
+	}
+	tests := []struct {
+		name     string
+		held     func(t *testing.T, id string) *Entry
+		deferred bool
+		status   Status
+	}{
+		{"unchanged", replayed, true, Replayed},
+		{"moved on meanwhile", func(t *testing.T, id string) *Entry {
+			e := replayed(t, id)
+			if _, err := s.Transition(ctx, id, Change{From: []Status{Replayed}, To: Recovered, By: "replay"}); err != nil {
+				t.Fatal(err)
+			}
+			return e
+		}, false, Recovered},
+		{"unknown to the store", func(t *testing.T, id string) *Entry {
+			e := *replayed(t, id)
+			e.seen = time.Time{}
+			return &e
+		}, false, Replayed},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			id := fmt.Sprintf("TASKS.%d", 300+i)
+			if _, err := s.Record(ctx, entry(id, []byte(`{"task":1}`)), "test"); err != nil {
+				t.Fatal(err)
+			}
+			held := tc.held(t, id)
+			clock.Add(time.Second)
+			before := get(t, s, id)
+			at := clock.Now().Add(time.Hour)
+			for range 2 {
+				ops := s.Ops()
+				deferred, err := s.DeferCheck(ctx, held, at)
+				if err != nil || deferred != tc.deferred {
+					t.Fatalf("DeferCheck() = %v, %v; want %v, nil", deferred, err, tc.deferred)
+				}
+				if reads := s.Ops().Reads - ops.Reads; reads != 0 {
+					t.Errorf("DeferCheck read %d documents, want none", reads)
+				}
+				if !tc.deferred {
+					break
+				}
+				held = scanned(t, s, id) // as the retried run would read it
+			}
+			stored := get(t, s, id)
+			want := before.NextRetryAt
+			if tc.deferred {
+				want = at.UTC()
+			}
+			if stored.Status != tc.status || !stored.NextRetryAt.Equal(want) {
+				t.Errorf("stored = %s due %s, want %s due %s", stored.Status, stored.NextRetryAt, tc.status, want)
+			}
+			if diff := cmp.Diff(before, stored, cmpopts.IgnoreFields(Entry{}, "NextRetryAt"), cmpopts.IgnoreUnexported(Entry{})); diff != "" {
+				t.Errorf("DeferCheck changed more than next_retry_at (-before +after):\n%s", diff)
+			}
+			p, err := s.Entries(ctx, Query{Status: Replayed, Order: DueFirst, DueBy: clock.Now(), Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			due := false
+			for _, e := range p.Entries {
+				due = due || e.ID == id
+			}
+			if wantDue := tc.status == Replayed && !tc.deferred; due != wantDue {
+				t.Errorf("due by now: %v, want %v", due, wantDue)
+			}
+		})
+	}
+	if _, err := s.Entries(ctx, Query{Order: NewestFirst, DueBy: clock.Now(), Limit: 1}); !errors.Is(err, ErrBadQuery) {
+		t.Errorf("Entries(DueBy without the due order) = %v, want ErrBadQuery", err)
+	}
+}
