@@ -338,8 +338,11 @@ func (a *app) cmdShow(ctx context.Context, args []string) error {
 	if e.TermReason != "" {
 		kv("term", "%s", e.TermReason)
 	}
-	if e.Status == store.Scheduled {
+	switch e.Status {
+	case store.Scheduled:
 		kv("next retry", "%s  task %s", e.NextRetryAt.Format(time.RFC3339), orDash(e.TaskName))
+	case store.Replayed:
+		kv("next check", "%s  (reconcile looks for the task's completion record)", e.NextRetryAt.Format(time.RFC3339))
 	}
 	kv("times", "created %s  updated %s%s", e.CreatedAt.Format(time.RFC3339), e.UpdatedAt.Format(time.RFC3339),
 		ifSet(!e.ResolvedAt.IsZero(), "  resolved "+e.ResolvedAt.Format(time.RFC3339)))
