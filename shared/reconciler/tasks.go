@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -308,10 +309,10 @@ func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
 // replayed waited ago, waits for its next check: as long as it has waited
 // already (so about log2 of its age in quarter hours checks in its first
 // day), at least a quarter of an hour (the schedule's interval) and at most
-// a day, well inside the 72 hours agentkit keeps a completion record, so a
-// completion is seen before its record expires.
+// a third of the time agentkit keeps a completion record (a day), so a
+// completion is seen well before its record expires.
 func recheckAfter(waited time.Duration) time.Duration {
-	return min(max(waited, 15*time.Minute), 24*time.Hour)
+	return min(max(waited, 15*time.Minute), agentkit.DefaultIdempotencyTTL/3)
 }
 
 // eachPage pages through the entries q selects from *cursor, the
