@@ -63,6 +63,10 @@ func (r *run) captureStream(ctx context.Context, sec *audit.Section, js jetstrea
 	}
 	seq := max(uint64(max(r.state.Capture[name], 0))+1, info.State.FirstSeq)
 	checked := 0
+	// held is the first message whose missing entry was not re-driven because
+	// a re-drive got no answer: the cursor stays before it, so the next run
+	// finds it and those after it missing again and re-drives them.
+	var held uint64
 	for seq <= last {
 		if r.over() || checked >= r.h.cfg.MaxCaptureMsgs {
 			return errBudget
@@ -118,30 +122,63 @@ func (r *run) captureStream(ctx context.Context, sec *audit.Section, js jetstrea
 			if r.dry {
 				continue
 			}
-			msg := &nats.Msg{Subject: c.subject, Header: c.header, Data: c.data}
-			msg.Header.Set(jetstream.MsgIDHeader, RedrivePrefix+name+"."+fmt.Sprint(c.seq))
-			_, err := askJetStream(ctx, r.h, func(ctx context.Context) (*jetstream.PubAck, error) {
-				return js.PublishMsg(ctx, msg, jetstream.WithExpectStream(name))
-			})
-			if err != nil {
-				(*f).Repair.Fail(fmt.Errorf("redrive %s: %w", c.eventID, err))
+			if held != 0 {
+				sec.Add("redrive_held_"+name, 1) // planned, left for the next run
 				continue
 			}
-			(*f).Repair.Done++
-			r.h.log.InfoContext(ctx, "reconcile: capture re-driven", "run_id", r.rep.RunID, "event_id", c.eventID, "stream", name, "seq", c.seq)
+			if r.over() {
+				r.state.Capture[name] = int64(c.seq - 1)
+				return errBudget
+			}
+			err := r.redrive(ctx, js, name, c)
+			switch {
+			case err == nil:
+				(*f).Repair.Done++
+				r.h.log.InfoContext(ctx, "reconcile: capture re-driven", "run_id", r.rep.RunID, "event_id", c.eventID, "stream", name, "seq", c.seq)
+			case ctx.Err() != nil:
+				// The run ran out: the others would fail the same way.
+				r.state.Capture[name] = int64(c.seq - 1)
+				return fmt.Errorf("stream %s: redrive %s: %w", name, c.eventID, err)
+			case errors.Is(err, context.DeadlineExceeded):
+				// Every publish into this stream would wait as long: the
+				// NATS user most likely may not publish there. Waiting once
+				// per missing entry would spend the budget of the sections
+				// after this one.
+				(*f).Repair.Fail(fmt.Errorf("redrive %s: %w (no answer within %v: check the NATS user's permission to publish to the subjects of stream %s, and the stream's health)", c.eventID, err, r.h.cfg.IOTimeout, name))
+				(*f).Repair.Note("stream " + name + ": re-drives stopped for this run after one got no answer (likely no permission to publish to the stream's subjects); its entries still missing are found and re-driven by the next run")
+				held = c.seq
+				r.state.Capture[name] = int64(held - 1)
+			default:
+				(*f).Repair.Fail(fmt.Errorf("redrive %s: %w", c.eventID, err))
+			}
 		}
 		checked += len(batch)
-		if len(batch) > 0 {
+		// Once an entry is held the audit goes on, but the cursor waits
+		// before it.
+		if held == 0 && len(batch) > 0 {
 			r.state.Capture[name] = int64(batch[len(batch)-1].seq)
 		}
 		if stop {
 			return nil
 		}
-		if int64(seq-1) > r.state.Capture[name] {
+		if held == 0 && int64(seq-1) > r.state.Capture[name] {
 			r.state.Capture[name] = int64(seq - 1) // skipped messages are checked too
 		}
 	}
 	return nil
+}
+
+// redrive publishes c again into stream name under IOTimeout. Publishing
+// twice is harmless: the copy's Nats-Msg-Id is the same each time, so the
+// stream keeps one within its duplicate window, and classify changes
+// nothing for an entry that exists.
+func (r *run) redrive(ctx context.Context, js jetstream.JetStream, name string, c captured) error {
+	ctx, cancel := r.h.ioCtx(ctx)
+	defer cancel()
+	msg := &nats.Msg{Subject: c.subject, Header: c.header, Data: c.data}
+	msg.Header.Set(jetstream.MsgIDHeader, RedrivePrefix+name+"."+fmt.Sprint(c.seq))
+	_, err := js.PublishMsg(ctx, msg, jetstream.WithExpectStream(name))
+	return err
 }
 
 // parseCaptured reads the event id an advisory or a record stands for.

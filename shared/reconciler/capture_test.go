@@ -191,6 +191,85 @@ func TestCaptureKeepsGoingPastAFailingStream(t *testing.T) {
 	}
 }
 
+// A re-drive the NATS user may not publish gets no answer either (the
+// server drops it), so one such re-drive stops the stream's re-drives for
+// the run instead of each missing entry waiting IOTimeout, which spent the
+// budget of the sections after capture. The audit itself goes on, and the
+// cursor stays before the first entry left missing, so a run with the
+// permission re-drives them all. Re-driving what may have got through
+// before is harmless: the copy's Nats-Msg-Id is the same each time and
+// classify changes nothing for an entry that exists.
+func TestCaptureStopsRedrivesWithoutPublishPermission(t *testing.T) {
+	const user = "reconcile"
+	f := newFixture(t, true, testenv.WithPublishDenied(user, event.RecordSubjectPrefix+".>"))
+	f.advisory(7) // no entry: re-drivable, the advisory subjects are allowed
+	var missing []string
+	for _, seq := range []uint64{5, 8, 9, 10, 11} {
+		f.record(seq)
+		if seq == 8 {
+			f.seed(f.st, entry(seq, "acme", store.Escalated))
+			continue
+		}
+		missing = append(missing, event.ID(workStream, seq))
+	}
+	later := func() time.Time { return time.Now().Add(20 * time.Minute) }
+	cfg := reconciler.Config{TimeBudget: time.Minute, IOTimeout: 2 * time.Second}
+
+	rjs, async := f.connectAs(user)
+	rep := f.run(f.handler(cfg, later, viaJetStream(rjs)), false) // no section failed
+	if err := received(f.ctx, async); !errors.Is(err, nats.ErrPermissionViolation) {
+		t.Fatalf("reconciler's connection got %v, want a permissions violation: the re-drive failed for another reason", err)
+	}
+	if !rep.Complete || rep.BudgetExhausted {
+		t.Errorf("run complete %v, budget exhausted %v; want every section run in full", rep.Complete, rep.BudgetExhausted)
+	}
+	sec := section(t, rep, reconciler.SectionCapture)
+	want := map[string]int64{"checked_" + advStream: 1, "missing_" + advStream: 1,
+		"checked_" + recStream: 5, "missing_" + recStream: 4, "redrive_held_" + recStream: 3}
+	if diff := cmp.Diff(want, sec.Counts); diff != "" {
+		t.Errorf("capture counts (-want +got):\n%s", diff)
+	}
+	// One re-drive waited and failed, not one per missing record; the
+	// advisory's was made.
+	fd := finding(t, rep, audit.AlertAdvisoryEntryMismatch)
+	if diff := cmp.Diff(audit.RepairTotals{Planned: 5, Done: 1, Failed: 1}, fd.Repair.RepairTotals); diff != "" {
+		t.Errorf("re-drives (-want +got):\n%s", diff)
+	}
+	if len(fd.Repair.Errors) != 1 || !strings.Contains(fd.Repair.Errors[0], "permission to publish to the subjects of stream "+recStream) {
+		t.Errorf("re-drive errors = %q, want one naming the publish permission on %s's subjects", fd.Repair.Errors, recStream)
+	}
+	notes := 0
+	for _, n := range fd.Repair.Notes {
+		if strings.HasPrefix(n, "stream "+recStream+": re-drives stopped") {
+			notes++
+		}
+	}
+	if notes != 1 {
+		t.Errorf("re-drive notes = %q, want one saying %s's re-drives stopped", fd.Repair.Notes, recStream)
+	}
+
+	// With the permission, the next run finds the four records missing again
+	// and re-drives each (the advisory's copy is only reported: it was
+	// re-driven once already).
+	rep = f.run(f.handler(cfg, later), false)
+	fd = finding(t, rep, audit.AlertAdvisoryEntryMismatch)
+	if diff := cmp.Diff(audit.RepairTotals{Planned: 4, Done: 4}, fd.Repair.RepairTotals); diff != "" {
+		t.Errorf("re-drives with the permission (-want +got):\n%s", diff)
+	}
+	for _, id := range missing {
+		if !slices.Contains(fd.Examples, id) {
+			t.Errorf("examples with the permission = %v, want %s among them", fd.Examples, id)
+		}
+	}
+	str, err := f.js.Stream(f.ctx, recStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := str.CachedInfo().State.Msgs; got != 5+4 {
+		t.Errorf("record stream holds %d messages, want the 5 records and 4 re-driven copies", got)
+	}
+}
+
 // received is the first value of ch, or nil when ctx ends first.
 func received[T any](ctx context.Context, ch <-chan T) T {
 	select {

@@ -82,13 +82,43 @@ func newFixture(t testing.TB, withNATS bool, natsOpts ...testenv.NATSOption) *fi
 
 // handler builds reconcile over the fixture. now replaces the clock when
 // not nil.
-func (f *fixture) handler(cfg reconciler.Config, now func() time.Time) *reconciler.Handler {
+func (f *fixture) handler(cfg reconciler.Config, now func() time.Time, opts ...handlerOption) *reconciler.Handler {
 	deps := reconciler.Deps{Logger: obs.NewLogger(f.logs), Store: f.st, Tasks: f.sched, Now: now}
 	if f.js != nil {
 		deps.JetStream = func(context.Context) (jetstream.JetStream, error) { return f.js, nil }
 		cfg.AdvisoryStream, cfg.RecordStream = advStream, recStream
 	}
+	for _, o := range opts {
+		o(&deps)
+	}
 	return reconciler.New(cfg, deps)
+}
+
+// handlerOption changes a dependency fixture.handler builds reconcile with.
+type handlerOption func(*reconciler.Deps)
+
+// viaJetStream makes reconcile use js, such as a restricted user's
+// connection (connectAs), instead of the fixture's unrestricted one.
+func viaJetStream(js jetstream.JetStream) handlerOption {
+	return func(d *reconciler.Deps) {
+		d.JetStream = func(context.Context) (jetstream.JetStream, error) { return js, nil }
+	}
+}
+
+// connectAs connects to the fixture's server as user (one made with
+// testenv.WithPublishDenied) and returns its JetStream and the errors the
+// connection gets asynchronously: a refused request's permissions
+// violation arrives there, the request itself gets no answer.
+func (f *fixture) connectAs(user string) (jetstream.JetStream, <-chan error) {
+	f.t.Helper()
+	async := make(chan error, 16)
+	_, js := f.nats.Connect(f.t, nats.UserInfo(user, user), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		select {
+		case async <- err:
+		default:
+		}
+	}))
+	return js, async
 }
 
 // storeAt is a store whose clock stands at at, so seeded entries, breakers
