@@ -252,7 +252,9 @@ type Traffic struct {
 	// over the entries.
 	Duplicates int64 `json:"duplicates"`
 	// DLQRate is Dead / Published; -1 when nothing was published (the
-	// rule of store.DeadRate, which dlqctl stats and the console use too).
+	// rule of store.DeadRate, which dlqctl stats and the console use too)
+	// and when a work stream has no current sample (its row's Error):
+	// Published lacks that stream's messages while Dead counts its deaths.
 	DLQRate float64 `json:"dlq_rate"`
 }
 

@@ -263,7 +263,8 @@ func TestMissingStreamsNoted(t *testing.T) {
 // asynchronous permissions violation). The traffic and consumers sections
 // fail that stream after one IOTimeout, naming it, instead of waiting for
 // the run's deadline (which left the sections after traffic no time at
-// all), and the work stream after it is still audited.
+// all), and the work stream after it is still audited. The traffic table's
+// DLQ rate is then unknown (-1), not a rate over the streams sampled.
 func TestConsumersKeepGoingPastAFailingStream(t *testing.T) {
 	const user, denied = "reconcile", "DENIED_WORK"
 	f := newFixture(t, true, testenv.WithPublishDenied(user, "$JS.API.STREAM.INFO."+denied))
@@ -274,12 +275,25 @@ func TestConsumersKeepGoingPastAFailingStream(t *testing.T) {
 		Durable: "worker", FilterSubject: "agents.backend.tasks.>", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 		t.Fatalf("CreateOrUpdateConsumer: %v", err)
 	}
+	later := func() time.Time { return time.Now().Add(5 * time.Minute) }
+	// A run with every permission samples both streams before anything is
+	// published, so the restricted run below has 1 message published on
+	// the stream it samples and 1 death of the denied one: a rate over the
+	// sampled streams alone would read 100 %.
+	f.run(f.handler(reconciler.Config{TimeBudget: time.Minute, WorkStreams: []string{denied, workStream}}, later), false)
+	dead := entry(1, "acme", store.Escalated)
+	dead.EventID, dead.Stream = event.ID(denied, 1), denied
+	id, err := store.EntryID(dead.EventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.ID = id
+	f.seed(f.st, dead)
 	ack, err := f.js.Publish(f.ctx, "agents.nobody.tasks.deploy", []byte(`{"deploy":1}`))
 	if err != nil {
 		t.Fatalf("publish: %v", err)
 	}
 	_, rjs := f.nats.Connect(t, nats.UserInfo(user, user))
-	later := func() time.Time { return time.Now().Add(5 * time.Minute) }
 	h := reconciler.New(reconciler.Config{TimeBudget: time.Minute, IOTimeout: 2 * time.Second, WorkStreams: []string{denied, workStream},
 		AdvisoryStream: advStream, RecordStream: recStream},
 		reconciler.Deps{Logger: obs.NewLogger(f.logs), Store: f.st, Tasks: f.sched, Now: later,
@@ -305,6 +319,10 @@ func TestConsumersKeepGoingPastAFailingStream(t *testing.T) {
 	}
 	if row := rep.Traffic.Streams[1]; row.Stream != workStream || row.Error != "" {
 		t.Errorf("traffic row %s error %q, want %s sampled", row.Stream, row.Error, workStream)
+	}
+	// Published lacks the failing stream, Dead counts its death.
+	if tr := rep.Traffic; tr.Published != 1 || tr.Dead != 1 || tr.DLQRate != -1 {
+		t.Errorf("traffic published %d, dead %d, DLQ rate %v with %s unsampled; want 1, 1, -1 (unknown)", tr.Published, tr.Dead, tr.DLQRate, denied)
 	}
 	fd := finding(t, rep, audit.AlertUnconsumedMessages)
 	if want := []string{event.ID(workStream, ack.Sequence)}; fd.Count != 1 || !slices.Equal(fd.Examples, want) {

@@ -86,6 +86,11 @@ func (r *run) traffic(ctx context.Context, sec *audit.Section) error {
 		t.Duplicates = lp.Duplicates
 	}
 	t.DLQRate = store.DeadRate{Dead: t.Dead, Published: t.Published}.Rate()
+	if len(current) < len(r.h.cfg.WorkStreams) {
+		// Dead counts the deaths of every stream, Published lacks the
+		// unsampled one's messages: the quotient would overstate the rate.
+		t.DLQRate = -1
+	}
 	r.rep.Traffic = t
 	return errors.Join(errs...)
 }
