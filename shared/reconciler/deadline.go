@@ -20,13 +20,15 @@ func (h *Handler) ioCtx(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, h.cfg.IOTimeout)
 }
 
-// askJetStream makes one JetStream request under IOTimeout of its own. The
-// server drops a request the NATS user may not make and the client gets
-// only an asynchronous permissions violation, so such a request would
-// otherwise wait for the run's deadline and leave no time for the streams
-// whose turn comes after; a request that ran out of its own timeout (not
-// the run's) says what that usually means, which a bare "context deadline
-// exceeded" leaves the operator to guess.
+// askJetStream makes each JetStream call under IOTimeout of its own; a call
+// that lists (a stream's info and its consumer pages, a filtered stream
+// info) is bounded as a whole, not per request. The server drops a request
+// the NATS user may not make and the client gets only an asynchronous
+// permissions violation, so such a call would otherwise wait for the run's
+// deadline and leave no time for the streams whose turn comes after; a call
+// that ran out of its own timeout (not the run's) says what that usually
+// means, which a bare "context deadline exceeded" leaves the operator to
+// guess.
 func askJetStream[T any](ctx context.Context, h *Handler, req func(context.Context) (T, error)) (T, error) {
 	rctx, cancel := h.ioCtx(ctx)
 	defer cancel()
