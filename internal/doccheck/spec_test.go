@@ -3,10 +3,12 @@ package doccheck
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,16 +62,17 @@ func isWord(c byte) bool {
 // and fails for each line that cites the spec.
 func TestNothingCitesTheSpec(t *testing.T) {
 	root := testenv.ModuleRoot(t)
-	ls := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
-	ls.Dir = root
-	out, err := ls.Output()
+	files, err := listFiles(root)
+	if errors.Is(err, errNotCheckout) {
+		t.Skipf("%s is not a git checkout (an unpacked module or archive): no file list to check; run in a clone", root)
+	}
 	if err != nil {
-		t.Fatalf("git ls-files in %s: %v", root, err)
+		t.Fatal(err)
 	}
 	// The list must hold the files users read most, or a wrong root would
 	// let this test pass by reading nothing.
 	mustRead := map[string]bool{"go.mod": false, "shared/triage/default.yaml": false, "docs/policy.md": false}
-	for _, rel := range strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00") {
+	for _, rel := range files {
 		data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
 		if errors.Is(err, fs.ErrNotExist) { // deleted in the working tree, or removed while we read
 			continue
@@ -92,6 +95,25 @@ func TestNothingCitesTheSpec(t *testing.T) {
 	}
 }
 
+// errNotCheckout is listFiles' error for a directory outside any git
+// checkout, where there is no list of the repository's files to read.
+var errNotCheckout = errors.New("doccheck: not a git checkout")
+
+// listFiles lists the files git tracks and would add in root, relative to
+// it with forward slashes.
+func listFiles(root string) ([]string, error) {
+	ls := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	ls.Dir = root
+	out, err := ls.Output()
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) && bytes.Contains(ee.Stderr, []byte("not a git repository")) {
+		return nil, fmt.Errorf("git ls-files in %s: %w", root, errNotCheckout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("git ls-files in %s: %w", root, err)
+	}
+	return strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00"), nil
+}
+
 // excerpt is the citation at and what follows it on its line, at most 40
 // bytes, so that the failure shows which citation it means.
 func excerpt(data []byte, at int) string {
@@ -100,4 +122,44 @@ func excerpt(data []byte, at int) string {
 		end = at + nl
 	}
 	return string(data[at:end])
+}
+
+// citations finds the spec by name, by file name and by "spec" before a
+// section sign, in any case and across a line break, and nothing that only
+// contains the letters or speaks of a spec in prose. A middle dot splits each
+// citation below, so that this file does not cite the spec itself; the test
+// removes it.
+func TestCitations(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+	}{
+		{"S·PEC §6", []int{0}},
+		{"see S·PEC.md", []int{4}},
+		{"S·pec\n§", []int{0}},
+		{"see s·pec §3", []int{4}},
+		{"S·PEC §1 and s·pec.md", []int{0, 13}},
+		{"HTTP_METHOD_UNSPECIFIED", nil},
+		{"SPECIAL", nil},
+		{"specification §3", nil},
+		{"the spec says so", nil},
+		{"respec §2", nil},
+		{"", nil},
+	} {
+		in := strings.ReplaceAll(tc.in, "·", "")
+		if got := citations([]byte(in)); !slices.Equal(got, tc.want) {
+			t.Errorf("citations(%q) = %v, want %v", in, got, tc.want)
+		}
+	}
+}
+
+// Outside a git checkout listFiles says so, which lets the test skip
+// instead of failing for want of a file list.
+func TestListFilesOutsideCheckout(t *testing.T) {
+	dir := t.TempDir()
+	// Keep git from finding a repository above the temporary directory.
+	t.Setenv("GIT_CEILING_DIRECTORIES", filepath.Dir(dir))
+	if _, err := listFiles(dir); !errors.Is(err, errNotCheckout) {
+		t.Errorf("listFiles(%s) = %v, want %v", dir, err, errNotCheckout)
+	}
 }
