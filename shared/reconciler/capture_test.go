@@ -15,7 +15,6 @@ import (
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
-	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -141,17 +140,9 @@ func TestCaptureKeepsGoingPastAFailingStream(t *testing.T) {
 
 			// The premise: the failure is the server's refusal, not
 			// something else of the test's making.
-			violations := make(chan error, 16)
-			_, rjs := f.nats.Connect(t, nats.UserInfo(user, user), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-				select {
-				case violations <- err:
-				default:
-				}
-			}))
-			h := reconciler.New(reconciler.Config{TimeBudget: time.Minute, IOTimeout: 2 * time.Second, AdvisoryStream: advStream, RecordStream: recStream},
-				reconciler.Deps{Logger: obs.NewLogger(f.logs), Store: f.st, Tasks: f.sched, Now: later,
-					JetStream: func(context.Context) (jetstream.JetStream, error) { return rjs, nil }})
-			rep, err := h.Run(f.ctx, false)
+			rjs, violations := f.connectAs(user)
+			cfg := reconciler.Config{TimeBudget: time.Minute, IOTimeout: 2 * time.Second}
+			rep, err := f.handler(cfg, later, viaJetStream(rjs)).Run(f.ctx, false)
 			if err != nil {
 				t.Fatalf("Run = %v", err)
 			}
@@ -178,7 +169,7 @@ func TestCaptureKeepsGoingPastAFailingStream(t *testing.T) {
 
 			// Permissions fixed: the failing stream is audited from where
 			// it stood, and its missing entry is found.
-			rep = f.run(f.handler(reconciler.Config{TimeBudget: time.Minute, IOTimeout: 2 * time.Second}, later), false)
+			rep = f.run(f.handler(cfg, later), false)
 			sec = section(t, rep, reconciler.SectionCapture)
 			if sec.Counts["checked_"+tc.failing] != 2 || sec.Counts["missing_"+tc.failing] != 1 {
 				t.Errorf("capture counts after the fix = %v, want 2 of %s checked and 1 missing", sec.Counts, tc.failing)

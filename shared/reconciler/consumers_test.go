@@ -2,7 +2,6 @@ package reconciler_test
 
 import (
 	"bytes"
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
-	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -293,12 +291,9 @@ func TestConsumersKeepGoingPastAFailingStream(t *testing.T) {
 	if err != nil {
 		t.Fatalf("publish: %v", err)
 	}
-	_, rjs := f.nats.Connect(t, nats.UserInfo(user, user))
-	h := reconciler.New(reconciler.Config{TimeBudget: time.Minute, IOTimeout: 2 * time.Second, WorkStreams: []string{denied, workStream},
-		AdvisoryStream: advStream, RecordStream: recStream},
-		reconciler.Deps{Logger: obs.NewLogger(f.logs), Store: f.st, Tasks: f.sched, Now: later,
-			JetStream: func(context.Context) (jetstream.JetStream, error) { return rjs, nil }})
-	rep, err := h.Run(f.ctx, true)
+	rjs, _ := f.connectAs(user)
+	cfg := reconciler.Config{TimeBudget: time.Minute, IOTimeout: 2 * time.Second, WorkStreams: []string{denied, workStream}}
+	rep, err := f.handler(cfg, later, viaJetStream(rjs)).Run(f.ctx, true)
 	if err != nil {
 		t.Fatalf("Run = %v", err)
 	}
