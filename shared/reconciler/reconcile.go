@@ -98,7 +98,7 @@ type Config struct {
 	// Window is the tenant-health and drift window (default 24 h).
 	Window time.Duration
 	// IOTimeout bounds each lease, state, report and Cloud Tasks call and
-	// each JetStream request of the stream sections (default
+	// each JetStream call of the stream sections (default
 	// DefaultIOTimeout, at most the budget), so an unreachable dependency
 	// fails the call, not the whole run's time.
 	IOTimeout time.Duration
