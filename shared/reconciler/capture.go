@@ -63,10 +63,9 @@ func (r *run) captureStream(ctx context.Context, sec *audit.Section, js jetstrea
 	}
 	seq := max(uint64(max(r.state.Capture[name], 0))+1, info.State.FirstSeq)
 	checked := 0
-	// held is the first message whose missing entry was not re-driven because
-	// a re-drive got no answer: the cursor stays before it, so the next run
-	// finds it and those after it missing again and re-drives them.
-	var held uint64
+	// stopped: a re-drive into this stream got no answer, so none more is
+	// tried this run.
+	stopped := false
 	for seq <= last {
 		if r.over() || checked >= r.h.cfg.MaxCaptureMsgs {
 			return errBudget
@@ -122,8 +121,8 @@ func (r *run) captureStream(ctx context.Context, sec *audit.Section, js jetstrea
 			if r.dry {
 				continue
 			}
-			if held != 0 {
-				sec.Add("redrive_held_"+name, 1) // planned, left for the next run
+			if stopped {
+				sec.Add("redrive_held_"+name, 1) // planned, not tried
 				continue
 			}
 			if r.over() {
@@ -143,25 +142,26 @@ func (r *run) captureStream(ctx context.Context, sec *audit.Section, js jetstrea
 				// Every publish into this stream would wait as long: the
 				// NATS user most likely may not publish there. Waiting once
 				// per missing entry would spend the budget of the sections
-				// after this one.
+				// after this one. The cursor still moves on: holding it
+				// before the first one would make a deployment that grants
+				// reconcile no publish permission re-read (and look up the
+				// entries of) the same messages every run, and never reach
+				// newer ones once they outnumber a run's MaxCaptureMsgs.
 				(*f).Repair.Fail(fmt.Errorf("redrive %s: %w (no answer within %v: check the NATS user's permission to publish to the subjects of stream %s, and the stream's health)", c.eventID, err, r.h.cfg.IOTimeout, name))
-				(*f).Repair.Note("stream " + name + ": re-drives stopped for this run after one got no answer (likely no permission to publish to the stream's subjects); its entries still missing are found and re-driven by the next run")
-				held = c.seq
-				r.state.Capture[name] = int64(held - 1)
+				(*f).Repair.Note("stream " + name + ": re-drives stopped for this run after one got no answer (likely no permission to publish to the stream's subjects); the entries still missing are counted in this finding, its examples name them")
+				stopped = true
 			default:
 				(*f).Repair.Fail(fmt.Errorf("redrive %s: %w", c.eventID, err))
 			}
 		}
 		checked += len(batch)
-		// Once an entry is held the audit goes on, but the cursor waits
-		// before it.
-		if held == 0 && len(batch) > 0 {
+		if len(batch) > 0 {
 			r.state.Capture[name] = int64(batch[len(batch)-1].seq)
 		}
 		if stop {
 			return nil
 		}
-		if held == 0 && int64(seq-1) > r.state.Capture[name] {
+		if int64(seq-1) > r.state.Capture[name] {
 			r.state.Capture[name] = int64(seq - 1) // skipped messages are checked too
 		}
 	}
