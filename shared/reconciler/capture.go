@@ -122,7 +122,10 @@ func (r *run) captureStream(ctx context.Context, sec *audit.Section, js jetstrea
 				continue
 			}
 			if stopped {
-				sec.Add("redrive_held_"+name, 1) // planned, not tried
+				// Planned, not tried; the log names each, where the
+				// finding's examples stop at ten.
+				sec.Add("redrive_held_"+name, 1)
+				r.h.log.WarnContext(ctx, "reconcile: capture re-drive not tried", "run_id", r.rep.RunID, "event_id", c.eventID, "stream", name, "seq", c.seq)
 				continue
 			}
 			if r.over() {
@@ -148,7 +151,7 @@ func (r *run) captureStream(ctx context.Context, sec *audit.Section, js jetstrea
 				// entries of) the same messages every run, and never reach
 				// newer ones once they outnumber a run's MaxCaptureMsgs.
 				(*f).Repair.Fail(fmt.Errorf("redrive %s: %w (no answer within %v: check the NATS user's permission to publish to the subjects of stream %s, and the stream's health)", c.eventID, err, r.h.cfg.IOTimeout, name))
-				(*f).Repair.Note("stream " + name + ": re-drives stopped for this run after one got no answer (likely no permission to publish to the stream's subjects); the entries still missing are counted in this finding, its examples name them")
+				(*f).Repair.Note("stream " + name + ": re-drives stopped for this run after one got no answer (likely no permission to publish to the stream's subjects); the entries still missing are counted in this finding and each is logged")
 				stopped = true
 			default:
 				(*f).Repair.Fail(fmt.Errorf("redrive %s: %w", c.eventID, err))

@@ -1,7 +1,10 @@
 package reconciler_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -237,6 +240,21 @@ func TestCaptureStopsRedrivesWithoutPublishPermission(t *testing.T) {
 		t.Errorf("re-drive notes = %q, want one saying %s's re-drives stopped", fd.Repair.Notes, recStream)
 	}
 
+	// The three not tried are each logged with their event ids.
+	var notTried []string
+	sc := bufio.NewScanner(bytes.NewReader(f.logs.bytes()))
+	for sc.Scan() {
+		var l struct {
+			Message string `json:"message"`
+			EventID string `json:"event_id"`
+		}
+		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Message == "reconcile: capture re-drive not tried" {
+			notTried = append(notTried, l.EventID)
+		}
+	}
+	if len(notTried) != 3 {
+		t.Errorf("logged re-drives not tried = %v, want 3 of %v", notTried, missing)
+	}
 	// The four records' event ids are the finding's examples: nothing missing
 	// goes unreported though only one re-drive was tried.
 	for _, id := range missing {

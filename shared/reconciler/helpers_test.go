@@ -322,6 +322,13 @@ func (l *logBuffer) alerts(t *testing.T) []string {
 	return out
 }
 
+// bytes returns a copy of what was logged so far.
+func (l *logBuffer) bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.buf.Bytes())
+}
+
 func (l *logBuffer) reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
