@@ -2,13 +2,12 @@
 # Validates terraform/ (root module and every module): terraform fmt -check,
 # init and validate. The providers come from the file that `terraform providers
 # schema -json` prints (terraform/README.md says how to make it): where
-# TF_PROVIDERS_SCHEMA points; else shared/terraform/providers-schema.json
-# beside the checkout (one file for every checkout, read there, never copied
-# in); else .local/providers-schema.json in the repo (git ignores it). It is
-# served by emulator/tfschema (internal/testenv.ProvidersSchema looks in the
-# same places), so no Terraform
-# registry is needed. Without that file the script says
-# so and uses the real providers from the registry instead.
+# TF_PROVIDERS_SCHEMA points, else shared/terraform/providers-schema.json
+# beside the checkout (one file for every checkout, read where it lies; no
+# copy of it belongs in the repository). It is served by emulator/tfschema
+# (internal/testenv.ProvidersSchema looks in the same places), so no
+# Terraform registry is needed. Without that file the script says so and
+# uses the real providers from the registry instead.
 #
 # Nothing is written into the repo: provider plugins, TF_DATA_DIR and the CLI
 # config live in a temp dir, and lock files init creates are removed again.
@@ -16,12 +15,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 tfroot=$repo/terraform
-schema=${TF_PROVIDERS_SCHEMA:-}
-if [ -z "$schema" ]; then
-	schema=$repo/.local/providers-schema.json
-	beside=$(dirname "$repo")/shared/terraform/providers-schema.json
-	[ -f "$beside" ] && schema=$beside
-fi
+schema=${TF_PROVIDERS_SCHEMA:-$(dirname "$repo")/shared/terraform/providers-schema.json}
 # provider address -> version the lock would pin (must satisfy versions.tf)
 providers=(
 	"registry.terraform.io/hashicorp/google 7.45.0"

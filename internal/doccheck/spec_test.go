@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -56,11 +57,41 @@ func isWord(c byte) bool {
 	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
 
-// TestNothingCitesTheSpec reads every file of the repository (what git
-// tracks and what it would add: code, shipped files, docs and tests alike;
-// not what it ignores, such as build outputs and installed node modules)
-// and fails for each line that cites the spec.
+// TestNothingCitesTheSpec fails for each line of the repository's files
+// (eachFile) that cites the spec.
 func TestNothingCitesTheSpec(t *testing.T) {
+	eachFile(t, func(rel string, data []byte) {
+		for _, at := range citations(data) {
+			line := 1 + bytes.Count(data[:at], []byte("\n"))
+			t.Errorf("%s:%d cites the product spec, a document users never see: %q; name the docs/ page that documents the concept, or state the rule itself", rel, line, excerpt(data, at))
+		}
+	})
+}
+
+// schemaDocument is how `terraform providers schema -json` output opens its
+// schemas; Go code that decodes the format names the key in a struct tag
+// (`json:"provider_schemas"`), which this does not match.
+var schemaDocument = regexp.MustCompile(`"provider_schemas"\s*:\s*\{`)
+
+// The offline Terraform checks read the provider schema file where it lies
+// beside the checkout (or where TF_PROVIDERS_SCHEMA points); a copy of it
+// (several megabytes of a provider's schema) never belongs in the
+// repository, under any name.
+func TestNoProviderSchemaCopy(t *testing.T) {
+	eachFile(t, func(rel string, data []byte) {
+		if loc := schemaDocument.FindIndex(data); loc != nil {
+			t.Errorf("%s:%d holds a `terraform providers schema -json` document; read it from outside the checkout (TF_PROVIDERS_SCHEMA, terraform/README.md) instead of committing a copy",
+				rel, 1+bytes.Count(data[:loc[0]], []byte("\n")))
+		}
+	})
+}
+
+// eachFile calls check with every file of the repository git tracks or
+// would add (code, shipped files, docs and tests alike; not what it
+// ignores, such as build outputs and installed node modules). Outside a git
+// checkout the test is skipped, saying why.
+func eachFile(t *testing.T, check func(rel string, data []byte)) {
+	t.Helper()
 	root := testenv.ModuleRoot(t)
 	files, err := listFiles(root)
 	if errors.Is(err, errNotCheckout) {
@@ -70,7 +101,7 @@ func TestNothingCitesTheSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The list must hold the files users read most, or a wrong root would
-	// let this test pass by reading nothing.
+	// let a check pass by reading nothing.
 	mustRead := map[string]bool{"go.mod": false, "shared/triage/default.yaml": false, "docs/policy.md": false}
 	for _, rel := range files {
 		data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
@@ -83,10 +114,7 @@ func TestNothingCitesTheSpec(t *testing.T) {
 		if _, ok := mustRead[rel]; ok {
 			mustRead[rel] = true
 		}
-		for _, at := range citations(data) {
-			line := 1 + bytes.Count(data[:at], []byte("\n"))
-			t.Errorf("%s:%d cites the product spec, a document users never see: %q; name the docs/ page that documents the concept, or state the rule itself", rel, line, excerpt(data, at))
-		}
+		check(rel, data)
 	}
 	for rel, read := range mustRead {
 		if !read {

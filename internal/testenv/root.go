@@ -3,7 +3,6 @@ package testenv
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -30,32 +29,24 @@ func ModuleRoot(t testing.TB) string {
 
 // ProvidersSchema is the `terraform providers schema -json` file the
 // offline Terraform checks serve the real provider schemas from, looked for
-// where emulator/tfschema/validate.sh looks: TF_PROVIDERS_SCHEMA; else
+// where emulator/tfschema/validate.sh looks: TF_PROVIDERS_SCHEMA, else
 // shared/terraform/providers-schema.json beside the checkout, where one file
-// serves every checkout of a machine (read there, never copied into the
-// repository); else .local/providers-schema.json in the repository (ignored
-// by git; terraform/README.md says how to make it). The test is skipped,
-// saying so, when there is none: the Terraform registry may not be reachable
-// to make it.
+// serves every checkout of a machine, read where it lies (no copy of it
+// belongs in the repository; terraform/README.md says how to make it). The
+// test is skipped, saying so, when there is none: the Terraform registry may
+// not be reachable to make it.
 func ProvidersSchema(t testing.TB) string {
 	t.Helper()
-	root := ModuleRoot(t)
-	candidates := []string{
-		filepath.Join(root, "..", "shared", "terraform", "providers-schema.json"),
-		filepath.Join(root, ".local", "providers-schema.json"),
+	path := os.Getenv("TF_PROVIDERS_SCHEMA")
+	if path == "" {
+		path = filepath.Join(ModuleRoot(t), "..", "shared", "terraform", "providers-schema.json")
 	}
-	if env := os.Getenv("TF_PROVIDERS_SCHEMA"); env != "" {
-		candidates = []string{env}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatalf("testenv: provider schema path %q: %v", path, err)
 	}
-	for _, path := range candidates {
-		abs, err := filepath.Abs(path)
-		if err != nil {
-			t.Fatalf("testenv: provider schema path %q: %v", path, err)
-		}
-		if _, err := os.Stat(abs); err == nil {
-			return abs
-		}
+	if _, err := os.Stat(abs); err != nil {
+		t.Skipf("no provider schema file at %s (make it as terraform/README.md says, or set TF_PROVIDERS_SCHEMA)", abs)
 	}
-	t.Skipf("no provider schema file at %s (make it as terraform/README.md says, or set TF_PROVIDERS_SCHEMA)", strings.Join(candidates, " or "))
-	return ""
+	return abs
 }
