@@ -85,11 +85,11 @@ func (r *run) traffic(ctx context.Context, sec *audit.Section) error {
 	if lp := r.state.LastPass; lp != nil {
 		t.Duplicates = lp.Duplicates
 	}
-	t.DLQRate = store.DeadRate{Dead: t.Dead, Published: t.Published}.Rate()
-	if len(current) < len(r.h.cfg.WorkStreams) {
-		// Dead counts the deaths of every stream, Published lacks the
-		// unsampled one's messages: the quotient would overstate the rate.
-		t.DLQRate = -1
+	// Dead counts the deaths of every stream; with one unsampled, Published
+	// lacks its messages and the quotient would overstate the rate.
+	t.DLQRate = -1
+	if len(current) == len(r.h.cfg.WorkStreams) {
+		t.DLQRate = store.DeadRate{Dead: t.Dead, Published: t.Published}.Rate()
 	}
 	r.rep.Traffic = t
 	return errors.Join(errs...)
