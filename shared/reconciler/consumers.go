@@ -381,6 +381,9 @@ func (w *subjectWalk) recordOne(ctx context.Context, rp *audit.Repair, id string
 	}
 	rp.Done++
 	cur := res.Entry
+	if res.HandOff != nil {
+		rp.Note(fmt.Sprintf("%s: the replayed entry keeps its own completion checks (%v)", cur.ID, res.HandOff))
+	}
 	r.h.log.InfoContext(ctx, "reconcile: unconsumed message recorded", "run_id", r.rep.RunID, "event_id", ev.ID, "entry_id", id,
 		"subject", m.Subject, "tenant", cur.Tenant, "category", cur.Category, "action", cur.Action, "status", cur.Status)
 	if cur.Status == store.Scheduled && cur.TaskName != "" && r.h.tasks != nil {

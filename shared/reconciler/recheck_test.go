@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -97,6 +98,57 @@ func TestReplayedEntriesCheckedWhenDue(t *testing.T) {
 			if got := f.get(ids[tc.name]).Status; got != wantSt {
 				t.Errorf("at +%s: %s = %s, want %s (%s)", step.at, tc.name, got, wantSt, summary(rep))
 			}
+		}
+	}
+}
+
+// A replayed entry whose replay died again is not checked by the runs: a
+// new entry carries its task on, and the parent's check went to that chain
+// (store.ChainCheckMargin before it expires). When the new entry's check
+// finds the task completed, the run recovers both, having read only the new
+// entry.
+func TestReplayDeathLeavesTheCheckToTheChain(t *testing.T) {
+	f := newFixture(t, false)
+	start := time.Now().UTC().Truncate(time.Second)
+	clock := start
+	h := f.handler(reconciler.Config{TimeBudget: time.Minute}, func() time.Time { return clock })
+
+	at := f.storeAt(start.Add(-time.Hour))
+	parent := f.seed(at, entry(1, "acme", store.Scheduled))
+	f.move(at, parent.ID, store.Scheduled, store.Replaying, "replay")
+	f.move(at, parent.ID, store.Replaying, store.Replayed, "replay")
+	// The replay dies; classify records the death linked to the parent.
+	at = f.storeAt(start.Add(-30 * time.Minute))
+	death := entry(2, "acme", store.Scheduled)
+	death.IdempotencyKey = parent.IdempotencyKey
+	if _, unlinked, err := at.LinkReplay(f.ctx, death, map[string][]string{event.HeaderReplayOf: {parent.EventID}}); err != nil || unlinked != "" {
+		t.Fatalf("LinkReplay() = %q, %v; want linked", unlinked, err)
+	}
+	child := f.seed(at, death)
+	f.move(at, child.ID, store.Scheduled, store.Replaying, "replay")
+	f.move(at, child.ID, store.Replaying, store.Replayed, "replay")
+
+	rep := f.run(h, false)
+	if c := section(t, rep, reconciler.SectionReplayed).Counts; c["replayed"] != 1 || c["rechecks_deferred"] != 1 {
+		t.Errorf("first run counts = %v, want only the new entry read and deferred", c)
+	}
+	f.complete(parent.IdempotencyKey)
+	for _, step := range []struct {
+		at     time.Duration
+		status store.Status
+	}{
+		{10 * time.Minute, store.Replayed}, // the new entry's check is not due
+		{31 * time.Minute, store.Recovered},
+	} {
+		clock = start.Add(step.at)
+		rep := f.run(h, false)
+		got := map[string]store.Status{"parent": f.get(parent.ID).Status, "new entry": f.get(child.ID).Status}
+		want := map[string]store.Status{"parent": step.status, "new entry": step.status}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("at +%s (-want +got):\n%s\n%s", step.at, diff, summary(rep))
+		}
+		if c := section(t, rep, reconciler.SectionReplayed).Counts; c["replayed"] > 1 {
+			t.Errorf("at +%s: counts = %v, want the parent never read", step.at, c)
 		}
 	}
 }

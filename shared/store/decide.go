@@ -97,8 +97,10 @@ func (e *Entry) Decide(d triage.Decision, now time.Time) {
 // Jsdlq-Replay-Of header, in the decoded headers) to the entry it replays:
 // the parent's chain plus the parent itself, so the policy judges the whole
 // chain with one read. A header that names no entry, the entry itself, or an
-// entry of another task (forged or stale) starts a new chain instead; unlinked
-// says why, for the caller's log ("" when linked or not a replay).
+// entry of another tenant or task (forged or stale) starts a new chain
+// instead; unlinked says why, for the caller's log ("" when linked or not a
+// replay). Record then hands the parent's completion check to the new entry
+// (handOffCheck).
 func (s *Store) LinkReplay(ctx context.Context, e *Entry, headers map[string][]string) (chain triage.Chain, unlinked string, err error) {
 	ref := strings.TrimSpace(event.Header(headers, event.HeaderReplayOf))
 	if ref == "" {
@@ -119,11 +121,17 @@ func (s *Store) LinkReplay(ctx context.Context, e *Entry, headers map[string][]s
 		return triage.Chain{}, "", fmt.Errorf("store: read replay parent %s of %s: %w", ref, e.ID, err)
 	case parent.ID == e.ID:
 		return triage.Chain{}, "the entry claims to replay itself; ignored", nil
-	case parent.IdempotencyKey != "" && e.IdempotencyKey != "" && parent.IdempotencyKey != e.IdempotencyKey:
+	case parent.Tenant != e.Tenant:
+		// Only a forged header names another tenant's entry: a replay
+		// keeps its tenant's headers. Linking would let one tenant's
+		// recovery move another's entries (recoverChain).
+		return triage.Chain{}, fmt.Sprintf("replay parent %s belongs to another tenant; a new chain starts", parent.ID), nil
+	case !sameTask(parent, e):
 		return triage.Chain{}, fmt.Sprintf("replay parent %s is another task (idempotency key %q, not %q); a new chain starts",
 			parent.ID, parent.IdempotencyKey, e.IdempotencyKey), nil
 	}
 	e.ReplayOf, e.RootID = parent.ID, parent.RootID
+	e.parent = parent
 	e.ChainCodes = append(slices.Clone(parent.ChainCodes), parent.ReasonCode)
 	e.ChainStrategies = append(slices.Clone(parent.ChainStrategies), parent.Strategy)
 	return e.PolicyChain(), "", nil

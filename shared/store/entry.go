@@ -177,6 +177,9 @@ type Entry struct {
 	// no View names), which decide whether TransitionSeen may move it.
 	seen time.Time
 	view View
+	// parent is the entry this one replays as LinkReplay read it, for
+	// Record's handOffCheck; nil when unlinked.
+	parent *Entry
 }
 
 // partialView is the view of an entry read through a projection that is
@@ -399,9 +402,14 @@ func (s *Store) move(tx *firestore.Transaction, e *Entry, c Change, staged *Entr
 // in the hour's replays_recovered in the same transaction, and, when the entry is its tenant breaker's
 // half-open probe, reports the probe recovered, which closes the breaker.
 //
+// The entries the entry replays (its replay chain, whose replays died
+// again) that are still replayed are recovered with it: their task is the
+// same, and it completed (recoverChain).
+//
 // It is safe to repeat: an entry that is recovered already is not counted
-// again, but its probe report is repeated (the report comes after the
-// transition, so a caller whose report failed retries until it succeeds).
+// again, but its probe report and the walk up its chain are repeated (they
+// come after the transition, so a caller whose report failed retries until
+// it succeeds).
 func (s *Store) MarkRecovered(ctx context.Context, id string, from []Status, by, note string) (*Entry, error) {
 	return s.markRecovered(ctx, id, func(c Change) (*Entry, error) { return s.Transition(ctx, id, c) }, from, by, note, s.KeepCompletion)
 }
@@ -417,6 +425,20 @@ func (s *Store) MarkRecoveredSeen(ctx context.Context, seen *Entry, from []Statu
 }
 
 func (s *Store) markRecovered(ctx context.Context, id string, move func(Change) (*Entry, error), from []Status, by, note string, keep func(context.Context, *Entry) error) (*Entry, error) {
+	e, err := s.recoverOne(ctx, id, move, from, by, note, keep)
+	if err != nil {
+		return e, err
+	}
+	// Repeated with the entry, so a caller that retries a failed walk
+	// finishes it.
+	if err := s.recoverChain(ctx, e, by); err != nil {
+		return e, fmt.Errorf("entry %s recovered; %w", id, err)
+	}
+	return e, nil
+}
+
+// recoverOne is markRecovered for one entry, its replay chain left alone.
+func (s *Store) recoverOne(ctx context.Context, id string, move func(Change) (*Entry, error), from []Status, by, note string, keep func(context.Context, *Entry) error) (*Entry, error) {
 	e, err := move(Change{From: from, To: Recovered, By: by, Note: note, Count: &Metrics{ReplaysRecovered: 1}})
 	if errors.Is(err, ErrWrongStatus) {
 		cur, gerr := s.GetMeta(ctx, id)

@@ -28,6 +28,11 @@ type RecordResult struct {
 	// open stages none, so a one-tenant storm does not query the outbox
 	// once per entry.
 	Notified bool
+	// HandOff is why the parent's completion check could not be handed to
+	// this replay's entry (nil when it was, or had nothing to hand off):
+	// the parent is then checked on its own schedule, which costs reads,
+	// not correctness.
+	HandOff error
 }
 
 // Record stores a classified entry. In one transaction it creates the entry
@@ -78,11 +83,17 @@ func (s *Store) Record(ctx context.Context, e *Entry, by string) (RecordResult, 
 
 	res, err := s.create(ctx, e, by)
 	if status.Code(err) == codes.AlreadyExists {
-		return s.merge(ctx, e)
-	}
-	if err != nil {
+		res, err = s.merge(ctx, e)
+		if err != nil {
+			return RecordResult{}, err
+		}
+	} else if err != nil {
 		return RecordResult{}, txError("record "+e.ID, err)
 	}
+	// After the commit and on every redelivery (the write is the same
+	// each time), so an entry's parent is handed off whichever attempt
+	// gets through.
+	res.HandOff = s.handOffCheck(ctx, e.parent, res.Entry)
 	return res, nil
 }
 
