@@ -15,7 +15,9 @@ import (
 // its next check is put off by as long as it has waited (at least a
 // quarter hour, at most a day, inside the 72 hours a completion record is
 // kept), the runs before then do not read it, and once due it is read and
-// recovered if its task completed meanwhile. A dry run puts nothing off.
+// recovered if its task completed meanwhile. One without an idempotency
+// key, whose completion nothing can show, is looked at once more a day
+// before it expires. A dry run puts nothing off.
 func TestReplayedEntriesCheckedWhenDue(t *testing.T) {
 	f := newFixture(t, false)
 	start := time.Now().UTC().Truncate(time.Second)
@@ -24,17 +26,22 @@ func TestReplayedEntriesCheckedWhenDue(t *testing.T) {
 	cases := []struct {
 		name   string
 		waited time.Duration // since it was marked replayed
-		want   time.Duration // next check, after start
+		want   time.Duration // next check, after start; 0: a day before it expires
 	}{
 		{"just replayed", 2 * time.Minute, 15 * time.Minute},
 		{"an hour ago", time.Hour, time.Hour},
 		{"three days ago", 72 * time.Hour, 24 * time.Hour},
+		{"without a key", 2 * time.Minute, 0},
 	}
 	ids := map[string]string{}
 	keys := map[string]string{}
 	for i, tc := range cases {
 		at := f.storeAt(start.Add(-tc.waited))
-		e := f.seed(at, entry(uint64(i+1), "acme", store.Scheduled))
+		in := entry(uint64(i+1), "acme", store.Scheduled)
+		if tc.want == 0 {
+			in.IdempotencyKey, in.TaskID = "", ""
+		}
+		e := f.seed(at, in)
 		f.move(at, e.ID, store.Scheduled, store.Replaying, "replay")
 		f.move(at, e.ID, store.Replaying, store.Replayed, "replay")
 		ids[tc.name], keys[tc.name] = e.ID, e.IdempotencyKey
@@ -60,18 +67,23 @@ func TestReplayedEntriesCheckedWhenDue(t *testing.T) {
 	want := map[string]time.Duration{}
 	for _, tc := range cases {
 		want[tc.name] = tc.want
+		if tc.want == 0 {
+			want[tc.name] = f.get(ids[tc.name]).ExpireAt.Add(-store.ChainCheckMargin).Sub(start)
+		}
 	}
 	if diff := cmp.Diff(want, nextChecks()); diff != "" {
 		t.Errorf("next checks after the first run (-want +got):\n%s", diff)
 	}
-	if c := section(t, rep, reconciler.SectionReplayed).Counts; c["replayed"] != 3 || c["rechecks_deferred"] != 3 {
-		t.Errorf("first run counts = %v, want 3 replayed entries read, 3 rechecks deferred", c)
+	if c := section(t, rep, reconciler.SectionReplayed).Counts; c["replayed"] != 4 || c["rechecks_deferred"] != 4 || c["without_idempotency_key"] != 1 {
+		t.Errorf("first run counts = %v, want 4 replayed entries read, 4 rechecks deferred, 1 without a key", c)
 	}
 
 	// The tasks complete now; the runs before each entry's check is due
 	// neither read it nor see its completion.
 	for _, tc := range cases {
-		f.complete(keys[tc.name])
+		if keys[tc.name] != "" {
+			f.complete(keys[tc.name])
+		}
 	}
 	clock = start.Add(10 * time.Minute)
 	if c := section(t, f.run(h, false), reconciler.SectionReplayed).Counts; c["replayed"] != 0 {

@@ -258,9 +258,11 @@ func (r *run) replaying(ctx context.Context, sec *audit.Section) error {
 // record exists. It reads only the entries whose check is due
 // (next_retry_at, which a replayed entry no longer needs for its replay):
 // one whose task has not completed is looked at again after recheckAfter,
-// not on every run, so an entry whose replay died again (a new entry
-// carries the task on) or whose agent never records a completion costs a
-// few reads a day instead of one a run for as long as it is kept.
+// not on every run, so an entry whose agent never records a completion
+// costs a few reads a day instead of one a run for as long as it is kept.
+// One whose replay died again is not due (its check went to the new entry,
+// whose recovery recovers it: store.ChainCheckMargin), nor, after its first
+// check, one without an idempotency key.
 func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
 	var f *audit.Finding
 	due := r.now()
@@ -277,12 +279,19 @@ func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
 			sec.Add("replayed", 1)
 			c := done[e.IdempotencyKey]
 			if !c.Done {
+				next := due.Add(recheckAfter(due.Sub(e.UpdatedAt)))
 				if e.IdempotencyKey == "" {
 					sec.Add("without_idempotency_key", 1)
+					// Nothing can ever show its task completed: one more
+					// look before it expires, as for an entry whose check
+					// went to its chain.
+					if last := e.ExpireAt.Add(-store.ChainCheckMargin); last.After(next) {
+						next = last
+					}
 				}
 				if !r.dry {
 					// Not counted as a repair: nothing is wrong yet.
-					deferred, err := r.h.store.DeferCheck(ctx, e, due.Add(recheckAfter(due.Sub(e.UpdatedAt))))
+					deferred, err := r.h.store.DeferCheck(ctx, e, next)
 					if err != nil {
 						return err
 					}
