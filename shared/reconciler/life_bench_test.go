@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -18,20 +19,26 @@ import (
 // a run every 15 minutes.
 const RunsPerLife = 25 * 60 / 15
 
-// BenchmarkEntryLife lives b.N entries' whole lives and counts their
-// Firestore reads and writes on the code path (store.Ops): classify's
-// Record, the store calls of a replay (claim, completion lookup, breaker,
+// BenchmarkEntryLife lives the whole lives of b.N dead messages' entries and
+// counts their Firestore reads and writes on the code path (store.Ops):
+// classify's Record (and, for a replay's death, its link to the entry it
+// replays), the store calls of a replay (claim, completion lookup, breaker,
 // mark replayed from the claimed entry: what functions/replay calls,
-// without its NATS publish),
-// the agent's completion record (agentkit's write, not jsdlq's), then real
-// reconcile runs. The entries are created evenly over the 25-hour window,
-// so the runs read a full window of hourly metrics. The first run marks
-// them all recovered (and compacts the closed hours); the next one is a
-// run of the steady state, which every later run of the day repeats. An
-// entry's life is then classify + replay + its share of the first run +
-// (RunsPerLife-1) steady runs shared by the b.N entries of the window:
-// b.N is the window's population, so use the scale you price (4 000 is
-// docs/SCALING.md's: 160 dead messages an hour).
+// without its NATS publish), the agent's completion record (agentkit's
+// write, not jsdlq's), then real reconcile runs. 16 in 100 replays die
+// again, as in the field (docs/SCALING.md): each a new entry carrying the
+// task on, whose own replay completes it (12) or which is escalated (4, the
+// task never completes; its parent stays replayed). The entries are created
+// evenly over the 25-hour window, so the runs read a full window of hourly
+// metrics. The first run recovers every entry whose task completed, chains
+// included (and compacts the closed hours); the next one is a run of the
+// steady state, which every later run of the day repeats (a parent whose
+// replay died is not checked again within the day: its check went to its
+// chain). An entry's life is then classify + replay + its share of the first
+// run + (RunsPerLife-1) steady runs shared by the window's entries: b.N dead
+// messages are the window's population, so use the scale you price (4 000
+// is docs/SCALING.md's: 160 dead messages an hour). reads/entry counts the
+// deaths' entries as entries; reads/dead-message divides by b.N.
 //
 //	go test ./shared/reconciler -run '^$' -bench EntryLife -benchtime 4000x
 func BenchmarkEntryLife(b *testing.B) {
@@ -57,57 +64,110 @@ func BenchmarkEntryLife(b *testing.B) {
 		}
 		return o
 	}
+	// record is classify's store work for in: the link to the entry it
+	// replays (one read, for a replay's death) and Record.
+	record := func(cs *store.Store, in *store.Entry, replayOf string) (*store.Entry, bool) {
+		if replayOf != "" {
+			if _, unlinked, err := cs.LinkReplay(f.ctx, in, map[string][]string{event.HeaderReplayOf: {replayOf}}); err != nil || unlinked != "" {
+				b.Errorf("LinkReplay(%s) = %q, %v; want linked", in.ID, unlinked, err)
+				return nil, false
+			}
+		}
+		var res store.RecordResult
+		err := retry(func() (err error) {
+			res, err = cs.Record(f.ctx, in, "classify")
+			return err
+		})
+		if err != nil || res.HandOff != nil {
+			b.Errorf("Record(%s) = %+v, %v", in.ID, res, err)
+			return nil, false
+		}
+		return res.Entry, true
+	}
+	// replayed is replay's store work for e: the claim, the completion
+	// lookup, the breaker and the mark replayed (a write conditioned on
+	// the claim).
+	replayed := func(rs *store.Store, e *store.Entry) {
+		// A failed claim keeps e (its id names the entry in the error).
+		if err := retry(func() error {
+			claimed, err := rs.Transition(f.ctx, e.ID, store.Change{From: []store.Status{store.Scheduled}, To: store.Replaying, By: "replay"})
+			if err == nil {
+				e = claimed
+			}
+			return err
+		}); err != nil {
+			b.Errorf("claim %s: %v", e.ID, err)
+		}
+		if done, err := rs.TaskCompleted(f.ctx, e.IdempotencyKey); err != nil || done {
+			b.Errorf("TaskCompleted(%s) = %v, %v; want not yet", e.IdempotencyKey, done, err)
+		}
+		var ok bool
+		if err := retry(func() (err error) { ok, _, err = rs.BreakerAdmit(f.ctx, e.Tenant, e.ID, "replay"); return err }); err != nil || !ok {
+			b.Errorf("BreakerAdmit(%s) = %v, %v; want admitted", e.Tenant, ok, err)
+		}
+		if err := retry(func() error {
+			_, err := rs.TransitionSeen(f.ctx, e, store.Change{From: []store.Status{store.Replaying}, To: store.Replayed, By: "replay",
+				Count: &store.Metrics{ReplaysPublished: 1}})
+			return err
+		}); err != nil {
+			b.Errorf("mark %s replayed: %v", e.ID, err)
+		}
+	}
+	// want is each entry's status after the first run.
+	want := make([]map[string]store.Status, 8)
 	work := make(chan int)
 	var wg sync.WaitGroup
-	for range 8 {
+	for w := range 8 {
+		want[w] = map[string]store.Status{}
 		wg.Go(func() {
 			for i := range work {
 				created := from.Add(time.Minute + time.Duration(i)*span/time.Duration(n))
 				cs, rs := f.storeAt(created), f.storeAt(created.Add(30*time.Second))
-				var res store.RecordResult
 				// Ten tenants and ten agents: at this population each
 				// agent stays under the default policy's
 				// agent_dead_per_hour, as a fleet's would.
 				in := entry(uint64(i+1), fmt.Sprintf("tenant-%d", i%10), store.Scheduled)
 				in.Agent = fmt.Sprintf("agent-%d", i%10)
 				in.Subject = "agents." + in.Agent + ".tasks.implementation"
-				err := retry(func() (err error) {
-					res, err = cs.Record(f.ctx, in, "classify")
-					return err
-				})
-				if err != nil {
-					b.Errorf("Record(%d) = %v", i+1, err)
+				e, ok := record(cs, in, "")
+				if !ok {
 					continue
 				}
-				// A failed claim keeps e (its id names the entry in the
-				// error).
-				e := res.Entry
-				if err := retry(func() error {
-					claimed, err := rs.Transition(f.ctx, e.ID, store.Change{From: []store.Status{store.Scheduled}, To: store.Replaying, By: "replay"})
-					if err == nil {
-						e = claimed
+				replayed(rs, e)
+				stores := []*store.Store{cs, rs}
+				// The field's replay deaths (docs/SCALING.md): 16 in 100
+				// replays die again, a new entry carrying the task on; in
+				// 12 its replay completes the task, in 4 it is escalated
+				// and the task never completes.
+				want[w][e.ID] = store.Recovered
+				if death := i % 25; death < 4 {
+					died := created.Add(2 * time.Minute)
+					dcs, drs := f.storeAt(died), f.storeAt(died.Add(30*time.Second))
+					child := entry(uint64(n+i+1), in.Tenant, store.Scheduled)
+					child.Agent, child.Subject, child.IdempotencyKey = in.Agent, in.Subject, e.IdempotencyKey
+					if death == 3 {
+						child.Status, child.TaskName, child.Action, child.Category = store.Escalated, "", "escalate", "permanent"
+						want[w][e.ID] = store.Replayed
 					}
-					return err
-				}); err != nil {
-					b.Errorf("claim %s: %v", e.ID, err)
+					ce, ok := record(dcs, child, e.EventID)
+					if !ok {
+						continue
+					}
+					want[w][ce.ID] = ce.Status
+					if ce.Status == store.Scheduled {
+						replayed(drs, ce)
+						want[w][ce.ID] = store.Recovered
+					}
+					stores = append(stores, dcs, drs)
 				}
-				if done, err := rs.TaskCompleted(f.ctx, e.IdempotencyKey); err != nil || done {
-					b.Errorf("TaskCompleted(%s) = %v, %v; want not yet", e.IdempotencyKey, done, err)
+				if want[w][e.ID] == store.Recovered {
+					f.complete(e.IdempotencyKey) // agentkit.Once's write, the agent's
 				}
-				var ok bool
-				if err := retry(func() (err error) { ok, _, err = rs.BreakerAdmit(f.ctx, e.Tenant, e.ID, "replay"); return err }); err != nil || !ok {
-					b.Errorf("BreakerAdmit(%s) = %v, %v; want admitted", e.Tenant, ok, err)
-				}
-				if err := retry(func() error {
-					_, err := rs.TransitionSeen(f.ctx, e, store.Change{From: []store.Status{store.Replaying}, To: store.Replayed, By: "replay",
-						Count: &store.Metrics{ReplaysPublished: 1}})
-					return err
-				}); err != nil {
-					b.Errorf("mark %s replayed: %v", e.ID, err)
-				}
-				f.complete(e.IdempotencyKey) // agentkit.Once's write, the agent's
 				mu.Lock()
-				classifyStores, replayStores = append(classifyStores, cs), append(replayStores, rs)
+				classifyStores, replayStores = append(classifyStores, stores[0]), append(replayStores, stores[1])
+				if len(stores) > 2 {
+					classifyStores, replayStores = append(classifyStores, stores[2]), append(replayStores, stores[3])
+				}
 				mu.Unlock()
 			}
 		})
@@ -134,9 +194,16 @@ func BenchmarkEntryLife(b *testing.B) {
 	steady := f.run(h, false)
 	after := f.st.Ops()
 	b.StopTimer()
-	for i := range n {
-		if e := f.get(entry(uint64(i+1), "", store.Scheduled).ID); e.Status != store.Recovered {
-			b.Fatalf("entry %s = %s after the first run, want recovered (%s)", e.ID, e.Status, summary(first))
+	entries, recovered := 0, int64(0)
+	for _, m := range want {
+		for id, st := range m {
+			if e := f.get(id); e.Status != st {
+				b.Fatalf("entry %s = %s after the first run, want %s (%s)", id, e.Status, st, summary(first))
+			}
+			entries++
+			if st == store.Recovered {
+				recovered++
+			}
 		}
 	}
 	if len(steady.Findings) != 0 || len(steady.Tenants) != min(n, 10) {
@@ -146,15 +213,17 @@ func BenchmarkEntryLife(b *testing.B) {
 	for _, t := range steady.Tenants {
 		counted += t.Recovered
 	}
-	if counted != int64(n) {
-		b.Fatalf("steady run counts %d recovered entries, want %d", counted, n)
+	if counted != recovered {
+		b.Fatalf("steady run counts %d recovered entries, want %d", counted, recovered)
 	}
-	per := func(v int64) float64 { return float64(v) / float64(n) }
+	// Per entry: the replay deaths' entries are entries of the window too.
+	per := func(v int64) float64 { return float64(v) / float64(entries) }
 	firstRun := store.Ops{Reads: mid.Reads - before.Reads, Writes: mid.Writes - before.Writes}
 	steadyRun := store.Ops{Reads: after.Reads - mid.Reads, Writes: after.Writes - mid.Writes}
 	reconcileReads := firstRun.Reads + (RunsPerLife-1)*steadyRun.Reads
 	reconcileWrites := firstRun.Writes + (RunsPerLife-1)*steadyRun.Writes
 	b.ReportMetric(per(classify.Reads+replay.Reads+reconcileReads), "reads/entry")
+	b.ReportMetric(float64(classify.Reads+replay.Reads+reconcileReads)/float64(n), "reads/dead-message")
 	b.ReportMetric(per(classify.Writes+replay.Writes+reconcileWrites), "writes/entry")
 	b.ReportMetric(per(classify.Reads), "classify-reads/entry")
 	b.ReportMetric(per(replay.Reads), "replay-reads/entry")
