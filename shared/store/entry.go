@@ -429,8 +429,10 @@ func (s *Store) markRecovered(ctx context.Context, id string, move func(Change) 
 	if err != nil {
 		return e, err
 	}
-	// Repeated with the entry, so a caller that retries a failed walk
-	// finishes it.
+	// Repeated with the entry, so a caller that repeats the call finishes
+	// a walk that failed midway; one that does not (replay's claim refuses
+	// a recovered entry) leaves the rest to the parents' last check
+	// (ChainCheckMargin), which finds the completion record kept.
 	if err := s.recoverChain(ctx, e, by); err != nil {
 		return e, fmt.Errorf("entry %s recovered; %w", id, err)
 	}
