@@ -25,12 +25,13 @@ const RunsPerLife = 25 * 60 / 15
 // replays), the store calls of a replay (claim, completion lookup, breaker,
 // mark replayed from the claimed entry: what functions/replay calls,
 // without its NATS publish), the agent's completion record (agentkit's
-// write, not jsdlq's), then real reconcile runs. 16 in 100 replays die
-// again, as in the field (docs/SCALING.md): each a new entry carrying the
-// task on, whose own replay completes it (12) or which is escalated (4, the
-// task never completes; its parent stays replayed). The entries are created
-// evenly over the 25-hour window, so the runs read a full window of hourly
-// metrics. The first run recovers every entry whose task completed, chains
+// write, not jsdlq's), then real reconcile runs. The dead messages have
+// the field's mix (docs/SCALING.md): 14.4 in 100 are permanent, escalated
+// by classify and never replayed; the replays of 16 in 100 die again, each
+// a new entry carrying the task on, whose own replay completes it (12) or
+// which is escalated (4, the task never completes; its parent stays
+// replayed). The entries are created evenly over the 25-hour window, so
+// the runs read a full window of hourly metrics. The first run recovers every entry whose task completed, chains
 // included (and compacts the closed hours); the next one is a run of the
 // steady state, which every later run of the day repeats (a parent whose
 // replay died is not checked again within the day: its check went to its
@@ -126,26 +127,43 @@ func BenchmarkEntryLife(b *testing.B) {
 				// Ten tenants and ten agents: at this population each
 				// agent stays under the default policy's
 				// agent_dead_per_hour, as a fleet's would.
-				in := entry(uint64(i+1), fmt.Sprintf("tenant-%d", i%10), store.Scheduled)
+				// The field's mix (docs/SCALING.md), per 125 dead
+				// messages: 18 (14.4 %) are permanent, escalated by
+				// classify and never replayed; of the others' replays 20
+				// (16 in 100 dead messages) die again, a new entry
+				// carrying the task on: in 15 its replay completes the
+				// task, in 5 it is escalated and the task never completes.
+				mix := i % 125
+				st := store.Scheduled
+				if mix < 18 {
+					st = store.Escalated
+				}
+				in := entry(uint64(i+1), fmt.Sprintf("tenant-%d", i%10), st)
 				in.Agent = fmt.Sprintf("agent-%d", i%10)
 				in.Subject = "agents." + in.Agent + ".tasks.implementation"
+				if st == store.Escalated {
+					in.Category, in.ReasonCode, in.Action, in.Strategy = "permanent", "impossible_task", "escalate", "permanent"
+				}
 				e, ok := record(cs, in, "")
 				if !ok {
 					continue
 				}
+				if e.Status == store.Escalated {
+					want[w][e.ID] = store.Escalated
+					mu.Lock()
+					classifyStores = append(classifyStores, cs)
+					mu.Unlock()
+					continue
+				}
 				replayed(rs, e)
 				stores := []*store.Store{cs, rs}
-				// The field's replay deaths (docs/SCALING.md): 16 in 100
-				// replays die again, a new entry carrying the task on; in
-				// 12 its replay completes the task, in 4 it is escalated
-				// and the task never completes.
 				want[w][e.ID] = store.Recovered
-				if death := i % 25; death < 4 {
+				if death := mix - 18; death >= 0 && death < 20 {
 					died := created.Add(2 * time.Minute)
 					dcs, drs := f.storeAt(died), f.storeAt(died.Add(30*time.Second))
 					child := entry(uint64(n+i+1), in.Tenant, store.Scheduled)
 					child.Agent, child.Subject, child.IdempotencyKey = in.Agent, in.Subject, e.IdempotencyKey
-					if death == 3 {
+					if death >= 15 {
 						child.Status, child.TaskName, child.Action, child.Category = store.Escalated, "", "escalate", "permanent"
 						want[w][e.ID] = store.Replayed
 					}
