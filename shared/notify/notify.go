@@ -167,7 +167,7 @@ func (f *Flusher) publishPending(ctx context.Context, res *Result) error {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		if rerr := f.store.ReleaseNotification(rctx, o.ID, f.owner, perr); rerr != nil {
+		if rerr := f.store.ReleaseNotification(rctx, o, f.owner, perr); rerr != nil {
 			f.log.WarnContext(ctx, "notify: claim not released; it expires by itself", "notification_id", o.ID, "error", rerr.Error())
 		}
 		cancel()
@@ -193,14 +193,14 @@ func (f *Flusher) publish(ctx context.Context, o *store.Outbox) (triaged bool, e
 			return false, err
 		}
 		triaged = true
-		if err := f.store.NotificationTriagePublished(ctx, o.ID, f.owner); err != nil {
+		if err := f.store.NotificationTriagePublished(ctx, o, f.owner); err != nil {
 			return triaged, err
 		}
 	}
 	if err := f.topic.Publish(ctx, []byte(o.Notification), n.Attributes()); err != nil {
 		return triaged, fmt.Errorf("publish to the notifications topic: %w", err)
 	}
-	return triaged, f.store.NotificationPublished(ctx, o.ID, f.owner)
+	return triaged, f.store.NotificationPublished(ctx, o, f.owner)
 }
 
 // TriageMsg is the triage task of the entry notification n: on the triage

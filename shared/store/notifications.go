@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
@@ -62,6 +64,32 @@ type Outbox struct {
 	CreatedAt       time.Time `firestore:"created_at"`
 	PublishedAt     time.Time `firestore:"published_at,omitempty"`
 	ExpireAt        time.Time `firestore:"expire_at"`
+
+	// seen is the document's update time as this store last read or wrote
+	// it: a claim or settle from it is a write conditioned on that, no read.
+	seen time.Time
+}
+
+// leaseFields are the fields a claim or a settle changes, as the updates
+// of a conditioned write (an empty optional field is deleted, as the
+// document's omitempty leaves it out).
+func (o *Outbox) leaseFields() []firestore.Update {
+	opt := func(path string, v any, empty bool) firestore.Update {
+		if empty {
+			return firestore.Update{Path: path, Value: firestore.Delete}
+		}
+		return firestore.Update{Path: path, Value: v}
+	}
+	return []firestore.Update{
+		{Path: "state", Value: o.State},
+		opt("lease_owner", o.LeaseOwner, o.LeaseOwner == ""),
+		opt("lease_until", o.LeaseUntil, o.LeaseUntil.IsZero()),
+		{Path: "attempts", Value: o.Attempts},
+		opt("last_error", o.LastError, o.LastError == ""),
+		opt("triage_published", o.TriagePublished, !o.TriagePublished),
+		opt("published_at", o.PublishedAt, o.PublishedAt.IsZero()),
+		{Path: "expire_at", Value: o.ExpireAt},
+	}
 }
 
 // Event decodes the notification.
@@ -176,9 +204,12 @@ func (s *Store) stage(tx *firestore.Transaction, n event.Notification, taskType,
 }
 
 // ClaimNotifications claims up to limit pending notifications for owner
-// until lease from now: each claim is a transaction that takes only a
-// notification no other owner holds, so two publishers never both publish
-// one. Oldest first within the page read.
+// until lease from now, so two publishers never both publish one. Oldest
+// first within the page read. A notification another owner holds is left
+// alone; a free one is claimed by a write conditioned on the document being
+// as the query read it, so a claim reads nothing and of two publishers
+// claiming at once one wins. One that changed since the query is left to
+// the next flush.
 func (s *Store) ClaimNotifications(ctx context.Context, owner string, lease time.Duration, limit int) ([]*Outbox, error) {
 	snaps, err := queryAll(ctx, s, s.fs.Collection(Notifications).Where("state", "==", OutboxPending).Limit(limit), "pending "+Notifications)
 	if err != nil {
@@ -186,41 +217,45 @@ func (s *Store) ClaimNotifications(ctx context.Context, owner string, lease time
 	}
 	var out []*Outbox
 	for _, snap := range snaps {
-		o, err := s.updateOutbox(ctx, snap.Ref.ID, func(o *Outbox, now time.Time) (bool, error) {
-			if o.State != OutboxPending || !leaseFree(o.LeaseOwner, o.LeaseUntil, owner, now) {
-				return false, nil
-			}
-			o.LeaseOwner, o.LeaseUntil = owner, now.Add(lease)
-			o.Attempts++
-			return true, nil
-		})
+		o, err := decodeOutbox(snap)
 		if err != nil {
 			return out, err
 		}
-		if o != nil {
-			out = append(out, o)
+		now := s.Now()
+		if o.State != OutboxPending || !leaseFree(o.LeaseOwner, o.LeaseUntil, owner, now) {
+			continue
+		}
+		claim := *o
+		claim.LeaseOwner, claim.LeaseUntil = owner, now.Add(lease)
+		claim.Attempts++
+		ok, err := s.writeOutboxSeen(ctx, &claim)
+		if err != nil {
+			return out, err
+		}
+		if ok {
+			out = append(out, &claim)
 		}
 	}
 	return out, nil
 }
 
-// NotificationTriagePublished records that owner published the triage task.
-func (s *Store) NotificationTriagePublished(ctx context.Context, id, owner string) error {
-	return s.settleOutbox(ctx, id, owner, func(o *Outbox, _ time.Time) { o.TriagePublished = true })
+// NotificationTriagePublished records that owner published o's triage task.
+func (s *Store) NotificationTriagePublished(ctx context.Context, o *Outbox, owner string) error {
+	return s.settleOutbox(ctx, o, owner, func(o *Outbox, _ time.Time) { o.TriagePublished = true })
 }
 
-// NotificationPublished marks a notification owner published.
-func (s *Store) NotificationPublished(ctx context.Context, id, owner string) error {
-	return s.settleOutbox(ctx, id, owner, func(o *Outbox, now time.Time) {
+// NotificationPublished marks o, which owner claimed, published.
+func (s *Store) NotificationPublished(ctx context.Context, o *Outbox, owner string) error {
+	return s.settleOutbox(ctx, o, owner, func(o *Outbox, now time.Time) {
 		o.State, o.PublishedAt, o.LeaseOwner, o.LeaseUntil, o.LastError = OutboxPublished, now, "", time.Time{}, ""
 		o.ExpireAt = now.Add(PublishedRetention)
 	})
 }
 
-// ReleaseNotification gives owner's claim up after a failed publish, noting
-// the cause, so the next flush retries it at once.
-func (s *Store) ReleaseNotification(ctx context.Context, id, owner string, cause error) error {
-	return s.settleOutbox(ctx, id, owner, func(o *Outbox, _ time.Time) {
+// ReleaseNotification gives owner's claim of o up after a failed publish,
+// noting the cause, so the next flush retries it at once.
+func (s *Store) ReleaseNotification(ctx context.Context, o *Outbox, owner string, cause error) error {
+	return s.settleOutbox(ctx, o, owner, func(o *Outbox, _ time.Time) {
 		o.LeaseOwner, o.LeaseUntil, o.LastError = "", time.Time{}, cause.Error()
 	})
 }
@@ -230,15 +265,58 @@ func (s *Store) GetNotification(ctx context.Context, id string) (*Outbox, error)
 	return getDoc(ctx, s, s.outboxRef(id), "notification", decodeOutbox)
 }
 
-func (s *Store) settleOutbox(ctx context.Context, id, owner string, f func(*Outbox, time.Time)) error {
-	_, err := s.updateOutbox(ctx, id, func(o *Outbox, now time.Time) (bool, error) {
-		if o.State != OutboxPending || o.LeaseOwner != owner {
-			return false, fmt.Errorf("%w: %s/%s is %s, held by %q", ErrLeaseLost, Notifications, id, o.State, o.LeaseOwner)
+// settleOutbox applies f to o, which owner claimed, and updates o to what
+// is stored. From o as this store wrote it, it is a write conditioned on
+// the document being unchanged since (no read); one that changed meanwhile
+// (the webhook fan-out, a claim taken over after its lease) is read again
+// in a transaction, which refuses it with ErrLeaseLost unless owner still
+// holds it.
+func (s *Store) settleOutbox(ctx context.Context, o *Outbox, owner string, f func(*Outbox, time.Time)) error {
+	if o.State == OutboxPending && o.LeaseOwner == owner {
+		next := *o
+		f(&next, s.Now())
+		ok, err := s.writeOutboxSeen(ctx, &next)
+		if err != nil {
+			return err
 		}
-		f(o, now)
+		if ok {
+			*o = next
+			return nil
+		}
+	}
+	cur, err := s.updateOutbox(ctx, o.ID, func(cur *Outbox, now time.Time) (bool, error) {
+		if cur.State != OutboxPending || cur.LeaseOwner != owner {
+			return false, fmt.Errorf("%w: %s/%s is %s, held by %q", ErrLeaseLost, Notifications, o.ID, cur.State, cur.LeaseOwner)
+		}
+		f(cur, now)
 		return true, nil
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	// (Its update time is the read's, not the write's: a later settle from
+	// it reads again.)
+	*o = *cur
+	return nil
+}
+
+// writeOutboxSeen writes o's lease fields on condition that its document is
+// unchanged since o.seen, and reports whether it wrote; o.seen is then the
+// write's time. A document that changed, or is gone, is left as it is.
+func (s *Store) writeOutboxSeen(ctx context.Context, o *Outbox) (bool, error) {
+	if o.seen.IsZero() {
+		return false, nil
+	}
+	res, err := s.outboxRef(o.ID).Update(ctx, o.leaseFields(), firestore.LastUpdateTime(o.seen))
+	switch status.Code(err) {
+	case codes.OK:
+		s.wrote(1)
+		o.seen = res.UpdateTime
+		return true, nil
+	case codes.FailedPrecondition, codes.NotFound:
+		return false, nil
+	}
+	return false, fmt.Errorf("firestore update %s/%s: %w", Notifications, o.ID, err)
 }
 
 // updateOutbox applies f to the document in a transaction; it returns the
@@ -248,5 +326,10 @@ func (s *Store) updateOutbox(ctx context.Context, id string, f func(*Outbox, tim
 }
 
 func decodeOutbox(snap *firestore.DocumentSnapshot) (*Outbox, error) {
-	return decodeDoc(snap, func(o *Outbox) *string { return &o.ID })
+	o, err := decodeDoc(snap, func(o *Outbox) *string { return &o.ID })
+	if err != nil {
+		return nil, err
+	}
+	o.seen = snap.UpdateTime
+	return o, nil
 }

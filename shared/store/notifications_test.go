@@ -1,6 +1,8 @@
 package store
 
 import (
+	"cloud.google.com/go/firestore"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -130,6 +132,7 @@ func TestClaimNotificationsExclusive(t *testing.T) {
 	}
 	var mu sync.Mutex
 	claimed := map[string]string{}
+	outbox := map[string]*Outbox{}
 	var wg sync.WaitGroup
 	for _, owner := range []string{"a", "b"} {
 		wg.Go(func() {
@@ -143,7 +146,7 @@ func TestClaimNotificationsExclusive(t *testing.T) {
 				if prev, ok := claimed[o.ID]; ok {
 					t.Errorf("%s claimed by %s and %s", o.ID, prev, owner)
 				}
-				claimed[o.ID] = owner
+				claimed[o.ID], outbox[o.ID] = owner, o
 			}
 		})
 	}
@@ -153,10 +156,10 @@ func TestClaimNotificationsExclusive(t *testing.T) {
 	}
 	for id, owner := range claimed {
 		other := map[string]string{"a": "b", "b": "a"}[owner]
-		if err := s.NotificationPublished(ctx, id, other); err == nil {
-			t.Errorf("NotificationPublished(%s, %s) = nil, want ErrLeaseLost", id, other)
+		if err := s.NotificationPublished(ctx, outbox[id], other); !errors.Is(err, ErrLeaseLost) {
+			t.Errorf("NotificationPublished(%s, %s) = %v, want ErrLeaseLost", id, other, err)
 		}
-		if err := s.NotificationPublished(ctx, id, owner); err != nil {
+		if err := s.NotificationPublished(ctx, outbox[id], owner); err != nil {
 			t.Errorf("NotificationPublished(%s, %s) = %v", id, owner, err)
 		}
 	}
@@ -259,7 +262,7 @@ func TestPublishedNotificationExpires(t *testing.T) {
 		t.Errorf("pending expire_at = %s, want %s", claimed[0].ExpireAt, want)
 	}
 	clock.Add(time.Hour)
-	if err := s.NotificationPublished(ctx, claimed[0].ID, "p"); err != nil {
+	if err := s.NotificationPublished(ctx, claimed[0], "p"); err != nil {
 		t.Fatal(err)
 	}
 	o, err := s.GetNotification(ctx, claimed[0].ID)
@@ -268,5 +271,92 @@ func TestPublishedNotificationExpires(t *testing.T) {
 	}
 	if want := clock.Now().Add(PublishedRetention); !o.ExpireAt.Equal(want) || !o.PublishedAt.Equal(clock.Now()) {
 		t.Errorf("published expire_at, published_at = %s, %s; want %s, %s", o.ExpireAt, o.PublishedAt, want, clock.Now())
+	}
+}
+
+// A claim and the settles after it are writes conditioned on the document
+// as the flush last read or wrote it: a notification nobody else touches
+// costs the query's one read. One that changed meanwhile is read again and
+// settled if the flush still holds it; one whose lease another publisher
+// took over is refused, so it is never marked by two; one another holds is
+// not even tried. Each row is a redelivery-safe path: what a repeated or
+// concurrent flush does to the same document.
+func TestOutboxClaimAndSettleFromWhatWasRead(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// meanwhile runs between p's claim and its settles.
+		meanwhile func(t *testing.T, s *Store, clock *testenv.Clock, id string)
+		// settleReads is what the triage mark and the publish mark read.
+		settleReads int64
+		wantErr     error
+		wantState   string
+		wantOwner   string
+	}{
+		{name: "unchanged", settleReads: 0, wantState: OutboxPublished},
+		// Both marks read: the transaction that wrote the first does not
+		// tell its write's time (a rare path: another flush's webhook
+		// fan-out touched the document).
+		{name: "changed meanwhile, still held", settleReads: 2, wantState: OutboxPublished,
+			meanwhile: func(t *testing.T, s *Store, _ *testenv.Clock, id string) {
+				if _, err := s.outboxRef(id).Update(testenv.Context(t), []firestore.Update{{Path: "webhooks_pending", Value: false}}); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "lease taken over", settleReads: 1, wantErr: ErrLeaseLost, wantState: OutboxPending, wantOwner: "q",
+			meanwhile: func(t *testing.T, s *Store, clock *testenv.Clock, _ string) {
+				clock.Add(2 * time.Minute)
+				if got, err := s.ClaimNotifications(testenv.Context(t), "q", time.Minute, 10); err != nil || len(got) != 1 {
+					t.Fatalf("ClaimNotifications(q) after p's lease = %d, %v; want 1", len(got), err)
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, clock := newStore(t)
+			ctx := testenv.Context(t)
+			recordSettled(t, s, "TASKS.n1", Escalated)
+			before := s.Ops()
+			claimed, err := s.ClaimNotifications(ctx, "p", time.Minute, 10)
+			if err != nil || len(claimed) != 1 {
+				t.Fatalf("ClaimNotifications(p) = %d, %v; want 1", len(claimed), err)
+			}
+			if got := s.Ops().Reads - before.Reads; got != 1 {
+				t.Errorf("ClaimNotifications reads = %d, want 1 (the query)", got)
+			}
+			// Another publisher finds it held: it reads it in its query
+			// and writes nothing.
+			before = s.Ops()
+			if got, err := s.ClaimNotifications(ctx, "r", time.Minute, 10); err != nil || len(got) != 0 {
+				t.Errorf("ClaimNotifications(r) while p holds it = %d, %v; want none", len(got), err)
+			}
+			if got := s.Ops(); got.Reads-before.Reads != 1 || got.Writes != before.Writes {
+				t.Errorf("ClaimNotifications(r) ops = %+v after %+v, want 1 read and no write", got, before)
+			}
+			o := claimed[0]
+			if tc.meanwhile != nil {
+				tc.meanwhile(t, s, clock, o.ID)
+			}
+			before = s.Ops()
+			err = s.NotificationTriagePublished(ctx, o, "p")
+			if err == nil {
+				err = s.NotificationPublished(ctx, o, "p")
+			}
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("settle = %v, want %v", err, tc.wantErr)
+			}
+			if got := s.Ops().Reads - before.Reads; got != tc.settleReads {
+				t.Errorf("settle reads = %d, want %d", got, tc.settleReads)
+			}
+			stored, err := s.GetNotification(ctx, o.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stored.State != tc.wantState || stored.LeaseOwner != tc.wantOwner || stored.TriagePublished != (tc.wantErr == nil) {
+				t.Errorf("stored = state %s, owner %q, triage published %v; want %s, %q, %v",
+					stored.State, stored.LeaseOwner, stored.TriagePublished, tc.wantState, tc.wantOwner, tc.wantErr == nil)
+			}
+			if tc.wantErr == nil && (!stored.PublishedAt.Equal(clock.Now()) || stored.LeaseUntil != (time.Time{}) || stored.Attempts != 1) {
+				t.Errorf("published = at %s, lease until %s, attempts %d; want %s, none, 1", stored.PublishedAt, stored.LeaseUntil, stored.Attempts, clock.Now())
+			}
+		})
 	}
 }
