@@ -55,6 +55,9 @@ func (s *Store) handOffCheck(ctx context.Context, parent, child *Entry) error {
 // chain's task completed. Each is read once and moved on condition that it
 // is unchanged since; its completion record is kept as long as it is.
 func (s *Store) recoverChain(ctx context.Context, e *Entry, by string) error {
+	// Each ancestor must carry e's task, not only its child's: a keyless
+	// link in the middle would otherwise join two tasks.
+	task := *e
 	child := e
 	for range maxChainWalk {
 		if child.ReplayOf == "" {
@@ -67,8 +70,11 @@ func (s *Store) recoverChain(ctx context.Context, e *Entry, by string) error {
 			return nil
 		case err != nil:
 			return fmt.Errorf("replay chain of %s: %w", e.ID, err)
-		case !sameTask(p, child):
+		case !sameTask(p, child), !sameTask(p, &task):
 			return nil
+		}
+		if task.IdempotencyKey == "" {
+			task.IdempotencyKey = p.IdempotencyKey
 		}
 		if p.Status == Replayed {
 			note := "its replay chain recovered (" + e.ID + ")"

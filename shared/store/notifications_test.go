@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cloud.google.com/go/firestore"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
