@@ -56,7 +56,10 @@ func TestAgentModes(t *testing.T) {
 		FailureBucket: "dlq_failures"}, obs.Discard()); err != nil {
 		t.Fatal(err)
 	}
-	o, err := parse([]string{"--name", "backend", "--idempotency=false", "--backoff", "10ms", "--max-deliver", "2"})
+	// A consumer's BackOff is also its ack wait for each delivery: with a
+	// few milliseconds, a case handled slowly on a loaded machine was
+	// redelivered into the next case's place.
+	o, err := parse([]string{"--name", "backend", "--idempotency=false", "--backoff", "5s", "--max-deliver", "2"})
 	if err != nil {
 		t.Fatal(err)
 	}
