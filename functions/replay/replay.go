@@ -225,6 +225,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(res)
 }
 
+// finishRecovery answers a redelivery of the task that recovered e: the
+// steps after the move (its completion record kept, its breaker probe's
+// report, its replay chain recovered) failed or were cut short, and the
+// answer said retry. MarkRecovered repeats them without counting e again;
+// the outcome is skipped, so the task is not counted as a second recovery.
+func (h *Handler) finishRecovery(ctx context.Context, e *store.Entry, taskName string, res Result) (Result, error) {
+	if _, err := h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replaying}, By, "task-idempotency shows "+e.IdempotencyKey+" completed"); err != nil {
+		return res, retry("replay: finish the recovery of %s: %w", e.ID, err)
+	}
+	h.log.InfoContext(ctx, "replay: redelivery of the recovering task; recovery finished", "entry_id", e.ID, "task", taskName)
+	res.Outcome, res.Status, res.Note = OutcomeSkipped, string(store.Recovered), errRecovered.Error()
+	// A recovered probe closed its breaker: flush its notification.
+	res.breakerMoved = e.BreakerProbe
+	return res, nil
+}
+
 // logEventOutcome is the jsonPayload.event of the per-task outcome line.
 const logEventOutcome = "replay_outcome"
 
@@ -249,10 +265,11 @@ func readTask(r *http.Request) (tasks.Body, string, error) {
 }
 
 // errNotOurs ends a claim that belongs to another task; errReentered one
-// that is ours already.
+// that is ours already; errRecovered one that this task recovered.
 var (
 	errNotOurs   = errors.New("replay: entry is claimed by another task")
 	errReentered = errors.New("replay: entry is claimed by this task already")
+	errRecovered = errors.New("replay: entry is recovered by this task already")
 )
 
 // shortTask is a task name without its queue path.
@@ -267,10 +284,11 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 	// 1. Claim. A redelivery of the claiming task writes nothing (the
 	// transaction is abandoned with errReentered): the entry is ours
 	// already, and a long outage retried many times must not push the
-	// approval out of the bounded history.
-	var reentered *store.Entry
+	// approval out of the bounded history. A redelivery of the task that
+	// recovered the entry finishes that recovery (finishRecovery).
+	var reentered, recovered *store.Entry
 	e, err := h.store.Transition(ctx, entryID, store.Change{
-		From: []store.Status{store.Scheduled, store.Replaying},
+		From: []store.Status{store.Scheduled, store.Replaying, store.Recovered},
 		To:   store.Replaying,
 		By:   By,
 		Note: "task " + taskName,
@@ -278,7 +296,13 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 			if e.TaskName != "" && shortTask(e.TaskName) != taskName {
 				return fmt.Errorf("%w: entry %s belongs to task %s, not %s", errNotOurs, e.ID, e.TaskName, taskName)
 			}
-			if e.Status == store.Replaying {
+			switch {
+			case e.Status == store.Recovered && e.TaskName == "":
+				return fmt.Errorf("%w: entry %s is recovered", store.ErrWrongStatus, e.ID)
+			case e.Status == store.Recovered:
+				recovered = e
+				return errRecovered
+			case e.Status == store.Replaying:
 				reentered = e
 				return errReentered
 			}
@@ -288,6 +312,9 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 	})
 	if errors.Is(err, errReentered) {
 		e, err = reentered, nil
+	}
+	if errors.Is(err, errRecovered) {
+		return h.finishRecovery(ctx, recovered, taskName, res)
 	}
 	switch {
 	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, errNotOurs), errors.Is(err, store.ErrNotFound):

@@ -598,3 +598,63 @@ func BenchmarkReplay(b *testing.B) {
 	b.ReportMetric(float64(ops.Reads-before.Reads)/float64(b.N), "reads/op")
 	b.ReportMetric(float64(ops.Writes-before.Writes)/float64(b.N), "writes/op")
 }
+
+// A replay that recovered its entry but failed after the move (here: before
+// its breaker probe's report) answers with an error, so Cloud Tasks
+// delivers the task again. That redelivery finishes the recovery: the probe
+// is reported, which closes the breaker, and the entry is not counted
+// twice. It is safe to repeat because MarkRecovered only counts the move it
+// makes, and repeats the steps after it. Another task's redelivery changes
+// nothing.
+func TestRedeliveryFinishesTheRecovery(t *testing.T) {
+	tests := []struct {
+		name    string
+		attempt int
+		outcome string
+		breaker string
+	}{
+		{"the recovering task", 1, replay.OutcomeSkipped, store.BreakerClosed},
+		{"another task", 2, replay.OutcomeSkipped, store.BreakerHalfOpen},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setup(t)
+			id := "TASKS." + strconv.Itoa(310+i)
+			en := e.newEntry(t, spec{id: id})
+			now := time.Now().UTC()
+			e.breaker(t, store.Breaker{Tenant: tenant, State: store.BreakerHalfOpen, OpenedAt: now, HalfOpenAt: now,
+				ProbeEntry: en.ID, ProbeAt: now, UpdatedAt: now})
+			kit := agentkit.New(e.js, agentkit.WithFirestore(e.fs), agentkit.WithAgent("backend"))
+			if ran, err := kit.Once(e.ctx, en.IdempotencyKey, func(context.Context) error { return nil }); err != nil || !ran {
+				t.Fatalf("Once() = %v, %v", ran, err)
+			}
+			// The first delivery claimed the probe and recovered it, then
+			// failed before reporting the probe.
+			if _, err := e.store.Transition(e.ctx, en.ID, store.Change{From: []store.Status{store.Scheduled}, To: store.Replaying, By: replay.By,
+				Apply: func(x *store.Entry) error { x.BreakerProbe = true; return nil }}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.store.Transition(e.ctx, en.ID, store.Change{From: []store.Status{store.Replaying}, To: store.Recovered, By: replay.By,
+				Count: &store.Metrics{ReplaysRecovered: 1}}); err != nil {
+				t.Fatal(err)
+			}
+
+			h := replay.New(replay.Config{}, replay.Deps{Store: e.store, Policy: e.policy, Publisher: e.js})
+			res, err := h.Replay(e.ctx, en.ID, tc.attempt, tasks.Name(en.ID, tc.attempt))
+			if err != nil || res.Outcome != tc.outcome {
+				t.Fatalf("Replay(%s, %d) = %+v, %v; want %s", en.ID, tc.attempt, res, err, tc.outcome)
+			}
+			if br, err := e.store.GetBreaker(e.ctx, tenant); err != nil || br.State != tc.breaker {
+				t.Errorf("breaker after the redelivery = %+v, %v; want %s", br, err, tc.breaker)
+			}
+			m, err := e.store.ReadMetrics(e.ctx, store.Hour(time.Now()))
+			if err != nil || m.ReplaysRecovered != 1 {
+				t.Errorf("replays_recovered = %d, %v; want 1", m.ReplaysRecovered, err)
+			}
+			if got, err := e.store.GetMeta(e.ctx, en.ID); err != nil || got.Status != store.Recovered {
+				t.Errorf("entry %s = %v, %v; want recovered", en.ID, got, err)
+			}
+			e.wantMsgs(t, 0)
+		})
+	}
+}

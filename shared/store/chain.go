@@ -36,29 +36,60 @@ func sameTask(parent, child *Entry) bool {
 // off to ChainCheckMargin before parent expires, once child (as stored) is
 // linked to it and parent is replayed: a write conditioned on parent being
 // unchanged since (DeferCheck), so it reads nothing and a parent that moved
-// meanwhile keeps its schedule. It is the same write on every call.
+// meanwhile keeps its schedule. A parent that changed but is still replayed
+// (reconcile's own check put it off meanwhile, usually) is read once more
+// and tried again; one that changes again is reported (ErrConflict). It is
+// the same write on every call.
 func (s *Store) handOffCheck(ctx context.Context, parent, child *Entry) error {
-	if parent == nil || child == nil || child.ReplayOf != parent.ID || parent.Status != Replayed || parent.ExpireAt.IsZero() {
-		return nil
+	for try := 0; ; try++ {
+		if parent == nil || child == nil || child.ReplayOf != parent.ID || parent.Status != Replayed || parent.ExpireAt.IsZero() {
+			return nil
+		}
+		at := parent.ExpireAt.Add(-ChainCheckMargin)
+		if !at.After(parent.NextRetryAt) {
+			return nil
+		}
+		deferred, err := s.DeferCheck(ctx, parent, at)
+		switch {
+		case err != nil:
+			return fmt.Errorf("hand the check of %s to %s: %w", parent.ID, child.ID, err)
+		case deferred:
+			return nil
+		case try > 0:
+			return fmt.Errorf("hand the check of %s to %s: %w: it changed again while handed off", parent.ID, child.ID, ErrConflict)
+		}
+		parent, err = s.GetMeta(ctx, parent.ID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return nil
+		case err != nil:
+			return fmt.Errorf("hand the check to %s: %w", child.ID, err)
+		}
 	}
-	at := parent.ExpireAt.Add(-ChainCheckMargin)
-	if !at.After(parent.NextRetryAt) {
-		return nil
-	}
-	if _, err := s.DeferCheck(ctx, parent, at); err != nil {
-		return fmt.Errorf("hand the check of %s to %s: %w", parent.ID, child.ID, err)
-	}
-	return nil
 }
 
 // recoverChain recovers the replayed entries e replays, e recovered: the
 // chain's task completed. Each is read once and moved on condition that it
-// is unchanged since; its completion record is kept as long as it is.
+// is unchanged since. Its completion record is kept as long as it is, which
+// reads the record only where e's keeping (or an ancestor's) did not
+// already cover it: another key, or an entry kept longer (its category's
+// retention).
 func (s *Store) recoverChain(ctx context.Context, e *Entry, by string) error {
 	// Each ancestor must carry e's task, not only its child's: a keyless
 	// link in the middle would otherwise join two tasks.
 	task := *e
 	child := e
+	keptKey, keptUntil := e.IdempotencyKey, e.ExpireAt
+	keep := func(ctx context.Context, p *Entry) error {
+		if p.IdempotencyKey == keptKey && !p.ExpireAt.After(keptUntil) {
+			return nil
+		}
+		if err := s.KeepCompletion(ctx, p); err != nil || p.IdempotencyKey == "" {
+			return err
+		}
+		keptKey, keptUntil = p.IdempotencyKey, p.ExpireAt
+		return nil
+	}
 	for range maxChainWalk {
 		if child.ReplayOf == "" {
 			return nil
@@ -78,8 +109,12 @@ func (s *Store) recoverChain(ctx context.Context, e *Entry, by string) error {
 		}
 		if p.Status == Replayed {
 			note := "its replay chain recovered (" + e.ID + ")"
-			_, err := s.recoverOne(ctx, p.ID, func(c Change) (*Entry, error) { return s.TransitionSeen(ctx, p, c) }, []Status{Replayed}, by, note, s.KeepCompletion)
-			if err != nil && !errors.Is(err, ErrWrongStatus) {
+			_, err := s.recoverOne(ctx, p.ID, func(c Change) (*Entry, error) { return s.TransitionSeen(ctx, p, c) }, []Status{Replayed}, by, note, keep)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				// Expired since it was read.
+				return nil
+			case err != nil && !errors.Is(err, ErrWrongStatus):
 				// (An entry moved on meanwhile, an operator's decision, is
 				// left as it is.)
 				return fmt.Errorf("replay chain of %s: %w", e.ID, err)
@@ -87,5 +122,5 @@ func (s *Store) recoverChain(ctx context.Context, e *Entry, by string) error {
 		}
 		child = p
 	}
-	return nil
+	return fmt.Errorf("replay chain of %s: %w: longer than %d entries; the rest is left to its last checks", e.ID, ErrInvalid, maxChainWalk)
 }

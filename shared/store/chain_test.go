@@ -76,7 +76,8 @@ func due(t *testing.T, s *Store, id string, at time.Time) bool {
 // being as LinkReplay read it. Recording the death again (Pub/Sub
 // redelivers) writes nothing more, which is what makes the hand-off safe to
 // repeat; a parent that moved meanwhile, or one that is not replayed yet,
-// keeps its schedule; a header naming another tenant's entry links nothing.
+// keeps its schedule, and one reconcile put off meanwhile is read once more;
+// a header naming another tenant's entry links nothing.
 func TestReplayDeathHandsTheCheckToTheChain(t *testing.T) {
 	s, clock := newStore(t, WithBreaker(BreakerConfig{Threshold: 1000, Window: time.Minute, Cooldown: time.Minute}))
 	ctx := testenv.Context(t)
@@ -96,6 +97,14 @@ func TestReplayDeathHandsTheCheckToTheChain(t *testing.T) {
 			tenant: "acme", meanwhile: func(t *testing.T, id string) {
 				if _, err := s.Transition(ctx, id, Change{From: []Status{Replayed}, To: Escalated, By: "operator"}); err != nil {
 					t.Fatal(err)
+				}
+			}},
+		{name: "put off by reconcile meanwhile", parent: func(t *testing.T, id string) *Entry { return replayedEntry(t, s, id, "") },
+			tenant: "acme", handed: true, meanwhile: func(t *testing.T, id string) {
+				// Still replayed, but no longer as LinkReplay read it:
+				// read once more and handed off.
+				if ok, err := s.DeferCheck(ctx, get(t, s, id), clock.Now().Add(15*time.Minute)); err != nil || !ok {
+					t.Fatalf("DeferCheck(%s) = %v, %v; want written", id, ok, err)
 				}
 			}},
 		{name: "another tenant's entry", parent: func(t *testing.T, id string) *Entry { return replayedEntry(t, s, id, "") },
@@ -205,9 +214,15 @@ func TestRecoveryRecoversTheChain(t *testing.T) {
 				t.Fatal(err)
 			}
 			clock.Add(time.Minute)
-			for range 2 {
+			for i := range 2 {
+				before := s.Ops()
 				if got, err := s.MarkRecovered(ctx, leaf.ID, []Status{Replayed}, "reconcile", "done"); err != nil || got.Status != Recovered {
 					t.Fatalf("MarkRecovered(%s) = %v, %v; want recovered", leaf.ID, got, err)
+				}
+				// The leaf's move and its completion record, then one read
+				// per ancestor: the record the leaf kept outlasts them.
+				if got := s.Ops().Reads - before.Reads; i == 0 && !tc.escalated && !tc.otherTask && got != 4 {
+					t.Errorf("MarkRecovered(%s) read %d documents, want 4", leaf.ID, got)
 				}
 			}
 			want := map[string]Status{root.ID: Recovered, mid.ID: Recovered, leaf.ID: Recovered}

@@ -407,9 +407,10 @@ func (s *Store) move(tx *firestore.Transaction, e *Entry, c Change, staged *Entr
 // same, and it completed (recoverChain).
 //
 // It is safe to repeat: an entry that is recovered already is not counted
-// again, but its probe report and the walk up its chain are repeated (they
-// come after the transition, so a caller whose report failed retries until
-// it succeeds).
+// again, but keeping its completion record, its probe report and the walk
+// up its chain are repeated (they come after the transition, so a caller
+// whose call failed repeats it until it succeeds: replay's Cloud Tasks
+// retry finishes the recovery its task began).
 func (s *Store) MarkRecovered(ctx context.Context, id string, from []Status, by, note string) (*Entry, error) {
 	return s.markRecovered(ctx, id, func(c Change) (*Entry, error) { return s.Transition(ctx, id, c) }, from, by, note, s.KeepCompletion)
 }
@@ -430,9 +431,9 @@ func (s *Store) markRecovered(ctx context.Context, id string, move func(Change) 
 		return e, err
 	}
 	// Repeated with the entry, so a caller that repeats the call finishes
-	// a walk that failed midway; one that does not (replay's claim refuses
-	// a recovered entry) leaves the rest to the parents' last check
-	// (ChainCheckMargin), which finds the completion record kept.
+	// a walk that failed midway; one that gives up (reconcile's scan no
+	// longer reads a recovered entry) leaves the rest to the parents' last
+	// check (ChainCheckMargin), which finds the completion record kept.
 	if err := s.recoverChain(ctx, e, by); err != nil {
 		return e, fmt.Errorf("entry %s recovered; %w", id, err)
 	}
