@@ -262,7 +262,7 @@ func (r *run) replaying(ctx context.Context, sec *audit.Section) error {
 // costs a few reads a day instead of one a run for as long as it is kept.
 // One whose replay died again is not due (its check went to the new entry,
 // whose recovery recovers it: store.ChainCheckMargin), nor, after its first
-// check, one without an idempotency key.
+// check, one without an idempotency key (its check is put off for good).
 func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
 	var f *audit.Finding
 	due := r.now()
@@ -282,11 +282,11 @@ func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
 				next := due.Add(recheckAfter(due.Sub(e.UpdatedAt)))
 				if e.IdempotencyKey == "" {
 					sec.Add("without_idempotency_key", 1)
-					// Nothing can ever show its task completed: one more
-					// look before it expires, as for an entry whose check
-					// went to its chain.
-					if last := e.ExpireAt.Add(-store.ChainCheckMargin); last.After(next) {
-						next = last
+					// Nothing can ever show its task completed, so no
+					// later look can learn anything: put off past the
+					// time Firestore's TTL deletes it.
+					if never := e.ExpireAt.Add(afterExpiry); never.After(next) {
+						next = never
 					}
 				}
 				if !r.dry {
@@ -313,6 +313,10 @@ func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
 		return nil
 	})
 }
+
+// afterExpiry puts a check off past an entry's life: Firestore's TTL
+// deletes an expired document typically within a day of its expire_at.
+const afterExpiry = 3 * 24 * time.Hour
 
 // recheckAfter is how long a replayed entry whose task has not completed,
 // replayed waited ago, waits for its next check: as long as it has waited
