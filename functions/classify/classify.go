@@ -205,7 +205,7 @@ func (h *Handler) handle(ctx context.Context, ce event.Event) error {
 		// The transaction staged a notification (the entry needs a human,
 		// or the tenant breaker changed state). It leaves now, whatever
 		// happens to the scheduling below.
-		defer h.flush(ctx, cur.ID)
+		defer h.flush(ctx, cur.ID, res.Staged)
 	}
 	// "event" is what Terraform's log-based metrics count: entry_created
 	// once per new entry, so a redelivery or a merge does not count twice.
@@ -285,10 +285,11 @@ func unwrap(ce event.Event) (body []byte, msgID string, err error) {
 	return env.Message.Data, env.Message.MessageID, nil
 }
 
-// flush publishes the outbox after a commit that staged a notification, so
+// flush publishes what a commit staged (by id: no read of the outbox), so
 // it reaches its subscribers and triage agent without waiting for the next
-// reconcile run. Best effort: the commit is done and must not be retried
-// for this, so a failure is logged and reconcile publishes what is left.
-func (h *Handler) flush(ctx context.Context, entryID string) {
-	notify.AfterCommit(ctx, h.note, h.log, "classify", entryID)
+// reconcile run, and once a minute what other flushes left. Best effort:
+// the commit is done and must not be retried for this, so a failure is
+// logged and a later flush or reconcile publishes what is left.
+func (h *Handler) flush(ctx context.Context, entryID string, staged []*store.Outbox) {
+	notify.AfterCommit(ctx, h.note, h.log, "classify", entryID, staged)
 }

@@ -560,5 +560,5 @@ func Message(e *store.Entry, headers map[string][]string, plan store.Plan, strat
 // must not be retried for this, so a failure is logged and reconcile
 // publishes what is left.
 func (h *Handler) flush(ctx context.Context, entryID string) {
-	notify.AfterCommit(ctx, h.note, h.log, "replay", entryID)
+	notify.AfterCommit(ctx, h.note, h.log, "replay", entryID, nil)
 }

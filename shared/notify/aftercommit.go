@@ -19,22 +19,33 @@ type Outbox interface {
 	Flush(ctx context.Context) (Result, error)
 }
 
+// stagedOutbox publishes what a commit staged, by id (*Flusher).
+type stagedOutbox interface {
+	FlushStaged(ctx context.Context, staged []*store.Outbox) (Result, error)
+}
+
 // AfterCommitTimeout bounds the publish of the outbox right after a commit.
 const AfterCommitTimeout = 10 * time.Second
 
 // AfterCommit publishes the outbox right after the commit of a transition
 // that staged a notification (entryID's), so it leaves at once instead of at
-// the next reconcile run. Best effort by design: the transition is committed
-// and must not be retried for its notification, so nothing is returned;
-// what is left pending is logged and reconcile publishes it. ctx's
-// cancellation (the request ending) does not cut the publish short.
-func AfterCommit(ctx context.Context, o Outbox, log *slog.Logger, component, entryID string) {
+// the next reconcile run: what the commit staged (staged, when the store
+// names it) by id (FlushStaged), else what is pending (Flush). Best effort
+// by design: the transition is committed and must not be retried for its
+// notification, so nothing is returned; what is left pending is logged and
+// a later flush or reconcile publishes it. ctx's cancellation (the request
+// ending) does not cut the publish short.
+func AfterCommit(ctx context.Context, o Outbox, log *slog.Logger, component, entryID string, staged []*store.Outbox) {
 	if o == nil {
 		return
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AfterCommitTimeout)
 	defer cancel()
-	res, err := o.Flush(fctx)
+	flush := o.Flush
+	if so, ok := o.(stagedOutbox); ok && len(staged) > 0 {
+		flush = func(ctx context.Context) (Result, error) { return so.FlushStaged(ctx, staged) }
+	}
+	res, err := flush(fctx)
 	if err != nil || res.Failed > 0 {
 		log.WarnContext(ctx, component+": notifications not all published; reconcile publishes them", "entry_id", entryID,
 			"published", res.Published, "failed", res.Failed, "errors", res.Errors, "error", fmt.Sprint(err))

@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -70,6 +71,10 @@ type Flusher struct {
 	lease   time.Duration
 	batch   int
 	log     *slog.Logger
+	// sweepEvery is how often FlushStaged also runs Flush's query;
+	// lastSweep is when it last did (unix nanoseconds, the store's clock).
+	sweepEvery time.Duration
+	lastSweep  atomic.Int64
 }
 
 // Option configures New.
@@ -86,6 +91,16 @@ func WithConsoleURL(u string) Option { return func(f *Flusher) { f.console = u }
 // WithLease sets how long a claim lasts (default 2 min): a flusher that
 // crashed holds its notifications that long.
 func WithLease(d time.Duration) Option { return func(f *Flusher) { f.lease = d } }
+
+// WithSweepEvery sets how often FlushStaged also publishes what is pending
+// besides the notifications it was given (default DefaultSweepEvery).
+func WithSweepEvery(d time.Duration) Option { return func(f *Flusher) { f.sweepEvery = d } }
+
+// DefaultSweepEvery is how often a flusher that publishes after commits
+// (FlushStaged) also looks for what other flushes left pending: such a
+// notification waits at most this long while commits go on, and for
+// reconcile's next run when none do.
+const DefaultSweepEvery = time.Minute
 
 // WithBatch bounds the notifications one Flush claims (default 500).
 func WithBatch(n int) Option { return func(f *Flusher) { f.batch = n } }
@@ -110,7 +125,7 @@ func New(st *store.Store, topic Topic, opts ...Option) *Flusher {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	f := &Flusher{store: st, topic: topic, conv: event.DefaultConventions, owner: "flusher-" + hex.EncodeToString(b),
-		lease: 2 * time.Minute, batch: 500, log: obs.Discard()}
+		lease: 2 * time.Minute, batch: 500, log: obs.Discard(), sweepEvery: DefaultSweepEvery}
 	for _, o := range opts {
 		o(f)
 	}
@@ -145,6 +160,63 @@ func (f *Flusher) Flush(ctx context.Context) (Result, error) {
 	return res, err
 }
 
+// FlushStaged publishes the notifications a commit just staged
+// (store.RecordResult.Staged), each claimed by id without a read of the
+// outbox (store.ClaimStaged), and fans them out to their tenant's webhooks.
+// Every DefaultSweepEvery (WithSweepEvery) of this flusher's calls it also
+// does what Flush does: what another flush left pending (a publish that
+// failed, an instance that stopped between its commit and its flush) is
+// published then, without every commit querying the outbox.
+func (f *Flusher) FlushStaged(ctx context.Context, staged []*store.Outbox) (Result, error) {
+	var res Result
+	var errs []error
+	for _, o := range staged {
+		claim, err := f.store.ClaimStaged(ctx, o, f.owner, f.lease)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("notify: claim %s: %w", o.ID, err))
+		case claim != nil:
+			f.publishClaimed(ctx, claim, &res)
+		}
+	}
+	if f.hooks != nil {
+		endpoints := map[string][]*store.Webhook{}
+		for _, o := range staged {
+			if !o.WebhooksPending {
+				continue
+			}
+			if err := f.fanOutOne(ctx, o, endpoints, &res); err != nil {
+				res.WebhookErrors = append(res.WebhookErrors, fmt.Sprintf("%s: %v", o.ID, err))
+				f.log.WarnContext(ctx, "notify: webhook deliveries not all created; the next flush retries them", "notification_id", o.ID, "tenant", o.Tenant, "error", err.Error())
+			}
+		}
+	}
+	if f.sweepDue() {
+		swept, err := f.Flush(ctx)
+		res.add(swept)
+		errs = append(errs, err)
+	}
+	return res, errors.Join(errs...)
+}
+
+// sweepDue reports whether this call is the one that sweeps: the first
+// since the last sweep is sweepEvery old.
+func (f *Flusher) sweepDue() bool {
+	now := f.store.Now().UnixNano()
+	last := f.lastSweep.Load()
+	return (last == 0 || now-last >= int64(f.sweepEvery)) && f.lastSweep.CompareAndSwap(last, now)
+}
+
+// add adds what another flush did to r.
+func (r *Result) add(o Result) {
+	r.Published += o.Published
+	r.Triaged += o.Triaged
+	r.Failed += o.Failed
+	r.Errors = append(r.Errors, o.Errors...)
+	r.Webhooks += o.Webhooks
+	r.WebhookErrors = append(r.WebhookErrors, o.WebhookErrors...)
+}
+
 // publishPending publishes what it can claim into res.
 func (f *Flusher) publishPending(ctx context.Context, res *Result) error {
 	claimed, err := f.store.ClaimNotifications(ctx, f.owner, f.lease, f.batch)
@@ -152,30 +224,36 @@ func (f *Flusher) publishPending(ctx context.Context, res *Result) error {
 		return fmt.Errorf("notify: claim: %w", err)
 	}
 	for _, o := range claimed {
-		triaged, perr := f.publish(ctx, o)
-		if triaged {
-			res.Triaged++
-		}
-		if perr == nil {
-			res.Published++
-			continue
-		}
-		res.Failed++
-		res.Errors = append(res.Errors, fmt.Sprintf("%s: %v", o.ID, perr))
-		f.log.WarnContext(ctx, "notify: notification not published; the next flush retries it", "notification_id", o.ID, "kind", o.Kind, "tenant", o.Tenant, "error", perr.Error())
-		if errors.Is(perr, store.ErrLeaseLost) {
-			continue
-		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		if rerr := f.store.ReleaseNotification(rctx, o, f.owner, perr); rerr != nil {
-			f.log.WarnContext(ctx, "notify: claim not released; it expires by itself", "notification_id", o.ID, "error", rerr.Error())
-		}
-		cancel()
+		f.publishClaimed(ctx, o, res)
 	}
 	if err != nil {
 		return fmt.Errorf("notify: claim: %w", err)
 	}
 	return nil
+}
+
+// publishClaimed publishes o, which this flusher claimed, into res; one
+// that fails is released for the next flush.
+func (f *Flusher) publishClaimed(ctx context.Context, o *store.Outbox, res *Result) {
+	triaged, perr := f.publish(ctx, o)
+	if triaged {
+		res.Triaged++
+	}
+	if perr == nil {
+		res.Published++
+		return
+	}
+	res.Failed++
+	res.Errors = append(res.Errors, fmt.Sprintf("%s: %v", o.ID, perr))
+	f.log.WarnContext(ctx, "notify: notification not published; the next flush retries it", "notification_id", o.ID, "kind", o.Kind, "tenant", o.Tenant, "error", perr.Error())
+	if errors.Is(perr, store.ErrLeaseLost) {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	if rerr := f.store.ReleaseNotification(rctx, o, f.owner, perr); rerr != nil {
+		f.log.WarnContext(ctx, "notify: claim not released; it expires by itself", "notification_id", o.ID, "error", rerr.Error())
+	}
+	cancel()
 }
 
 // publish sends o's triage task (once) and o itself, and marks it

@@ -306,3 +306,63 @@ func TestConcurrentFlushesPublishOnce(t *testing.T) {
 		t.Errorf("%d triage tasks, want %d", got, n)
 	}
 }
+
+// A flush after a commit publishes what the commit staged by id, reading
+// nothing, and looks for what other flushes left pending at most once a
+// sweep interval: a leftover waits for the next sweep, then goes once.
+func TestFlushStagedSweepsAtMostOncePerInterval(t *testing.T) {
+	e := setup(t)
+	ctx := testenv.Context(t)
+	seq := 0
+	escalate := func() []*store.Outbox {
+		t.Helper()
+		seq++
+		id := fmt.Sprint("TASKS.", seq)
+		en := &store.Entry{ID: id, EventID: id, Stream: "TASKS", StreamSeq: int64(seq),
+			Tenant: "acme", Kind: "explicit", Category: "permanent", ReasonCode: "data_integrity", Status: store.Escalated}
+		res, err := e.store.Record(ctx, en, "classify")
+		if err != nil || len(res.Staged) != 1 {
+			t.Fatalf("Record(%s) staged %d, %v; want 1", id, len(res.Staged), err)
+		}
+		return res.Staged
+	}
+	f := e.flusher(notify.WithSweepEvery(time.Minute))
+	steps := []struct {
+		name      string
+		advance   time.Duration
+		leftover  bool // another instance stages one it does not flush
+		published int
+		reads     int64 // -1: not checked (the sweep's query)
+	}{
+		{"first call sweeps", 0, true, 2, -1},
+		{"within the interval: by id only", 30 * time.Second, true, 1, 0},
+		{"the interval over: sweeps the leftover", 30 * time.Second, false, 2, -1},
+	}
+	for _, st := range steps {
+		e.clock.Add(st.advance)
+		if st.leftover {
+			escalate()
+		}
+		staged := escalate()
+		before := e.store.Ops()
+		res, err := f.FlushStaged(ctx, staged)
+		if err != nil || res.Published != st.published || res.Failed != 0 {
+			t.Errorf("%s: FlushStaged() = %+v, %v; want %d published", st.name, res, err, st.published)
+		}
+		if got := e.store.Ops().Reads - before.Reads; st.reads >= 0 && got != st.reads {
+			t.Errorf("%s: FlushStaged() read %d documents, want %d", st.name, got, st.reads)
+		}
+	}
+	ids := map[string]int{}
+	for _, m := range e.received(t) {
+		ids[m.Attributes[event.AttrNotificationID]]++
+	}
+	if len(ids) != seq {
+		t.Errorf("received %d distinct notifications, want %d", len(ids), seq)
+	}
+	for id, c := range ids {
+		if c != 1 {
+			t.Errorf("notification %s received %d times, want once", id, c)
+		}
+	}
+}

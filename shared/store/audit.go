@@ -156,7 +156,7 @@ func (s *Store) SaveAudit(ctx context.Context, r *audit.Report) error {
 		if !r.FinishedAt.Before(st.UpdatedAt) {
 			next, changes := alertChanges(st.Active, r)
 			for _, n := range changes {
-				if err := s.stage(tx, n, "", ""); err != nil {
+				if _, err := s.stage(tx, n, "", ""); err != nil {
 					return err
 				}
 			}

@@ -231,7 +231,7 @@ func (s *Store) updateBreaker(ctx context.Context, tenant string, f func(*Breake
 			return nil
 		}
 		b.UpdatedAt = now
-		if err := s.notifyBreaker(tx, b); err != nil {
+		if _, err := s.notifyBreaker(tx, b); err != nil {
 			return err
 		}
 		s.wrote(1)

@@ -395,7 +395,8 @@ func (s *Store) move(tx *firestore.Transaction, e *Entry, c Change, staged *Entr
 	if err := s.countMove(tx, &before, e, c.Count, now); err != nil {
 		return err
 	}
-	return s.notifyEntry(tx, e, from, now)
+	_, err := s.notifyEntry(tx, e, from, now)
+	return err
 }
 
 // MarkRecovered moves an entry from one of from to recovered, counting it

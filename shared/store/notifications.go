@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -174,33 +175,54 @@ func alertNotification(kind event.NotificationKind, a ActiveAlert, r *audit.Repo
 }
 
 // notifyEntry writes, in tx, the notification of e's move from from at at,
-// when it needs one.
-func (s *Store) notifyEntry(tx *firestore.Transaction, e *Entry, from Status, at time.Time) error {
+// when it needs one, and returns what it wrote.
+func (s *Store) notifyEntry(tx *firestore.Transaction, e *Entry, from Status, at time.Time) ([]*Outbox, error) {
 	n, ok := entryNotification(e, from, at)
 	if !ok {
-		return nil
+		return nil, nil
 	}
-	return s.stage(tx, n, e.TaskType, e.Action)
+	o, err := s.stage(tx, n, e.TaskType, e.Action)
+	if err != nil {
+		return nil, err
+	}
+	return []*Outbox{o}, nil
 }
 
-// notifyBreaker writes, in tx, the notifications of b's state changes.
-func (s *Store) notifyBreaker(tx *firestore.Transaction, b *Breaker) error {
+// notifyBreaker writes, in tx, the notifications of b's state changes, and
+// returns what it wrote.
+func (s *Store) notifyBreaker(tx *firestore.Transaction, b *Breaker) ([]*Outbox, error) {
+	var out []*Outbox
 	for _, n := range breakerNotifications(b) {
-		if err := s.stage(tx, n, "", ""); err != nil {
-			return err
+		o, err := s.stage(tx, n, "", "")
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, o)
 	}
-	return nil
+	return out, nil
 }
 
-func (s *Store) stage(tx *firestore.Transaction, n event.Notification, taskType, action string) error {
+// stage writes n into the outbox in tx and returns the document as
+// written (its update time is the commit's: see stagedAt).
+func (s *Store) stage(tx *firestore.Transaction, n event.Notification, taskType, action string) (*Outbox, error) {
 	body, err := n.Encode()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	o := &Outbox{ID: n.ID, Notification: string(body), Kind: string(n.Kind), Tenant: n.Tenant,
+		TaskType: taskType, Action: action, State: OutboxPending, WebhooksPending: n.ForTenant(), CreatedAt: n.At, ExpireAt: n.At.Add(Retention)}
 	s.wrote(1)
-	return tx.Set(s.outboxRef(n.ID), &Outbox{Notification: string(body), Kind: string(n.Kind), Tenant: n.Tenant,
-		TaskType: taskType, Action: action, State: OutboxPending, WebhooksPending: n.ForTenant(), CreatedAt: n.At, ExpireAt: n.At.Add(Retention)})
+	return o, tx.Set(s.outboxRef(n.ID), o)
+}
+
+// stagedAt records that staged were written by a transaction committed at
+// commit: every write of a commit carries its time as the document's
+// update time, so a claim from them is a conditioned write (ClaimStaged).
+func stagedAt(staged []*Outbox, commit firestore.CommitResponse) []*Outbox {
+	for _, o := range staged {
+		o.seen = commit.CommitTime()
+	}
+	return staged
 }
 
 // ClaimNotifications claims up to limit pending notifications for owner
@@ -237,6 +259,38 @@ func (s *Store) ClaimNotifications(ctx context.Context, owner string, lease time
 		}
 	}
 	return out, nil
+}
+
+// ClaimStaged claims for owner until lease from now the notification o that
+// this store staged (RecordResult.Staged), by id: a write conditioned on
+// the document being as the commit wrote it, so it reads nothing. One that
+// changed since (another flush claimed it, or its webhook fan-out was made)
+// is read in a transaction and claimed if no one else holds it. It reports
+// the claim, or nil when the notification is held, published or gone.
+func (s *Store) ClaimStaged(ctx context.Context, o *Outbox, owner string, lease time.Duration) (*Outbox, error) {
+	now := s.Now()
+	claim := *o
+	claim.LeaseOwner, claim.LeaseUntil = owner, now.Add(lease)
+	claim.Attempts++
+	ok, err := s.writeOutboxSeen(ctx, &claim)
+	switch {
+	case err != nil:
+		return nil, err
+	case ok:
+		return &claim, nil
+	}
+	cur, err := s.updateOutbox(ctx, o.ID, func(cur *Outbox, now time.Time) (bool, error) {
+		if cur.State != OutboxPending || !leaseFree(cur.LeaseOwner, cur.LeaseUntil, owner, now) {
+			return false, nil
+		}
+		cur.LeaseOwner, cur.LeaseUntil = owner, now.Add(lease)
+		cur.Attempts++
+		return true, nil
+	})
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return cur, err
 }
 
 // NotificationTriagePublished records that owner published o's triage task.

@@ -360,3 +360,69 @@ func TestOutboxClaimAndSettleFromWhatWasRead(t *testing.T) {
 		})
 	}
 }
+
+// A flush right after a commit claims what the commit staged by id, from
+// the document as the commit wrote it: a write conditioned on its update
+// time, which reads nothing. One changed since (a sweep's claim, a webhook
+// fan-out) is read once and claimed only if no one holds it; a claim
+// repeated once it is published claims nothing.
+func TestClaimStagedFromTheCommit(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		meanwhile func(t *testing.T, s *Store, id string)
+		reads     int64
+		claimed   bool
+	}{
+		{name: "as committed", reads: 0, claimed: true},
+		{name: "fanned out meanwhile", reads: 1, claimed: true,
+			meanwhile: func(t *testing.T, s *Store, id string) {
+				if err := s.WebhookFanOutDone(testenv.Context(t), id); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "claimed by a sweep meanwhile", reads: 1, claimed: false,
+			meanwhile: func(t *testing.T, s *Store, _ string) {
+				if got, err := s.ClaimNotifications(testenv.Context(t), "sweep", time.Minute, 10); err != nil || len(got) != 1 {
+					t.Fatalf("ClaimNotifications(sweep) = %d, %v; want 1", len(got), err)
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newStore(t)
+			ctx := testenv.Context(t)
+			e := entry("TASKS.s1", nil)
+			e.Status, e.TaskName = Escalated, ""
+			res, err := s.Record(ctx, e, "classify")
+			if err != nil || len(res.Staged) != 1 {
+				t.Fatalf("Record() staged %d, %v; want 1", len(res.Staged), err)
+			}
+			staged := res.Staged[0]
+			if tc.meanwhile != nil {
+				tc.meanwhile(t, s, staged.ID)
+			}
+			before := s.Ops()
+			claim, err := s.ClaimStaged(ctx, staged, "p", time.Minute)
+			if err != nil || (claim != nil) != tc.claimed {
+				t.Fatalf("ClaimStaged() = %+v, %v; want claimed %v", claim, err, tc.claimed)
+			}
+			if got := s.Ops().Reads - before.Reads; got != tc.reads {
+				t.Errorf("ClaimStaged() read %d documents, want %d", got, tc.reads)
+			}
+			if !tc.claimed {
+				return
+			}
+			if err := s.NotificationPublished(ctx, claim, "p"); err != nil {
+				t.Fatalf("NotificationPublished() = %v", err)
+			}
+			stored, err := s.GetNotification(ctx, staged.ID)
+			if err != nil || stored.State != OutboxPublished || stored.Attempts != 1 {
+				t.Errorf("stored = %+v, %v; want published after 1 attempt", stored, err)
+			}
+			// The same flush repeating its claim of a published one
+			// claims nothing.
+			if again, err := s.ClaimStaged(ctx, staged, "p", time.Minute); err != nil || again != nil {
+				t.Errorf("ClaimStaged() after the publish = %+v, %v; want nothing", again, err)
+			}
+		})
+	}
+}

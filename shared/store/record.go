@@ -28,6 +28,9 @@ type RecordResult struct {
 	// open stages none, so a one-tenant storm does not query the outbox
 	// once per entry.
 	Notified bool
+	// Staged are the notifications the call staged, as written: a flush
+	// right after claims them by id without a read (ClaimStaged).
+	Staged []*Outbox
 	// HandOff is why the parent's completion check could not be handed to
 	// this replay's entry (nil when it was, or had nothing to hand off):
 	// the parent is then checked on its own schedule, which costs reads,
@@ -105,8 +108,10 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 	wanted, taskName := e.Status, e.TaskName
 	var res RecordResult
 	var seen *Breaker
+	var staged []*Outbox
+	var commit firestore.CommitResponse
 	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		seen = nil
+		seen, staged = nil, nil
 		now := s.Now()
 		// A breaker known to be open stays so (knownOpen): the entry is held
 		// and the breaker document is neither read nor written.
@@ -144,7 +149,7 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 		if err := tx.Create(s.entryRef(e.ID), e); err != nil {
 			return err
 		}
-		if err := s.notifyEntry(tx, e, "", now); err != nil {
+		if staged, err = s.notifyEntry(tx, e, "", now); err != nil {
 			return err
 		}
 		m := EntryMetrics(e)
@@ -161,14 +166,19 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 		s.wrote(3)
 		seen = b
 		b.UpdatedAt = now
-		if err := s.notifyBreaker(tx, b); err != nil {
+		changed, err := s.notifyBreaker(tx, b)
+		if err != nil {
 			return err
 		}
-		res.Notified = res.Notified || len(breakerNotifications(b)) > 0
+		staged = append(staged, changed...)
+		res.Notified = res.Notified || len(changed) > 0
 		return tx.Set(bref, b)
-	})
+	}, firestore.WithCommitResponseTo(&commit))
 	if err == nil && seen != nil {
 		s.sawBreaker(seen)
+	}
+	if err == nil {
+		res.Staged = stagedAt(staged, commit)
 	}
 	return res, err
 }

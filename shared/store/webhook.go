@@ -219,7 +219,7 @@ func (s *Store) RecordWebhookAttempt(ctx context.Context, id string, a WebhookAt
 			n.WebhookID, n.WebhookHost = w.ID, w.Host()
 			n.Summary = fmt.Sprintf("webhook %s of tenant %s (%s) is disabled after %d consecutive failed deliveries; the last: %s; enable it with dlqctl webhook enable %s %s",
 				w.ID, w.Tenant, n.WebhookHost, w.Failures, w.LastError, w.Tenant, w.ID)
-			if err := s.stage(tx, n, "", ""); err != nil {
+			if _, err := s.stage(tx, n, "", ""); err != nil {
 				return err
 			}
 		}
