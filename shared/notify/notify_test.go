@@ -19,6 +19,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/event/eventschema"
 	"github.com/jsdlq/jsdlq/shared/notify"
+	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
@@ -315,16 +316,8 @@ func TestFlushStagedSweepsAtMostOncePerInterval(t *testing.T) {
 	ctx := testenv.Context(t)
 	seq := 0
 	escalate := func() []*store.Outbox {
-		t.Helper()
 		seq++
-		id := fmt.Sprint("TASKS.", seq)
-		en := &store.Entry{ID: id, EventID: id, Stream: "TASKS", StreamSeq: int64(seq),
-			Tenant: "acme", Kind: "explicit", Category: "permanent", ReasonCode: "data_integrity", Status: store.Escalated}
-		res, err := e.store.Record(ctx, en, "classify")
-		if err != nil || len(res.Staged) != 1 {
-			t.Fatalf("Record(%s) staged %d, %v; want 1", id, len(res.Staged), err)
-		}
-		return res.Staged
+		return e.escalate(t, seq)
 	}
 	f := e.flusher(notify.WithSweepEvery(time.Minute))
 	steps := []struct {
@@ -364,5 +357,50 @@ func TestFlushStagedSweepsAtMostOncePerInterval(t *testing.T) {
 		if c != 1 {
 			t.Errorf("notification %s received %d times, want once", id, c)
 		}
+	}
+}
+
+// escalate records entry TASKS.<seq> escalated, as classify does, and
+// returns what the commit staged.
+func (e *env) escalate(t *testing.T, seq int) []*store.Outbox {
+	t.Helper()
+	id := fmt.Sprint("TASKS.", seq)
+	en := &store.Entry{ID: id, EventID: id, Stream: "TASKS", StreamSeq: int64(seq),
+		Tenant: "acme", Kind: "explicit", Category: "permanent", ReasonCode: "data_integrity", Status: store.Escalated}
+	res, err := e.store.Record(testenv.Context(t), en, "classify")
+	if err != nil || len(res.Staged) != 1 {
+		t.Fatalf("Record(%s) staged %d, %v; want 1", id, len(res.Staged), err)
+	}
+	return res.Staged
+}
+
+// AfterCommit hands a Flusher what the commit staged: that is published,
+// and a leftover of another flush waits for the sweep. Without what was
+// staged it flushes what is pending.
+func TestAfterCommitPublishesWhatWasStaged(t *testing.T) {
+	e := setup(t)
+	ctx := testenv.Context(t)
+	f := e.flusher()
+	if _, err := f.FlushStaged(ctx, nil); err != nil { // this minute's sweep: nothing pending
+		t.Fatal(err)
+	}
+	leftover, staged := e.escalate(t, 1)[0], e.escalate(t, 2)
+	notify.AfterCommit(ctx, f, obs.Discard(), "classify", "TASKS.2", staged)
+	state := func(id string) string {
+		o, err := e.store.GetNotification(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.State
+	}
+	if got := state(staged[0].ID); got != store.OutboxPublished {
+		t.Errorf("staged notification = %s, want %s", got, store.OutboxPublished)
+	}
+	if got := state(leftover.ID); got != store.OutboxPending {
+		t.Errorf("another flush's leftover = %s, want %s until the next sweep", got, store.OutboxPending)
+	}
+	notify.AfterCommit(ctx, f, obs.Discard(), "replay", "TASKS.1", nil)
+	if got := state(leftover.ID); got != store.OutboxPublished {
+		t.Errorf("leftover after a flush of what is pending = %s, want %s", got, store.OutboxPublished)
 	}
 }
