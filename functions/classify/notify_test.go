@@ -3,8 +3,13 @@ package classify
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
@@ -80,5 +85,69 @@ func TestFlushAfterCommit(t *testing.T) {
 	}
 	if n := len(e.logs.Lines("notifications not all published")); n != 2 {
 		t.Errorf("warnings logged = %d, want 2", n)
+	}
+}
+
+// topicLog records the notifications published to it.
+type topicLog struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (l *topicLog) Publish(_ context.Context, _ []byte, attrs map[string]string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ids = append(l.ids, attrs[jevent.AttrNotificationID])
+	return nil
+}
+
+// PublishMsg takes a triage task as the work stream would.
+func (l *topicLog) PublishMsg(context.Context, *nats.Msg, ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	return &jetstream.PubAck{Stream: jevent.DefaultWorkStream}, nil
+}
+
+func (l *topicLog) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.ids)
+}
+
+// With the flusher it runs, classify publishes what its own commit staged,
+// by id, and what another flush left only at its next sweep, a minute on:
+// a flush of everything pending would have published the leftover at once.
+func TestFlushPublishesWhatTheCommitStaged(t *testing.T) {
+	e := setup(t)
+	ctx := testenv.Context(t)
+	topic := &topicLog{}
+	f := notify.New(e.store, topic, notify.WithTasks(func(context.Context) (notify.Tasks, error) { return topic, nil }))
+	h := New(Config{}, Deps{Logger: obs.NewLogger(e.logs), Store: e.store, Policy: e.policy, Scheduler: e.sched, Now: e.clock.Now, Notify: f})
+	steps := []struct {
+		name     string
+		advance  time.Duration
+		leftover bool // another instance records an escalation it does not flush
+		total    int  // published so far
+	}{
+		{"the first flush also sweeps", 0, false, 1},
+		{"within the minute: what the commit staged", 10 * time.Second, true, 2},
+		{"a minute on: the sweep takes the leftover", time.Minute, false, 4},
+	}
+	seq := uint64(10)
+	for _, st := range steps {
+		e.clock.Add(st.advance)
+		if st.leftover {
+			seq++
+			left := &store.Entry{ID: fmt.Sprint("TASKS.", seq), EventID: fmt.Sprint("TASKS.", seq), Stream: "TASKS", StreamSeq: int64(seq),
+				Tenant: "acme", Kind: "explicit", Category: "permanent", ReasonCode: "data_integrity", Status: store.Escalated}
+			if _, err := e.store.Record(ctx, left, "classify"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seq++
+		if err := h.Handle(ctx, cloudEvent(t, explicit(seq, "impossible_task", "", msg{payload: []byte("p")}))); err != nil {
+			t.Fatalf("%s: Handle() = %v", st.name, err)
+		}
+		if got := topic.count(); got != st.total {
+			t.Errorf("%s: published %d in all, want %d", st.name, got, st.total)
+		}
 	}
 }

@@ -8,8 +8,9 @@
 //
 //  1. claim the entry (scheduled -> replaying) in a transaction, recording
 //     the claiming task; a redelivery of the same task finds the entry
-//     replaying under its own name and continues, any other task or status
-//     is answered 200 and nothing happens;
+//     replaying under its own name and continues, or recovered under it and
+//     finishes the recovery's later steps; any other task or status is
+//     answered 200 and nothing happens;
 //  2. a completion record in task-idempotency -> recovered, no publish;
 //  3. the payload must exist (else escalated, payload_missing);
 //  4. the current policy is asked again unless an operator approved this
@@ -225,13 +226,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(res)
 }
 
-// finishRecovery answers a redelivery of the task that recovered e: the
-// steps after the move (its completion record kept, its breaker probe's
-// report, its replay chain recovered) failed or were cut short, and the
-// answer said retry. MarkRecovered repeats them without counting e again;
+// finishRecovery answers a redelivery of the task that replayed or
+// recovered e, e recovered since: when this task recovered it, the steps
+// after the move (its completion record kept, its breaker probe's report,
+// its replay chain recovered) may have failed, and the answer said retry. MarkRecovered repeats them without counting e again;
 // the outcome is skipped, so the task is not counted as a second recovery.
 func (h *Handler) finishRecovery(ctx context.Context, e *store.Entry, taskName string, res Result) (Result, error) {
-	if _, err := h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replaying}, By, "task-idempotency shows "+e.IdempotencyKey+" completed"); err != nil {
+	_, err := h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replaying}, By, "task-idempotency shows "+e.IdempotencyKey+" completed")
+	if errors.Is(err, store.ErrNotFound) {
+		// Its TTL deleted it meanwhile: nothing is left to finish.
+		res.Outcome, res.Note = OutcomeSkipped, err.Error()
+		return res, nil
+	}
+	if err := h.recoveryDone(ctx, e, err); err != nil {
 		return res, retry("replay: finish the recovery of %s: %w", e.ID, err)
 	}
 	h.log.InfoContext(ctx, "replay: redelivery of the recovering task; recovery finished", "entry_id", e.ID, "task", taskName)
@@ -239,6 +246,17 @@ func (h *Handler) finishRecovery(ctx context.Context, e *store.Entry, taskName s
 	// A recovered probe closed its breaker: flush its notification.
 	res.breakerMoved = e.BreakerProbe
 	return res, nil
+}
+
+// recoveryDone is what of MarkRecovered's error err a retry can help with:
+// a chain longer than a recovery walks is logged and left to its
+// ancestors' last checks.
+func (h *Handler) recoveryDone(ctx context.Context, e *store.Entry, err error) error {
+	if errors.Is(err, store.ErrChainTooLong) {
+		h.log.WarnContext(ctx, "replay: entry recovered; the rest of its replay chain is left to its last checks", "entry_id", e.ID, "error", err.Error())
+		return nil
+	}
+	return err
 }
 
 // logEventOutcome is the jsonPayload.event of the per-task outcome line.
@@ -337,8 +355,9 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 		return res, retry("replay: idempotency record of %s: %w", e.ID, err)
 	}
 	if done {
-		if _, err := h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replaying}, By,
-			"task-idempotency shows "+e.IdempotencyKey+" completed; not published"); err != nil {
+		_, err := h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replaying}, By,
+			"task-idempotency shows "+e.IdempotencyKey+" completed; not published")
+		if err := h.recoveryDone(ctx, e, err); err != nil {
 			return res, retry("replay: mark %s recovered: %w", e.ID, err)
 		}
 		log.InfoContext(ctx, "replay: task completed meanwhile; recovered without a publish", "idempotency_key", e.IdempotencyKey)

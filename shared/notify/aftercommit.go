@@ -47,7 +47,7 @@ func AfterCommit(ctx context.Context, o Outbox, log *slog.Logger, component, ent
 	}
 	res, err := flush(fctx)
 	if err != nil || res.Failed > 0 {
-		log.WarnContext(ctx, component+": notifications not all published; reconcile publishes them", "entry_id", entryID,
+		log.WarnContext(ctx, component+": notifications not all published; a later flush or reconcile publishes them", "entry_id", entryID,
 			"published", res.Published, "failed", res.Failed, "errors", res.Errors, "error", fmt.Sprint(err))
 	}
 }

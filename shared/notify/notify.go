@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -98,8 +99,8 @@ func WithSweepEvery(d time.Duration) Option { return func(f *Flusher) { f.sweepE
 
 // DefaultSweepEvery is how often a flusher that publishes after commits
 // (FlushStaged) also looks for what other flushes left pending: such a
-// notification waits at most this long while commits go on, and for
-// reconcile's next run when none do.
+// notification waits for the first of this instance's flushes this long
+// after its last sweep, or for reconcile's next run.
 const DefaultSweepEvery = time.Minute
 
 // WithBatch bounds the notifications one Flush claims (default 500).
@@ -126,6 +127,7 @@ func New(st *store.Store, topic Topic, opts ...Option) *Flusher {
 	_, _ = rand.Read(b)
 	f := &Flusher{store: st, topic: topic, conv: event.DefaultConventions, owner: "flusher-" + hex.EncodeToString(b),
 		lease: 2 * time.Minute, batch: 500, log: obs.Discard(), sweepEvery: DefaultSweepEvery}
+	f.lastSweep.Store(neverSwept)
 	for _, o := range opts {
 		o(f)
 	}
@@ -170,26 +172,23 @@ func (f *Flusher) Flush(ctx context.Context) (Result, error) {
 func (f *Flusher) FlushStaged(ctx context.Context, staged []*store.Outbox) (Result, error) {
 	var res Result
 	var errs []error
+	var fanOut []*store.Outbox
 	for _, o := range staged {
 		claim, err := f.store.ClaimStaged(ctx, o, f.owner, f.lease)
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("notify: claim %s: %w", o.ID, err))
 		case claim != nil:
+			// As claimed (re-read if it changed): a fan-out another flush
+			// recorded meanwhile is not made again.
+			if claim.WebhooksPending {
+				fanOut = append(fanOut, claim)
+			}
 			f.publishClaimed(ctx, claim, &res)
 		}
 	}
 	if f.hooks != nil {
-		endpoints := map[string][]*store.Webhook{}
-		for _, o := range staged {
-			if !o.WebhooksPending {
-				continue
-			}
-			if err := f.fanOutOne(ctx, o, endpoints, &res); err != nil {
-				res.WebhookErrors = append(res.WebhookErrors, fmt.Sprintf("%s: %v", o.ID, err))
-				f.log.WarnContext(ctx, "notify: webhook deliveries not all created; the next flush retries them", "notification_id", o.ID, "tenant", o.Tenant, "error", err.Error())
-			}
-		}
+		f.fanOutList(ctx, fanOut, &res)
 	}
 	if f.sweepDue() {
 		swept, err := f.Flush(ctx)
@@ -199,12 +198,19 @@ func (f *Flusher) FlushStaged(ctx context.Context, staged []*store.Outbox) (Resu
 	return res, errors.Join(errs...)
 }
 
-// sweepDue reports whether this call is the one that sweeps: the first
-// since the last sweep is sweepEvery old.
+// neverSwept is lastSweep before the first sweep.
+const neverSwept = math.MinInt64
+
+// sweepDue reports whether this call is the one that sweeps: the first, or
+// the first since the last sweep is sweepEvery old (or, the clock having
+// gone back, in the future).
 func (f *Flusher) sweepDue() bool {
 	now := f.store.Now().UnixNano()
 	last := f.lastSweep.Load()
-	return (last == 0 || now-last >= int64(f.sweepEvery)) && f.lastSweep.CompareAndSwap(last, now)
+	if last != neverSwept && now >= last && now-last < int64(f.sweepEvery) {
+		return false
+	}
+	return f.lastSweep.CompareAndSwap(last, now)
 }
 
 // add adds what another flush did to r.

@@ -94,6 +94,12 @@ func (f *Flusher) fanOut(ctx context.Context, res *Result) {
 		f.log.WarnContext(ctx, "notify: webhook fan-out not read; the next flush retries it", "error", err.Error())
 		return
 	}
+	f.fanOutList(ctx, pending, res)
+}
+
+// fanOutList creates the deliveries of pending, notifications whose
+// fan-out is not recorded yet, each tenant's endpoints listed once.
+func (f *Flusher) fanOutList(ctx context.Context, pending []*store.Outbox, res *Result) {
 	endpoints := map[string][]*store.Webhook{}
 	for _, o := range pending {
 		if err := f.fanOutOne(ctx, o, endpoints, res); err != nil {

@@ -24,6 +24,12 @@ const ChainCheckMargin = 24 * time.Hour
 // before (its poison rule counts five failures).
 const maxChainWalk = 32
 
+// ErrChainTooLong reports a recovery whose walk up its replay chain stopped
+// at maxChainWalk entries: the entry is recovered, and the ancestors past
+// the bound are left to their last check (ChainCheckMargin). Repeating the
+// call cannot help.
+var ErrChainTooLong = errors.New("store: replay chain longer than a recovery walks")
+
 // sameTask reports whether child, linked to parent, carries parent's task
 // on: the same tenant, and the same idempotency key where both have one
 // (a forged or stale link starts a new chain instead).
@@ -63,7 +69,7 @@ func (s *Store) handOffCheck(ctx context.Context, parent, child *Entry) error {
 		case errors.Is(err, ErrNotFound):
 			return nil
 		case err != nil:
-			return fmt.Errorf("hand the check to %s: %w", child.ID, err)
+			return fmt.Errorf("hand the check of %s to %s: %w", child.ReplayOf, child.ID, err)
 		}
 	}
 }
@@ -112,8 +118,8 @@ func (s *Store) recoverChain(ctx context.Context, e *Entry, by string) error {
 			_, err := s.recoverOne(ctx, p.ID, func(c Change) (*Entry, error) { return s.TransitionSeen(ctx, p, c) }, []Status{Replayed}, by, note, keep)
 			switch {
 			case errors.Is(err, ErrNotFound):
-				// Expired since it was read.
-				return nil
+				// Expired since it was read; an ancestor kept longer
+				// (another category's retention) may still be there.
 			case err != nil && !errors.Is(err, ErrWrongStatus):
 				// (An entry moved on meanwhile, an operator's decision, is
 				// left as it is.)
@@ -122,5 +128,8 @@ func (s *Store) recoverChain(ctx context.Context, e *Entry, by string) error {
 		}
 		child = p
 	}
-	return fmt.Errorf("replay chain of %s: %w: longer than %d entries; the rest is left to its last checks", e.ID, ErrInvalid, maxChainWalk)
+	if child.ReplayOf == "" {
+		return nil
+	}
+	return fmt.Errorf("replay chain of %s: %w (%d entries walked, %s not)", e.ID, ErrChainTooLong, maxChainWalk, child.ReplayOf)
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -251,6 +252,45 @@ func TestRecoveryRecoversTheChain(t *testing.T) {
 			}
 			if err != nil || (!tc.otherTask && rec.ExpireAt.Before(root.ExpireAt)) {
 				t.Errorf("completion record expires %s (%v), want no sooner than the root entry (%s)", rec.ExpireAt, err, root.ExpireAt)
+			}
+		})
+	}
+}
+
+// A recovery walks at most maxChainWalk entries up its chain: a chain that
+// long is recovered whole, a longer one up to the bound, and the caller is
+// told (ErrChainTooLong: repeating the call cannot help) while the entry
+// itself is recovered.
+func TestRecoveryWalksAtMostTheBound(t *testing.T) {
+	for _, tc := range []struct {
+		ancestors int
+		wantErr   error
+	}{
+		{maxChainWalk, nil},
+		{maxChainWalk + 1, ErrChainTooLong},
+	} {
+		t.Run(fmt.Sprint(tc.ancestors, " ancestors"), func(t *testing.T) {
+			s, clock := newStore(t, WithBreaker(BreakerConfig{Threshold: 1000, Window: time.Minute, Cooldown: time.Minute}))
+			ctx := testenv.Context(t)
+			chain := []*Entry{replayedEntry(t, s, "TASKS.1", "")}
+			for i := range tc.ancestors {
+				clock.Add(time.Minute)
+				chain = append(chain, replayedEntry(t, s, fmt.Sprint("TASKS.", i+2), chain[i].EventID))
+			}
+			leaf := chain[len(chain)-1]
+			got, err := s.MarkRecovered(ctx, leaf.ID, []Status{Replayed}, "reconcile", "done")
+			if !errors.Is(err, tc.wantErr) || got == nil || got.Status != Recovered {
+				t.Fatalf("MarkRecovered(leaf of %d) = %v, %v; want recovered, %v", len(chain), got, err, tc.wantErr)
+			}
+			wantRoot := Recovered
+			if tc.wantErr != nil {
+				wantRoot = Replayed
+			}
+			if st := get(t, s, chain[0].ID).Status; st != wantRoot {
+				t.Errorf("root after the walk = %s, want %s", st, wantRoot)
+			}
+			if st := get(t, s, chain[1].ID).Status; st != Recovered {
+				t.Errorf("the walk's last entry = %s, want recovered", st)
 			}
 		})
 	}

@@ -93,6 +93,19 @@ func (o *Outbox) leaseFields() []firestore.Update {
 	}
 }
 
+// claimFor leases o to owner until now+lease when it is pending and no
+// lease on it is running, and reports whether it did. A running lease is
+// held whoever holds it: one flusher's concurrent calls share its owner, and
+// must not both publish one notification.
+func (o *Outbox) claimFor(owner string, now time.Time, lease time.Duration) bool {
+	if o.State != OutboxPending || (o.LeaseOwner != "" && o.LeaseUntil.After(now)) {
+		return false
+	}
+	o.LeaseOwner, o.LeaseUntil = owner, now.Add(lease)
+	o.Attempts++
+	return true
+}
+
 // Event decodes the notification.
 func (o *Outbox) Event() (event.Notification, error) {
 	return event.DecodeNotification([]byte(o.Notification))
@@ -227,8 +240,8 @@ func stagedAt(staged []*Outbox, commit firestore.CommitResponse) []*Outbox {
 
 // ClaimNotifications claims up to limit pending notifications for owner
 // until lease from now, so two publishers never both publish one. Oldest
-// first within the page read. A notification another owner holds is left
-// alone; a free one is claimed by a write conditioned on the document being
+// first within the page read. A notification under a running lease is left
+// alone, whoever holds it (claimFor); a free one is claimed by a write conditioned on the document being
 // as the query read it, so a claim reads nothing and of two publishers
 // claiming at once one wins. One that changed since the query is left to
 // the next flush.
@@ -243,13 +256,10 @@ func (s *Store) ClaimNotifications(ctx context.Context, owner string, lease time
 		if err != nil {
 			return out, err
 		}
-		now := s.Now()
-		if o.State != OutboxPending || !leaseFree(o.LeaseOwner, o.LeaseUntil, owner, now) {
+		claim := *o
+		if !claim.claimFor(owner, s.Now(), lease) {
 			continue
 		}
-		claim := *o
-		claim.LeaseOwner, claim.LeaseUntil = owner, now.Add(lease)
-		claim.Attempts++
 		ok, err := s.writeOutboxSeen(ctx, &claim)
 		if err != nil {
 			return out, err
@@ -268,24 +278,18 @@ func (s *Store) ClaimNotifications(ctx context.Context, owner string, lease time
 // is read in a transaction and claimed if no one else holds it. It reports
 // the claim, or nil when the notification is held, published or gone.
 func (s *Store) ClaimStaged(ctx context.Context, o *Outbox, owner string, lease time.Duration) (*Outbox, error) {
-	now := s.Now()
 	claim := *o
-	claim.LeaseOwner, claim.LeaseUntil = owner, now.Add(lease)
-	claim.Attempts++
-	ok, err := s.writeOutboxSeen(ctx, &claim)
-	switch {
-	case err != nil:
-		return nil, err
-	case ok:
-		return &claim, nil
+	if claim.claimFor(owner, s.Now(), lease) {
+		ok, err := s.writeOutboxSeen(ctx, &claim)
+		switch {
+		case err != nil:
+			return nil, err
+		case ok:
+			return &claim, nil
+		}
 	}
 	cur, err := s.updateOutbox(ctx, o.ID, func(cur *Outbox, now time.Time) (bool, error) {
-		if cur.State != OutboxPending || !leaseFree(cur.LeaseOwner, cur.LeaseUntil, owner, now) {
-			return false, nil
-		}
-		cur.LeaseOwner, cur.LeaseUntil = owner, now.Add(lease)
-		cur.Attempts++
-		return true, nil
+		return cur.claimFor(owner, now, lease), nil
 	})
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil

@@ -364,7 +364,8 @@ func TestOutboxClaimAndSettleFromWhatWasRead(t *testing.T) {
 // A flush right after a commit claims what the commit staged by id, from
 // the document as the commit wrote it: a write conditioned on its update
 // time, which reads nothing. One changed since (a sweep's claim, a webhook
-// fan-out) is read once and claimed only if no one holds it; a claim
+// fan-out) is read once and claimed only if no lease on it is running,
+// this owner's included; a claim
 // repeated once it is published claims nothing.
 func TestClaimStagedFromTheCommit(t *testing.T) {
 	for _, tc := range []struct {
@@ -384,6 +385,14 @@ func TestClaimStagedFromTheCommit(t *testing.T) {
 			meanwhile: func(t *testing.T, s *Store, _ string) {
 				if got, err := s.ClaimNotifications(testenv.Context(t), "sweep", time.Minute, 10); err != nil || len(got) != 1 {
 					t.Fatalf("ClaimNotifications(sweep) = %d, %v; want 1", len(got), err)
+				}
+			}},
+		// One flusher's concurrent calls share its owner: the sweep of
+		// another request of the same instance holds it.
+		{name: "claimed by this owner's sweep meanwhile", reads: 1, claimed: false,
+			meanwhile: func(t *testing.T, s *Store, _ string) {
+				if got, err := s.ClaimNotifications(testenv.Context(t), "p", time.Minute, 10); err != nil || len(got) != 1 {
+					t.Fatalf("ClaimNotifications(p) = %d, %v; want 1", len(got), err)
 				}
 			}},
 	} {
