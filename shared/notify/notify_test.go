@@ -291,18 +291,7 @@ func TestConcurrentFlushesPublishOnce(t *testing.T) {
 	if got := results[0].Published + results[1].Published; got != n {
 		t.Errorf("published %d+%d, want %d in all", results[0].Published, results[1].Published, n)
 	}
-	ids := map[string]int{}
-	for _, m := range e.received(t) {
-		ids[m.Attributes[event.AttrNotificationID]]++
-	}
-	if len(ids) != n {
-		t.Errorf("received %d distinct notifications, want %d", len(ids), n)
-	}
-	for id, c := range ids {
-		if c != 1 {
-			t.Errorf("notification %s received %d times", id, c)
-		}
-	}
+	e.receivedOnceEach(t, n)
 	if got := len(e.triageTasks(t, event.DefaultTriageAgent)); got != n {
 		t.Errorf("%d triage tasks, want %d", got, n)
 	}
@@ -346,18 +335,7 @@ func TestFlushStagedSweepsAtMostOncePerInterval(t *testing.T) {
 			t.Errorf("%s: FlushStaged() read %d documents, want %d", st.name, got, st.reads)
 		}
 	}
-	ids := map[string]int{}
-	for _, m := range e.received(t) {
-		ids[m.Attributes[event.AttrNotificationID]]++
-	}
-	if len(ids) != seq {
-		t.Errorf("received %d distinct notifications, want %d", len(ids), seq)
-	}
-	for id, c := range ids {
-		if c != 1 {
-			t.Errorf("notification %s received %d times, want once", id, c)
-		}
-	}
+	e.receivedOnceEach(t, seq)
 }
 
 // escalate records entry TASKS.<seq> escalated, as classify does, and
@@ -402,5 +380,23 @@ func TestAfterCommitPublishesWhatWasStaged(t *testing.T) {
 	notify.AfterCommit(ctx, f, obs.Discard(), "replay", "TASKS.1", nil)
 	if got := state(leftover.ID); got != store.OutboxPublished {
 		t.Errorf("leftover after a flush of what is pending = %s, want %s", got, store.OutboxPublished)
+	}
+}
+
+// receivedOnceEach checks that the subscription received n distinct
+// notifications, each once.
+func (e *env) receivedOnceEach(t *testing.T, n int) {
+	t.Helper()
+	ids := map[string]int{}
+	for _, m := range e.received(t) {
+		ids[m.Attributes[event.AttrNotificationID]]++
+	}
+	if len(ids) != n {
+		t.Errorf("received %d distinct notifications, want %d", len(ids), n)
+	}
+	for id, c := range ids {
+		if c != 1 {
+			t.Errorf("notification %s received %d times, want once", id, c)
+		}
 	}
 }
