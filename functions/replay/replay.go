@@ -229,17 +229,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // finishRecovery answers a redelivery of the task that replayed or
 // recovered e, e recovered since: when this task recovered it, the steps
 // after the move (its completion record kept, its breaker probe's report,
-// its replay chain recovered) may have failed, and the answer said retry. MarkRecovered repeats them without counting e again;
-// the outcome is skipped, so the task is not counted as a second recovery.
+// its replay chain recovered) may have failed, and the answer said retry.
+// MarkRecovered repeats them without counting e again; the outcome is
+// skipped, so the task is not counted as a second recovery.
 func (h *Handler) finishRecovery(ctx context.Context, e *store.Entry, taskName string, res Result) (Result, error) {
-	_, err := h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replaying}, By, "task-idempotency shows "+e.IdempotencyKey+" completed")
-	if errors.Is(err, store.ErrNotFound) {
-		// Its TTL deleted it meanwhile: nothing is left to finish.
-		res.Outcome, res.Note = OutcomeSkipped, err.Error()
-		return res, nil
-	}
-	if err := h.recoveryDone(ctx, e, err); err != nil {
+	got, err := h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replaying}, By, "task-idempotency shows "+e.IdempotencyKey+" completed")
+	switch skip, err := h.recovered(ctx, e, got, err); {
+	case err != nil:
 		return res, retry("replay: finish the recovery of %s: %w", e.ID, err)
+	case skip != nil:
+		res.Outcome, res.Note = OutcomeSkipped, skip.Error()
+		return res, nil
 	}
 	h.log.InfoContext(ctx, "replay: redelivery of the recovering task; recovery finished", "entry_id", e.ID, "task", taskName)
 	res.Outcome, res.Status, res.Note = OutcomeSkipped, string(store.Recovered), errRecovered.Error()
@@ -248,15 +248,24 @@ func (h *Handler) finishRecovery(ctx context.Context, e *store.Entry, taskName s
 	return res, nil
 }
 
-// recoveryDone is what of MarkRecovered's error err a retry can help with:
-// a chain longer than a recovery walks is logged and left to its
-// ancestors' last checks.
-func (h *Handler) recoveryDone(ctx context.Context, e *store.Entry, err error) error {
-	if errors.Is(err, store.ErrChainTooLong) {
-		h.log.WarnContext(ctx, "replay: entry recovered; the rest of its replay chain is left to its last checks", "entry_id", e.ID, "error", err.Error())
-		return nil
+// recovered sorts MarkRecovered's answer for e (got, err) into what a retry
+// can help with (retry) and what it cannot: an entry moved on or deleted
+// meanwhile is a skip; an entry recovered whose later steps met a
+// permanent problem (a chain longer than a recovery walks, a corrupt
+// ancestor or completion record) is logged and left to its ancestors' last
+// checks.
+func (h *Handler) recovered(ctx context.Context, e, got *store.Entry, err error) (skip, retry error) {
+	switch {
+	case err == nil:
+		return nil, nil
+	case got == nil && (errors.Is(err, store.ErrWrongStatus) || errors.Is(err, store.ErrNotFound)):
+		return err, nil
+	case got != nil && got.Status == store.Recovered && (errors.Is(err, store.ErrChainTooLong) || errors.Is(err, store.ErrCorrupt) ||
+		errors.Is(err, store.ErrBadID) || errors.Is(err, store.ErrInvalid)):
+		h.log.WarnContext(ctx, "replay: entry recovered; the rest of its recovery is left to its replay chain's last checks", "entry_id", e.ID, "error", err.Error())
+		return nil, nil
 	}
-	return err
+	return nil, err
 }
 
 // logEventOutcome is the jsonPayload.event of the per-task outcome line.
@@ -355,10 +364,14 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 		return res, retry("replay: idempotency record of %s: %w", e.ID, err)
 	}
 	if done {
-		_, err := h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replaying}, By,
+		got, err := h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replaying}, By,
 			"task-idempotency shows "+e.IdempotencyKey+" completed; not published")
-		if err := h.recoveryDone(ctx, e, err); err != nil {
+		switch skip, err := h.recovered(ctx, e, got, err); {
+		case err != nil:
 			return res, retry("replay: mark %s recovered: %w", e.ID, err)
+		case skip != nil:
+			res.Outcome, res.Note = OutcomeSkipped, skip.Error()
+			return res, nil
 		}
 		log.InfoContext(ctx, "replay: task completed meanwhile; recovered without a publish", "idempotency_key", e.IdempotencyKey)
 		res.Outcome, res.Status = OutcomeRecovered, string(store.Recovered)

@@ -9,8 +9,9 @@
 //
 // The store writes a notification in the transaction of the transition it
 // reports, so it exists exactly when the transition does; Flush only moves
-// it on. A claim (a lease taken in a transaction) keeps two flushers from
-// publishing the same notification; the triage task carries
+// it on. A claim (a lease taken by a write conditioned on the document as
+// read or committed) keeps two flushes from publishing the same
+// notification; the triage task carries
 // Nats-Msg-Id "triage-<notification id>" and its publish is recorded before
 // the Pub/Sub publish, so a retried flush never sends it twice. A Pub/Sub
 // subscriber sees a notification at least once, and once more only when a

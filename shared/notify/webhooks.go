@@ -102,6 +102,11 @@ func (f *Flusher) fanOut(ctx context.Context, res *Result) {
 func (f *Flusher) fanOutList(ctx context.Context, pending []*store.Outbox, res *Result) {
 	endpoints := map[string][]*store.Webhook{}
 	for _, o := range pending {
+		if !o.WebhooksPending {
+			// Recorded meanwhile by another flush (a claim's settle
+			// brings the document as stored).
+			continue
+		}
 		if err := f.fanOutOne(ctx, o, endpoints, res); err != nil {
 			res.WebhookErrors = append(res.WebhookErrors, fmt.Sprintf("%s: %v", o.ID, err))
 			f.log.WarnContext(ctx, "notify: webhook deliveries not all created; the next flush retries them", "notification_id", o.ID, "tenant", o.Tenant, "error", err.Error())

@@ -377,6 +377,11 @@ func applied(rp *audit.Repair, id string, err error) bool {
 		rp.Skipped++
 		rp.Note(fmt.Sprintf("%s changed meanwhile: %v", id, err))
 		return false
+	case errors.Is(err, store.ErrChainTooLong):
+		// Recovered; the ancestors past the walk's bound wait for their
+		// last check, which no retry would hasten.
+		rp.Note(fmt.Sprintf("%s: %v", id, err))
+		return true
 	case err != nil:
 		rp.Fail(err)
 		return false

@@ -41,7 +41,8 @@ func (s *Store) auditRef(id string) *firestore.DocumentRef { return s.fs.Collect
 
 // leaseFree reports whether owner may take a lease that holder holds until
 // until: no one holds it, owner does already, or it has expired. Reconcile's
-// run lease, a bulk run's and a notification's claim all follow it.
+// run lease and a bulk run's follow it; a notification's claim does not
+// (Outbox.claimFor: one flusher's concurrent calls share its owner).
 func leaseFree(holder string, until time.Time, owner string, now time.Time) bool {
 	return holder == "" || holder == owner || !until.After(now)
 }

@@ -103,7 +103,7 @@ func (s *Store) recoverChain(ctx context.Context, e *Entry, by string) error {
 		p, err := s.GetMeta(ctx, child.ReplayOf)
 		switch {
 		case errors.Is(err, ErrNotFound):
-			// Expired, and those before it went first.
+			// Its TTL deleted it, and its link went with it.
 			return nil
 		case err != nil:
 			return fmt.Errorf("replay chain of %s: %w", e.ID, err)

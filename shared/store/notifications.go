@@ -239,8 +239,8 @@ func stagedAt(staged []*Outbox, commit firestore.CommitResponse) []*Outbox {
 }
 
 // ClaimNotifications claims up to limit pending notifications for owner
-// until lease from now, so two publishers never both publish one. Oldest
-// first within the page read. A notification under a running lease is left
+// until lease from now, so two publishers never both publish one. A
+// notification under a running lease is left
 // alone, whoever holds it (claimFor); a free one is claimed by a write conditioned on the document being
 // as the query read it, so a claim reads nothing and of two publishers
 // claiming at once one wins. One that changed since the query is left to
@@ -275,7 +275,8 @@ func (s *Store) ClaimNotifications(ctx context.Context, owner string, lease time
 // this store staged (RecordResult.Staged), by id: a write conditioned on
 // the document being as the commit wrote it, so it reads nothing. One that
 // changed since (another flush claimed it, or its webhook fan-out was made)
-// is read in a transaction and claimed if no one else holds it. It reports
+// is read in a transaction and claimed if no lease on it is running, this
+// owner's included. It reports
 // the claim, or nil when the notification is held, published or gone.
 func (s *Store) ClaimStaged(ctx context.Context, o *Outbox, owner string, lease time.Duration) (*Outbox, error) {
 	claim := *o
