@@ -49,6 +49,10 @@ const TriageMsgIDPrefix = "triage-"
 // ErrNoTasks is a triage task's failure when the flusher has no JetStream.
 var ErrNoTasks = errors.New("notify: no JetStream to publish the triage task to")
 
+// ErrLeaseRunningOut is the failure of a notification a flush claimed but
+// did not publish before its claim's lease was nearly over.
+var ErrLeaseRunningOut = errors.New("notify: the claim's lease is running out")
+
 // Topic publishes one message to the notifications topic and waits for the
 // server's acknowledgement.
 type Topic interface {
@@ -230,7 +234,18 @@ func (f *Flusher) publishPending(ctx context.Context, res *Result) error {
 	if err != nil && len(claimed) == 0 {
 		return fmt.Errorf("notify: claim: %w", err)
 	}
-	for _, o := range claimed {
+	for i, o := range claimed {
+		// A publish after the claim's lease ran out could meet another
+		// flush's claim of the same notification: what is left waits for
+		// the lease to end and the next flush.
+		if left := o.LeaseUntil.Sub(f.store.Now()); left < f.lease/4 {
+			for _, o := range claimed[i:] {
+				res.Failed++
+				res.Errors = append(res.Errors, fmt.Sprintf("%s: %v", o.ID, ErrLeaseRunningOut))
+			}
+			f.log.WarnContext(ctx, "notify: claims running out; the rest is left to the next flush", "left", len(claimed)-i)
+			break
+		}
 		f.publishClaimed(ctx, o, res)
 	}
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -399,4 +400,40 @@ func (e *env) receivedOnceEach(t *testing.T, n int) {
 			t.Errorf("notification %s received %d times, want once", id, c)
 		}
 	}
+}
+
+// slowTopic publishes to topic, the store's clock moving on by step with
+// each publish: a flush that outlasts its claims.
+type slowTopic struct {
+	topic notify.Topic
+	clock *testenv.Clock
+	step  time.Duration
+}
+
+func (s slowTopic) Publish(ctx context.Context, data []byte, attrs map[string]string) error {
+	s.clock.Add(s.step)
+	return s.topic.Publish(ctx, data, attrs)
+}
+
+// A flush stops publishing what it claimed once the claims' lease is nearly
+// over: another flush may claim them then, and both would publish. What is
+// left is published by a later flush, each notification once.
+func TestFlushStopsBeforeItsClaimsRunOut(t *testing.T) {
+	e := setup(t)
+	ctx := testenv.Context(t)
+	for seq := 1; seq <= 3; seq++ {
+		e.escalate(t, seq)
+	}
+	tasks := func(context.Context) (notify.Tasks, error) { return e.js, nil }
+	slow := notify.New(e.store, slowTopic{notify.PubSubTopic(e.pub), e.clock, 50 * time.Second},
+		notify.WithTasks(tasks), notify.WithLease(2*time.Minute))
+	res, err := slow.Flush(ctx)
+	if err != nil || res.Published != 2 || res.Failed != 1 || !strings.Contains(strings.Join(res.Errors, ";"), notify.ErrLeaseRunningOut.Error()) {
+		t.Fatalf("Flush() = %+v, %v; want 2 published, 1 left as its lease ran out", res, err)
+	}
+	e.clock.Add(time.Minute)
+	if res, err := e.flusher().Flush(ctx); err != nil || res.Published != 1 {
+		t.Errorf("the next Flush() = %+v, %v; want the one left", res, err)
+	}
+	e.receivedOnceEach(t, 3)
 }
