@@ -233,19 +233,32 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // MarkRecovered repeats them without counting e again; the outcome is
 // skipped, so the task is not counted as a second recovery.
 func (h *Handler) finishRecovery(ctx context.Context, e *store.Entry, taskName string, res Result) (Result, error) {
-	got, err := h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replaying}, By, "task-idempotency shows "+e.IdempotencyKey+" completed")
-	switch skip, err := h.recovered(ctx, e, got, err); {
-	case err != nil:
-		return res, retry("replay: finish the recovery of %s: %w", e.ID, err)
-	case skip != nil:
-		res.Outcome, res.Note = OutcomeSkipped, skip.Error()
-		return res, nil
+	if moved, err := h.markRecovered(ctx, e, "", &res); err != nil || !moved {
+		return res, err
 	}
 	h.log.InfoContext(ctx, "replay: redelivery of the recovering task; recovery finished", "entry_id", e.ID, "task", taskName)
 	res.Outcome, res.Status, res.Note = OutcomeSkipped, string(store.Recovered), errRecovered.Error()
 	// A recovered probe closed its breaker: flush its notification.
 	res.breakerMoved = e.BreakerProbe
 	return res, nil
+}
+
+// markRecovered moves e (replaying, or recovered already) to recovered, its
+// task's completion record showing it completed (MarkRecovered), and
+// reports whether it is recovered; one moved on or gone meanwhile is res
+// skipped, and err is for a retry.
+func (h *Handler) markRecovered(ctx context.Context, e *store.Entry, note string, res *Result) (bool, error) {
+	got, err := h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replaying}, By,
+		"task-idempotency shows "+e.IdempotencyKey+" completed"+note)
+	skip, err := h.recovered(ctx, e, got, err)
+	switch {
+	case err != nil:
+		return false, retry("replay: mark %s recovered: %w", e.ID, err)
+	case skip != nil:
+		res.Outcome, res.Note = OutcomeSkipped, skip.Error()
+		return false, nil
+	}
+	return true, nil
 }
 
 // recovered sorts MarkRecovered's answer for e (got, err) into what a retry
@@ -364,14 +377,8 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 		return res, retry("replay: idempotency record of %s: %w", e.ID, err)
 	}
 	if done {
-		got, err := h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replaying}, By,
-			"task-idempotency shows "+e.IdempotencyKey+" completed; not published")
-		switch skip, err := h.recovered(ctx, e, got, err); {
-		case err != nil:
-			return res, retry("replay: mark %s recovered: %w", e.ID, err)
-		case skip != nil:
-			res.Outcome, res.Note = OutcomeSkipped, skip.Error()
-			return res, nil
+		if moved, err := h.markRecovered(ctx, e, "; not published", &res); err != nil || !moved {
+			return res, err
 		}
 		log.InfoContext(ctx, "replay: task completed meanwhile; recovered without a publish", "idempotency_key", e.IdempotencyKey)
 		res.Outcome, res.Status = OutcomeRecovered, string(store.Recovered)
