@@ -1,12 +1,13 @@
 package audit
 
 import (
-	"os"
 	"path/filepath"
-	"regexp"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/jsdlq/jsdlq/internal/tfvars"
 )
 
 // The monitoring module has one alert policy per alerting finding, named
@@ -14,18 +15,21 @@ import (
 // Terraform table (or the other way round) would log an alert nobody is
 // paged for, or keep a policy for an alert that never fires.
 func TestTerraformAlertsEqualGo(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "terraform", "modules", "monitoring", "variables.tf"))
+	defaults, err := tfvars.Defaults(filepath.Join("..", "..", "terraform", "modules", "monitoring", "variables.tf"))
 	if err != nil {
-		t.Fatalf("read the monitoring module's variables: %v", err)
+		t.Fatal(err)
 	}
-	table := regexp.MustCompile(`(?s)variable "reconcile_alerts" \{.*?\n  default = \{\n(.*?)\n  \}\n`).FindSubmatch(b)
-	if table == nil {
-		t.Fatal(`variable "reconcile_alerts": no default table found`)
+	table, ok := defaults["reconcile_alerts"]
+	if !ok || table.IsNull() || !table.CanIterateElements() {
+		t.Fatalf(`variable "reconcile_alerts": default = %#v, want a table of alerts`, table)
 	}
-	row := regexp.MustCompile(`(?m)^\s*([a-z0-9_]+)\s*=\s*\{\s*severity\s*=\s*"([A-Z]+)"`)
 	got := map[string]string{}
-	for _, m := range row.FindAllSubmatch(table[1], -1) {
-		got[string(m[1])] = string(m[2])
+	for it := table.ElementIterator(); it.Next(); {
+		name, row := it.Element()
+		if !row.Type().IsObjectType() || !row.Type().HasAttribute("severity") || row.GetAttr("severity").Type() != cty.String {
+			t.Fatalf("reconcile_alerts[%s] = %#v, want an object with a severity", name.AsString(), row)
+		}
+		got[name.AsString()] = row.GetAttr("severity").AsString()
 	}
 	want := map[string]string{}
 	for name, sev := range severity {

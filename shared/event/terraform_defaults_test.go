@@ -1,11 +1,11 @@
 package event_test
 
 import (
-	"os"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"testing"
 
+	"github.com/jsdlq/jsdlq/internal/tfvars"
 	"github.com/jsdlq/jsdlq/shared/event"
 )
 
@@ -13,31 +13,25 @@ import (
 // they must name the objects the Go defaults name, or a default deployment
 // reads one stream while agentkit writes another.
 func TestTerraformDefaultsEqualGo(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "terraform", "variables.tf"))
+	defaults, err := tfvars.Defaults(filepath.Join("..", "..", "terraform", "variables.tf"))
 	if err != nil {
-		t.Fatalf("read terraform/variables.tf: %v", err)
+		t.Fatal(err)
 	}
-	tf := string(b)
-	tests := []struct {
+	for _, tt := range []struct {
 		variable string
 		want     string
 	}{
-		{"advisory_stream", `"` + event.DefaultAdvisoryStream + `"`},
-		{"record_stream", `"` + event.DefaultRecordStream + `"`},
-		{"failure_bucket", `"` + event.DefaultFailureBucket + `"`},
-		{"bridge_consumer", `"` + event.DefaultBridgeConsumer + `"`},
-		{"work_streams", `["` + event.DefaultWorkStream + `"]`},
-		{"notifications_topic", `"` + event.DefaultNotificationsTopic + `"`},
+		{"advisory_stream", event.DefaultAdvisoryStream},
+		{"record_stream", event.DefaultRecordStream},
+		{"failure_bucket", event.DefaultFailureBucket},
+		{"bridge_consumer", event.DefaultBridgeConsumer},
+		{"notifications_topic", event.DefaultNotificationsTopic},
+	} {
+		if got, err := tfvars.String(defaults, tt.variable); err != nil || got != tt.want {
+			t.Errorf("terraform variable %s default = %q, %v; want %q (shared/event)", tt.variable, got, err, tt.want)
+		}
 	}
-	for _, tt := range tests {
-		re := regexp.MustCompile(`(?s)variable "` + tt.variable + `" \{.*?\n\s*default\s*=\s*([^\n]+)\n`)
-		m := re.FindStringSubmatch(tf)
-		if m == nil {
-			t.Errorf("terraform variable %s: no default found", tt.variable)
-			continue
-		}
-		if m[1] != tt.want {
-			t.Errorf("terraform variable %s default = %s, want %s (shared/event)", tt.variable, m[1], tt.want)
-		}
+	if got, err := tfvars.Strings(defaults, "work_streams"); err != nil || !slices.Equal(got, []string{event.DefaultWorkStream}) {
+		t.Errorf("terraform variable work_streams default = %q, %v; want [%q] (shared/event)", got, err, event.DefaultWorkStream)
 	}
 }
