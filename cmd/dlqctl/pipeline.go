@@ -378,7 +378,7 @@ func printReport(w interface{ Write([]byte) (int, error) }, r *audit.Report) {
 	fmt.Fprintf(w, "audit %s (%s) %s → %s, %s\n", r.RunID, mode, r.StartedAt.Format(time.RFC3339), r.FinishedAt.Format(time.RFC3339),
 		ifSet(r.Complete, "complete")+ifSet(r.BudgetExhausted, "stopped by its budget; next run resumes at "+resumeSection(r)))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nSECTION\tSTATUS\tCOUNTS")
+	fmt.Fprintln(tw, "\nSECTION\tSTATUS\tFIRESTORE R/W\tCOUNTS")
 	for _, s := range r.Sections {
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(s.Counts)) {
@@ -388,7 +388,7 @@ func printReport(w interface{ Write([]byte) (int, error) }, r *audit.Report) {
 		if s.Error != "" {
 			note += "  error: " + s.Error
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, s.Status, note)
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\n", s.Name, s.Status, s.FirestoreReads, s.FirestoreWrites, note)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nfindings: %d  alerts: %s  repairs planned %d done %d skipped %d failed %d\n", len(r.Findings),

@@ -132,6 +132,10 @@ type Section struct {
 	Cursor string           `json:"cursor,omitempty"`
 	Note   string           `json:"note,omitempty"`
 	Error  string           `json:"error,omitempty"`
+	// FirestoreReads and FirestoreWrites are the documents the section
+	// read and wrote: what it costs, run after run.
+	FirestoreReads  int64 `json:"firestore_reads"`
+	FirestoreWrites int64 `json:"firestore_writes"`
 }
 
 // Add adds n to the section's counter name.

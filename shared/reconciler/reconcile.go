@@ -490,7 +490,12 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*audit.Report, error) {
 func (r *run) section(ctx context.Context, name string, f func(context.Context, *audit.Section) error) *audit.Section {
 	sec := &audit.Section{Name: name, Status: audit.StatusComplete, Counts: map[string]int64{}}
 	r.rep.Sections = append(r.rep.Sections, sec)
+	// The run's store serves only this run (the lease keeps runs apart;
+	// a request the lease refuses meanwhile adds its one read).
+	before := r.h.store.Ops()
 	err := f(ctx, sec)
+	after := r.h.store.Ops()
+	sec.FirestoreReads, sec.FirestoreWrites = after.Reads-before.Reads, after.Writes-before.Writes
 	switch {
 	case errors.Is(err, errBudget):
 		sec.Status = audit.StatusPartial

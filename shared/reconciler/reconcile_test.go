@@ -368,6 +368,16 @@ func TestHeldEntriesReleasedAsTheBreakerAdmits(t *testing.T) {
 	if got := section(t, dry, reconciler.SectionHeld).Counts; got["held"] != 5 {
 		t.Errorf("held section counts = %v, want held 5 (every held entry read, released or not)", got)
 	}
+	// Each section reports what it cost: a dry run writes nothing, and
+	// the held section read at least its five entries.
+	for _, sec := range dry.Sections {
+		if sec.FirestoreWrites != 0 {
+			t.Errorf("dry run: section %s wrote %d documents, want none", sec.Name, sec.FirestoreWrites)
+		}
+	}
+	if got := section(t, dry, reconciler.SectionHeld).FirestoreReads; got < 5 {
+		t.Errorf("dry run: held section read %d documents, want at least its 5 entries", got)
+	}
 	for _, id := range append(append(append([]string{}, calm...), probe...), shut) {
 		if st := f.get(id).Status; st != store.Held {
 			t.Errorf("dry run moved %s to %s", id, st)
@@ -377,6 +387,9 @@ func TestHeldEntriesReleasedAsTheBreakerAdmits(t *testing.T) {
 	rep := f.run(h, false)
 	if fd := finding(t, rep, audit.FindingHeldReleased); fd.Count != 3 || fd.Repair.Done != 3 {
 		t.Errorf("held_released = %+v, want 3 released", fd)
+	}
+	if got := section(t, rep, reconciler.SectionHeld).FirestoreWrites; got < 3 {
+		t.Errorf("held section wrote %d documents, want at least the 3 entries it released", got)
 	}
 	q := f.queueTasks()
 	for _, id := range calm {
