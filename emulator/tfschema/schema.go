@@ -31,11 +31,12 @@ var ErrInvalidSchema = errors.New("tfschema: invalid schema")
 
 // The JSON shapes below follow Terraform's `providers schema -json` format
 // (format_version 1.0).
-// SchemasKey is the top-level member holding the providers. It is spelled
-// in two parts so that the repository's check for a committed copy of the
-// real schema file (which must never be committed) does not flag this
-// decoder or the tests' small hand-written schema.
-const SchemasKey = "provider" + "_schemas"
+
+// jsonDocument is the whole document: each provider's schema by address.
+type jsonDocument struct {
+	FormatVersion   string                     `json:"format_version"`
+	ProviderSchemas map[string]json.RawMessage `json:"provider_schemas"`
+}
 
 type jsonProvider struct {
 	Provider                 *jsonSchema              `json:"provider"`
@@ -126,14 +127,11 @@ func LoadFile(path, address string) (*Provider, error) {
 
 // Load is LoadFile for an already open document.
 func Load(r io.Reader, address string) (*Provider, error) {
-	var doc map[string]json.RawMessage
+	var doc jsonDocument
 	if err := json.NewDecoder(r).Decode(&doc); err != nil {
 		return nil, fmt.Errorf("%w: decode schema document: %v", ErrInvalidSchema, err)
 	}
-	var providers map[string]json.RawMessage
-	if err := json.Unmarshal(doc[SchemasKey], &providers); doc[SchemasKey] != nil && err != nil {
-		return nil, fmt.Errorf("%w: decode %s: %v", ErrInvalidSchema, SchemasKey, err)
-	}
+	providers := doc.ProviderSchemas
 	raw, ok := providers[address]
 	if !ok {
 		known := make([]string, 0, len(providers))

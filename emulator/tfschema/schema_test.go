@@ -3,6 +3,7 @@ package tfschema
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -51,13 +52,11 @@ func TestParseTypeRejects(t *testing.T) {
 	}
 }
 
-// fakeSchema is written for these tests; it exercises every construct of
-// the `providers schema -json` format, including nested attribute types
-// that the google provider does not use.
-var fakeSchema = `{
-  "format_version": "1.0",
-  "` + SchemasKey + `": {
-    "registry.terraform.io/jsdlq/fake": {
+// fakeProvider is a provider written for these tests, not a copy of a real
+// one (the real schemas are read where they lie, testenv.ProvidersSchema):
+// it exercises every construct of the `providers schema -json` format,
+// including nested attribute types that the google provider does not use.
+const fakeProvider = `{
       "provider": {"version": 0, "block": {"attributes": {
         "endpoint": {"type": "string", "optional": true, "description_kind": "plain"},
         "token": {"type": "string", "optional": true, "sensitive": true, "description_kind": "plain"}}}},
@@ -113,10 +112,20 @@ var fakeSchema = `{
         "join_all": {"return_type": "string", "parameters": [],
           "variadic_parameter": {"name": "parts", "type": "string", "is_nullable": true}}
       }
-    },
-    "registry.terraform.io/jsdlq/other": {"provider": {"version": 0, "block": {}}}
-  }
-}`
+    }`
+
+// fakeSchema is a schema document of fakeProvider and a second, empty
+// provider, made as Terraform writes one (compact JSON).
+var fakeSchema = func() string {
+	b, err := json.Marshal(jsonDocument{FormatVersion: "1.0", ProviderSchemas: map[string]json.RawMessage{
+		"registry.terraform.io/jsdlq/fake":  json.RawMessage(fakeProvider),
+		"registry.terraform.io/jsdlq/other": json.RawMessage(`{"provider": {"version": 0, "block": {}}}`),
+	}})
+	if err != nil {
+		panic(fmt.Sprintf("fakeSchema: %v", err))
+	}
+	return string(b)
+}()
 
 func loadFake(t *testing.T) *Provider {
 	t.Helper()
@@ -203,14 +212,14 @@ func TestLoadErrors(t *testing.T) {
 	if _, err := Load(strings.NewReader(fakeSchema), "registry.terraform.io/hashicorp/google"); !errors.Is(err, ErrProviderNotFound) {
 		t.Errorf("Load(absent provider) error = %v, want ErrProviderNotFound", err)
 	}
-	if _, err := Load(strings.NewReader(`{"`+SchemasKey+`": `), "x"); !errors.Is(err, ErrInvalidSchema) {
+	if _, err := Load(strings.NewReader(fakeSchema[:len(fakeSchema)/2]), "x"); !errors.Is(err, ErrInvalidSchema) {
 		t.Errorf("Load(truncated) error = %v, want ErrInvalidSchema", err)
 	}
-	bad := strings.Replace(fakeSchema, `"nesting_mode": "map"`, `"nesting_mode": "bag"`, 1)
+	bad := strings.Replace(fakeSchema, `"nesting_mode":"map"`, `"nesting_mode":"bag"`, 1)
 	if _, err := Load(strings.NewReader(bad), "registry.terraform.io/jsdlq/fake"); !errors.Is(err, ErrInvalidSchema) || !strings.Contains(err.Error(), "bag") {
 		t.Errorf("Load(bad nesting mode) error = %v, want ErrInvalidSchema naming \"bag\"", err)
 	}
-	untyped := strings.Replace(fakeSchema, `"match": {"type": "string", `, `"match": {`, 1)
+	untyped := strings.Replace(fakeSchema, `"match":{"type":"string",`, `"match":{`, 1)
 	if _, err := Load(strings.NewReader(untyped), "registry.terraform.io/jsdlq/fake"); !errors.Is(err, ErrInvalidSchema) {
 		t.Errorf("Load(attribute without type) error = %v, want ErrInvalidSchema", err)
 	}
