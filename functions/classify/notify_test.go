@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
@@ -88,28 +87,27 @@ func TestFlushAfterCommit(t *testing.T) {
 	}
 }
 
-// topicLog records the notifications published to it.
+// topicLog counts what reaches the notifications topic it publishes to.
 type topicLog struct {
-	mu  sync.Mutex
-	ids []string
+	mu    sync.Mutex
+	n     int
+	topic notify.Topic
 }
 
-func (l *topicLog) Publish(_ context.Context, _ []byte, attrs map[string]string) error {
+func (l *topicLog) Publish(ctx context.Context, data []byte, attrs map[string]string) error {
+	if err := l.topic.Publish(ctx, data, attrs); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.ids = append(l.ids, attrs[jevent.AttrNotificationID])
+	l.n++
 	return nil
-}
-
-// PublishMsg takes a triage task as the work stream would.
-func (l *topicLog) PublishMsg(context.Context, *nats.Msg, ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	return &jetstream.PubAck{Stream: jevent.DefaultWorkStream}, nil
 }
 
 func (l *topicLog) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.ids)
+	return l.n
 }
 
 // With the flusher it runs, classify publishes what its own commit staged,
@@ -118,8 +116,19 @@ func (l *topicLog) count() int {
 func TestFlushPublishesWhatTheCommitStaged(t *testing.T) {
 	e := setup(t)
 	ctx := testenv.Context(t)
-	topic := &topicLog{}
-	f := notify.New(e.store, topic, notify.WithTasks(func(context.Context) (notify.Tasks, error) { return topic, nil }))
+	// The real Pub/Sub emulator and JetStream take the notifications and
+	// the triage tasks.
+	ps, project := testenv.PubSub(t)
+	topicName := fmt.Sprintf("projects/%s/topics/%s", project, jevent.DefaultNotificationsTopic)
+	testenv.TopicWithSubscription(t, ctx, ps, topicName, fmt.Sprintf("projects/%s/subscriptions/%s", project, testenv.Name(t, "sub")))
+	pub := ps.Publisher(topicName)
+	t.Cleanup(pub.Stop)
+	_, js := testenv.NewNATS(t).Connect(t)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: jevent.DefaultWorkStream, Subjects: []string{"agents.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	topic := &topicLog{topic: notify.PubSubTopic(pub)}
+	f := notify.New(e.store, topic, notify.WithTasks(func(context.Context) (notify.Tasks, error) { return js, nil }))
 	h := New(Config{}, Deps{Logger: obs.NewLogger(e.logs), Store: e.store, Policy: e.policy, Scheduler: e.sched, Now: e.clock.Now, Notify: f})
 	steps := []struct {
 		name     string
