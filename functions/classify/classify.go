@@ -201,7 +201,7 @@ func (h *Handler) handle(ctx context.Context, ce event.Event) error {
 	if res.HandOff != nil {
 		h.log.WarnContext(ctx, "classify: the replayed entry keeps its own completion checks", "entry_id", id, "error", res.HandOff.Error())
 	}
-	if res.Notified {
+	if res.Notified() {
 		// The transaction staged a notification (the entry needs a human,
 		// or the tenant breaker changed state). It leaves now, whatever
 		// happens to the scheduling below.

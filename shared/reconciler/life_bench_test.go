@@ -104,7 +104,7 @@ func BenchmarkEntryLife(b *testing.B) {
 			b.Errorf("Record(%s) = %+v, %v", in.ID, res, err)
 			return nil, false
 		}
-		if res.Notified {
+		if res.Notified() {
 			// Eight flushers at once lose claims to each other on the
 			// emulator; a lost claim is retried as the next flush
 			// would (a claim is leased, so no notification goes twice).

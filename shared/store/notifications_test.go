@@ -387,6 +387,13 @@ func TestClaimStagedFromTheCommit(t *testing.T) {
 					t.Fatalf("ClaimNotifications(sweep) = %d, %v; want 1", len(got), err)
 				}
 			}},
+		// Its TTL deleted it (or a test's cleanup): nothing to claim.
+		{name: "gone meanwhile", reads: 1, claimed: false,
+			meanwhile: func(t *testing.T, s *Store, id string) {
+				if _, err := s.outboxRef(id).Delete(testenv.Context(t)); err != nil {
+					t.Fatal(err)
+				}
+			}},
 		// One flusher's concurrent calls share its owner: the sweep of
 		// another request of the same instance holds it.
 		{name: "claimed by this owner's sweep meanwhile", reads: 1, claimed: false,

@@ -22,14 +22,9 @@ type RecordResult struct {
 	Merged bool
 	// Breaker is the tenant breaker's state after the call.
 	Breaker string
-	// Notified is true when the call staged a notification (a new entry
-	// that needs a human, or a breaker that changed state): the caller
-	// flushes the outbox after it. An entry held by a breaker known to be
-	// open stages none, so a one-tenant storm does not query the outbox
-	// once per entry.
-	Notified bool
-	// Staged are the notifications the call staged, as written: a flush
-	// right after claims them by id without a read (ClaimStaged).
+	// Staged are the notifications the call staged (a new entry that needs
+	// a human, a breaker that changed state), as written: a flush right
+	// after claims them by id without a read (ClaimStaged).
 	Staged []*Outbox
 	// HandOff is why the parent's completion check could not be handed to
 	// this replay's entry (nil when it was, or had nothing to hand off):
@@ -37,6 +32,12 @@ type RecordResult struct {
 	// not correctness.
 	HandOff error
 }
+
+// Notified reports whether the call staged a notification: the caller
+// flushes the outbox after it. An entry held by a breaker known to be open
+// stages none, so a one-tenant storm does not query the outbox once per
+// entry.
+func (r RecordResult) Notified() bool { return len(r.Staged) > 0 }
 
 // Record stores a classified entry. In one transaction it creates the entry
 // when absent, adds it to the hour's metrics and updates the tenant breaker
@@ -158,7 +159,7 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 		if err := tx.Set(s.shardRef(Hour(e.CreatedAt), e.ID), m.updates(Hour(e.CreatedAt)), firestore.MergeAll); err != nil {
 			return err
 		}
-		res = RecordResult{Entry: e, Created: true, Breaker: b.State, Notified: Notifies(e.Status)}
+		res = RecordResult{Entry: e, Created: true, Breaker: b.State}
 		if known {
 			s.wrote(2)
 			return nil
@@ -171,7 +172,6 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 			return err
 		}
 		staged = append(staged, changed...)
-		res.Notified = res.Notified || len(changed) > 0
 		return tx.Set(bref, b)
 	}, firestore.WithCommitResponseTo(&commit))
 	if err == nil && seen != nil {

@@ -44,8 +44,8 @@ func TestRecordNotified(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: Record() = %v", st.name, err)
 		}
-		if res.Notified != st.want || res.Entry.Status != st.stored {
-			t.Errorf("%s: Record() = notified %v, status %s; want notified %v, status %s", st.name, res.Notified, res.Entry.Status, st.want, st.stored)
+		if res.Notified() != st.want || res.Entry.Status != st.stored {
+			t.Errorf("%s: Record() = notified %v, status %s; want notified %v, status %s", st.name, res.Notified(), res.Entry.Status, st.want, st.stored)
 		}
 	}
 }
