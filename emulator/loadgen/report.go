@@ -231,7 +231,9 @@ const methodText = `## Method
 - **Push leg alone.** Before the runs, 3 000 event-sized messages are published at once to a push
   subscription whose endpoint answers 204 at once: the emulator's own push rate, the ceiling of
   every advisory → entry row. The endpoint also records the most pushes outstanding at once (the
-  emulator keeps at most 2 per subscription, whatever the endpoint's latency).
+  emulator keeps at most 2 per subscription, whatever the endpoint's latency: cloud-pubsub-emulator
+  0.8.20 starts two push loops per push subscription, each pulling one message and waiting for the
+  endpoint's answer before the next, and no flag or setting changes the two).
 - **Load.** Each dead message is a 512-byte task in a Limits work stream with direct get, plus the
   terminated advisory JetStream would emit for it (same JSON), published by the driver on the
   advisory subject at an exact offered rate. Latency runs give every event its own tenant (breakers
