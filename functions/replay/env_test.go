@@ -146,6 +146,8 @@ type spec struct {
 	payload  []byte
 	missing  bool
 	headers  map[string][]string
+	keyless  bool   // no idempotency key: nothing can show the task completed
+	stream   string // the stream the entry says it came from (workStream)
 }
 
 // newEntry stores a classified entry as classify would (the default policy
@@ -179,10 +181,18 @@ func (e *env) newEntry(t testing.TB, s spec) *store.Entry {
 	for k, v := range s.headers {
 		headers[k] = v
 	}
+	key := "task-" + s.id + "-v1"
+	if s.keyless {
+		key = ""
+		delete(headers, "X-Idempotency-Key")
+	}
+	if s.stream == "" {
+		s.stream = workStream
+	}
 	en := &store.Entry{
-		ID: s.id, EventID: s.id, Stream: workStream, Consumer: "workers", StreamSeq: 7,
+		ID: s.id, EventID: s.id, Stream: s.stream, Consumer: "workers", StreamSeq: 7,
 		Subject: "agents." + s.agent + ".tasks." + s.taskType, Tenant: s.tenant, Agent: s.agent,
-		TaskID: "task-" + s.id, TaskType: s.taskType, IdempotencyKey: "task-" + s.id + "-v1",
+		TaskID: "task-" + s.id, TaskType: s.taskType, IdempotencyKey: key,
 		Headers: jevent.EncodeHeaders(headers), Payload: s.payload, PayloadMissing: s.missing,
 		Kind: "explicit", Failure: &jevent.Failure{Code: s.code, Detail: s.detail, Agent: s.agent},
 	}

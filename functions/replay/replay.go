@@ -481,7 +481,7 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 			cur.BreakerProbe = probe
 			cur.Plan, cur.Strategy = plan, strategy
 			if decision != nil {
-				cur.Rule, cur.Action, cur.PolicyVersion = decision.Rule, string(decision.Action), decision.PolicyVersion
+				cur.Classify(*decision)
 			}
 			return nil
 		},
@@ -512,7 +512,7 @@ func (h *Handler) gate(ctx context.Context, log *slog.Logger, e *store.Entry, to
 		if d == nil {
 			return // approved: held by the breaker with the approved plan
 		}
-		cur.Rule, cur.Action, cur.PolicyVersion = d.Rule, string(d.Action), d.PolicyVersion
+		cur.Classify(*d)
 		if to == store.Held {
 			return // the replay is still wanted, with this plan
 		}
@@ -552,10 +552,17 @@ func (h *Handler) move(ctx context.Context, log *slog.Logger, e *store.Entry, to
 	}
 	// The half-open probe will not be replayed now: the breaker reopens and
 	// picks another after its cooldown rather than wait for it forever.
-	if err := h.store.ReleaseProbe(ctx, cur, By); err != nil {
-		log.WarnContext(ctx, "replay: breaker probe not released; reconcile moves the breaker on", "error", err.Error())
+	// Held means the breaker has just refused this entry, so it is not the
+	// probe; any other way out asks the breaker, since a probe admitted by
+	// this or an earlier delivery is not marked on the entry until its
+	// publish is recorded.
+	if to != store.Held {
+		released, err := h.store.ReleaseProbe(ctx, cur, By)
+		if err != nil {
+			log.WarnContext(ctx, "replay: breaker probe not released; reconcile moves the breaker on", "error", err.Error())
+		}
+		res.breakerMoved = res.breakerMoved || released
 	}
-	res.breakerMoved = res.breakerMoved || cur.BreakerProbe
 	lvl := slog.LevelInfo
 	if to == store.Escalated {
 		lvl = slog.LevelWarn

@@ -182,7 +182,7 @@ func (o *Operator) DiscardIn(ctx context.Context, tenant, id, reason, by string,
 	}
 	// A discarded half-open probe will never report back: reopen the
 	// breaker so it picks another probe after its cooldown.
-	if err := o.store.ReleaseProbe(ctx, e, by); err != nil {
+	if _, err := o.store.ReleaseProbe(ctx, e, by); err != nil {
 		return e, fmt.Errorf("operator: entry %s discarded; its breaker probe was not released: %w", id, err)
 	}
 	return e, nil

@@ -197,7 +197,14 @@ func (s *Store) BreakerAdmit(ctx context.Context, tenant, entryID, by string) (o
 // closes the breaker, died reopens it. Results for entries that are not the
 // current probe change nothing.
 func (s *Store) BreakerProbeResult(ctx context.Context, tenant, entryID string, recovered bool, by string) (*Breaker, error) {
-	return s.updateBreaker(ctx, tenant, func(b *Breaker, now time.Time) bool {
+	b, _, err := s.probeResult(ctx, tenant, entryID, recovered, by)
+	return b, err
+}
+
+// probeResult is BreakerProbeResult, also reporting whether the breaker
+// moved.
+func (s *Store) probeResult(ctx context.Context, tenant, entryID string, recovered bool, by string) (b *Breaker, moved bool, err error) {
+	b, err = s.updateBreaker(ctx, tenant, func(b *Breaker, now time.Time) bool {
 		if b.State != BreakerHalfOpen || b.ProbeEntry != entryID {
 			return false
 		}
@@ -206,8 +213,10 @@ func (s *Store) BreakerProbeResult(ctx context.Context, tenant, entryID string, 
 		} else {
 			b.set(now, BreakerOpen, by, "probe "+entryID+" died")
 		}
+		moved = true
 		return true
 	})
+	return b, moved, err
 }
 
 func (s *Store) updateBreaker(ctx context.Context, tenant string, f func(*Breaker, time.Time) bool) (*Breaker, error) {
@@ -347,8 +356,10 @@ const (
 // through after its cooldown. A probe without a key can show no
 // completion; its death would have reopened the breaker already (classify
 // counts the failure of a replay of the probe), so having not died within
-// timeout counts as recovered. It returns the outcome, "" when there was
-// nothing to settle.
+// timeout counts as recovered, but only once it was published (replayed):
+// a keyless probe that never went out (admitted, then held back, escalated
+// or still retrying its publish) proves nothing and counts as died. It
+// returns the outcome, "" when there was nothing to settle.
 func (s *Store) SettleProbe(ctx context.Context, tenant string, timeout time.Duration, by string) (string, error) {
 	b, err := s.GetBreaker(ctx, tenant)
 	if err != nil {
@@ -372,11 +383,16 @@ func (s *Store) SettleProbe(ctx context.Context, tenant string, timeout time.Dur
 		if recovered, err = s.TaskCompleted(ctx, e.IdempotencyKey); err != nil {
 			return "", err
 		}
+	default:
+		recovered = e.Status == Replayed
 	}
 	outcome, note := ProbeRecovered, fmt.Sprintf("probe %s settled after %s: ", probe, timeout)
-	if recovered {
+	switch {
+	case recovered:
 		note += "completed or did not die"
-	} else {
+	case e != nil && e.IdempotencyKey == "" && e.Status != Replayed:
+		outcome, note = ProbeDied, note+"never published ("+string(e.Status)+"), counted as died"
+	default:
 		outcome, note = ProbeDied, note+"no completion visible, counted as died"
 	}
 	_, err = s.updateBreaker(ctx, tenant, func(b *Breaker, now time.Time) bool {
@@ -401,13 +417,21 @@ func (s *Store) SettleProbe(ctx context.Context, tenant string, timeout time.Dur
 // entry was held back, escalated or sent for approval) as failed: the breaker
 // reopens and picks a new probe after its cooldown, instead of waiting
 // forever for a replay that is not coming. Entries that are not the probe
-// change nothing.
-func (s *Store) ReleaseProbe(ctx context.Context, e *Entry, by string) error {
-	if !e.BreakerProbe {
-		return nil
+// change nothing. released reports whether the breaker reopened (it staged
+// a notification).
+//
+// The breaker is asked (one read) even when e is not marked as the probe:
+// replay marks its probe only with the publish, so a probe admitted by a
+// delivery that then failed (a publish refused for good, or a 503 whose
+// redelivery the policy gates) is the breaker's probe but not yet marked.
+// Only a breaker this instance knows to be open, which has no probe, is not
+// read.
+func (s *Store) ReleaseProbe(ctx context.Context, e *Entry, by string) (released bool, err error) {
+	if _, open := s.knownOpen(e.Tenant, s.Now()); open && !e.BreakerProbe {
+		return false, nil
 	}
-	_, err := s.BreakerProbeResult(ctx, e.Tenant, e.ID, false, by)
-	return err
+	_, released, err = s.probeResult(ctx, e.Tenant, e.ID, false, by)
+	return released, err
 }
 
 // ListBreakers returns up to limit tenant breakers in one of states:

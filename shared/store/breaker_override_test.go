@@ -76,12 +76,16 @@ func TestSettleProbe(t *testing.T) {
 		name      string
 		key       string
 		completed bool
+		published bool // replayed, not only admitted
 		want      string
 		state     string
 	}{
-		{"keyed, never completed", "k-never", false, ProbeDied, BreakerOpen},
-		{"keyed, completed", "k-done", true, ProbeRecovered, BreakerClosed},
-		{"no idempotency key", "", false, ProbeRecovered, BreakerClosed},
+		{"keyed, never completed", "k-never", false, true, ProbeDied, BreakerOpen},
+		{"keyed, completed", "k-done", true, true, ProbeRecovered, BreakerClosed},
+		{"no idempotency key, published and not dead", "", false, true, ProbeRecovered, BreakerClosed},
+		// Admitted, then never published (held back, escalated, its
+		// publish still failing): nothing shows the tenant recovered.
+		{"no idempotency key, never published", "", false, false, ProbeDied, BreakerOpen},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,6 +99,13 @@ func TestSettleProbe(t *testing.T) {
 			res, err := s.Record(ctx, probe, "classify")
 			if err != nil || !res.Entry.BreakerProbe {
 				t.Fatalf("Record(probe) = %+v, %v, want the half-open probe", res.Entry, err)
+			}
+			if tt.published {
+				for _, step := range [][2]Status{{Scheduled, Replaying}, {Replaying, Replayed}} {
+					if _, err := s.Transition(ctx, probe.ID, Change{From: []Status{step[0]}, To: step[1], By: "replay"}); err != nil {
+						t.Fatalf("Transition(%s -> %s) = %v", step[0], step[1], err)
+					}
+				}
 			}
 			if tt.completed {
 				now := c.Now()

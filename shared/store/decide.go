@@ -83,14 +83,24 @@ func (e *Entry) PolicyInput() (triage.Input, error) {
 // strategy's delay under the task name of its first attempt (chosen before
 // the entry is written, so it is written once).
 func (e *Entry) Decide(d triage.Decision, now time.Time) {
-	e.Category, e.ReasonCode, e.ReasonRoute, e.Rule = string(d.Category), d.ReasonCode, d.Route, d.Rule
-	e.Action, e.Strategy, e.PolicyVersion = string(d.Action), d.Strategy, d.PolicyVersion
-	e.Plan = PlanOf(d)
+	e.Classify(d)
+	e.Strategy, e.Plan = d.Strategy, PlanOf(d)
 	e.Status = StatusFor(d.Action)
 	if e.Status == Scheduled {
 		e.NextRetryAt = now.UTC().Add(d.Delay)
 		e.TaskName = tasks.Name(e.ID, e.Replays+1)
 	}
+}
+
+// Classify records the classification in d: category, reason code and its
+// route, the rule that matched, its action and the policy's version. Decide
+// records it on a new entry, replay's re-evaluation on the entry it claimed,
+// so an entry the current policy puts in an opt-in category (governance,
+// poison, unknown_commit_state) is in that category for every gate that asks
+// (a redrive's opt-ins, the console, the tenant-hour counters).
+func (e *Entry) Classify(d triage.Decision) {
+	e.Category, e.ReasonCode, e.ReasonRoute, e.Rule = string(d.Category), d.ReasonCode, d.Route, d.Rule
+	e.Action, e.PolicyVersion = string(d.Action), d.PolicyVersion
 }
 
 // LinkReplay links a new entry whose message is a replay (its
