@@ -608,8 +608,17 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, who, id, back s
 		return "", err
 	}
 	ed := operator.Edits{By: who, SetHeaders: headers}
-	text := strings.ReplaceAll(r.PostFormValue("payload"), "\r\n", "\n")
-	kept := text == strings.ReplaceAll(string(e.Payload), "\r\n", "\n")
+	// Only a payload the form carries is an edit: the entry page has no
+	// payload field for one it cannot edit (binary, or more than a chunk),
+	// and a field left out keeps the payload, never empties it.
+	kept, text := true, ""
+	if _, sent := r.PostForm["payload"]; sent {
+		if v, err := viewPayload(e.Payload, 1); err != nil || !v.Editable {
+			return "", uiBad("the payload of %s cannot be edited here (%s); approve without a payload field to keep it", id, v.Kind)
+		}
+		text = strings.ReplaceAll(r.PostFormValue("payload"), "\r\n", "\n")
+		kept = text == strings.ReplaceAll(string(e.Payload), "\r\n", "\n")
+	}
 	if !kept {
 		ed.Payload = []byte(text)
 	}
