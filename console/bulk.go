@@ -137,7 +137,7 @@ func parseBulkForm(vals url.Values, extra ...string) (*bulkForm, error) {
 	}
 	rate, err := redrive.ParseRate(f.RateS)
 	if err != nil {
-		return nil, uiBad("rate %q: a positive number of actions per second, at most %g", f.RateS, MaxBulkRate)
+		return nil, uiBad("rate %q: a number of actions per second, at least one an hour (%g) and at most %g", f.RateS, redrive.MinRate, MaxBulkRate)
 	}
 	if rate > MaxBulkRate {
 		return nil, uiBad("rate %q: at most %g actions per second", f.RateS, MaxBulkRate)
@@ -278,6 +278,13 @@ func (s *Server) bulkConfirm(_ http.ResponseWriter, r *http.Request, who string)
 	why, err := reasonOf(r.PostForm.Get("why"), "a bulk redrive")
 	if err != nil {
 		return "", err
+	}
+	// The run acts on what the operator confirmed: entries recorded up to
+	// now. A runner may get to the run much later, and its filter must not
+	// take in the failures recorded meanwhile (among them its own replays'
+	// deaths).
+	if confirmed := s.store.Now(); f.Filter.CreatedTo.IsZero() || f.Filter.CreatedTo.After(confirmed) {
+		f.Filter.CreatedTo = confirmed
 	}
 	p, err := redrive.NewPlan(r.Context(), s.store, f.Filter.Query(), f.Include, "")
 	if err != nil {

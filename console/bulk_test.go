@@ -305,6 +305,34 @@ func TestBulkRedriveSurvivesRestart(t *testing.T) {
 }
 
 // TestBulkRedriveCancel: cancel stops the run at the next entry; what it
+// A run acts on the entries recorded up to its confirmation, however late a
+// runner gets to it: failures recorded meanwhile (among them the deaths of
+// an earlier run's replays, or a double-submitted confirmation's) match its
+// filter but are not the plan the operator confirmed.
+func TestBulkRunEndsAtItsConfirmation(t *testing.T) {
+	e := newEnv(t, console.LocalAuth(bulkOperator))
+	acts := e.seedBulk(t, 2)
+	b := newBrowser(t, e.srv.URL)
+	id := e.confirmBulk(t, b, "20", nil)
+	var late []string
+	for i := range 3 {
+		late = append(late, fmt.Sprintf("TASKS.%d", 700+i))
+		e.seed(t, "acme", late[i], store.Escalated, `{"late":1}`)
+	}
+	e.runner(t, "a", e.op)
+	testenv.WaitFor(t, 30*time.Second, func() error {
+		if r := e.run(t, id); r.State != store.BulkDone {
+			return fmt.Errorf("run %s is %s", id, r.State)
+		}
+		return nil
+	})
+	e.actedOnce(t, acts, late...)
+	r := e.run(t, id)
+	if r.Progress.Approved+r.Progress.RunNow != r.Plan.Acts() || r.Progress.Seen > r.Total {
+		t.Errorf("run did %d actions over %d entries, want its plan's %d over at most %d", r.Progress.Approved+r.Progress.RunNow, r.Progress.Seen, r.Plan.Acts(), r.Total)
+	}
+}
+
 // had not reached stays untouched.
 func TestBulkRedriveCancel(t *testing.T) {
 	e := newEnv(t, console.LocalAuth(bulkOperator))
@@ -404,6 +432,9 @@ func TestBulkRedriveBadInput(t *testing.T) {
 		{"confirm with a forged CSRF", "POST", "/bulk", valid("csrf", "AAAA"), 403, "CSRF"},
 		{"confirm rate 0", "POST", "/bulk", valid("rate", "0"), 400, "rate"},
 		{"confirm huge rate", "POST", "/bulk", valid("rate", "1e9"), 400, "at most 20"},
+		// 1e-10/s overflowed the bucket's interval: the run went unthrottled.
+		{"confirm a rate below one an hour", "POST", "/bulk", valid("rate", "1e-10"), 400, "at least one an hour"},
+		{"confirm a tiny rate a minute", "POST", "/bulk", valid("rate", "6e-9/m"), 400, "at least one an hour"},
 		{"confirm unknown filter", "POST", "/bulk", valid("colour", "red"), 400, "unknown filter"},
 		{"confirm without a reason", "POST", "/bulk", valid("why", ""), 400, "reason"},
 		{"confirm nothing to do", "POST", "/bulk", valid("tenant", "nobody"), 400, "nothing to do"},

@@ -78,8 +78,16 @@ func ParseRate(s string) (float64, error) {
 	default:
 		return 0, fmt.Errorf("%w: %q: unit must be /s or /m", ErrBadRate, s)
 	}
+	if n < MinRate {
+		return 0, fmt.Errorf("%w: %q: at least one action an hour (%g/s)", ErrBadRate, s, MinRate)
+	}
 	return n, nil
 }
+
+// MinRate is the slowest rate a redrive takes, one action an hour: a slower
+// one is a typo, and at about 1e-10/s the interval between two actions no
+// longer fits a time.Duration.
+const MinRate = 1.0 / 3600
 
 // Step is what a redrive does with one entry: an action, or why it leaves
 // it alone.
@@ -116,7 +124,13 @@ type Bucket struct {
 
 // NewBucket returns a bucket for rate actions per second.
 func NewBucket(rate float64) *Bucket {
-	return &Bucket{interval: time.Duration(float64(time.Second) / rate)}
+	// A rate below MinRate (a run stored before it was checked) waits the
+	// longest interval there is rather than overflow into no wait at all.
+	interval := float64(time.Second) / rate
+	if !(interval < math.MaxInt64) {
+		return &Bucket{interval: math.MaxInt64}
+	}
+	return &Bucket{interval: time.Duration(interval)}
 }
 
 // Wait blocks until the next action may go, or ctx ends.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -18,13 +19,15 @@ func TestParseRate(t *testing.T) {
 		in   string
 		want float64
 	}{
-		{"5", 5}, {"5/s", 5}, {" 2.5/s ", 2.5}, {"300/m", 5}, {"30/min", 0.5}, {"1000/s", 1000},
+		{"5", 5}, {"5/s", 5}, {" 2.5/s ", 2.5}, {"300/m", 5}, {"30/min", 0.5}, {"1000/s", 1000}, {"1/m", 1.0 / 60},
 	} {
 		if got, err := ParseRate(tc.in); err != nil || got != tc.want {
 			t.Errorf("ParseRate(%q) = %g, %v, want %g", tc.in, got, err, tc.want)
 		}
 	}
-	for _, bad := range []string{"", "0", "-1", "fast", "NaN", "Inf", "+Inf", "5/h", "5/", "/s", "1e999"} {
+	// Below one an hour: 1e-10/s used to overflow the bucket's interval
+	// into no wait at all.
+	for _, bad := range []string{"", "0", "-1", "fast", "NaN", "Inf", "+Inf", "5/h", "5/", "/s", "1e999", "1e-10", "0.0000000001", "6e-9/m", "0.0002"} {
 		if got, err := ParseRate(bad); !errors.Is(err, ErrBadRate) {
 			t.Errorf("ParseRate(%q) = %g, %v, want ErrBadRate", bad, got, err)
 		}
@@ -101,6 +104,21 @@ func TestActedSince(t *testing.T) {
 	e.History = append(e.History, store.Transition{By: "ops", At: at.Add(2 * time.Minute)})
 	if !ActedSince(e, "ops", at) {
 		t.Error("ActedSince: a later transition by the actor did not count")
+	}
+}
+
+// A bucket never lets a second action through at once, however slow its
+// rate: below about 1e-10/s the interval overflowed time.Duration and the
+// bucket stopped waiting (a run stored before ParseRate's bound).
+func TestBucketSlowRatesWait(t *testing.T) {
+	for _, rate := range []float64{MinRate, 1e-10, 1e-300, math.SmallestNonzeroFloat64} {
+		b := NewBucket(rate)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		first, second := b.Wait(ctx), b.Wait(ctx)
+		cancel()
+		if first != nil || !errors.Is(second, context.DeadlineExceeded) {
+			t.Errorf("NewBucket(%g): Wait, Wait = %v, %v, want nil, then waiting until the deadline", rate, first, second)
+		}
 	}
 }
 
