@@ -239,7 +239,8 @@ func (s *Server) uiFail(w http.ResponseWriter, r *http.Request, who, csrf string
 		code, msg = ue.status, ue.msg
 	case errors.Is(err, store.ErrNotFound):
 		code, msg = http.StatusNotFound, "not found"
-	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrConflict), errors.Is(err, operator.ErrPayloadMissing):
+	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrConflict), errors.Is(err, operator.ErrPayloadMissing),
+		errors.Is(err, store.ErrBreakerOverride):
 		code, msg = http.StatusConflict, err.Error()
 	case errors.Is(err, operator.ErrBadEdit), errors.Is(err, store.ErrBadID), errors.Is(err, store.ErrBadQuery), errors.Is(err, store.ErrBadCursor), errors.Is(err, store.ErrInvalid):
 		code, msg = http.StatusBadRequest, err.Error()

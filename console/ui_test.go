@@ -179,6 +179,17 @@ func TestConsolePagesAndActions(t *testing.T) {
 	if code, _, _ := b.post("/tenants/acme/close", url.Values{"csrf": {b.csrf}}); code != http.StatusBadRequest {
 		t.Errorf("close breaker without reason = %d, want 400", code)
 	}
+	// A breaker action with nothing to override (a second operator, a
+	// double click; the entry page offers a probe whatever the breaker's
+	// state) says why with a 409, not an internal error.
+	b.post("/tenants/globex/close", url.Values{"csrf": {b.csrf}, "reason": {"fixed"}})
+	if code, _, body := b.post("/tenants/globex/close", url.Values{"csrf": {b.csrf}, "reason": {"fixed"}}); code != http.StatusConflict || !strings.Contains(body, "closed") {
+		t.Errorf("close of a closed breaker = %d, want 409 saying it is closed:\n%s", code, body)
+	}
+	e.seed(t, "globex", "TASKS.4", store.Scheduled, `{"g":4}`)
+	if code, _, body := b.post("/entries/TASKS.4/probe", url.Values{"csrf": {b.csrf}, "reason": {"try"}}); code != http.StatusConflict || !strings.Contains(body, "breaker override refused") {
+		t.Errorf("probe through a closed breaker = %d, want 409 saying why:\n%s", code, body)
+	}
 }
 
 func historyBy(e *store.Entry) string {
