@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -124,7 +125,17 @@ func (f *Flusher) fanOutOne(ctx context.Context, o *store.Outbox, endpoints map[
 	if n.ForTenant() {
 		eps, ok := endpoints[n.Tenant]
 		if !ok {
-			if eps, err = f.store.ListWebhooks(ctx, n.Tenant); err != nil {
+			eps, err = f.store.ListWebhooks(ctx, n.Tenant)
+			switch {
+			case errors.Is(err, store.ErrInvalid):
+				// A tenant name no endpoint can be registered for
+				// (over-long, control characters: ingestion keeps the
+				// entry whatever its tenant) has none. Left pending,
+				// it would fail every flush until it expired, and
+				// enough of them would fill the batches that list
+				// pending fan-outs for every tenant.
+				eps = nil
+			case err != nil:
 				return err
 			}
 			endpoints[n.Tenant] = eps

@@ -135,3 +135,41 @@ func TestFlushFansOutOncePerEndpointAndNotification(t *testing.T) {
 		t.Errorf("PendingWebhookFanOut after a flush without webhooks = %d, %v, want 1", len(p), err)
 	}
 }
+
+// countingHooks counts the deliveries it is asked for.
+type countingHooks struct{ n int }
+
+func (c *countingHooks) CreateDelivery(context.Context, notify.WebhookTask) (bool, error) {
+	c.n++
+	return true, nil
+}
+
+// A notification of a tenant no endpoint can be registered for (ingestion
+// keeps an entry whatever its tenant header says: over-long, or with a
+// control character) has nothing to fan out, and its fan-out is recorded
+// done. Left pending, it failed every flush until it expired, and enough of
+// them filled the batches that list pending fan-outs, for every tenant.
+func TestFanOutOfATenantWithoutEndpointsIsDone(t *testing.T) {
+	e := setup(t)
+	ctx := testenv.Context(t)
+	for i, tenant := range []string{strings.Repeat("t", 300), "acme\x01corp"} {
+		id := event.ID("TASKS", uint64(i+1))
+		en := &store.Entry{ID: id, EventID: id, Stream: "TASKS", StreamSeq: int64(i + 1), Subject: "agents.cto.tasks.x",
+			Tenant: tenant, Agent: "cto", TaskType: "x", Kind: "terminated", Payload: []byte("{}"), Category: "permanent",
+			ReasonCode: "impossible_task", Action: "quarantine", Status: store.Quarantined}
+		if _, err := e.store.Record(ctx, en, "test"); err != nil {
+			t.Fatalf("Record(tenant %q) = %v", tenant, err)
+		}
+	}
+	if p, err := e.store.PendingWebhookFanOut(ctx, 10); err != nil || len(p) != 2 {
+		t.Fatalf("PendingWebhookFanOut before the flush = %d, %v, want 2", len(p), err)
+	}
+	hooks := &countingHooks{}
+	res, err := e.flusher(notify.WithWebhooks(hooks)).Flush(ctx)
+	if err != nil || len(res.WebhookErrors) != 0 || hooks.n != 0 {
+		t.Errorf("Flush = %+v, %v with %d deliveries, want no error and no delivery", res, err, hooks.n)
+	}
+	if p, err := e.store.PendingWebhookFanOut(ctx, 10); err != nil || len(p) != 0 {
+		t.Errorf("PendingWebhookFanOut after the flush = %d, %v, want none", len(p), err)
+	}
+}

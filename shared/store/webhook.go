@@ -130,6 +130,9 @@ func (s *Store) CreateWebhook(ctx context.Context, tenant, rawURL, by string) (*
 }
 
 // ListWebhooks returns tenant's endpoints, oldest first.
+//
+// A tenant name no endpoint can be registered for (empty, over-long, with
+// control characters) is ErrInvalid.
 func (s *Store) ListWebhooks(ctx context.Context, tenant string) ([]*Webhook, error) {
 	return tenantDocs(ctx, s, Webhooks, tenant, decodeWebhook, func(w *Webhook) (time.Time, string) { return w.CreatedAt, w.ID })
 }
