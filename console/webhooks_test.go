@@ -86,6 +86,11 @@ func TestTenantAPIWebhooks(t *testing.T) {
 		{"private", "POST", "acme/webhooks", acmeKey, `{"url":"https://192.168.1.10/"}`, 400, "invalid_argument"},
 		{"metadata server", "POST", "acme/webhooks", acmeKey, `{"url":"https://169.254.169.254/computeMetadata/v1/"}`, 400, "invalid_argument"},
 		{"jsdlq itself", "POST", "acme/webhooks", acmeKey, `{"url":"https://jsdlq-api.example.com/api/v1/tenants/acme/entries"}`, 400, "invalid_argument"},
+		{"jsdlq itself, port spelt with zeros", "POST", "acme/webhooks", acmeKey, `{"url":"https://jsdlq-api.example.com:0443/x"}`, 400, "invalid_argument"},
+		// Within the limit as sent, beyond it once encoded (the store took
+		// it as a 500).
+		{"URL too long once encoded", "POST", "acme/webhooks", acmeKey, `{"url":"https://hooks.acme.example/` + strings.Repeat("é", 1000) + `"}`, 400, "invalid_argument"},
+		{"NAT64 of the metadata server", "POST", "acme/webhooks", acmeKey, `{"url":"https://[64:ff9b::a9fe:a9fe]/"}`, 400, "invalid_argument"},
 		{"duplicate", "POST", "acme/webhooks", acmeKey, `{"url":"https://hooks.acme.example/jsdlq"}`, 409, "failed_precondition"},
 	} {
 		code, body := do(t, tt.method, base+tt.path, tt.key, tt.body)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -69,10 +70,14 @@ func NewGuard(opts ...GuardOption) *Guard {
 	return g
 }
 
+// hostPort is u's host and port as a dialler reaches them: the port as a
+// number (":0443" is port 443), the scheme's default when none is given.
 func hostPort(u *url.URL) string {
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	} else if n, err := strconv.ParseUint(port, 10, 16); err == nil {
+		port = strconv.FormatUint(n, 10)
 	}
 	return strings.ToLower(net.JoinHostPort(strings.TrimSuffix(u.Hostname(), "."), port))
 }
@@ -95,6 +100,18 @@ func (g *Guard) Parse(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil || !u.IsAbs() || u.Host == "" || u.Opaque != "" {
 		return nil, refused("%q is not an absolute URL", raw)
+	}
+	// What is stored and called is the URL as Go writes it, in which each
+	// byte outside ASCII takes three characters.
+	if len(u.String()) > MaxURLLen {
+		return nil, refused("the URL must be at most %d characters once encoded (each character outside ASCII takes 3 a byte)", MaxURLLen)
+	}
+	// A port the way a person writes one: another spelling of the same
+	// port (":0443") would pass the own-address check below.
+	if p := u.Port(); p != "" {
+		if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 || strconv.FormatUint(n, 10) != p {
+			return nil, refused("%q: the port must be a number from 1 to 65535, without leading zeros", raw)
+		}
 	}
 	switch scheme := strings.ToLower(u.Scheme); {
 	case scheme == "https":
@@ -126,12 +143,43 @@ func (g *Guard) Parse(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// cgnat is the shared address space (RFC 6598), private in all but name.
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+// notPublic are the special-purpose ranges (IANA's registries) that the
+// netip predicates do not cover and that no public endpoint uses.
+var notPublic = func() []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range []string{
+		"0.0.0.0/8",       // "this network"
+		"100.64.0.0/10",   // shared address space (RFC 6598), private in all but name
+		"192.0.0.0/24",    // IETF protocol assignments
+		"192.0.2.0/24",    // documentation
+		"198.18.0.0/15",   // benchmarking
+		"198.51.100.0/24", // documentation
+		"203.0.113.0/24",  // documentation
+		"240.0.0.0/4",     // reserved, and the broadcast address
+		"::/96",           // IPv4-compatible (deprecated)
+		"::ffff:0:0:0/96", // IPv4-translated (SIIT)
+		"64:ff9b:1::/48",  // local-use IPv4/IPv6 translation (RFC 8215)
+		"100::/64",        // discard-only
+		"2001:db8::/32",   // documentation
+		"fec0::/10",       // site-local (deprecated)
+	} {
+		out = append(out, netip.MustParsePrefix(p))
+	}
+	return out
+}()
+
+// Addresses that carry an IPv4 address a translator or tunnel reaches:
+// NAT64's well-known prefix (DNS64 gives public hosts such addresses, so it
+// is checked, not refused) and 6to4.
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+)
 
 // CheckIP refuses, outside local mode, addresses that are not public:
 // loopback, private, link-local (the metadata server among them),
-// unspecified, multicast and shared.
+// unspecified, multicast, shared and the other special-purpose ranges, and
+// IPv6 addresses whose embedded IPv4 address (NAT64, 6to4) is one of these.
 func (g *Guard) CheckIP(ip netip.Addr) error {
 	ip = ip.Unmap()
 	if !ip.IsValid() {
@@ -141,10 +189,35 @@ func (g *Guard) CheckIP(ip netip.Addr) error {
 		return nil
 	}
 	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() || cgnat.Contains(ip) {
+		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
 		return refused("address %s is not public", ip)
 	}
+	for _, p := range notPublic {
+		if p.Contains(ip) {
+			return refused("address %s is not public (%s)", ip, p)
+		}
+	}
+	if v4, ok := embeddedIPv4(ip); ok {
+		if err := g.CheckIP(v4); err != nil {
+			return refused("address %s reaches %s, which is not public", ip, v4)
+		}
+	}
 	return nil
+}
+
+// embeddedIPv4 is the IPv4 address a NAT64 (well-known prefix) or 6to4
+// address reaches.
+func embeddedIPv4(ip netip.Addr) (netip.Addr, bool) {
+	b := ip.As16()
+	switch {
+	case !ip.Is6():
+		return netip.Addr{}, false
+	case nat64.Contains(ip):
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case sixToFour.Contains(ip):
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	}
+	return netip.Addr{}, false
 }
 
 // Check is the registration check: Parse, then every address the host

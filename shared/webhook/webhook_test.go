@@ -168,6 +168,27 @@ func TestGuard(t *testing.T) {
 		{"https://[::ffff:127.0.0.1]/", false, true},
 		{"https://100.64.0.1/", false, true},
 		{"https://0.0.0.0/", false, true},
+		{"https://0.1.2.3/", false, true},
+		{"https://[64:ff9b::a9fe:a9fe]/", false, true}, // NAT64 of the metadata server
+		{"https://[64:ff9b::5db8:d822]/", true, true},  // NAT64 of 93.184.216.34
+		{"https://[64:ff9b:1::a00:1]/", false, true},
+		{"https://[2002:a9fe:a9fe::1]/", false, true}, // 6to4 of the metadata server
+		{"https://[::a9fe:a9fe]/", false, true},
+		{"https://[::ffff:0:a9fe:a9fe]/", false, true},
+		{"https://192.0.0.170/", false, true},
+		{"https://198.18.0.1/", false, true},
+		{"https://240.0.0.1/", false, true},
+		{"https://255.255.255.255/", false, true},
+		{"https://[fec0::1]/", false, true},
+		// Another spelling of an own port is still the own address; a port
+		// spelt with leading zeros, or out of range, is refused outright.
+		{"https://console.example.com:0443/x", false, false},
+		{"https://hooks.example.com:00443/x", false, false},
+		{"https://hooks.example.com:65536/x", false, false},
+		{"https://hooks.example.com:0/x", false, false},
+		// Within the limit as typed, beyond it once encoded (é is 2 bytes,
+		// 6 characters escaped): stored and called encoded, so refused.
+		{"https://hooks.example.com/" + strings.Repeat("é", 1000), false, false},
 		{"https://jsdlq-replay-123.europe-west1.run.app/other", false, false},
 		{"https://Console.Example.com:443/x", false, false},
 		{"http://127.0.0.1:8080/Deliver", false, false},
