@@ -1,10 +1,14 @@
 package console
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -60,12 +64,53 @@ func (s *Server) routeAPI(mux *http.ServeMux) {
 	}))
 }
 
-// tenantCall is an authenticated API request: the key's tenant and key id.
+// tenantCall is an authenticated API request: the key's tenant and key id,
+// and the key itself, which signs the page tokens it is given (pageToken).
 type tenantCall struct {
 	tenant, keyID string
+	key           string
+}
+
+// pageToken is the token of the page after cur for this call's listing:
+// the cursor, signed with the caller's key (HMAC-SHA256 over the tenant and
+// the cursor). So a token is checked without reading anything: one this
+// key's listing did not make (forged, another tenant's, another key's) is
+// refused whether or not the entry it names exists, which it need not any
+// more (the TTL may have deleted it since).
+func (c tenantCall) pageToken(cur store.Cursor) string {
+	if cur.IsZero() {
+		return ""
+	}
+	enc := cur.Encode()
+	return enc + "." + base64.RawURLEncoding.EncodeToString(c.tokenMAC(enc))
+}
+
+// cursorOf reads a token pageToken made with this call's key.
+func (c tenantCall) cursorOf(token string) (store.Cursor, error) {
+	enc, sig, ok := strings.Cut(token, ".")
+	mac, err := base64.RawURLEncoding.DecodeString(sig)
+	if !ok || err != nil || !hmac.Equal(mac, c.tokenMAC(enc)) {
+		return store.Cursor{}, badRequest("page_token is not a token this listing made (with this key)")
+	}
+	cur, err := store.ParseCursor(enc)
+	if err != nil {
+		return store.Cursor{}, badRequest("page_token is not a token this listing made (with this key)")
+	}
+	return cur, nil
+}
+
+func (c tenantCall) tokenMAC(enc string) []byte {
+	m := hmac.New(sha256.New, []byte(c.key))
+	m.Write([]byte("jsdlq page token\x00" + c.tenant + "\x00" + enc))
+	return m.Sum(nil)
 }
 
 func (c tenantCall) actor() string { return "tenant-api:" + c.tenant + ":key-" + c.keyID }
+
+// LogValue keeps the key out of any log line the call reaches.
+func (c tenantCall) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("tenant", c.tenant), slog.String("key_id", c.keyID))
+}
 
 // tenantRoute authenticates the key and checks the path's tenant against
 // it before the handler runs.
@@ -88,7 +133,7 @@ func (s *Server) tenantRoute(h func(w http.ResponseWriter, r *http.Request, c te
 				return errAPINotFound
 			}
 			// The key's format is "jsdlq_<id>_<secret>" (store.CreateTenantKey).
-			return h(w, r, tenantCall{tenant: tenant, keyID: key[len("jsdlq_") : len("jsdlq_")+16]})
+			return h(w, r, tenantCall{tenant: tenant, keyID: key[len("jsdlq_") : len("jsdlq_")+16], key: key})
 		}()
 		if err != nil {
 			s.apiFail(w, r, err)
@@ -144,7 +189,7 @@ type listPage struct {
 }
 
 func (s *Server) apiList(w http.ResponseWriter, r *http.Request, c tenantCall) error {
-	q, err := s.tenantQuery(r, c.tenant)
+	q, err := s.tenantQuery(r, c)
 	if err != nil {
 		return err
 	}
@@ -152,7 +197,7 @@ func (s *Server) apiList(w http.ResponseWriter, r *http.Request, c tenantCall) e
 	if err != nil {
 		return err
 	}
-	out := listPage{Entries: p.Entries, NextPageToken: p.Next.Encode()}
+	out := listPage{Entries: p.Entries, NextPageToken: c.pageToken(p.Next)}
 	if out.Entries == nil {
 		out.Entries = []*store.Entry{}
 	}
@@ -161,7 +206,7 @@ func (s *Server) apiList(w http.ResponseWriter, r *http.Request, c tenantCall) e
 }
 
 // tenantQuery reads the list filters into a query of tenant's entries.
-func (s *Server) tenantQuery(r *http.Request, tenant string) (store.Query, error) {
+func (s *Server) tenantQuery(r *http.Request, c tenantCall) (store.Query, error) {
 	vals, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return store.Query{}, badRequest("malformed query string")
@@ -174,7 +219,7 @@ func (s *Server) tenantQuery(r *http.Request, tenant string) (store.Query, error
 			return store.Query{}, badRequest("parameter %q given %d times", name, len(v))
 		}
 	}
-	q := store.Query{Tenant: tenant, View: store.ListView, Limit: DefaultPageSize,
+	q := store.Query{Tenant: c.tenant, View: store.ListView, Limit: DefaultPageSize,
 		Status: store.Status(vals.Get("status")), Category: vals.Get("category"), Reason: vals.Get("reason"), Agent: vals.Get("agent")}
 	if q.Status != "" && !q.Status.Known() {
 		return q, badRequest("unknown status %q", q.Status)
@@ -192,17 +237,7 @@ func (s *Server) tenantQuery(r *http.Request, tenant string) (store.Query, error
 		q.Limit = n
 	}
 	if tok := vals.Get("page_token"); tok != "" {
-		cur, err := store.ParseCursor(tok)
-		if err != nil {
-			return q, badRequest("page_token is not a token this listing made")
-		}
-		// A token names an entry; one of another tenant (or none) was not
-		// made by this tenant's listing. Same answer either way, so the
-		// refusal tells nothing about other tenants' entries.
-		e, err := s.store.GetMeta(r.Context(), cur.ID)
-		if errors.Is(err, store.ErrNotFound) || err == nil && (e.Tenant != tenant || !e.CreatedAt.Equal(cur.At)) {
-			return q, badRequest("page_token is not a token this listing made")
-		}
+		cur, err := c.cursorOf(tok)
 		if err != nil {
 			return q, err
 		}

@@ -2,8 +2,10 @@ package console_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -33,6 +35,20 @@ func TestTenantAPIRefusesAndChangesNothing(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &gp); code != 200 || err != nil || gp.NextPageToken == "" {
 		t.Fatalf("globex list = %d %s, want a next page token", code, body)
 	}
+	// And one of acme's own listing, made with another of acme's keys: a
+	// token is bound to the key that listed.
+	acme2, _, err := e.st.CreateTenantKey(testenv.Context(t), "acme", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body = do(t, "GET", e.srv.URL+"/api/v1/tenants/acme/entries?page_size=1", acme2, "")
+	var ap struct {
+		NextPageToken string `json:"next_page_token"`
+	}
+	if err := json.Unmarshal([]byte(body), &ap); code != 200 || err != nil || ap.NextPageToken == "" {
+		t.Fatalf("acme list = %d %s, want a next page token", code, body)
+	}
+	unsigned, _, _ := strings.Cut(ap.NextPageToken, ".")
 	secret := acmeKey[len(acmeKey)-43:]
 	id := acmeKey[len("jsdlq_") : len("jsdlq_")+16]
 	wrongSecret := acmeKey[:len(acmeKey)-1] + map[bool]string{true: "B", false: "A"}[strings.HasSuffix(acmeKey, "A")]
@@ -77,6 +93,8 @@ func TestTenantAPIRefusesAndChangesNothing(t *testing.T) {
 		{"garbled page token", "GET", "acme/entries?page_token=%%%", acmeKey, "", 400},
 		{"forged page token", "GET", "acme/entries?page_token=" + store.Cursor{ID: "../x"}.Encode(), acmeKey, "", 400},
 		{"other tenant's page token", "GET", "acme/entries?page_token=" + gp.NextPageToken, acmeKey, "", 400},
+		{"own tenant's page token of another key", "GET", "acme/entries?page_token=" + ap.NextPageToken, acmeKey, "", 400},
+		{"own entry's cursor, unsigned", "GET", "acme/entries?page_token=" + unsigned, acmeKey, "", 400},
 		{"other tenant's key on own path", "POST", "acme/entries/TASKS.1:replay", globexKey, "", 404},
 	}
 	for _, a := range attempts {
@@ -108,6 +126,55 @@ func TestTenantAPIRefusesAndChangesNothing(t *testing.T) {
 
 // The tenant's own requests work: list (scoped, paged), get with payload,
 // replay of an entry waiting for approval lands on the work stream, discard
+// A page token stays good when the entry it names is deleted (Firestore's
+// TTL expires entries while a client pages): it is checked by its
+// signature, not by reading that entry, so the listing goes on with what
+// is left, and nothing about other tenants' entries can be learnt from
+// which tokens are refused.
+func TestTenantAPIPageTokenOutlivesItsEntry(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := testenv.Context(t)
+	key, _, err := e.st.CreateTenantKey(ctx, "acme", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		e.seed(t, "acme", fmt.Sprintf("TASKS.%d", i+1), store.Escalated, `{}`)
+	}
+	base := e.srv.URL + "/api/v1/tenants/acme/entries?page_size=1"
+	type page struct {
+		Entries []store.Entry `json:"entries"`
+		Next    string        `json:"next_page_token"`
+	}
+	list := func(tok string) page {
+		t.Helper()
+		code, body := do(t, "GET", base+"&page_token="+tok, key, "")
+		var p page
+		if code != 200 || json.Unmarshal([]byte(body), &p) != nil {
+			t.Fatalf("list(page_token %q) = %d %s, want 200", tok, code, body)
+		}
+		return p
+	}
+	first := list("")
+	if len(first.Entries) != 1 || first.Next == "" {
+		t.Fatalf("first page = %+v, want one entry and a next page", first)
+	}
+	if _, err := e.fs.Collection(store.FailureLog).Doc(first.Entries[0].ID).Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rest []string
+	for tok := first.Next; tok != ""; {
+		p := list(tok)
+		for _, en := range p.Entries {
+			rest = append(rest, en.ID)
+		}
+		tok = p.Next
+	}
+	if want := []string{"TASKS.2", "TASKS.1"}; !slices.Equal(rest, want) {
+		t.Errorf("pages after the first one's entry expired = %v, want %v", rest, want)
+	}
+}
+
 // with a reason; history names the key.
 func TestTenantAPIOwnEntries(t *testing.T) {
 	e := newEnv(t, nil)
