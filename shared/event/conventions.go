@@ -187,6 +187,21 @@ func (c Conventions) IdempotencyKey(h map[string][]string) string {
 	return id
 }
 
+// IsIdentityHeader reports whether name (any case) is a header the task's
+// identity is read from under c: its tenant, its idempotency key, and the
+// task id and version the key falls back to. A replay's edits may not set
+// them: the gates (the tenant's breaker, the task's completion record)
+// judged the identity stored with the entry, and the replay must carry that
+// one to the agent.
+func (c Conventions) IsIdentityHeader(name string) bool {
+	for _, id := range []string{cmp.Or(c.TenantHeader, HeaderTenant), HeaderIdempotencyKey, HeaderTaskID, HeaderTaskVersion} {
+		if strings.EqualFold(name, id) {
+			return true
+		}
+	}
+	return false
+}
+
 // Replay is what a replay's Jsdlq-* headers tell the agent.
 type Replay struct {
 	Of               string // the entry this message replays

@@ -117,6 +117,31 @@ func TestReplayAndControlHeaders(t *testing.T) {
 	}
 }
 
+func TestIsIdentityHeader(t *testing.T) {
+	custom := event.Conventions{TenantHeader: "X-Org"}
+	for _, tt := range []struct {
+		name             string
+		byDefault, byOrg bool
+	}{
+		{"X-Tenant-ID", true, false},
+		{"x-tenant-id", true, false},
+		{"X-Org", false, true},
+		{"X-Idempotency-Key", true, true},
+		{"x-task-id", true, true},
+		{"X-Task-Version", true, true},
+		{"X-Task-Type", false, false},
+		{"X-Agent", false, false},
+		{"X-Reviewed-By", false, false},
+	} {
+		if got := event.DefaultConventions.IsIdentityHeader(tt.name); got != tt.byDefault {
+			t.Errorf("DefaultConventions.IsIdentityHeader(%q) = %v, want %v", tt.name, got, tt.byDefault)
+		}
+		if got := custom.IsIdentityHeader(tt.name); got != tt.byOrg {
+			t.Errorf("Conventions{TenantHeader: X-Org}.IsIdentityHeader(%q) = %v, want %v", tt.name, got, tt.byOrg)
+		}
+	}
+}
+
 // Reassign names the new agent in the agent header however it was written,
 // under the conventions' header name, and adds none where there was none.
 func TestReassign(t *testing.T) {

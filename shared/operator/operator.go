@@ -364,6 +364,8 @@ func checkHeaders(h map[string]string) ([]string, error) {
 			return nil, fmt.Errorf("%w: header name %q", ErrBadEdit, name)
 		case jevent.IsControlHeader(name):
 			return nil, fmt.Errorf("%w: header %q is set by JetStream or jsdlq, not by an edit", ErrBadEdit, name)
+		case jevent.DefaultConventions.IsIdentityHeader(name):
+			return nil, fmt.Errorf("%w: header %q names the task's tenant or identity, which the breaker and the completion record were checked against; it cannot be edited", ErrBadEdit, name)
 		case strings.ContainsAny(v, "\r\n"):
 			return nil, fmt.Errorf("%w: header %q: value contains a line break", ErrBadEdit, name)
 		}

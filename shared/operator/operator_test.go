@@ -163,6 +163,12 @@ func TestStatusChecked(t *testing.T) {
 		{"approve anonymous", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{})), operator.ErrNoActor},
 		{"discard without reason", errOf(e.op.Discard(e.ctx, "t", awaiting.ID, " ", "a")), operator.ErrBadEdit},
 		{"edit Nats header", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"Nats-Msg-Id": "x"}})), operator.ErrBadEdit},
+		// The gates checked the stored tenant and key: the replay may not
+		// carry others to the agent.
+		{"edit the tenant header", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"x-tenant-id": "other"}})), operator.ErrBadEdit},
+		{"edit the idempotency key", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"X-Idempotency-Key": "fresh"}})), operator.ErrBadEdit},
+		{"edit the task id", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"X-Task-ID": "t2"}})), operator.ErrBadEdit},
+		{"edit the task version", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"X-Task-Version": "9"}})), operator.ErrBadEdit},
 		{"edit Jsdlq header", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"jsdlq-strategy": "x"}})), operator.ErrBadEdit},
 		{"header with newline", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"X-A": "1\r\nX-B: 2"}})), operator.ErrBadEdit},
 		{"header name with space", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"X A": "1"}})), operator.ErrBadEdit},
@@ -180,13 +186,14 @@ func TestStatusChecked(t *testing.T) {
 }
 
 // A large edited payload goes into chunks and reads back whole; the header
-// edit replaces the header whatever its case; history records both.
+// edit adds its header beside the stored ones (the task's identity among
+// them, which no edit may change); history records both.
 func TestApproveLargePayloadAndHeaders(t *testing.T) {
 	e := setup(t)
 	en := e.entry(t, "TASKS.20", "t", store.Quarantined)
 	big := []byte(strings.Repeat("0123456789abcdef", (store.InlinePayload/16)+100))
 	if _, err := e.op.Approve(e.ctx, "t", en.ID, operator.Edits{Payload: big, By: "alice",
-		SetHeaders: map[string]string{"x-idempotency-key": "TASKS.20-v2"}}); err != nil {
+		SetHeaders: map[string]string{"x-reviewed-by": "alice"}}); err != nil {
 		t.Fatalf("Approve() = %v", err)
 	}
 	got, err := e.store.Get(e.ctx, en.ID)
@@ -196,11 +203,11 @@ func TestApproveLargePayloadAndHeaders(t *testing.T) {
 	if string(got.Payload) != string(big) || got.PayloadChunkCount == 0 {
 		t.Errorf("payload: %d bytes in %d chunks, want %d bytes chunked", len(got.Payload), got.PayloadChunkCount, len(big))
 	}
-	if diff := cmp.Diff(map[string][]string{"x-idempotency-key": {"TASKS.20-v2"}}, got.Headers); diff != "" {
+	if diff := cmp.Diff(map[string][]string{"X-Idempotency-Key": {"TASKS.20-v1"}, "x-reviewed-by": {"alice"}}, got.Headers); diff != "" {
 		t.Errorf("headers (-want +got):\n%s", diff)
 	}
 	note := got.History[len(got.History)-1].Note
-	for _, want := range []string{"approved by alice", "x-idempotency-key", store.PayloadSum(en.Payload), store.PayloadSum(big)} {
+	for _, want := range []string{"approved by alice", "x-reviewed-by", store.PayloadSum(en.Payload), store.PayloadSum(big)} {
 		if !strings.Contains(note, want) {
 			t.Errorf("note %q lacks %q", note, want)
 		}
