@@ -218,8 +218,8 @@ func (f *freezer) Approve(ctx context.Context, tenant, id string, ed operator.Ed
 	return f.do(id, func() (*store.Entry, error) { return f.Operator.Approve(ctx, tenant, id, ed) })
 }
 
-func (f *freezer) ReplayNow(ctx context.Context, tenant, id, by string) (*store.Entry, error) {
-	return f.do(id, func() (*store.Entry, error) { return f.Operator.ReplayNow(ctx, tenant, id, by) })
+func (f *freezer) ReplayNowIn(ctx context.Context, tenant, id, by string, only []store.Status) (*store.Entry, error) {
+	return f.do(id, func() (*store.Entry, error) { return f.Operator.ReplayNowIn(ctx, tenant, id, by, only) })
 }
 
 func (f *freezer) do(id string, act func() (*store.Entry, error)) (*store.Entry, error) {
@@ -301,6 +301,50 @@ func TestBulkRedriveSurvivesRestart(t *testing.T) {
 			// second action waits in the queue.
 			e.ct.WaitDrained(t, e.queue)
 		})
+	}
+}
+
+// holdBeforeRun is the operator, but the breaker holds each scheduled
+// entry just before the run asks to replay it now (as an open breaker does
+// to an entry whose replay comes up meanwhile).
+type holdBeforeRun struct {
+	*operator.Operator
+	st *store.Store
+}
+
+func (h holdBeforeRun) ReplayNowIn(ctx context.Context, tenant, id, by string, only []store.Status) (*store.Entry, error) {
+	if _, err := h.st.Transition(ctx, id, store.Change{From: []store.Status{store.Scheduled}, To: store.Held, By: "replay", Note: "tenant breaker open"}); err != nil {
+		return nil, err
+	}
+	return h.Operator.ReplayNowIn(ctx, tenant, id, by, only)
+}
+
+// An entry a run listed as scheduled and that a breaker holds before the
+// run gets to it is skipped, not released: a redrive never releases held
+// entries (only their breaker does), and a page is listed once and acted
+// on at the run's rate, so long after for a slow one.
+func TestBulkRunSkipsWhatChangedSinceListed(t *testing.T) {
+	e := newEnv(t, console.LocalAuth(bulkOperator))
+	e.seedBulk(t, 2) // TASKS.300 is the one scheduled entry
+	b := newBrowser(t, e.srv.URL)
+	id := e.confirmBulk(t, b, "20", nil)
+	e.runner(t, "a", holdBeforeRun{Operator: e.op, st: e.st})
+	testenv.WaitFor(t, 30*time.Second, func() error {
+		if r := e.run(t, id); r.State != store.BulkDone {
+			return fmt.Errorf("run %s is %s", id, r.State)
+		}
+		return nil
+	})
+	r := e.run(t, id)
+	if r.Progress.RunNow != 0 || r.Progress.Skipped != 1 || r.Progress.Approved != 2 {
+		t.Errorf("progress = %+v, want 2 approved, the scheduled entry skipped", r.Progress)
+	}
+	got, err := e.st.Get(testenv.Context(t), "TASKS.300")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != store.Held {
+		t.Errorf("TASKS.300 = %s, want still held (history %+v)", got.Status, got.History[len(got.History)-1])
 	}
 }
 

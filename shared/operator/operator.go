@@ -193,12 +193,19 @@ func (o *Operator) DiscardIn(ctx context.Context, tenant, id, reason, by string,
 // entry whose task is gone gets it recreated. Unlike Approve it does not
 // bypass the policy or the breaker: the replay meets both when it runs.
 func (o *Operator) ReplayNow(ctx context.Context, tenant, id, by string) (*store.Entry, error) {
+	return o.ReplayNowIn(ctx, tenant, id, by, nil)
+}
+
+// ReplayNowIn is ReplayNow of an entry that must be in one of only (all
+// runnable statuses when only is empty): a redrive that listed the entry
+// scheduled does not release it once a breaker has held it meanwhile.
+func (o *Operator) ReplayNowIn(ctx context.Context, tenant, id, by string, only []store.Status) (*store.Entry, error) {
 	if strings.TrimSpace(by) == "" {
 		return nil, ErrNoActor
 	}
 	attempt, fresh := 0, false
 	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
-		From: Runnable, To: store.Scheduled, By: by, Note: "replay now requested by " + by,
+		From: narrow(Runnable, only), To: store.Scheduled, By: by, Note: "replay now requested by " + by,
 		Apply: func(e *store.Entry) error {
 			attempt, fresh = attemptOf(e.TaskName), false
 			if e.Status == store.Held || e.TaskName == "" || attempt == 0 {

@@ -12,7 +12,7 @@ import (
 // Actions are the operator actions a redrive takes (*operator.Operator).
 type Actions interface {
 	Approve(ctx context.Context, tenant, id string, ed operator.Edits) (*store.Entry, error)
-	ReplayNow(ctx context.Context, tenant, id, by string) (*store.Entry, error)
+	ReplayNowIn(ctx context.Context, tenant, id, by string, only []store.Status) (*store.Entry, error)
 }
 
 // ErrStopped ends a run that stopped before its end with its progress
@@ -111,7 +111,7 @@ func (r *Run) Do(ctx context.Context) error {
 			if r.BeforeAct != nil {
 				r.BeforeAct(p.Seen)
 			}
-			r.tally(s.Action, r.act(actx, e.ID, s.Action), e.ID)
+			r.tally(s.Action, r.act(actx, e.ID, s.Action, e.Status), e.ID)
 			p.Pending = nil
 			p.Cursor = CursorOf(e)
 			p.Seen++
@@ -130,14 +130,18 @@ func (r *Run) Do(ctx context.Context) error {
 	}
 }
 
-// act performs one action on an entry.
-func (r *Run) act(ctx context.Context, id, action string) error {
+// act performs one action on an entry, provided it is still in the status
+// it was listed in (the plan's step was decided for that status; a page is
+// listed once and acted on at the rate, so long after for a slow one): an
+// entry moved on meanwhile is ErrWrongStatus, counted as skipped.
+func (r *Run) act(ctx context.Context, id, action string, listed store.Status) error {
+	only := []store.Status{listed}
 	var err error
 	switch action {
 	case Approve:
-		_, err = r.Actions.Approve(ctx, r.Scope, id, operator.Edits{By: r.By})
+		_, err = r.Actions.Approve(ctx, r.Scope, id, operator.Edits{By: r.By, Only: only})
 	case RunNow:
-		_, err = r.Actions.ReplayNow(ctx, r.Scope, id, r.By)
+		_, err = r.Actions.ReplayNowIn(ctx, r.Scope, id, r.By, only)
 	default:
 		err = fmt.Errorf("redrive: unknown action %q", action)
 	}
@@ -182,7 +186,7 @@ func (r *Run) settle(ctx context.Context, act bool) error {
 			p.Pending = nil
 			return nil
 		}
-		r.tally(pd.Action, r.act(ctx, pd.At.ID, pd.Action), pd.At.ID)
+		r.tally(pd.Action, r.act(ctx, pd.At.ID, pd.Action, cur.Status), pd.At.ID)
 	case ActedSince(cur, r.By, pd.UpdatedAt):
 		if pd.Action == Approve {
 			p.Approved++
