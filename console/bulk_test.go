@@ -218,8 +218,8 @@ func (f *freezer) Approve(ctx context.Context, tenant, id string, ed operator.Ed
 	return f.do(id, func() (*store.Entry, error) { return f.Operator.Approve(ctx, tenant, id, ed) })
 }
 
-func (f *freezer) ReplayNowIn(ctx context.Context, tenant, id, by string, only []store.Status) (*store.Entry, error) {
-	return f.do(id, func() (*store.Entry, error) { return f.Operator.ReplayNowIn(ctx, tenant, id, by, only) })
+func (f *freezer) ReplayNowIn(ctx context.Context, tenant, id, by string, asked operator.Asked) (*store.Entry, error) {
+	return f.do(id, func() (*store.Entry, error) { return f.Operator.ReplayNowIn(ctx, tenant, id, by, asked) })
 }
 
 func (f *freezer) do(id string, act func() (*store.Entry, error)) (*store.Entry, error) {
@@ -312,11 +312,11 @@ type holdBeforeRun struct {
 	st *store.Store
 }
 
-func (h holdBeforeRun) ReplayNowIn(ctx context.Context, tenant, id, by string, only []store.Status) (*store.Entry, error) {
+func (h holdBeforeRun) ReplayNowIn(ctx context.Context, tenant, id, by string, asked operator.Asked) (*store.Entry, error) {
 	if _, err := h.st.Transition(ctx, id, store.Change{From: []store.Status{store.Scheduled}, To: store.Held, By: "replay", Note: "tenant breaker open"}); err != nil {
 		return nil, err
 	}
-	return h.Operator.ReplayNowIn(ctx, tenant, id, by, only)
+	return h.Operator.ReplayNowIn(ctx, tenant, id, by, asked)
 }
 
 // An entry a run listed as scheduled and that a breaker holds before the

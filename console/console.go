@@ -28,7 +28,7 @@ type Actions interface {
 	Approve(ctx context.Context, tenant, id string, ed operator.Edits) (*store.Entry, error)
 	Discard(ctx context.Context, tenant, id, reason, by string) (*store.Entry, error)
 	ReplayNow(ctx context.Context, tenant, id, by string) (*store.Entry, error)
-	ReplayNowIn(ctx context.Context, tenant, id, by string, only []store.Status) (*store.Entry, error)
+	ReplayNowIn(ctx context.Context, tenant, id, by string, asked operator.Asked) (*store.Entry, error)
 	ProbeNow(ctx context.Context, tenant, id, by, reason string) (*store.Entry, error)
 	CloseBreaker(ctx context.Context, tenant, by, reason string) (*store.Breaker, error)
 }

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/googleapis/gax-go/v2"
@@ -94,10 +95,34 @@ type Edits struct {
 	Payload    []byte
 	SetHeaders map[string]string
 	By         string
-	// Only, when set, narrows the statuses the entry may be in: an answer
-	// to a triage task applies to the decision it was asked about, never
-	// to a later one of the same entry.
-	Only []store.Status
+	// Asked, when set, narrows the approval to one decision of the entry.
+	Asked Asked
+}
+
+// Asked narrows an action to one decision of the entry: the statuses it
+// may be in (all the action allows when Only is empty) and, when EnteredAt
+// is set, the moment it entered its status. An answer to a triage task
+// applies to the decision it was asked about, never to a later one of the
+// same entry, even one into the same status (escalated again after an
+// approved replay was refused); a redrive acts on an entry as it listed it.
+type Asked struct {
+	Only      []store.Status
+	EnteredAt time.Time
+}
+
+// check refuses, with ErrWrongStatus, an entry that entered its status at
+// another moment than a.EnteredAt (its last transition is the move into
+// it; Firestore keeps times to the microsecond).
+func (a Asked) check(e *store.Entry) error {
+	if a.EnteredAt.IsZero() || len(e.History) == 0 {
+		return nil
+	}
+	at := e.History[len(e.History)-1].At
+	if !at.Truncate(time.Microsecond).Equal(a.EnteredAt.Truncate(time.Microsecond)) {
+		return fmt.Errorf("%w: entry %s is %s since %s, not the decision of %s asked about", ErrWrongStatus, e.ID, e.Status,
+			at.Format(time.RFC3339Nano), a.EnteredAt.Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // Approve schedules a replay of an entry that waits for a human: a new task
@@ -124,11 +149,14 @@ func (o *Operator) Approve(ctx context.Context, tenant, id string, ed Edits) (*s
 	}
 	var attempt int
 	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
-		From: narrow(Approvable, ed.Only),
+		From: narrow(Approvable, ed.Asked.Only),
 		To:   store.Scheduled,
 		By:   ed.By,
 		Note: note,
 		Apply: func(e *store.Entry) error {
+			if err := ed.Asked.check(e); err != nil {
+				return err
+			}
 			if e.PayloadMissing {
 				return ErrPayloadMissing
 			}
@@ -162,12 +190,11 @@ func (o *Operator) Approve(ctx context.Context, tenant, id string, ed Edits) (*s
 // Discard ends an entry: discarded, resolved now, the reason in its
 // history. A pending task finds the entry discarded and does nothing.
 func (o *Operator) Discard(ctx context.Context, tenant, id, reason, by string) (*store.Entry, error) {
-	return o.DiscardIn(ctx, tenant, id, reason, by, nil)
+	return o.DiscardIn(ctx, tenant, id, reason, by, Asked{})
 }
 
-// DiscardIn is Discard of an entry that must be in one of only (all
-// discardable statuses when only is empty).
-func (o *Operator) DiscardIn(ctx context.Context, tenant, id, reason, by string, only []store.Status) (*store.Entry, error) {
+// DiscardIn is Discard of the decision asked about.
+func (o *Operator) DiscardIn(ctx context.Context, tenant, id, reason, by string, asked Asked) (*store.Entry, error) {
 	if strings.TrimSpace(by) == "" {
 		return nil, ErrNoActor
 	}
@@ -175,7 +202,8 @@ func (o *Operator) DiscardIn(ctx context.Context, tenant, id, reason, by string,
 		return nil, fmt.Errorf("%w: a discard needs a reason", ErrBadEdit)
 	}
 	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
-		From: narrow(Discardable, only), To: store.Discarded, By: by, Note: "discarded: " + reason,
+		From: narrow(Discardable, asked.Only), To: store.Discarded, By: by, Note: "discarded: " + reason,
+		Apply: asked.check,
 	}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("operator: discard %s: %w", id, err)
@@ -193,20 +221,23 @@ func (o *Operator) DiscardIn(ctx context.Context, tenant, id, reason, by string,
 // entry whose task is gone gets it recreated. Unlike Approve it does not
 // bypass the policy or the breaker: the replay meets both when it runs.
 func (o *Operator) ReplayNow(ctx context.Context, tenant, id, by string) (*store.Entry, error) {
-	return o.ReplayNowIn(ctx, tenant, id, by, nil)
+	return o.ReplayNowIn(ctx, tenant, id, by, Asked{})
 }
 
-// ReplayNowIn is ReplayNow of an entry that must be in one of only (all
-// runnable statuses when only is empty): a redrive that listed the entry
-// scheduled does not release it once a breaker has held it meanwhile.
-func (o *Operator) ReplayNowIn(ctx context.Context, tenant, id, by string, only []store.Status) (*store.Entry, error) {
+// ReplayNowIn is ReplayNow of the decision asked about: a redrive that
+// listed the entry scheduled does not release it once a breaker has held it
+// meanwhile.
+func (o *Operator) ReplayNowIn(ctx context.Context, tenant, id, by string, asked Asked) (*store.Entry, error) {
 	if strings.TrimSpace(by) == "" {
 		return nil, ErrNoActor
 	}
 	attempt, fresh := 0, false
 	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
-		From: narrow(Runnable, only), To: store.Scheduled, By: by, Note: "replay now requested by " + by,
+		From: narrow(Runnable, asked.Only), To: store.Scheduled, By: by, Note: "replay now requested by " + by,
 		Apply: func(e *store.Entry) error {
+			if err := asked.check(e); err != nil {
+				return err
+			}
 			attempt, fresh = attemptOf(e.TaskName), false
 			if e.Status == store.Held || e.TaskName == "" || attempt == 0 {
 				attempt, fresh = NextAttempt(e), true

@@ -301,4 +301,34 @@ func TestTriageAnswerBoundToItsDecision(t *testing.T) {
 	if err != nil || status != string(store.Discarded) {
 		t.Errorf("AnswerTriage(discard of the asked decision) = %q, %v, want %q", status, err, store.Discarded)
 	}
+
+	// The same status again is another decision: escalated, approved by a
+	// human, escalated again (its replay refused); a late answer to the
+	// first escalation does not decide the second.
+	again := e.entry(t, "TASKS.32", "t", store.Escalated)
+	first := task(again.ID)
+	first.At = again.History[0].At
+	if _, err := e.op.Approve(e.ctx, "t", again.ID, operator.Edits{By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	second, err := e.store.Transition(e.ctx, again.ID, store.Change{From: []store.Status{store.Scheduled}, To: store.Escalated, By: "replay", Note: "payload_too_large"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []agentkit.TriageAnswer{
+		{Answer: jevent.AnswerReplay},
+		{Answer: jevent.AnswerDiscard, Reason: "stale"},
+	} {
+		if _, err := ans.AnswerTriage(e.ctx, first, a, "agent:ceo"); !errors.Is(err, agentkit.ErrTriageDecided) {
+			t.Errorf("AnswerTriage(%s to the first escalation, entry escalated again) = %v, want ErrTriageDecided", a.Answer, err)
+		}
+	}
+	if got, err := e.store.GetMeta(e.ctx, again.ID); err != nil || got.Status != store.Escalated || len(got.History) != 3 {
+		t.Errorf("answers to the first escalation changed the second: %+v, %v", got, err)
+	}
+	current2 := task(again.ID)
+	current2.At = second.History[len(second.History)-1].At
+	if status, err := ans.AnswerTriage(e.ctx, current2, agentkit.TriageAnswer{Answer: jevent.AnswerReplay}, "agent:ceo"); err != nil || status != string(store.Scheduled) {
+		t.Errorf("AnswerTriage(replay of the second escalation) = %q, %v, want %q", status, err, store.Scheduled)
+	}
 }

@@ -26,7 +26,7 @@ func (t triageAnswerer) AnswerTriage(ctx context.Context, task jevent.TriageTask
 	)
 	switch a.Answer {
 	case jevent.AnswerApprove, jevent.AnswerReplay:
-		e, aerr := t.o.Approve(ctx, task.Tenant, task.EntryID, Edits{Payload: a.Payload, SetHeaders: a.SetHeaders, By: by, Only: asked(task)})
+		e, aerr := t.o.Approve(ctx, task.Tenant, task.EntryID, Edits{Payload: a.Payload, SetHeaders: a.SetHeaders, By: by, Asked: asked(task)})
 		if e != nil {
 			status = string(e.Status)
 			if aerr != nil {
@@ -57,9 +57,11 @@ func (t triageAnswerer) AnswerTriage(ctx context.Context, task jevent.TriageTask
 	return "", err
 }
 
-// asked is the status the triage task asked about: the answer applies to
-// that decision only (a redelivered answer finds the entry moved on, and
-// one to an escalation does not approve a later quarantine).
-func asked(task jevent.TriageTask) []store.Status {
-	return []store.Status{store.Status(task.Status)}
+// asked is the decision the triage task asked about: the status, and the
+// moment the entry entered it (the task's At is its notification's, made
+// in the move's transaction). The answer applies to that decision only: a
+// redelivered answer finds the entry moved on, one to an escalation does
+// not approve a later quarantine, nor a later escalation of the same entry.
+func asked(task jevent.TriageTask) Asked {
+	return Asked{Only: []store.Status{store.Status(task.Status)}, EnteredAt: task.At}
 }

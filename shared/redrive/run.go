@@ -12,7 +12,7 @@ import (
 // Actions are the operator actions a redrive takes (*operator.Operator).
 type Actions interface {
 	Approve(ctx context.Context, tenant, id string, ed operator.Edits) (*store.Entry, error)
-	ReplayNowIn(ctx context.Context, tenant, id, by string, only []store.Status) (*store.Entry, error)
+	ReplayNowIn(ctx context.Context, tenant, id, by string, asked operator.Asked) (*store.Entry, error)
 }
 
 // ErrStopped ends a run that stopped before its end with its progress
@@ -135,13 +135,13 @@ func (r *Run) Do(ctx context.Context) error {
 // listed once and acted on at the rate, so long after for a slow one): an
 // entry moved on meanwhile is ErrWrongStatus, counted as skipped.
 func (r *Run) act(ctx context.Context, id, action string, listed store.Status) error {
-	only := []store.Status{listed}
+	asked := operator.Asked{Only: []store.Status{listed}}
 	var err error
 	switch action {
 	case Approve:
-		_, err = r.Actions.Approve(ctx, r.Scope, id, operator.Edits{By: r.By, Only: only})
+		_, err = r.Actions.Approve(ctx, r.Scope, id, operator.Edits{By: r.By, Asked: asked})
 	case RunNow:
-		_, err = r.Actions.ReplayNowIn(ctx, r.Scope, id, r.By, only)
+		_, err = r.Actions.ReplayNowIn(ctx, r.Scope, id, r.By, asked)
 	default:
 		err = fmt.Errorf("redrive: unknown action %q", action)
 	}
