@@ -310,10 +310,17 @@ func (s *Server) apiAction(w http.ResponseWriter, r *http.Request, c tenantCall)
 		}
 		e, err = s.actions.Discard(r.Context(), c.tenant, id, reason, c.actor())
 	}
-	if err != nil {
+	out := map[string]any{"entry": e}
+	switch {
+	case errors.Is(err, operator.ErrTaskNotCreated) && e != nil:
+		// Recorded: a retry would find the entry moved on. Its task is
+		// reconcile's to create.
+		s.log.WarnContext(r.Context(), "tenant api action recorded, its replay task left to reconcile", "error", err.Error(), "entry_id", id)
+		out["note"] = "the action is recorded; its replay task could not be created yet and is created by jsdlq's next reconcile run"
+	case err != nil:
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"entry": e})
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -300,7 +300,7 @@ func (s *Server) bulkConfirm(_ http.ResponseWriter, r *http.Request, who string)
 	}
 	s.log.InfoContext(r.Context(), "bulk redrive confirmed", "run", run.ID, "operator", who, "filter", filterText(f.F),
 		"acts", p.Acts(), "rate", f.Rate)
-	return "/bulk/" + run.ID + "?done=bulk+redrive+confirmed", nil
+	return "/bulk/" + run.ID + "?done=bulk-confirmed", nil
 }
 
 // bulkRunData is a run's page.
@@ -387,7 +387,7 @@ func (s *Server) bulkCancel(_ http.ResponseWriter, r *http.Request, who string) 
 		return "", err
 	}
 	s.log.InfoContext(r.Context(), "bulk redrive cancel asked", "run", id, "operator", who)
-	return "/bulk/" + id + "?done=cancel+asked", nil
+	return "/bulk/" + id + "?done=cancel-asked", nil
 }
 
 // bulkRunsData is the list of recent runs.

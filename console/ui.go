@@ -183,7 +183,7 @@ func (s *Server) page(h func(r *http.Request) (name, title string, body any, err
 			s.uiFail(w, r, who, csrf, err)
 			return
 		}
-		s.render(w, http.StatusOK, name, pageData{Title: title, Operator: who, CSRF: csrf, Nav: name, Flash: r.URL.Query().Get("done"), Body: body})
+		s.render(w, http.StatusOK, name, pageData{Title: title, Operator: who, CSRF: csrf, Nav: name, Flash: flashes[r.URL.Query().Get("done")], Body: body})
 	})
 }
 
@@ -562,6 +562,35 @@ type approveData struct {
 
 // entryAction runs replay, approve (preview, then confirm), discard and
 // probe on an entry.
+// flashes are the messages an action's redirect shows (?done=<key>): a
+// fixed set, so a link cannot put words of its own on an operator's page.
+var flashes = map[string]string{
+	"replay-requested":      "replay requested",
+	"replay-task-pending":   "replay requested; its task could not be created yet: reconcile's next run creates it (or replay now again)",
+	"discarded":             "discarded",
+	"probe-sent":            "probe sent",
+	"approved":              "approved",
+	"approved-task-pending": "approved; its replay task could not be created yet: reconcile's next run creates it (or replay now)",
+	"breaker-closed":        "breaker closed",
+	"bulk-confirmed":        "bulk redrive confirmed",
+	"cancel-asked":          "cancel asked",
+}
+
+// recorded is where an action that may leave its replay task uncreated goes:
+// back with done, or with pending when the action is recorded but the task
+// is not (operator.ErrTaskNotCreated: not an error the operator should
+// retry, and not one to hide).
+func (s *Server) recorded(r *http.Request, err error, back, done, pending string) (string, error) {
+	switch {
+	case err == nil:
+		return back + "?done=" + done, nil
+	case errors.Is(err, operator.ErrTaskNotCreated):
+		s.log.WarnContext(r.Context(), "console action recorded, its replay task left to reconcile", "error", err.Error(), "path", r.URL.Path)
+		return back + "?done=" + pending, nil
+	}
+	return "", err
+}
+
 func (s *Server) entryAction(w http.ResponseWriter, r *http.Request, who string) (string, error) {
 	id := r.PathValue("entry")
 	if _, err := store.EventID(id); err != nil {
@@ -571,10 +600,8 @@ func (s *Server) entryAction(w http.ResponseWriter, r *http.Request, who string)
 	ctx := r.Context()
 	switch r.PathValue("action") {
 	case "replay":
-		if _, err := s.actions.ReplayNow(ctx, store.AllTenants, id, who); err != nil {
-			return "", err
-		}
-		return back + "?done=replay+requested", nil
+		_, err := s.actions.ReplayNow(ctx, store.AllTenants, id, who)
+		return s.recorded(r, err, back, "replay-requested", "replay-task-pending")
 	case "discard":
 		reason, err := reasonOf(r.PostFormValue("reason"), "a discard")
 		if err != nil {
@@ -589,10 +616,8 @@ func (s *Server) entryAction(w http.ResponseWriter, r *http.Request, who string)
 		if err != nil {
 			return "", err
 		}
-		if _, err := s.actions.ProbeNow(ctx, store.AllTenants, id, who, reason); err != nil {
-			return "", err
-		}
-		return back + "?done=probe+sent", nil
+		_, err = s.actions.ProbeNow(ctx, store.AllTenants, id, who, reason)
+		return s.recorded(r, err, back, "probe-sent", "replay-task-pending")
 	case "approve":
 		return s.approve(w, r, who, id, back)
 	}
@@ -637,10 +662,8 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, who, id, back s
 		s.render(w, http.StatusOK, "approve", pageData{Title: "Approve " + id, Operator: who, CSRF: r.PostFormValue(csrfField), Body: d})
 		return "", nil
 	}
-	if _, err := s.actions.Approve(r.Context(), store.AllTenants, id, ed); err != nil {
-		return "", err
-	}
-	return back + "?done=approved", nil
+	_, err = s.actions.Approve(r.Context(), store.AllTenants, id, ed)
+	return s.recorded(r, err, back, "approved", "approved-task-pending")
 }
 
 // parseHeaderEdits reads "Name: value" lines.
@@ -691,16 +714,14 @@ func (s *Server) breakerAction(_ http.ResponseWriter, r *http.Request, who strin
 		if _, err := s.actions.CloseBreaker(r.Context(), tenant, who, reason); err != nil {
 			return "", err
 		}
-		return "/tenants?done=breaker+closed", nil
+		return "/tenants?done=breaker-closed", nil
 	case "probe":
 		id := strings.TrimSpace(r.PostFormValue("entry"))
 		if _, err := store.EventID(id); err != nil || id == "" {
 			return "", uiBad("a probe names a held or scheduled entry of the tenant")
 		}
-		if _, err := s.actions.ProbeNow(r.Context(), tenant, id, who, reason); err != nil {
-			return "", err
-		}
-		return "/tenants?done=probe+sent", nil
+		_, err := s.actions.ProbeNow(r.Context(), tenant, id, who, reason)
+		return s.recorded(r, err, "/tenants", "probe-sent", "replay-task-pending")
 	}
 	return "", &uiError{http.StatusNotFound, "no such action"}
 }

@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"slices"
@@ -29,7 +30,9 @@ import (
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/tasks"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
@@ -683,5 +686,52 @@ func TestEntryPayloadChunks(t *testing.T) {
 	}
 	if code, _ := b.get("/entries/TASKS.2?chunk=3"); code != http.StatusBadRequest {
 		t.Errorf("binary chunk 3 of 2 = %d, want 400", code)
+	}
+}
+
+// downScheduler is Cloud Tasks refusing every new task.
+type downScheduler struct{ *tasks.Scheduler }
+
+func (downScheduler) Schedule(context.Context, tasks.Request) (string, bool, error) {
+	return "", false, errors.New("injected: cloud tasks unavailable")
+}
+
+// An action recorded whose replay task cannot be created (Cloud Tasks
+// down) is not an internal error: the entry moved, reconcile creates the
+// task, and a retry would only meet a 409. The page says so, the tenant API
+// answers 200 with a note, and a link cannot put words of its own on a page
+// (?done= takes only the actions' keys).
+func TestActionRecordedWithItsTaskPending(t *testing.T) {
+	e := newEnv(t, console.LocalAuth("ops@example.com"))
+	ctx := testenv.Context(t)
+	e.seed(t, "acme", "TASKS.1", store.AwaitingApproval, `{"a":1}`)
+	e.seed(t, "acme", "TASKS.2", store.AwaitingApproval, `{"a":2}`)
+	down := operator.New(e.st, downScheduler{e.sched})
+	srv := httptest.NewServer(console.New(e.st, down, console.LocalAuth("ops@example.com"), console.WithTaskState(e.sched)).Handler())
+	t.Cleanup(srv.Close)
+
+	b := newBrowser(t, srv.URL)
+	b.get("/entries/TASKS.1")
+	code, loc, body := b.post("/entries/TASKS.1/approve", url.Values{"csrf": {b.csrf}, "headers": {""}, "step": {"confirm"}})
+	if code != http.StatusSeeOther || loc != "/entries/TASKS.1?done=approved-task-pending" {
+		t.Fatalf("approve with Cloud Tasks down = %d %q, want a redirect saying the task is pending:\n%s", code, loc, body)
+	}
+	if _, page := b.get(loc); !strings.Contains(page, "reconcile&#39;s next run creates it") {
+		t.Errorf("the entry page does not say the task is left to reconcile")
+	}
+	if got, err := e.st.GetMeta(ctx, "TASKS.1"); err != nil || got.Status != store.Scheduled {
+		t.Errorf("TASKS.1 after the approval = %+v, %v, want scheduled", got, err)
+	}
+	if _, page := b.get("/entries/TASKS.1?done=" + url.QueryEscape("Your account is locked, call +1 555 0100")); strings.Contains(page, "locked") {
+		t.Errorf("?done= put its own words on the page")
+	}
+
+	key, _, err := e.st.CreateTenantKey(ctx, "acme", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body = do(t, "POST", srv.URL+"/api/v1/tenants/acme/entries/TASKS.2:replay", key, "")
+	if code != http.StatusOK || !strings.Contains(body, `"note"`) || !strings.Contains(body, `"status": "scheduled"`) {
+		t.Errorf("tenant replay with Cloud Tasks down = %d %s, want 200 with the scheduled entry and a note", code, body)
 	}
 }

@@ -39,6 +39,10 @@ var (
 	ErrPayloadMissing = errors.New("operator: the entry has no payload to replay; approve it with one")
 	ErrBadEdit        = errors.New("operator: invalid edit")
 	ErrNoActor        = errors.New("operator: who acts must be named")
+	// ErrTaskNotCreated: the action is recorded (the entry is scheduled),
+	// but its replay task could not be created; ReplayNow, or reconcile's
+	// next run, creates it. The returned entry is the one recorded.
+	ErrTaskNotCreated = errors.New("operator: the action is recorded; its replay task is not created yet")
 )
 
 // Statuses each action accepts.
@@ -261,7 +265,7 @@ func (o *Operator) ReplayNowIn(ctx context.Context, tenant, id, by string, asked
 		// The task was lost; create it (due now) under its own name.
 		name, created, err := o.sched.Schedule(ctx, tasks.Request{EntryID: e.ID, Attempt: attempt, At: o.store.Now()})
 		if err != nil {
-			return e, fmt.Errorf("operator: entry %s is scheduled but its task %s is gone and could not be recreated: %w", id, e.TaskName, err)
+			return e, fmt.Errorf("%w: entry %s is scheduled but its task %s is gone and could not be recreated: %w", ErrTaskNotCreated, id, e.TaskName, err)
 		}
 		if created {
 			return e, nil
@@ -354,7 +358,7 @@ func (o *Operator) renew(ctx context.Context, tenant string, e *store.Entry, spe
 
 func (o *Operator) schedule(ctx context.Context, e *store.Entry, attempt int) error {
 	if _, _, err := o.sched.Schedule(ctx, tasks.Request{EntryID: e.ID, Attempt: attempt, At: e.NextRetryAt}); err != nil {
-		return fmt.Errorf("operator: entry %s is scheduled, but task %s was not created (ReplayNow or reconcile creates it): %w", e.ID, e.TaskName, err)
+		return fmt.Errorf("%w: entry %s is scheduled, but task %s was not created (ReplayNow or reconcile creates it): %w", ErrTaskNotCreated, e.ID, e.TaskName, err)
 	}
 	return nil
 }

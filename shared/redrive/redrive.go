@@ -158,14 +158,18 @@ func Summary(p *store.RedriveProgress) string {
 	return fmt.Sprintf("%d approved, %d run now, %d skipped, %d failed, %d left alone", p.Approved, p.RunNow, p.Skipped, p.Failed, p.LeftAlone)
 }
 
-// Tally adds an action's outcome to the counters and reports whether it
-// failed (the caller says so where it reports).
-func Tally(p *store.RedriveProgress, action string, err error) (failed bool) {
+// Tally adds an action's outcome to the counters and reports whether its
+// error is worth reporting (the caller says so where it reports): a
+// failure, or an action recorded whose replay task is left to reconcile
+// (operator.ErrTaskNotCreated), which counts as done: the entry moved.
+func Tally(p *store.RedriveProgress, action string, err error) (report bool) {
 	switch {
-	case err == nil && action == Approve:
+	case (err == nil || errors.Is(err, operator.ErrTaskNotCreated)) && action == Approve:
 		p.Approved++
-	case err == nil:
+		return err != nil
+	case err == nil || errors.Is(err, operator.ErrTaskNotCreated):
 		p.RunNow++
+		return err != nil
 	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrNotFound):
 		// Changed since it was listed (a replay, another operator): not
 		// ours to redo.

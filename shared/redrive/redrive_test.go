@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
@@ -65,14 +66,18 @@ func TestStepFor(t *testing.T) {
 }
 
 // TestTally: an action that found its entry changed (wrong status, gone) is
-// skipped, not failed: a redrive never redoes what someone else did.
+// skipped, not failed: a redrive never redoes what someone else did. One
+// recorded whose replay task is left to reconcile is done, and reported.
 func TestTally(t *testing.T) {
 	var p store.RedriveProgress
+	pending := fmt.Errorf("%w: task not created: %w", operator.ErrTaskNotCreated, errors.New("cloud tasks unavailable"))
 	for _, tc := range []struct {
 		action string
 		err    error
 		failed bool
 	}{
+		{Approve, pending, true},
+		{RunNow, pending, true},
 		{Approve, nil, false},
 		{RunNow, nil, false},
 		{RunNow, nil, false},
@@ -84,11 +89,11 @@ func TestTally(t *testing.T) {
 			t.Errorf("Tally(%s, %v) = %v, want %v", tc.action, tc.err, got, tc.failed)
 		}
 	}
-	want := store.RedriveProgress{Approved: 1, RunNow: 2, Skipped: 2, Failed: 1}
+	want := store.RedriveProgress{Approved: 2, RunNow: 3, Skipped: 2, Failed: 1}
 	if diff := cmp.Diff(want, p); diff != "" {
 		t.Errorf("counters (-want +got):\n%s", diff)
 	}
-	if got, want := Summary(&p), "1 approved, 2 run now, 2 skipped, 1 failed, 0 left alone"; got != want {
+	if got, want := Summary(&p), "2 approved, 3 run now, 2 skipped, 1 failed, 0 left alone"; got != want {
 		t.Errorf("Summary = %q, want %q", got, want)
 	}
 }

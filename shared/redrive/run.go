@@ -45,7 +45,8 @@ type Run struct {
 
 	// Observers, each optional: BeforeAct after an action's write-ahead,
 	// AfterAct once its outcome is counted (seen is Progress.Seen then),
-	// Failed for an action that returned an error.
+	// Failed for an action that returned an error (one recorded with its
+	// task left to reconcile too, counted as done: operator.ErrTaskNotCreated).
 	BeforeAct func(seen int)
 	AfterAct  func(seen int)
 	Failed    func(id string, err error)
