@@ -45,6 +45,9 @@ type reportData struct {
 }
 
 func (s *Server) auditReport(r *http.Request) (string, string, any, error) {
+	if _, err := pageQuery(r, "an audit report takes none"); err != nil {
+		return "", "", nil, err
+	}
 	rep, err := s.store.GetAudit(r.Context(), r.PathValue("run"))
 	if err != nil {
 		return "", "", nil, err

@@ -447,12 +447,13 @@ func TestAuditPages(t *testing.T) {
 		t.Errorf("report: the INFO finding belongs under repairs, and nothing is rendered unescaped")
 	}
 	b.wantCodes(map[string]int{
-		"/audits?page_token=nope":           http.StatusBadRequest,
-		"/audits?page_token=_lease":         http.StatusBadRequest,
-		"/audits?colour=red":                http.StatusBadRequest,
-		"/audits?page_token=a&page_token=b": http.StatusBadRequest,
-		"/audits/_state":                    http.StatusBadRequest,
-		"/audits/nope":                      http.StatusNotFound,
+		"/audits?page_token=nope":            http.StatusBadRequest,
+		"/audits?page_token=_lease":          http.StatusBadRequest,
+		"/audits?colour=red":                 http.StatusBadRequest,
+		"/audits?page_token=a&page_token=b":  http.StatusBadRequest,
+		"/audits/20261120T050000Z-run29?x=1": http.StatusBadRequest,
+		"/audits/_state":                     http.StatusBadRequest,
+		"/audits/nope":                       http.StatusNotFound,
 	})
 }
 
