@@ -181,10 +181,12 @@ func Tally(p *store.RedriveProgress, action string, err error) (report bool) {
 	return false
 }
 
-// ActedSince reports whether by moved the entry after since.
+// ActedSince reports whether by took a redrive's action on the entry after
+// since: a move into scheduled, which approve and run now both make. Any
+// other move of theirs (a discard by hand meanwhile) is not the redrive's.
 func ActedSince(e *store.Entry, by string, since time.Time) bool {
 	for _, h := range e.History {
-		if h.By == by && h.At.After(since) {
+		if h.By == by && h.At.After(since) && h.To == string(store.Scheduled) {
 			return true
 		}
 	}

@@ -98,15 +98,16 @@ func TestTally(t *testing.T) {
 	}
 }
 
-// TestActedSince: only a transition by the redrive's actor after the
-// listed time counts as its action.
+// TestActedSince: only a move into scheduled (approve, run now) by the
+// redrive's actor after the listed time counts as its action.
 func TestActedSince(t *testing.T) {
 	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	e := &store.Entry{History: []store.Transition{{By: "ops", At: at.Add(-time.Minute)}, {By: "replay", At: at.Add(time.Minute)}}}
+	e := &store.Entry{History: []store.Transition{{By: "ops", At: at.Add(-time.Minute), To: "scheduled"}, {By: "replay", At: at.Add(time.Minute), To: "scheduled"},
+		{By: "ops", At: at.Add(time.Minute), To: "discarded"}}}
 	if ActedSince(e, "ops", at) {
-		t.Error("ActedSince: an earlier transition by the actor counted")
+		t.Error("ActedSince: an earlier transition, or a discard, by the actor counted")
 	}
-	e.History = append(e.History, store.Transition{By: "ops", At: at.Add(2 * time.Minute)})
+	e.History = append(e.History, store.Transition{By: "ops", At: at.Add(2 * time.Minute), To: "scheduled"})
 	if !ActedSince(e, "ops", at) {
 		t.Error("ActedSince: a later transition by the actor did not count")
 	}
