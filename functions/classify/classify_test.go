@@ -375,6 +375,20 @@ func TestChains(t *testing.T) {
 			t.Errorf("entry = replay_of %q root %q status %s, want a new chain", got.ReplayOf, got.RootID, got.Status)
 		}
 	})
+	// A header that is no entry id, and no document id Firestore accepts,
+	// names no entry: the event is recorded, not retried until Pub/Sub
+	// dead-letters it (Firestore refused the read for good).
+	for i, ref := range []string{"a/b", "__x__", "x//y", strings.Repeat("z%", 800)} {
+		t.Run(fmt.Sprintf("replay-of %.12q names no document", ref), func(t *testing.T) {
+			ev := chainEvent(uint64(500+i), "", "timeout", msg{headers: map[string][]string{jevent.HeaderReplayOf: {ref}}})
+			if err := e.h.Handle(testenv.Context(t), cloudEvent(t, ev)); err != nil {
+				t.Fatalf("Handle(Jsdlq-Replay-Of %.20q) = %v, want the event recorded", ref, err)
+			}
+			if got := e.entry(t, ev.ID); got.ReplayOf != "" || got.RootID != got.ID {
+				t.Errorf("entry = replay_of %q root %q, want a new chain", got.ReplayOf, got.RootID)
+			}
+		})
+	}
 }
 
 func TestTenantBreaker(t *testing.T) {

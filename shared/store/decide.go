@@ -116,13 +116,24 @@ func (s *Store) LinkReplay(ctx context.Context, e *Entry, headers map[string][]s
 	if ref == "" {
 		return triage.Chain{}, "", nil
 	}
-	parentID := ref
+	// The header may carry the event id (encoded here) or the entry id
+	// itself; only a value that is one of the two is looked up. Anything
+	// else names no entry: a document path Firestore refuses would
+	// otherwise fail the read for good, and the retried event would never
+	// become an entry.
+	var ids []string
 	if enc, err := EntryID(ref); err == nil {
-		parentID = enc // the header may carry the event id rather than the entry id
+		ids = append(ids, enc)
 	}
-	parent, err := s.GetMeta(ctx, parentID)
-	if errors.Is(err, ErrNotFound) && parentID != ref {
-		parent, err = s.GetMeta(ctx, ref)
+	if _, err := EventID(ref); err == nil && !slices.Contains(ids, ref) {
+		ids = append(ids, ref)
+	}
+	var parent *Entry
+	err = fmt.Errorf("%w: no entry id in the header", ErrNotFound)
+	for _, id := range ids {
+		if parent, err = s.GetMeta(ctx, id); !errors.Is(err, ErrNotFound) {
+			break
+		}
 	}
 	switch {
 	case errors.Is(err, ErrNotFound):
