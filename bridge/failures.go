@@ -102,7 +102,11 @@ func (r *failureReader) one(ctx context.Context, key string) (*event.Failure, er
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	entry, err := r.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+	// A key the client refuses (a work stream named with characters a
+	// NATS stream allows and a KV key does not, such as "@" or ":") can
+	// hold no record: agentkit cannot have written one. Retried, the
+	// advisory would be NAKed for ever.
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) || errors.Is(err, jetstream.ErrInvalidKey) {
 		return nil, nil
 	}
 	if err != nil {

@@ -112,6 +112,22 @@ func TestAdvisoryWithInvalidStreamNameIsRejected(t *testing.T) {
 	}
 }
 
+// A work stream whose name NATS accepts but a KV key does not ("@"; also
+// ":", "#", non-ASCII letters) has no failure records, since agentkit cannot
+// write one under such a key. Its dead messages are forwarded, not NAKed for
+// ever because the client refuses the lookup's key.
+func TestStreamNameThatIsNoKVKeyIsForwarded(t *testing.T) {
+	h, _ := newHarness(t)
+	ack := deadLetter(t, h.js, "TASKS@EU", "eu.tasks.x", []byte("payload"))
+	got := h.sink.waitFor(1, 30*time.Second)
+	if e, ok := got[event.ID("TASKS@EU", ack.Sequence)]; !ok || string(e[0].Message.Data) != "payload" {
+		t.Fatalf("events = %v, want the dead message of TASKS@EU with its payload", keys(got))
+	}
+	if f := h.b.Counts().Failed["kv"]; f != 0 {
+		t.Errorf("failed[kv] = %d, want 0: a key that cannot exist is no record, not a retry", f)
+	}
+}
+
 // An event that would exceed the Pub/Sub limit is forwarded without its
 // payload, with size and sha256, never dropped. (The limit is lowered here:
 // the test server's max payload is 1 MiB, Pub/Sub's 10 MB.)
