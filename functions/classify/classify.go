@@ -201,6 +201,16 @@ func (h *Handler) handle(ctx context.Context, ce event.Event) error {
 	if res.HandOff != nil {
 		h.log.WarnContext(ctx, "classify: the replayed entry keeps its own completion checks", "entry_id", id, "error", res.HandOff.Error())
 	}
+	switch {
+	case res.Refused != "":
+		// Nothing of it is lost: the original stays in its stream, and
+		// the event in the log line's ids.
+		h.log.WarnContext(ctx, "classify: event of another tenant not merged into the entry", "event_id", ev.ID, "entry_id", id,
+			"event_tenant", e.Tenant, "tenant", cur.Tenant, "reason", res.Refused)
+	case res.Retenanted != "":
+		h.log.InfoContext(ctx, "classify: the entry's tenant is now the one its explicit record names", "entry_id", id,
+			"was", res.Retenanted, "tenant", cur.Tenant)
+	}
 	if res.Notified() {
 		// The transaction staged a notification (the entry needs a human,
 		// or the tenant breaker changed state). It leaves now, whatever

@@ -254,6 +254,58 @@ func TestDuplicatesAndMerge(t *testing.T) {
 	}
 }
 
+// A merge never crosses tenants. An entry made from an advisory whose
+// message was gone (no headers, no subject: it could only be given the
+// default tenant) takes the tenant its explicit record names, with its
+// counters: after any backlog the advisory may well come first. An event
+// that names another tenant than an entry whose tenant was known (forged,
+// or an id reused) adds nothing to it: one tenant's payload and headers
+// never land in another's entry.
+func TestMergeNeverCrossesTenants(t *testing.T) {
+	e := setup(t)
+	ctx := testenv.Context(t)
+	adv := advisory(70, jevent.KindTerminated, "timeout", msg{})
+	adv.Message.SetMissing(jevent.MissingNotFound)
+	adv.Message.Subject, adv.Message.Headers = "", nil
+	adv.Tenant, adv.Agent = jevent.DefaultTenant, ""
+	adv.Advisory.Timestamp = e.clock.Now().Add(-2 * DefaultRecordWait)
+	e.handle(t, cloudEvent(t, adv))
+	if got := e.entry(t, adv.ID); got.Tenant != jevent.DefaultTenant {
+		t.Fatalf("advisory without its message: tenant %q, want %q", got.Tenant, jevent.DefaultTenant)
+	}
+	rec := explicit(70, "timeout", "llm call timed out", msg{payload: []byte(`{"secret":"acme-only"}`), headers: map[string][]string{"X-Tenant-ID": {"acme"}}})
+	e.handle(t, cloudEvent(t, rec))
+	got := e.entry(t, rec.ID)
+	if got.Tenant != "acme" || got.Agent != rec.Agent || string(got.Payload) != `{"secret":"acme-only"}` {
+		t.Errorf("entry after its explicit record = tenant %q agent %q payload %q, want acme's, with its payload", got.Tenant, got.Agent, got.Payload)
+	}
+	for tenant, want := range map[string]int{jevent.DefaultTenant: 0, "acme": 1} {
+		p, err := e.store.Entries(ctx, store.Query{Tenant: tenant, Limit: 10})
+		if err != nil || len(p.Entries) != want {
+			t.Errorf("entries of tenant %q = %d, %v, want %d", tenant, len(p.Entries), err, want)
+		}
+	}
+
+	// Known tenant, another tenant's event with the same id.
+	own := explicit(71, "timeout", "", msg{payload: []byte(`{"globex":1}`), headers: map[string][]string{"X-Tenant-ID": {"globex"}}})
+	e.handle(t, cloudEvent(t, own))
+	forged := advisory(71, jevent.KindMaxDeliver, "", msg{payload: []byte(`{"acme":"secret"}`), headers: map[string][]string{"X-Tenant-ID": {"acme"}, "X-Extra": {"1"}}})
+	e.handle(t, cloudEvent(t, forged))
+	kept := e.entry(t, own.ID)
+	if kept.Tenant != "globex" || string(kept.Payload) != `{"globex":1}` || len(kept.Kinds) != 1 || kept.Headers["X-Extra"] != nil {
+		t.Errorf("globex's entry after acme's event = tenant %q payload %q kinds %v headers %v, want it unchanged", kept.Tenant, kept.Payload, kept.Kinds, kept.Headers)
+	}
+	if n := len(e.logs.Lines(`another tenant not merged`)); n != 1 {
+		t.Errorf("%d warnings for the refused merge, want 1", n)
+	}
+
+	// The hour's counters are what the entries say (the recount agrees).
+	rc, err := e.store.RecountHour(ctx, e.clock.Now(), 100, true)
+	if err != nil || !rc.Agreed {
+		t.Errorf("RecountHour = %+v, %v, want the stored counters to agree with the entries", rc, err)
+	}
+}
+
 // TestTerminatedAdvisoryWaitsForRecord: the advisory of a WorkQueue TERM has
 // no message (no headers: no tenant, no replay chain). When it arrives
 // before agentkit's explicit record it is refused as retryable, so the

@@ -101,6 +101,12 @@ type window struct {
 func (w *window) add(h time.Time, m store.Metrics) {
 	since := w.to.Add(-time.Hour)
 	for key, th := range m.Tenants {
+		if th.Entries() == 0 {
+			// Only its last failure is left: its entries moved to the
+			// tenant their explicit records named (store.RecordResult's
+			// Retenanted).
+			continue
+		}
 		name := key
 		if name == store.NoKey {
 			name = ""

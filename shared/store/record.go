@@ -26,6 +26,17 @@ type RecordResult struct {
 	// a human, a breaker that changed state), as written: a flush right
 	// after claims them by id without a read (ClaimStaged).
 	Staged []*Outbox
+	// Refused says why this event's enrichment was not merged into the
+	// existing entry ("" when it was, or had nothing to add): it names
+	// another tenant than the entry's, whose tenant was known. Merging
+	// would put one tenant's payload and headers in another's entry.
+	Refused string
+	// Retenanted is the tenant the entry had before this event named its
+	// tenant ("" when it did not change): an entry made from an advisory
+	// without its message (no headers, no subject) could only be given
+	// the default tenant, and the explicit record that followed knows the
+	// real one.
+	Retenanted string
 	// HandOff is why the parent's completion check could not be handed to
 	// this replay's entry (nil when it was, or had nothing to hand off):
 	// the parent is then checked on its own schedule, which costs reads,
@@ -199,7 +210,30 @@ func (s *Store) merge(ctx context.Context, in *Entry) (RecordResult, error) {
 		}
 		res = RecordResult{Entry: cur}
 		before := deathsOf(cur)
-		if !enrich(cur, in) {
+		var d Metrics
+		switch was := *cur; {
+		case cur.Tenant == in.Tenant, tenantUnknown(in):
+			// The same tenant, or an event that knows none (an advisory
+			// whose message was gone) and adds only what the advisory
+			// says.
+		case tenantUnknown(cur):
+			// The entry moves to the tenant the event names, and so
+			// does everything it was counted under as its tenant's.
+			cur.Tenant = in.Tenant
+			if cur.Agent == "" {
+				cur.Agent = in.Agent
+			}
+			res.Retenanted = was.Tenant
+			d.ByTenant = map[string]int64{was.Tenant: -1, cur.Tenant: 1}
+			if cur.Agent != was.Agent {
+				d.ByAgent = map[string]int64{was.Agent: -1, cur.Agent: 1}
+			}
+			d.Tenants = tenantDelta(&was, cur)
+		default:
+			res.Refused = fmt.Sprintf("the event names tenant %q, the entry belongs to tenant %q: not merged", in.Tenant, cur.Tenant)
+			return nil
+		}
+		if !enrich(cur, in) && res.Retenanted == "" {
 			return nil
 		}
 		cur.UpdatedAt = s.Now()
@@ -207,10 +241,9 @@ func (s *Store) merge(ctx context.Context, in *Entry) (RecordResult, error) {
 		// The other capture path may bring what the predictions learn
 		// the death by (the headers, the payload's size): the hour's
 		// death cells follow the entry.
-		var d Metrics
 		addDeaths(&d.Deaths, deathsOf(cur), 1)
 		addDeaths(&d.Deaths, before, -1)
-		if len(d.Deaths) > 0 {
+		if len(d.Deaths) > 0 || len(d.ByTenant) > 0 {
 			hour := Hour(cur.CreatedAt)
 			s.wrote(1)
 			if err := tx.Set(s.shardRef(hour, cur.ID), d.updates(hour), firestore.MergeAll); err != nil {
@@ -225,6 +258,11 @@ func (s *Store) merge(ctx context.Context, in *Entry) (RecordResult, error) {
 	}
 	return res, nil
 }
+
+// tenantUnknown reports whether e was recorded without anything that names
+// a tenant: from an advisory whose message was gone (no headers, no
+// subject), so it could only be given the default tenant.
+func tenantUnknown(e *Entry) bool { return len(e.Headers) == 0 && e.Subject == "" }
 
 // enrich adds to cur what in knows and cur does not; it never changes the
 // classification or status already acted on. It reports whether cur changed.

@@ -158,7 +158,14 @@ func (m Metrics) normalized() Metrics {
 	}
 	tenants := map[string]TenantHour{}
 	for _, k := range slices.Sorted(maps.Keys(m.Tenants)) {
+		// A tenant none of whose entries is counted in the hour any
+		// more (an entry moved to the tenant its record named) keeps
+		// only its last failure, a maximum no move can lower: it is not
+		// one of the hour's tenants.
 		t := m.Tenants[k].Normalized()
+		if len(t.Slots) == 0 {
+			t.LastFailureMs = 0
+		}
 		if !t.isZero() {
 			tenants[k] = t
 		}

@@ -171,6 +171,14 @@ func (t TenantHour) isZero() bool {
 // tenant-hour counters (before nil: a new entry). Creation time and tenant
 // never change, so the last failure is written only with a new entry.
 func tenantDelta(before, after *Entry) map[string]TenantHour {
+	if before != nil && before.Tenant != after.Tenant {
+		// Another tenant's now: out of the old one's counters (its last
+		// failure, a maximum, stays), into the new one's.
+		var gone TenantHour
+		gone.add(tenantPart(before), -1)
+		gone.LastFailureMs = 0
+		return map[string]TenantHour{metricKey(before.Tenant): gone.Normalized(), metricKey(after.Tenant): tenantPart(after).Normalized()}
+	}
 	d := tenantPart(after)
 	if before != nil {
 		d.add(tenantPart(before), -1)
