@@ -252,22 +252,34 @@ func (s *Store) updateBreaker(ctx context.Context, tenant string, f func(*Breake
 	return out, nil
 }
 
-// knownOpen reports whether this instance saw tenant's breaker open with a
-// cooldown that has not passed at now, and since when it is open. Such a
-// breaker cannot change before the cooldown ends: it leaves open only by
-// turning half-open, and only after the cooldown; failures are not counted
-// while it is open. So a new entry of that tenant needs neither to read nor
-// to write the breaker document, which every entry of a one-tenant storm
-// would otherwise contend on (Firestore sustains about one write per second
-// per document). A cached time older than the document's (a probe died and
-// reopened it) only ends the shortcut early.
+// KnownOpenFor is how long an instance trusts a tenant breaker it saw open
+// without reading it again (knownOpen). An operator can close it, or send
+// a probe, at any moment (BreakerClose, BreakerProbeNow), and no other
+// instance hears of it: for at most this long after, they still hold the
+// tenant's new entries, which reconcile then releases.
+const KnownOpenFor = 30 * time.Second
+
+// sawOpen is what knownOpen remembers of a breaker seen open.
+type sawOpen struct{ openedAt, seenAt time.Time }
+
+// knownOpen reports whether this instance saw tenant's breaker open, at
+// most KnownOpenFor ago and with a cooldown that has not passed at now, and
+// since when it is open. By itself such a breaker does not change before
+// the cooldown ends: it leaves open only by turning half-open, and only
+// after the cooldown; failures are not counted while it is open. So a new
+// entry of that tenant needs neither to read nor to write the breaker
+// document, which every entry of a one-tenant storm would otherwise contend
+// on (Firestore sustains about one write per second per document); reading
+// it again every KnownOpenFor catches an operator's override. A cached time
+// older than the document's (a probe died and reopened it) only ends the
+// shortcut early.
 func (s *Store) knownOpen(tenant string, now time.Time) (openedAt time.Time, ok bool) {
 	v, found := s.openSince.Load(tenant)
 	if !found {
 		return time.Time{}, false
 	}
-	if opened := v.(time.Time); now.Before(opened.Add(s.breaker.Cooldown)) {
-		return opened, true
+	if saw := v.(sawOpen); now.Before(saw.openedAt.Add(s.breaker.Cooldown)) && now.Before(saw.seenAt.Add(KnownOpenFor)) {
+		return saw.openedAt, true
 	}
 	s.openSince.CompareAndDelete(tenant, v)
 	return time.Time{}, false
@@ -277,7 +289,7 @@ func (s *Store) knownOpen(tenant string, now time.Time) (openedAt time.Time, ok 
 // state).
 func (s *Store) sawBreaker(b *Breaker) {
 	if b.State == BreakerOpen && !b.OpenedAt.IsZero() {
-		s.openSince.Store(b.Tenant, b.OpenedAt)
+		s.openSince.Store(b.Tenant, sawOpen{openedAt: b.OpenedAt, seenAt: s.Now()})
 		return
 	}
 	s.openSince.Delete(b.Tenant)

@@ -64,3 +64,30 @@ func TestRecordKnownOpenBreaker(t *testing.T) {
 		t.Errorf("ReadMetrics() total = %d, %v, want 23 (each entry counted once)", m.Total, err)
 	}
 }
+
+// An operator can close an open breaker at any moment, on another
+// instance: an instance that saw it open holds the tenant's new entries
+// for at most KnownOpenFor after it last read it, then reads it again and
+// schedules them. It trusted the cache until the cooldown ended, holding
+// every entry (and counting none of its failures) for up to 15 minutes.
+func TestKnownOpenBreakerClosedByAnOperator(t *testing.T) {
+	s, c := newStore(t)
+	ops := New(s.fs, WithClock(c.Now))
+	ctx := testenv.Context(t)
+	for i := 1; i <= DefaultBreaker.Threshold; i++ {
+		if _, err := s.Record(ctx, entry(fmt.Sprintf("TASKS.%d", i), nil), "classify"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ops.BreakerClose(ctx, "acme", "alice", "provider is back"); err != nil {
+		t.Fatal(err)
+	}
+	c.Add(KnownOpenFor - time.Second)
+	if res, err := s.Record(ctx, entry("TASKS.100", nil), "classify"); err != nil || res.Entry.Status != Held {
+		t.Errorf("entry within KnownOpenFor of the last read = %+v, %v, want held (the bound the cache allows)", res.Entry, err)
+	}
+	c.Add(2 * time.Second)
+	if res, err := s.Record(ctx, entry("TASKS.101", nil), "classify"); err != nil || res.Entry.Status != Scheduled {
+		t.Errorf("entry after KnownOpenFor = %+v, %v, want scheduled: the operator closed the breaker", res.Entry, err)
+	}
+}

@@ -72,7 +72,7 @@ type Store struct {
 	reads   atomic.Int64
 	writes  atomic.Int64
 	// openSince caches, per tenant, when a breaker this instance saw open
-	// was opened (see Store.knownOpen).
+	// was opened and when it saw it (a sawOpen; see Store.knownOpen).
 	openSince sync.Map
 }
 
