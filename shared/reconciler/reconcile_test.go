@@ -420,3 +420,29 @@ func TestHeldEntriesReleasedAsTheBreakerAdmits(t *testing.T) {
 		t.Errorf("second run: %s", summary(again))
 	}
 }
+
+// The task that recovered an entry is not an orphan: when a step after the
+// move failed (the completion record kept, the probe's report, the chain's
+// recovery), replay answered 5xx and Cloud Tasks' redelivery of that task
+// finishes them (store.MarkRecovered). Deleting it, as the orphan check
+// did two minutes after the move, left the chain's parents replayed with
+// nothing to recover them.
+func TestRecoveringTaskIsNotAnOrphan(t *testing.T) {
+	f := newFixture(t, false)
+	old := f.storeAt(time.Now().UTC().Add(-10 * time.Minute))
+	e := f.seed(old, entry(21, "acme", store.Scheduled))
+	if _, _, err := f.sched.Schedule(f.ctx, tasks.Request{EntryID: e.ID, Attempt: 1, At: e.NextRetryAt}); err != nil {
+		t.Fatal(err)
+	}
+	f.move(old, e.ID, store.Scheduled, store.Replaying, "replay")
+	f.complete(e.IdempotencyKey)
+	f.move(old, e.ID, store.Replaying, store.Recovered, "replay")
+
+	rep := f.run(f.handler(reconciler.Config{TimeBudget: time.Minute}, nil), false)
+	if fs := findings(rep, audit.AlertOrphanTask); len(fs) != 0 {
+		t.Errorf("orphan_task = %+v, want none: the task finishes the recovery", fs)
+	}
+	if q := f.queueTasks(); !slices.Contains(q, e.TaskName) {
+		t.Errorf("queue = %v, want the recovering task %s kept", q, e.TaskName)
+	}
+}

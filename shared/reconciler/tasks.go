@@ -106,7 +106,8 @@ func (r *run) orphans(ctx context.Context, sec *audit.Section, q queueListing) e
 
 // orphanReason says why a task is an orphan, or "" when its entry still
 // waits for it (scheduled under its name, or replaying: the task is being
-// dispatched).
+// dispatched; or recovered by it: its redelivery finishes what the recovery
+// does after the move, store.MarkRecovered, and then ends).
 func orphanReason(e *store.Entry, task string, now time.Time, grace time.Duration) string {
 	switch {
 	case e == nil:
@@ -115,7 +116,7 @@ func orphanReason(e *store.Entry, task string, now time.Time, grace time.Duratio
 		return "" // changed just now: let the replay or classify finish
 	case shortTask(e.TaskName) != task:
 		return fmt.Sprintf("entry waits for task %q", e.TaskName)
-	case e.Status != store.Scheduled && e.Status != store.Replaying:
+	case e.Status != store.Scheduled && e.Status != store.Replaying && e.Status != store.Recovered:
 		return "entry is " + string(e.Status)
 	}
 	return ""
