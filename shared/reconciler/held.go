@@ -37,8 +37,16 @@ func (r *run) held(ctx context.Context, sec *audit.Section) error {
 			refused[e.Tenant] = true
 		}
 		f = r.repairing(f, audit.FindingHeldReleased, SectionHeld, "held entries whose tenant breaker lets them through again", "release")
-		if r.plan(f, e.ID) {
-			r.release(ctx, f.Repair, e, probe)
+		released := r.plan(f, e.ID) && r.release(ctx, f.Repair, e, probe)
+		if probe && !released && !r.dry {
+			// The breaker made it its probe, but it is not sent (it
+			// moved on since the page was read, or this run plans no
+			// more): give the probe back, or the tenant's other held
+			// entries wait until the probe is settled as died.
+			if err := r.h.store.ReturnProbe(ctx, e.Tenant, e.ID); err != nil {
+				return err
+			}
+			refused[e.Tenant] = false
 		}
 		return nil
 	})
@@ -63,8 +71,9 @@ func (r *run) admit(ctx context.Context, e *store.Entry) (ok, probe bool, err er
 }
 
 // release schedules a held entry under its next unused task name and
-// creates the task (recreate handles a name that turns out to be spent).
-func (r *run) release(ctx context.Context, rp *audit.Repair, e *store.Entry, probe bool) {
+// creates the task (recreate handles a name that turns out to be spent); it
+// reports whether the entry moved.
+func (r *run) release(ctx context.Context, rp *audit.Repair, e *store.Entry, probe bool) bool {
 	attempt := e.Replays + 1
 	if _, n, err := tasks.ParseName(shortTask(e.TaskName)); err == nil {
 		attempt = max(attempt, n+1) // a held entry's old task was consumed
@@ -79,7 +88,8 @@ func (r *run) release(ctx context.Context, rp *audit.Repair, e *store.Entry, pro
 		},
 	})
 	if !applied(rp, e.ID, err) {
-		return
+		return false
 	}
 	r.recreate(ctx, rp, cur)
+	return true
 }

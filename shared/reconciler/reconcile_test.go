@@ -1,8 +1,10 @@
 package reconciler_test
 
 import (
+	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -444,5 +446,50 @@ func TestRecoveringTaskIsNotAnOrphan(t *testing.T) {
 	}
 	if q := f.queueTasks(); !slices.Contains(q, e.TaskName) {
 		t.Errorf("queue = %v, want the recovering task %s kept", q, e.TaskName)
+	}
+}
+
+// beforeSchedule runs fn once, before the run's first Schedule.
+type beforeSchedule struct {
+	reconciler.Tasks
+	once sync.Once
+	fn   func()
+}
+
+func (b *beforeSchedule) Schedule(ctx context.Context, r tasks.Request) (string, bool, error) {
+	b.once.Do(b.fn)
+	return b.Tasks.Schedule(ctx, r)
+}
+
+// The held section asks the breaker before it moves the entry. When the
+// half-open breaker's probe is an entry that moved on after the page was
+// read (an operator discarded it), the probe is given back and the next
+// held entry of the tenant becomes the probe in the same run. It used to
+// stay the breaker's probe: the tenant's other held entries waited until
+// the probe was settled as died, 30 minutes later, and then a cooldown.
+func TestHeldProbeGivenBackWhenItsEntryMovedOn(t *testing.T) {
+	f := newFixture(t, false)
+	now := time.Now().UTC()
+	old := f.storeAt(now.Add(-10 * time.Minute))
+	calm := entry(1, "calm", store.Held)
+	calm.NextRetryAt = now.Add(-3 * time.Hour)
+	f.seed(old, calm)
+	f.seed(f.storeAt(now.Add(-20*time.Minute), store.BreakerConfig{Threshold: 1, Window: time.Hour, Cooldown: 15 * time.Minute}),
+		entry(3, "probe", store.Escalated)) // opened 20 minutes ago: past its cooldown
+	victim := entry(4, "probe", store.Held)
+	victim.NextRetryAt = now.Add(-2 * time.Hour)
+	f.seed(old, victim)
+	next := entry(5, "probe", store.Held)
+	next.NextRetryAt = now.Add(-time.Hour)
+	f.seed(old, next)
+
+	hook := &beforeSchedule{Tasks: f.sched, fn: func() { f.move(f.st, victim.ID, store.Held, store.Discarded, "operator") }}
+	f.run(f.handler(reconciler.Config{TimeBudget: time.Minute}, nil, func(d *reconciler.Deps) { d.Tasks = hook }), false)
+	b := f.breakerDoc("probe")
+	if b.State != store.BreakerHalfOpen || b.ProbeEntry != next.ID {
+		t.Errorf("breaker = %s with probe %q, want half-open with %s as its probe (%s was discarded)", b.State, b.ProbeEntry, next.ID, victim.ID)
+	}
+	if st := f.get(next.ID).Status; st != store.Scheduled {
+		t.Errorf("%s = %s, want released as the probe", next.ID, st)
 	}
 }

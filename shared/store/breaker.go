@@ -446,6 +446,22 @@ func (s *Store) ReleaseProbe(ctx context.Context, e *Entry, by string) (released
 	return released, err
 }
 
+// ReturnProbe gives back the half-open probe admitted for entryID
+// (BreakerAdmit) when it is not sent after all because the entry moved on
+// before its release: the breaker stays half-open and admits the next entry
+// as its probe. ReleaseProbe is for a probe that left the replay path, and
+// reopens. An entry that is not the probe changes nothing.
+func (s *Store) ReturnProbe(ctx context.Context, tenant, entryID string) error {
+	_, err := s.updateBreaker(ctx, tenant, func(b *Breaker, _ time.Time) bool {
+		if b.State != BreakerHalfOpen || b.ProbeEntry != entryID {
+			return false
+		}
+		b.ProbeEntry, b.ProbeAt = "", time.Time{}
+		return true
+	})
+	return err
+}
+
 // ListBreakers returns up to limit tenant breakers in one of states:
 // BreakerStatesNotClosed for those holding replays back, BreakerStates for
 // all.
