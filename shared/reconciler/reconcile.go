@@ -464,22 +464,28 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*audit.Report, error) {
 	rep.FinishedAt = h.now().UTC()
 	finish(ctx, log, rep)
 
+	// The state and the report are saved even when a slow page used up
+	// the run's deadline: the repairs are applied, and without them the
+	// alerts would not move and the next run would repeat the scans. The
+	// state write is conditioned on the lease still being this run's,
+	// which outlives the deadline by a minute.
+	save := context.WithoutCancel(ctx)
 	if !dry {
 		st.RunID, st.UpdatedAt = rep.RunID, rep.FinishedAt
-		wctx, cancel := h.ioCtx(ctx)
+		wctx, cancel := h.ioCtx(save)
 		err := h.store.WriteAuditState(wctx, rep.RunID, st)
 		cancel()
 		if err != nil {
 			rep.Errors = append(rep.Errors, "state not saved (the next run repeats this one's scans): "+err.Error())
 		}
 	}
-	actx, cancel := h.ioCtx(ctx)
+	actx, cancel := h.ioCtx(save)
 	err = h.store.SaveAudit(actx, rep)
 	cancel()
 	if err != nil {
 		rep.Errors = append(rep.Errors, "report not stored: "+err.Error())
 	}
-	r.flushAlerts(ctx, log)
+	r.flushAlerts(save, log)
 	log.InfoContext(ctx, "reconcile: run finished", "complete", rep.Complete, "budget_exhausted", rep.BudgetExhausted,
 		"alerts", rep.Alerts, "repairs_done", rep.Repairs.Done, "repairs_failed", rep.Repairs.Failed, "resume", st.Resume,
 		"duration_ms", rep.FinishedAt.Sub(start).Milliseconds())

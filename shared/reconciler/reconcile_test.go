@@ -493,3 +493,34 @@ func TestHeldProbeGivenBackWhenItsEntryMovedOn(t *testing.T) {
 		t.Errorf("%s = %s, want released as the probe", next.ID, st)
 	}
 }
+
+// stallTasks lists the queue until the caller's deadline passes, as a
+// page of slow calls near the end of the budget does.
+type stallTasks struct{ reconciler.Tasks }
+
+func (stallTasks) Each(ctx context.Context, _ func(string, time.Time) bool) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A run whose deadline passes in a slow page still saves its report and
+// state: the repairs it made are applied, and a lost report meant no alert
+// raised or cleared and the next run repeating the scans.
+func TestReportSavedAfterTheDeadline(t *testing.T) {
+	f := newFixture(t, false)
+	h := f.handler(reconciler.Config{TimeBudget: time.Minute}, nil, func(d *reconciler.Deps) { d.Tasks = stallTasks{d.Tasks} })
+	ctx, cancel := context.WithTimeout(f.ctx, 3*time.Second)
+	defer cancel()
+	rep, err := h.Run(ctx, false)
+	if err != nil {
+		t.Fatalf("Run() = %v", err)
+	}
+	for _, e := range rep.Errors {
+		if strings.Contains(e, "report not stored") || strings.Contains(e, "state not saved") {
+			t.Errorf("Run() error %q, want the report and state saved after the deadline", e)
+		}
+	}
+	if _, err := f.st.GetAudit(f.ctx, rep.RunID); err != nil {
+		t.Errorf("GetAudit(%s) = %v, want the report stored", rep.RunID, err)
+	}
+}
