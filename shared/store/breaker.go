@@ -432,15 +432,23 @@ func (s *Store) SettleProbe(ctx context.Context, tenant string, timeout time.Dur
 // change nothing. released reports whether the breaker reopened (it staged
 // a notification).
 //
-// The breaker is asked (one read) even when e is not marked as the probe:
-// replay marks its probe only with the publish, so a probe admitted by a
-// delivery that then failed (a publish refused for good, or a 503 whose
-// redelivery the policy gates) is the breaker's probe but not yet marked.
-// Only a breaker this instance knows to be open, which has no probe, is not
-// read.
+// The breaker is asked even when e is not marked as the probe: replay marks
+// its probe only with the publish, so a probe admitted by a delivery that
+// then failed (a publish refused for good, or a 503 whose redelivery the
+// policy gates) is the breaker's probe but not yet marked. For an unmarked
+// entry that is one plain read, not a transaction on the tenant's breaker
+// document (every discard and gated replay asks), and best effort: a failed
+// read is no error of the caller's action, since reconcile settles a probe
+// that was never published as died (SettleProbe). A breaker this instance
+// knows to be open has no probe and is not read.
 func (s *Store) ReleaseProbe(ctx context.Context, e *Entry, by string) (released bool, err error) {
-	if _, open := s.knownOpen(e.Tenant, s.Now()); open && !e.BreakerProbe {
-		return false, nil
+	if !e.BreakerProbe {
+		if _, open := s.knownOpen(e.Tenant, s.Now()); open {
+			return false, nil
+		}
+		if b, err := s.GetBreaker(ctx, e.Tenant); err != nil || b.State != BreakerHalfOpen || b.ProbeEntry != e.ID {
+			return false, nil
+		}
 	}
 	_, released, err = s.probeResult(ctx, e.Tenant, e.ID, false, by)
 	return released, err
