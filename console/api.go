@@ -335,12 +335,15 @@ func (s *Server) tenantReplay(r *http.Request, c tenantCall, id string) (*store.
 	if cur.Tenant != c.tenant {
 		return nil, errAPINotFound
 	}
+	// The action is the one for the status read, and only for it: an
+	// entry that moved on meanwhile is a 409, not another action.
+	asked := operator.Asked{Only: []store.Status{cur.Status}}
 	for _, st := range operator.Approvable {
 		if cur.Status == st {
-			return s.actions.Approve(r.Context(), c.tenant, id, operator.Edits{By: c.actor()})
+			return s.actions.Approve(r.Context(), c.tenant, id, operator.Edits{By: c.actor(), Asked: asked})
 		}
 	}
-	return s.actions.ReplayNow(r.Context(), c.tenant, id, c.actor())
+	return s.actions.ReplayNowIn(r.Context(), c.tenant, id, c.actor(), asked)
 }
 
 // readJSON decodes an optional (or required) small JSON object body with

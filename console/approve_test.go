@@ -152,3 +152,41 @@ func TestApproveRefusesAnEditOfAnUneditablePayload(t *testing.T) {
 		t.Errorf("entry after the refusals = %s with %d bytes, want quarantined with the stored payload", en.Status, len(en.Payload))
 	}
 }
+
+// A confirmation approves the decision its preview showed: an entry
+// approved elsewhere meanwhile and escalated again (its replay refused) is
+// the same status, but another question, and the stale confirmation is a
+// 409 that changes nothing.
+func TestApproveConfirmsThePreviewedDecision(t *testing.T) {
+	e := newEnv(t, console.LocalAuth("ops@example.com"))
+	ctx := testenv.Context(t)
+	e.seed(t, "acme", "TASKS.90", store.Escalated, `{"a":1}`)
+	b := newBrowser(t, e.srv.URL)
+	_, page := b.get("/entries/TASKS.90")
+	code, _, preview := b.post("/entries/TASKS.90/approve", formFields(t, page, "/entries/TASKS.90/approve", [2]string{"step", "preview"}))
+	if code != http.StatusOK {
+		t.Fatalf("preview = %d", code)
+	}
+	confirm := formFields(t, preview, "/entries/TASKS.90/approve", [2]string{"step", "confirm"})
+	if confirm.Get("since") == "" {
+		t.Fatalf("the confirm form carries no since: %v", confirm)
+	}
+	// Bob's approval and the replay's refusal, as their moves (no task).
+	for _, step := range [][2]store.Status{{store.Escalated, store.Scheduled}, {store.Scheduled, store.Escalated}} {
+		if _, err := e.st.Transition(ctx, "TASKS.90", store.Change{From: []store.Status{step[0]}, To: step[1], By: "bob"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _, body := b.post("/entries/TASKS.90/approve", confirm); code != http.StatusConflict {
+		t.Errorf("stale confirmation = %d, want 409:\n%s", code, body)
+	}
+	if got, err := e.st.GetMeta(ctx, "TASKS.90"); err != nil || got.Status != store.Escalated {
+		t.Errorf("entry after the stale confirmation = %+v, %v, want still escalated", got, err)
+	}
+	// The current question, previewed again, is approved.
+	_, page = b.get("/entries/TASKS.90")
+	_, _, preview = b.post("/entries/TASKS.90/approve", formFields(t, page, "/entries/TASKS.90/approve", [2]string{"step", "preview"}))
+	if code, _, body := b.post("/entries/TASKS.90/approve", formFields(t, preview, "/entries/TASKS.90/approve", [2]string{"step", "confirm"})); code != http.StatusSeeOther {
+		t.Errorf("confirmation of the current decision = %d, want 303:\n%s", code, body)
+	}
+}

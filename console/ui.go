@@ -558,6 +558,9 @@ type approveData struct {
 	Payload     string
 	Headers     string
 	PayloadKept bool
+	// Since is when the entry entered the status the preview shows
+	// (RFC 3339): the confirmation approves that decision only.
+	Since string
 }
 
 // entryAction runs replay, approve (preview, then confirm), discard and
@@ -634,6 +637,16 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, who, id, back s
 		return "", err
 	}
 	ed := operator.Edits{By: who, SetHeaders: headers}
+	if v := r.PostFormValue("since"); v != "" {
+		since, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return "", uiBad("since %q is not a time", v)
+		}
+		// What the preview showed: an entry decided again since (escalated
+		// anew after its approved replay was refused) is not approved by
+		// a confirmation of the earlier question.
+		ed.Asked = operator.Asked{EnteredAt: since}
+	}
 	// Only a payload the form carries is an edit: the entry page has no
 	// payload field for one it cannot edit (binary, or more than a chunk),
 	// and a field left out keeps the payload, never empties it.
@@ -650,6 +663,9 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, who, id, back s
 	}
 	if r.PostFormValue("step") != "confirm" {
 		d := approveData{E: e, Payload: text, Headers: r.PostFormValue("headers"), PayloadKept: kept}
+		if n := len(e.History); n > 0 {
+			d.Since = e.History[n-1].At.Format(time.RFC3339Nano)
+		}
 		if !kept {
 			was, _ := viewPayload(e.Payload, 1)
 			now, _ := viewPayload(ed.Payload, 1)
