@@ -127,7 +127,7 @@ func NewBucket(rate float64) *Bucket {
 	// A rate below MinRate (a run stored before it was checked) waits the
 	// longest interval there is rather than overflow into no wait at all.
 	interval := float64(time.Second) / rate
-	if !(interval < math.MaxInt64) {
+	if !(interval >= 0 && interval < math.MaxInt64) {
 		return &Bucket{interval: math.MaxInt64}
 	}
 	return &Bucket{interval: time.Duration(interval)}

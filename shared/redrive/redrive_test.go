@@ -117,7 +117,7 @@ func TestActedSince(t *testing.T) {
 // rate: below about 1e-10/s the interval overflowed time.Duration and the
 // bucket stopped waiting (a run stored before ParseRate's bound).
 func TestBucketSlowRatesWait(t *testing.T) {
-	for _, rate := range []float64{MinRate, 1e-10, 1e-300, math.SmallestNonzeroFloat64} {
+	for _, rate := range []float64{MinRate, 1e-10, 1e-300, math.SmallestNonzeroFloat64, 0, -1, math.NaN()} {
 		b := NewBucket(rate)
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		first, second := b.Wait(ctx), b.Wait(ctx)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,7 +47,7 @@ func WithOwnURLs(urls ...string) GuardOption {
 		for _, raw := range urls {
 			for _, one := range strings.Split(raw, ",") {
 				if u, err := url.Parse(strings.TrimSpace(one)); err == nil && u.Host != "" {
-					g.own = append(g.own, hostPort(u))
+					g.own = append(g.own, hostPorts(u)...)
 				}
 			}
 		}
@@ -70,16 +71,29 @@ func NewGuard(opts ...GuardOption) *Guard {
 	return g
 }
 
-// hostPort is u's host and port as a dialler reaches them: the port as a
-// number (":0443" is port 443), the scheme's default when none is given.
-func hostPort(u *url.URL) string {
+// hostPorts are the host and port u reaches, as a dialler reaches them: the
+// port as a number (":0443" is port 443, the scheme's default when none is
+// given), an address in its one canonical spelling ("::ffff:34.1.2.3" is
+// 34.1.2.3), and for a NAT64 or 6to4 address also the IPv4 address it
+// reaches. u is one of jsdlq's own addresses when any of them is.
+func hostPorts(u *url.URL) []string {
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
 	} else if n, err := strconv.ParseUint(port, 10, 16); err == nil {
 		port = strconv.FormatUint(n, 10)
 	}
-	return strings.ToLower(net.JoinHostPort(strings.TrimSuffix(u.Hostname(), "."), port))
+	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return []string{net.JoinHostPort(host, port)}
+	}
+	ip = ip.Unmap().WithZone("")
+	out := []string{net.JoinHostPort(ip.String(), port)}
+	if v4, ok := embeddedIPv4(ip); ok {
+		out = append(out, net.JoinHostPort(v4.String(), port))
+	}
+	return out
 }
 
 func refused(format string, args ...any) error {
@@ -126,9 +140,8 @@ func (g *Guard) Parse(raw string) (*url.URL, error) {
 	if host == "" {
 		return nil, refused("%q has no host", raw)
 	}
-	hp := hostPort(u)
-	for _, own := range g.own {
-		if own == hp {
+	for _, hp := range hostPorts(u) {
+		if slices.Contains(g.own, hp) {
 			return nil, refused("%q is jsdlq's own address", raw)
 		}
 	}
@@ -160,6 +173,8 @@ var notPublic = func() []netip.Prefix {
 		"::ffff:0:0:0/96", // IPv4-translated (SIIT)
 		"64:ff9b:1::/48",  // local-use IPv4/IPv6 translation (RFC 8215)
 		"100::/64",        // discard-only
+		"2001::/32",       // Teredo (its IPv4 addresses are obfuscated)
+		"2001:2::/48",     // benchmarking
 		"2001:db8::/32",   // documentation
 		"fec0::/10",       // site-local (deprecated)
 	} {

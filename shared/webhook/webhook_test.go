@@ -145,7 +145,7 @@ func TestSecretNeverPrints(t *testing.T) {
 // A guard refuses what is not a public https endpoint unless local
 // addresses are allowed, and never calls jsdlq's own URLs.
 func TestGuard(t *testing.T) {
-	own := []string{"https://jsdlq-replay-123.europe-west1.run.app", "https://console.example.com/", "http://127.0.0.1:8080/Replay"}
+	own := []string{"https://jsdlq-replay-123.europe-west1.run.app", "https://console.example.com/", "http://127.0.0.1:8080/Replay", "https://34.1.2.3"}
 	strict := webhook.NewGuard(webhook.WithOwnURLs(own...))
 	local := webhook.NewGuard(webhook.WithLocal(true), webhook.WithOwnURLs(own...))
 	tests := []struct {
@@ -180,12 +180,21 @@ func TestGuard(t *testing.T) {
 		{"https://240.0.0.1/", false, true},
 		{"https://255.255.255.255/", false, true},
 		{"https://[fec0::1]/", false, true},
+		{"https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", false, true}, // Teredo
+		{"https://[2001:2::1]/", false, true},
 		// Another spelling of an own port is still the own address; a port
 		// spelt with leading zeros, or out of range, is refused outright.
 		{"https://console.example.com:0443/x", false, false},
 		{"https://hooks.example.com:00443/x", false, false},
 		{"https://hooks.example.com:65536/x", false, false},
 		{"https://hooks.example.com:0/x", false, false},
+		// An own address given by IP, spelt another way: mapped, or the
+		// NAT64 or 6to4 address that reaches it.
+		{"https://34.1.2.3/", false, false},
+		{"https://[::ffff:34.1.2.3]/", false, false},
+		{"https://[64:ff9b::2201:203]/", false, false},
+		{"https://[2002:2201:203::1]/", false, false},
+		{"https://34.1.2.4/", true, true},
 		// Within the limit as typed, beyond it once encoded (é is 2 bytes,
 		// 6 characters escaped): stored and called encoded, so refused.
 		{"https://hooks.example.com/" + strings.Repeat("é", 1000), false, false},
