@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,13 +147,22 @@ func TestRedrivePlan(t *testing.T) {
 	}
 
 	cp := filepath.Join(t.TempDir(), "plan.json")
-	code, out, stderr = e.runCtx(context.Background(), vars, tty("y\n"), append(args, "--checkpoint", cp)...)
+	// A failure recorded while the question waits matches the filter but
+	// is not the plan the operator answered: the redrive leaves it.
+	late := func(a *app) {
+		a.stdinTTY = func() bool { return true }
+		a.stdin = &beforeRead{fn: func() {
+			e.seed(seed{id: "R.10", tenant: "initech", agent: "backend", category: "permanent", reason: "impossible_task", status: store.Escalated})
+		}, r: strings.NewReader("y\n")}
+	}
+	code, out, stderr = e.runCtx(context.Background(), vars, late, append(args, "--checkpoint", cp)...)
 	if code != 0 || !strings.Contains(out, "redrive complete: 4 approved, 2 run now, 0 skipped, 0 failed, 6 left alone") {
 		t.Fatalf("confirmed redrive = %d:\n%s\n%s", code, out, stderr)
 	}
 	want := map[string]store.Status{"R.1": store.Scheduled, "R.2": store.Scheduled, "G.1": store.Scheduled, "G.2": store.Scheduled,
 		"R.7": store.Scheduled, "R.8": store.Scheduled, // run now: the gates meet them when the task runs
-		"R.3": store.AwaitingApproval, "R.4": store.Quarantined, "R.5": store.AwaitingApproval, "R.6": store.Held, "R.9": store.Discarded}
+		"R.3": store.AwaitingApproval, "R.4": store.Quarantined, "R.5": store.AwaitingApproval, "R.6": store.Held, "R.9": store.Discarded,
+		"R.10": store.Escalated}
 	for id, st := range want {
 		got := e.entry(id)
 		if got.Status != st {
@@ -456,4 +467,17 @@ func TestCheckpointSize(t *testing.T) {
 		t.Errorf("loadCheckpoint(saved) (-want +got):\n%s", diff)
 	}
 	t.Logf("checkpoint of a redrive over %d entries: %d saves, %d–%d bytes each, %d bytes written in all", n, n+1, first, biggest, w.written)
+}
+
+// beforeRead runs fn once, before its first read (an answer typed while
+// the world goes on).
+type beforeRead struct {
+	once sync.Once
+	fn   func()
+	r    io.Reader
+}
+
+func (b *beforeRead) Read(p []byte) (int, error) {
+	b.once.Do(b.fn)
+	return b.r.Read(p)
 }
