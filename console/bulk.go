@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/redrive"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -440,6 +441,10 @@ func (s *Server) workBulk(ctx context.Context, run *store.BulkRun) bool {
 	rd := &redrive.Run{Store: s.store, Actions: s.actions, Query: run.Filter.Query(), Include: run.Include, Scope: store.AllTenants,
 		By: run.Actor, Rate: run.Rate, Progress: &run.Progress,
 		Failed: func(id string, err error) {
+			if errors.Is(err, operator.ErrTaskNotCreated) {
+				log.WarnContext(ctx, "bulk redrive action recorded, its replay task left to reconcile", "entry", id, "error", err.Error())
+				return
+			}
 			log.WarnContext(ctx, "bulk redrive action failed", "entry", id, "error", err.Error())
 		},
 	}

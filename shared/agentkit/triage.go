@@ -53,7 +53,8 @@ type TriageAnswer struct {
 	// replay); nil keeps the stored one.
 	Payload []byte
 	// SetHeaders sets headers of the replay (approve, replay); names
-	// JetStream or jsdlq own (Nats-*, Jsdlq-*) are refused.
+	// JetStream or jsdlq own (Nats-*, Jsdlq-*), and the task's identity
+	// (tenant, idempotency key, task id and version), are refused.
 	SetHeaders map[string]string
 	// Reason says why (required for a discard).
 	Reason string
