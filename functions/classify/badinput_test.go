@@ -105,3 +105,28 @@ func TestLargeAndOddInputIsKeptWhole(t *testing.T) {
 		t.Fatalf("entry of an unknown stream = %+v, want it recorded", o)
 	}
 }
+
+// A message whose headers take most of a document (700 values of 1 000
+// bytes that are not UTF-8: ~930 KB stored) and whose payload is under the
+// inline bound: the payload goes to its chunks instead, so the entry fits
+// Firestore's 1 MiB. It was refused for good and retried until Pub/Sub
+// dead-lettered it, without ever becoming an entry.
+func TestHeavyHeadersMoveThePayloadOut(t *testing.T) {
+	e := setup(t)
+	headers := map[string][]string{"X-Tenant-ID": {"acme"}}
+	for i := range 700 {
+		headers[fmt.Sprintf("X-H-%d", i)] = []string{strings.Repeat("\xff", 1000)}
+	}
+	payload := bytes.Repeat([]byte("p"), 200<<10)
+	ev := explicit(80, "timeout", "", msg{payload: payload, headers: headers})
+	if err := e.h.Handle(testenv.Context(t), cloudEvent(t, ev)); err != nil {
+		t.Fatalf("Handle(an event whose entry would exceed 1 MiB inline) = %v, want it recorded", err)
+	}
+	got := e.entry(t, ev.ID)
+	if !bytes.Equal(got.Payload, payload) || got.PayloadChunkCount == 0 {
+		t.Errorf("payload = %d bytes in %d chunks, want the %d bytes, in chunks", len(got.Payload), got.PayloadChunkCount, len(payload))
+	}
+	if dec, err := jevent.DecodeHeaders(got.Headers); err != nil || len(dec) != len(headers) {
+		t.Errorf("headers = %d, %v, want all %d", len(dec), err, len(headers))
+	}
+}

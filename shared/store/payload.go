@@ -19,6 +19,25 @@ const (
 	MaxPayload = 16 << 20
 )
 
+// maxInlineEntry bounds an entry document with its payload inline, below
+// Firestore's 1 MiB for a document (with room for the other fields).
+const maxInlineEntry = 768 << 10
+
+// fitsInline reports whether e's payload can stay in its document: headers
+// are stored inline too, and a message may carry hundreds of kilobytes of
+// them, so a payload under InlinePayload can still make a document Firestore
+// refuses for good (a retried event that never became an entry).
+func fitsInline(e *Entry) bool {
+	size := len(e.Payload)
+	for name, vs := range e.Headers {
+		size += len(name)
+		for _, v := range vs {
+			size += len(v) + 1
+		}
+	}
+	return size <= maxInlineEntry
+}
+
 // PayloadSum is the hex sha256 of a payload.
 func PayloadSum(p []byte) string {
 	sum := sha256.Sum256(p)

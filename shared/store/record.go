@@ -88,7 +88,7 @@ func (s *Store) Record(ctx context.Context, e *Entry, by string) (RecordResult, 
 		return RecordResult{}, fmt.Errorf("%w: entry %s is marked payload_missing but has %d bytes", ErrInvalid, e.ID, len(e.Payload))
 	}
 	full := e.Payload
-	if len(e.Payload) > InlinePayload {
+	if len(e.Payload) > InlinePayload || len(e.Payload) > 0 && !fitsInline(e) {
 		if err := s.writeChunks(ctx, e.ID, e); err != nil {
 			return RecordResult{}, err
 		}
