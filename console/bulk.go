@@ -280,13 +280,6 @@ func (s *Server) bulkConfirm(_ http.ResponseWriter, r *http.Request, who string)
 	if err != nil {
 		return "", err
 	}
-	// The run acts on what the operator confirmed: entries recorded up to
-	// now. A runner may get to the run much later, and its filter must not
-	// take in the failures recorded meanwhile (among them its own replays'
-	// deaths).
-	if confirmed := s.store.Now(); f.Filter.CreatedTo.IsZero() || f.Filter.CreatedTo.After(confirmed) {
-		f.Filter.CreatedTo = confirmed
-	}
 	p, err := redrive.NewPlan(r.Context(), s.store, f.Filter.Query(), f.Include, "")
 	if err != nil {
 		return "", err
@@ -294,6 +287,10 @@ func (s *Server) bulkConfirm(_ http.ResponseWriter, r *http.Request, who string)
 	if p.Acts() == 0 {
 		return "", uiBad("nothing to do: the plan acts on no entry")
 	}
+	// The run acts on what the operator confirmed: a runner may get to it
+	// much later, and its filter must not take in the failures recorded
+	// meanwhile (among them its own replays' deaths).
+	f.Filter = p.Until(f.Filter)
 	trimTenants(&p.RedrivePlan)
 	run := &store.BulkRun{Filter: f.Filter, Include: f.Include, Rate: f.Rate, Actor: who, Reason: why, Plan: p.RedrivePlan, Total: p.Matched}
 	if err := s.store.CreateBulkRun(r.Context(), run); err != nil {

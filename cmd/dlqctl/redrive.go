@@ -113,13 +113,6 @@ func (a *app) cmdRedrive(ctx context.Context, args []string) error {
 			return err
 		}
 		now := a.clock()
-		// The redrive acts on what its plan shows: entries recorded up to
-		// now. Failures recorded while the question waits for an answer,
-		// or the run goes on (among them its own replays' deaths), match
-		// the filter but are not the plan's.
-		if f.CreatedTo.IsZero() || f.CreatedTo.After(now) {
-			f.CreatedTo = now
-		}
 		cp = &checkpoint{Schema: checkpointSchema, Filter: f, Include: included, Rate: rate, Scope: a.scope, By: a.actor(*by), StartedAt: now}
 		if path == "" {
 			path = "dlqctl-redrive-" + now.Format("20060102T150405Z") + ".json"
@@ -135,6 +128,12 @@ func (a *app) cmdRedrive(ctx context.Context, args []string) error {
 	p, err := a.plan(ctx, st, cp)
 	if err != nil {
 		return err
+	}
+	if *resume == "" {
+		// The redrive acts on what its plan shows: failures recorded while
+		// the question waits for an answer, or the run goes on (among them
+		// its own replays' deaths), match the filter but are not the plan's.
+		cp.Filter.BulkFilter = p.Until(cp.Filter.BulkFilter)
 	}
 	printPlan(a.stdout, p, cp, *resume != "")
 	if *dry {

@@ -2,6 +2,7 @@ package redrive
 
 import (
 	"context"
+	"time"
 
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
@@ -14,8 +15,24 @@ type Plan struct {
 	store.RedrivePlan
 	// Breakers are the breakers of the tenants acted on, as read.
 	Breakers map[string]*store.Breaker
+	// Newest is the creation time of the newest entry matched (zero when
+	// none): a run of this plan ends there (Until), whatever the clocks of
+	// the machines that plan and record.
+	Newest time.Time
 
 	policy *triage.Policy
+}
+
+// Until is where a run of the plan ends, f's own end when earlier: just
+// after the newest entry the plan matched. Failures recorded after the plan
+// (while its operator reads it, before a runner gets to it, the deaths of
+// its own replays) match its filter but are not the plan's.
+func (p *Plan) Until(f store.BulkFilter) store.BulkFilter {
+	// created_at is kept to the microsecond; the range's end is exclusive.
+	if end := p.Newest.Add(time.Microsecond); p.Matched > 0 && (f.CreatedTo.IsZero() || f.CreatedTo.After(end)) {
+		f.CreatedTo = end
+	}
+	return f
 }
 
 // NewPlan pages through q (its order and view are the plan's: newest
@@ -37,6 +54,9 @@ func NewPlan(ctx context.Context, st *store.Store, q store.Query, include []stri
 				continue
 			}
 			p.Matched++
+			if e.CreatedAt.After(p.Newest) {
+				p.Newest = e.CreatedAt
+			}
 			p.ByTenant[e.Tenant]++
 			p.ByCategory[e.Category]++
 			p.ByStatus[string(e.Status)]++
