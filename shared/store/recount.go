@@ -124,9 +124,14 @@ func (m Metrics) Agrees(recount Metrics) bool {
 	return true
 }
 
-func sameTenantHour(a, b TenantHour) bool {
-	return maps.Equal(a.Slots, b.Slots) && maps.Equal(a.PoisonSlots, b.PoisonSlots) && maps.Equal(a.Statuses, b.Statuses) &&
-		a.QuarantinedPoison == b.QuarantinedPoison && a.Duplicates == b.Duplicates && a.LastFailureMs == b.LastFailureMs
+// sameTenantHour reports whether the stored tenant-hour agrees with its
+// recount. The last failure may be later than the recount's: a maximum no
+// write can lower, it keeps the time of an entry that moved to the tenant
+// its explicit record named.
+func sameTenantHour(stored, recount TenantHour) bool {
+	return maps.Equal(stored.Slots, recount.Slots) && maps.Equal(stored.PoisonSlots, recount.PoisonSlots) &&
+		maps.Equal(stored.Statuses, recount.Statuses) && stored.QuarantinedPoison == recount.QuarantinedPoison &&
+		stored.Duplicates == recount.Duplicates && stored.LastFailureMs >= recount.LastFailureMs
 }
 
 // Fixed is what the hour should hold after a repair, given the stored
