@@ -24,7 +24,7 @@ func (r *run) held(ctx context.Context, sec *audit.Section) error {
 		if refused[e.Tenant] {
 			return nil
 		}
-		ok, probe, err := r.admit(ctx, e)
+		ok, probe, fresh, err := r.admit(ctx, e)
 		if err != nil {
 			return err
 		}
@@ -38,13 +38,15 @@ func (r *run) held(ctx context.Context, sec *audit.Section) error {
 		}
 		f = r.repairing(f, audit.FindingHeldReleased, SectionHeld, "held entries whose tenant breaker lets them through again", "release")
 		released := r.plan(f, e.ID) && r.release(ctx, f.Repair, e, probe)
-		if probe && !released && !r.dry {
-			// The breaker made it its probe, but it is not sent (it
-			// moved on since the page was read, or this run plans no
-			// more): give the probe back, or the tenant's other held
-			// entries wait until the probe is settled as died.
+		if fresh && !released && !r.dry {
+			// This run made it the probe, but it is not sent (it moved
+			// on since the page was read, or this run plans no more):
+			// give the probe back, or the tenant's other held entries
+			// wait until the probe is settled as died. A probe someone
+			// else made (an operator's probe now) stays theirs.
 			if err := r.h.store.ReturnProbe(ctx, e.Tenant, e.ID); err != nil {
-				return err
+				f.Repair.Note(fmt.Sprintf("%s: probe not given back (reconcile settles it): %v", e.ID, err))
+				return nil
 			}
 			refused[e.Tenant] = false
 		}
@@ -52,22 +54,23 @@ func (r *run) held(ctx context.Context, sec *audit.Section) error {
 	})
 }
 
-// admit asks the tenant's breaker; a dry run only reads it.
-func (r *run) admit(ctx context.Context, e *store.Entry) (ok, probe bool, err error) {
+// admit asks the tenant's breaker (fresh: this call made e its probe); a
+// dry run only reads it.
+func (r *run) admit(ctx context.Context, e *store.Entry) (ok, probe, fresh bool, err error) {
 	if !r.dry {
-		return r.h.store.BreakerAdmit(ctx, e.Tenant, e.ID, By)
+		return r.h.store.BreakerAdmitNew(ctx, e.Tenant, e.ID, By)
 	}
 	b, err := r.h.store.GetBreaker(ctx, e.Tenant)
 	if err != nil {
-		return false, false, err
+		return false, false, false, err
 	}
 	switch {
 	case b.State == store.BreakerClosed:
-		return true, false, nil
+		return true, false, false, nil
 	case b.State == store.BreakerHalfOpen && (b.ProbeEntry == "" || b.ProbeEntry == e.ID):
-		return true, true, nil
+		return true, true, false, nil
 	}
-	return false, false, nil
+	return false, false, false, nil
 }
 
 // release schedules a held entry under its next unused task name and

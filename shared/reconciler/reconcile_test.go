@@ -494,6 +494,41 @@ func TestHeldProbeGivenBackWhenItsEntryMovedOn(t *testing.T) {
 	}
 }
 
+// A probe reconcile did not make is not reconcile's to give back: an
+// operator's probe now makes the entry the breaker's probe, then moves it
+// out of held; reconcile, between the two, finds it the probe already and
+// its own release refused, and leaves the probe to the operator's replay.
+func TestHeldLeavesAnOperatorsProbe(t *testing.T) {
+	f := newFixture(t, false)
+	now := time.Now().UTC()
+	old := f.storeAt(now.Add(-10 * time.Minute))
+	calm := entry(1, "calm", store.Held)
+	calm.NextRetryAt = now.Add(-3 * time.Hour)
+	f.seed(old, calm)
+	f.seed(f.storeAt(now.Add(-20*time.Minute), store.BreakerConfig{Threshold: 1, Window: time.Hour, Cooldown: 15 * time.Minute}),
+		entry(3, "probe", store.Escalated))
+	chosen := entry(4, "probe", store.Held)
+	chosen.NextRetryAt = now.Add(-2 * time.Hour)
+	f.seed(old, chosen)
+	next := entry(5, "probe", store.Held)
+	next.NextRetryAt = now.Add(-time.Hour)
+	f.seed(old, next)
+	if _, err := f.st.BreakerAdvance(f.ctx, "probe", "reconcile"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, probe, err := f.st.BreakerAdmit(f.ctx, "probe", chosen.ID, "ops"); !ok || !probe || err != nil {
+		t.Fatalf("BreakerAdmit(%s) = %t, %t, %v, want the probe", chosen.ID, ok, probe, err)
+	}
+	hook := &beforeSchedule{Tasks: f.sched, fn: func() { f.move(f.st, chosen.ID, store.Held, store.Scheduled, "ops") }}
+	f.run(f.handler(reconciler.Config{TimeBudget: time.Minute}, nil, func(d *reconciler.Deps) { d.Tasks = hook }), false)
+	if b := f.breakerDoc("probe"); b.ProbeEntry != chosen.ID {
+		t.Errorf("breaker's probe = %q, want the operator's %s", b.ProbeEntry, chosen.ID)
+	}
+	if st := f.get(next.ID).Status; st != store.Held {
+		t.Errorf("%s = %s, want held: the breaker has its probe", next.ID, st)
+	}
+}
+
 // stallTasks lists the queue until the caller's deadline passes, as a
 // page of slow calls near the end of the budget does.
 type stallTasks struct{ reconciler.Tasks }

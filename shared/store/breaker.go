@@ -184,13 +184,23 @@ func (s *Store) BreakerAdvance(ctx context.Context, tenant, by string) (*Breaker
 // classify (replay re-checks it before publishing; releasing held entries).
 // It returns whether the replay may go ahead and whether it is the probe.
 func (s *Store) BreakerAdmit(ctx context.Context, tenant, entryID, by string) (ok, probe bool, err error) {
+	ok, probe, _, err = s.BreakerAdmitNew(ctx, tenant, entryID, by)
+	return ok, probe, err
+}
+
+// BreakerAdmitNew is BreakerAdmit, also reporting whether this call made
+// entryID the probe (fresh), rather than finding it the probe already (an
+// operator's ProbeNow, an earlier admission): only a probe the caller made
+// is the caller's to give back (ReturnProbe).
+func (s *Store) BreakerAdmitNew(ctx context.Context, tenant, entryID, by string) (ok, probe, fresh bool, err error) {
 	_, err = s.updateBreaker(ctx, tenant, func(b *Breaker, now time.Time) bool {
 		changed := b.advance(now, s.breaker, by)
 		before := b.ProbeEntry
 		ok, probe = b.admit(now, entryID)
+		fresh = probe && before != entryID
 		return changed || b.ProbeEntry != before
 	})
-	return ok, probe, err
+	return ok, probe, fresh, err
 }
 
 // BreakerProbeResult reports the outcome of the half-open probe: recovered
