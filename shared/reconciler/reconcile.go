@@ -377,6 +377,11 @@ const (
 	SectionEntries   = "entries"
 )
 
+// FinishPage is how long past the budget a run's sections may take to
+// finish the page or repair in hand; the rest of the minute Terraform
+// leaves before the function's timeout is the state's and the report's.
+const FinishPage = 40 * time.Second
+
 // errBudget stops a section at the time budget; its cursor is saved.
 var errBudget = errors.New("reconcile: time budget spent")
 
@@ -387,9 +392,12 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*audit.Report, error) {
 	start := h.now().UTC()
 	rep := &audit.Report{Schema: audit.Schema, RunID: NewRunID(start), DryRun: dry, StartedAt: start, Budget: h.cfg.TimeBudget.String(),
 		Sections: []*audit.Section{}, Findings: []*audit.Finding{}}
-	// I/O gets the budget plus room to finish the page or repair in hand and
-	// save the report; the sections themselves stop at the budget.
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.TimeBudget+time.Minute)
+	// I/O gets the budget plus room to finish the page or repair in hand;
+	// the sections themselves stop at the budget. The saves come after,
+	// under deadlines of their own, inside the minute Terraform leaves
+	// between the budget and the function's timeout (RECONCILE_TIME_BUDGET
+	// = timeout - 60 s): the page's share ends FinishPage in.
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.TimeBudget+FinishPage)
 	defer cancel()
 	log := h.log.With("run_id", rep.RunID, "dry_run", dry)
 
