@@ -27,7 +27,7 @@ import (
 const runBound = time.Minute
 
 // With Firestore unreachable the lease cannot be taken. The run fails after
-// one IOTimeout instead of holding the call for the whole budget + 1 min
+// one IOTimeout instead of holding the call for the whole budget + FinishPage
 // (the client retries UNAVAILABLE until its context ends).
 func TestUnreachableFirestoreFailsWithinIOTimeout(t *testing.T) {
 	addr, err := stack.FreeAddr()

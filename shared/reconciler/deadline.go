@@ -11,7 +11,7 @@ import (
 
 // DefaultIOTimeout bounds one I/O call of a run (Config.IOTimeout). Without
 // it an unreachable dependency held a call until the run's whole deadline
-// (budget + 1 min): the client libraries retry UNAVAILABLE until the context
+// (budget + FinishPage): the client libraries retry UNAVAILABLE until the context
 // ends, so acquiring the lease with Firestore down took 5 minutes to fail.
 const DefaultIOTimeout = 30 * time.Second
 
