@@ -461,6 +461,25 @@ func (b *beforeSchedule) Schedule(ctx context.Context, r tasks.Request) (string,
 	return b.Tasks.Schedule(ctx, r)
 }
 
+// seedProbeTenant seeds a held entry of tenant calm (released first, its
+// Schedule the tests' hook), and tenant probe's breaker, opened 20 minutes
+// ago (past its cooldown), with two held entries, first and second in the
+// held scan's order.
+func seedProbeTenant(f *fixture) (first, second *store.Entry) {
+	now := time.Now().UTC()
+	old := f.storeAt(now.Add(-10 * time.Minute))
+	calm := entry(1, "calm", store.Held)
+	calm.NextRetryAt = now.Add(-3 * time.Hour)
+	f.seed(old, calm)
+	f.seed(f.storeAt(now.Add(-20*time.Minute), store.BreakerConfig{Threshold: 1, Window: time.Hour, Cooldown: 15 * time.Minute}),
+		entry(3, "probe", store.Escalated))
+	first, second = entry(4, "probe", store.Held), entry(5, "probe", store.Held)
+	first.NextRetryAt, second.NextRetryAt = now.Add(-2*time.Hour), now.Add(-time.Hour)
+	f.seed(old, first)
+	f.seed(old, second)
+	return first, second
+}
+
 // The held section asks the breaker before it moves the entry. When the
 // half-open breaker's probe is an entry that moved on after the page was
 // read (an operator discarded it), the probe is given back and the next
@@ -469,19 +488,7 @@ func (b *beforeSchedule) Schedule(ctx context.Context, r tasks.Request) (string,
 // the probe was settled as died, 30 minutes later, and then a cooldown.
 func TestHeldProbeGivenBackWhenItsEntryMovedOn(t *testing.T) {
 	f := newFixture(t, false)
-	now := time.Now().UTC()
-	old := f.storeAt(now.Add(-10 * time.Minute))
-	calm := entry(1, "calm", store.Held)
-	calm.NextRetryAt = now.Add(-3 * time.Hour)
-	f.seed(old, calm)
-	f.seed(f.storeAt(now.Add(-20*time.Minute), store.BreakerConfig{Threshold: 1, Window: time.Hour, Cooldown: 15 * time.Minute}),
-		entry(3, "probe", store.Escalated)) // opened 20 minutes ago: past its cooldown
-	victim := entry(4, "probe", store.Held)
-	victim.NextRetryAt = now.Add(-2 * time.Hour)
-	f.seed(old, victim)
-	next := entry(5, "probe", store.Held)
-	next.NextRetryAt = now.Add(-time.Hour)
-	f.seed(old, next)
+	victim, next := seedProbeTenant(f)
 
 	hook := &beforeSchedule{Tasks: f.sched, fn: func() { f.move(f.st, victim.ID, store.Held, store.Discarded, "operator") }}
 	f.run(f.handler(reconciler.Config{TimeBudget: time.Minute}, nil, func(d *reconciler.Deps) { d.Tasks = hook }), false)
@@ -500,19 +507,7 @@ func TestHeldProbeGivenBackWhenItsEntryMovedOn(t *testing.T) {
 // its own release refused, and leaves the probe to the operator's replay.
 func TestHeldLeavesAnOperatorsProbe(t *testing.T) {
 	f := newFixture(t, false)
-	now := time.Now().UTC()
-	old := f.storeAt(now.Add(-10 * time.Minute))
-	calm := entry(1, "calm", store.Held)
-	calm.NextRetryAt = now.Add(-3 * time.Hour)
-	f.seed(old, calm)
-	f.seed(f.storeAt(now.Add(-20*time.Minute), store.BreakerConfig{Threshold: 1, Window: time.Hour, Cooldown: 15 * time.Minute}),
-		entry(3, "probe", store.Escalated))
-	chosen := entry(4, "probe", store.Held)
-	chosen.NextRetryAt = now.Add(-2 * time.Hour)
-	f.seed(old, chosen)
-	next := entry(5, "probe", store.Held)
-	next.NextRetryAt = now.Add(-time.Hour)
-	f.seed(old, next)
+	chosen, next := seedProbeTenant(f)
 	if _, err := f.st.BreakerAdvance(f.ctx, "probe", "reconcile"); err != nil {
 		t.Fatal(err)
 	}
