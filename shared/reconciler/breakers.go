@@ -9,20 +9,25 @@ import (
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
-// MaxBreakers bounds the breakers read per run: a breaker is per tenant and
-// only open or half-open ones are read.
+// MaxBreakers bounds the breakers read per run by default (Config.MaxBreakers):
+// a breaker is per tenant and only open or half-open ones are read.
 const MaxBreakers = 1000
 
 // breakers settles half-open probes whose outcome is overdue, half-opens
 // breakers open past their cooldown and raises the tenant alert for
 // breakers that have not been closed for too long.
 func (r *run) breakers(ctx context.Context, sec *audit.Section) error {
-	list, err := r.h.store.ListBreakers(ctx, store.BreakerStatesNotClosed(), MaxBreakers)
+	limit := r.h.cfg.MaxBreakers
+	list, err := r.h.store.ListBreakers(ctx, store.BreakerStatesNotClosed(), limit+1)
 	if err != nil {
 		return err
 	}
-	if len(list) == MaxBreakers {
-		sec.Note = fmt.Sprintf("more than %d open breakers; the first %d checked", MaxBreakers, MaxBreakers)
+	if len(list) > limit {
+		// Partial, not complete: the alerts of the breakers not read are
+		// kept as they were, not cleared as if they had closed.
+		list = list[:limit]
+		sec.Status = audit.StatusPartial
+		sec.Note = fmt.Sprintf("more than %d open breakers; the first %d checked", limit, limit)
 	}
 	now := r.now()
 	var stale, settled *audit.Finding

@@ -104,6 +104,8 @@ type Config struct {
 	IOTimeout time.Duration
 	// Predict is the learner's part of a run (predictions.go).
 	Predict PredictConfig
+	// MaxBreakers bounds the breakers read per run (default MaxBreakers).
+	MaxBreakers int
 }
 
 func (c *Config) defaults() {
@@ -119,6 +121,9 @@ func (c *Config) defaults() {
 	orDefault(&c.TimeBudget, 4*time.Minute)
 	orDefault(&c.LeaseTTL, c.TimeBudget+2*time.Minute)
 	orDefault(&c.IOTimeout, min(DefaultIOTimeout, c.TimeBudget))
+	if c.MaxBreakers <= 0 {
+		c.MaxBreakers = MaxBreakers
+	}
 	orDefault(&c.Grace, 2*time.Minute)
 	orDefault(&c.CaptureGrace, 10*time.Minute)
 	orDefault(&c.StuckAfter, 30*time.Minute)

@@ -554,3 +554,44 @@ func TestReportSavedAfterTheDeadline(t *testing.T) {
 		t.Errorf("GetAudit(%s) = %v, want the report stored", rep.RunID, err)
 	}
 }
+
+// With more open breakers than a run reads, the breakers section is
+// partial, not complete: the alerts of the breakers it did not read are
+// kept. Complete, it cleared them as if those breakers had closed.
+func TestBreakersBeyondTheBoundKeepTheirAlerts(t *testing.T) {
+	f := newFixture(t, false)
+	now := time.Now().UTC()
+	opener := f.storeAt(now.Add(-40*time.Minute), store.BreakerConfig{Threshold: 1, Window: time.Hour, Cooldown: 15 * time.Minute})
+	tenants := []string{"stuck-a", "stuck-b", "stuck-c"}
+	for i, tenant := range tenants {
+		f.seed(opener, entry(uint64(60+i), tenant, store.Escalated))
+	}
+	stuckAlerts := func() []string {
+		t.Helper()
+		st, err := f.st.ActiveAlerts(f.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, a := range st.Active {
+			if a.Name == audit.AlertTenantBreakerOpen30m {
+				out = append(out, a.Tenant)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	f.run(f.handler(reconciler.Config{TimeBudget: time.Minute}, nil), false)
+	if got := stuckAlerts(); !slices.Equal(got, tenants) {
+		t.Fatalf("alerts after a run that read every breaker = %v, want %v", got, tenants)
+	}
+	rep := f.run(f.handler(reconciler.Config{TimeBudget: time.Minute, MaxBreakers: 2}, nil), false)
+	for _, s := range rep.Sections {
+		if s.Name == reconciler.SectionBreakers && (s.Status != audit.StatusPartial || !strings.Contains(s.Note, "more than 2")) {
+			t.Errorf("breakers section = %s (%q), want partial, saying so", s.Status, s.Note)
+		}
+	}
+	if got := stuckAlerts(); !slices.Equal(got, tenants) {
+		t.Errorf("alerts after a run that read 2 of 3 breakers = %v, want all %v kept", got, tenants)
+	}
+}
