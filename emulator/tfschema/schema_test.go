@@ -1,17 +1,20 @@
 package tfschema
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
-	"slices"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
+
+	"github.com/jsdlq/jsdlq/internal/testenv"
 )
 
 func TestParseType(t *testing.T) {
@@ -52,155 +55,219 @@ func TestParseTypeRejects(t *testing.T) {
 	}
 }
 
-// fakeProvider is a provider written for these tests, not a copy of a real
-// one (the real schemas are read where they lie, testenv.ProvidersSchema):
-// it exercises every construct of the `providers schema -json` format,
-// including nested attribute types that the google provider does not use.
-const fakeProvider = `{
-      "provider": {"version": 0, "block": {"attributes": {
-        "endpoint": {"type": "string", "optional": true, "description_kind": "plain"},
-        "token": {"type": "string", "optional": true, "sensitive": true, "description_kind": "plain"}}}},
-      "resource_schemas": {
-        "fake_thing": {"version": 2, "block": {
-          "description": "A thing.", "description_kind": "markdown",
-          "attributes": {
-            "id": {"type": "string", "optional": true, "computed": true, "description_kind": "plain"},
-            "name": {"type": "string", "required": true, "description_kind": "plain"},
-            "old": {"type": "number", "optional": true, "deprecated": true, "description_kind": "plain"},
-            "secret_wo": {"type": "string", "optional": true, "write_only": true, "description_kind": "plain"},
-            "tags": {"type": ["map", "string"], "optional": true, "description_kind": "plain"},
-            "endpoints": {"nested_type": {"nesting_mode": "list", "attributes": {
-              "url": {"type": "string", "required": true, "description_kind": "plain"},
-              "weight": {"type": "number", "optional": true, "computed": true, "description_kind": "plain"}}},
-              "optional": true, "description_kind": "plain"},
-            "owner": {"nested_type": {"nesting_mode": "single", "attributes": {
-              "email": {"type": "string", "required": true, "description_kind": "plain"}}},
-              "optional": true, "description_kind": "plain"}
-          },
-          "block_types": {
-            "rule": {"nesting_mode": "list", "min_items": 1, "max_items": 3, "block": {
-              "attributes": {
-                "match": {"type": "string", "required": true, "description_kind": "plain"},
-                "uid": {"type": "string", "computed": true, "description_kind": "plain"}},
-              "block_types": {"limit": {"nesting_mode": "single", "block": {"attributes": {
-                "max": {"type": "number", "optional": true, "description_kind": "plain"}}}}}}},
-            "label": {"nesting_mode": "map", "block": {"attributes": {
-              "value": {"type": "string", "optional": true, "description_kind": "plain"}}}},
-            "tagset": {"nesting_mode": "set", "block": {"attributes": {
-              "key": {"type": "string", "required": true, "description_kind": "plain"}}}},
-            "timeouts": {"nesting_mode": "group", "block": {"attributes": {
-              "create": {"type": "string", "optional": true, "description_kind": "plain"}}}}
-          }}}
-      },
-      "data_source_schemas": {
-        "fake_info": {"version": 0, "block": {"attributes": {
-          "project": {"type": "string", "optional": true, "description_kind": "plain"},
-          "number": {"type": "string", "computed": true, "description_kind": "plain"},
-          "count": {"type": "number", "computed": true, "description_kind": "plain"},
-          "enabled": {"type": "bool", "computed": true, "description_kind": "plain"},
-          "zones": {"type": ["list", "string"], "computed": true, "description_kind": "plain"},
-          "labels": {"type": ["map", "string"], "computed": true, "description_kind": "plain"},
-          "shape": {"type": ["object", {"a": "string"}], "computed": true, "description_kind": "plain"}}}}
-      },
-      "ephemeral_resource_schemas": {
-        "fake_token": {"version": 0, "block": {"attributes": {
-          "value": {"type": "string", "computed": true, "sensitive": true, "description_kind": "plain"}}}}
-      },
-      "functions": {
-        "project_from_id": {"summary": "project of an id", "return_type": "string",
-          "parameters": [{"name": "id", "type": "string"}]},
-        "join_all": {"return_type": "string", "parameters": [],
-          "variadic_parameter": {"name": "parts", "type": "string", "is_nullable": true}}
-      }
-    }`
+// google is the provider whose real schema the tests read.
+const google = "registry.terraform.io/hashicorp/google"
 
-// fakeSchema is a schema document of fakeProvider and a second, empty
-// provider, made as Terraform writes one (compact JSON).
-var fakeSchema = func() string {
-	b, err := json.Marshal(jsonDocument{FormatVersion: "1.0", ProviderSchemas: map[string]json.RawMessage{
-		"registry.terraform.io/jsdlq/fake":  json.RawMessage(fakeProvider),
-		"registry.terraform.io/jsdlq/other": json.RawMessage(`{"provider": {"version": 0, "block": {}}}`),
-	}})
-	if err != nil {
-		panic(fmt.Sprintf("fakeSchema: %v", err))
-	}
-	return string(b)
-}()
-
-func loadFake(t *testing.T) *Provider {
+// realSchema is the providers schema document in ../shared/terraform
+// (testenv.ProvidersSchema; the tests skip, saying so, without it), read
+// once: no schema is committed with the tests.
+func realSchema(t *testing.T) []byte {
 	t.Helper()
-	p, err := Load(strings.NewReader(fakeSchema), "registry.terraform.io/jsdlq/fake")
+	path := testenv.ProvidersSchema(t)
+	realDoc.once.Do(func() { realDoc.b, realDoc.err = os.ReadFile(path) })
+	if realDoc.err != nil {
+		t.Fatalf("read %s: %v", path, realDoc.err)
+	}
+	return realDoc.b
+}
+
+var realDoc struct {
+	once sync.Once
+	b    []byte
+	err  error
+}
+
+// edited is the real document with the google provider's schema (decoded
+// as plain JSON) changed by edit.
+func edited(t *testing.T, edit func(g jsonObject)) []byte {
+	t.Helper()
+	var doc jsonObject
+	if err := json.Unmarshal(realSchema(t), &doc); err != nil {
+		t.Fatal(err)
+	}
+	edit(doc.obj("provider_schemas").obj(google))
+	b, err := json.Marshal(doc)
 	if err != nil {
-		t.Fatalf("Load(fake) error = %v", err)
+		t.Fatal(err)
+	}
+	return b
+}
+
+// jsonObject is a decoded JSON object, walked by key.
+type jsonObject map[string]any
+
+func (o jsonObject) obj(key string) jsonObject { return o[key].(map[string]any) }
+
+// block is resource (or data source) name's block in provider g.
+func block(g jsonObject, kind, name string) jsonObject {
+	return g.obj(kind).obj(name).obj("block")
+}
+
+// everyConstruct makes, from the google provider's own blocks and
+// functions, the constructs of the format that it does not use: nested
+// attribute types (list and single), map and group blocks, an object-typed
+// computed attribute and a variadic function.
+func everyConstruct(g jsonObject) {
+	q := block(g, "resource_schemas", "google_cloud_tasks_queue")
+	attrs, blocks := q.obj("attributes"), q.obj("block_types")
+	for name, mode := range map[string]string{"retry_config": "list", "stackdriver_logging_config": "single"} {
+		attrs[name] = map[string]any{"nested_type": map[string]any{"nesting_mode": mode, "attributes": blocks.obj(name).obj("block")["attributes"]},
+			"optional": true, "description_kind": "plain"}
+		delete(blocks, name)
+	}
+	routing := blocks.obj("app_engine_routing_override")
+	routing["nesting_mode"] = "map"
+	delete(routing, "max_items")
+	blocks.obj("timeouts")["nesting_mode"] = "group"
+
+	versioning := block(g, "data_source_schemas", "google_storage_bucket").obj("attributes").obj("versioning")
+	versioning["type"] = versioning["type"].([]any)[1] // list(object) -> its object
+
+	join := maps.Clone(g.obj("functions").obj("project_from_id"))
+	param := maps.Clone(join["parameters"].([]any)[0].(map[string]any))
+	param["is_nullable"] = true
+	join["parameters"], join["variadic_parameter"] = []any{}, param
+	g.obj("functions")["join_all"] = join
+}
+
+func loadDoc(t *testing.T, doc []byte) *Provider {
+	t.Helper()
+	p, err := Load(bytes.NewReader(doc), google)
+	if err != nil {
+		t.Fatalf("Load(google) error = %v", err)
 	}
 	return p
 }
 
-func TestLoadConvertsEveryConstruct(t *testing.T) {
-	p := loadFake(t)
-
-	if got := len(p.Schema.Block.Attributes); got != 2 {
-		t.Errorf("provider attributes = %d, want 2", got)
+// TestLoadConvertsTheRealSchema: every resource, data source and ephemeral
+// resource of the google provider converts with its version, its
+// attributes' types and flags and its blocks' nesting and bounds.
+func TestLoadConvertsTheRealSchema(t *testing.T) {
+	raw := realSchema(t)
+	p := loadDoc(t, raw)
+	var doc struct {
+		ProviderSchemas map[string]struct {
+			Provider  rawSchema            `json:"provider"`
+			Resources map[string]rawSchema `json:"resource_schemas"`
+			Data      map[string]rawSchema `json:"data_source_schemas"`
+			Ephemeral map[string]rawSchema `json:"ephemeral_resource_schemas"`
+			Functions map[string]struct {
+				Parameters []struct{ Name string } `json:"parameters"`
+			} `json:"functions"`
+		} `json:"provider_schemas"`
 	}
-	r := p.Resources["fake_thing"]
-	if r == nil {
-		t.Fatalf("Resources[fake_thing] missing; have %v", slices.Sorted(maps.Keys(p.Resources)))
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
 	}
-	if r.Version != 2 || r.Block.DescriptionKind != tfprotov6.StringKindMarkdown {
-		t.Errorf("fake_thing version/description kind = %d/%v, want 2/markdown", r.Version, r.Block.DescriptionKind)
-	}
-
-	attr := func(name string) *tfprotov6.SchemaAttribute {
-		a := findAttribute(r.Block.Attributes, name)
-		if a == nil {
-			t.Fatalf("attribute %q missing", name)
+	g := doc.ProviderSchemas[google]
+	checkBlock(t, "provider", g.Provider.Block, p.Schema.Block)
+	for kind, pair := range map[string]struct {
+		raw  map[string]rawSchema
+		conv map[string]*tfprotov6.Schema
+	}{"resource": {g.Resources, p.Resources}, "data source": {g.Data, p.DataSources}, "ephemeral resource": {g.Ephemeral, p.EphemeralResources}} {
+		if len(pair.raw) == 0 || len(pair.conv) != len(pair.raw) {
+			t.Errorf("%ss: %d converted, want all %d", kind, len(pair.conv), len(pair.raw))
 		}
-		return a
+		for name, r := range pair.raw {
+			c := pair.conv[name]
+			if c == nil || c.Version != r.Version {
+				t.Errorf("%s %s = %+v, want version %d", kind, name, c, r.Version)
+				continue
+			}
+			checkBlock(t, name, r.Block, c.Block)
+		}
 	}
-	if a := attr("name"); !a.Required || a.Optional || a.Computed {
-		t.Errorf("name flags = %+v, want required only", a)
+	for name, f := range g.Functions {
+		c := p.Functions[name]
+		if c == nil || len(c.Parameters) != len(f.Parameters) || c.Parameters[0].Name != f.Parameters[0].Name {
+			t.Errorf("function %s = %+v, want parameters %v", name, c, f.Parameters)
+		}
 	}
-	if a := attr("id"); !a.Optional || !a.Computed {
-		t.Errorf("id flags = %+v, want optional+computed", a)
-	}
-	if !attr("old").Deprecated || !attr("secret_wo").WriteOnly {
-		t.Errorf("deprecated/write_only flags lost")
-	}
-	ep := attr("endpoints")
-	if ep.Type != nil || ep.NestedType == nil || ep.NestedType.Nesting != tfprotov6.SchemaObjectNestingModeList {
-		t.Fatalf("endpoints = %+v, want a list nested type", ep)
-	}
-	wantEP := tftypes.List{ElementType: tftypes.Object{AttributeTypes: map[string]tftypes.Type{"url": tftypes.String, "weight": tftypes.Number}}}
-	if !ep.ValueType().Equal(wantEP) {
-		t.Errorf("endpoints type = %s, want %s", ep.ValueType(), wantEP)
-	}
-	if attr("owner").NestedType.Nesting != tfprotov6.SchemaObjectNestingModeSingle {
-		t.Errorf("owner nesting = %v, want single", attr("owner").NestedType.Nesting)
-	}
+}
 
-	type blockShape struct {
-		Nesting  tfprotov6.SchemaNestedBlockNestingMode
-		Min, Max int64
-	}
-	got := map[string]blockShape{}
-	for _, b := range r.Block.BlockTypes {
-		got[b.TypeName] = blockShape{b.Nesting, b.MinItems, b.MaxItems}
-	}
-	want := map[string]blockShape{
-		"rule":     {tfprotov6.SchemaNestedBlockNestingModeList, 1, 3},
-		"label":    {tfprotov6.SchemaNestedBlockNestingModeMap, 0, 0},
-		"tagset":   {tfprotov6.SchemaNestedBlockNestingModeSet, 0, 0},
-		"timeouts": {tfprotov6.SchemaNestedBlockNestingModeGroup, 0, 0},
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("block shapes (-want +got):\n%s", diff)
-	}
-	if rule := findBlock(r.Block.BlockTypes, "rule"); findBlock(rule.Block.BlockTypes, "limit").Nesting != tfprotov6.SchemaNestedBlockNestingModeSingle {
-		t.Errorf("rule.limit nesting is not single")
-	}
+// rawSchema and rawBlock are the schema format as the document has it.
+type rawSchema struct {
+	Version int64    `json:"version"`
+	Block   rawBlock `json:"block"`
+}
 
-	if p.DataSources["fake_info"] == nil || p.EphemeralResources["fake_token"] == nil {
-		t.Errorf("data source or ephemeral resource missing")
+type rawBlock struct {
+	DescriptionKind string `json:"description_kind"`
+	Attributes      map[string]struct {
+		Type                                                json.RawMessage `json:"type"`
+		Required, Optional, Computed, Sensitive, Deprecated bool
+		WriteOnly                                           bool `json:"write_only"`
+	} `json:"attributes"`
+	BlockTypes map[string]struct {
+		NestingMode string   `json:"nesting_mode"`
+		MinItems    int64    `json:"min_items"`
+		MaxItems    int64    `json:"max_items"`
+		Block       rawBlock `json:"block"`
+	} `json:"block_types"`
+}
+
+func checkBlock(t *testing.T, path string, raw rawBlock, b *tfprotov6.SchemaBlock) {
+	t.Helper()
+	if len(b.Attributes) != len(raw.Attributes) || len(b.BlockTypes) != len(raw.BlockTypes) {
+		t.Errorf("%s: %d attributes and %d blocks, want %d and %d", path, len(b.Attributes), len(b.BlockTypes), len(raw.Attributes), len(raw.BlockTypes))
+		return
+	}
+	if (raw.DescriptionKind == "markdown") != (b.DescriptionKind == tfprotov6.StringKindMarkdown) {
+		t.Errorf("%s: description kind %v, want %s", path, b.DescriptionKind, raw.DescriptionKind)
+	}
+	for name, ra := range raw.Attributes {
+		a := findAttribute(b.Attributes, name)
+		want, err := ParseType(ra.Type)
+		if a == nil || err != nil || !a.Type.Equal(want) {
+			t.Errorf("%s.%s = %+v (%v), want type %s", path, name, a, err, ra.Type)
+			continue
+		}
+		got := [6]bool{a.Required, a.Optional, a.Computed, a.Sensitive, a.Deprecated, a.WriteOnly}
+		if want := [6]bool{ra.Required, ra.Optional, ra.Computed, ra.Sensitive, ra.Deprecated, ra.WriteOnly}; got != want {
+			t.Errorf("%s.%s flags (required, optional, computed, sensitive, deprecated, write-only) = %v, want %v", path, name, got, want)
+		}
+	}
+	modes := map[string]tfprotov6.SchemaNestedBlockNestingMode{"single": tfprotov6.SchemaNestedBlockNestingModeSingle,
+		"list": tfprotov6.SchemaNestedBlockNestingModeList, "set": tfprotov6.SchemaNestedBlockNestingModeSet}
+	for name, rb := range raw.BlockTypes {
+		nb := findBlock(b.BlockTypes, name)
+		if nb == nil || nb.Nesting != modes[rb.NestingMode] || nb.MinItems != rb.MinItems || nb.MaxItems != rb.MaxItems {
+			t.Errorf("%s block %s = %+v, want %s, %d to %d", path, name, nb, rb.NestingMode, rb.MinItems, rb.MaxItems)
+			continue
+		}
+		checkBlock(t, path+"."+name, rb.Block, nb.Block)
+	}
+}
+
+// TestLoadConvertsWhatGoogleDoesNotUse: the constructs the google provider
+// does not use, made from its own blocks (everyConstruct), convert too.
+func TestLoadConvertsWhatGoogleDoesNotUse(t *testing.T) {
+	p := loadDoc(t, edited(t, everyConstruct))
+	q := p.Resources["google_cloud_tasks_queue"].Block
+
+	retry := findAttribute(q.Attributes, "retry_config")
+	if retry == nil || retry.Type != nil || retry.NestedType == nil || retry.NestedType.Nesting != tfprotov6.SchemaObjectNestingModeList {
+		t.Fatalf("retry_config = %+v, want a list nested type", retry)
+	}
+	elem, ok := retry.ValueType().(tftypes.List).ElementType.(tftypes.Object)
+	if !ok || len(elem.AttributeTypes) != 5 || !elem.AttributeTypes["max_attempts"].Is(tftypes.Number) {
+		t.Errorf("retry_config type = %s, want a list of its 5 attributes", retry.ValueType())
+	}
+	if a := findAttribute(q.Attributes, "stackdriver_logging_config"); a == nil || a.NestedType.Nesting != tfprotov6.SchemaObjectNestingModeSingle {
+		t.Errorf("stackdriver_logging_config = %+v, want a single nested type", a)
+	}
+	for name, want := range map[string]tfprotov6.SchemaNestedBlockNestingMode{
+		"app_engine_routing_override": tfprotov6.SchemaNestedBlockNestingModeMap,
+		"timeouts":                    tfprotov6.SchemaNestedBlockNestingModeGroup,
+		"rate_limits":                 tfprotov6.SchemaNestedBlockNestingModeList,
+	} {
+		if b := findBlock(q.BlockTypes, name); b == nil || b.Nesting != want {
+			t.Errorf("block %s = %+v, want nesting %v", name, b, want)
+		}
+	}
+	v := findAttribute(p.DataSources["google_storage_bucket"].Block.Attributes, "versioning")
+	if _, ok := v.Type.(tftypes.Object); !ok {
+		t.Errorf("versioning type = %s, want an object", v.Type)
 	}
 	fn := p.Functions["join_all"]
 	if fn == nil || fn.VariadicParameter == nil || !fn.VariadicParameter.AllowNullValue || !fn.Return.Type.Is(tftypes.String) {
@@ -209,86 +276,96 @@ func TestLoadConvertsEveryConstruct(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
-	if _, err := Load(strings.NewReader(fakeSchema), "registry.terraform.io/hashicorp/google"); !errors.Is(err, ErrProviderNotFound) {
+	raw := realSchema(t)
+	if _, err := Load(bytes.NewReader(raw), "registry.terraform.io/jsdlq/none"); !errors.Is(err, ErrProviderNotFound) {
 		t.Errorf("Load(absent provider) error = %v, want ErrProviderNotFound", err)
 	}
-	if _, err := Load(strings.NewReader(fakeSchema[:len(fakeSchema)/2]), "x"); !errors.Is(err, ErrInvalidSchema) {
+	if _, err := Load(bytes.NewReader(raw[:len(raw)/2]), google); !errors.Is(err, ErrInvalidSchema) {
 		t.Errorf("Load(truncated) error = %v, want ErrInvalidSchema", err)
 	}
-	bad := strings.Replace(fakeSchema, `"nesting_mode":"map"`, `"nesting_mode":"bag"`, 1)
-	if _, err := Load(strings.NewReader(bad), "registry.terraform.io/jsdlq/fake"); !errors.Is(err, ErrInvalidSchema) || !strings.Contains(err.Error(), "bag") {
+	bad := edited(t, func(g jsonObject) {
+		block(g, "resource_schemas", "google_cloud_tasks_queue").obj("block_types").obj("retry_config")["nesting_mode"] = "bag"
+	})
+	if _, err := Load(bytes.NewReader(bad), google); !errors.Is(err, ErrInvalidSchema) || !strings.Contains(err.Error(), "bag") {
 		t.Errorf("Load(bad nesting mode) error = %v, want ErrInvalidSchema naming \"bag\"", err)
 	}
-	untyped := strings.Replace(fakeSchema, `"match":{"type":"string",`, `"match":{`, 1)
-	if _, err := Load(strings.NewReader(untyped), "registry.terraform.io/jsdlq/fake"); !errors.Is(err, ErrInvalidSchema) {
+	untyped := edited(t, func(g jsonObject) {
+		delete(block(g, "resource_schemas", "google_cloud_tasks_queue").obj("attributes").obj("name"), "type")
+	})
+	if _, err := Load(bytes.NewReader(untyped), google); !errors.Is(err, ErrInvalidSchema) {
 		t.Errorf("Load(attribute without type) error = %v, want ErrInvalidSchema", err)
 	}
 }
 
-func TestPlanValue(t *testing.T) {
-	p := loadFake(t)
-	sc := p.Resources["fake_thing"]
-	typ := sc.ValueType().(tftypes.Object)
-
-	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
-	null := func(t tftypes.Type) tftypes.Value { return tftypes.NewValue(t, nil) }
-	ruleType := typ.AttributeTypes["rule"].(tftypes.List).ElementType.(tftypes.Object)
-	epType := typ.AttributeTypes["endpoints"].(tftypes.List).ElementType.(tftypes.Object)
-
-	vals := map[string]tftypes.Value{}
-	for name, at := range typ.AttributeTypes {
-		vals[name] = null(at)
-	}
-	vals["name"] = str("n")
-	vals["secret_wo"] = str("hunter2")
-	vals["endpoints"] = tftypes.NewValue(typ.AttributeTypes["endpoints"], []tftypes.Value{
-		tftypes.NewValue(epType, map[string]tftypes.Value{"url": str("https://x"), "weight": null(tftypes.Number)}),
-	})
-	vals["rule"] = tftypes.NewValue(typ.AttributeTypes["rule"], []tftypes.Value{
-		tftypes.NewValue(ruleType, map[string]tftypes.Value{"match": str("m"), "uid": null(tftypes.String), "limit": null(ruleType.AttributeTypes["limit"])}),
-	})
-	proposed := tftypes.NewValue(typ, vals)
-
-	for _, create := range []bool{true, false} {
-		planned, err := PlanValue(sc.Block, proposed, create)
-		if err != nil {
-			t.Fatalf("PlanValue(create=%v) error = %v", create, err)
-		}
-		check := func(path *tftypes.AttributePath, wantUnknown, wantNull bool) {
-			t.Helper()
-			got, _, err := tftypes.WalkAttributePath(planned, path)
-			if err != nil {
-				t.Fatalf("create=%v: walk %s: %v", create, path, err)
-			}
-			v := got.(tftypes.Value)
-			if v.IsKnown() == wantUnknown || (v.IsKnown() && v.IsNull() != wantNull) {
-				t.Errorf("PlanValue(create=%v) at %s = %s, want unknown=%v null=%v", create, path, v, wantUnknown, wantNull)
-			}
-		}
-		// Computed and unset: unknown on create, left alone on update.
-		check(tftypes.NewAttributePath().WithAttributeName("id"), create, !create)
-		check(tftypes.NewAttributePath().WithAttributeName("rule").WithElementKeyInt(0).WithAttributeName("uid"), create, !create)
-		check(tftypes.NewAttributePath().WithAttributeName("endpoints").WithElementKeyInt(0).WithAttributeName("weight"), create, !create)
-		// Configured values stay; write-only values are never planned;
-		// optional non-computed nulls stay null.
-		check(tftypes.NewAttributePath().WithAttributeName("name"), false, false)
-		check(tftypes.NewAttributePath().WithAttributeName("secret_wo"), false, true)
-		check(tftypes.NewAttributePath().WithAttributeName("tags"), false, true)
-		check(tftypes.NewAttributePath().WithAttributeName("rule").WithElementKeyInt(0).WithAttributeName("match"), false, false)
-	}
-}
-
-func TestPlaceholderValue(t *testing.T) {
-	p := loadFake(t)
-	sc := p.DataSources["fake_info"]
-	typ := sc.ValueType().(tftypes.Object)
+// objectValue is a value of typ whose attributes are null but for set.
+func objectValue(typ tftypes.Object, set map[string]tftypes.Value) tftypes.Value {
 	vals := map[string]tftypes.Value{}
 	for name, at := range typ.AttributeTypes {
 		vals[name] = tftypes.NewValue(at, nil)
 	}
-	vals["project"] = tftypes.NewValue(tftypes.String, "p1")
+	maps.Copy(vals, set)
+	return tftypes.NewValue(typ, vals)
+}
 
-	got, err := PlaceholderValue(sc.Block, tftypes.NewValue(typ, vals))
+// listOf is a list of typ holding one object of its element type, null but
+// for set.
+func listOf(typ tftypes.Type, set map[string]tftypes.Value) tftypes.Value {
+	return tftypes.NewValue(typ, []tftypes.Value{objectValue(typ.(tftypes.List).ElementType.(tftypes.Object), set)})
+}
+
+func TestPlanValue(t *testing.T) {
+	p := loadDoc(t, edited(t, everyConstruct))
+	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
+
+	queue := p.Resources["google_cloud_tasks_queue"]
+	qt := queue.ValueType().(tftypes.Object)
+	proposedQueue := objectValue(qt, map[string]tftypes.Value{
+		"name": str("q"), "location": str("l"),
+		"retry_config": listOf(qt.AttributeTypes["retry_config"], nil),
+		"rate_limits":  listOf(qt.AttributeTypes["rate_limits"], nil),
+	})
+	secret := p.Resources["google_secret_manager_secret_version"]
+	proposedSecret := objectValue(secret.ValueType().(tftypes.Object), map[string]tftypes.Value{"secret": str("s"), "secret_data_wo": str("hunter2")})
+
+	for _, create := range []bool{true, false} {
+		plan := func(sc *tfprotov6.Schema, proposed tftypes.Value) func(*tftypes.AttributePath, bool, bool) {
+			planned, err := PlanValue(sc.Block, proposed, create)
+			if err != nil {
+				t.Fatalf("PlanValue(create=%v) error = %v", create, err)
+			}
+			return func(path *tftypes.AttributePath, wantUnknown, wantNull bool) {
+				t.Helper()
+				got, _, err := tftypes.WalkAttributePath(planned, path)
+				if err != nil {
+					t.Fatalf("create=%v: walk %s: %v", create, path, err)
+				}
+				v := got.(tftypes.Value)
+				if v.IsKnown() == wantUnknown || (v.IsKnown() && v.IsNull() != wantNull) {
+					t.Errorf("PlanValue(create=%v) at %s = %s, want unknown=%v null=%v", create, path, v, wantUnknown, wantNull)
+				}
+			}
+		}
+		check := plan(queue, proposedQueue)
+		// Computed and unset: unknown on create, left alone on update, at
+		// the top, in a block and in a nested attribute.
+		check(tftypes.NewAttributePath().WithAttributeName("id"), create, !create)
+		check(tftypes.NewAttributePath().WithAttributeName("rate_limits").WithElementKeyInt(0).WithAttributeName("max_burst_size"), create, !create)
+		check(tftypes.NewAttributePath().WithAttributeName("retry_config").WithElementKeyInt(0).WithAttributeName("max_attempts"), create, !create)
+		// Configured values stay; optional non-computed nulls stay null.
+		check(tftypes.NewAttributePath().WithAttributeName("name"), false, false)
+		check(tftypes.NewAttributePath().WithAttributeName("desired_state"), false, true)
+		// Write-only values are never planned.
+		plan(secret, proposedSecret)(tftypes.NewAttributePath().WithAttributeName("secret_data_wo"), false, true)
+	}
+}
+
+func TestPlaceholderValue(t *testing.T) {
+	p := loadDoc(t, edited(t, everyConstruct))
+	sc := p.DataSources["google_storage_bucket"]
+	config := objectValue(sc.ValueType().(tftypes.Object), map[string]tftypes.Value{
+		"name": tftypes.NewValue(tftypes.String, "b"), "project": tftypes.NewValue(tftypes.String, "p1")})
+
+	got, err := PlaceholderValue(sc.Block, config)
 	if err != nil {
 		t.Fatalf("PlaceholderValue error = %v", err)
 	}
@@ -297,17 +374,18 @@ func TestPlaceholderValue(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"project": `tftypes.String<"p1">`,
-		"number":  `tftypes.String<"` + Placeholder + `">`,
-		"count":   `tftypes.Number<"0">`,
-		"enabled": `tftypes.Bool<"false">`,
-		"zones":   `tftypes.List[tftypes.String]<>`,
-		"labels":  `tftypes.Map[tftypes.String]<>`,
-		"shape":   `tftypes.Object["a":tftypes.String]<null>`,
+		"name":           `tftypes.String<"b">`,
+		"project":        `tftypes.String<"p1">`,
+		"url":            `tftypes.String<"` + Placeholder + `">`,
+		"project_number": `tftypes.Number<"0">`,
+		"requester_pays": `tftypes.Bool<"false">`,
+		"labels":         `tftypes.Map[tftypes.String]<>`,
+		"cors":           attrs["cors"].Type().String() + `<>`,
+		"versioning":     `tftypes.Object["enabled":tftypes.Bool]<null>`,
 	}
 	gotStr := map[string]string{}
-	for k, v := range attrs {
-		gotStr[k] = v.String()
+	for k := range want {
+		gotStr[k] = attrs[k].String()
 	}
 	if diff := cmp.Diff(want, gotStr); diff != "" {
 		t.Errorf("PlaceholderValue (-want +got):\n%s", diff)
@@ -318,16 +396,7 @@ func TestPlaceholderValue(t *testing.T) {
 }
 
 func TestCallFunction(t *testing.T) {
-	p := loadFake(t)
-	// The google functions are looked up by name; give the fake provider
-	// the same signatures so the server path (decode, call, encode) runs.
-	for name := range idSegments {
-		p.Functions[name] = p.Functions["project_from_id"]
-	}
-	p.Functions["name_from_id"] = p.Functions["project_from_id"]
-	p.Functions["region_from_zone"] = p.Functions["project_from_id"]
-	s := NewServer(p)
-
+	s := NewServer(loadDoc(t, edited(t, everyConstruct)))
 	tests := []struct {
 		name, arg, want string
 		wantErr         bool
@@ -377,32 +446,22 @@ func TestCallFunction(t *testing.T) {
 }
 
 func TestValidateRejectsComputedOnly(t *testing.T) {
-	p := loadFake(t)
+	p := loadDoc(t, realSchema(t))
 	s := NewServer(p)
-	typ := p.Resources["fake_thing"].ValueType().(tftypes.Object)
-	ruleType := typ.AttributeTypes["rule"].(tftypes.List).ElementType.(tftypes.Object)
-
-	config := func(uid tftypes.Value, id tftypes.Value) *tfprotov6.DynamicValue {
-		vals := map[string]tftypes.Value{}
-		for name, at := range typ.AttributeTypes {
-			vals[name] = tftypes.NewValue(at, nil)
-		}
-		vals["name"] = tftypes.NewValue(tftypes.String, "n")
-		vals["id"] = id
-		vals["rule"] = tftypes.NewValue(typ.AttributeTypes["rule"], []tftypes.Value{
-			tftypes.NewValue(ruleType, map[string]tftypes.Value{
-				"match": tftypes.NewValue(tftypes.String, "m"),
-				"uid":   uid,
-				"limit": tftypes.NewValue(ruleType.AttributeTypes["limit"], nil),
-			}),
+	typ := p.Resources["google_cloud_tasks_queue"].ValueType().(tftypes.Object)
+	config := func(burst, id tftypes.Value) *tfprotov6.DynamicValue {
+		v := objectValue(typ, map[string]tftypes.Value{
+			"name": tftypes.NewValue(tftypes.String, "q"), "location": tftypes.NewValue(tftypes.String, "l"), "id": id,
+			"rate_limits": listOf(typ.AttributeTypes["rate_limits"], map[string]tftypes.Value{"max_burst_size": burst}),
 		})
-		dv, err := tfprotov6.NewDynamicValue(typ, tftypes.NewValue(typ, vals))
+		dv, err := tfprotov6.NewDynamicValue(typ, v)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return &dv
 	}
-	null := tftypes.NewValue(tftypes.String, nil)
+	null := tftypes.NewValue(tftypes.Number, nil)
+	const burstPath = `AttributeName("rate_limits").ElementKeyInt(0).AttributeName("max_burst_size")`
 
 	tests := []struct {
 		name     string
@@ -410,11 +469,11 @@ func TestValidateRejectsComputedOnly(t *testing.T) {
 		wantPath string
 	}{
 		{"unset computed-only and set optional+computed pass", config(null, tftypes.NewValue(tftypes.String, "my-id")), ""},
-		{"computed-only set to a literal fails", config(tftypes.NewValue(tftypes.String, "x"), null), `AttributeName("rule").ElementKeyInt(0).AttributeName("uid")`},
-		{"computed-only set to an unknown value fails too", config(tftypes.NewValue(tftypes.String, tftypes.UnknownValue), null), `AttributeName("rule").ElementKeyInt(0).AttributeName("uid")`},
+		{"computed-only set to a literal fails", config(tftypes.NewValue(tftypes.Number, 5), tftypes.NewValue(tftypes.String, nil)), burstPath},
+		{"computed-only set to an unknown value fails too", config(tftypes.NewValue(tftypes.Number, tftypes.UnknownValue), tftypes.NewValue(tftypes.String, nil)), burstPath},
 	}
 	for _, tt := range tests {
-		resp, err := s.ValidateResourceConfig(t.Context(), &tfprotov6.ValidateResourceConfigRequest{TypeName: "fake_thing", Config: tt.config})
+		resp, err := s.ValidateResourceConfig(t.Context(), &tfprotov6.ValidateResourceConfigRequest{TypeName: "google_cloud_tasks_queue", Config: tt.config})
 		if err != nil {
 			t.Fatalf("%s: ValidateResourceConfig error = %v", tt.name, err)
 		}
@@ -429,16 +488,18 @@ func TestValidateRejectsComputedOnly(t *testing.T) {
 }
 
 func TestUpgradeResourceStateDropsUnknownAttributes(t *testing.T) {
-	s := NewServer(loadFake(t))
+	p := loadDoc(t, realSchema(t))
+	s := NewServer(p)
+	const typ = "google_secret_manager_secret_version" // schema version 1
 	resp, err := s.UpgradeResourceState(t.Context(), &tfprotov6.UpgradeResourceStateRequest{
-		TypeName: "fake_thing",
-		Version:  1,
-		RawState: &tfprotov6.RawState{JSON: []byte(`{"id":"a1","name":"n","removed_in_v2":"x","rule":[{"match":"m","uid":"u","limit":null}]}`)},
+		TypeName: typ,
+		Version:  0,
+		RawState: &tfprotov6.RawState{JSON: []byte(`{"id":"a1","secret":"s","removed_in_v1":"x","timeouts":null}`)},
 	})
 	if err != nil || len(resp.Diagnostics) > 0 {
 		t.Fatalf("UpgradeResourceState = %v, %v", resp.Diagnostics, err)
 	}
-	v, err := resp.UpgradedState.Unmarshal(loadFake(t).Resources["fake_thing"].ValueType())
+	v, err := resp.UpgradedState.Unmarshal(p.Resources[typ].ValueType())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,11 +507,11 @@ func TestUpgradeResourceStateDropsUnknownAttributes(t *testing.T) {
 	if err := v.As(&attrs); err != nil {
 		t.Fatal(err)
 	}
-	var id, name string
-	if attrs["id"].As(&id) != nil || attrs["name"].As(&name) != nil || id != "a1" || name != "n" {
-		t.Errorf("UpgradeResourceState kept id=%q name=%q, want a1/n", id, name)
+	var id, secret string
+	if attrs["id"].As(&id) != nil || attrs["secret"].As(&secret) != nil || id != "a1" || secret != "s" {
+		t.Errorf("UpgradeResourceState kept id=%q secret=%q, want a1/s", id, secret)
 	}
-	if _, ok := attrs["removed_in_v2"]; ok {
+	if _, ok := attrs["removed_in_v1"]; ok {
 		t.Errorf("UpgradeResourceState kept an attribute the schema no longer has")
 	}
 

@@ -306,121 +306,122 @@ data "archive_file" "src" {
 	rig.validateAll(t, googleHeader, tests)
 }
 
-// fakeHeader requires the fake provider of fakeSchema.
-const fakeHeader = `
+// editedHeader requires the google provider alone.
+const editedHeader = `
 terraform {
   required_providers {
-    fake = { source = "jsdlq/fake", version = "1.0.0" }
+    google = { source = "hashicorp/google", version = "~> 7.0" }
   }
+}
+
+provider "google" {
+  project = "p1"
+  region  = "europe-west1"
 }
 `
 
-// fakeRig is a terraform rig whose one provider serves fakeSchema, written
-// by the test, so its tests need terraform but not a provider schema file.
-func fakeRig(t *testing.T, opts ...rigOption) *terraformRig {
+// editedRig is a terraform rig whose google provider serves the real
+// schema of ../shared/terraform with the constructs it does not use made
+// from its own blocks (everyConstruct), written by the test.
+func editedRig(t *testing.T, opts ...rigOption) *terraformRig {
 	t.Helper()
 	schemaFile := filepath.Join(t.TempDir(), "schema.json")
-	if err := os.WriteFile(schemaFile, []byte(fakeSchema), 0o644); err != nil {
+	if err := os.WriteFile(schemaFile, edited(t, everyConstruct), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return newRig(t, schemaFile, []provider{{"registry.terraform.io/jsdlq/fake", "1.0.0"}}, opts...)
+	return newRig(t, schemaFile, []provider{{"registry.terraform.io/hashicorp/google", "7.45.0"}}, opts...)
 }
 
-// TestTerraformValidateNestedAttributes drives the nested attribute types
-// (protocol 6 only) that the google schema does not use, through a schema
-// file written by the test, so it needs terraform but not a provider schema file.
+// TestTerraformValidateNestedAttributes drives, through terraform, the
+// nested attribute types (protocol 6 only), map and group blocks that the
+// google schema does not use, made from its own blocks, and the block
+// bounds and computed-only attributes it does use.
 func TestTerraformValidateNestedAttributes(t *testing.T) {
-	rig := fakeRig(t)
+	rig := editedRig(t)
 	tests := []validateCase{
 		{
 			name: "correct config passes",
 			config: `
-resource "fake_thing" "a" {
-  name      = "a"
-  tags      = { team = "dlq" }
-  endpoints = [{ url = "https://a" }, { url = "https://b", weight = 2 }]
-  owner     = { email = "ops@example.com" }
+resource "google_cloud_tasks_queue" "q" {
+  name                       = "q"
+  location                   = "europe-west1"
+  retry_config               = [{ max_attempts = 3 }, { max_backoff = "10s" }]
+  stackdriver_logging_config = { sampling_ratio = 0.5 }
 
-  rule {
-    match = "x"
-    limit {
-      max = 3
-    }
+  rate_limits {
+    max_dispatches_per_second = 5
   }
-  label "env" {
-    value = "prod"
-  }
-  tagset {
-    key = "k"
+  app_engine_routing_override "default" {
+    service = "s"
   }
   timeouts {
     create = "5m"
   }
 }
 
-data "fake_info" "i" {
-  project = "p1"
+resource "google_compute_firewall" "f" {
+  name    = "f"
+  network = "n"
+  allow {
+    protocol = "tcp"
+  }
+}
+
+data "google_storage_bucket" "b" {
+  name = "b"
 }
 `,
 		},
 		{
 			name: "missing attribute inside a nested attribute object",
 			config: `
-resource "fake_thing" "a" {
-  name      = "a"
-  endpoints = [{ weight = 2 }]
-  rule {
-    match = "x"
-  }
+resource "google_cloud_tasks_queue" "q" {
+  name                       = "q"
+  location                   = "europe-west1"
+  stackdriver_logging_config = {}
 }
 `,
-			want: []string{`attribute "url" is required`},
+			want: []string{`attribute "sampling_ratio" is required`},
 		},
 		{
 			name: "fewer blocks than min_items",
 			config: `
-resource "fake_thing" "a" {
-  name = "a"
+resource "google_compute_snapshot_settings" "s" {
 }
 `,
-			want: []string{`Insufficient rule blocks`},
+			want: []string{`Insufficient storage_location blocks`},
 		},
 		{
 			name: "more blocks than max_items",
 			config: `
-resource "fake_thing" "a" {
-  name = "a"
-  rule {
-    match = "1"
+resource "google_cloud_tasks_queue" "q" {
+  name     = "q"
+  location = "europe-west1"
+  rate_limits {
+    max_dispatches_per_second = 1
   }
-  rule {
-    match = "2"
-  }
-  rule {
-    match = "3"
-  }
-  rule {
-    match = "4"
+  rate_limits {
+    max_dispatches_per_second = 2
   }
 }
 `,
-			want: []string{`Too many rule blocks`},
+			want: []string{`Too many rate_limits blocks`},
 		},
 		{
 			name: "computed-only attribute set in config",
 			config: `
-resource "fake_thing" "a" {
-  name = "a"
-  rule {
-    match = "x"
-    uid   = "set-by-hand"
+resource "google_cloud_tasks_queue" "q" {
+  name     = "q"
+  location = "europe-west1"
+  rate_limits {
+    max_burst_size = 5
   }
 }
 `,
-			want: []string{`Error: Computed attribute cannot be set`, `"uid" is computed by the provider`},
+			want: []string{`Error: Computed attribute cannot be set`, `"max_burst_size" is computed by the provider`},
 		},
 	}
-	rig.validateAll(t, fakeHeader, tests)
+	rig.validateAll(t, editedHeader, tests)
 }
 
 // TestTerraformPlanAndApply runs the plan-side RPCs through terraform:
@@ -429,26 +430,31 @@ resource "fake_thing" "a" {
 // function is evaluated, and apply is refused with a clear message rather
 // than pretending to create anything.
 func TestTerraformPlanAndApply(t *testing.T) {
-	const config = fakeHeader + `
-data "fake_info" "i" {
-  project = "p1"
+	const config = editedHeader + `
+data "google_storage_bucket" "b" {
+  name = "b"
 }
 
-resource "fake_thing" "a" {
-  name      = "thing-${data.fake_info.i.number}"
-  secret_wo = "hunter2"
-  endpoints = [{ url = "https://a" }]
-  rule {
-    match = "x"
+resource "google_secret_manager_secret_version" "v" {
+  secret         = "thing-${data.google_storage_bucket.b.url}"
+  secret_data_wo = "hunter2"
+}
+
+resource "google_cloud_tasks_queue" "q" {
+  name         = "q"
+  location     = "europe-west1"
+  retry_config = [{ max_backoff = "10s" }]
+  rate_limits {
+    max_dispatches_per_second = 5
   }
 }
 
 output "project" {
-  value = provider::fake::project_from_id("projects/p1/locations/l/things/a")
+  value = provider::google::project_from_id("projects/p1/locations/l/things/a")
 }
 `
 	t.Run("data sources refuse without placeholders", func(t *testing.T) {
-		rig := fakeRig(t)
+		rig := editedRig(t)
 		dir := rig.initDir(t, config)
 		out, err := rig.run(t, dir, "plan", "-input=false", "-no-color")
 		if err == nil || !strings.Contains(squash(out), "tfschema: reading a data source is not supported") {
@@ -456,20 +462,20 @@ output "project" {
 		}
 	})
 
-	rig := fakeRig(t, withPlaceholderData)
+	rig := editedRig(t, withPlaceholderData)
 	dir := rig.initDir(t, config)
 	out, err := rig.run(t, dir, "plan", "-input=false", "-no-color")
 	if err != nil {
 		t.Fatalf("terraform plan: %v\n%s", err, out)
 	}
 	for _, want := range []string{
-		`name = "thing-` + Placeholder + `"`,
+		`secret = "thing-` + Placeholder + `"`,
 		`id = (known after apply)`,
-		`uid = (known after apply)`,
-		`weight = (known after apply)`,
-		`secret_wo = (write-only attribute)`,
+		`max_burst_size = (known after apply)`,
+		`max_attempts = (known after apply)`,
+		`secret_data_wo = (write-only attribute)`,
 		`+ project = "p1"`,
-		`Plan: 1 to add, 0 to change, 0 to destroy.`,
+		`Plan: 2 to add, 0 to change, 0 to destroy.`,
 	} {
 		if !strings.Contains(squash(out), squash(want)) {
 			t.Errorf("terraform plan output lacks %q; output:\n%s", want, out)
