@@ -124,8 +124,6 @@ func TestTenantAPIRefusesAndChangesNothing(t *testing.T) {
 	}
 }
 
-// The tenant's own requests work: list (scoped, paged), get with payload,
-// replay of an entry waiting for approval lands on the work stream, discard
 // A page token stays good when the entry it names is deleted (Firestore's
 // TTL expires entries while a client pages): it is checked by its
 // signature, not by reading that entry, so the listing goes on with what
@@ -134,28 +132,12 @@ func TestTenantAPIRefusesAndChangesNothing(t *testing.T) {
 func TestTenantAPIPageTokenOutlivesItsEntry(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := testenv.Context(t)
-	key, _, err := e.st.CreateTenantKey(ctx, "acme", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, _, _ := e.apiKeys(t)
 	for i := range 3 {
 		e.seed(t, "acme", fmt.Sprintf("TASKS.%d", i+1), store.Escalated, `{}`)
 	}
 	base := e.srv.URL + "/api/v1/tenants/acme/entries?page_size=1"
-	type page struct {
-		Entries []store.Entry `json:"entries"`
-		Next    string        `json:"next_page_token"`
-	}
-	list := func(tok string) page {
-		t.Helper()
-		code, body := do(t, "GET", base+"&page_token="+tok, key, "")
-		var p page
-		if code != 200 || json.Unmarshal([]byte(body), &p) != nil {
-			t.Fatalf("list(page_token %q) = %d %s, want 200", tok, code, body)
-		}
-		return p
-	}
-	first := list("")
+	first := listPage(t, base, key, "")
 	if len(first.Entries) != 1 || first.Next == "" {
 		t.Fatalf("first page = %+v, want one entry and a next page", first)
 	}
@@ -164,7 +146,7 @@ func TestTenantAPIPageTokenOutlivesItsEntry(t *testing.T) {
 	}
 	var rest []string
 	for tok := first.Next; tok != ""; {
-		p := list(tok)
+		p := listPage(t, base, key, tok)
 		for _, en := range p.Entries {
 			rest = append(rest, en.ID)
 		}
@@ -175,6 +157,8 @@ func TestTenantAPIPageTokenOutlivesItsEntry(t *testing.T) {
 	}
 }
 
+// The tenant's own requests work: list (scoped, paged), get with payload,
+// replay of an entry waiting for approval lands on the work stream, discard
 // with a reason; history names the key.
 func TestTenantAPIOwnEntries(t *testing.T) {
 	e := newEnv(t, nil)
@@ -191,14 +175,7 @@ func TestTenantAPIOwnEntries(t *testing.T) {
 	var seen []string
 	tok := ""
 	for range 3 {
-		code, body := do(t, "GET", base+"?page_size=1&page_token="+tok, key, "")
-		var p struct {
-			Entries []store.Entry `json:"entries"`
-			Next    string        `json:"next_page_token"`
-		}
-		if code != 200 || json.Unmarshal([]byte(body), &p) != nil {
-			t.Fatalf("list = %d %s", code, body)
-		}
+		p := listPage(t, base+"?page_size=1", key, tok)
 		for _, en := range p.Entries {
 			seen = append(seen, en.ID+"/"+en.Tenant)
 		}
@@ -249,4 +226,22 @@ func TestTenantAPIOwnEntries(t *testing.T) {
 	if code, _ := do(t, "GET", base, key, ""); code != 401 {
 		t.Errorf("list after revoke = %d, want 401", code)
 	}
+}
+
+// apiPage is one page of the list route's answer.
+type apiPage struct {
+	Entries []store.Entry `json:"entries"`
+	Next    string        `json:"next_page_token"`
+}
+
+// listPage gets the page of url (which has its query already) at token tok
+// with key, and requires a 200.
+func listPage(t *testing.T, url, key, tok string) apiPage {
+	t.Helper()
+	code, body := do(t, "GET", url+"&page_token="+tok, key, "")
+	var p apiPage
+	if code != 200 || json.Unmarshal([]byte(body), &p) != nil {
+		t.Fatalf("GET %s&page_token=%s = %d %s, want 200", url, tok, code, body)
+	}
+	return p
 }

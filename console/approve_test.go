@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -179,6 +180,11 @@ func TestApproveConfirmsThePreviewedDecision(t *testing.T) {
 	}
 	if code, _, body := b.post("/entries/TASKS.90/approve", confirm); code != http.StatusConflict {
 		t.Errorf("stale confirmation = %d, want 409:\n%s", code, body)
+	}
+	garbled := maps.Clone(confirm)
+	garbled.Set("since", "yesterday")
+	if code, _, body := b.post("/entries/TASKS.90/approve", garbled); code != http.StatusBadRequest || !strings.Contains(body, "is not a time") {
+		t.Errorf("confirmation with a garbled since = %d, want 400 saying so:\n%s", code, body)
 	}
 	if got, err := e.st.GetMeta(ctx, "TASKS.90"); err != nil || got.Status != store.Escalated {
 		t.Errorf("entry after the stale confirmation = %+v, %v, want still escalated", got, err)

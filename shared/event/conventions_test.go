@@ -93,20 +93,32 @@ func TestReplayHeadersRoundTrip(t *testing.T) {
 
 // Jsdlq-* headers are jsdlq's whatever their case; JetStream's Nats-*
 // headers are control headers too, but not replay headers; a name that
-// only contains the prefix is neither.
+// only contains the prefix is neither. The identity headers (tenant, under
+// the conventions' name, idempotency key, task id and version) are neither.
 func TestReplayAndControlHeaders(t *testing.T) {
+	// Identity: the default conventions' and those of a deployment whose
+	// tenant header is X-Org.
+	org := event.Conventions{TenantHeader: "X-Org"}
 	for _, tt := range []struct {
-		name            string
-		replay, control bool
+		name                             string
+		replay, control, identity, byOrg bool
 	}{
-		{"Jsdlq-Replay-Of", true, true},
-		{"jsdlq-strategy", true, true},
-		{"JSDLQ-X", true, true},
-		{"Nats-Msg-Id", false, true},
-		{"nats-expected-stream", false, true},
-		{"X-Jsdlq-Replay-Of", false, false},
-		{"Jsdlq", false, false},
-		{"X-Task-ID", false, false},
+		{"Jsdlq-Replay-Of", true, true, false, false},
+		{"jsdlq-strategy", true, true, false, false},
+		{"JSDLQ-X", true, true, false, false},
+		{"Nats-Msg-Id", false, true, false, false},
+		{"nats-expected-stream", false, true, false, false},
+		{"X-Jsdlq-Replay-Of", false, false, false, false},
+		{"Jsdlq", false, false, false, false},
+		{"X-Task-ID", false, false, true, true},
+		{"x-task-id", false, false, true, true},
+		{"X-Tenant-ID", false, false, true, false},
+		{"x-tenant-id", false, false, true, false},
+		{"X-Org", false, false, false, true},
+		{"X-Idempotency-Key", false, false, true, true},
+		{"X-Task-Version", false, false, true, true},
+		{"X-Task-Type", false, false, false, false},
+		{"X-Reviewed-By", false, false, false, false},
 	} {
 		if got := event.IsReplayHeader(tt.name); got != tt.replay {
 			t.Errorf("IsReplayHeader(%q) = %v, want %v", tt.name, got, tt.replay)
@@ -114,29 +126,10 @@ func TestReplayAndControlHeaders(t *testing.T) {
 		if got := event.IsControlHeader(tt.name); got != tt.control {
 			t.Errorf("IsControlHeader(%q) = %v, want %v", tt.name, got, tt.control)
 		}
-	}
-}
-
-func TestIsIdentityHeader(t *testing.T) {
-	custom := event.Conventions{TenantHeader: "X-Org"}
-	for _, tt := range []struct {
-		name             string
-		byDefault, byOrg bool
-	}{
-		{"X-Tenant-ID", true, false},
-		{"x-tenant-id", true, false},
-		{"X-Org", false, true},
-		{"X-Idempotency-Key", true, true},
-		{"x-task-id", true, true},
-		{"X-Task-Version", true, true},
-		{"X-Task-Type", false, false},
-		{"X-Agent", false, false},
-		{"X-Reviewed-By", false, false},
-	} {
-		if got := event.DefaultConventions.IsIdentityHeader(tt.name); got != tt.byDefault {
-			t.Errorf("DefaultConventions.IsIdentityHeader(%q) = %v, want %v", tt.name, got, tt.byDefault)
+		if got := event.DefaultConventions.IsIdentityHeader(tt.name); got != tt.identity {
+			t.Errorf("DefaultConventions.IsIdentityHeader(%q) = %v, want %v", tt.name, got, tt.identity)
 		}
-		if got := custom.IsIdentityHeader(tt.name); got != tt.byOrg {
+		if got := org.IsIdentityHeader(tt.name); got != tt.byOrg {
 			t.Errorf("Conventions{TenantHeader: X-Org}.IsIdentityHeader(%q) = %v, want %v", tt.name, got, tt.byOrg)
 		}
 	}
