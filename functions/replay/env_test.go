@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -334,5 +335,19 @@ func (e *env) breaker(t *testing.T, b store.Breaker) {
 	id, _ := store.EntryID(b.Tenant)
 	if _, err := e.fs.Collection(store.Breakers).Doc(id).Set(e.ctx, b); err != nil {
 		t.Fatalf("set breaker: %v", err)
+	}
+}
+
+// overrideTransient saves, as the policy override, the default policy with
+// its transient rule's body (what follows its match) replaced by rule.
+func (e *env) overrideTransient(t *testing.T, rule string) {
+	t.Helper()
+	const def = "  - name: transient\n    match: {category: [transient]}\n"
+	doc := strings.Replace(string(triage.DefaultYAML()), def+"    action: auto_replay\n    strategy: transient", def+rule, 1)
+	if doc == string(triage.DefaultYAML()) {
+		t.Fatal("the default policy has no transient rule to override")
+	}
+	if _, err := triage.SaveOverride(e.ctx, e.fs, []byte(doc)); err != nil {
+		t.Fatalf("SaveOverride() = %v", err)
 	}
 }

@@ -2,7 +2,6 @@ package replay_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,18 +10,9 @@ import (
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
-// transientNeedsGovernance is the default policy with transient failures
-// moved into governance, which only an explicit opt-in may redrive.
-func transientNeedsGovernance(t *testing.T) []byte {
-	t.Helper()
-	doc := strings.Replace(string(triage.DefaultYAML()),
-		"  - name: transient\n    match: {category: [transient]}\n    action: auto_replay\n    strategy: transient",
-		"  - name: transient\n    match: {category: [transient]}\n    set_category: governance\n    action: require_approval\n    strategy: none", 1)
-	if doc == string(triage.DefaultYAML()) {
-		t.Fatal("the default policy has no transient rule to override")
-	}
-	return []byte(doc)
-}
+// needsGovernance is a transient rule that moves transient failures into
+// governance, which only an explicit opt-in may redrive.
+const needsGovernance = "    set_category: governance\n    action: require_approval\n    strategy: none"
 
 // Replay's re-evaluation records the category the policy now gives the
 // entry, not only its rule and action: otherwise an entry the policy moved
@@ -34,9 +24,7 @@ func TestReevaluationRecordsTheCategory(t *testing.T) {
 	if en.Category != string(triage.Transient) {
 		t.Fatalf("classified category = %s, want transient", en.Category)
 	}
-	if _, err := triage.SaveOverride(e.ctx, e.fs, transientNeedsGovernance(t)); err != nil {
-		t.Fatalf("SaveOverride() = %v", err)
-	}
+	e.overrideTransient(t, needsGovernance)
 	got := e.settled(t, e.schedule(t, en.ID), en.ID, store.AwaitingApproval)
 	if got.Category != string(triage.Governance) || got.Rule != "transient" || got.Action != string(triage.RequireApproval) {
 		t.Errorf("after the re-evaluation: category, rule, action = %s, %s, %s, want governance, transient, require_approval",
@@ -83,7 +71,7 @@ func TestUnpublishedProbeIsReleased(t *testing.T) {
 		// earlier: the probe was admitted by an earlier delivery, which
 		// failed before it could publish (a 503 from JetStream).
 		earlier  bool
-		override []byte
+		override string // the transient rule's body, if changed
 		want     store.Status
 	}{
 		{name: "publish refused for good, keyless",
@@ -91,7 +79,7 @@ func TestUnpublishedProbeIsReleased(t *testing.T) {
 		{name: "publish refused for good, keyed",
 			spec: spec{id: "TASKS.1202", stream: "OTHER"}, want: store.Escalated},
 		{name: "admitted earlier, then gated by the policy",
-			spec: spec{id: "TASKS.1203", keyless: true}, earlier: true, override: transientNeedsGovernance(t), want: store.AwaitingApproval},
+			spec: spec{id: "TASKS.1203", keyless: true}, earlier: true, override: needsGovernance, want: store.AwaitingApproval},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,10 +92,8 @@ func TestUnpublishedProbeIsReleased(t *testing.T) {
 					t.Fatalf("BreakerAdmit(%s) = %t, %t, %v, want the probe", en.ID, ok, probe, err)
 				}
 			}
-			if tt.override != nil {
-				if _, err := triage.SaveOverride(e.ctx, e.fs, tt.override); err != nil {
-					t.Fatalf("SaveOverride() = %v", err)
-				}
+			if tt.override != "" {
+				e.overrideTransient(t, tt.override)
 			}
 			e.settled(t, e.schedule(t, en.ID), en.ID, tt.want)
 			e.wantMsgs(t, 0)

@@ -284,15 +284,7 @@ func TestCompletedTaskRecovers(t *testing.T) {
 func TestPolicyDenyThenApproveWithEdit(t *testing.T) {
 	e := setup(t)
 	en := e.newEntry(t, spec{id: "TASKS.401"})
-	doc := strings.Replace(string(triage.DefaultYAML()),
-		"  - name: transient\n    match: {category: [transient]}\n    action: auto_replay\n    strategy: transient",
-		"  - name: transient\n    match: {category: [transient]}\n    action: require_approval\n    strategy: none", 1)
-	if doc == string(triage.DefaultYAML()) {
-		t.Fatal("the default policy has no transient rule to override")
-	}
-	if _, err := triage.SaveOverride(e.ctx, e.fs, []byte(doc)); err != nil {
-		t.Fatalf("SaveOverride() = %v", err)
-	}
+	e.overrideTransient(t, "    action: require_approval\n    strategy: none")
 	task := e.schedule(t, en.ID)
 	held := e.settled(t, task, en.ID, store.AwaitingApproval)
 	if held.Action != string(triage.RequireApproval) || held.Rule != "transient" {

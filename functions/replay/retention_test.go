@@ -2,12 +2,10 @@ package replay_test
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jsdlq/jsdlq/shared/store"
-	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
 // TestReevaluationUpdatesRetention: a replay re-evaluates the entry; when
@@ -32,15 +30,7 @@ func TestReevaluationUpdatesRetention(t *testing.T) {
 		if d := en.ExpireAt.Sub(en.CreatedAt); d != store.Retention || en.PayloadChunkCount != 2 {
 			t.Fatalf("%s: recorded with retention %v and %d chunks, want %v and 2", tc.name, d, en.PayloadChunkCount, store.Retention)
 		}
-		doc := strings.Replace(string(triage.DefaultYAML()),
-			"  - name: transient\n    match: {category: [transient]}\n    action: auto_replay\n    strategy: transient",
-			"  - name: transient\n    match: {category: [transient]}\n"+tc.rule, 1)
-		if doc == string(triage.DefaultYAML()) {
-			t.Fatal("the default policy has no transient rule to override")
-		}
-		if _, err := triage.SaveOverride(e.ctx, e.fs, []byte(doc)); err != nil {
-			t.Fatalf("SaveOverride() = %v", err)
-		}
+		e.overrideTransient(t, tc.rule)
 		got := e.settled(t, e.schedule(t, id), id, tc.status)
 		if d := got.ExpireAt.Sub(got.CreatedAt); d != tc.want || !got.CreatedAt.Equal(en.CreatedAt.Truncate(time.Microsecond)) { // Firestore keeps microseconds
 			t.Errorf("%s: expire_at - created_at = %v (created %v, was %v), want %v from the creation", tc.name, d, got.CreatedAt, en.CreatedAt, tc.want)
