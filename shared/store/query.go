@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"cloud.google.com/go/firestore"
 )
@@ -187,9 +188,16 @@ func (s *Store) filter(q Query) (firestore.Query, error) {
 		{"tenant", q.Tenant}, {"status", string(q.Status)}, {"category", q.Category}, {"reason_code", q.Reason},
 		{"agent", q.Agent}, {"task_type", q.TaskType}, {"task_id", q.TaskID}, {"root_id", q.RootID},
 	} {
-		if eq.value != "" {
-			fq = fq.Where(eq.field, "==", eq.value)
+		if eq.value == "" {
+			continue
 		}
+		// Firestore's client cannot send a string that is not UTF-8:
+		// such a query fails inside it and is retried until the caller
+		// gives up, so it is refused here, before any I/O.
+		if !utf8.ValidString(eq.value) || len(eq.value) > MaxIDBytes {
+			return fq, fmt.Errorf("%w: %s is not UTF-8 of at most %d bytes", ErrBadQuery, eq.field, MaxIDBytes)
+		}
+		fq = fq.Where(eq.field, "==", eq.value)
 	}
 	if !q.CreatedFrom.IsZero() {
 		fq = fq.Where("created_at", ">=", q.CreatedFrom)
