@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/httpfunc"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -30,7 +31,6 @@ const (
 	DefaultPageSize = 50
 	MaxPageSize     = 200
 	maxBodyBytes    = 16 << 10
-	maxReasonBytes  = 1000
 )
 
 // listParams are the list route's query parameters; any other is refused.
@@ -117,6 +117,10 @@ func (c tenantCall) LogValue() slog.Value {
 func (s *Server) tenantRoute(h func(w http.ResponseWriter, r *http.Request, c tenantCall) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		err := func() error {
+			// A path no tenant can have is a 400 before anything is read.
+			if _, err := event.ParseTenant(r.PathValue("tenant")); err != nil {
+				return badRequest("%s", event.Problem(err))
+			}
 			scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 			if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
 				return errAPIUnauthenticated
@@ -224,9 +228,14 @@ func (s *Server) tenantQuery(r *http.Request, c tenantCall) (store.Query, error)
 	if q.Status != "" && !q.Status.Known() {
 		return q, badRequest("unknown status %q", q.Status)
 	}
-	for name, v := range map[string]string{"category": q.Category, "reason": q.Reason, "agent": q.Agent} {
-		if len(v) > 256 || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-			return q, badRequest("parameter %q is not a plain value of at most 256 bytes", name)
+	for name, v := range map[string]string{"category": q.Category, "reason": q.Reason, "agent": q.Agent, "page_token": vals.Get("page_token")} {
+		if err := event.CheckValue(name, v, maxParamBytes); err != nil {
+			return q, badRequest("%s", event.Problem(err))
+		}
+	}
+	if q.Agent != "" {
+		if _, err := event.ParseAgent(q.Agent); err != nil {
+			return q, badRequest("%s", event.Problem(err))
 		}
 	}
 	if ps := vals.Get("page_size"); ps != "" {

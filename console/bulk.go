@@ -298,7 +298,8 @@ func (s *Server) bulkConfirm(_ http.ResponseWriter, r *http.Request, who string)
 	}
 	s.log.InfoContext(r.Context(), "bulk redrive confirmed", "run", run.ID, "operator", who, "filter", filterText(f.F),
 		"acts", p.Acts(), "rate", f.Rate)
-	return "/bulk/" + run.ID + "?done=bulk-confirmed", nil
+	next, err := consolePath("bulk", run.ID)
+	return next + "?done=bulk-confirmed", err
 }
 
 // bulkRunData is a run's page.
@@ -385,7 +386,8 @@ func (s *Server) bulkCancel(_ http.ResponseWriter, r *http.Request, who string) 
 		return "", err
 	}
 	s.log.InfoContext(r.Context(), "bulk redrive cancel asked", "run", id, "operator", who)
-	return "/bulk/" + id + "?done=cancel-asked", nil
+	next, err := consolePath("bulk", id)
+	return next + "?done=cancel-asked", err
 }
 
 // bulkRunsData is the list of recent runs.

@@ -28,7 +28,7 @@ import (
 //go:embed templates/*.html static/*
 var assets embed.FS
 
-var pages = template.Must(template.New("").Funcs(template.FuncMap{
+var pages = template.Must(template.New("").Funcs(linkFuncs).Funcs(template.FuncMap{
 	"when": func(t time.Time) string {
 		if t.IsZero() {
 			return "—"
@@ -76,15 +76,6 @@ var uiFilters = append(slices.Clone(queryFilters), "q", "page_token")
 // queryFilters are the filters that make a query of the entries (the list's
 // and a bulk redrive's); filterQuery reads them.
 var queryFilters = []string{"tenant", "status", "category", "reason", "agent", "task_type", "from", "to"}
-
-// filterValue is filter name's one value, trimmed: one value of at most 512
-// bytes, else a 400.
-func filterValue(name string, v []string) (string, error) {
-	if len(v) != 1 || len(v[0]) > 512 {
-		return "", uiBad("filter %q: one value of at most 512 bytes", name)
-	}
-	return strings.TrimSpace(v[0]), nil
-}
 
 // filterQuery is the store query of the filters f (queryFilters' names):
 // the one reading of them, for the entries list and a bulk redrive. An
@@ -155,17 +146,20 @@ func pageQuery(r *http.Request, takes string, allowed ...string) (url.Values, er
 		if !slices.Contains(allowed, name) || len(v) != 1 {
 			return nil, uiBad("unknown parameter %q (%s)", name, takes)
 		}
+		if err := event.CheckValue(name, v[0], maxParamBytes); err != nil {
+			return nil, uiBad("%s", event.Problem(err))
+		}
 	}
 	return vals, nil
 }
 
 // reasonOf is an operator's reason for action (discard, probe, breaker
-// close, bulk redrive), trimmed: the history records it, so an empty or
-// oversized one is a 400 naming the action.
+// close, bulk redrive) by operator.Reason's rule: one that breaks it is a
+// 400 naming the action, before any I/O.
 func reasonOf(v, action string) (string, error) {
-	reason := strings.TrimSpace(v)
-	if reason == "" || len(reason) > maxReasonBytes {
-		return "", uiBad("%s needs a reason of 1 to %d bytes", action, maxReasonBytes)
+	reason, err := operator.Reason(action, v)
+	if err != nil {
+		return "", uiBad("%s", strings.TrimPrefix(err.Error(), operator.ErrBadReason.Error()+": "))
 	}
 	return reason, nil
 }
@@ -463,9 +457,9 @@ type entryData struct {
 type headerLine struct{ Name, Value string }
 
 func (s *Server) entry(r *http.Request) (string, string, any, error) {
-	id := r.PathValue("entry")
-	if _, err := store.EventID(id); err != nil {
-		return "", "", nil, uiBad("malformed entry id")
+	id, err := pathEntry(r.PathValue("entry"))
+	if err != nil {
+		return "", "", nil, err
 	}
 	chunk, err := chunkParam(r)
 	if err != nil {
@@ -595,11 +589,14 @@ func (s *Server) recorded(r *http.Request, err error, back, done, pending string
 }
 
 func (s *Server) entryAction(w http.ResponseWriter, r *http.Request, who string) (string, error) {
-	id := r.PathValue("entry")
-	if _, err := store.EventID(id); err != nil {
-		return "", uiBad("malformed entry id")
+	id, err := pathEntry(r.PathValue("entry"))
+	if err != nil {
+		return "", err
 	}
-	back := "/entries/" + url.PathEscape(id)
+	back, err := consolePath("entries", id)
+	if err != nil {
+		return "", err
+	}
 	ctx := r.Context()
 	switch r.PathValue("action") {
 	case "replay":
@@ -720,7 +717,10 @@ func (s *Server) tenants(r *http.Request) (string, string, any, error) {
 
 // breakerAction closes a tenant's breaker, or sends an entry as its probe.
 func (s *Server) breakerAction(_ http.ResponseWriter, r *http.Request, who string) (string, error) {
-	tenant := r.PathValue("tenant")
+	tenant, err := pathTenant(r.PathValue("tenant"))
+	if err != nil {
+		return "", err
+	}
 	reason, err := reasonOf(r.PostFormValue("reason"), "a breaker action")
 	if err != nil {
 		return "", err
@@ -732,11 +732,11 @@ func (s *Server) breakerAction(_ http.ResponseWriter, r *http.Request, who strin
 		}
 		return "/tenants?done=breaker-closed", nil
 	case "probe":
-		id := strings.TrimSpace(r.PostFormValue("entry"))
-		if _, err := store.EventID(id); err != nil || id == "" {
+		id, err := pathEntry(strings.TrimSpace(r.PostFormValue("entry")))
+		if err != nil {
 			return "", uiBad("a probe names a held or scheduled entry of the tenant")
 		}
-		_, err := s.actions.ProbeNow(r.Context(), tenant, id, who, reason)
+		_, err = s.actions.ProbeNow(r.Context(), tenant, id, who, reason)
 		return s.recorded(r, err, "/tenants", "probe-sent", "replay-task-pending")
 	}
 	return "", &uiError{http.StatusNotFound, "no such action"}

@@ -127,14 +127,28 @@ func checkName(what, s string) error {
 	switch {
 	case s == "":
 		return fmt.Errorf("%w: %s is empty", ErrBadName, what)
-	case len(s) > MaxNameBytes:
-		return fmt.Errorf("%w: %s of %d bytes, more than %d", ErrBadName, what, len(s), MaxNameBytes)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s %s is not UTF-8", ErrBadName, what, quote(s))
 	case !pathSegment(s):
 		return fmt.Errorf("%w: %s %q cannot be a URL path segment", ErrBadName, what, s)
-	case strings.TrimSpace(s) != s:
+	}
+	if err := CheckValue(what, s, MaxNameBytes); err != nil {
+		return err
+	}
+	if strings.TrimSpace(s) != s {
 		return fmt.Errorf("%w: %s %s begins or ends with white space", ErrBadName, what, quote(s))
+	}
+	return nil
+}
+
+// CheckValue checks a value from the wire that no identifier rule covers
+// (a filter's category or reason code, a task id to look up): at most max
+// bytes of visible UTF-8 (Visible). Such a value can be neither a control
+// sequence on a page or a terminal nor a query Firestore cannot send.
+func CheckValue(what, s string, max int) error {
+	switch {
+	case len(s) > max:
+		return fmt.Errorf("%w: %s of %d bytes, more than %d", ErrBadName, what, len(s), max)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s %s is not UTF-8", ErrBadName, what, quote(s))
 	}
 	for _, r := range s {
 		if !Visible(r) {
@@ -215,6 +229,16 @@ func CheckNames(tenant, agent, taskType string) Names {
 	return n
 }
 
+// Original is the kept part of the name as the task carried it (Value
+// decoded): data, to show through an encoder (Terminal).
+func (n InvalidName) Original() string {
+	v, err := DecodeHeader(n.Value)
+	if err != nil {
+		return n.Value
+	}
+	return v
+}
+
 func invalidName(field, v string, err error) InvalidName {
 	kept := v
 	if len(kept) > KeptNameBytes {
@@ -224,7 +248,13 @@ func invalidName(field, v string, err error) InvalidName {
 		}
 		kept = kept[:cut]
 	}
-	return InvalidName{Field: field, Value: EncodeHeader(kept), Size: len(v), Problem: strings.TrimPrefix(err.Error(), ErrBadName.Error()+": ")}
+	return InvalidName{Field: field, Value: EncodeHeader(kept), Size: len(v), Problem: Problem(err)}
+}
+
+// Problem is what a refusal of the naming rule says, without the
+// package's prefix: the part to show to whoever gave the name.
+func Problem(err error) string {
+	return strings.TrimPrefix(err.Error(), ErrBadName.Error()+": ")
 }
 
 // Names reads the names of a task from its subject and decoded headers by

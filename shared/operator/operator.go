@@ -202,8 +202,9 @@ func (o *Operator) DiscardIn(ctx context.Context, tenant, id, reason, by string,
 	if strings.TrimSpace(by) == "" {
 		return nil, ErrNoActor
 	}
-	if strings.TrimSpace(reason) == "" {
-		return nil, fmt.Errorf("%w: a discard needs a reason", ErrBadEdit)
+	reason, err := Reason("a discard", reason)
+	if err != nil {
+		return nil, err
 	}
 	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
 		From: narrow(Discardable, asked.Only), To: store.Discarded, By: by, Note: "discarded: " + reason,
@@ -287,8 +288,9 @@ func (o *Operator) ProbeNow(ctx context.Context, tenant, id, by, reason string) 
 	if strings.TrimSpace(by) == "" {
 		return nil, ErrNoActor
 	}
-	if strings.TrimSpace(reason) == "" {
-		return nil, fmt.Errorf("%w: a breaker probe needs a reason", ErrBadEdit)
+	reason, err := Reason("a breaker probe", reason)
+	if err != nil {
+		return nil, err
 	}
 	cur, err := o.store.GetMeta(ctx, id)
 	if err == nil && tenant != store.AllTenants && cur.Tenant != tenant {
@@ -327,6 +329,10 @@ func (o *Operator) ProbeNow(ctx context.Context, tenant, id, by, reason string) 
 func (o *Operator) CloseBreaker(ctx context.Context, tenant, by, reason string) (*store.Breaker, error) {
 	if strings.TrimSpace(by) == "" {
 		return nil, ErrNoActor
+	}
+	reason, err := Reason("a breaker close", reason)
+	if err != nil {
+		return nil, err
 	}
 	b, err := o.store.BreakerClose(ctx, tenant, by, reason)
 	if err != nil {
