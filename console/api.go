@@ -117,9 +117,10 @@ func (c tenantCall) LogValue() slog.Value {
 func (s *Server) tenantRoute(h func(w http.ResponseWriter, r *http.Request, c tenantCall) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		err := func() error {
-			// A path no tenant can have is a 400 before anything is read.
-			if _, err := event.ParseTenant(r.PathValue("tenant")); err != nil {
-				return badRequest("%s", event.Problem(err))
+			// A path no tenant can have, or a parameter no query can take,
+			// is a 400 before anything is read.
+			if err := checkAPIRequest(r); err != nil {
+				return err
 			}
 			scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 			if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
@@ -143,6 +144,33 @@ func (s *Server) tenantRoute(h func(w http.ResponseWriter, r *http.Request, c te
 			s.apiFail(w, r, err)
 		}
 	})
+}
+
+// checkAPIRequest refuses what no route can serve, before the key is
+// verified: a tenant path ParseTenant refuses, and a path or query value
+// that is not visible UTF-8 of at most maxParamBytes (not UTF-8, a
+// control character), which the store could not even send as a query.
+func checkAPIRequest(r *http.Request) error {
+	if _, err := event.ParseTenant(r.PathValue("tenant")); err != nil {
+		return badRequest("%s", event.Problem(err))
+	}
+	for _, name := range []string{"entry", "id"} {
+		if err := event.CheckValue(name, r.PathValue(name), store.MaxIDBytes); err != nil {
+			return badRequest("%s", event.Problem(err))
+		}
+	}
+	vals, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return badRequest("malformed query string")
+	}
+	for name, vs := range vals {
+		for _, v := range vs {
+			if err := event.CheckValue("parameter "+name, v, maxParamBytes); err != nil {
+				return badRequest("%s", event.Problem(err))
+			}
+		}
+	}
+	return nil
 }
 
 func (s *Server) apiFail(w http.ResponseWriter, r *http.Request, err error) {

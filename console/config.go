@@ -1,6 +1,8 @@
 package console
 
 import (
+	"time"
+
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
@@ -38,7 +40,16 @@ type Env struct {
 	// Webhooks decides which endpoints the tenant API accepts
 	// (WEBHOOK_LOCAL, jsdlq's own URLs).
 	Webhooks config.Webhooks
+	// RequestTimeout is CONSOLE_REQUEST_TIMEOUT, each request's deadline
+	// (DefaultRequestTimeout): a page or API call still running then is
+	// cut off with a 503.
+	RequestTimeout time.Duration
 }
+
+// DefaultRequestTimeout is a console request's deadline: under Cloud
+// Run's 60 s request timeout (terraform/modules/console), so the console's
+// own answer reaches the client first.
+const DefaultRequestTimeout = 55 * time.Second
 
 // LoadEnv reads the console's configuration (docs/console.md,
 // "Configuration"): the common variables, the scheduling variables every
@@ -51,6 +62,8 @@ func LoadEnv(lookup config.Lookup) (Env, error) {
 	e.Auth = r.OneOf("CONSOLE_AUTH", AuthIAP, AuthIAP, AuthLocal)
 	e.IAPAudience = r.String("CONSOLE_IAP_AUDIENCE", "")
 	e.Operator = r.String("CONSOLE_OPERATOR", "")
+	e.RequestTimeout = r.Duration("CONSOLE_REQUEST_TIMEOUT", DefaultRequestTimeout)
+	r.Check(e.RequestTimeout >= time.Second && e.RequestTimeout <= time.Hour, "CONSOLE_REQUEST_TIMEOUT", "%s is not between 1s and 1h", e.RequestTimeout)
 	serve := r.List("CONSOLE_SERVE")
 	if len(serve) == 0 {
 		serve = []string{"ui", "api"}

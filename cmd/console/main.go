@@ -76,7 +76,7 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 		console.WithSecureCookies(cfg.OnGoogleCloud),
 		console.WithWebhookGuard(cfg.Webhooks.Guard()))
 
-	hs, err := obs.Listen(*host, cfg.Port, srv.Handler())
+	hs, err := obs.Listen(*host, cfg.Port, srv.Handler(), obs.Limits{Request: cfg.RequestTimeout})
 	if err != nil {
 		return err
 	}
