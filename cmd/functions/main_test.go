@@ -174,21 +174,7 @@ func TestSlowClientIsCutOffAtTheFront(t *testing.T) {
 // here classify waits on a Firestore that accepts connections and never
 // answers.
 func TestFunctionPastItsDeadlineIsCutOff(t *testing.T) {
-	hole, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hole.Close()
-	go func() {
-		for {
-			c, err := hole.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // held open, never answered
-		}
-	}()
-	addr, _ := testenv.FunctionsHost(t, "GOOGLE_CLOUD_PROJECT=jsdlq-test", "FIRESTORE_EMULATOR_HOST="+hole.Addr().String(),
+	addr, _ := testenv.FunctionsHost(t, "GOOGLE_CLOUD_PROJECT=jsdlq-test", "FIRESTORE_EMULATOR_HOST="+testenv.BlackHole(t),
 		"FUNCTIONS_REQUEST_TIMEOUT=2s", "CLOUD_TASKS_EMULATOR_HOST=127.0.0.1:1",
 		"TASKS_QUEUE=projects/jsdlq-test/locations/us-central1/queues/dlq-replay", "REPLAY_URL=http://127.0.0.1:1/Replay",
 		"TASKS_SERVICE_ACCOUNT=tasks@jsdlq-test.iam.gserviceaccount.com")
