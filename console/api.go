@@ -128,7 +128,7 @@ func (s *Server) tenantRoute(h func(w http.ResponseWriter, r *http.Request, c te
 			}
 			tenant, err := s.store.VerifyTenantKey(r.Context(), key)
 			if errors.Is(err, store.ErrUnknownKey) {
-				s.log.WarnContext(r.Context(), "tenant key refused", "error", err.Error(), "path", r.URL.Path)
+				s.log.WarnContext(r.Context(), "tenant key refused", "error", err.Error(), "path", event.Wire(r.URL.Path))
 				return errAPIUnauthenticated
 			}
 			if err != nil {
@@ -184,7 +184,7 @@ func (s *Server) apiFail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, operator.ErrBadEdit), errors.Is(err, store.ErrBadID), errors.Is(err, store.ErrBadQuery), errors.Is(err, store.ErrBadCursor):
 		ae = badRequest("%s", trimPrefixes(err.Error()))
 	default:
-		s.log.ErrorContext(r.Context(), "tenant api failed", "error", err.Error(), "path", r.URL.Path)
+		s.log.ErrorContext(r.Context(), "tenant api failed", "error", err.Error(), "path", event.Wire(r.URL.Path))
 		ae = &apiError{http.StatusInternalServerError, "internal", "internal error"}
 	}
 	if ae.status == http.StatusUnauthorized {

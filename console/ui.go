@@ -191,7 +191,7 @@ func (s *Server) form(h func(w http.ResponseWriter, r *http.Request, who string)
 			return
 		}
 		if !checkCSRF(r) {
-			s.log.WarnContext(r.Context(), "form without a valid CSRF token refused", "operator", who, "path", r.URL.Path)
+			s.log.WarnContext(r.Context(), "form without a valid CSRF token refused", "operator", who, "path", event.Wire(r.URL.Path))
 			s.uiFail(w, r, who, "", &uiError{http.StatusForbidden, "the form's CSRF token is missing or stale: reload the page and try again"})
 			return
 		}
@@ -218,7 +218,7 @@ func (s *Server) operator(w http.ResponseWriter, r *http.Request) (string, bool)
 		if errors.Is(err, ErrKeysUnavailable) {
 			code = http.StatusServiceUnavailable
 		}
-		s.log.WarnContext(r.Context(), "operator refused", "error", err.Error(), "path", r.URL.Path)
+		s.log.WarnContext(r.Context(), "operator refused", "error", err.Error(), "path", event.Wire(r.URL.Path))
 		http.Error(w, http.StatusText(code), code)
 		return "", false
 	}
@@ -239,7 +239,7 @@ func (s *Server) uiFail(w http.ResponseWriter, r *http.Request, who, csrf string
 	case errors.Is(err, operator.ErrBadEdit), errors.Is(err, store.ErrBadID), errors.Is(err, store.ErrBadQuery), errors.Is(err, store.ErrBadCursor), errors.Is(err, store.ErrInvalid):
 		code, msg = http.StatusBadRequest, err.Error()
 	default:
-		s.log.ErrorContext(r.Context(), "console page failed", "error", err.Error(), "path", r.URL.Path)
+		s.log.ErrorContext(r.Context(), "console page failed", "error", err.Error(), "path", event.Wire(r.URL.Path))
 	}
 	s.render(w, code, "error", pageData{Title: http.StatusText(code), Operator: who, CSRF: csrf, Body: msg})
 }
@@ -582,7 +582,7 @@ func (s *Server) recorded(r *http.Request, err error, back, done, pending string
 	case err == nil:
 		return back + "?done=" + done, nil
 	case errors.Is(err, operator.ErrTaskNotCreated):
-		s.log.WarnContext(r.Context(), "console action recorded, its replay task left to reconcile", "error", err.Error(), "path", r.URL.Path)
+		s.log.WarnContext(r.Context(), "console action recorded, its replay task left to reconcile", "error", err.Error(), "path", event.Wire(r.URL.Path))
 		return back + "?done=" + pending, nil
 	}
 	return "", err
