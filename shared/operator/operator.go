@@ -162,6 +162,9 @@ func (o *Operator) Approve(ctx context.Context, tenant, id string, ed Edits) (*s
 	if _, err := checkHeaders(ed.SetHeaders); err != nil {
 		return nil, err
 	}
+	if len(ed.Payload) > store.MaxPayload {
+		return nil, fmt.Errorf("operator: approve %s: %w: %d bytes, at most %d", id, store.ErrTooLarge, len(ed.Payload), store.MaxPayload)
+	}
 	edit := &store.Edit{Payload: ed.Payload, Headers: ed.SetHeaders, By: ed.By, Base: ed.Base}
 	if ed.Payload != nil {
 		// The risks are judged against the version the entry replays now;
