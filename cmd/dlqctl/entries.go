@@ -306,6 +306,9 @@ func (a *app) cmdShow(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := versionFlag(fs, *version); err != nil {
+		return err
+	}
 	st, err := a.store(ctx)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -66,6 +67,17 @@ func (a *app) showVersion(ctx context.Context, st *store.Store, e *store.Entry, 
 	}
 	_, err = a.stdout.Write(b)
 	return err
+}
+
+// versionFlag refuses a --version that names no version (0 is the flag
+// unset only when it was not given).
+func versionFlag(fs *flag.FlagSet, n int) error {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "version" })
+	if given && n < 1 {
+		return usagef("--version %d: payload versions are numbered from 1 (the original)", n)
+	}
+	return nil
 }
 
 // confirmedRisks are the risks approve's flags confirm.
