@@ -115,6 +115,11 @@ func (o *Operator) checkRisks(ctx context.Context, tenant, id string, ed Edits) 
 		return 0, nil, fmt.Errorf("%w: entry %s replays payload version %d now, not version %d the edit was made on", ErrWrongStatus, id, v.N, ed.Base)
 	}
 	base, err := o.store.VersionPayload(ctx, e, v.N)
+	if errors.Is(err, store.ErrCorrupt) {
+		// Unknown bytes (a lost chunk): the edit supplies the payload, and
+		// only its own risks can be judged.
+		base, err = nil, nil
+	}
 	if err != nil {
 		return 0, nil, err
 	}

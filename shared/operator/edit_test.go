@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"cloud.google.com/go/firestore"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jsdlq/jsdlq/shared/agentkit"
@@ -212,5 +213,30 @@ func TestTriageRiskyEditRefused(t *testing.T) {
 	}
 	if got, err := e.store.GetMeta(e.ctx, en.ID); err != nil || got.Status != store.Escalated || len(got.Versions()) != 1 {
 		t.Errorf("refused answers changed the entry: %+v, %v", got, err)
+	}
+}
+
+// A payload whose stored bytes no longer match their sha256 (a lost chunk,
+// a hand edit) is replaced by approving an edit: the edit is version 2 and
+// the corrupt original stays as it was, for the record.
+func TestApproveSuppliesAPayloadForACorruptOne(t *testing.T) {
+	e := setup(t)
+	en := e.entry(t, "TASKS.72", "t", store.Escalated)
+	if _, err := e.fs.Collection(store.FailureLog).Doc(en.ID).Update(e.ctx, []firestore.Update{{Path: "payload", Value: []byte("tampered")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Get(e.ctx, en.ID); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("Get(tampered) = %v, want ErrCorrupt", err)
+	}
+	got, err := e.op.Approve(e.ctx, "t", en.ID, operator.Edits{By: "alice", Payload: []byte(`{"n":2}`)})
+	if err != nil {
+		t.Fatalf("Approve(an edit over a corrupt payload) = %v", err)
+	}
+	v, _ := got.ReplayVersion()
+	if b, err := e.store.VersionPayload(e.ctx, got, v.N); err != nil || v.N != 2 || string(b) != `{"n":2}` {
+		t.Errorf("replay version %d = %q, %v; want version 2, the edit", v.N, b, err)
+	}
+	if _, err := e.store.VersionPayload(e.ctx, got, 1); !errors.Is(err, store.ErrCorrupt) {
+		t.Errorf("VersionPayload(1) = %v, want the original still ErrCorrupt", err)
 	}
 }
