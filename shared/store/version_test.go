@@ -277,3 +277,47 @@ func TestConcurrentEditsMakeOneVersion(t *testing.T) {
 		t.Errorf("replay version = %d, want 2", v.N)
 	}
 }
+
+// An entry without versions (every entry recorded before versions existed)
+// reads as version 1, the original, whatever its payload's storage; its
+// replay publishes it.
+func TestEntriesWithoutVersionsReadAsTheOriginal(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := testenv.Context(t)
+	big := bytes.Repeat([]byte("b"), ChunkSize+1)
+	tests := []struct {
+		name    string
+		payload []byte
+		missing bool
+	}{
+		{"inline", []byte(`{"a":1}`), false},
+		{"chunked", big, false},
+		{"empty", []byte{}, false},
+		{"missing", nil, true},
+	}
+	for i, tt := range tests {
+		e := entry(fmt.Sprintf("TASKS.o%d", i), tt.payload)
+		if tt.missing {
+			e.PayloadMissing, e.PayloadSize, e.PayloadSHA256 = true, 3, PayloadSum([]byte("abc"))
+		}
+		if _, err := s.Record(ctx, e, "classify"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetMeta(ctx, e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := PayloadVersion{N: 1, At: got.CreatedAt, Size: int64(len(tt.payload)), SHA256: PayloadSum(tt.payload), Chunks: got.PayloadChunkCount, Missing: tt.missing}
+		if tt.missing {
+			want.Size, want.SHA256 = 3, PayloadSum([]byte("abc"))
+		}
+		v, err := got.ReplayVersion()
+		if err != nil || !cmp.Equal(want, v) || len(got.Versions()) != 1 {
+			t.Errorf("%s: ReplayVersion() = %+v, %v (of %d); want %+v alone", tt.name, v, err, len(got.Versions()), want)
+		}
+		b, err := s.VersionPayload(ctx, got, 1)
+		if err != nil || !bytes.Equal(b, tt.payload) || (b == nil) != tt.missing {
+			t.Errorf("%s: VersionPayload(1) = %d bytes (nil %t), %v; want the original", tt.name, len(b), b == nil, err)
+		}
+	}
+}
