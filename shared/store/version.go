@@ -146,8 +146,8 @@ func decodedHeader(s string) string {
 
 // VersionPayload reads the bytes of version n of e's payload (e read
 // whole: Get, GetMeta or a transition's result) and verifies them against
-// the version's sha256 (ErrCorrupt). A missing original is nil. No version
-// n is ErrNotFound.
+// the version's sha256 (ErrCorrupt). A missing original is nil, an empty
+// version empty and not nil. No version n is ErrNotFound.
 func (s *Store) VersionPayload(ctx context.Context, e *Entry, n int) ([]byte, error) {
 	v, ok := e.Version(n)
 	switch {
@@ -164,7 +164,12 @@ func (s *Store) VersionPayload(ctx context.Context, e *Entry, n int) ([]byte, er
 		return e.Payload, nil
 	}
 	if v.Original() && int64(len(e.Payload)) == v.Size && PayloadSum(e.Payload) == v.SHA256 {
-		return e.Payload, nil // its chunks already read (Get)
+		// Inline, or its chunks already read (Get); an empty payload is
+		// stored as no bytes, and read as present and empty.
+		if e.Payload == nil {
+			return []byte{}, nil
+		}
+		return e.Payload, nil
 	}
 	c := Entry{ID: e.ID, PayloadChunkCount: v.Chunks, PayloadSHA256: v.SHA256, PayloadSize: v.Size}
 	if err := s.loadPayload(ctx, &c); err != nil {
