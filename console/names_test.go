@@ -19,88 +19,6 @@ import (
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
-// link is one link or form of a page: where it points, resolved as a
-// browser resolves it against the page (dot segments removed), and the
-// text of the table row it is in.
-type link struct {
-	kind, method string // "a" or "form"
-	to           *url.URL
-	row          string
-}
-
-// links parses page (at pageURL) and returns its links and forms.
-func links(t *testing.T, pageURL, page string) []link {
-	t.Helper()
-	doc, err := html.Parse(strings.NewReader(page))
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, err := url.Parse(pageURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []link
-	var walk func(n *html.Node, row string)
-	walk = func(n *html.Node, row string) {
-		if n.Type == html.ElementNode {
-			if n.Data == "tr" {
-				row = text(n.FirstChild)
-			}
-			for _, a := range n.Attr {
-				if (n.Data == "a" && a.Key == "href") || (n.Data == "form" && a.Key == "action") {
-					ref, err := url.Parse(a.Val)
-					if err != nil {
-						t.Errorf("%s %q on %s is no URL: %v", n.Data, a.Val, pageURL, err)
-						continue
-					}
-					method := "get"
-					for _, m := range n.Attr {
-						if m.Key == "method" {
-							method = m.Val
-						}
-					}
-					out = append(out, link{kind: n.Data, method: method, to: base.ResolveReference(ref), row: row})
-				}
-			}
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c, row)
-		}
-	}
-	walk(doc, "")
-	return out
-}
-
-// text is the text of n (a cell) and its children.
-func text(n *html.Node) string {
-	if n == nil {
-		return ""
-	}
-	if n.Type == html.TextNode {
-		return n.Data
-	}
-	var b strings.Builder
-	for c := n.FirstChild; c != nil; c = c.NextSibling {
-		b.WriteString(text(c))
-	}
-	return b.String()
-}
-
-// segments are a resolved URL's path segments, each unescaped as the
-// console's router gives them to a handler.
-func segments(t *testing.T, u *url.URL) []string {
-	t.Helper()
-	var out []string
-	for _, s := range strings.Split(strings.TrimPrefix(u.EscapedPath(), "/"), "/") {
-		v, err := url.PathUnescape(s)
-		if err != nil {
-			t.Errorf("%s: segment %q does not unescape: %v", u, s, err)
-		}
-		out = append(out, v)
-	}
-	return out
-}
-
 // openBreaker opens tenant's breaker as Threshold failures in its window
 // would (written directly: the test is about the page, not the trip).
 func (e *env) openBreaker(t *testing.T, tenant string) {
@@ -148,20 +66,20 @@ func TestTenantNamesStayOnTheirOwnBreaker(t *testing.T) {
 		t.Fatalf("GET /tenants = %d", code)
 	}
 	forms := map[string]url.Values{} // tenant → its close form's action path
-	for _, l := range links(t, e.srv.URL+"/tenants", page) {
-		seg := segments(t, l.to)
+	for _, l := range testenv.Links(t, e.srv.URL+"/tenants", page) {
+		seg := testenv.Segments(t, l.To)
 		switch {
-		case l.kind == "a" && l.to.Path == "/entries":
-			if got := l.to.Query().Get("tenant"); got != l.row {
-				t.Errorf("row %q links to the entries of tenant %q", l.row, got)
+		case l.Kind == "a" && l.To.Path == "/entries":
+			if got := l.To.Query().Get("tenant"); got != l.Row {
+				t.Errorf("row %q links to the entries of tenant %q", l.Row, got)
 			}
-		case l.kind == "form":
-			if len(seg) != 3 || seg[0] != "tenants" || seg[1] != l.row || (seg[2] != "close" && seg[2] != "probe") || l.to.RawQuery != "" {
-				t.Errorf("row %q has a form posting to %s (segments %q), want /tenants/<that tenant>/close or probe", l.row, l.to, seg)
+		case l.Kind == "form":
+			if len(seg) != 3 || seg[0] != "tenants" || seg[1] != l.Row || (seg[2] != "close" && seg[2] != "probe") || l.To.RawQuery != "" {
+				t.Errorf("row %q has a form posting to %s (segments %q), want /tenants/<that tenant>/close or probe", l.Row, l.To, seg)
 				continue
 			}
 			if seg[2] == "close" {
-				forms[l.row] = url.Values{"action": {l.to.RequestURI()}}
+				forms[l.Row] = url.Values{"action": {l.To.RequestURI()}}
 			}
 		}
 	}
@@ -214,29 +132,29 @@ func TestEntryIDsThatNeedEncodingLinkToTheirPage(t *testing.T) {
 		t.Fatalf("GET /entries = %d", code)
 	}
 	seen := map[string]bool{}
-	for _, l := range links(t, e.srv.URL+"/entries", page) {
-		seg := segments(t, l.to)
+	for _, l := range testenv.Links(t, e.srv.URL+"/entries", page) {
+		seg := testenv.Segments(t, l.To)
 		if len(seg) != 2 || seg[0] != "entries" {
 			continue
 		}
 		id := seg[1]
-		if !want[id] || l.row != id {
-			t.Errorf("row %q links to entry %q", l.row, id)
+		if !want[id] || l.Row != id {
+			t.Errorf("row %q links to entry %q", l.Row, id)
 			continue
 		}
 		seen[id] = true
-		code, entryPage := b.get(l.to.RequestURI())
+		code, entryPage := b.get(l.To.RequestURI())
 		if code != http.StatusOK || !strings.Contains(entryPage, "<title>Entry "+html.EscapeString(id)) {
-			t.Errorf("GET %s = %d, want the page of entry %s", l.to.RequestURI(), code, id)
+			t.Errorf("GET %s = %d, want the page of entry %s", l.To.RequestURI(), code, id)
 			continue
 		}
-		for _, el := range links(t, e.srv.URL+l.to.RequestURI(), entryPage) {
-			es := segments(t, el.to)
+		for _, el := range testenv.Links(t, e.srv.URL+l.To.RequestURI(), entryPage) {
+			es := testenv.Segments(t, el.To)
 			if len(es) >= 2 && es[0] == "entries" && es[1] != id && !want[es[1]] {
-				t.Errorf("the page of %s links to another entry: %s", id, el.to)
+				t.Errorf("the page of %s links to another entry: %s", id, el.To)
 			}
-			if el.kind == "form" && (len(es) != 3 || es[0] != "entries" || es[1] != id) {
-				t.Errorf("the page of %s has a form posting to %s", id, el.to)
+			if el.Kind == "form" && (len(es) != 3 || es[0] != "entries" || es[1] != id) {
+				t.Errorf("the page of %s has a form posting to %s", id, el.To)
 			}
 		}
 	}

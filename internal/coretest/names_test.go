@@ -135,8 +135,9 @@ func TestHostileNamesAreData(t *testing.T) {
 		if !strings.Contains(page, "<title>Entry "+html.EscapeString(en.ID)) {
 			t.Errorf("%s: GET %s is not the page of %s", name, path, en.ID)
 		}
-		for _, l := range pageLinks(t, srv.URL+path, page) {
-			seg := pathSegments(t, l)
+		for _, link := range testenv.Links(t, srv.URL+path, page) {
+			l := link.To
+			seg := testenv.Segments(t, l)
 			if len(seg) >= 2 && seg[0] == "entries" && seg[1] != en.ID {
 				t.Errorf("%s: the page of %s links to %s", name, en.ID, l)
 			}
@@ -152,8 +153,8 @@ func TestHostileNamesAreData(t *testing.T) {
 		list := "/entries?" + url.Values{"tenant": {tenant}}.Encode()
 		page := get(t, srv.URL+list, http.StatusOK)
 		listed := map[string]bool{}
-		for _, l := range pageLinks(t, srv.URL+list, page) {
-			if seg := pathSegments(t, l); len(seg) == 2 && seg[0] == "entries" {
+		for _, l := range testenv.Links(t, srv.URL+list, page) {
+			if seg := testenv.Segments(t, l.To); len(seg) == 2 && seg[0] == "entries" {
 				listed[seg[1]] = true
 			}
 		}
@@ -305,53 +306,6 @@ func apiGet(t *testing.T, u, key string, want int) string {
 		t.Errorf("GET %s = %d, want %d:\n%.300s", u, resp.StatusCode, want, b)
 	}
 	return string(b)
-}
-
-// pageLinks are the links and form actions of page, resolved against its
-// URL as a browser resolves them (dot segments removed).
-func pageLinks(t *testing.T, pageURL, page string) []*url.URL {
-	t.Helper()
-	doc, err := html.Parse(strings.NewReader(page))
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, _ := url.Parse(pageURL)
-	var out []*url.URL
-	var walk func(n *html.Node)
-	walk = func(n *html.Node) {
-		if n.Type == html.ElementNode {
-			for _, a := range n.Attr {
-				if (n.Data == "a" && a.Key == "href") || (n.Data == "form" && a.Key == "action") {
-					ref, err := url.Parse(a.Val)
-					if err != nil {
-						t.Errorf("%s: %s %q is no URL", pageURL, n.Data, a.Val)
-						continue
-					}
-					out = append(out, base.ResolveReference(ref))
-				}
-			}
-		}
-		for ch := n.FirstChild; ch != nil; ch = ch.NextSibling {
-			walk(ch)
-		}
-	}
-	walk(doc)
-	return out
-}
-
-// pathSegments are u's path segments as the router gives them to a
-// handler.
-func pathSegments(t *testing.T, u *url.URL) []string {
-	t.Helper()
-	var out []string
-	for _, s := range strings.Split(strings.TrimPrefix(u.EscapedPath(), "/"), "/") {
-		v, err := url.PathUnescape(s)
-		if err != nil {
-			t.Errorf("%s: segment %q: %v", u, s, err)
-		}
-		out = append(out, v)
-	}
-	return out
 }
 
 func (c *core) dlqctlEnv(t *testing.T) []string {
