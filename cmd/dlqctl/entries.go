@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -15,7 +14,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -54,11 +52,11 @@ func (f filter) String() string {
 
 // set applies one key=value of --filter.
 func (f *filter) set(key, value string, now time.Time) error {
+	if err := filterArg(key, value); err != nil {
+		return err
+	}
 	switch key {
 	case "tenant":
-		if _, err := storedTenantArg("tenant", value); err != nil {
-			return err
-		}
 		f.Tenant = value
 	case "status":
 		if !store.Status(value).Known() {
@@ -66,19 +64,10 @@ func (f *filter) set(key, value string, now time.Time) error {
 		}
 		f.Status = store.Status(value)
 	case "category":
-		if err := event.CheckValue("category", value, event.MaxNameBytes); err != nil {
-			return usagef("%v", err)
-		}
 		f.Category = value
 	case "reason", "reason_code":
-		if err := event.CheckValue("reason", value, event.MaxNameBytes); err != nil {
-			return usagef("%v", err)
-		}
 		f.Reason = value
 	case "agent":
-		if _, err := event.ParseAgent(value); err != nil {
-			return usagef("%v", err)
-		}
 		f.Agent = value
 	case "since", "until":
 		t, err := parseTime(value, now)
@@ -409,15 +398,6 @@ func writeHistory(w io.Writer, history []store.Transition) {
 			from = "(new)"
 		}
 		outf(w, "  %s  %s -> %s  by %s%s\n", h.At.Format(time.RFC3339), from, h.To, h.By, ifSet(h.Note != "", "  "+h.Note))
-	}
-}
-
-// writeHeaders prints headers one value a line, indented, names sorted.
-func writeHeaders(w io.Writer, h map[string][]string) {
-	for _, k := range slices.Sorted(maps.Keys(h)) {
-		for _, v := range h[k] {
-			outf(w, "  %s: %s\n", k, v)
-		}
 	}
 }
 

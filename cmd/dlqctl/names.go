@@ -37,3 +37,22 @@ func parseEntry(fs *flag.FlagSet, args []string) (string, error) {
 	}
 	return entryArg("entry id", id)
 }
+
+// filterArg checks the value of a filter key (ls flags, redrive's
+// --filter): a tenant an entry can have, an agent by the naming rule, a
+// category or reason code as plain visible text.
+func filterArg(key, value string) error {
+	var err error
+	switch key {
+	case "tenant":
+		_, err = event.ParseStoredTenant(value)
+	case "agent":
+		_, err = event.ParseAgent(value)
+	case "category", "reason", "reason_code":
+		err = event.CheckValue(key, value, event.MaxNameBytes)
+	}
+	if err != nil {
+		return usagef("filter %s: %s", key, event.Problem(err))
+	}
+	return nil
+}

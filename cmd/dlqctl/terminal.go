@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -36,18 +39,22 @@ func termf(format string, args ...any) string {
 
 func terminalArg(a any) any {
 	switch v := a.(type) {
-	case string:
-		return event.Terminal(v)
-	case []string:
-		out := make([]string, len(v))
-		for i, s := range v {
-			out[i] = event.Terminal(s)
-		}
-		return out
 	case error:
 		return event.Terminal(v.Error())
 	case fmt.Stringer:
 		return event.Terminal(v.String())
+	}
+	// Strings and the types made of them (store.Status, a []string), by
+	// kind: a named string type is no Stringer.
+	switch v := reflect.ValueOf(a); {
+	case v.Kind() == reflect.String:
+		return event.Terminal(v.String())
+	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String:
+		out := make([]string, v.Len())
+		for i := range out {
+			out[i] = event.Terminal(v.Index(i).String())
+		}
+		return out
 	}
 	return a
 }
@@ -111,4 +118,23 @@ func writeJSON(w io.Writer, v any) error {
 	out.WriteByte('\n')
 	_, err = io.WriteString(w, out.String())
 	return err
+}
+
+// writeHeaders prints headers one value a line, indented, names sorted,
+// as the message carried them (the store keeps them event-encoded) and
+// escaped for the terminal.
+func writeHeaders(w io.Writer, h map[string][]string) {
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		for _, v := range h[k] {
+			outf(w, "  %s: %s\n", decodedHeader(k), decodedHeader(v))
+		}
+	}
+}
+
+// decodedHeader is a stored header name or value as sent.
+func decodedHeader(s string) string {
+	if d, err := event.DecodeHeader(s); err == nil {
+		return d
+	}
+	return s
 }
