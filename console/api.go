@@ -106,7 +106,7 @@ func (c tenantCall) tokenMAC(enc string) []byte {
 	return m.Sum(nil)
 }
 
-func (c tenantCall) actor() string { return tenantActorPrefix + c.tenant + ":key-" + c.keyID }
+func (c tenantCall) actor() string { return "tenant-api:" + c.tenant + ":key-" + c.keyID }
 
 // LogValue keeps the key out of any log line the call reaches.
 func (c tenantCall) LogValue() slog.Value {

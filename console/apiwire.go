@@ -165,7 +165,8 @@ var actorRoles = []string{roleOperator, roleApprover, roleTenant, roleTriageAgen
 
 // Actor names as history records them, for the roles that are not a person
 // (tenantCall.actor, agentkit.TriageActor, and the functions' own names;
-// TestActorRole pins each against its source).
+// TestActorRole pins them). Transitions recorded before roles were stored
+// are known by these names only.
 const (
 	tenantActorPrefix = "tenant-api:"
 	agentActorPrefix  = "agent:"
@@ -194,13 +195,16 @@ func actorRole(stored, by string) string {
 	return roleOperator
 }
 
-// withoutActor is a history note with the actor's own name (which notes
-// such as "approved by alice@example.com" carry) replaced by its role.
-// jsdlq's functions are named by what they are, which is no one's identity.
+// withoutActor is a history note with the actor's own name replaced by
+// its role: notes name who acted, as "approved by alice@example.com" or,
+// with the role, "approved by alice@example.com (approver)", and both
+// read "approved by approver". jsdlq's functions are named by what they
+// are, which is no one's identity.
 func withoutActor(note, by, role string) string {
 	if by == "" || role == roleSystem {
 		return note
 	}
+	note = strings.ReplaceAll(note, by+" ("+role+")", role)
 	return strings.ReplaceAll(note, by, role)
 }
 

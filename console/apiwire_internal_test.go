@@ -19,7 +19,8 @@ import (
 // Who acted becomes a role, the stored one when the API knows it; the
 // actor names other packages write are pinned against their sources.
 func TestActorRole(t *testing.T) {
-	tenantKey := tenantCall{tenant: "acme", keyID: "0123456789abcdef"}.actor()
+	// As history holds a tenant key's actions (tenantCall.actor).
+	tenantKey := "tenant-api:acme:key-0123456789abcdef"
 	for _, tt := range []struct{ stored, by, want string }{
 		{"", tenantKey, roleTenant},
 		{"", agentkit.TriageActor("ceo"), roleTriageAgent},
@@ -50,6 +51,8 @@ func TestWithoutActor(t *testing.T) {
 		{"approved by alice@example.com; headers set: X-A", "alice@example.com", roleOperator, "approved by operator; headers set: X-A"},
 		{"replay now requested by tenant-api:acme:key-0123456789abcdef", "tenant-api:acme:key-0123456789abcdef", roleTenant, "replay now requested by tenant"},
 		{"breaker probe sent by bob: bob checked the downstream", "bob", roleApprover, "breaker probe sent by approver: approver checked the downstream"},
+		{"approved by alice@example.com (approver)", "alice@example.com", roleApprover, "approved by approver"},
+		{"approved by agent:ceo (triage_agent)", "agent:ceo", roleTriageAgent, "approved by triage_agent"},
 		{"discarded: obsolete", "carol@example.com", roleOperator, "discarded: obsolete"},
 		// jsdlq's functions are no one's identity; their notes stay whole.
 		{"task replay-r1 of replay", replay.By, roleSystem, "task replay-r1 of replay"},

@@ -17,7 +17,6 @@ import (
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
-	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/webhook"
 )
@@ -229,18 +228,22 @@ func TestTenantAPIShowsRolesNotIdentities(t *testing.T) {
 	e.seed(t, "acme", "TASKS.6", store.Escalated, "", func(en *store.Entry) {
 		en.Failure, en.Headers, en.Payload, en.PayloadMissing = &jevent.Failure{Code: "timeout"}, nil, nil, true
 	})
+	// History as the operator's actions write it (shared/operator): by the
+	// actor's name, with the name in the note, bare or with its role.
 	triage := agentkit.TriageActor("ceo")
-	if _, err := e.op.Approve(ctx, "acme", "TASKS.1", operator.Edits{By: "alice@example.com"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.op.ReplayNow(ctx, "acme", "TASKS.2", "dlqctl:bob"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.op.Discard(ctx, "acme", "TASKS.3", "duplicate of TASKS.1", "carol@example.com"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.op.Approve(ctx, "acme", "TASKS.4", operator.Edits{By: triage}); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		id       string
+		from, to store.Status
+		by, note string
+	}{
+		{"TASKS.1", store.AwaitingApproval, store.Scheduled, "alice@example.com", "approved by alice@example.com"},
+		{"TASKS.2", store.Scheduled, store.Scheduled, "dlqctl:bob", "replay now requested by dlqctl:bob"},
+		{"TASKS.3", store.Escalated, store.Discarded, "carol@example.com", "discarded: duplicate of TASKS.1"},
+		{"TASKS.4", store.AwaitingApproval, store.Scheduled, triage, "approved by " + triage + " (triage_agent)"},
+	} {
+		if _, err := e.st.Transition(ctx, c.id, store.Change{From: []store.Status{c.from}, To: c.to, By: c.by, Note: c.note}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	hook, err := e.st.CreateWebhook(ctx, "acme", "https://hooks.acme.example/ops", "erin@example.com")
 	if err != nil {
