@@ -255,6 +255,10 @@ func (s *Server) apiGet(w http.ResponseWriter, r *http.Request, c tenantCall) er
 	if err != nil {
 		return err
 	}
+	n, err := versionParam(r)
+	if err != nil {
+		return badRequest("%v", err)
+	}
 	e, err := s.store.GetMeta(r.Context(), id)
 	if err != nil {
 		return err
@@ -262,10 +266,15 @@ func (s *Server) apiGet(w http.ResponseWriter, r *http.Request, c tenantCall) er
 	if e.Tenant != c.tenant {
 		return errAPINotFound
 	}
-	if err := s.store.LoadPayload(r.Context(), e); err != nil {
+	out, err := apiEntryOf(e)
+	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, apiEntryWithPayload(e))
+	out.PayloadVersion = max(n, 1)
+	if out.Payload, err = s.store.VersionPayload(r.Context(), e, out.PayloadVersion); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -306,7 +315,11 @@ func (s *Server) apiAction(w http.ResponseWriter, r *http.Request, c tenantCall)
 	case err != nil:
 		return err
 	}
-	writeJSON(w, http.StatusOK, apiActionResult{Entry: apiEntryOf(e), Note: note})
+	out, err := apiEntryOf(e)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, apiActionResult{Entry: out, Note: note})
 	return nil
 }
 

@@ -58,8 +58,9 @@ func apiEntrySummaryOf(e *store.Entry) apiEntrySummary {
 }
 
 // apiEntry is one entry (schema Entry): the summary's fields and the rest
-// of what a tenant may know about its dead task. Payload is set only by
-// the route that reads one entry, and there only when jsdlq has it.
+// of what a tenant may know about its dead task. Payload and
+// PayloadVersion (the version Payload holds) are set only by the route
+// that reads one entry, Payload there only when jsdlq has it.
 type apiEntry struct {
 	apiEntrySummary
 	Consumer string `json:"consumer,omitempty"`
@@ -67,6 +68,9 @@ type apiEntry struct {
 	// value that is not UTF-8 is "jsdlq-b64:" and its base64.
 	Headers          map[string][]string `json:"headers"`
 	Payload          []byte              `json:"payload,omitzero"`
+	PayloadVersion   int                 `json:"payload_version,omitempty"`
+	ReplayVersion    int                 `json:"replay_version"`
+	PayloadVersions  []apiPayloadVersion `json:"payload_versions"`
 	PayloadSHA256    string              `json:"payload_sha256,omitempty"`
 	PayloadMissing   bool                `json:"payload_missing"`
 	PayloadTruncated bool                `json:"payload_truncated"`
@@ -82,32 +86,57 @@ type apiEntry struct {
 	ExpireAt     time.Time       `json:"expire_at,omitzero"`
 }
 
-func apiEntryOf(e *store.Entry) apiEntry {
+// apiEntryOf is e as the API shows it, without a payload; an error only
+// when e names a payload version it does not have (a corrupt document).
+func apiEntryOf(e *store.Entry) (apiEntry, error) {
+	next, err := e.ReplayVersion()
+	if err != nil {
+		return apiEntry{}, err
+	}
 	out := apiEntry{apiEntrySummary: apiEntrySummaryOf(e), Consumer: e.Consumer, Headers: map[string][]string{},
-		PayloadSHA256: e.PayloadSHA256, PayloadMissing: e.PayloadMissing, PayloadTruncated: e.PayloadTruncated,
-		PublishedAt: e.PublishedAt, Kinds: nonNil(e.Kinds), Deliveries: e.Deliveries, TermReason: e.TermReason,
-		Failure: apiFailureOf(e), PublishedSeq: e.PublishedSeq, History: make([]apiTransition, 0, len(e.History)),
-		ResolvedAt: e.ResolvedAt, ExpireAt: e.ExpireAt}
+		ReplayVersion: next.N, PayloadSHA256: e.PayloadSHA256, PayloadMissing: e.PayloadMissing,
+		PayloadTruncated: e.PayloadTruncated, PublishedAt: e.PublishedAt, Kinds: nonNil(e.Kinds), Deliveries: e.Deliveries,
+		TermReason: e.TermReason, Failure: apiFailureOf(e), PublishedSeq: e.PublishedSeq,
+		History: make([]apiTransition, 0, len(e.History)), ResolvedAt: e.ResolvedAt, ExpireAt: e.ExpireAt}
 	for name, values := range e.Headers {
 		out.Headers[name] = nonNil(values)
+	}
+	for _, v := range e.Versions() {
+		out.PayloadVersions = append(out.PayloadVersions, apiPayloadVersionOf(v))
 	}
 	for _, t := range e.History {
 		out.History = append(out.History, apiTransitionOf(t))
 	}
-	return out
+	return out, nil
 }
 
-// apiEntryWithPayload is apiEntryOf with the payload e holds: present
-// (empty for an empty payload) unless jsdlq never had it.
-func apiEntryWithPayload(e *store.Entry) apiEntry {
-	out := apiEntryOf(e)
-	if !e.PayloadMissing {
-		out.Payload = e.Payload
-		if out.Payload == nil {
-			out.Payload = []byte{}
-		}
+// apiPayloadVersion is one version of the payload (schema PayloadVersion):
+// the original (1) or an approved edit, its author by role only.
+type apiPayloadVersion struct {
+	Version int       `json:"version"`
+	Base    int       `json:"base,omitempty"`
+	Author  string    `json:"author"`
+	At      time.Time `json:"at"`
+	Size    int64     `json:"size"`
+	SHA256  string    `json:"sha256,omitempty"`
+	Missing bool      `json:"missing"`
+	// HeadersSet are the names of the headers the version sets.
+	HeadersSet []string `json:"headers_set"`
+	Confirmed  []string `json:"confirmed"`
+}
+
+// authorCapture is the author of every original: the capture of the dead
+// task, no one's edit.
+const authorCapture = "capture"
+
+func apiPayloadVersionOf(v store.PayloadVersion) apiPayloadVersion {
+	author := authorCapture
+	if !v.Original() {
+		// store.PayloadVersion records no role of its own yet.
+		author = actorRole("", v.By)
 	}
-	return out
+	return apiPayloadVersion{Version: v.N, Base: v.Base, Author: author, At: v.At, Size: v.Size, SHA256: v.SHA256,
+		Missing: v.Missing, HeadersSet: nonNil(v.HeaderNames()), Confirmed: nonNil(v.Confirmed)}
 }
 
 // apiFailure is the failure record the agent sent (schema Failure).

@@ -84,6 +84,7 @@ func TestWireTypesMatchOpenAPI(t *testing.T) {
 		{apiEntry{}, "Entry", true},
 		{apiFailure{}, "Failure", true},
 		{apiTransition{}, "Transition", true},
+		{apiPayloadVersion{}, "PayloadVersion", true},
 		{apiEntryPage{}, "EntryPage", true},
 		{apiActionResult{}, "ActionResult", true},
 		{apiWebhook{}, "Webhook", true},
@@ -136,6 +137,7 @@ func TestWireTypesMatchOpenAPI(t *testing.T) {
 	}{
 		{"Status", enum(schemas["Status"].(map[string]any)), statuses},
 		{"ActorRole", enum(schemas["ActorRole"].(map[string]any)), actorRoles},
+		{"VersionAuthor", enum(schemas["VersionAuthor"].(map[string]any)), append([]string{authorCapture}, actorRoles...)},
 		{"Entry.kinds", enum(entryMore["kinds"].(map[string]any)["items"].(map[string]any)), kinds},
 	} {
 		if d := cmp.Diff(tt.code, tt.doc); d != "" {

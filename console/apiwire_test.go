@@ -84,7 +84,10 @@ func TestTenantAPIMatchesOpenAPI(t *testing.T) {
 		{"GET", down.URL + "/api/v1/tenants/acme/entries", acme, "", 500},
 		{"GET", api + "/entries/TASKS.1", acme, "", 200},
 		{"GET", api + "/entries/TASKS.4", acme, "", 200},
+		{"GET", api + "/entries/TASKS.1?version=1", acme, "", 200},
 		{"GET", api + "/entries/TASKS%252E1", acme, "", 400},
+		{"GET", api + "/entries/TASKS.1?version=0", acme, "", 400},
+		{"GET", api + "/entries/TASKS.1?version=9", acme, "", 404},
 		{"GET", api + "/entries/TASKS.1", "", "", 401},
 		{"GET", api + "/entries/TASKS.5", acme, "", 404},
 		{"GET", down.URL + "/api/v1/tenants/acme/entries/TASKS.1", acme, "", 500},
@@ -176,7 +179,7 @@ func TestOpenAPIRefusesStorageShapes(t *testing.T) {
 		return `{"entry":{"id":"TASKS.1","event_id":"TASKS.1","stream":"TASKS","stream_seq":1,"tenant":"acme","status":"scheduled",` +
 			`"category":"transient","reason_code":"timeout","action":"auto_replay","policy_version":"v","replays":0,"root_id":"TASKS.1",` +
 			`"payload_size":2,"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z","headers":{},` +
-			`"payload_missing":false,"payload_truncated":false,"kinds":[],"history":` + history + `}}`
+			`"replay_version":1,"payload_versions":[],"payload_missing":false,"payload_truncated":false,"kinds":[],"history":` + history + `}}`
 	}
 	stored, err := json.Marshal(map[string]any{"entry": &store.Entry{ID: "TASKS.1", Status: store.Scheduled,
 		History: []store.Transition{{To: "scheduled", By: "alice@example.com"}}}})
@@ -307,13 +310,15 @@ func TestTenantAPIShowsRolesNotIdentities(t *testing.T) {
 		}
 	}
 
-	// The recording and the action; the replay function's own steps
-	// (system) may follow, as fast as the replays run.
+	// The recording and the action (its note up to the payload version an
+	// approval adds); the replay function's own steps (system) may follow,
+	// as fast as the replays run.
 	type step struct{ Role, Note string }
 	got := map[string][]step{}
 	for id, en := range entries {
 		for _, h := range en.History[:min(2, len(en.History))] {
-			got[id] = append(got[id], step{h.ActorRole, h.Note})
+			note, _, _ := strings.Cut(h.Note, "; payload v")
+			got[id] = append(got[id], step{h.ActorRole, note})
 		}
 	}
 	want := map[string][]step{

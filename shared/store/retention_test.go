@@ -96,16 +96,50 @@ func TestRetentionFollowsThePlan(t *testing.T) {
 		checkExpiry(t, s, "re-evaluated to 7 d", id, 7*day, 3)
 	}
 
-	// A payload edit writes new chunks; bound to the entry, they carry its
-	// expiry, not the default given to chunks not yet bound.
+	// A payload edit writes the new version's chunks; bound to the entry,
+	// they carry its expiry, not the default given to chunks not yet bound.
+	// The original's chunks stay as they were.
 	edited := bytes.Repeat([]byte("y"), ChunkSize+5)
-	if _, err := s.TransitionScoped(ctx, id, AllTenants, Change{From: []Status{Scheduled}, To: AwaitingApproval, By: "op"}, edited); err != nil {
+	if _, err := s.TransitionScoped(ctx, id, AllTenants, Change{From: []Status{Scheduled}, To: AwaitingApproval, By: "op"}, &Edit{Payload: edited, By: "op"}); err != nil {
 		t.Fatalf("TransitionScoped(edit payload) = %v", err)
 	}
-	got := checkExpiry(t, s, "payload edited", id, 7*day, 2)
-	if err := s.LoadPayload(ctx, got); err != nil || !bytes.Equal(got.Payload, edited) {
-		t.Errorf("LoadPayload(edited) = %d bytes, %v, want the edit", len(got.Payload), err)
+	got := checkExpiry(t, s, "payload edited", id, 7*day, 3)
+	if v := got.Versions(); len(v) != 2 || v[1].Chunks != 2 {
+		t.Fatalf("versions after the edit = %+v, want the original and an edit in 2 chunks", v)
 	}
+	checkVersionExpiry := func(what string) {
+		t.Helper()
+		cur, err := s.GetMeta(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range chunkSets(cur.Versions()) {
+			snap, err := s.fs.Collection(FailureLog).Doc(id).Collection(PayloadChunks).Doc(chunkID(c.sum, c.n)).Get(ctx)
+			if err != nil {
+				t.Fatalf("%s: chunk %s-%d: %v", what, c.sum[:8], c.n, err)
+			}
+			if at, _ := snap.Data()["expire_at"].(time.Time); !at.Equal(cur.ExpireAt) {
+				t.Errorf("%s: chunk %s-%d expire_at = %v, want the entry's %v", what, c.sum[:8], c.n, at, cur.ExpireAt)
+			}
+		}
+	}
+	checkVersionExpiry("payload edited")
+	if b, err := s.VersionPayload(ctx, got, 2); err != nil || !bytes.Equal(b, edited) {
+		t.Errorf("VersionPayload(2) = %d bytes, %v, want the edit", len(b), err)
+	}
+	if err := s.LoadPayload(ctx, got); err != nil || !bytes.Equal(got.Payload, big) {
+		t.Errorf("LoadPayload(original) = %d bytes, %v, want the original %d bytes", len(got.Payload), err, len(big))
+	}
+	// A re-evaluation to another retention moves every version's chunks.
+	if _, err := s.Transition(ctx, id, Change{From: []Status{AwaitingApproval}, To: Scheduled, By: "replay",
+		Apply: func(cur *Entry) error {
+			cur.Plan = PlanOf(triage.Decision{Action: triage.AutoReplay, Retention: 30 * day})
+			return nil
+		}}); err != nil {
+		t.Fatalf("Transition(re-evaluate after the edit) = %v", err)
+	}
+	checkExpiry(t, s, "re-evaluated to 30 d after the edit", id, 30*day, 3)
+	checkVersionExpiry("re-evaluated to 30 d after the edit")
 }
 
 // TestRecoveredKeepsTheCompletionRecord: an entry recovered because its
