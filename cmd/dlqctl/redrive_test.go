@@ -485,3 +485,26 @@ func (b *beforeRead) Read(p []byte) (int, error) {
 	b.once.Do(b.fn)
 	return b.r.Read(p)
 }
+
+// dlqctl reads LEGACY_COMPLETIONS_UNTIL when it builds its store: a
+// malformed value is refused before anything is read, naming the variable;
+// a time is taken.
+func TestLegacyCompletionsUntilSetting(t *testing.T) {
+	e := newEnv(t)
+	e.seed(seed{id: "R.1", tenant: "acme", agent: "backend", category: "permanent", reason: "impossible_task", status: store.Escalated})
+	ownStore := func(a *app) { a.st = nil }
+	for _, tc := range []struct {
+		value string
+		code  int
+		want  string
+	}{
+		{"after the upgrade", exitError, `LEGACY_COMPLETIONS_UNTIL: "after the upgrade" is not an RFC 3339 time`},
+		{"2026-12-01T00:00:00Z", exitOK, "R.1"},
+	} {
+		vars := map[string]string{"GOOGLE_CLOUD_PROJECT": "p", "LEGACY_COMPLETIONS_UNTIL": tc.value}
+		code, out, stderr := e.runCtx(context.Background(), vars, ownStore, "ls")
+		if code != tc.code || !strings.Contains(out+stderr, tc.want) {
+			t.Errorf("LEGACY_COMPLETIONS_UNTIL=%q dlqctl ls = %d, %q, %q; want %d naming %q", tc.value, code, out, stderr, tc.code, tc.want)
+		}
+	}
+}
