@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,6 +17,20 @@ import (
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 )
+
+// readRecord reads the task-idempotency document id.
+func readRecord(t *testing.T, fs *firestore.Client, id string) agentkit.IdempotencyRecord {
+	t.Helper()
+	snap, err := fs.Collection(agentkit.DefaultIdempotencyCollection).Doc(id).Get(testenv.Context(t))
+	if err != nil {
+		t.Fatalf("task-idempotency/%s: %v", id, err)
+	}
+	var rec agentkit.IdempotencyRecord
+	if err := snap.DataTo(&rec); err != nil {
+		t.Fatalf("task-idempotency/%s: %v", id, err)
+	}
+	return rec
+}
 
 var (
 	task1 = agentkit.Task{Tenant: "acme", Key: "task-1-v1"}
@@ -38,14 +53,7 @@ func TestOnceRunsOnceAcrossRedeliveries(t *testing.T) {
 	if ran || err != nil || runs != 1 {
 		t.Fatalf("second Once = %v, %v (runs %d); want false, nil, 1 run", ran, err, runs)
 	}
-	snap, err := fs.Collection("task-idempotency").Doc(agentkit.IdempotencyDocID("acme", "task-1-v1")).Get(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec agentkit.IdempotencyRecord
-	if err := snap.DataTo(&rec); err != nil {
-		t.Fatal(err)
-	}
+	rec := readRecord(t, fs, agentkit.IdempotencyDocID("acme", "task-1-v1"))
 	if rec.Status != agentkit.StatusCompleted || rec.CompletedAt.IsZero() ||
 		rec.ExpireAt.Sub(rec.CompletedAt) != 72*time.Hour || rec.Agent != "backend" || rec.Tenant != "acme" || rec.Key != "task-1-v1" {
 		t.Errorf("completion record = %+v", rec)
@@ -200,13 +208,8 @@ func TestOnceTwoTenantsSameTaskID(t *testing.T) {
 		t.Errorf("runs per tenant (-want +got):\n%s", d)
 	}
 	for _, tenant := range []string{"acme", "beta", "default"} {
-		snap, err := fs.Collection(agentkit.DefaultIdempotencyCollection).Doc(agentkit.IdempotencyDocID(tenant, "task-1-v1")).Get(ctx)
-		if err != nil {
-			t.Fatalf("%s's record: %v", tenant, err)
-		}
-		var rec agentkit.IdempotencyRecord
-		if err := snap.DataTo(&rec); err != nil || rec.Tenant != tenant || rec.Key != "task-1-v1" || !rec.Completed() {
-			t.Errorf("%s's record = %+v, %v; want its tenant, the key, completed", tenant, rec, err)
+		if rec := readRecord(t, fs, agentkit.IdempotencyDocID(tenant, "task-1-v1")); rec.Tenant != tenant || rec.Key != "task-1-v1" || !rec.Completed() {
+			t.Errorf("%s's record = %+v; want its tenant, the key, completed", tenant, rec)
 		}
 	}
 }
@@ -305,15 +308,7 @@ func TestOnceHonoursOlderKitsRecords(t *testing.T) {
 				t.Errorf("Once(%+v) = %v, %v; want %v, %v", task, ran, err, tc.ran, tc.err)
 			}
 			// The older record is only read, never changed.
-			snap, err := legacy.Get(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var after agentkit.IdempotencyRecord
-			if err := snap.DataTo(&after); err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(tc.old, after); d != "" {
+			if d := cmp.Diff(tc.old, readRecord(t, fs, legacy.ID)); d != "" {
 				t.Errorf("the older kit's record changed (-before +after):\n%s", d)
 			}
 			_, err = fs.Collection(agentkit.DefaultIdempotencyCollection).Doc(task.DocID()).Get(ctx)

@@ -131,7 +131,6 @@ func TestReaderTypes(t *testing.T) {
 // older agentkits are honoured: every component reads it with the common
 // variables, and dlqctl on its own.
 func TestLegacyCompletionsUntil(t *testing.T) {
-	base := map[string]string{"GOOGLE_CLOUD_PROJECT": "p"}
 	tests := []struct {
 		value   string // "" unset
 		want    time.Time
@@ -144,10 +143,7 @@ func TestLegacyCompletionsUntil(t *testing.T) {
 		{"72h", time.Time{}, `LEGACY_COMPLETIONS_UNTIL: "72h" is not an RFC 3339 time`},
 	}
 	for _, tc := range tests {
-		env := map[string]string{}
-		for k, v := range base {
-			env[k] = v
-		}
+		env := map[string]string{"GOOGLE_CLOUD_PROJECT": "p"}
 		if tc.value != "" {
 			env["LEGACY_COMPLETIONS_UNTIL"] = tc.value
 		}

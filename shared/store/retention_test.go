@@ -23,6 +23,20 @@ func completionRef(s *Store, tenant, key string) *firestore.DocumentRef {
 	return s.fs.Collection(TaskIdempotency).Doc(agentkit.IdempotencyDocID(tenant, key))
 }
 
+// readRecord reads the completion record at ref, and its update time.
+func readRecord(t *testing.T, ref *firestore.DocumentRef) (agentkit.IdempotencyRecord, time.Time) {
+	t.Helper()
+	snap, err := ref.Get(testenv.Context(t))
+	if err != nil {
+		t.Fatalf("%s: %v", ref.Path, err)
+	}
+	var rec agentkit.IdempotencyRecord
+	if err := snap.DataTo(&rec); err != nil {
+		t.Fatalf("%s: %v", ref.Path, err)
+	}
+	return rec, snap.UpdateTime
+}
+
 // chunkExpiry reads the expire_at of each of an entry's payload chunks.
 func chunkExpiry(t *testing.T, s *Store, e *Entry) []time.Time {
 	t.Helper()
@@ -171,15 +185,7 @@ func TestRecoveredKeepsTheCompletionRecord(t *testing.T) {
 				t.Fatalf("%s (seen %v): MarkRecovered() = %v", tc.name, seen, err)
 			}
 		}
-		snap, err := ref.Get(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got agentkit.IdempotencyRecord
-		if err := snap.DataTo(&got); err != nil {
-			t.Fatal(err)
-		}
-		if !got.ExpireAt.Equal(tc.expire) {
+		if got, _ := readRecord(t, ref); !got.ExpireAt.Equal(tc.expire) {
 			t.Errorf("%s (seen %v): record expire_at = %v, want %v", tc.name, seen, got.ExpireAt, tc.expire)
 		}
 	}
@@ -261,36 +267,22 @@ func TestRecoveryThroughAnOlderKitsRecord(t *testing.T) {
 			if err != nil {
 				t.Fatalf("MarkRecovered(%s, seen %v) = %v", e.ID, seen, err)
 			}
-			snap, err := completionRef(s, e.Tenant, e.IdempotencyKey).Get(ctx)
-			if err != nil {
-				t.Fatalf("the tenant's record after the recovery: %v", err)
-			}
-			var got agentkit.IdempotencyRecord
-			if err := snap.DataTo(&got); err != nil {
-				t.Fatal(err)
-			}
+			got, at := readRecord(t, completionRef(s, e.Tenant, e.IdempotencyKey))
 			want := agentkit.IdempotencyRecord{Key: old.Key, Tenant: e.Tenant, Status: agentkit.StatusCompleted, Agent: old.Agent,
 				CompletedAt: old.CompletedAt, ExpireAt: e.ExpireAt}
 			if d := cmp.Diff(want, got); d != "" {
 				t.Errorf("the tenant's record (seen %v, -want +got):\n%s", seen, d)
 			}
-			if i == 1 && !snap.UpdateTime.Equal(updated) {
+			if i == 1 && !at.Equal(updated) {
 				t.Errorf("recovering %s again wrote its record (seen %v)", e.ID, seen)
 			}
-			updated = snap.UpdateTime
+			updated = at
 		}
 		if h := get(t, s, e.ID).History; !strings.Contains(h[len(h)-1].Note, "older agentkit") {
 			t.Errorf("history note = %q, want it to name the older kit's record", h[len(h)-1].Note)
 		}
 	}
-	snap, err := legacy.Get(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var after agentkit.IdempotencyRecord
-	if err := snap.DataTo(&after); err != nil {
-		t.Fatal(err)
-	}
+	after, _ := readRecord(t, legacy)
 	if d := cmp.Diff(old, after); d != "" {
 		t.Errorf("the older kit's record changed (-before +after):\n%s", d)
 	}
