@@ -235,7 +235,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // MarkRecovered repeats them without counting e again; the outcome is
 // skipped, so the task is not counted as a second recovery.
 func (h *Handler) finishRecovery(ctx context.Context, e *store.Entry, taskName string, res Result) (Result, error) {
-	if moved, err := h.markRecovered(ctx, e, "", &res); err != nil || !moved {
+	if moved, err := h.markRecovered(ctx, e, store.Completion{Done: true}.Note(e), &res); err != nil || !moved {
 		return res, err
 	}
 	h.log.InfoContext(ctx, "replay: redelivery of the recovering task; recovery finished", "entry_id", e.ID, "task", taskName)
@@ -246,12 +246,11 @@ func (h *Handler) finishRecovery(ctx context.Context, e *store.Entry, taskName s
 }
 
 // markRecovered moves e (replaying, or recovered already) to recovered, its
-// task's completion record showing it completed (MarkRecovered), and
-// reports whether it is recovered; one moved on or gone meanwhile is res
-// skipped, and err is for a retry.
+// task's completion record showing it completed (MarkRecovered, with the
+// history note), and reports whether it is recovered; one moved on or gone
+// meanwhile is res skipped, and err is for a retry.
 func (h *Handler) markRecovered(ctx context.Context, e *store.Entry, note string, res *Result) (bool, error) {
-	got, err := h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replaying}, By,
-		"task-idempotency shows "+e.IdempotencyKey+" completed"+note)
+	got, err := h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replaying}, By, note)
 	skip, err := h.recovered(ctx, e, got, err)
 	switch {
 	case err != nil:
@@ -374,15 +373,16 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 	}
 
 	// 2. Done already?
-	done, err := h.store.TaskCompleted(ctx, e.IdempotencyKey)
+	done, err := h.store.Completion(ctx, e)
 	if err != nil {
 		return res, retry("replay: idempotency record of %s: %w", e.ID, err)
 	}
-	if done {
-		if moved, err := h.markRecovered(ctx, e, "; not published", &res); err != nil || !moved {
+	if done.Done {
+		if moved, err := h.markRecovered(ctx, e, done.Note(e)+"; not published", &res); err != nil || !moved {
 			return res, err
 		}
-		log.InfoContext(ctx, "replay: task completed meanwhile; recovered without a publish", "idempotency_key", e.IdempotencyKey)
+		log.InfoContext(ctx, "replay: task completed meanwhile; recovered without a publish", "idempotency_key", e.IdempotencyKey,
+			"legacy_completion", done.Legacy)
 		res.Outcome, res.Status = OutcomeRecovered, string(store.Recovered)
 		return res, nil
 	}
