@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -60,6 +61,13 @@ func NewEntry(id string, ev event.Event, headers map[string][]string, c event.Co
 	if f := ev.Failure; f != nil {
 		cp := *f
 		e.Failure = &cp
+	}
+	if e.Tenant == event.ReservedTenant && len(headers) > 0 {
+		// The agent's kit names the task by the tenant header as sent,
+		// whatever jsdlq records it under.
+		if t := c.Tenant(headers); utf8.ValidString(t) && len(t) <= event.KeptNameBytes {
+			e.TaskTenant = t
+		}
 	}
 	return e
 }

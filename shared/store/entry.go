@@ -147,6 +147,12 @@ type Entry struct {
 	// naming rule (docs/contracts.md, "Names"): it is recorded under
 	// event.ReservedTenant, and these are the names it carried.
 	InvalidNames []event.InvalidName `firestore:"invalid_names,omitempty" json:"invalid_names,omitempty"`
+	// TaskTenant is, on an entry under the reserved tenant, the tenant its
+	// message's headers name as an agent's kit reads them: the tenant of
+	// the task's completion record (Task). Empty when the headers were not
+	// captured, or when that name is no completion record's (not UTF-8,
+	// over event.KeptNameBytes).
+	TaskTenant string `firestore:"task_tenant,omitempty" json:"task_tenant,omitempty"`
 
 	Category      string `firestore:"category" json:"category"`
 	ReasonCode    string `firestore:"reason_code" json:"reason_code"`

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -47,7 +48,7 @@ func TestMalformedQueriesAndIDsAreRefusedBeforeFirestore(t *testing.T) {
 // entry to the reserved tenant and brings the names it carried, counted
 // once, under the reserved tenant only. A redelivery changes nothing.
 func TestRecordUnderTheReservedTenantMergesTheInvalidNames(t *testing.T) {
-	ctx, _, st := newStore(t)
+	ctx, fs, st := newStore(t)
 	c := event.DefaultConventions
 	now := time.Now().UTC()
 	adv := event.Event{Schema: event.Schema, ID: event.ID("TASKS", 9), Kind: event.KindTerminated, Stream: "TASKS", StreamSeq: 9,
@@ -56,7 +57,7 @@ func TestRecordUnderTheReservedTenantMergesTheInvalidNames(t *testing.T) {
 	adv.Message.SetMissing(event.MissingNotFound)
 	rec := event.Record{Meta: event.RecordMeta{Schema: event.RecordSchema, Stream: "TASKS", StreamSeq: 9, Subject: "agents.a.tasks.t",
 		PublishedAt: now, Failure: event.Failure{Code: "impossible_task"}},
-		Headers: map[string][]string{event.HeaderTenant: {"acme\u202e"}}, Data: []byte("{}")}.Event(c, now)
+		Headers: map[string][]string{event.HeaderTenant: {"acme\u202e"}, event.HeaderIdempotencyKey: {"k1"}}, Data: []byte("{}")}.Event(c, now)
 	id, err := store.EntryID(adv.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -79,6 +80,22 @@ func TestRecordUnderTheReservedTenantMergesTheInvalidNames(t *testing.T) {
 	want := []event.InvalidName{{Field: "tenant", Value: "acme\u202e", Size: 7, Problem: `tenant "acme\u202e" holds the invisible or control character U+202E`}}
 	if got.Tenant != event.ReservedTenant || !cmp.Equal(got.InvalidNames, want) {
 		t.Errorf("entry under %q flagged %+v, want %s with %+v", got.Tenant, got.InvalidNames, event.ReservedTenant, want)
+	}
+	// The agent's kit records the task's completion under the tenant its
+	// header names: the scan of reconcile (a projection) finds it there.
+	if got.TaskTenant != "acme\u202e" {
+		t.Errorf("TaskTenant = %q, want the header's tenant", got.TaskTenant)
+	}
+	if _, err := fs.Collection(store.TaskIdempotency).Doc(agentkit.IdempotencyDocID("acme\u202e", "k1")).Set(ctx,
+		agentkit.IdempotencyRecord{Key: "k1", Tenant: "acme\u202e", Status: agentkit.StatusCompleted, CompletedAt: now, ExpireAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := st.Entries(ctx, store.Query{Tenant: event.ReservedTenant, View: store.ScanView, Limit: 10})
+	if err != nil || len(page.Entries) != 1 {
+		t.Fatalf("Entries(reserved tenant) = %d entries, %v", len(page.Entries), err)
+	}
+	if done, err := st.Completions(ctx, page.Entries); err != nil || !done[id].Done {
+		t.Errorf("Completions(the flagged entry) = %+v, %v, want the kit's record of tenant %q", done, err, "acme\u202e")
 	}
 	m, err := st.ReadMetrics(ctx, store.Hour(got.CreatedAt))
 	if err != nil {

@@ -303,7 +303,7 @@ func enrich(cur, in *Entry) bool {
 		changed = true
 	}
 	if len(cur.InvalidNames) == 0 && len(in.InvalidNames) > 0 && cur.Tenant == in.Tenant {
-		cur.InvalidNames = in.InvalidNames
+		cur.InvalidNames, cur.TaskTenant = in.InvalidNames, in.TaskTenant
 		changed = true
 	}
 	if in.Deliveries > cur.Deliveries {
