@@ -4,28 +4,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
-
-// visible fails when out holds a rune a terminal would act on (a line
-// break aside) or bytes that are not UTF-8.
-func visible(t *testing.T, what, out string) {
-	t.Helper()
-	if !utf8.ValidString(out) {
-		t.Errorf("%s: output is not UTF-8: %q", what, out)
-		return
-	}
-	for _, r := range out {
-		if r != '\n' && !event.Visible(r) {
-			t.Errorf("%s: output holds %U:\n%q", what, r, out)
-			return
-		}
-	}
-}
 
 // Values from the wire reach the terminal escaped: an entry whose subject,
 // headers, failure detail and history note hold escape sequences, a line
@@ -50,7 +33,7 @@ func TestOutputEscapesWireValues(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("show = %d %s", code, stderr)
 	}
-	visible(t, "show", out)
+	testenv.CheckVisible(t, "show", out)
 	for _, want := range []string{`by agent\x1b[2J`, `x\n  2026-01-01T00:00:00Z`, `w\u202eetirw`, `X-Note: \x1b]0;owned\x07`, `X-Bytes: \xff\xfe`, `boom\rOK`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("show does not print %s escaped as %q:\n%s", want, want, out)
@@ -60,7 +43,7 @@ func TestOutputEscapesWireValues(t *testing.T) {
 		t.Errorf("show prints the forged history line as a line of its own:\n%s", out)
 	}
 	code, out, _ = e.run(nil, "show", "TASKS.1", "--json")
-	visible(t, "show --json", out)
+	testenv.CheckVisible(t, "show --json", out)
 	var doc struct{ Entry *store.Entry }
 	if err := json.Unmarshal([]byte(out), &doc); code != exitOK || err != nil || doc.Entry.Subject != "agents.w\u202eetirw.tasks.x" {
 		t.Errorf("show --json = %d, %v, subject %q: want the value intact once decoded", code, err, doc.Entry.Subject)
@@ -70,7 +53,7 @@ func TestOutputEscapesWireValues(t *testing.T) {
 		if code != exitOK {
 			t.Errorf("dlqctl %q = %d %s", args, code, stderr)
 		}
-		visible(t, strings.Join(args, " "), out)
+		testenv.CheckVisible(t, strings.Join(args, " "), out)
 	}
 }
 
@@ -104,7 +87,7 @@ func TestMalformedNamesAndReasonsAreUsageErrors(t *testing.T) {
 		if code != exitUsage || stderr == "" {
 			t.Errorf("dlqctl %q = exit %d (%q), want %d with a message", args, code, stderr, exitUsage)
 		}
-		visible(t, "stderr of "+strings.Join(args, " "), stderr)
+		testenv.CheckVisible(t, "stderr of "+strings.Join(args, " "), stderr)
 	}
 	if en := e.entry("TASKS.1"); en.Status != store.Escalated || len(en.History) != 1 {
 		t.Errorf("TASKS.1 = %s with %d transitions, want untouched", en.Status, len(en.History))

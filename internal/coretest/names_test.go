@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/net/html"
 
@@ -217,14 +216,14 @@ func TestHostileNamesAreData(t *testing.T) {
 			continue // the valid names print as they are
 		}
 		out := c.dlqctlRun(t, "show", en.ID)
-		checkVisible(t, "dlqctl show "+name, out)
+		testenv.CheckVisible(t, "dlqctl show "+name, out)
 		if len(en.InvalidNames) > 0 && !strings.Contains(out, "invalid     "+en.InvalidNames[0].Field) {
 			t.Errorf("dlqctl show %s (%s) does not show the invalid name:\n%s", en.ID, name, out)
 		}
-		checkVisible(t, "dlqctl show --json "+name, c.dlqctlRun(t, "show", en.ID, "--json"))
+		testenv.CheckVisible(t, "dlqctl show --json "+name, c.dlqctlRun(t, "show", en.ID, "--json"))
 	}
-	checkVisible(t, "dlqctl ls --tenant (invalid)", c.dlqctlRun(t, "ls", "--tenant", jevent.ReservedTenant, "--limit", "1000"))
-	checkVisible(t, "dlqctl ls", c.dlqctlRun(t, "ls", "--limit", "1000"))
+	testenv.CheckVisible(t, "dlqctl ls --tenant (invalid)", c.dlqctlRun(t, "ls", "--tenant", jevent.ReservedTenant, "--limit", "1000"))
+	testenv.CheckVisible(t, "dlqctl ls", c.dlqctlRun(t, "ls", "--limit", "1000"))
 	for _, h := range testenv.HostileNames() {
 		if h.Valid || h.Value == jevent.ReservedTenant {
 			continue // a tenant an operator may list
@@ -244,7 +243,7 @@ func TestHostileNamesAreData(t *testing.T) {
 			t.Errorf("log line %.200q is not one JSON object: %v", line, err)
 			continue
 		}
-		walkStrings(m, func(s string) { checkVisible(t, "log line", s) })
+		walkStrings(m, func(s string) { testenv.CheckVisible(t, "log line", s) })
 	}
 	if got := len(c.logs.Lines("names break the naming rule")); got == 0 {
 		t.Error("classify logged no warning for the entries recorded under the reserved tenant")
@@ -262,22 +261,6 @@ func walkStrings(v any, f func(string)) {
 	case []any:
 		for _, x := range v {
 			walkStrings(x, f)
-		}
-	}
-}
-
-// checkVisible fails when out holds a rune a terminal would not show as
-// itself (a line break aside), or bytes that are not UTF-8.
-func checkVisible(t *testing.T, what, out string) {
-	t.Helper()
-	if !utf8.ValidString(out) {
-		t.Errorf("%s: output is not UTF-8: %.300q", what, out)
-		return
-	}
-	for _, r := range out {
-		if r != '\n' && !jevent.Visible(r) {
-			t.Errorf("%s: output holds %U: %.300q", what, r, out)
-			return
 		}
 	}
 }

@@ -1,6 +1,12 @@
 package testenv
 
-import "strings"
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/jsdlq/jsdlq/shared/event"
+)
 
 // HostileName is an identifier a message header, a stream or a forged
 // request can carry (the corpus of docs/contracts.md, "Names"): the tests
@@ -44,4 +50,22 @@ func HostileNames() []HostileName {
 // an entry id, a URL, a terminal or a log.
 func HostileStreams() []string {
 	return []string{"WORK~EU", "A#B?C%2F", "WORK\u202eUE", "WORK\x1bX", "Zürich"}
+}
+
+// CheckVisible fails the test when out (a terminal's output, a log value)
+// holds a rune a terminal would act on or not show as itself, a line
+// break aside, or bytes that are not UTF-8: what the terminal and log
+// encoders promise.
+func CheckVisible(t testing.TB, what, out string) {
+	t.Helper()
+	if !utf8.ValidString(out) {
+		t.Errorf("%s: output is not UTF-8: %.300q", what, out)
+		return
+	}
+	for _, r := range out {
+		if r != '\n' && !event.Visible(r) {
+			t.Errorf("%s: output holds %U: %.300q", what, r, out)
+			return
+		}
+	}
 }
