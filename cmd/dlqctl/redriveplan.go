@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/redrive"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -24,7 +25,9 @@ func (a *app) plan(ctx context.Context, st *store.Store, cp *checkpoint) (*redri
 	if cp.Pending != nil {
 		skip = cp.Pending.At.ID
 	}
-	return redrive.NewPlan(ctx, st, q, cp.Include, skip)
+	// The plan asks the authority rule, which needs the policy only: no
+	// scheduler, so a dry run needs no Cloud Tasks configuration.
+	return redrive.NewPlan(ctx, st, operator.New(st, nil), cp.actor(), q, cp.Include, skip)
 }
 
 // printPlan writes the plan for a person deciding whether to run it: the
@@ -36,7 +39,7 @@ func printPlan(w io.Writer, p *redrive.Plan, cp *checkpoint, resumed bool) {
 	if cp.Scope != "" {
 		scope = "tenant " + cp.Scope + " only"
 	}
-	fmt.Fprintf(w, "redrive plan: filter %s (%s), %.3g/s, by %s\n", cp.Filter, scope, cp.Rate, cp.By)
+	fmt.Fprintf(w, "redrive plan: filter %s (%s), %.3g/s, by %s\n", cp.Filter, scope, cp.Rate, cp.actor())
 	if resumed {
 		fmt.Fprintf(w, "resuming: %d entries passed already (%s); the plan covers the rest\n", cp.Seen, redrive.Summary(&cp.RedriveProgress))
 		if cp.Pending != nil {
@@ -56,9 +59,13 @@ func printPlan(w io.Writer, p *redrive.Plan, cp *checkpoint, resumed bool) {
 	fmt.Fprintf(tw, "  run now\t%d\tscheduled: the task runs now and meets the policy and the breaker\n", p.RunNow)
 	fmt.Fprintf(tw, "and leaves alone %d:\n", p.LeftAlone())
 	fmt.Fprintf(tw, "  held\t%d\tstay held: redrive never releases them; reconcile does once their breaker admits, or dlqctl breaker probe|close\n", p.Held)
-	for _, o := range redrive.OptIns {
-		fmt.Fprintf(tw, "  excluded: %s\t%d\tneeds --%s%s\n", o.Category, p.Excluded[string(o.Category)], o.Flag,
-			ifSet(slices.Contains(cp.Include, string(o.Category)), " (given)"))
+	excluded := "the rule keeps approval for approvers: needs --" + redrive.OptInFlag
+	if len(cp.Include) > 0 {
+		excluded = "--" + redrive.OptInFlag + " given"
+	}
+	fmt.Fprintf(tw, "  excluded\t%d\t%s%s\n", sum(p.Excluded), excluded, ifSet(len(p.Excluded) > 0, " (rule "+countsText(p.Excluded, 0)+")"))
+	if len(p.Denied) > 0 {
+		fmt.Fprintf(tw, "  not permitted\t%d\t%s may not act on them (rule %s)\n", sum(p.Denied), cp.actor().Role, countsText(p.Denied, 0))
 	}
 	fmt.Fprintf(tw, "  nothing to do\t%d\treplaying, replayed, recovered, discarded\n", p.Nothing)
 	if p.Acts() > 0 {
@@ -104,4 +111,12 @@ func countsText(m map[string]int, limit int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", orDash(k), m[k]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }

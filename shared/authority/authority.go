@@ -57,7 +57,7 @@ func (r Role) Operates() bool { return r == Operator || r == Approver }
 func ParseRole(s string) (Role, error) {
 	r := Role(strings.TrimSpace(s))
 	if !r.Valid() {
-		return "", fmt.Errorf("authority: unknown role %q (one of %s)", s, join(Roles))
+		return "", fmt.Errorf("authority: unknown role %q (one of %s)", s, Join(Roles))
 	}
 	return r, nil
 }
@@ -162,11 +162,11 @@ func (d *Denied) Reason() string {
 	}
 	switch {
 	case d.Rule != "":
-		return fmt.Sprintf("rule %q does not let the %s role %s its entries; it needs %s", d.Rule, role, verb, join(d.Need))
+		return fmt.Sprintf("rule %q does not let the %s role %s its entries; it needs %s", d.Rule, role, verb, Join(d.Need))
 	case slices.Contains(entryActions, d.Action):
-		return fmt.Sprintf("the %s role may not %s this entry; it needs %s", role, verb, join(d.Need))
+		return fmt.Sprintf("the %s role may not %s this entry; it needs %s", role, verb, Join(d.Need))
 	}
-	return fmt.Sprintf("the %s role may not %s; it needs %s", role, verb, join(d.Need))
+	return fmt.Sprintf("the %s role may not %s; it needs %s", role, verb, Join(d.Need))
 }
 
 // verbs name the actions in a sentence.
@@ -231,7 +231,8 @@ func May(a Actor, act Action, g Grant) error {
 	return &Denied{Actor: a, Action: act, Rule: g.Rule, Need: []Role{Approver}}
 }
 
-func join(roles []Role) string {
+// Join names roles, comma-separated.
+func Join(roles []Role) string {
 	s := make([]string, len(roles))
 	for i, r := range roles {
 		s[i] = string(r)

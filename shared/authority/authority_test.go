@@ -112,7 +112,7 @@ func TestMay(t *testing.T) {
 			t.Errorf("May(%s, %s, %s) = %#v, want a *Denied wrapping ErrPermissionDenied", tt.role, tt.act, tt.grant, err)
 			continue
 		}
-		if got := strings.Join(roleNames(d.Need), ", "); got != tt.needed {
+		if got := authority.Join(d.Need); got != tt.needed {
 			t.Errorf("May(%s, %s, %s) needs %q, want %q", tt.role, tt.act, tt.grant, got, tt.needed)
 		}
 		if d.Rule != g.Rule || d.Action != tt.act || d.Actor != a {
@@ -122,14 +122,6 @@ func TestMay(t *testing.T) {
 			t.Errorf("May(%s, %s, %s) = %q, want it to name the rule", tt.role, tt.act, tt.grant, err)
 		}
 	}
-}
-
-func roleNames(rs []authority.Role) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = string(r)
-	}
-	return out
 }
 
 // A refusal says what the tenant API tells a tenant: the rule and the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/event"
 )
 
@@ -114,7 +115,7 @@ func TestOutboxBreakerStates(t *testing.T) {
 		t.Fatalf("BreakerAdvance = %+v, %v", b, err)
 	}
 	clock.Add(1)
-	if _, err := s.BreakerClose(ctx, "acme", "alice", "fixed upstream"); err != nil {
+	if _, err := s.BreakerClose(ctx, "acme", authority.Actor{Name: "alice", Role: authority.Operator}, "fixed upstream"); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"breaker_closed", "breaker_half_open", "breaker_opened"}
