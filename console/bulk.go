@@ -393,7 +393,7 @@ func (s *Server) bulkCancel(_ http.ResponseWriter, r *http.Request, who authorit
 	if err := store.CheckBulkRunID(id); err != nil {
 		return "", uiBad("malformed bulk run id")
 	}
-	if _, err := s.store.CancelBulkRun(r.Context(), id, who.String()); err != nil {
+	if _, err := s.store.CancelBulkRun(r.Context(), id, who.Name); err != nil {
 		return "", err
 	}
 	s.log.InfoContext(r.Context(), "bulk redrive cancel asked", "run", id, "operator", who.Name, "role", string(who.Role))

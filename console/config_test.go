@@ -27,8 +27,12 @@ func TestLoadEnv(t *testing.T) {
 		wantErr string
 		port    int
 	}{
-		{"iap needs an audience", with(), "CONSOLE_IAP_AUDIENCE", 0},
-		{"iap", with("CONSOLE_IAP_AUDIENCE", "/projects/1/locations/l/services/console", "PORT", "9000"), "", 9000},
+		{"iap needs an audience", with("CONSOLE_APPROVERS", "group:ops@example.com"), "CONSOLE_IAP_AUDIENCE", 0},
+		{"iap", with("CONSOLE_IAP_AUDIENCE", "/projects/1/locations/l/services/console", "PORT", "9000", "CONSOLE_VIEWERS", "domain:example.com"), "", 9000},
+		{"iap needs someone with a role", with("CONSOLE_IAP_AUDIENCE", "/projects/1/locations/l/services/console"), "CONSOLE_APPROVERS", 0},
+		{"a malformed principal", with("CONSOLE_IAP_AUDIENCE", "a", "CONSOLE_OPERATORS", "user:ops@example.com, alice@example.com"), "CONSOLE_OPERATORS", 0},
+		{"allUsers", with("CONSOLE_IAP_AUDIENCE", "a", "CONSOLE_VIEWERS", "allUsers"), "CONSOLE_VIEWERS", 0},
+		{"an unknown local role", with("CONSOLE_AUTH", "local", "CONSOLE_OPERATOR", "me", "FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681", "CONSOLE_ROLE", "admin"), "CONSOLE_ROLE", 0},
 		{"local with emulator", with("CONSOLE_AUTH", "local", "CONSOLE_OPERATOR", "me", "FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681"), "", console.DefaultPort},
 		{"console port", with("CONSOLE_AUTH", "local", "CONSOLE_OPERATOR", "me", "FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681", "CONSOLE_PORT", "8071"), "", 8071},
 		{"local refused on Cloud Run", with("CONSOLE_AUTH", "local", "CONSOLE_OPERATOR", "me", "FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681", "K_SERVICE", "console"), "K_SERVICE", 0},

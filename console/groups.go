@@ -135,9 +135,8 @@ func (g *CloudIdentityGroups) check(ctx context.Context, group, member string) (
 	if err != nil {
 		return false, err
 	}
-	// A CEL string literal; ParsePrincipal and IAP's emails hold no quote,
-	// but the member is escaped whatever it holds.
-	q := "inkey_id == '" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(member) + "'"
+	// A CEL string literal: an email may hold an apostrophe (o'brien@…).
+	q := "member_key_id == '" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(member) + "'"
 	res, err := svc.Groups.Memberships.CheckTransitiveMembership(group).Query(q).Context(ctx).Do()
 	switch {
 	case err == nil:

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/jsdlq/jsdlq/shared/authority"
+	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/store"
 )
 
 // This file gives operators their role (docs/console.md, "Operator roles").
@@ -62,8 +65,8 @@ func ParsePrincipal(s string) (Principal, error) {
 	switch {
 	case !ok:
 		return bad("want user:, serviceAccount:, group: or domain: and a name (allUsers and allAuthenticatedUsers are refused)")
-	case v == "" || strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f || r == '\'' || r == '\\' || r == ',' }):
-		return bad("the name is empty or holds spaces, control characters, quotes or commas")
+	case v == "" || strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f || r == '"' || r == '\\' || r == ',' }):
+		return bad("the name is empty or holds spaces, control characters, double quotes, backslashes or commas")
 	}
 	switch kind {
 	case PrincipalUser, PrincipalServiceAccount, PrincipalGroup:
@@ -203,6 +206,32 @@ func (a *RoleAuth) Operator(r *http.Request) (authority.Actor, error) {
 		return authority.Actor{Name: id.Email}, err
 	}
 	return authority.Actor{Name: id.Email, Role: role}, nil
+}
+
+// offerForms sets the entry page's forms: those the entry's status offers
+// and the operator's role may use (the authority rule, asked for each), and
+// why the others are not the operator's.
+func (s *Server) offerForms(r *http.Request, e *store.Entry, d *entryData) error {
+	offer := func(offered bool, act authority.Action) (bool, error) {
+		if !offered {
+			return false, nil
+		}
+		err := s.actions.May(r.Context(), actorOf(r), act, e)
+		var denied *authority.Denied
+		if errors.As(err, &denied) {
+			if !slices.Contains(d.NotMine, denied.Reason()) {
+				d.NotMine = append(d.NotMine, denied.Reason())
+			}
+			return false, nil
+		}
+		return err == nil, err
+	}
+	var errs [4]error
+	d.Approvable, errs[0] = offer(slices.Contains(operator.Approvable, e.Status), authority.Approve)
+	d.Runnable, errs[1] = offer(slices.Contains(operator.Runnable, e.Status), authority.ReplayNow)
+	d.Discard, errs[2] = offer(slices.Contains(operator.Discardable, e.Status), authority.Discard)
+	d.Probe, errs[3] = offer(e.Status == store.Held || e.Status == store.Scheduled, authority.Breaker)
+	return errors.Join(errs[:]...)
 }
 
 // actorKey carries the request's actor in its context.

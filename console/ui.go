@@ -530,27 +530,7 @@ func (s *Server) entry(r *http.Request) (string, string, any, error) {
 			d.Task = "not in the queue"
 		}
 	}
-	// The forms the status offers, those the operator's role may use.
-	offer := func(offered bool, act authority.Action) (bool, error) {
-		if !offered {
-			return false, nil
-		}
-		err := s.actions.May(r.Context(), actorOf(r), act, e)
-		var denied *authority.Denied
-		if errors.As(err, &denied) {
-			if !slices.Contains(d.NotMine, denied.Reason()) {
-				d.NotMine = append(d.NotMine, denied.Reason())
-			}
-			return false, nil
-		}
-		return err == nil, err
-	}
-	var errs [4]error
-	d.Approvable, errs[0] = offer(has(operator.Approvable, e.Status), authority.Approve)
-	d.Runnable, errs[1] = offer(has(operator.Runnable, e.Status), authority.ReplayNow)
-	d.Discard, errs[2] = offer(has(operator.Discardable, e.Status), authority.Discard)
-	d.Probe, errs[3] = offer(e.Status == store.Held || e.Status == store.Scheduled, authority.Breaker)
-	if err := errors.Join(errs[:]...); err != nil {
+	if err := s.offerForms(r, e, &d); err != nil {
 		return "", "", nil, err
 	}
 	return "entry", "Entry " + e.ID, d, nil
@@ -671,6 +651,11 @@ func (s *Server) entryAction(w http.ResponseWriter, r *http.Request, who authori
 func (s *Server) approve(w http.ResponseWriter, r *http.Request, who authority.Actor, id, back string) (string, error) {
 	e, err := s.store.Get(r.Context(), id)
 	if err != nil {
+		return "", err
+	}
+	// A role the entry's rule does not grant is refused at the preview
+	// already (the confirmation asks again, on the entry it approves).
+	if err := s.actions.May(r.Context(), who, authority.Approve, e); err != nil {
 		return "", err
 	}
 	headers, err := parseHeaderEdits(r.PostFormValue("headers"))

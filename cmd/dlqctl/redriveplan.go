@@ -59,13 +59,18 @@ func printPlan(w io.Writer, p *redrive.Plan, cp *checkpoint, resumed bool) {
 	fmt.Fprintf(tw, "  run now\t%d\tscheduled: the task runs now and meets the policy and the breaker\n", p.RunNow)
 	fmt.Fprintf(tw, "and leaves alone %d:\n", p.LeftAlone())
 	fmt.Fprintf(tw, "  held\t%d\tstay held: redrive never releases them; reconcile does once their breaker admits, or dlqctl breaker probe|close\n", p.Held)
-	excluded := "the rule keeps approval for approvers: needs --" + redrive.OptInFlag
+	// Excluded and not permitted, by rule (an entry that names none: by
+	// its category).
 	if len(cp.Include) > 0 {
-		excluded = "--" + redrive.OptInFlag + " given"
+		fmt.Fprintf(tw, "  excluded\t0\t--%s given: the entries whose rule keeps approval for approvers are taken in\n", redrive.OptInFlag)
+	} else if len(p.Excluded) == 0 {
+		fmt.Fprintf(tw, "  excluded\t0\tno entry whose rule keeps approval for approvers (those need --%s)\n", redrive.OptInFlag)
 	}
-	fmt.Fprintf(tw, "  excluded\t%d\t%s%s\n", sum(p.Excluded), excluded, ifSet(len(p.Excluded) > 0, " (rule "+countsText(p.Excluded, 0)+")"))
-	if len(p.Denied) > 0 {
-		fmt.Fprintf(tw, "  not permitted\t%d\t%s may not act on them (rule %s)\n", sum(p.Denied), cp.actor().Role, countsText(p.Denied, 0))
+	for _, rule := range store.Ranked(p.Excluded) {
+		fmt.Fprintf(tw, "  excluded: %s\t%d\tthe rule keeps approval for approvers: needs --%s\n", rule, p.Excluded[rule], redrive.OptInFlag)
+	}
+	for _, rule := range store.Ranked(p.Denied) {
+		fmt.Fprintf(tw, "  not permitted: %s\t%d\tthe %s role may not act on them\n", rule, p.Denied[rule], cp.actor().Role)
 	}
 	fmt.Fprintf(tw, "  nothing to do\t%d\treplaying, replayed, recovered, discarded\n", p.Nothing)
 	if p.Acts() > 0 {
@@ -111,12 +116,4 @@ func countsText(m map[string]int, limit int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", orDash(k), m[k]))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func sum(m map[string]int) int {
-	n := 0
-	for _, v := range m {
-		n += v
-	}
-	return n
 }

@@ -199,10 +199,14 @@ var operatorActions = []Action{ReplayNow, Discard, Breaker, Redrive}
 //     rule grants their role; nothing else.
 //   - viewer, or no role: nothing.
 func May(a Actor, act Action, g Grant) error {
-	deny := func(need ...Role) error {
-		return &Denied{Actor: a, Action: act, Rule: g.Rule, Need: need}
-	}
 	entry := slices.Contains(entryActions, act)
+	rule := g.Rule
+	if !entry {
+		rule = "" // a breaker or a redrive is no entry's rule's to grant
+	}
+	deny := func(need ...Role) error {
+		return &Denied{Actor: a, Action: act, Rule: rule, Need: need}
+	}
 	switch {
 	case a.Role == Approver:
 		return nil
@@ -228,7 +232,7 @@ func May(a Actor, act Action, g Grant) error {
 	case slices.Contains(operatorActions, act):
 		return deny(Operator, Approver)
 	}
-	return &Denied{Actor: a, Action: act, Rule: g.Rule, Need: []Role{Approver}}
+	return deny(Approver)
 }
 
 // Join names roles, comma-separated.

@@ -159,8 +159,9 @@ func denied(err error) (bool, error) {
 	return false, err
 }
 
-// RuleOf is the name a plan counts an entry's rule by.
-func RuleOf(e *store.Entry) string { return cmp.Or(e.Rule, "(no rule)") }
+// RuleOf is the name a plan counts an entry's rule by: the rule, or for an
+// entry that names none its category, whose default then decides.
+func RuleOf(e *store.Entry) string { return cmp.Or(e.Rule, e.Category) }
 
 // Bucket is a token bucket of one token: at most rate actions per second,
 // no bursts.
