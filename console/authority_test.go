@@ -2,9 +2,12 @@ package console_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -117,4 +120,115 @@ func newEnvOn(t *testing.T, e *env, opts ...console.Option) *env {
 	e2.srv = httptest.NewServer(console.New(e.st, e2.op, nil, append([]console.Option{console.WithTaskState(e.sched)}, opts...)...).Handler())
 	t.Cleanup(e2.srv.Close)
 	return &e2
+}
+
+// A bulk redrive acts in the role of whoever confirmed it, entry by entry
+// through the same rule: an operator's run approves what operators may and
+// leaves the entries kept for approvers alone (excluded: it cannot opt into
+// them); an approver's run, opted in, approves them too. A run stored
+// before roles existed acts as an operator. History records the role.
+func TestBulkRedriveByRole(t *testing.T) {
+	ops := authority.Actor{Name: "ops@example.com", Role: authority.Operator}
+	e := newEnv(t, console.LocalActor(ops))
+	ctx := testenv.Context(t)
+	e.seed(t, "acme", "TASKS.1", store.Escalated, `{"p":1}`, ruled("permanent", triage.Permanent))
+	e.seed(t, "acme", "TASKS.2", store.AwaitingApproval, `{"g":2}`, ruled("governance", triage.Governance))
+	e.seed(t, "acme", "TASKS.3", store.Quarantined, `{"q":3}`, func(en *store.Entry) { en.Category = string(triage.Poison) }) // no rule: its category decides
+	e.seed(t, "acme", "TASKS.4", store.Scheduled, `{"s":4}`, ruled("governance", triage.Governance))
+
+	b := newBrowser(t, e.srv.URL)
+	code, body := b.get("/bulk?tenant=acme")
+	if code != 200 || !strings.Contains(body, `id="plan-approve">1<`) || !strings.Contains(body, `id="plan-runnow">0<`) ||
+		!strings.Contains(body, "excluded: rule governance</td><td>2<") || !strings.Contains(body, "excluded: rule poison</td><td>1<") ||
+		strings.Contains(body, `id="bulk-optin"`) {
+		t.Fatalf("operator's plan = %d, want 1 approval, governance 2 and poison 1 excluded, no opt-in:\n%s", code, body)
+	}
+	code, loc, body := b.post("/bulk", url.Values{"csrf": {b.csrf}, "tenant": {"acme"}, "why": {"agents fixed"}})
+	m := runLocation.FindStringSubmatch(loc)
+	if code != 303 || m == nil {
+		t.Fatalf("operator confirms = %d %q %s", code, loc, body)
+	}
+	if r := e.run(t, m[1]); r.Actor != ops.Name || r.Role != authority.Operator {
+		t.Errorf("stored run by %s (%s), want ops@example.com (operator)", r.Actor, r.Role)
+	}
+	e.runner(t, "a", e.op)
+	done := func(id string) *store.BulkRun {
+		t.Helper()
+		testenv.WaitFor(t, 30*time.Second, func() error {
+			if r := e.run(t, id); r.State != store.BulkDone {
+				return fmt.Errorf("run is %s after %d entries", r.State, r.Progress.Seen)
+			}
+			return nil
+		})
+		return e.run(t, id)
+	}
+	if r := done(m[1]); r.Progress.Approved != 1 || r.Progress.LeftAlone != 3 {
+		t.Errorf("operator's run: %+v, want 1 approved, 3 left alone", r.Progress)
+	}
+	// movedBy reports whether who moved the entry into scheduled (the
+	// replay may have run since).
+	movedBy := func(id string, who authority.Actor) bool {
+		t.Helper()
+		en, err := e.st.GetMeta(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range en.History {
+			if h.Actor() == who && h.To == string(store.Scheduled) {
+				return true
+			}
+		}
+		return false
+	}
+	if !movedBy("TASKS.1", ops) {
+		t.Error("TASKS.1 was not scheduled by the operator's run, in the operator role")
+	}
+	for _, id := range []string{"TASKS.2", "TASKS.3", "TASKS.4"} {
+		if movedBy(id, ops) {
+			t.Errorf("%s (kept for approvers) was moved by the operator's run", id)
+		}
+	}
+
+	// A run of before roles (no role, a category opt-in) acts as an
+	// operator: it may replay the scheduled governance entry now, not
+	// approve the awaiting one.
+	legacy := &store.BulkRun{Filter: store.BulkFilter{Tenant: "acme", Category: string(triage.Governance)}, Include: []string{string(triage.Governance)},
+		Rate: 20, Actor: "old@example.com", Reason: "from before roles"}
+	if err := e.st.CreateBulkRun(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+	if r := done(legacy.ID); r.Progress.RunNow != 1 || r.Progress.Approved != 0 || r.Progress.LeftAlone != 1 {
+		t.Errorf("legacy run: %+v, want 1 run now, 0 approved, 1 left alone", r.Progress)
+	}
+	old := authority.Actor{Name: "old@example.com", Role: authority.Operator}
+	if movedBy("TASKS.2", old) {
+		t.Error("TASKS.2 (governance, awaiting approval) was approved by the legacy run")
+	}
+	if !movedBy("TASKS.4", old) {
+		t.Error("TASKS.4 (governance, scheduled) was not run now by the legacy run, as old@example.com (operator)")
+	}
+
+	// An approver opts in, and its run approves the rest.
+	boss := authority.Actor{Name: "boss@example.com", Role: authority.Approver}
+	srv := httptest.NewServer(console.New(e.st, e.op, console.LocalActor(boss)).Handler())
+	t.Cleanup(srv.Close)
+	ab := newBrowser(t, srv.URL)
+	if _, body := ab.get("/bulk?tenant=acme"); !strings.Contains(body, `id="bulk-optin"`) {
+		t.Errorf("approver's plan shows no opt-in:\n%s", body)
+	}
+	if _, body := ab.get("/bulk?tenant=acme&include=approver-rules"); !strings.Contains(body, `id="plan-approve">2<`) {
+		t.Errorf("approver's plan with the opt-in: want 2 approvals:\n%s", body)
+	}
+	code, loc, body = ab.post("/bulk", url.Values{"csrf": {ab.csrf}, "tenant": {"acme"}, "include": {"approver-rules"}, "why": {"reviewed them all"}})
+	if m = runLocation.FindStringSubmatch(loc); code != 303 || m == nil {
+		t.Fatalf("approver confirms with the opt-in = %d %q %s", code, loc, body)
+	}
+	if r := done(m[1]); r.Progress.Approved != 2 {
+		t.Errorf("approver's run: %+v, want 2 approved (governance and poison)", r.Progress)
+	}
+	for _, id := range []string{"TASKS.2", "TASKS.3"} {
+		if !movedBy(id, boss) {
+			t.Errorf("%s was not approved by the approver's run, in the approver role", id)
+		}
+	}
 }

@@ -1,10 +1,14 @@
 package console_test
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/jsdlq/jsdlq/console"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/config"
 )
 
@@ -51,5 +55,30 @@ func TestLoadEnv(t *testing.T) {
 		case tc.wantErr == "" && got.Port != tc.port:
 			t.Errorf("%s: LoadEnv().Port = %d, want %d", tc.name, got.Port, tc.port)
 		}
+	}
+}
+
+// The role variables: each console role's principals behind IAP, and the
+// local operator's role (approver unless CONSOLE_ROLE says otherwise).
+func TestLoadEnvRoles(t *testing.T) {
+	base := map[string]string{"GOOGLE_CLOUD_PROJECT": "p", "TASKS_QUEUE": "projects/p/locations/l/queues/q",
+		"REPLAY_URL": "http://127.0.0.1:8080/Replay", "TASKS_SERVICE_ACCOUNT": "t@p.iam.gserviceaccount.com"}
+	env := map[string]string{"CONSOLE_SERVE": "ui", "CONSOLE_IAP_AUDIENCE": "/projects/1/locations/l/services/console",
+		"CONSOLE_VIEWERS": "domain:example.com", "CONSOLE_OPERATORS": " group:oncall@example.com, user:ann@example.com ",
+		"CONSOLE_APPROVERS": "user:boss@example.com"}
+	maps.Copy(env, base)
+	got, err := console.LoadEnv(config.MapLookup(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[authority.Role][]string{authority.Viewer: {"domain:example.com"}, authority.Operator: {"group:oncall@example.com", "user:ann@example.com"},
+		authority.Approver: {"user:boss@example.com"}}
+	if diff := cmp.Diff(want, got.Principals); diff != "" || got.Role != authority.Approver {
+		t.Errorf("LoadEnv principals (-want +got):\n%s\nrole %q, want approver by default", diff, got.Role)
+	}
+	local := map[string]string{"CONSOLE_AUTH": "local", "CONSOLE_OPERATOR": "me", "CONSOLE_ROLE": "viewer", "FIRESTORE_EMULATOR_HOST": "127.0.0.1:8681"}
+	maps.Copy(local, base)
+	if got, err := console.LoadEnv(config.MapLookup(local)); err != nil || got.Role != authority.Viewer {
+		t.Errorf("LoadEnv(local viewer) = role %q, %v, want viewer", got.Role, err)
 	}
 }
