@@ -43,7 +43,7 @@ Entries
   approve  ID [--edit-payload FILE] [--set-header K=V]... [--by NAME]
   discard  ID --reason TEXT [--by NAME]
   redrive  --filter K=V... --rate N/s [--dry-run] [--yes] [--checkpoint FILE]
-           [--include-governance] [--include-poison] [--include-unknown-commit-state]
+           [--include-approver-rules]
          | --resume FILE [--rate N/s] [--dry-run] [--yes]
 Breakers
   breaker ls [--json] | show TENANT [--json]
