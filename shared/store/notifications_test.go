@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -121,6 +122,14 @@ func TestOutboxBreakerStates(t *testing.T) {
 	want := []string{"breaker_closed", "breaker_half_open", "breaker_opened"}
 	if d := cmp.Diff(want, outboxKinds(t, s)); d != "" {
 		t.Errorf("outbox kinds (-want +got):\n%s", d)
+	}
+	// The notification of an operator's override says who, in which role,
+	// and why.
+	for _, x := range readOutbox(t, s) {
+		const note = "closed by alice (operator): fixed upstream"
+		if x.n.Kind == event.NotifyBreakerClosed && (x.n.BreakerNote != note || !strings.Contains(x.n.Summary, note)) {
+			t.Errorf("breaker_closed notification = note %q, summary %q; want %q in both", x.n.BreakerNote, x.n.Summary, note)
+		}
 	}
 }
 
