@@ -362,6 +362,7 @@ type bulkProgressJSON struct {
 	Total     int                   `json:"total"`
 	Progress  store.RedriveProgress `json:"progress"`
 	Actor     string                `json:"actor"`
+	Role      authority.Role        `json:"role,omitempty"`
 	Error     string                `json:"error,omitempty"`
 	UpdatedAt time.Time             `json:"updated_at"`
 }
@@ -377,7 +378,7 @@ func (s *Server) bulkProgress(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, bulkProgressJSON{ID: run.ID, State: run.State, Total: run.Total, Progress: run.Progress,
-			Actor: run.Actor, Error: run.Error, UpdatedAt: run.UpdatedAt})
+			Actor: run.Actor, Role: run.Role, Error: run.Error, UpdatedAt: run.UpdatedAt})
 	case errors.As(err, &ue):
 		writeAPIError(w, badRequest("%s", ue.msg))
 	case errors.Is(err, store.ErrNotFound):

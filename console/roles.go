@@ -227,9 +227,9 @@ func (s *Server) offerForms(r *http.Request, e *store.Entry, d *entryData) error
 		return err == nil, err
 	}
 	var errs [4]error
-	d.Approvable, errs[0] = offer(slices.Contains(operator.Approvable, e.Status), authority.Approve)
-	d.Runnable, errs[1] = offer(slices.Contains(operator.Runnable, e.Status), authority.ReplayNow)
-	d.Discard, errs[2] = offer(slices.Contains(operator.Discardable, e.Status), authority.Discard)
+	d.Approvable, errs[0] = offer(has(operator.Approvable, e.Status), authority.Approve)
+	d.Runnable, errs[1] = offer(has(operator.Runnable, e.Status), authority.ReplayNow)
+	d.Discard, errs[2] = offer(has(operator.Discardable, e.Status), authority.Discard)
 	d.Probe, errs[3] = offer(e.Status == store.Held || e.Status == store.Scheduled, authority.Breaker)
 	return errors.Join(errs[:]...)
 }

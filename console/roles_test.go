@@ -62,8 +62,9 @@ func (f *fakeGroups) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g := strings.ReplaceAll(strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/groups/"), "/memberships:checkTransitiveMembership"), "-at-", "@")
 		// The query is a CEL comparison with a single-quoted literal.
 		q := r.URL.Query().Get("query")
-		lit, ok := strings.CutPrefix(q, "member_key_id == '")
-		if lit, ok = strings.CutSuffix(lit, "'"); !ok {
+		lit, prefixed := strings.CutPrefix(q, "member_key_id == '")
+		lit, quoted := strings.CutSuffix(lit, "'")
+		if !prefixed || !quoted {
 			fail(http.StatusBadRequest, "malformed query "+q)
 			return
 		}

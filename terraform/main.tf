@@ -6,6 +6,12 @@
 locals {
   labels = merge({ app = "jsdlq" }, var.labels)
 
+  # A principal of a console role: user:, group: or serviceAccount: and an
+  # email, or domain: and a domain name (IAM's spelling; the console reads
+  # them the same way, console.ParsePrincipal). allUsers and
+  # allAuthenticatedUsers do not match.
+  principal_pattern = "^((user|group|serviceAccount):[^\\s,\"\\\\@]+@[^\\s,\"\\\\@]+|domain:[^\\s,\"\\\\@]+\\.[^\\s,\"\\\\@]+)$"
+
   apis = toset([
     "artifactregistry.googleapis.com",
     "cloudbuild.googleapis.com",

@@ -224,7 +224,7 @@ variable "console_viewers" {
   default     = []
 
   validation {
-    condition     = alltrue([for m in var.console_viewers : can(regex("^((user|group|serviceAccount):[^\\s,\"\\\\@]+@[^\\s,\"\\\\@]+|domain:[^\\s,\"\\\\@]+\\.[^\\s,\"\\\\@]+)$", m))])
+    condition     = alltrue([for m in var.console_viewers : can(regex(local.principal_pattern, m))])
     error_message = "console_viewers must be user:EMAIL, group:EMAIL, serviceAccount:EMAIL or domain:DOMAIN principals (allUsers and allAuthenticatedUsers are refused)."
   }
 }
@@ -235,7 +235,7 @@ variable "console_operators" {
   default     = []
 
   validation {
-    condition     = alltrue([for m in var.console_operators : can(regex("^((user|group|serviceAccount):[^\\s,\"\\\\@]+@[^\\s,\"\\\\@]+|domain:[^\\s,\"\\\\@]+\\.[^\\s,\"\\\\@]+)$", m))])
+    condition     = alltrue([for m in var.console_operators : can(regex(local.principal_pattern, m))])
     error_message = "console_operators must be user:EMAIL, group:EMAIL, serviceAccount:EMAIL or domain:DOMAIN principals (allUsers and allAuthenticatedUsers are refused)."
   }
 }
@@ -246,7 +246,7 @@ variable "console_approvers" {
   default     = []
 
   validation {
-    condition     = alltrue([for m in var.console_approvers : can(regex("^((user|group|serviceAccount):[^\\s,\"\\\\@]+@[^\\s,\"\\\\@]+|domain:[^\\s,\"\\\\@]+\\.[^\\s,\"\\\\@]+)$", m))])
+    condition     = alltrue([for m in var.console_approvers : can(regex(local.principal_pattern, m))])
     error_message = "console_approvers must be user:EMAIL, group:EMAIL, serviceAccount:EMAIL or domain:DOMAIN principals (allUsers and allAuthenticatedUsers are refused)."
   }
 
