@@ -251,10 +251,11 @@ var paths = []path{
 		return err
 	}},
 	{name: "bulk redrive (dlqctl)", status: store.AwaitingApproval, unscoped: true, run: func(g *gates, scope string, e *store.Entry) error {
-		// Every category flag: the gates, not the filter, are under test.
-		// The agent filter leaves out the entry that opened the breaker.
+		// The opt-in of the entries kept for approvers (dlqctl acts as an
+		// approver): the gates, not the filter, are under test. The agent
+		// filter leaves out the entry that opened the breaker.
 		cmd := exec.Command(dlqctlBinary(), "redrive", "--filter", "tenant="+e.Tenant+",agent="+e.Agent, "--rate", "50/s", "--yes",
-			"--include-governance", "--include-poison", "--include-unknown-commit-state",
+			"--include-approver-rules",
 			"--checkpoint", filepath.Join(g.dir, "redrive-"+e.ID+".json"))
 		cmd.Env = append(g.env, "DLQCTL_TENANT="+scope)
 		if out, err := cmd.CombinedOutput(); err != nil {
