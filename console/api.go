@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/httpfunc"
@@ -265,17 +266,57 @@ func entryID(raw string) (string, error) {
 	return raw, nil
 }
 
-// entryView is an entry as the API and the UI show it: the payload
-// included (base64 in JSON).
+// entryView is an entry as the API shows it: the payload of one version
+// (the original unless ?version=N asks for another; base64 in JSON) and
+// the payload's versions.
 type entryView struct {
 	*store.Entry
 	Payload []byte `json:"payload,omitempty"`
+	// PayloadVersion is the version Payload holds; ReplayVersion the one
+	// the next replay publishes.
+	PayloadVersion  int          `json:"payload_version"`
+	ReplayVersion   int          `json:"replay_version"`
+	PayloadVersions []apiVersion `json:"payload_versions"`
+}
+
+// apiVersion is a payload version as the tenant API shows it: who made it
+// as a role, never an operator's identity.
+type apiVersion struct {
+	Version int       `json:"version"`
+	Base    int       `json:"base,omitempty"`
+	Author  string    `json:"author"`
+	At      time.Time `json:"at"`
+	Size    int64     `json:"size"`
+	SHA256  string    `json:"sha256,omitempty"`
+	Missing bool      `json:"missing,omitempty"`
+	// HeadersSet are the names of the headers the version sets.
+	HeadersSet []string `json:"headers_set,omitempty"`
+	Confirmed  []string `json:"confirmed,omitempty"`
+}
+
+// versionAuthor is the role that made a version: the capture (the
+// original), or the role its approver acted in (a version made before roles
+// were recorded: the triage agent or an operator).
+func versionAuthor(v store.PayloadVersion) string {
+	switch {
+	case v.Original():
+		return "capture"
+	case v.Role != "":
+		return string(v.Role)
+	case strings.HasPrefix(v.By, "agent:"):
+		return "triage_agent"
+	}
+	return "operator"
 }
 
 func (s *Server) apiGet(w http.ResponseWriter, r *http.Request, c tenantCall) error {
 	id, err := entryID(r.PathValue("entry"))
 	if err != nil {
 		return err
+	}
+	n, err := versionParam(r)
+	if err != nil {
+		return badRequest("%v", err)
 	}
 	e, err := s.store.GetMeta(r.Context(), id)
 	if err != nil {
@@ -284,10 +325,19 @@ func (s *Server) apiGet(w http.ResponseWriter, r *http.Request, c tenantCall) er
 	if e.Tenant != c.tenant {
 		return errAPINotFound
 	}
-	if err := s.store.LoadPayload(r.Context(), e); err != nil {
+	next, err := e.ReplayVersion()
+	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, entryView{Entry: e, Payload: e.Payload})
+	view := entryView{Entry: e, PayloadVersion: max(n, 1), ReplayVersion: next.N}
+	if view.Payload, err = s.store.VersionPayload(r.Context(), e, view.PayloadVersion); err != nil {
+		return err
+	}
+	for _, v := range e.Versions() {
+		view.PayloadVersions = append(view.PayloadVersions, apiVersion{Version: v.N, Base: v.Base, Author: versionAuthor(v), At: v.At,
+			Size: v.Size, SHA256: v.SHA256, Missing: v.Missing, HeadersSet: v.HeaderNames(), Confirmed: v.Confirmed})
+	}
+	writeJSON(w, http.StatusOK, view)
 	return nil
 }
 

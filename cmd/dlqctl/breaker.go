@@ -106,7 +106,7 @@ func lastChange(b *store.Breaker) string {
 		return "-"
 	}
 	h := b.History[len(b.History)-1]
-	return fmt.Sprintf("by %s%s", h.By, ifSet(h.Note != "", ": "+h.Note))
+	return fmt.Sprintf("by %s%s", h.Actor(), ifSet(h.Note != "", ": "+h.Note))
 }
 
 func (a *app) breakerShow(ctx context.Context, args []string) error {
