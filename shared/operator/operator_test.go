@@ -228,7 +228,7 @@ func TestApproveLargePayloadAndHeaders(t *testing.T) {
 		t.Errorf("headers of the replay (-want +got):\n%s", diff)
 	}
 	note := got.History[len(got.History)-1].Note
-	for _, want := range []string{"approved by alice", "payload v2 by alice from v1", "x-reviewed-by", store.PayloadSum(en.Payload), store.PayloadSum(big)} {
+	for _, want := range []string{"approved by alice", "payload v2 by alice (approver) from v1", "x-reviewed-by", store.PayloadSum(en.Payload), store.PayloadSum(big)} {
 		if !strings.Contains(note, want) {
 			t.Errorf("note %q lacks %q", note, want)
 		}
