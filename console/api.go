@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/httpfunc"
@@ -57,6 +56,7 @@ var (
 )
 
 func (s *Server) routeAPI(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/v1/openapi.json", serveOpenAPI)
 	mux.Handle("GET /api/v1/tenants/{tenant}/entries", s.tenantRoute(s.apiList))
 	mux.Handle("GET /api/v1/tenants/{tenant}/entries/{entry}", s.tenantRoute(s.apiGet))
 	mux.Handle("POST /api/v1/tenants/{tenant}/entries/{entry}", s.tenantRoute(s.apiAction))
@@ -182,7 +182,7 @@ func trimPrefixes(msg string) string {
 }
 
 func writeAPIError(w http.ResponseWriter, ae *apiError) {
-	writeJSON(w, ae.status, map[string]*apiError{"error": ae})
+	writeJSON(w, ae.status, apiErrorBody{Error: ae})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -191,12 +191,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
-}
-
-// listPage is the list route's answer.
-type listPage struct {
-	Entries       []*store.Entry `json:"entries"`
-	NextPageToken string         `json:"next_page_token,omitempty"`
 }
 
 func (s *Server) apiList(w http.ResponseWriter, r *http.Request, c tenantCall) error {
@@ -208,9 +202,9 @@ func (s *Server) apiList(w http.ResponseWriter, r *http.Request, c tenantCall) e
 	if err != nil {
 		return err
 	}
-	out := listPage{Entries: p.Entries, NextPageToken: c.pageToken(p.Next)}
-	if out.Entries == nil {
-		out.Entries = []*store.Entry{}
+	out := apiEntryPage{Entries: make([]apiEntrySummary, 0, len(p.Entries)), NextPageToken: c.pageToken(p.Next)}
+	for _, e := range p.Entries {
+		out.Entries = append(out.Entries, apiEntrySummaryOf(e))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -266,49 +260,6 @@ func entryID(raw string) (string, error) {
 	return raw, nil
 }
 
-// entryView is an entry as the API shows it: the payload of one version
-// (the original unless ?version=N asks for another; base64 in JSON) and
-// the payload's versions.
-type entryView struct {
-	*store.Entry
-	Payload []byte `json:"payload,omitempty"`
-	// PayloadVersion is the version Payload holds; ReplayVersion the one
-	// the next replay publishes.
-	PayloadVersion  int          `json:"payload_version"`
-	ReplayVersion   int          `json:"replay_version"`
-	PayloadVersions []apiVersion `json:"payload_versions"`
-}
-
-// apiVersion is a payload version as the tenant API shows it: who made it
-// as a role, never an operator's identity.
-type apiVersion struct {
-	Version int       `json:"version"`
-	Base    int       `json:"base,omitempty"`
-	Author  string    `json:"author"`
-	At      time.Time `json:"at"`
-	Size    int64     `json:"size"`
-	SHA256  string    `json:"sha256,omitempty"`
-	Missing bool      `json:"missing,omitempty"`
-	// HeadersSet are the names of the headers the version sets.
-	HeadersSet []string `json:"headers_set,omitempty"`
-	Confirmed  []string `json:"confirmed,omitempty"`
-}
-
-// versionAuthor is the role that made a version: the capture (the
-// original), or the role its approver acted in (a version made before roles
-// were recorded: the triage agent or an operator).
-func versionAuthor(v store.PayloadVersion) string {
-	switch {
-	case v.Original():
-		return "capture"
-	case v.Role != "":
-		return string(v.Role)
-	case strings.HasPrefix(v.By, "agent:"):
-		return "triage_agent"
-	}
-	return "operator"
-}
-
 func (s *Server) apiGet(w http.ResponseWriter, r *http.Request, c tenantCall) error {
 	id, err := entryID(r.PathValue("entry"))
 	if err != nil {
@@ -325,19 +276,15 @@ func (s *Server) apiGet(w http.ResponseWriter, r *http.Request, c tenantCall) er
 	if e.Tenant != c.tenant {
 		return errAPINotFound
 	}
-	next, err := e.ReplayVersion()
+	out, err := apiEntryOf(e)
 	if err != nil {
 		return err
 	}
-	view := entryView{Entry: e, PayloadVersion: max(n, 1), ReplayVersion: next.N}
-	if view.Payload, err = s.store.VersionPayload(r.Context(), e, view.PayloadVersion); err != nil {
+	out.PayloadVersion = max(n, 1)
+	if out.Payload, err = s.store.VersionPayload(r.Context(), e, out.PayloadVersion); err != nil {
 		return err
 	}
-	for _, v := range e.Versions() {
-		view.PayloadVersions = append(view.PayloadVersions, apiVersion{Version: v.N, Base: v.Base, Author: versionAuthor(v), At: v.At,
-			Size: v.Size, SHA256: v.SHA256, Missing: v.Missing, HeadersSet: v.HeaderNames(), Confirmed: v.Confirmed})
-	}
-	writeJSON(w, http.StatusOK, view)
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -353,9 +300,7 @@ func (s *Server) apiAction(w http.ResponseWriter, r *http.Request, c tenantCall)
 	if err != nil {
 		return err
 	}
-	var body struct {
-		Reason string `json:"reason"`
-	}
+	var body apiReasonBody
 	if err := readJSON(r, &body, verb == "discard"); err != nil {
 		return err
 	}
@@ -370,17 +315,21 @@ func (s *Server) apiAction(w http.ResponseWriter, r *http.Request, c tenantCall)
 		}
 		e, err = s.actions.Discard(r.Context(), c.tenant, id, reason, c.actor())
 	}
-	out := map[string]any{"entry": e}
+	var note string
 	switch {
 	case errors.Is(err, operator.ErrTaskNotCreated) && e != nil:
 		// Recorded: a retry would find the entry moved on. Its task is
 		// reconcile's to create.
 		s.log.WarnContext(r.Context(), "tenant api action recorded, its replay task left to reconcile", "error", err.Error(), "entry_id", id)
-		out["note"] = "the action is recorded; its replay task could not be created yet and is created by jsdlq's next reconcile run"
+		note = "the action is recorded; its replay task could not be created yet and is created by jsdlq's next reconcile run"
 	case err != nil:
 		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	out, err := apiEntryOf(e)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, apiActionResult{Entry: out, Note: note})
 	return nil
 }
 
