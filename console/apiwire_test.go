@@ -18,6 +18,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/triage"
 	"github.com/jsdlq/jsdlq/shared/webhook"
 )
 
@@ -60,6 +61,8 @@ func TestTenantAPIMatchesOpenAPI(t *testing.T) {
 		en.Failure, en.Headers, en.Payload, en.PayloadMissing, en.Kind = nil, nil, nil, true, string(jevent.KindMaxDeliver)
 	})
 	e.seed(t, "globex", "TASKS.5", store.AwaitingApproval, `{"g":5}`)
+	// A governance denial: its rule keeps it from tenant keys.
+	e.seed(t, "acme", "TASKS.6", store.AwaitingApproval, `{"a":6}`, ruled("governance", triage.Governance))
 	hook, err := e.st.CreateWebhook(ctx, "acme", "https://hooks.acme.example/old", "ops@example.com")
 	if err != nil {
 		t.Fatal(err)
@@ -96,12 +99,14 @@ func TestTenantAPIMatchesOpenAPI(t *testing.T) {
 		{"POST", api + "/entries/TASKS.2:replay", "", "", 401},
 		{"POST", other + "/entries/TASKS.5:replay", acme, "", 404},
 		{"POST", api + "/entries/TASKS.3:replay", acme, "", 409},
+		{"POST", api + "/entries/TASKS.6:replay", acme, "", 403},
 		{"POST", down.URL + "/api/v1/tenants/acme/entries/TASKS.2:replay", acme, "", 500},
 		{"POST", api + "/entries/TASKS.2:discard", acme, `{"reason":"obsolete"}`, 200},
 		{"POST", api + "/entries/TASKS.4:discard", acme, `{}`, 400},
 		{"POST", api + "/entries/TASKS.4:discard", "", `{"reason":"x"}`, 401},
 		{"POST", api + "/entries/TASKS.5:discard", acme, `{"reason":"x"}`, 404},
 		{"POST", api + "/entries/TASKS.3:discard", acme, `{"reason":"again"}`, 409},
+		{"POST", api + "/entries/TASKS.6:discard", acme, `{"reason":"not needed"}`, 403},
 		{"POST", down.URL + "/api/v1/tenants/acme/entries/TASKS.4:discard", acme, `{"reason":"x"}`, 500},
 		{"GET", api + "/webhooks", acme, "", 200},
 		{"GET", api + "/webhooks", "", "", 401},

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
@@ -28,8 +29,15 @@ type Env struct {
 	// IAPAudience is CONSOLE_IAP_AUDIENCE, the aud IAP signs for this
 	// service (/projects/NUMBER/locations/REGION/services/NAME).
 	IAPAudience string
-	// Operator is CONSOLE_OPERATOR, who acts in local mode.
+	// Operator is CONSOLE_OPERATOR, who acts in local mode, and Role
+	// CONSOLE_ROLE, the role they act in (viewer, operator or approver;
+	// default approver).
 	Operator string
+	Role     authority.Role
+	// Principals are the principals of each console role behind IAP
+	// (CONSOLE_VIEWERS, CONSOLE_OPERATORS, CONSOLE_APPROVERS: comma-separated
+	// user:, serviceAccount:, group: and domain: principals).
+	Principals map[authority.Role][]string
 	// UI and API are what this instance serves (CONSOLE_SERVE, a list of
 	// ui and api; default both): on Google Cloud the operator UI sits
 	// behind IAP and the tenant API, which tenants reach with their keys,
@@ -38,6 +46,11 @@ type Env struct {
 	// Webhooks decides which endpoints the tenant API accepts
 	// (WEBHOOK_LOCAL, jsdlq's own URLs).
 	Webhooks config.Webhooks
+}
+
+// roleVars are the variables naming each console role's principals.
+var roleVars = map[authority.Role]string{
+	authority.Viewer: "CONSOLE_VIEWERS", authority.Operator: "CONSOLE_OPERATORS", authority.Approver: "CONSOLE_APPROVERS",
 }
 
 // LoadEnv reads the console's configuration (docs/console.md,
@@ -51,6 +64,16 @@ func LoadEnv(lookup config.Lookup) (Env, error) {
 	e.Auth = r.OneOf("CONSOLE_AUTH", AuthIAP, AuthIAP, AuthLocal)
 	e.IAPAudience = r.String("CONSOLE_IAP_AUDIENCE", "")
 	e.Operator = r.String("CONSOLE_OPERATOR", "")
+	e.Role = authority.Role(r.OneOf("CONSOLE_ROLE", string(authority.Approver), string(authority.Viewer), string(authority.Operator), string(authority.Approver)))
+	e.Principals = map[authority.Role][]string{}
+	for _, role := range []authority.Role{authority.Viewer, authority.Operator, authority.Approver} {
+		name := roleVars[role]
+		for _, p := range r.List(name) {
+			_, err := ParsePrincipal(p)
+			r.Check(err == nil, name, "%v", err)
+			e.Principals[role] = append(e.Principals[role], p)
+		}
+	}
 	serve := r.List("CONSOLE_SERVE")
 	if len(serve) == 0 {
 		serve = []string{"ui", "api"}
@@ -69,6 +92,7 @@ func LoadEnv(lookup config.Lookup) (Env, error) {
 		switch e.Auth {
 		case AuthIAP:
 			r.Check(e.IAPAudience != "", "CONSOLE_IAP_AUDIENCE", "required when CONSOLE_AUTH is iap")
+			r.Check(len(e.Principals) > 0, "CONSOLE_APPROVERS", "CONSOLE_VIEWERS, CONSOLE_OPERATORS or CONSOLE_APPROVERS must name someone when CONSOLE_AUTH is iap: without them nobody has a role")
 		case AuthLocal:
 			r.Check(!common.OnGoogleCloud, "CONSOLE_AUTH", "local is for the emulators only and is refused when K_SERVICE is set")
 			r.Check(common.FirestoreEmulatorHost != "", "CONSOLE_AUTH", "local needs FIRESTORE_EMULATOR_HOST: it exists only with the emulators")

@@ -1,10 +1,14 @@
 package console_test
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/jsdlq/jsdlq/console"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/config"
 )
 
@@ -27,8 +31,12 @@ func TestLoadEnv(t *testing.T) {
 		wantErr string
 		port    int
 	}{
-		{"iap needs an audience", with(), "CONSOLE_IAP_AUDIENCE", 0},
-		{"iap", with("CONSOLE_IAP_AUDIENCE", "/projects/1/locations/l/services/console", "PORT", "9000"), "", 9000},
+		{"iap needs an audience", with("CONSOLE_APPROVERS", "group:ops@example.com"), "CONSOLE_IAP_AUDIENCE", 0},
+		{"iap", with("CONSOLE_IAP_AUDIENCE", "/projects/1/locations/l/services/console", "PORT", "9000", "CONSOLE_VIEWERS", "domain:example.com"), "", 9000},
+		{"iap needs someone with a role", with("CONSOLE_IAP_AUDIENCE", "/projects/1/locations/l/services/console"), "CONSOLE_APPROVERS", 0},
+		{"a malformed principal", with("CONSOLE_IAP_AUDIENCE", "a", "CONSOLE_OPERATORS", "user:ops@example.com, alice@example.com"), "CONSOLE_OPERATORS", 0},
+		{"allUsers", with("CONSOLE_IAP_AUDIENCE", "a", "CONSOLE_VIEWERS", "allUsers"), "CONSOLE_VIEWERS", 0},
+		{"an unknown local role", with("CONSOLE_AUTH", "local", "CONSOLE_OPERATOR", "me", "FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681", "CONSOLE_ROLE", "admin"), "CONSOLE_ROLE", 0},
 		{"local with emulator", with("CONSOLE_AUTH", "local", "CONSOLE_OPERATOR", "me", "FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681"), "", console.DefaultPort},
 		{"console port", with("CONSOLE_AUTH", "local", "CONSOLE_OPERATOR", "me", "FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681", "CONSOLE_PORT", "8071"), "", 8071},
 		{"local refused on Cloud Run", with("CONSOLE_AUTH", "local", "CONSOLE_OPERATOR", "me", "FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681", "K_SERVICE", "console"), "K_SERVICE", 0},
@@ -47,5 +55,30 @@ func TestLoadEnv(t *testing.T) {
 		case tc.wantErr == "" && got.Port != tc.port:
 			t.Errorf("%s: LoadEnv().Port = %d, want %d", tc.name, got.Port, tc.port)
 		}
+	}
+}
+
+// The role variables: each console role's principals behind IAP, and the
+// local operator's role (approver unless CONSOLE_ROLE says otherwise).
+func TestLoadEnvRoles(t *testing.T) {
+	base := map[string]string{"GOOGLE_CLOUD_PROJECT": "p", "TASKS_QUEUE": "projects/p/locations/l/queues/q",
+		"REPLAY_URL": "http://127.0.0.1:8080/Replay", "TASKS_SERVICE_ACCOUNT": "t@p.iam.gserviceaccount.com"}
+	env := map[string]string{"CONSOLE_SERVE": "ui", "CONSOLE_IAP_AUDIENCE": "/projects/1/locations/l/services/console",
+		"CONSOLE_VIEWERS": "domain:example.com", "CONSOLE_OPERATORS": " group:oncall@example.com, user:ann@example.com ",
+		"CONSOLE_APPROVERS": "user:boss@example.com"}
+	maps.Copy(env, base)
+	got, err := console.LoadEnv(config.MapLookup(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[authority.Role][]string{authority.Viewer: {"domain:example.com"}, authority.Operator: {"group:oncall@example.com", "user:ann@example.com"},
+		authority.Approver: {"user:boss@example.com"}}
+	if diff := cmp.Diff(want, got.Principals); diff != "" || got.Role != authority.Approver {
+		t.Errorf("LoadEnv principals (-want +got):\n%s\nrole %q, want approver by default", diff, got.Role)
+	}
+	local := map[string]string{"CONSOLE_AUTH": "local", "CONSOLE_OPERATOR": "me", "CONSOLE_ROLE": "viewer", "FIRESTORE_EMULATOR_HOST": "127.0.0.1:8681"}
+	maps.Copy(local, base)
+	if got, err := console.LoadEnv(config.MapLookup(local)); err != nil || got.Role != authority.Viewer {
+		t.Errorf("LoadEnv(local viewer) = role %q, %v, want viewer", got.Role, err)
 	}
 }

@@ -53,7 +53,7 @@ func (s *Server) apiAddWebhook(w http.ResponseWriter, r *http.Request, c tenantC
 	if err != nil {
 		return badRequest("%s", strings.TrimPrefix(err.Error(), "webhook: "))
 	}
-	hook, err := s.store.CreateWebhook(r.Context(), c.tenant, u.String(), c.actor())
+	hook, err := s.store.CreateWebhook(r.Context(), c.tenant, u.String(), c.actor().Name)
 	if errors.Is(err, store.ErrWebhookRefused) {
 		return &apiError{http.StatusConflict, "failed_precondition", trimPrefixes(err.Error())}
 	}

@@ -6,10 +6,20 @@
 locals {
   labels = merge({ app = "jsdlq" }, var.labels)
 
+  # A principal of a console role: user:, group: or serviceAccount: and an
+  # email, or domain: and a domain name (IAM's spelling; the console reads
+  # them the same way, console.ParsePrincipal). allUsers and
+  # allAuthenticatedUsers do not match.
+  principal_pattern = "^((user|group|serviceAccount):[^\\s,\"\\\\@]+@[^\\s,\"\\\\@]+|domain:[^\\s,\"\\\\@]+\\.[^\\s,\"\\\\@]+)$"
+
   apis = toset([
     "artifactregistry.googleapis.com",
     "cloudbuild.googleapis.com",
     "cloudfunctions.googleapis.com",
+    # The console resolves group: principals of its roles (console_viewers,
+    # console_operators, console_approvers) with the Cloud Identity Groups
+    # API.
+    "cloudidentity.googleapis.com",
     "cloudresourcemanager.googleapis.com",
     "cloudscheduler.googleapis.com",
     "cloudtasks.googleapis.com",
@@ -376,7 +386,9 @@ module "console" {
   name               = local.console_name
   service_account_id = "${var.name_prefix}-console"
   image              = var.console_image
-  operator_members   = var.console_operator_members
+  viewers            = var.console_viewers
+  operators          = var.console_operators
+  approvers          = var.console_approvers
   tenant_api_enabled = var.console_tenant_api_enabled
   max_instances      = var.console_max_instances
   queue_name         = module.tasks.queue_name

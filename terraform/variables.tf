@@ -211,14 +211,48 @@ variable "console_image" {
   }
 }
 
-variable "console_operator_members" {
+# The console's roles (docs/console.md, "Operator roles"). Every principal of
+# the three may pass IAP to the operator UI; the console gives each identity
+# the highest role whose principals match it (a user or service account by
+# email, a domain by the account's Workspace domain, a group by membership,
+# nested groups included, through the Cloud Identity Groups API). Members of
+# the project's organization only: IAP on Cloud Run admits no other.
+
+variable "console_viewers" {
   type        = set(string)
-  description = "Who may open the operator UI through IAP: user:, group:, domain: or serviceAccount: members of the project's organization (IAP on Cloud Run admits identities of the same organization only)."
+  description = "Console viewers: read every page, act on nothing. user:, group:, domain: or serviceAccount: principals."
   default     = []
 
   validation {
-    condition     = alltrue([for m in var.console_operator_members : can(regex("^(user|group|domain|serviceAccount):[^\\s]+$", m))])
-    error_message = "console_operator_members must be user:, group:, domain: or serviceAccount: members (allUsers and allAuthenticatedUsers are refused)."
+    condition     = alltrue([for m in var.console_viewers : can(regex(local.principal_pattern, m))])
+    error_message = "console_viewers must be user:EMAIL, group:EMAIL, serviceAccount:EMAIL or domain:DOMAIN principals (allUsers and allAuthenticatedUsers are refused)."
+  }
+}
+
+variable "console_operators" {
+  type        = set(string)
+  description = "Console operators: replay now, discard, override tenant breakers, run bulk redrives; approve the entries of rules that grant operator (not governance, poison or unknown commit state by default). user:, group:, domain: or serviceAccount: principals."
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.console_operators : can(regex(local.principal_pattern, m))])
+    error_message = "console_operators must be user:EMAIL, group:EMAIL, serviceAccount:EMAIL or domain:DOMAIN principals (allUsers and allAuthenticatedUsers are refused)."
+  }
+}
+
+variable "console_approvers" {
+  type        = set(string)
+  description = "Console approvers: everything operators do, and approve the entries of every rule, among them those the policy keeps for approvers. user:, group:, domain: or serviceAccount: principals."
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.console_approvers : can(regex(local.principal_pattern, m))])
+    error_message = "console_approvers must be user:EMAIL, group:EMAIL, serviceAccount:EMAIL or domain:DOMAIN principals (allUsers and allAuthenticatedUsers are refused)."
+  }
+
+  validation {
+    condition     = var.console_image == null || length(var.console_viewers) + length(var.console_operators) + length(var.console_approvers) > 0
+    error_message = "With console_image set, console_viewers, console_operators or console_approvers must name someone: the console gives nobody else a role (console_operator_members, which gave everyone admitted every power, is replaced by these three)."
   }
 }
 

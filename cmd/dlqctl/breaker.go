@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -105,7 +106,7 @@ func lastChange(b *store.Breaker) string {
 		return "-"
 	}
 	h := b.History[len(b.History)-1]
-	return fmt.Sprintf("by %s%s", h.By, ifSet(h.Note != "", ": "+h.Note))
+	return fmt.Sprintf("by %s%s", h.Actor(), ifSet(h.Note != "", ": "+h.Note))
 }
 
 func (a *app) breakerShow(ctx context.Context, args []string) error {
@@ -157,15 +158,15 @@ func (a *app) breakerShow(ctx context.Context, args []string) error {
 
 // overrideArgs reads the arguments both overrides take: one target (what
 // names it), a required --reason and --by.
-func (a *app) overrideArgs(name, what string, args []string) (target, reason, by string, err error) {
+func (a *app) overrideArgs(name, what string, args []string) (target, reason string, by authority.Actor, err error) {
 	fs := newFlags(name)
 	reasonF := fs.String("reason", "", "why (required; recorded in the breaker's history)")
 	byF := fs.String("by", "", "who acts (default DLQCTL_ACTOR or dlqctl:$USER)")
 	if target, err = parseOne(fs, args, what); err != nil {
-		return "", "", "", err
+		return "", "", authority.Actor{}, err
 	}
 	if strings.TrimSpace(*reasonF) == "" {
-		return "", "", "", usagef("%s needs --reason TEXT", name)
+		return "", "", authority.Actor{}, usagef("%s needs --reason TEXT", name)
 	}
 	return target, *reasonF, a.actor(*byF), nil
 }

@@ -44,7 +44,7 @@ Entries
            [--confirm-empty] [--confirm-invalid-json]
   discard  ID --reason TEXT [--by NAME]
   redrive  --filter K=V... --rate N/s [--dry-run] [--yes] [--checkpoint FILE]
-           [--include-governance] [--include-poison] [--include-unknown-commit-state]
+           [--include-approver-rules]
          | --resume FILE [--rate N/s] [--dry-run] [--yes]
 Breakers
   breaker ls [--json] | show TENANT [--json]

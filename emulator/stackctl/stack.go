@@ -18,6 +18,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/console"
 	"github.com/jsdlq/jsdlq/emulator/stack"
+	"github.com/jsdlq/jsdlq/shared/authority"
 )
 
 // service is one server of the local stack.
@@ -117,12 +118,13 @@ func newStack(root string) (*localStack, error) {
 			_, port, _ := net.SplitHostPort(addr)
 			return stack.Spec{Path: s.bin("bridge"), Env: append(s.clientEnv(), "PORT="+port)}
 		}},
-		// The console acts as one fixed local operator: CONSOLE_AUTH=local is
+		// The console acts as one fixed local operator, an approver (the
+		// local stack's operator may do everything): CONSOLE_AUTH=local is
 		// refused without the emulators and on Cloud Run (docs/console.md).
 		{name: "console", port: ports["console"], readyPath: "/healthz", build: "./cmd/console", spec: func(s *localStack, addr string) stack.Spec {
 			host, port, _ := net.SplitHostPort(addr)
 			return stack.Spec{Path: s.bin("console"), Args: []string{"--host", host},
-				Env: append(s.clientEnv(), "PORT="+port, "CONSOLE_AUTH="+console.AuthLocal, "CONSOLE_OPERATOR="+localOperator)}
+				Env: append(s.clientEnv(), "PORT="+port, "CONSOLE_AUTH="+console.AuthLocal, "CONSOLE_OPERATOR="+localOperator, "CONSOLE_ROLE="+string(authority.Approver))}
 		}},
 	}
 	for i, svc := range s.services {

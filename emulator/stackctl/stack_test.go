@@ -40,7 +40,7 @@ func TestConsoleInTheStack(t *testing.T) {
 				t.Errorf("console service = ready %q build %q, want /healthz and ./cmd/console", svc.readyPath, svc.build)
 			}
 			spec := svc.spec(s, s.addr("console"))
-			for _, want := range []string{"CONSOLE_AUTH=local", "CONSOLE_OPERATOR=local-operator", "PORT=" + strings.TrimPrefix(tt.wantAddr, "127.0.0.1:"),
+			for _, want := range []string{"CONSOLE_AUTH=local", "CONSOLE_OPERATOR=local-operator", "CONSOLE_ROLE=approver", "PORT=" + strings.TrimPrefix(tt.wantAddr, "127.0.0.1:"),
 				"TASKS_QUEUE=" + s.queue(), "REPLAY_URL=http://" + s.addr("functions") + "/Replay", "FIRESTORE_EMULATOR_HOST=" + s.addr("firestore")} {
 				if !slices.Contains(spec.Env, want) {
 					t.Errorf("console spec env = %q, want it to contain %q", spec.Env, want)

@@ -139,7 +139,7 @@ if [ "$offline" = 1 ]; then
 		[ "$bridge" = "with the bridge and the console" ] && args+=(
 			-var "bridge_image=europe-west1-docker.pkg.dev/my-jsdlq-project/jsdlq/bridge:v1"
 			-var "console_image=europe-west1-docker.pkg.dev/my-jsdlq-project/jsdlq/console:v1"
-			-var 'console_operator_members=["group:jsdlq-operators@example.com"]'
+			-var 'console_approvers=["group:jsdlq-operators@example.com"]'
 		)
 		step "terraform: plan (offline, placeholder data sources, terraform.tfvars.example, $bridge)"
 		planfile="$work/plan-${bridge// /-}"

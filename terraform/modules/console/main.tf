@@ -3,8 +3,10 @@
 #
 # - <name>: the operator UI (CONSOLE_SERVE=ui). IAP is enabled on the
 #   service itself, so the run.app URL is reachable only through IAP, by
-#   the operator_members; the console verifies IAP's signed header in code
-#   as well (CONSOLE_AUTH=iap, CONSOLE_IAP_AUDIENCE).
+#   the viewers, operators and approvers; the console verifies IAP's signed
+#   header in code as well (CONSOLE_AUTH=iap, CONSOLE_IAP_AUDIENCE) and
+#   gives each identity its role from the same lists (CONSOLE_VIEWERS,
+#   CONSOLE_OPERATORS, CONSOLE_APPROVERS).
 # - <name>-api: the tenant recovery API (CONSOLE_SERVE=api). Tenants are
 #   not Google identities: each request carries a tenant key the console
 #   checks against Firestore, so Cloud Run's invoker check is turned off
@@ -30,6 +32,9 @@ locals {
           CONSOLE_SERVE        = "ui"
           CONSOLE_AUTH         = "iap"
           CONSOLE_IAP_AUDIENCE = "/projects/${var.project_number}/locations/${var.region}/services/${var.name}"
+          CONSOLE_VIEWERS      = join(",", sort(var.viewers))
+          CONSOLE_OPERATORS    = join(",", sort(var.operators))
+          CONSOLE_APPROVERS    = join(",", sort(var.approvers))
         }
         iap           = true
         cpu_idle      = false
