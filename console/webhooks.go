@@ -58,6 +58,9 @@ func (s *Server) apiAddWebhook(w http.ResponseWriter, r *http.Request, c tenantC
 		g = webhook.NewGuard()
 	}
 	u, err := g.Check(r.Context(), body.URL)
+	if errors.Is(err, webhook.ErrOwnUnknown) {
+		return &apiError{http.StatusServiceUnavailable, "unavailable", "the endpoint cannot be checked now; retry"}
+	}
 	if err != nil {
 		return badRequest("%s", strings.TrimPrefix(err.Error(), "webhook: "))
 	}

@@ -27,6 +27,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/jsdlq/jsdlq/shared/config"
@@ -210,7 +211,18 @@ func (h *Handler) Deliver(ctx context.Context, t notify.WebhookTask) (Result, er
 		return drop("the notification is not for the endpoint's tenant")
 	}
 
-	attempt := h.post(ctx, ep, n.ID, []byte(o.Notification))
+	// The endpoint is checked again now: the own addresses may have grown
+	// (a deployment's URLs) since it was added.
+	var attempt store.WebhookAttempt
+	u, err := h.guard.Check(ctx, ep.URL)
+	switch {
+	case errors.Is(err, webhook.ErrRefusedURL):
+		attempt = store.WebhookAttempt{Error: err.Error()}
+	case err != nil:
+		return res, fmt.Errorf("deliver: check webhook %s: %w", ep.ID, err)
+	default:
+		attempt = h.post(ctx, ep, u, n.ID, []byte(o.Notification))
+	}
 	res.Status = attempt.Status
 	// The attempt is recorded even when the request is cancelled.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -235,16 +247,13 @@ func (h *Handler) Deliver(ctx context.Context, t notify.WebhookTask) (Result, er
 	return res, fmt.Errorf("deliver: webhook %s: %s", ep.ID, attempt.Error)
 }
 
-// post sends the signed notification to ep and says how it went. The
+// post sends the signed notification to ep at u (its URL, checked) and
+// says how it went. The
 // error text is ours (never the endpoint's body): it reaches the
 // operators' notification.
-func (h *Handler) post(ctx context.Context, ep *store.Webhook, id string, body []byte) store.WebhookAttempt {
+func (h *Handler) post(ctx context.Context, ep *store.Webhook, u *url.URL, id string, body []byte) store.WebhookAttempt {
 	fail := func(status int, format string, args ...any) store.WebhookAttempt {
 		return store.WebhookAttempt{Status: status, Error: fmt.Sprintf(format, args...)}
-	}
-	u, err := h.guard.Parse(ep.URL)
-	if err != nil {
-		return fail(0, "%v", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
