@@ -1,6 +1,10 @@
 package console
 
 import (
+	"net"
+	"net/netip"
+	"strconv"
+
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
@@ -38,6 +42,26 @@ type Env struct {
 	// Webhooks decides which endpoints the tenant API accepts
 	// (WEBHOOK_LOCAL, jsdlq's own URLs).
 	Webhooks config.Webhooks
+	// URLs is CONSOLE_URLS, the URLs this instance is reached at (a list):
+	// a request whose Host is none of them is refused. Required on Google
+	// Cloud; elsewhere the default is the loopback addresses at Port
+	// (Hosts).
+	URLs []string
+}
+
+// Hosts are the URLs whose Host the console answers: URLs, else the
+// loopback addresses at Port and, when listen (the --host flag) is another
+// specific address, that address at Port.
+func (e Env) Hosts(listen string) []string {
+	if len(e.URLs) > 0 {
+		return e.URLs
+	}
+	port := strconv.Itoa(e.Port)
+	out := []string{"http://127.0.0.1:" + port, "http://localhost:" + port, "http://[::1]:" + port}
+	if ip, err := netip.ParseAddr(listen); err == nil && !ip.IsLoopback() && !ip.IsUnspecified() {
+		out = append(out, "http://"+net.JoinHostPort(ip.String(), port))
+	}
+	return out
 }
 
 // LoadEnv reads the console's configuration (docs/console.md,
@@ -51,6 +75,12 @@ func LoadEnv(lookup config.Lookup) (Env, error) {
 	e.Auth = r.OneOf("CONSOLE_AUTH", AuthIAP, AuthIAP, AuthLocal)
 	e.IAPAudience = r.String("CONSOLE_IAP_AUDIENCE", "")
 	e.Operator = r.String("CONSOLE_OPERATOR", "")
+	e.URLs = r.List("CONSOLE_URLS")
+	for _, u := range e.URLs {
+		_, err := parseOwnURL(u)
+		r.Check(err == nil, "CONSOLE_URLS", "%v", err)
+	}
+	r.Check(len(e.URLs) > 0 || !common.OnGoogleCloud, "CONSOLE_URLS", "required when K_SERVICE is set: the URLs the console is reached at (any other Host is refused)")
 	serve := r.List("CONSOLE_SERVE")
 	if len(serve) == 0 {
 		serve = []string{"ui", "api"}

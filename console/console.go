@@ -46,6 +46,7 @@ type Server struct {
 	auth    Authenticator
 	tasks   TaskState
 	hooks   *webhook.Guard
+	hosts   map[hostPort]bool
 	log     *slog.Logger
 	ui, api bool
 	secure  bool
@@ -94,7 +95,7 @@ func (s *Server) Handler() http.Handler {
 		s.routeUI(mux)
 		s.routeBulk(mux)
 	}
-	return securityHeaders(mux)
+	return securityHeaders(s.checkHost(mux))
 }
 
 // securityHeaders are sent with every answer: no framing, no sniffing, no

@@ -370,6 +370,7 @@ module "console" {
   project_number     = data.google_project.this.number
   region             = var.region
   name               = local.console_name
+  urls               = { for n in local.console_names : (n == local.console_name ? "ui" : "api") => local.run_url[n] }
   service_account_id = "${var.name_prefix}-console"
   image              = var.console_image
   operator_members   = var.console_operator_members

@@ -74,7 +74,7 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 	srv := console.New(st, op, auth,
 		console.WithLogger(log), console.WithTaskState(sched), console.WithServe(cfg.UI, cfg.API),
 		console.WithSecureCookies(cfg.OnGoogleCloud),
-		console.WithWebhookGuard(cfg.Webhooks.Guard()))
+		console.WithWebhookGuard(cfg.Webhooks.Guard()), console.WithHosts(cfg.Hosts(*host)...))
 
 	hs, err := obs.Listen(*host, cfg.Port, srv.Handler())
 	if err != nil {

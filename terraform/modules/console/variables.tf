@@ -56,7 +56,7 @@ variable "tenant_api_enabled" {
 
 variable "environment" {
   type        = map(string)
-  description = "Environment both services share (docs/configuration.md): GOOGLE_CLOUD_PROJECT, TASKS_QUEUE, REPLAY_URL, TASKS_SERVICE_ACCOUNT. CONSOLE_SERVE, CONSOLE_AUTH and CONSOLE_IAP_AUDIENCE are set by the module."
+  description = "Environment both services share (docs/configuration.md): GOOGLE_CLOUD_PROJECT, TASKS_QUEUE, REPLAY_URL, TASKS_SERVICE_ACCOUNT. CONSOLE_SERVE, CONSOLE_AUTH, CONSOLE_IAP_AUDIENCE and CONSOLE_URLS are set by the module."
 
   validation {
     condition     = alltrue([for k in ["GOOGLE_CLOUD_PROJECT", "TASKS_QUEUE", "REPLAY_URL", "TASKS_SERVICE_ACCOUNT"] : contains(keys(var.environment), k)])
@@ -64,8 +64,18 @@ variable "environment" {
   }
 
   validation {
-    condition     = length(setintersection(keys(var.environment), ["PORT", "CONSOLE_SERVE", "CONSOLE_AUTH", "CONSOLE_IAP_AUDIENCE", "CONSOLE_OPERATOR", "FIRESTORE_EMULATOR_HOST", "CLOUD_TASKS_EMULATOR_HOST"])) == 0
-    error_message = "environment must not set PORT (Cloud Run's), the CONSOLE_SERVE/CONSOLE_AUTH/CONSOLE_IAP_AUDIENCE the module sets, CONSOLE_OPERATOR (local mode only) or emulator hosts."
+    condition     = length(setintersection(keys(var.environment), ["PORT", "CONSOLE_SERVE", "CONSOLE_AUTH", "CONSOLE_IAP_AUDIENCE", "CONSOLE_URLS", "CONSOLE_OPERATOR", "FIRESTORE_EMULATOR_HOST", "CLOUD_TASKS_EMULATOR_HOST"])) == 0
+    error_message = "environment must not set PORT (Cloud Run's), the CONSOLE_SERVE/CONSOLE_AUTH/CONSOLE_IAP_AUDIENCE/CONSOLE_URLS the module sets, CONSOLE_OPERATOR (local mode only) or emulator hosts."
+  }
+}
+
+variable "urls" {
+  type        = map(string)
+  description = "The URL each service is reached at, by role (ui; api when tenant_api_enabled): its deterministic run.app URL. The service answers requests for this host only (CONSOLE_URLS; docs/console.md) and the outputs are these URLs."
+
+  validation {
+    condition     = contains(keys(var.urls), "ui") && alltrue([for u in values(var.urls) : can(regex("^https://[a-z0-9.-]+(:[0-9]+)?/?$", u))])
+    error_message = "urls must name the ui service's URL (and the api's when it is deployed), each https://HOST[:PORT]."
   }
 }
 
