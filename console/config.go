@@ -42,6 +42,9 @@ type Env struct {
 	// Webhooks decides which endpoints the tenant API accepts
 	// (WEBHOOK_LOCAL, jsdlq's own URLs).
 	Webhooks config.Webhooks
+	// Secrets seals the signing secrets of the endpoints tenants add
+	// (required when the API is served).
+	Secrets config.Secrets
 	// URLs is CONSOLE_URLS, the URLs this instance is reached at (a list):
 	// a request whose Host is none of them is refused. Required on Google
 	// Cloud; elsewhere the default is the loopback addresses at Port
@@ -95,6 +98,7 @@ func LoadEnv(lookup config.Lookup) (Env, error) {
 			r.Check(false, "CONSOLE_SERVE", "%q is neither ui nor api", s)
 		}
 	}
+	e.Secrets = config.ReadSecrets(r, common, e.API)
 	if e.UI {
 		switch e.Auth {
 		case AuthIAP:

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/hooksecret"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/webhook"
@@ -46,6 +47,7 @@ type Server struct {
 	auth    Authenticator
 	tasks   TaskState
 	hooks   *webhook.Guard
+	secrets hooksecret.Box
 	hosts   map[hostPort]bool
 	log     *slog.Logger
 	ui, api bool
