@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"net"
 	"strings"
@@ -40,8 +41,7 @@ type fakeKMS struct {
 	kmspb.UnimplementedKeyManagementServiceServer
 	mu       sync.Mutex
 	keys     map[string]*fakeKey // CryptoKey name -> versions
-	calls    atomic.Int32
-	corrupt  atomic.Bool // flip the answer's checksum
+	corrupt  atomic.Bool         // flip the answer's checksum
 	accepted atomic.Int32
 }
 
@@ -112,13 +112,21 @@ func gcm(key []byte) cipher.AEAD {
 	return a
 }
 
+// key is the CryptoKey a request names; f.mu is held.
+func (f *fakeKMS) key(name string) (*fakeKey, error) {
+	k, ok := f.keys[name]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "CryptoKey %s not found.", name)
+	}
+	return k, nil
+}
+
 func (f *fakeKMS) Encrypt(_ context.Context, r *kmspb.EncryptRequest) (*kmspb.EncryptResponse, error) {
-	f.calls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	k, ok := f.keys[r.GetName()]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "CryptoKey %s not found.", r.GetName())
+	k, err := f.key(r.GetName())
+	if err != nil {
+		return nil, err
 	}
 	if r.GetPlaintextCrc32C() != nil && r.GetPlaintextCrc32C().GetValue() != crcOf(r.GetPlaintext()) ||
 		r.GetAdditionalAuthenticatedDataCrc32C() != nil && r.GetAdditionalAuthenticatedDataCrc32C().GetValue() != crcOf(r.GetAdditionalAuthenticatedData()) {
@@ -133,18 +141,17 @@ func (f *fakeKMS) Encrypt(_ context.Context, r *kmspb.EncryptRequest) (*kmspb.En
 	if f.corrupt.Load() {
 		sum++
 	}
-	return &kmspb.EncryptResponse{Name: r.GetName() + "/cryptoKeyVersions/" + string(rune('0'+k.primary)), Ciphertext: ct,
+	return &kmspb.EncryptResponse{Name: fmt.Sprintf("%s/cryptoKeyVersions/%d", r.GetName(), k.primary), Ciphertext: ct,
 		CiphertextCrc32C: wrapperspb.Int64(sum), VerifiedPlaintextCrc32C: r.GetPlaintextCrc32C() != nil,
 		VerifiedAdditionalAuthenticatedDataCrc32C: r.GetAdditionalAuthenticatedDataCrc32C() != nil}, nil
 }
 
 func (f *fakeKMS) Decrypt(_ context.Context, r *kmspb.DecryptRequest) (*kmspb.DecryptResponse, error) {
-	f.calls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	k, ok := f.keys[r.GetName()]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "CryptoKey %s not found.", r.GetName())
+	k, err := f.key(r.GetName())
+	if err != nil {
+		return nil, err
 	}
 	ct := r.GetCiphertext()
 	if r.GetCiphertextCrc32C() != nil && r.GetCiphertextCrc32C().GetValue() != crcOf(ct) {
