@@ -32,12 +32,12 @@ locals {
   # nor can deliver's and the console's hold each other's (they would
   # depend on each other), so they are written to one Firestore document
   # that deliver, the tenant API and dlqctl read (store.OwnURLs).
-  own_generated_urls = distinct(concat(
+  own_generated_urls = distinct(compact(concat(
     [for n in local.own_services : local.run_url[n]],
     [for m in module.function : m.uri],
     [for m in module.function : m.url],
     local.console_enabled ? values(module.console[0].generated_urls) : [],
-  ))
+  )))
 }
 
 # jsdlq-deployment/own-urls {"urls": [...]}: the collection and document
