@@ -2,7 +2,8 @@
 // {"webhook_id","notification_id"} (a task the notifications flusher made
 // for each tenant notification and each enabled endpoint of its tenant), and
 // it POSTs the notification to the endpoint, signed by the Standard Webhooks
-// scheme with the endpoint's secret and a fresh timestamp.
+// scheme with the endpoint's secret (opened from its sealed form,
+// shared/hooksecret) and a fresh timestamp.
 //
 // Its answer steers Cloud Tasks: 200 when the delivery succeeded or can
 // never happen (the endpoint was removed or disabled, the notification is
@@ -280,9 +281,8 @@ func (h *Handler) Deliver(ctx context.Context, t notify.WebhookTask) (Result, er
 }
 
 // post sends the notification, signed with sec, to the endpoint at u (its
-// URL, checked) and says how it went. The
-// error text is ours (never the endpoint's body): it reaches the
-// operators' notification.
+// URL, checked) and says how it went. The error text is ours (never the
+// endpoint's body): it reaches the operators' notification.
 func (h *Handler) post(ctx context.Context, u *url.URL, sec webhook.Secret, id string, body []byte) store.WebhookAttempt {
 	fail := func(status int, format string, args ...any) store.WebhookAttempt {
 		return store.WebhookAttempt{Status: status, Error: fmt.Sprintf(format, args...)}
