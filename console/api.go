@@ -55,6 +55,7 @@ var (
 )
 
 func (s *Server) routeAPI(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/v1/openapi.json", serveOpenAPI)
 	mux.Handle("GET /api/v1/tenants/{tenant}/entries", s.tenantRoute(s.apiList))
 	mux.Handle("GET /api/v1/tenants/{tenant}/entries/{entry}", s.tenantRoute(s.apiGet))
 	mux.Handle("POST /api/v1/tenants/{tenant}/entries/{entry}", s.tenantRoute(s.apiAction))
@@ -171,7 +172,7 @@ func trimPrefixes(msg string) string {
 }
 
 func writeAPIError(w http.ResponseWriter, ae *apiError) {
-	writeJSON(w, ae.status, map[string]*apiError{"error": ae})
+	writeJSON(w, ae.status, apiErrorBody{Error: ae})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -180,12 +181,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
-}
-
-// listPage is the list route's answer.
-type listPage struct {
-	Entries       []*store.Entry `json:"entries"`
-	NextPageToken string         `json:"next_page_token,omitempty"`
 }
 
 func (s *Server) apiList(w http.ResponseWriter, r *http.Request, c tenantCall) error {
@@ -197,9 +192,9 @@ func (s *Server) apiList(w http.ResponseWriter, r *http.Request, c tenantCall) e
 	if err != nil {
 		return err
 	}
-	out := listPage{Entries: p.Entries, NextPageToken: c.pageToken(p.Next)}
-	if out.Entries == nil {
-		out.Entries = []*store.Entry{}
+	out := apiEntryPage{Entries: make([]apiEntrySummary, 0, len(p.Entries)), NextPageToken: c.pageToken(p.Next)}
+	for _, e := range p.Entries {
+		out.Entries = append(out.Entries, apiEntrySummaryOf(e))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -255,17 +250,14 @@ func entryID(raw string) (string, error) {
 	return raw, nil
 }
 
-// entryView is an entry as the API and the UI show it: the payload
-// included (base64 in JSON).
-type entryView struct {
-	*store.Entry
-	Payload []byte `json:"payload,omitempty"`
-}
-
 func (s *Server) apiGet(w http.ResponseWriter, r *http.Request, c tenantCall) error {
 	id, err := entryID(r.PathValue("entry"))
 	if err != nil {
 		return err
+	}
+	n, err := versionParam(r)
+	if err != nil {
+		return badRequest("%v", err)
 	}
 	e, err := s.store.GetMeta(r.Context(), id)
 	if err != nil {
@@ -274,10 +266,15 @@ func (s *Server) apiGet(w http.ResponseWriter, r *http.Request, c tenantCall) er
 	if e.Tenant != c.tenant {
 		return errAPINotFound
 	}
-	if err := s.store.LoadPayload(r.Context(), e); err != nil {
+	out, err := apiEntryOf(e)
+	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, entryView{Entry: e, Payload: e.Payload})
+	out.PayloadVersion = max(n, 1)
+	if out.Payload, err = s.store.VersionPayload(r.Context(), e, out.PayloadVersion); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -293,9 +290,7 @@ func (s *Server) apiAction(w http.ResponseWriter, r *http.Request, c tenantCall)
 	if err != nil {
 		return err
 	}
-	var body struct {
-		Reason string `json:"reason"`
-	}
+	var body apiReasonBody
 	if err := readJSON(r, &body, verb == "discard"); err != nil {
 		return err
 	}
@@ -310,17 +305,21 @@ func (s *Server) apiAction(w http.ResponseWriter, r *http.Request, c tenantCall)
 		}
 		e, err = s.actions.Discard(r.Context(), c.tenant, id, reason, c.actor())
 	}
-	out := map[string]any{"entry": e}
+	var note string
 	switch {
 	case errors.Is(err, operator.ErrTaskNotCreated) && e != nil:
 		// Recorded: a retry would find the entry moved on. Its task is
 		// reconcile's to create.
 		s.log.WarnContext(r.Context(), "tenant api action recorded, its replay task left to reconcile", "error", err.Error(), "entry_id", id)
-		out["note"] = "the action is recorded; its replay task could not be created yet and is created by jsdlq's next reconcile run"
+		note = "the action is recorded; its replay task could not be created yet and is created by jsdlq's next reconcile run"
 	case err != nil:
 		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	out, err := apiEntryOf(e)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, apiActionResult{Entry: out, Note: note})
 	return nil
 }
 

@@ -17,9 +17,10 @@ import (
 )
 
 // formFields is what a browser submits for the form of page whose action is
-// action, the button name=value pressed: every input and textarea, parsed
-// by an HTML parser (so a textarea's content is read as a browser reads it,
-// one newline right after <textarea> dropped).
+// action, the button name=value pressed: every input (a checkbox only when
+// it is checked) and textarea, parsed by an HTML parser (so a textarea's
+// content is read as a browser reads it, one newline right after
+// <textarea> dropped).
 func formFields(t *testing.T, page, action string, button [2]string) url.Values {
 	t.Helper()
 	doc, err := html.Parse(strings.NewReader(page))
@@ -57,6 +58,11 @@ func formFields(t *testing.T, page, action string, button [2]string) url.Values 
 			name, named := attr(n, "name")
 			switch {
 			case n.Data == "input" && named:
+				typ, _ := attr(n, "type")
+				_, checked := attr(n, "checked")
+				if typ == "checkbox" && !checked {
+					break
+				}
 				v, _ := attr(n, "value")
 				out.Add(name, v)
 			case n.Data == "textarea" && named:

@@ -218,6 +218,10 @@ func TestBrowserApproveWithEditedPayload(t *testing.T) {
 	if h := text("read the history", "ol.timeline"); !strings.Contains(h, "ops@example.com") {
 		t.Errorf("history = %q, want the approval by ops@example.com", h)
 	}
+	// The edit is version 2; the original is version 1, kept.
+	if v := text("read the versions", "#versions"); !strings.Contains(v, "version 1 · the original") || !strings.Contains(v, "edit of version 1 by ops@example.com") {
+		t.Errorf("versions = %q, want the original and the edit by ops@example.com", v)
+	}
 	shot("entry-approved")
 
 	do("open the tenants", chromedp.Navigate(base+"/tenants"), chromedp.WaitVisible(chromedp.CSS("h1")))

@@ -1,12 +1,8 @@
 package console_test
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -135,26 +131,13 @@ func (e *env) snapshot(t *testing.T) snapshot {
 	return s
 }
 
+// do sends a request (with key as the bearer key, if any) and answers
+// the status and body; an answer of the tenant API is validated against
+// its OpenAPI document (checkAPI).
 func do(t *testing.T, method, url, key, body string) (int, string) {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(context.Background(), method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	code, b, _ := exchange(t, method, url, key, body)
+	return code, b
 }
 
 // apiKeys creates the keys the tenant API tests use: one of acme's, one of

@@ -111,6 +111,7 @@ func (s *Server) routeUI(mux *http.ServeMux) {
 	mux.Handle("GET /{$}", s.page(s.overview))
 	mux.Handle("GET /entries", s.page(s.entries))
 	mux.Handle("GET /entries/{entry}", s.page(s.entry))
+	mux.Handle("GET /entries/{entry}/payload", http.HandlerFunc(s.payloadDownload))
 	mux.Handle("GET /tenants", s.page(s.tenants))
 	mux.Handle("GET /audits", s.page(s.audits))
 	mux.Handle("GET /audits/{run}", s.page(s.auditReport))
@@ -447,8 +448,16 @@ func allStatuses() []store.Status { return slices.Sorted(slices.Values(store.All
 
 // entryData is the entry page.
 type entryData struct {
-	E          *store.Entry
+	E *store.Entry
+	// Payload is the version Shown (?version=N, ShownParam; else the one
+	// the next replay publishes, Next), of Versions. Edit is Next's, the
+	// approve form's base.
 	Payload    payloadView
+	Versions   []versionLine
+	Shown      int
+	ShownParam bool
+	Next       store.PayloadVersion
+	Edit       payloadView
 	Headers    []headerLine
 	Chain      []*store.Entry
 	Task       string
@@ -471,23 +480,39 @@ func (s *Server) entry(r *http.Request) (string, string, any, error) {
 	if err != nil {
 		return "", "", nil, err
 	}
+	version, err := versionParam(r)
+	if err != nil {
+		return "", "", nil, uiBad("%v", err)
+	}
 	e, err := s.store.Get(r.Context(), id)
 	if err != nil {
 		return "", "", nil, err
 	}
-	d := entryData{E: e}
-	if d.Payload, err = viewPayload(e.Payload, chunk); err != nil {
+	d := entryData{E: e, ShownParam: version != 0}
+	var payload []byte
+	if d.Versions, payload, d.Shown, err = s.entryVersions(r.Context(), e, version); err != nil {
+		return "", "", nil, err
+	}
+	if d.Payload, err = viewPayload(payload, chunk); err != nil {
 		return "", "", nil, uiBad("%v", err)
 	}
-	if d.Payload.Editable {
-		d.RawPayload = string(e.Payload)
+	if d.Next, err = e.ReplayVersion(); err != nil {
+		return "", "", nil, err
+	}
+	if d.Next.N != d.Shown {
+		if payload, err = s.store.VersionPayload(r.Context(), e, d.Next.N); err != nil {
+			return "", "", nil, err
+		}
+	}
+	if d.Edit, _ = viewPayload(payload, 1); d.Edit.Editable {
+		d.RawPayload = string(payload)
 	}
 	for name, vs := range e.Headers {
 		for _, v := range vs {
 			d.Headers = append(d.Headers, headerLine{decodeHeader(name), decodeHeader(v)})
 		}
 	}
-	sort.Slice(d.Headers, func(i, j int) bool { return d.Headers[i].Name < d.Headers[j].Name })
+	sortHeaders(d.Headers)
 	if e.RootID != "" {
 		p, err := s.store.Entries(r.Context(), store.Query{RootID: e.RootID, View: store.ListView, Limit: 50})
 		if err != nil {
@@ -548,19 +573,6 @@ func has(list []store.Status, st store.Status) bool {
 		}
 	}
 	return false
-}
-
-// approveData is the approve confirmation page: the edits as a diff.
-type approveData struct {
-	E           *store.Entry
-	Diff        []diffLine
-	HeaderSets  []headerLine
-	Payload     string
-	Headers     string
-	PayloadKept bool
-	// Since is when the entry entered the status the preview shows
-	// (RFC 3339): the confirmation approves that decision only.
-	Since string
 }
 
 // entryAction runs replay, approve (preview, then confirm), discard and
@@ -625,78 +637,6 @@ func (s *Server) entryAction(w http.ResponseWriter, r *http.Request, who string)
 		return s.approve(w, r, who, id, back)
 	}
 	return "", &uiError{http.StatusNotFound, "no such action"}
-}
-
-func (s *Server) approve(w http.ResponseWriter, r *http.Request, who, id, back string) (string, error) {
-	e, err := s.store.Get(r.Context(), id)
-	if err != nil {
-		return "", err
-	}
-	headers, err := parseHeaderEdits(r.PostFormValue("headers"))
-	if err != nil {
-		return "", err
-	}
-	ed := operator.Edits{By: who, SetHeaders: headers}
-	if v := r.PostFormValue("since"); v != "" {
-		since, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			return "", uiBad("since %q is not a time", v)
-		}
-		// What the preview showed: an entry decided again since (escalated
-		// anew after its approved replay was refused) is not approved by
-		// a confirmation of the earlier question.
-		ed.Asked = operator.Asked{EnteredAt: since}
-	}
-	// Only a payload the form carries is an edit: the entry page has no
-	// payload field for one it cannot edit (binary, or more than a chunk),
-	// and a field left out keeps the payload, never empties it.
-	kept, text := true, ""
-	if _, sent := r.PostForm["payload"]; sent {
-		if v, err := viewPayload(e.Payload, 1); err != nil || !v.Editable {
-			return "", uiBad("the payload of %s cannot be edited here (%s); approve without a payload field to keep it", id, v.Kind)
-		}
-		text = strings.ReplaceAll(r.PostFormValue("payload"), "\r\n", "\n")
-		kept = text == strings.ReplaceAll(string(e.Payload), "\r\n", "\n")
-	}
-	if !kept {
-		ed.Payload = []byte(text)
-	}
-	if r.PostFormValue("step") != "confirm" {
-		d := approveData{E: e, Payload: text, Headers: r.PostFormValue("headers"), PayloadKept: kept}
-		if n := len(e.History); n > 0 {
-			d.Since = e.History[n-1].At.Format(time.RFC3339Nano)
-		}
-		if !kept {
-			was, _ := viewPayload(e.Payload, 1)
-			now, _ := viewPayload(ed.Payload, 1)
-			d.Diff = lineDiff(was.Text, now.Text)
-		}
-		for name, v := range headers {
-			d.HeaderSets = append(d.HeaderSets, headerLine{name, v})
-		}
-		sort.Slice(d.HeaderSets, func(i, j int) bool { return d.HeaderSets[i].Name < d.HeaderSets[j].Name })
-		s.render(w, http.StatusOK, "approve", pageData{Title: "Approve " + id, Operator: who, CSRF: r.PostFormValue(csrfField), Body: d})
-		return "", nil
-	}
-	_, err = s.actions.Approve(r.Context(), store.AllTenants, id, ed)
-	return s.recorded(r, err, back, "approved", "approved-task-pending")
-}
-
-// parseHeaderEdits reads "Name: value" lines.
-func parseHeaderEdits(text string) (map[string]string, error) {
-	out := map[string]string{}
-	for line := range strings.Lines(text) {
-		line = strings.TrimRight(line, "\r\n")
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		name, v, ok := strings.Cut(line, ":")
-		if !ok || strings.TrimSpace(name) == "" {
-			return nil, uiBad("header edit %q is not Name: value", line)
-		}
-		out[strings.TrimSpace(name)] = strings.TrimSpace(v)
-	}
-	return out, nil
 }
 
 // tenantsData is the tenants and breakers page.

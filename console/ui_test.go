@@ -168,8 +168,11 @@ func TestConsolePagesAndActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(en.Payload) != edited || !strings.Contains(historyBy(en), "ops@example.com") {
-		t.Errorf("approved entry payload %q, history %s; want the edit, by ops@example.com", en.Payload, historyBy(en))
+	v, _ := en.ReplayVersion()
+	approved, err := e.st.VersionPayload(ctx, en, v.N)
+	if err != nil || string(approved) != edited || string(en.Payload) != evil || !strings.Contains(historyBy(en), "ops@example.com") {
+		t.Errorf("approved version %d %q (%v), original %q, history %s; want the edit as version 2 beside the original, by ops@example.com",
+			v.N, approved, err, en.Payload, historyBy(en))
 	}
 
 	// Discard with a reason; tenants page renders.

@@ -39,20 +39,12 @@ func (s *Server) apiWebhooks(w http.ResponseWriter, r *http.Request, c tenantCal
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"webhooks": hooks})
+	writeJSON(w, http.StatusOK, apiWebhookListOf(hooks))
 	return nil
 }
 
-// addedWebhook is the answer to an add: the endpoint and its secret.
-type addedWebhook struct {
-	Webhook *store.Webhook `json:"webhook"`
-	Secret  string         `json:"secret"`
-}
-
 func (s *Server) apiAddWebhook(w http.ResponseWriter, r *http.Request, c tenantCall) error {
-	var body struct {
-		URL string `json:"url"`
-	}
+	var body apiAddWebhookBody
 	if err := readJSON(r, &body, false); err != nil {
 		return err
 	}
@@ -80,7 +72,7 @@ func (s *Server) apiAddWebhook(w http.ResponseWriter, r *http.Request, c tenantC
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, addedWebhook{Webhook: hook, Secret: sec.Reveal()})
+	writeJSON(w, http.StatusCreated, apiAddedWebhook{Webhook: apiWebhookOf(hook), Secret: sec.Reveal()})
 	return nil
 }
 
@@ -93,6 +85,6 @@ func (s *Server) apiRemoveWebhook(w http.ResponseWriter, r *http.Request, c tena
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"removed": id})
+	writeJSON(w, http.StatusOK, apiRemovedWebhook{Removed: id})
 	return nil
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/jsdlq/jsdlq/internal/secrettest"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/hooksecret"
-	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/webhook"
 )
 
@@ -28,11 +27,14 @@ func TestTenantAPIWebhooks(t *testing.T) {
 
 	code, body := do(t, "POST", base+"acme/webhooks", acmeKey, `{"url":"https://hooks.acme.example/jsdlq"}`)
 	var added struct {
-		Webhook store.Webhook `json:"webhook"`
-		Secret  string        `json:"secret"`
+		Webhook struct {
+			ID            string `json:"id"`
+			CreatedByRole string `json:"created_by_role"`
+		} `json:"webhook"`
+		Secret string `json:"secret"`
 	}
-	if err := json.Unmarshal([]byte(body), &added); code != 201 || err != nil || !strings.HasPrefix(added.Secret, "whsec_") {
-		t.Fatalf("POST acme/webhooks = %d %s, want 201 with the secret", code, body)
+	if err := json.Unmarshal([]byte(body), &added); code != 201 || err != nil || !strings.HasPrefix(added.Secret, "whsec_") || added.Webhook.CreatedByRole != "tenant" {
+		t.Fatalf("POST acme/webhooks = %d %s, want 201 with the secret, added by the tenant", code, body)
 	}
 	stored, err := e.st.GetWebhook(ctx, "acme", added.Webhook.ID)
 	if err != nil || stored.Secret != "" || strings.Contains(string(stored.SealedSecret), added.Secret[6:]) || !strings.HasPrefix(stored.CreatedBy, "tenant-api:acme:key-") {
@@ -53,7 +55,7 @@ func TestTenantAPIWebhooks(t *testing.T) {
 			t.Errorf("GET %s/webhooks shows a secret: %s", tenant, body)
 		}
 		var out struct {
-			Webhooks []store.Webhook `json:"webhooks"`
+			Webhooks []struct{ ID, URL string } `json:"webhooks"`
 		}
 		if err := json.Unmarshal([]byte(body), &out); code != 200 || err != nil {
 			t.Fatalf("GET %s/webhooks = %d %s", tenant, code, body)

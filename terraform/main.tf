@@ -68,9 +68,13 @@ locals {
   # Classify, replay and reconcile connect to NATS, schedule replay tasks
   # and publish the notifications outbox: classify and replay what their
   # commits stage at once (triage tasks go to NATS), reconcile the rest.
-  pipeline_env = merge(local.nats_env, local.scheduling_env, {
+  pipeline_env = merge(local.nats_env, local.scheduling_env, local.completions_env, {
     NOTIFICATIONS_TOPIC = var.notifications_topic
   })
+  # The end of the window in which completion records of agentkits from
+  # before tenant scoping count: read by every component that asks whether
+  # a task is done (replay, reconcile, the console's bulk redrives).
+  completions_env = var.legacy_completions_until == null ? {} : { LEGACY_COMPLETIONS_UNTIL = var.legacy_completions_until }
   # Replay and reconcile check their caller's OIDC token in code too.
   oidc_env = { for f in ["replay", "reconcile"] : f => {
     AUTH_MODE           = "oidc"
@@ -386,7 +390,7 @@ module "console" {
   queue_location     = var.region
   # The tenant API refuses jsdlq's own URLs as webhook endpoints at
   # registration, as deliver does at delivery.
-  environment         = merge(local.scheduling_env, { WEBHOOK_DENY_URLS = local.webhook_deny_urls, SECRETS_KMS_KEY = local.secrets_kms_key })
+  environment         = merge(local.scheduling_env, local.completions_env, { WEBHOOK_DENY_URLS = local.webhook_deny_urls, SECRETS_KMS_KEY = local.secrets_kms_key })
   deletion_protection = var.deletion_protection
   labels              = local.labels
 

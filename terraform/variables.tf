@@ -304,6 +304,17 @@ variable "function_env" {
   }
 }
 
+variable "legacy_completions_until" {
+  type        = string
+  description = "End of the migration window (RFC 3339, e.g. 2026-12-04T00:00:00Z) in which replay, reconcile and the console still honour the completion records agentkits from before tenant scoping wrote (task-idempotency/{key}, no tenant field). Set it to 72 hours after the last agent running such a kit stopped (docs/runbook.md, \"Completion records before tenant scoping\"); null (the default) leaves the window open."
+  default     = null
+
+  validation {
+    condition     = var.legacy_completions_until == null || can(formatdate("YYYY", var.legacy_completions_until))
+    error_message = "legacy_completions_until must be an RFC 3339 time such as 2026-12-04T00:00:00Z, or null."
+  }
+}
+
 variable "function_ingress" {
   type        = string
   description = "Ingress of the four functions. Callers are Pub/Sub push, Cloud Tasks (replay, deliver) and Cloud Scheduler; every call needs an OIDC token of an account holding run.invoker."

@@ -60,7 +60,7 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 		return fmt.Errorf("firestore client for project %s: %w", cfg.Project, err)
 	}
 	defer fsc.Close()
-	st := store.New(fsc)
+	st := store.New(fsc, store.WithLegacyCompletionsUntil(cfg.LegacyCompletionsUntil))
 	sched := tasks.New(cfg.Tasks)
 	defer sched.Close()
 	op := operator.New(st, sched, operator.WithRunner(sched))

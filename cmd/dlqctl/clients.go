@@ -109,6 +109,10 @@ func (a *app) store(ctx context.Context) (*store.Store, error) {
 	if a.st != nil {
 		return a.st, nil
 	}
+	until, err := config.LoadLegacyCompletionsUntil(a.lookup)
+	if err != nil {
+		return nil, err
+	}
 	if a.fs == nil {
 		project := a.config().Project
 		if project == "" {
@@ -121,7 +125,7 @@ func (a *app) store(ctx context.Context) (*store.Store, error) {
 		a.fs = fs
 		a.closers = append(a.closers, fs.Close)
 	}
-	a.st = store.New(a.fs)
+	a.st = store.New(a.fs, store.WithLegacyCompletionsUntil(until))
 	return a.st, nil
 }
 

@@ -338,8 +338,13 @@ func TestReplayApproveDiscard(t *testing.T) {
 		t.Fatalf("approve = %d, %q", code, stderr)
 	}
 	got := e.entry("TASKS.20")
-	if got.Status != store.Scheduled || string(got.Payload) != `{"task":"fixed"}` || event.Header(got.Headers, "X-Priority") != "high" {
-		t.Errorf("after approve: status %s payload %q headers %v", got.Status, got.Payload, got.Headers)
+	v, _ := got.ReplayVersion()
+	edited, err := e.st.VersionPayload(testenv.Context(t), got, v.N)
+	if got.Status != store.Scheduled || err != nil || string(edited) != `{"task":"fixed"}` || event.Header(got.HeadersOf(v), "X-Priority") != "high" {
+		t.Errorf("after approve: status %s, version %d payload %q (%v), headers %v", got.Status, v.N, edited, err, got.HeadersOf(v))
+	}
+	if string(got.Payload) != `{"task":"TASKS.20"}` {
+		t.Errorf("after approve: original payload %q, want it kept", got.Payload)
 	}
 	if last := got.History[len(got.History)-1]; last.By != "alice" || !strings.HasPrefix(last.Note, store.ApprovalNote) {
 		t.Errorf("approval history = %+v, want by alice, note starting %q", last, store.ApprovalNote)

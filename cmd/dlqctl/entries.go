@@ -279,9 +279,13 @@ func (a *app) chain(ctx context.Context, st *store.Store, e *store.Entry) ([]*st
 // showJSON is show's --json document.
 type showJSON struct {
 	Entry         *store.Entry `json:"entry"`
-	Payload       []byte       `json:"payload"` // base64
+	Payload       []byte       `json:"payload"` // base64; the original (version 1)
 	PayloadBinary bool         `json:"payload_binary"`
-	Chain         []chainLink  `json:"chain"`
+	// Versions are the payload's versions, the original first; the next
+	// replay publishes ReplayVersion.
+	Versions      []store.PayloadVersion `json:"payload_versions"`
+	ReplayVersion int                    `json:"replay_version"`
+	Chain         []chainLink            `json:"chain"`
 }
 
 type chainLink struct {
@@ -297,8 +301,12 @@ func (a *app) cmdShow(ctx context.Context, args []string) error {
 	fs := newFlags("show")
 	asJSON := fs.Bool("json", false, "JSON output")
 	previewBytes := fs.Int("preview", 512, "payload bytes to preview")
+	version := fs.Int("version", 0, "print version N of the payload as stored (1: the original) and nothing else")
 	id, err := parseOne(fs, args, "entry id")
 	if err != nil {
+		return err
+	}
+	if err := versionFlag(fs, *version); err != nil {
 		return err
 	}
 	st, err := a.store(ctx)
@@ -306,6 +314,13 @@ func (a *app) cmdShow(ctx context.Context, args []string) error {
 		return err
 	}
 	e, err := a.getScoped(ctx, st, id, true)
+	if err != nil {
+		return err
+	}
+	if *version != 0 {
+		return a.showVersion(ctx, st, e, *version, *asJSON)
+	}
+	next, err := e.ReplayVersion()
 	if err != nil {
 		return err
 	}
@@ -318,7 +333,7 @@ func (a *app) cmdShow(ctx context.Context, args []string) error {
 		links = append(links, chainLink{ID: c.ID, Status: c.Status, ReasonCode: c.ReasonCode, Strategy: c.Strategy, ReplayOf: c.ReplayOf, CreatedAt: c.CreatedAt})
 	}
 	if *asJSON {
-		return writeJSON(a.stdout, showJSON{Entry: e, Payload: e.Payload, PayloadBinary: !isText(e.Payload), Chain: links})
+		return writeJSON(a.stdout, showJSON{Entry: e, Payload: e.Payload, PayloadBinary: !isText(e.Payload), Versions: e.Versions(), ReplayVersion: next.N, Chain: links})
 	}
 	w := a.stdout
 	kv := func(k, format string, args ...any) { fmt.Fprintf(w, "%-11s %s\n", k, fmt.Sprintf(format, args...)) }
@@ -353,6 +368,7 @@ func (a *app) cmdShow(ctx context.Context, args []string) error {
 		kv("payload", "%d B, sha256 %s", e.PayloadSize, e.PayloadSHA256)
 		writePreview(w, e.Payload, *previewBytes)
 	}
+	writeVersions(w, e, next)
 	if len(e.Headers) > 0 {
 		fmt.Fprintln(w, "headers")
 		writeHeaders(w, e.Headers)
@@ -499,11 +515,13 @@ func (a *app) cmdApprove(ctx context.Context, args []string) error {
 	headers := headerFlags{}
 	fs.Var(headers, "set-header", "set a header on the replay, K=V (repeatable)")
 	by := fs.String("by", "", "who approves (default DLQCTL_ACTOR or dlqctl:$USER)")
+	confirmEmpty := fs.Bool("confirm-empty", false, "confirm that the edited payload is empty or blank")
+	confirmInvalid := fs.Bool("confirm-invalid-json", false, "confirm that the edited payload is not JSON where the one it edits is")
 	id, err := parseOne(fs, args, "entry id")
 	if err != nil {
 		return err
 	}
-	ed := operator.Edits{By: a.actor(*by)}
+	ed := operator.Edits{By: a.actor(*by), Confirm: confirmedRisks(*confirmEmpty, *confirmInvalid)}
 	if len(headers) > 0 {
 		ed.SetHeaders = headers
 	}
@@ -519,10 +537,14 @@ func (a *app) cmdApprove(ctx context.Context, args []string) error {
 		return err
 	}
 	e, err := op.Approve(ctx, a.scope, id, ed)
+	if errors.Is(err, operator.ErrUnconfirmed) {
+		return fmt.Errorf("%w (nothing changed; to approve it as it is, add --confirm-empty or --confirm-invalid-json)", err)
+	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "%s: approved, %s, task %s due %s\n", e.ID, e.Status, e.TaskName, e.NextRetryAt.Format(time.RFC3339))
+	v, _ := e.ReplayVersion()
+	fmt.Fprintf(a.stdout, "%s: approved, %s, payload version %d, task %s due %s\n", e.ID, e.Status, v.N, e.TaskName, e.NextRetryAt.Format(time.RFC3339))
 	return nil
 }
 

@@ -40,12 +40,13 @@ func (e *env) openBreaker(tenant string) {
 	}
 }
 
-// completeTask writes the completion record agentkit.Once leaves for key.
-func (e *env) completeTask(key string) {
+// completeTask writes the completion record agentkit.Once leaves for
+// tenant's task with key.
+func (e *env) completeTask(tenant, key string) {
 	e.t.Helper()
 	ctx := testenv.Context(e.t)
-	rec := agentkit.IdempotencyRecord{Key: key, Status: agentkit.StatusCompleted, CompletedAt: time.Now().UTC()}
-	if _, err := e.fs.Collection(store.TaskIdempotency).Doc(agentkit.IdempotencyDocID(key)).Set(ctx, rec); err != nil {
+	rec := agentkit.IdempotencyRecord{Key: key, Tenant: tenant, Status: agentkit.StatusCompleted, CompletedAt: time.Now().UTC()}
+	if _, err := e.fs.Collection(store.TaskIdempotency).Doc(agentkit.IdempotencyDocID(tenant, key)).Set(ctx, rec); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -97,7 +98,10 @@ func TestRedrivePlan(t *testing.T) {
 		seed{id: "G.1", tenant: "globex", agent: "cto", category: "permanent", reason: "impossible_task", status: store.Escalated},
 		seed{id: "G.2", tenant: "globex", agent: "cto", category: "permanent", reason: "impossible_task", status: store.Escalated},
 	)
-	e.completeTask("task-R.1-v1")
+	e.completeTask("acme", "task-R.1-v1")
+	// Another tenant's completion of G.2's key is not G.2's: the gate
+	// still counts one completed task.
+	e.completeTask("acme", "task-G.2-v1")
 	e.seedScheduled("R.7", "acme", "authority_exceeded") // the policy now escalates it
 	e.seedScheduled("R.8", "acme", "timeout")            // the policy replays it
 	vars := map[string]string{"DLQCTL_ACTOR": "redriver"}
@@ -480,4 +484,27 @@ type beforeRead struct {
 func (b *beforeRead) Read(p []byte) (int, error) {
 	b.once.Do(b.fn)
 	return b.r.Read(p)
+}
+
+// dlqctl reads LEGACY_COMPLETIONS_UNTIL when it builds its store: a
+// malformed value is refused before anything is read, naming the variable;
+// a time is taken.
+func TestLegacyCompletionsUntilSetting(t *testing.T) {
+	e := newEnv(t)
+	e.seed(seed{id: "R.1", tenant: "acme", agent: "backend", category: "permanent", reason: "impossible_task", status: store.Escalated})
+	ownStore := func(a *app) { a.st = nil }
+	for _, tc := range []struct {
+		value string
+		code  int
+		want  string
+	}{
+		{"after the upgrade", exitError, `LEGACY_COMPLETIONS_UNTIL: "after the upgrade" is not an RFC 3339 time`},
+		{"2026-12-01T00:00:00Z", exitOK, "R.1"},
+	} {
+		vars := map[string]string{"GOOGLE_CLOUD_PROJECT": "p", "LEGACY_COMPLETIONS_UNTIL": tc.value}
+		code, out, stderr := e.runCtx(context.Background(), vars, ownStore, "ls")
+		if code != tc.code || !strings.Contains(out+stderr, tc.want) {
+			t.Errorf("LEGACY_COMPLETIONS_UNTIL=%q dlqctl ls = %d, %q, %q; want %d naming %q", tc.value, code, out, stderr, tc.code, tc.want)
+		}
+	}
 }

@@ -184,15 +184,17 @@ func (a *Agent) Handle(ctx context.Context, m jetstream.Msg) (Outcome, error) {
 	return a.complete(ctx, m)
 }
 
-func (a *Agent) idempotencyKey(m jetstream.Msg) string {
-	if k := agentkit.IdempotencyKey(m); k != "" {
-		return k
+// task is m's task for Once: a message without an idempotency key is keyed
+// by its stream and sequence, so its redeliveries still run once.
+func (a *Agent) task(m jetstream.Msg) agentkit.Task {
+	t := agentkit.TaskOf(m)
+	if t.Key != "" {
+		return t
 	}
-	md, err := m.Metadata()
-	if err != nil {
-		return ""
+	if md, err := m.Metadata(); err == nil {
+		t.Key = event.ID(md.Stream, md.Sequence.Stream)
 	}
-	return event.ID(md.Stream, md.Sequence.Stream)
+	return t
 }
 
 func (a *Agent) complete(ctx context.Context, m jetstream.Msg) (Outcome, error) {
@@ -216,7 +218,7 @@ func (a *Agent) complete(ctx context.Context, m jetstream.Msg) (Outcome, error) 
 		}
 		return Done, m.Ack()
 	}
-	ran, err := a.Kit.Once(ctx, a.idempotencyKey(m), work)
+	ran, err := a.Kit.Once(ctx, a.task(m), work)
 	switch {
 	case errors.Is(err, agentkit.ErrInProgress):
 		return Busy, m.NakWithDelay(5 * time.Second)

@@ -468,7 +468,7 @@ func (d *demo) look(ctx context.Context) (progress, error) {
 			children[e.ReplayOf] = true
 		}
 	}
-	var replayedKeys []string
+	var replayed []*store.Entry
 	for _, e := range entries {
 		p.entries++
 		p.replays += e.Replays
@@ -481,7 +481,7 @@ func (d *demo) look(ctx context.Context) (progress, error) {
 		case endedStatuses[e.Status] || e.Status == store.Escalated || e.Status == store.AwaitingApproval:
 			p.ended++
 		case e.Status == store.Replayed && !children[e.ID]:
-			replayedKeys = append(replayedKeys, e.IdempotencyKey)
+			replayed = append(replayed, e)
 		case e.Status == store.Replayed:
 		case e.Status == store.Held:
 			p.held++
@@ -490,13 +490,13 @@ func (d *demo) look(ctx context.Context) (progress, error) {
 			p.pending++ // scheduled, replaying, held
 		}
 	}
-	if len(replayedKeys) > 0 {
-		done, err := d.st.CompletedKeys(ctx, replayedKeys)
+	if len(replayed) > 0 {
+		done, err := d.st.Completions(ctx, replayed)
 		if err != nil {
 			return p, err
 		}
-		for _, k := range replayedKeys {
-			if !done[k] {
+		for _, e := range replayed {
+			if !done[e.ID].Done {
 				p.pending++ // its replay is still being worked on
 			}
 		}

@@ -52,7 +52,7 @@ func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) http.Han
 
 func build(e env, fs *firestore.Client, log *slog.Logger) (http.Handler, error) {
 	js := natsconn.NewLazy(e.NATS.Named("jsdlq-reconcile", log))
-	st := store.New(fs)
+	st := store.New(fs, store.WithLegacyCompletionsUntil(e.LegacyCompletionsUntil))
 	conv := e.Config.Conventions
 	if conv == (event.Conventions{}) {
 		conv = event.DefaultConventions

@@ -149,6 +149,8 @@ type spec struct {
 	headers  map[string][]string
 	keyless  bool   // no idempotency key: nothing can show the task completed
 	stream   string // the stream the entry says it came from (workStream)
+	// published is when the dead message was published (zero: unknown).
+	published time.Time
 }
 
 // newEntry stores a classified entry as classify would (the default policy
@@ -195,7 +197,7 @@ func (e *env) newEntry(t testing.TB, s spec) *store.Entry {
 		Subject: "agents." + s.agent + ".tasks." + s.taskType, Tenant: s.tenant, Agent: s.agent,
 		TaskID: "task-" + s.id, TaskType: s.taskType, IdempotencyKey: key,
 		Headers: jevent.EncodeHeaders(headers), Payload: s.payload, PayloadMissing: s.missing,
-		Kind: "explicit", Failure: &jevent.Failure{Code: s.code, Detail: s.detail, Agent: s.agent},
+		Kind: "explicit", Failure: &jevent.Failure{Code: s.code, Detail: s.detail, Agent: s.agent}, PublishedAt: s.published,
 	}
 	in, err := en.PolicyInput()
 	if err != nil {

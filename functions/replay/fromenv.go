@@ -44,7 +44,7 @@ func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) http.Han
 
 func build(cfg env, fs *firestore.Client, log *slog.Logger) (http.Handler, error) {
 	js := natsconn.NewLazy(cfg.NATS.Named("jsdlq-replay", log))
-	st := store.New(fs)
+	st := store.New(fs, store.WithLegacyCompletionsUntil(cfg.LegacyCompletionsUntil))
 	return New(Config{}, Deps{
 		Logger:    log,
 		Store:     st,

@@ -34,7 +34,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -140,6 +139,9 @@ type Result struct {
 	Sequence  uint64 `json:"sequence,omitempty"`
 	Duplicate bool   `json:"duplicate,omitempty"`
 	Note      string `json:"note,omitempty"`
+	// PayloadVersion is the version of the entry's payload the replay
+	// publishes (1: the original; store.Entry.ReplayVersion).
+	PayloadVersion int `json:"payload_version,omitempty"`
 	// Decision is the current policy's answer when replay asked it (not
 	// for an approved entry, nor one that stopped before the gates).
 	Decision *Decision `json:"decision,omitempty"`
@@ -233,7 +235,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // MarkRecovered repeats them without counting e again; the outcome is
 // skipped, so the task is not counted as a second recovery.
 func (h *Handler) finishRecovery(ctx context.Context, e *store.Entry, taskName string, res Result) (Result, error) {
-	if moved, err := h.markRecovered(ctx, e, "", &res); err != nil || !moved {
+	if moved, err := h.markRecovered(ctx, e, store.Completion{Done: true}.Note(e), &res); err != nil || !moved {
 		return res, err
 	}
 	h.log.InfoContext(ctx, "replay: redelivery of the recovering task; recovery finished", "entry_id", e.ID, "task", taskName)
@@ -244,12 +246,11 @@ func (h *Handler) finishRecovery(ctx context.Context, e *store.Entry, taskName s
 }
 
 // markRecovered moves e (replaying, or recovered already) to recovered, its
-// task's completion record showing it completed (MarkRecovered), and
-// reports whether it is recovered; one moved on or gone meanwhile is res
-// skipped, and err is for a retry.
+// task's completion record showing it completed (MarkRecovered, with the
+// history note), and reports whether it is recovered; one moved on or gone
+// meanwhile is res skipped, and err is for a retry.
 func (h *Handler) markRecovered(ctx context.Context, e *store.Entry, note string, res *Result) (bool, error) {
-	got, err := h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replaying}, By,
-		"task-idempotency shows "+e.IdempotencyKey+" completed"+note)
+	got, err := h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replaying}, By, note)
 	skip, err := h.recovered(ctx, e, got, err)
 	switch {
 	case err != nil:
@@ -372,30 +373,38 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 	}
 
 	// 2. Done already?
-	done, err := h.store.TaskCompleted(ctx, e.IdempotencyKey)
+	done, err := h.store.Completion(ctx, e)
 	if err != nil {
 		return res, retry("replay: idempotency record of %s: %w", e.ID, err)
 	}
-	if done {
-		if moved, err := h.markRecovered(ctx, e, "; not published", &res); err != nil || !moved {
+	if done.Done {
+		if moved, err := h.markRecovered(ctx, e, done.Note(e)+"; not published", &res); err != nil || !moved {
 			return res, err
 		}
-		log.InfoContext(ctx, "replay: task completed meanwhile; recovered without a publish", "idempotency_key", e.IdempotencyKey)
+		log.InfoContext(ctx, "replay: task completed meanwhile; recovered without a publish", "idempotency_key", e.IdempotencyKey,
+			"legacy_completion", done.Legacy)
 		res.Outcome, res.Status = OutcomeRecovered, string(store.Recovered)
 		return res, nil
 	}
 
-	// 3. The payload.
-	if e.PayloadMissing {
+	// 3. The payload: the version the entry replays (the original, or the
+	// one an approval made), with the headers it sets.
+	version, err := e.ReplayVersion()
+	if err != nil {
+		return h.leave(ctx, log, e, store.Escalated, OutcomeEscalated, ReasonPayloadCorrupt+": "+err.Error(), res)
+	}
+	if version.Missing {
 		return h.leave(ctx, log, e, store.Escalated, OutcomeEscalated, ReasonPayloadMissing+": the payload of the dead message was not captured", res)
 	}
-	if err := h.store.LoadPayload(ctx, e); err != nil {
+	payload, err := h.store.VersionPayload(ctx, e, version.N)
+	if err != nil {
 		if errors.Is(err, store.ErrCorrupt) {
 			return h.leave(ctx, log, e, store.Escalated, OutcomeEscalated, ReasonPayloadCorrupt+": "+err.Error(), res)
 		}
 		return res, retry("replay: payload of %s: %w", e.ID, err)
 	}
-	headers, err := jevent.DecodeHeaders(e.Headers)
+	res.PayloadVersion = version.N
+	headers, err := jevent.DecodeHeaders(e.HeadersOf(version))
 	if err != nil {
 		return h.leave(ctx, log, e, store.Escalated, OutcomeEscalated, "headers_corrupt: "+err.Error(), res)
 	}
@@ -438,7 +447,7 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 	}
 
 	// 5. Publish.
-	msg := Message(e, headers, plan, strategy, attempt, h.cfg.AgentHeader)
+	msg := Message(e, payload, headers, plan, strategy, attempt, h.cfg.AgentHeader)
 	msgID := MsgID(e.ID, attempt)
 	pctx, cancel := context.WithTimeout(ctx, h.cfg.PublishTimeout)
 	ack, err := h.pub.PublishMsg(pctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(e.Stream))
@@ -455,10 +464,11 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 		return res, retry("replay: publish %s to %s (stream %s): %w", e.ID, msg.Subject, e.Stream, err)
 	}
 	log.InfoContext(ctx, "replay: published", "subject", msg.Subject, "stream", ack.Stream, "sequence", ack.Sequence,
-		"duplicate", ack.Duplicate, "msg_id", msgID, "strategy", strategy)
+		"duplicate", ack.Duplicate, "msg_id", msgID, "strategy", strategy,
+		"payload_version", version.N, "payload_size", len(payload), "payload_sha256", version.SHA256)
 
 	// 6. Record.
-	note := fmt.Sprintf("published to %s seq %d as %s", ack.Stream, ack.Sequence, msgID)
+	note := fmt.Sprintf("published to %s seq %d as %s; payload v%d (%d B sha256 %s)", ack.Stream, ack.Sequence, msgID, version.N, len(payload), version.SHA256)
 	if ack.Duplicate {
 		note += " (duplicate of an earlier publish of this attempt)"
 	}
@@ -570,34 +580,6 @@ func (h *Handler) move(ctx context.Context, log *slog.Logger, e *store.Entry, to
 	log.Log(ctx, lvl, "replay: not published", "status", to, "reason", note)
 	res.Outcome, res.Status, res.Note = outcome, string(to), note
 	return res, nil
-}
-
-// MsgID is the Nats-Msg-Id of a replay: the entry id is unique per dead
-// message (a replay that dies again is a new entry), the attempt per task,
-// so a repeated publish of one attempt is a duplicate and nothing else is.
-func MsgID(entryID string, attempt int) string { return entryID + "-r" + strconv.Itoa(attempt) }
-
-// Message builds the replay of e: the original payload and headers (the
-// idempotency key included), JetStream control headers of the original
-// publish and jsdlq headers of an earlier replay dropped, the plan's
-// modifications added, and the subject rerouted when the plan names an
-// alternate agent.
-func Message(e *store.Entry, headers map[string][]string, plan store.Plan, strategy string, attempt int, agentHeader string) *nats.Msg {
-	subject := e.Subject
-	if plan.AlternateSubject != "" {
-		subject = plan.AlternateSubject
-	}
-	h := nats.Header(jevent.CopyForReplay(headers))
-	if plan.AlternateAgent != "" && subject != e.Subject {
-		jevent.Conventions{AgentHeader: agentHeader}.Reassign(h, plan.AlternateAgent)
-	}
-	var completed []string
-	if f := e.Failure; f != nil {
-		completed = f.CompletedSteps
-	}
-	r := plan.Replay(e.ID, attempt, strategy, completed)
-	r.Set(h)
-	return &nats.Msg{Subject: subject, Header: h, Data: e.Payload}
 }
 
 // flush publishes the outbox after a transition that staged a notification,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -269,12 +270,88 @@ func TestCompletedTaskRecovers(t *testing.T) {
 	e := setup(t)
 	en := e.newEntry(t, spec{id: "TASKS.301"})
 	kit := agentkit.New(e.js, agentkit.WithFirestore(e.fs), agentkit.WithAgent("backend"))
-	if ran, err := kit.Once(e.ctx, en.IdempotencyKey, func(context.Context) error { return nil }); err != nil || !ran {
+	if ran, err := kit.Once(e.ctx, en.Task(), func(context.Context) error { return nil }); err != nil || !ran {
 		t.Fatalf("Once() = %v, %v", ran, err)
 	}
 	task := e.schedule(t, en.ID)
 	e.settled(t, task, en.ID, store.Recovered)
 	e.wantMsgs(t, 0)
+}
+
+// Replay's "already done?" asks for the entry's task: its tenant and key.
+// Another tenant's completion of the same key does not stop the replay. A
+// record an older kit wrote under the key alone (no tenant) does while the
+// migration window lasts, when it was completed at or after the dead task
+// was published; then the tenant gets a record of its own. One completed
+// before the publish is another task's, and after the window no older
+// record is read.
+func TestCompletionIsTheTenants(t *testing.T) {
+	e := setup(t)
+	published := time.Now().UTC().Add(-time.Hour).Truncate(time.Microsecond)
+	kit := agentkit.New(e.js, agentkit.WithFirestore(e.fs), agentkit.WithAgent("backend"))
+	older := func(at time.Time) func(*store.Entry) {
+		return func(en *store.Entry) {
+			rec := agentkit.IdempotencyRecord{Key: en.IdempotencyKey, Status: agentkit.StatusCompleted, Agent: "backend", CompletedAt: at, ExpireAt: at.Add(72 * time.Hour)}
+			if _, err := e.fs.Collection(store.TaskIdempotency).Doc(agentkit.LegacyIdempotencyDocID(en.IdempotencyKey)).Set(e.ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	completedBy := func(tenant string) func(*store.Entry) {
+		return func(en *store.Entry) {
+			task := en.Task()
+			task.Tenant = tenant
+			if ran, err := kit.Once(e.ctx, task, func(context.Context) error { return nil }); err != nil || !ran {
+				t.Fatalf("Once(%+v) = %v, %v", task, ran, err)
+			}
+		}
+	}
+	windowOver := store.New(e.fs, store.WithLegacyCompletionsUntil(time.Now().Add(-time.Minute)))
+	tests := []struct {
+		name     string
+		complete func(*store.Entry)
+		store    *store.Store // default e.store: no end to the window set
+		want     string
+		legacy   bool // recovered through an older kit's record
+	}{
+		{"its tenant's completion", completedBy(tenant), nil, replay.OutcomeRecovered, false},
+		{"another tenant's completion of the key", completedBy("globex"), nil, replay.OutcomeReplayed, false},
+		{"older kit's, completed after the publish", older(published.Add(time.Minute)), nil, replay.OutcomeRecovered, true},
+		{"older kit's, completed at the publish", older(published), nil, replay.OutcomeRecovered, true},
+		{"older kit's, completed before the publish", older(published.Add(-time.Microsecond)), nil, replay.OutcomeReplayed, false},
+		{"older kit's, after the window", older(published.Add(time.Minute)), windowOver, replay.OutcomeReplayed, false},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			en := e.newEntry(t, spec{id: fmt.Sprintf("TASKS.%d", 330+i), published: published})
+			tc.complete(en)
+			st := e.store
+			if tc.store != nil {
+				st = tc.store
+			}
+			h := replay.New(replay.Config{}, replay.Deps{Store: st, Policy: e.policy, Publisher: e.js})
+			res, err := h.Replay(e.ctx, en.ID, 1, en.TaskName)
+			if err != nil || res.Outcome != tc.want {
+				t.Fatalf("Replay(%s) = %+v, %v; want %s", en.ID, res, err, tc.want)
+			}
+			got, err := e.store.GetMeta(e.ctx, en.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			note := got.History[len(got.History)-1].Note
+			if tc.legacy != strings.Contains(note, "older agentkit") {
+				t.Errorf("history note = %q, want it to name an older kit's record: %v", note, tc.legacy)
+			}
+			if tc.want != replay.OutcomeRecovered {
+				return
+			}
+			// Recovered: the tenant's own record says so for as long as
+			// the entry lasts, whatever the window.
+			if c, err := windowOver.Completion(e.ctx, got); err != nil || !c.Done || c.Legacy || c.ExpireAt.Before(got.ExpireAt) {
+				t.Errorf("the tenant's record after the recovery = %+v, %v; want done until %s", c, err, got.ExpireAt)
+			}
+		})
+	}
 }
 
 // The policy changed (a Firestore override makes transient failures need
@@ -443,11 +520,11 @@ func TestBreaker(t *testing.T) {
 
 	// The probe's task completes; reconcile's recovery step closes the breaker.
 	kit := agentkit.New(e.js, agentkit.WithFirestore(e.fs))
-	if _, err := kit.Once(e.ctx, pe.IdempotencyKey, func(context.Context) error { return nil }); err != nil {
+	if _, err := kit.Once(e.ctx, pe.Task(), func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if done, err := e.store.CompletedKeys(e.ctx, []string{pe.IdempotencyKey}); err != nil || !done[pe.IdempotencyKey] {
-		t.Fatalf("CompletedKeys(%s) = %v, %v, want completed", pe.IdempotencyKey, done, err)
+	if c, err := e.store.Completion(e.ctx, pe); err != nil || !c.Done {
+		t.Fatalf("Completion(%s) = %+v, %v, want completed", pe.IdempotencyKey, c, err)
 	}
 	if _, err := e.store.MarkRecovered(e.ctx, probe, []store.Status{store.Replayed}, "reconcile", "completed"); err != nil {
 		t.Fatalf("MarkRecovered(%s) = %v", probe, err)
@@ -548,7 +625,7 @@ func TestMessage(t *testing.T) {
 	}
 	plan := store.Plan{Modifications: triage.Modifications{Instructions: []string{"line one\nline two", "second"},
 		AlternateAgent: "backend", AlternateSubject: "agents.backend.tasks.code_review", TargetModel: "m"}}
-	m := replay.Message(en, headers, plan, "hallucination_loop", 3, "X-Agent")
+	m := replay.Message(en, en.Payload, headers, plan, "hallucination_loop", 3, "X-Agent")
 	want := nats.Header{
 		"X-Idempotency-Key":    {"k-1"},
 		"x-agent":              {"backend"},
@@ -617,7 +694,7 @@ func TestRedeliveryFinishesTheRecovery(t *testing.T) {
 			e.breaker(t, store.Breaker{Tenant: tenant, State: store.BreakerHalfOpen, OpenedAt: now, HalfOpenAt: now,
 				ProbeEntry: en.ID, ProbeAt: now, UpdatedAt: now})
 			kit := agentkit.New(e.js, agentkit.WithFirestore(e.fs), agentkit.WithAgent("backend"))
-			if ran, err := kit.Once(e.ctx, en.IdempotencyKey, func(context.Context) error { return nil }); err != nil || !ran {
+			if ran, err := kit.Once(e.ctx, en.Task(), func(context.Context) error { return nil }); err != nil || !ran {
 				t.Fatalf("Once() = %v, %v", ran, err)
 			}
 			// The first delivery claimed the probe and recovered it, then

@@ -164,7 +164,7 @@ func (g *gates) seed(t *testing.T, tenant, agent, id string, st store.Status, c 
 		t.Fatalf("Record(%s) = %v", id, err)
 	}
 	if c.completed {
-		if _, err := g.kit.Once(ctx, key, func(context.Context) error { return nil }); err != nil {
+		if _, err := g.kit.Once(ctx, e.Task(), func(context.Context) error { return nil }); err != nil {
 			t.Fatalf("Once(%s) = %v", key, err)
 		}
 	}

@@ -57,7 +57,7 @@ func (a coder) next(t *testing.T, ctx context.Context) ran {
 		}
 		return r
 	}
-	ran, err := a.kit.Once(ctx, agentkit.IdempotencyKey(msg), func(context.Context) error { return nil })
+	ran, err := a.kit.Once(ctx, agentkit.TaskOf(msg), func(context.Context) error { return nil })
 	if err != nil || !ran {
 		t.Fatalf("coder: Once(%s) = %v, %v", r.task, ran, err)
 	}

@@ -3,8 +3,10 @@
 // cross-language comparison (this file): for the same deliveries the Go kit
 // (shared/agentkit) and the TypeScript kit (clients/typescript, driven by
 // its tools/compat.ts) write byte for byte the same DLQ records, failure
-// bucket values and idempotency documents, which conform to the JSON
-// Schemas of docs/, and classify turns them into the same entries.
+// bucket values and idempotency documents (under the same tenant-scoped
+// ids), which conform to the JSON Schemas of docs/, decide alike which
+// tasks run (two tenants' tasks with one key, records of older kits), and
+// classify turns them into the same entries.
 package kitcompat
 
 import (
@@ -46,9 +48,8 @@ import (
 // step is what the agent does with one delivery (tools/compat.ts reads the
 // same JSON).
 type step struct {
-	Do      string         `json:"do"` // terminate, fail, once, preflight
+	Do      string         `json:"do"` // terminate, fail, once (the delivery's task), preflight
 	Failure *event.Failure `json:"failure,omitempty"`
-	Key     string         `json:"key,omitempty"`
 	Prompt  string         `json:"prompt,omitempty"`
 	Window  int            `json:"window,omitempty"`
 }
@@ -68,8 +69,12 @@ var (
 
 // inputs exercise every field of the contract: escaped header names,
 // multi-valued headers, binary and empty payloads, details that Go's JSON
-// escapes, every optional failure field set and unset, a hashed document
-// id, the pre-flight's own failure.
+// escapes, every optional failure field set and unset, the pre-flight's own
+// failure, and once's task: two tenants with one key (each runs), a tenant
+// trimmed to one that ran already (skipped), the default tenant, a tenant
+// of several bytes a character (the id's length prefix counts bytes), no
+// key (refused), and the records of older kits (olderRecords: one completed
+// after the task's publish, honoured; one before, another task's).
 var inputs = []task{
 	{headers: map[string][]string{"X-Tenant-ID": {"acme"}, "X-Task-ID": {"t1"}, "Nats-Msg-Id": {"task-1-v1"},
 		"X-Multi": {"a", "b"}, "Jsdlq-Replay-Of": {"TASKS-9"}, "X-Unicode": {"café 日本 😀"}},
@@ -85,9 +90,14 @@ var inputs = []task{
 		data: []byte("retry me"),
 		step: step{Do: "fail", Failure: &event.Failure{Code: "llm_provider_timeout", Detail: "504 <gateway>", CompletedSteps: []string{"fetch"}}}},
 	{data: []byte("x"), step: step{Do: "fail", Failure: &event.Failure{Code: "rate_limited", Retryable: &no, ToolFailure: true}}},
-	{headers: map[string][]string{"X-Idempotency-Key": {"task-6-v1"}}, data: []byte("once"),
-		step: step{Do: "once", Key: "task-6-v1"}},
-	{data: []byte("once, hashed id"), step: step{Do: "once", Key: "tenant/a/task-7"}},
+	{headers: map[string][]string{"X-Tenant-ID": {"acme"}, "X-Idempotency-Key": {"task-6-v1"}}, data: []byte("once"), step: step{Do: "once"}},
+	{headers: map[string][]string{"X-Tenant-ID": {"beta"}, "X-Idempotency-Key": {"task-6-v1"}}, data: []byte("once, another tenant"), step: step{Do: "once"}},
+	{headers: map[string][]string{"x-tenant-id": {"acme\t"}, "X-Task-ID": {"task-6"}, "X-Task-Version": {"v1"}}, data: []byte("once again"), step: step{Do: "once"}},
+	{headers: map[string][]string{"X-Task-ID": {"tenant/a/task-7"}}, data: []byte("once, default tenant"), step: step{Do: "once"}},
+	{headers: map[string][]string{"X-Tenant-ID": {"ünï 日本"}, "X-Task-ID": {"t9"}, "X-Task-Version": {"2"}}, data: []byte("once, unicode tenant"), step: step{Do: "once"}},
+	{headers: map[string][]string{"X-Tenant-ID": {"acme"}}, data: []byte("once without a key"), step: step{Do: "once"}},
+	{headers: map[string][]string{"X-Tenant-ID": {"acme"}, "X-Idempotency-Key": {"older/after"}}, data: []byte("once, older record after"), step: step{Do: "once"}},
+	{headers: map[string][]string{"X-Tenant-ID": {"gamma"}, "X-Idempotency-Key": {"older-before"}}, data: []byte("once, older record before"), step: step{Do: "once"}},
 	{headers: map[string][]string{"X-Tenant-ID": {"gamma"}, "X-Task-ID": {"t8"}}, data: []byte("big prompt"),
 		step: step{Do: "preflight", Prompt: strings.Repeat("tokn", 9000) + "日本語", Window: 8000}},
 }
@@ -106,7 +116,23 @@ type capture struct {
 	Docs     map[string]map[string]string // task-idempotency doc id → field → "<type> <value>"
 	Entries  map[string]*store.Entry      // classify's entries of the records and failures
 	Errors   []string                     // the kit's errors, per step ("" none)
+	Ran      []string                     // per once step: ran, skipped or error ("" other steps)
 }
+
+// olderRecord is a completion record an agentkit from before tenant
+// scoping wrote for key: under the key alone, no tenant. offset places its
+// completion against the publish of the input that carries key.
+type olderRecord struct {
+	input  int // index in inputs
+	key    string
+	offset time.Duration
+}
+
+// olderRecords are written before each kit runs; neither kit may change them.
+var olderRecords = []olderRecord{{11, "older/after", time.Second}, {12, "older-before", -time.Second}}
+
+// wantRan is what once must do with each step, in both kits.
+var wantRan = []string{"", "", "", "", "", "ran", "ran", "skipped", "ran", "ran", "error", "skipped", "ran", ""}
 
 func TestKitsWriteTheSameBytes(t *testing.T) {
 	dir := prepare(t)
@@ -119,15 +145,35 @@ func TestKitsWriteTheSameBytes(t *testing.T) {
 		Retention: jetstream.LimitsPolicy}); err != nil {
 		t.Fatal(err)
 	}
+	published := make([]time.Time, len(inputs))
+	work, err := js.Stream(ctx, event.DefaultWorkStream)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, in := range inputs {
 		m := nats.NewMsg(fmt.Sprintf("agents.backend.tasks.t%d", i+1))
 		for k, vs := range in.headers {
 			m.Header[k] = vs
 		}
 		m.Data = in.data
-		if _, err := js.PublishMsg(ctx, m); err != nil {
+		ack, err := js.PublishMsg(ctx, m)
+		if err != nil {
 			t.Fatal(err)
 		}
+		stored, err := work.GetMsg(ctx, ack.Sequence)
+		if err != nil {
+			t.Fatal(err)
+		}
+		published[i] = stored.Time
+	}
+	older := map[string]agentkit.IdempotencyRecord{}
+	for _, o := range olderRecords {
+		if got := inputs[o.input].headers["X-Idempotency-Key"]; len(got) != 1 || got[0] != o.key {
+			t.Fatalf("input %d carries key %q, want %q", o.input, got, o.key)
+		}
+		at := published[o.input].Add(o.offset).UTC().Truncate(time.Microsecond)
+		older[agentkit.LegacyIdempotencyDocID(o.key)] = agentkit.IdempotencyRecord{Key: o.key, Status: agentkit.StatusCompleted, Agent: "old",
+			CompletedAt: at, ExpireAt: at.Add(agentkit.DefaultIdempotencyTTL)}
 	}
 	schemas := loadSchemas(t)
 	caps := map[string]*capture{}
@@ -135,14 +181,22 @@ func TestKitsWriteTheSameBytes(t *testing.T) {
 		t.Run(kit, func(t *testing.T) {
 			fs, project := testenv.Firestore(t)
 			reset(t, js)
-			var errs []string
-			if kit == "go" {
-				errs = runGo(t, js, fs)
-			} else {
-				errs = runTS(t, dir, n.URL, project)
+			for id, rec := range older {
+				if _, err := fs.Collection(agentkit.DefaultIdempotencyCollection).Doc(id).Set(ctx, rec); err != nil {
+					t.Fatal(err)
+				}
 			}
-			c := collect(t, js, fs)
-			c.Errors = errs
+			var errs, ran []string
+			if kit == "go" {
+				errs, ran = runGo(t, js, fs)
+			} else {
+				errs, ran = runTS(t, dir, n.URL, project)
+			}
+			c := collect(t, js, fs, older)
+			c.Errors, c.Ran = errs, ran
+			if d := cmp.Diff(wantRan, ran); d != "" {
+				t.Errorf("once outcomes per step (-want +got):\n%s", d)
+			}
 			checkSchemas(t, schemas, c)
 			c.Entries = classifyAll(t, fs, c)
 			caps[kit] = c
@@ -153,8 +207,8 @@ func TestKitsWriteTheSameBytes(t *testing.T) {
 		t.Fatal("a kit's run failed")
 	}
 	// The run is not vacuous: every step left its trace.
-	if len(goCap.Records) != 4 || len(goCap.Failures) != 2 || len(goCap.Docs) != 2 || len(goCap.Entries) != 6 {
-		t.Fatalf("Go kit wrote %d records, %d failures, %d documents, %d entries; want 4, 2, 2, 6",
+	if len(goCap.Records) != 4 || len(goCap.Failures) != 2 || len(goCap.Docs) != 5 || len(goCap.Entries) != 6 {
+		t.Fatalf("Go kit wrote %d records, %d failures, %d documents, %d entries; want 4, 2, 5, 6",
 			len(goCap.Records), len(goCap.Failures), len(goCap.Docs), len(goCap.Entries))
 	}
 	if d := differences(goCap, tsCap); len(d) > 0 {
@@ -192,8 +246,8 @@ func steps() []step {
 }
 
 // runGo does the steps with the Go kit, as tools/compat.ts does with the
-// TypeScript kit.
-func runGo(t *testing.T, js jetstream.JetStream, fs *firestore.Client) []string {
+// TypeScript kit, and returns each step's error and once's outcomes.
+func runGo(t *testing.T, js jetstream.JetStream, fs *firestore.Client) (errs, ran []string) {
 	t.Helper()
 	ctx := testenv.Context(t)
 	kit := agentkit.New(js, agentkit.WithAgent("backend"), agentkit.WithFirestore(fs), agentkit.WithClock(func() time.Time { return clock }))
@@ -201,21 +255,23 @@ func runGo(t *testing.T, js jetstream.JetStream, fs *firestore.Client) []string 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var errs []string
 	for i, s := range steps() {
 		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
 		if err != nil {
 			t.Fatalf("step %d: no delivery: %v", i+1, err)
 		}
+		outcome := ""
 		switch s.Do {
 		case "terminate":
 			err = kit.Terminate(ctx, m, *s.Failure)
 		case "fail":
 			err = kit.Fail(ctx, m, *s.Failure)
 		case "once":
-			if _, err = kit.Once(ctx, s.Key, func(context.Context) error { return nil }); err == nil {
+			var did bool
+			if did, err = kit.Once(ctx, agentkit.TaskOf(m), func(context.Context) error { return nil }); err == nil {
 				err = m.Ack()
 			}
+			outcome = onceOutcome(did, err)
 		case "preflight":
 			var oe *agentkit.OverflowError
 			if _, err = kit.Preflight(agentkit.Budget{MaxTokens: s.Window}, s.Prompt); errors.As(err, &oe) {
@@ -224,9 +280,19 @@ func runGo(t *testing.T, js jetstream.JetStream, fs *firestore.Client) []string 
 				err = m.Ack()
 			}
 		}
-		errs = append(errs, errString(err))
+		errs, ran = append(errs, errString(err)), append(ran, outcome)
 	}
-	return errs
+	return errs, ran
+}
+
+func onceOutcome(ran bool, err error) string {
+	switch {
+	case err != nil:
+		return "error"
+	case ran:
+		return "ran"
+	}
+	return "skipped"
 }
 
 func errString(err error) string {
@@ -237,7 +303,7 @@ func errString(err error) string {
 }
 
 // runTS does the steps with the TypeScript kit (node tools/compat.ts).
-func runTS(t *testing.T, dir, natsURL, project string) []string {
+func runTS(t *testing.T, dir, natsURL, project string) (errs, ran []string) {
 	t.Helper()
 	in, err := json.Marshal(map[string]any{"nats_url": natsURL, "project": project, "stream": event.DefaultWorkStream,
 		"consumer": "backend", "agent": "backend", "now": clock.Format(time.RFC3339Nano), "steps": steps()})
@@ -256,20 +322,29 @@ func runTS(t *testing.T, dir, natsURL, project string) []string {
 	var res struct {
 		Steps []struct {
 			Error string `json:"error"`
+			Ran   *bool  `json:"ran"` // once steps only
 		} `json:"steps"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("compat output %q: %v", out, err)
 	}
-	var errs []string
-	for _, s := range res.Steps {
-		errs = append(errs, s.Error)
+	for i, s := range res.Steps {
+		outcome := ""
+		if steps()[i].Do == "once" {
+			var e error
+			if s.Error != "" {
+				e = errors.New(s.Error)
+			}
+			outcome = onceOutcome(s.Ran != nil && *s.Ran, e)
+		}
+		errs, ran = append(errs, s.Error), append(ran, outcome)
 	}
-	return errs
+	return errs, ran
 }
 
-// collect reads what the kit wrote.
-func collect(t *testing.T, js jetstream.JetStream, fs *firestore.Client) *capture {
+// collect reads what the kit wrote; older are the records of older kits
+// the test wrote before, which must be as written.
+func collect(t *testing.T, js jetstream.JetStream, fs *firestore.Client, older map[string]agentkit.IdempotencyRecord) *capture {
 	t.Helper()
 	ctx := testenv.Context(t)
 	c := &capture{Failures: map[string][]byte{}, Docs: map[string]map[string]string{}}
@@ -311,6 +386,16 @@ func collect(t *testing.T, js jetstream.JetStream, fs *firestore.Client) *captur
 		}
 		if err != nil {
 			t.Fatal(err)
+		}
+		if want, ok := older[snap.Ref.ID]; ok {
+			var got agentkit.IdempotencyRecord
+			if err := snap.DataTo(&got); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("the older kit's record %s changed (-written +now):\n%s", snap.Ref.ID, d)
+			}
+			continue
 		}
 		c.Docs[snap.Ref.ID] = renderDoc(snap.Data())
 	}
@@ -386,6 +471,11 @@ func differences(a, b *capture) []string {
 			if da[f] != db[f] {
 				add("idempotency document %s field %s: go %q, ts %q", id, f, da[f], db[f])
 			}
+		}
+	}
+	for i := range max(len(a.Ran), len(b.Ran)) {
+		if ra, rb := at(a.Ran, i), at(b.Ran, i); ra != rb {
+			add("step %d once: go %q, ts %q", i+1, ra, rb)
 		}
 	}
 	if !slices.Equal(a.Errors, b.Errors) {

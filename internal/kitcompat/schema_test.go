@@ -12,6 +12,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -141,9 +142,11 @@ func TestSchemasRefuseWhatKitsMustNotWrite(t *testing.T) {
 		{recordSchema, `{"schema":"jsdlq.record.v1","stream":"TASKS","stream_seq":3,"subject":"s","published_at":"2026-11-21T12:00:00Z","failure":{"code":"x","recorded_at":"2026-11-21T12:00:00Z"}}`, true},
 		{recordSchema, `{"schema":"jsdlq.record.v1","stream":"TA.SKS","stream_seq":3,"subject":"s","published_at":"2026-11-21T12:00:00Z","failure":{"code":"x","recorded_at":"2026-11-21T12:00:00Z"}}`, false},
 		{recordSchema, `{"schema":"jsdlq.record.v1","stream":"TASKS","stream_seq":3,"subject":"s","published_at":"2026-11-21T12:00:00Z","failure":{"code":"x"}}`, false},
-		{idempotencySchema, `{"key":"k","status":"completed","owner":"0123456789abcdef","completed_at":"2026-11-21T12:00:00Z","expire_at":"2026-11-24T12:00:00Z"}`, true},
-		{idempotencySchema, `{"key":"k","status":"completed","expire_at":"2026-11-24T12:00:00Z"}`, false},
-		{idempotencySchema, `{"key":"k","status":"in_progress","claimed_at":"2026-11-21T12:00:00Z","expire_at":"2026-11-24T12:00:00Z"}`, false},
+		{idempotencySchema, `{"key":"k","tenant":"acme","status":"completed","owner":"0123456789abcdef","completed_at":"2026-11-21T12:00:00Z","expire_at":"2026-11-24T12:00:00Z"}`, true},
+		{idempotencySchema, `{"key":"k","status":"completed","owner":"0123456789abcdef","completed_at":"2026-11-21T12:00:00Z","expire_at":"2026-11-24T12:00:00Z"}`, false}, // an older kit's, no tenant
+		{idempotencySchema, `{"key":"k","tenant":"","status":"completed","completed_at":"2026-11-21T12:00:00Z","expire_at":"2026-11-24T12:00:00Z"}`, false},
+		{idempotencySchema, `{"key":"k","tenant":"acme","status":"completed","expire_at":"2026-11-24T12:00:00Z"}`, false},
+		{idempotencySchema, `{"key":"k","tenant":"acme","status":"in_progress","claimed_at":"2026-11-21T12:00:00Z","expire_at":"2026-11-24T12:00:00Z"}`, false},
 	}
 	for _, tt := range tests {
 		err := validate(schemas[tt.schema], []byte(tt.doc))
@@ -152,6 +155,9 @@ func TestSchemasRefuseWhatKitsMustNotWrite(t *testing.T) {
 		}
 	}
 }
+
+// baseDoc is the id of the base capture's idempotency document.
+var baseDoc = agentkit.IdempotencyDocID("acme", "task-3-v1")
 
 // baseCapture is what a kit writes for one terminated, one failed and one
 // once task, built with the Go contract types.
@@ -172,17 +178,19 @@ func baseCapture(t *testing.T) *capture {
 	return &capture{
 		Records:  []record{{Subject: "dlq.records.TASKS", Headers: h, Data: data}},
 		Failures: map[string][]byte{"TASKS.2": kv},
-		Docs: map[string]map[string]string{"task-3-v1": {"key": "string task-3-v1", "status": "string completed", "agent": "string backend",
-			"owner": "string <16 hex digits>", "completed_at": "timestamp 2026-11-21T12:00:00.25Z", "expire_at": "timestamp 2026-11-24T12:00:00.25Z"}},
+		Docs: map[string]map[string]string{baseDoc: {"key": "string task-3-v1", "tenant": "string acme", "status": "string completed",
+			"agent": "string backend", "owner": "string <16 hex digits>", "completed_at": "timestamp 2026-11-21T12:00:00.25Z",
+			"expire_at": "timestamp 2026-11-24T12:00:00.25Z"}},
 		Entries: map[string]*store.Entry{"TASKS-1": {ID: "TASKS-1", Category: "conditionally_recoverable", Status: store.Scheduled}},
 		Errors:  []string{"", "", ""},
+		Ran:     []string{"", "", "ran"},
 	}
 }
 
 func cloneCapture(t *testing.T, c *capture) *capture {
 	t.Helper()
 	out := &capture{Failures: map[string][]byte{}, Docs: map[string]map[string]string{}, Entries: map[string]*store.Entry{},
-		Errors: append([]string(nil), c.Errors...)}
+		Errors: append([]string(nil), c.Errors...), Ran: append([]string(nil), c.Ran...)}
 	for _, r := range c.Records {
 		h := map[string][]string{}
 		for k, v := range r.Headers {
@@ -246,16 +254,23 @@ func TestDifferencesReportOneChangedField(t *testing.T) {
 			delete(c.Failures, "TASKS.2")
 		}, "failure bucket TASKS-2"},
 		{"idempotency expire_at as a number", func(c *capture) {
-			c.Docs["task-3-v1"]["expire_at"] = "int64 1795521600"
-		}, "idempotency document task-3-v1 field expire_at"},
-		{"idempotency agent left out", func(c *capture) { delete(c.Docs["task-3-v1"], "agent") }, "field agent"},
+			c.Docs[baseDoc]["expire_at"] = "int64 1795521600"
+		}, "idempotency document " + baseDoc + " field expire_at"},
+		{"idempotency agent left out", func(c *capture) { delete(c.Docs[baseDoc], "agent") }, "field agent"},
+		{"idempotency tenant left out", func(c *capture) { delete(c.Docs[baseDoc], "tenant") }, "field tenant"},
+		{"idempotency tenant untrimmed", func(c *capture) { c.Docs[baseDoc]["tenant"] = "string acme " }, "field tenant"},
 		{"idempotency ttl 24 h", func(c *capture) {
-			c.Docs["task-3-v1"]["expire_at"] = "timestamp " + clock.Add(24*time.Hour).Format(time.RFC3339Nano)
+			c.Docs[baseDoc]["expire_at"] = "timestamp " + clock.Add(24*time.Hour).Format(time.RFC3339Nano)
 		}, "field expire_at"},
-		{"idempotency document id not hashed", func(c *capture) {
-			c.Docs["tenant/a"] = c.Docs["task-3-v1"]
-			delete(c.Docs, "task-3-v1")
-		}, "idempotency document task-3-v1"},
+		{"idempotency document id not scoped by tenant", func(c *capture) {
+			c.Docs["task-3-v1"] = c.Docs[baseDoc]
+			delete(c.Docs, baseDoc)
+		}, "idempotency document " + baseDoc},
+		{"idempotency document id of another tenant", func(c *capture) {
+			c.Docs[agentkit.IdempotencyDocID("default", "task-3-v1")] = c.Docs[baseDoc]
+			delete(c.Docs, baseDoc)
+		}, "idempotency document " + baseDoc},
+		{"once ran where the other kit skipped", func(c *capture) { c.Ran[2] = "skipped" }, "step 3 once"},
 		{"classified differently", func(c *capture) { c.Entries["TASKS-1"].Category = "permanent" }, "classify's entries"},
 		{"a step failed", func(c *capture) { c.Errors[1] = "agentkit: boom" }, "step 2 outcome"},
 	}

@@ -11,7 +11,8 @@
 //     last delivery fails the bridge attaches this record to the max
 //     deliveries advisory.
 //   - Once makes a task's side effects happen once across redeliveries and
-//     replays, recording completion in Firestore before the ack.
+//     replays, recording completion in Firestore before the ack, under the
+//     task's tenant and idempotency key (TaskOf).
 //   - Budget.Check refuses a model call that cannot fit the context window
 //     with the reason code context_window_overflow before spending tokens.
 //   - Publish publishes a task; with WithPredictions it first consults the
@@ -88,8 +89,11 @@ type Kit struct {
 	collection string
 	ttl        time.Duration
 	lease      time.Duration
-	log        *slog.Logger
-	now        func() time.Time
+	// legacyUntil ends the migration window: until then Once honours the
+	// records older kits wrote under the key alone (zero: no end set).
+	legacyUntil time.Time
+	log         *slog.Logger
+	now         func() time.Time
 
 	kvOnce    sync.Mutex
 	kv        jetstream.KeyValue
@@ -122,6 +126,16 @@ func WithIdempotencyCollection(name string) Option { return func(k *Kit) { k.col
 // WithLease sets how long a Once claim blocks duplicates (default 5 min);
 // make it at least the consumer's AckWait.
 func WithLease(d time.Duration) Option { return func(k *Kit) { k.lease = d } }
+
+// WithLegacyCompletionsUntil ends, at until, the window in which Once also
+// honours the completion records older kits wrote under the idempotency key
+// alone, with no tenant (docs/contracts.md, "Completion records before
+// tenant scoping"). By default the window has no end: set it once no agent
+// has run an older kit for 72 hours, and Once stops reading them (one
+// document read fewer per claim). A time in the past turns them off.
+func WithLegacyCompletionsUntil(until time.Time) Option {
+	return func(k *Kit) { k.legacyUntil = until }
+}
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(k *Kit) { k.log = l } }

@@ -296,21 +296,79 @@ func TestBudget(t *testing.T) {
 }
 
 func TestIdempotencyDocID(t *testing.T) {
+	// Pinned: the TypeScript kit's test pins the same ids, and records
+	// already written must stay where readers look.
+	for _, tc := range []struct{ tenant, key, want string }{
+		{"acme", "task-1-v1", "tenant-sha256-06b46044e614c7654bdf1cd6b56e6b6d8b8f656680a34c6ff079fb454f7e8a58"},
+		{"default", "task-1-v1", "tenant-sha256-3044eaa6a380e16a42df3718290c77bd9347594938de766b6a8e20ba62723feb"},
+		// The length prefix counts bytes: 12 for these six characters.
+		{"ünï 日本", "t9-2", "tenant-sha256-0b76d6c3f304abf96bb21b9b3ed5707f92e80e647bd091dc9588458805aa0118"},
+		{"", "", "tenant-sha256-ba768b331fd86cec803be04e56ab2b3d4c0e98ef4ee4fcd4e72ad7cce61a1d1f"},
+	} {
+		if got := agentkit.IdempotencyDocID(tc.tenant, tc.key); got != tc.want {
+			t.Errorf("IdempotencyDocID(%q, %q) = %q, want %q", tc.tenant, tc.key, got, tc.want)
+		}
+	}
+	// Injective over tenant and key, and of fixed length whatever they
+	// hold: the length prefix keeps a shifted boundary apart.
+	seen := map[string][2]string{}
+	for _, tk := range [][2]string{{"a", "bc"}, {"ab", "c"}, {"abc", ""}, {"", "abc"}, {"acme", "task-1"}, {"beta", "task-1"},
+		{"a/b", "../x"}, {"1:a", "b"}, {"1", ":ab"}, {"日本", "😀"}, {strings.Repeat("t", 2000), strings.Repeat("k", 10000)}} {
+		got := agentkit.IdempotencyDocID(tk[0], tk[1])
+		if !strings.HasPrefix(got, "tenant-sha256-") || len(got) != 78 {
+			t.Errorf("IdempotencyDocID(%q, %q) = %q, want tenant-sha256-<64 hex>", tk[0], tk[1], got)
+		}
+		if other, dup := seen[got]; dup {
+			t.Errorf("IdempotencyDocID(%q, %q) = IdempotencyDocID(%q, %q)", tk[0], tk[1], other[0], other[1])
+		}
+		seen[got] = tk
+	}
+}
+
+func TestLegacyIdempotencyDocID(t *testing.T) {
 	for _, key := range []string{"task-1-v1", "Task_7.v2", "ünïcode"} {
-		if got := agentkit.IdempotencyDocID(key); got != key {
-			t.Errorf("IdempotencyDocID(%q) = %q, want the key itself", key, got)
+		if got := agentkit.LegacyIdempotencyDocID(key); got != key {
+			t.Errorf("LegacyIdempotencyDocID(%q) = %q, want the key itself", key, got)
 		}
 	}
 	seen := map[string]string{}
 	for _, key := range []string{"a/b", "a/c", ".", "..", "__x__", "", strings.Repeat("k", 1501)} {
-		got := agentkit.IdempotencyDocID(key)
+		got := agentkit.LegacyIdempotencyDocID(key)
 		if !strings.HasPrefix(got, "sha256-") || len(got) != 71 {
-			t.Errorf("IdempotencyDocID(%q) = %q, want sha256-<64 hex>", key, got)
+			t.Errorf("LegacyIdempotencyDocID(%q) = %q, want sha256-<64 hex>", key, got)
 		}
 		if other, dup := seen[got]; dup {
-			t.Errorf("IdempotencyDocID(%q) = IdempotencyDocID(%q)", key, other)
+			t.Errorf("LegacyIdempotencyDocID(%q) = LegacyIdempotencyDocID(%q)", key, other)
 		}
 		seen[got] = key
+	}
+}
+
+func TestTaskOf(t *testing.T) {
+	f := newFixture(t, jetstream.LimitsPolicy, false)
+	tests := []struct {
+		hdr  map[string]string
+		want agentkit.Task
+	}{
+		{map[string]string{"X-Tenant-ID": "acme", "X-Idempotency-Key": "k1"}, agentkit.Task{Tenant: "acme", Key: "k1"}},
+		{map[string]string{"X-Tenant-ID": "  acme\t", "X-Task-ID": " t2 ", "X-Task-Version": "3"}, agentkit.Task{Tenant: "acme", Key: "t2-3"}},
+		{map[string]string{"X-Task-ID": "t3"}, agentkit.Task{Tenant: "default", Key: "t3"}},
+		{map[string]string{"X-Tenant-ID": " "}, agentkit.Task{Tenant: "default"}},
+	}
+	for _, tc := range tests {
+		seq := f.publish(t, "agents.backend.tasks.review", []byte("x"), tc.hdr)
+		m := f.next(t)
+		md, err := m.Metadata()
+		if err != nil || md.Sequence.Stream != seq {
+			t.Fatalf("delivery %d: %v, %v", seq, md, err)
+		}
+		tc.want.PublishedAt = md.Timestamp
+		if got := agentkit.TaskOf(m); !got.PublishedAt.Equal(tc.want.PublishedAt) || got.Tenant != tc.want.Tenant || got.Key != tc.want.Key {
+			t.Errorf("TaskOf(%v) = %+v, want %+v", tc.hdr, got, tc.want)
+		}
+		if err := m.Ack(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -25,8 +25,8 @@ func Example() {
 			}
 			return err
 		}
-		key := msg.Headers().Get("X-Idempotency-Key")
-		ran, err := kit.Once(ctx, key, func(ctx context.Context) error { return callModel(ctx, prompt) })
+		// The task's tenant and idempotency key, from its headers.
+		ran, err := kit.Once(ctx, agentkit.TaskOf(msg), func(ctx context.Context) error { return callModel(ctx, prompt) })
 		switch {
 		case errors.Is(err, agentkit.ErrInProgress):
 			return msg.Nak() // a duplicate is working on it

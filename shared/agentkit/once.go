@@ -7,12 +7,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"cloud.google.com/go/firestore"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jsdlq/jsdlq/shared/event"
 )
 
 // Fields of a task-idempotency document. A document with completed_at is a
@@ -23,9 +26,64 @@ const (
 	StatusCompleted  = "completed"
 )
 
-// IdempotencyRecord is a task-idempotency/{IdempotencyDocID(key)} document.
+// Task names a task for Once and for the readers of its completion record
+// (replay, reconcile): the tenant it belongs to and its idempotency key. Two
+// tenants' tasks with the same key are two tasks, each with its own record.
+type Task struct {
+	// Tenant is the message's tenant as event.Conventions.Tenant reads it
+	// (X-Tenant-ID trimmed, "default" when absent).
+	Tenant string
+	// Key is the task's idempotency key (IdempotencyKey).
+	Key string
+	// PublishedAt is when the task's message was published to its stream:
+	// a record an older kit wrote (no tenant) speaks for this task only if
+	// it was written at or after it (IdempotencyRecord.For). Zero: unknown,
+	// and such records are not honoured.
+	PublishedAt time.Time
+}
+
+// TaskOf is the task msg carries: its tenant, its idempotency key and its
+// publish time (the stream's timestamp). Key is "" when msg carries none;
+// an agent that keys its work otherwise sets Key itself.
+func TaskOf(msg jetstream.Msg) Task {
+	h := msg.Headers()
+	t := Task{Tenant: event.DefaultConventions.Tenant(h), Key: event.DefaultConventions.IdempotencyKey(h)}
+	if md, err := msg.Metadata(); err == nil {
+		t.PublishedAt = md.Timestamp
+	}
+	return t
+}
+
+// ErrInvalidTask: Once was given a task it cannot record (no key or
+// tenant, text that is not UTF-8, or spaces the server trims away).
+var ErrInvalidTask = errors.New("agentkit: invalid task")
+
+// check refuses a task whose record the server would never find: the
+// readers name the task as event.Conventions reads it from the headers,
+// trimmed and never empty, and Firestore stores only UTF-8 strings.
+func (t Task) check() error {
+	for _, f := range []struct{ name, v string }{{"tenant", t.Tenant}, {"key", t.Key}} {
+		switch {
+		case f.v == "":
+			return fmt.Errorf("%w: no %s (agentkit.TaskOf reads it from the message)", ErrInvalidTask, f.name)
+		case !utf8.ValidString(f.v):
+			return fmt.Errorf("%w: %s %q is not UTF-8", ErrInvalidTask, f.name, f.v)
+		case strings.TrimSpace(f.v) != f.v:
+			return fmt.Errorf("%w: %s %q has leading or trailing space, which the server trims", ErrInvalidTask, f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// DocID is the id of t's record: IdempotencyDocID(t.Tenant, t.Key).
+func (t Task) DocID() string { return IdempotencyDocID(t.Tenant, t.Key) }
+
+// IdempotencyRecord is a task-idempotency/{IdempotencyDocID(tenant, key)}
+// document, or one an older kit wrote at LegacyIdempotencyDocID(key)
+// (Tenant empty).
 type IdempotencyRecord struct {
 	Key         string    `firestore:"key"`
+	Tenant      string    `firestore:"tenant,omitempty"`
 	Status      string    `firestore:"status"`
 	Agent       string    `firestore:"agent,omitempty"`
 	Owner       string    `firestore:"owner,omitempty"`
@@ -43,11 +101,52 @@ func (r IdempotencyRecord) Completed() bool {
 	return r.Status == StatusCompleted || !r.CompletedAt.IsZero()
 }
 
-// IdempotencyDocID maps an idempotency key to its document id. Keys that are
-// valid Firestore ids are used as they are (readable in the console); others
-// (containing '/', "." or "..", __x__, or over 1 500 bytes) become
-// "sha256-<hex>". Replay and reconcile use the same mapping.
-func IdempotencyDocID(key string) string {
+// Legacy reports whether an older kit wrote the record: it names no tenant.
+func (r IdempotencyRecord) Legacy() bool { return r.Tenant == "" }
+
+// For reports whether the record speaks for t. A record of this kit does
+// when it names t's tenant and key. A record an older kit wrote names no
+// tenant, so any tenant's task with the key may have written it; it speaks
+// for t only when it was written (completed, or else claimed) at or after
+// t was published: a record written before t existed belongs to another
+// task, another tenant's or an earlier one. A record written after t was
+// published by another tenant's task with the same key cannot be told
+// apart (docs/contracts.md, "Completion records before tenant scoping").
+func (r IdempotencyRecord) For(t Task) bool {
+	if r.Key != t.Key {
+		return false
+	}
+	if !r.Legacy() {
+		return r.Tenant == t.Tenant
+	}
+	written := r.CompletedAt
+	if written.IsZero() {
+		written = r.ClaimedAt
+	}
+	return !t.PublishedAt.IsZero() && !written.IsZero() && !written.Before(t.PublishedAt)
+}
+
+// IdempotencyDocID is the id of the completion record of tenant's task with
+// key: "tenant-sha256-" and the hex SHA-256 of the tenant's length in bytes
+// (decimal), ":", the tenant and the key. The length prefix makes it
+// injective (tenant "a" with key "bc" and tenant "ab" with key "c" differ),
+// the hash keeps it a valid Firestore id of fixed length whatever the
+// tenant and key hold, and the prefix keeps it apart from the ids of older
+// kits. The TypeScript kit computes the same id; replay, reconcile and the
+// store use this function.
+func IdempotencyDocID(tenant, key string) string {
+	sum := sha256.Sum256([]byte(strconv.Itoa(len(tenant)) + ":" + tenant + key))
+	return scopedIDPrefix + hex.EncodeToString(sum[:])
+}
+
+const scopedIDPrefix = "tenant-sha256-"
+
+// LegacyIdempotencyDocID is the id older kits gave the record of key, for
+// any tenant: the key itself when it is a valid Firestore id, else
+// "sha256-<hex>" (a key containing '/', "." or "..", __x__, or over 1 500
+// bytes). Read while the migration window lasts (WithLegacyCompletionsUntil);
+// never written.
+func LegacyIdempotencyDocID(key string) string {
 	if key != "" && key != "." && key != ".." && !strings.Contains(key, "/") && len(key) <= 1500 &&
 		!(strings.HasPrefix(key, "__") && strings.HasSuffix(key, "__")) {
 		return key
@@ -56,73 +155,94 @@ func IdempotencyDocID(key string) string {
 	return "sha256-" + hex.EncodeToString(sum[:])
 }
 
-// Once runs fn at most once per key across redeliveries, replays and
-// concurrent duplicates, and reports whether it ran:
+// LegacyCompletionsOn reports whether records older kits wrote are still
+// read at now, the window ending at until (zero: no end set).
+func LegacyCompletionsOn(until, now time.Time) bool { return until.IsZero() || now.Before(until) }
+
+// Once runs fn at most once per task (tenant and key) across redeliveries,
+// replays and concurrent duplicates, and reports whether it ran:
 //
 //   - completed before: fn does not run; (false, nil) — ack the message;
 //   - claimed by another live attempt: (false, ErrInProgress) — NAK with a
 //     delay and let the redelivery find it completed;
-//   - otherwise Once claims the key in a transaction (create-if-absent or
+//   - otherwise Once claims the task in a transaction (create-if-absent or
 //     take over an expired claim), runs fn, and records completion
 //     (completed_at, expire_at = +72 h) before returning (true, nil): the
 //     caller acks after that, so a crash between the two redelivers a
 //     task already recorded done, which Once then skips.
 //
+// Get t from the message with TaskOf. Two tenants' tasks with the same key
+// each run: the record is the tenant's. While the migration window lasts
+// (WithLegacyCompletionsUntil), a completion or a live claim an older kit
+// recorded under the key alone counts too, when IdempotencyRecord.For says
+// it speaks for t: so a task an older kit completed, redelivered to this
+// one during a rolling upgrade, is not run again.
+//
 // If fn fails, the claim is released and fn's error returned; the next
 // delivery runs fn again.
 //
-// fn can run twice for one key in exactly these cases: the process dies (or
+// fn can run twice for one task in exactly these cases: the process dies (or
 // loses Firestore) after fn's side effects but before the completion write,
 // and a redelivery arrives after the claim's lease expired; or fn runs longer
 // than the lease and a duplicate takes the claim over meanwhile. Size the
 // lease (WithLease) above the longest fn. Side effects that must never
 // repeat need their own idempotency key downstream.
-func (k *Kit) Once(ctx context.Context, key string, fn func(context.Context) error) (ran bool, err error) {
+func (k *Kit) Once(ctx context.Context, t Task, fn func(context.Context) error) (ran bool, err error) {
 	if k.fs == nil {
 		return false, ErrNoFirestore
 	}
-	if key == "" {
-		return false, errors.New("agentkit: Once needs a key")
+	if err := t.check(); err != nil {
+		return false, err
 	}
-	ref := k.fs.Collection(k.collection).Doc(IdempotencyDocID(key))
+	coll := k.fs.Collection(k.collection)
+	ref := coll.Doc(t.DocID())
+	refs := []*firestore.DocumentRef{ref}
+	if LegacyCompletionsOn(k.legacyUntil, k.now()) {
+		refs = append(refs, coll.Doc(LegacyIdempotencyDocID(t.Key)))
+	}
 	owner := newOwner()
 	done := false
 	err = k.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		done = false
 		now := k.now().UTC()
-		cur, found, err := readIdempotency(tx, ref)
+		recs, err := readIdempotency(tx, refs)
 		if err != nil {
 			return err
 		}
-		if found && cur.Completed() {
-			done = true
-			return nil
+		for _, cur := range recs {
+			if cur == nil || !cur.For(t) {
+				continue
+			}
+			if cur.Completed() {
+				done = true
+				return nil
+			}
+			if cur.LeaseUntil.After(now) {
+				return ErrInProgress
+			}
 		}
-		if found && cur.LeaseUntil.After(now) {
-			return ErrInProgress
-		}
-		return tx.Set(ref, IdempotencyRecord{Key: key, Status: StatusInProgress, Agent: k.agent, Owner: owner,
+		return tx.Set(ref, IdempotencyRecord{Key: t.Key, Tenant: t.Tenant, Status: StatusInProgress, Agent: k.agent, Owner: owner,
 			ClaimedAt: now, LeaseUntil: now.Add(k.lease), ExpireAt: now.Add(k.ttl)})
 	})
 	switch {
 	case errors.Is(err, ErrInProgress):
-		return false, fmt.Errorf("key %q: %w", key, ErrInProgress)
+		return false, fmt.Errorf("tenant %q key %q: %w", t.Tenant, t.Key, ErrInProgress)
 	case err != nil:
-		return false, fmt.Errorf("agentkit: claim %q: %w", key, err)
+		return false, fmt.Errorf("agentkit: claim tenant %q key %q: %w", t.Tenant, t.Key, err)
 	case done:
 		return false, nil
 	}
 	if err := fn(ctx); err != nil {
 		if rerr := k.release(context.WithoutCancel(ctx), ref, owner); rerr != nil {
-			k.log.Warn("could not release idempotency claim; it expires with its lease", "key", key, "error", rerr)
+			k.log.Warn("could not release idempotency claim; it expires with its lease", "tenant", t.Tenant, "key", t.Key, "error", rerr)
 		}
 		return true, err
 	}
 	now := k.now().UTC()
-	_, err = ref.Set(context.WithoutCancel(ctx), IdempotencyRecord{Key: key, Status: StatusCompleted, Agent: k.agent,
+	_, err = ref.Set(context.WithoutCancel(ctx), IdempotencyRecord{Key: t.Key, Tenant: t.Tenant, Status: StatusCompleted, Agent: k.agent,
 		Owner: owner, CompletedAt: now, ExpireAt: now.Add(k.ttl)})
 	if err != nil {
-		return true, fmt.Errorf("agentkit: record completion of %q (do not ack; the claim expires in %s): %w", key, k.lease, err)
+		return true, fmt.Errorf("agentkit: record completion of tenant %q key %q (do not ack; the claim expires in %s): %w", t.Tenant, t.Key, k.lease, err)
 	}
 	return true, nil
 }
@@ -130,28 +250,32 @@ func (k *Kit) Once(ctx context.Context, key string, fn func(context.Context) err
 // release deletes the claim if it is still ours.
 func (k *Kit) release(ctx context.Context, ref *firestore.DocumentRef, owner string) error {
 	return k.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		cur, found, err := readIdempotency(tx, ref)
-		if err != nil || !found || cur.Owner != owner || cur.Status != StatusInProgress {
+		recs, err := readIdempotency(tx, []*firestore.DocumentRef{ref})
+		if err != nil || recs[0] == nil || recs[0].Owner != owner || recs[0].Status != StatusInProgress {
 			return err
 		}
 		return tx.Delete(ref)
 	})
 }
 
-// readIdempotency reads the record at ref in tx; found is false when the
-// key has none (never claimed, released, or expired).
-func readIdempotency(tx *firestore.Transaction, ref *firestore.DocumentRef) (rec IdempotencyRecord, found bool, err error) {
-	snap, err := tx.Get(ref)
-	if status.Code(err) == codes.NotFound {
-		return rec, false, nil
-	}
+// readIdempotency reads the records at refs in tx, in one round trip; a
+// record is nil where there is none (never claimed, released, or expired).
+func readIdempotency(tx *firestore.Transaction, refs []*firestore.DocumentRef) ([]*IdempotencyRecord, error) {
+	snaps, err := tx.GetAll(refs)
 	if err != nil {
-		return rec, false, err
+		return nil, err
 	}
-	if err := snap.DataTo(&rec); err != nil {
-		return rec, false, fmt.Errorf("decode %s: %w", ref.Path, err)
+	out := make([]*IdempotencyRecord, len(snaps))
+	for i, snap := range snaps {
+		if !snap.Exists() {
+			continue
+		}
+		out[i] = new(IdempotencyRecord)
+		if err := snap.DataTo(out[i]); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
+		}
 	}
-	return rec, true, nil
+	return out, nil
 }
 
 func newOwner() string {

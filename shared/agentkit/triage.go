@@ -49,8 +49,11 @@ type TriageAnswer struct {
 	// Answer is event.AnswerApprove, event.AnswerReplay or
 	// event.AnswerDiscard, one of the task's Answers.
 	Answer string
-	// Payload replaces the entry's payload for the replay (approve,
-	// replay); nil keeps the stored one.
+	// Payload is what the replay carries (approve, replay): a new version
+	// of the entry's payload, the stored ones kept; nil keeps the one the
+	// entry replays. An empty or blank payload, or one that is not JSON
+	// where the one it edits is, is refused (ErrTriageRefused): an answer
+	// cannot confirm that risk, a human can.
 	Payload []byte
 	// SetHeaders sets headers of the replay (approve, replay); names
 	// JetStream or jsdlq own (Nats-*, Jsdlq-*), and the task's identity

@@ -115,6 +115,21 @@ func (r *Reader) Duration(name string, def time.Duration) time.Duration {
 	return d
 }
 
+// Time returns the variable as an RFC 3339 time, or the zero time when
+// unset.
+func (r *Reader) Time(name string) time.Time {
+	v, ok := r.get(name)
+	if !ok {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		r.fail(name, "%q is not an RFC 3339 time (for example 2026-12-01T00:00:00Z)", v)
+		return time.Time{}
+	}
+	return t
+}
+
 // HostPort returns a host:port variable (empty when unset and not required).
 func (r *Reader) HostPort(name string, required bool) string {
 	v, ok := r.get(name)
@@ -212,6 +227,11 @@ type Common struct {
 	// OnGoogleCloud is true when running as a Cloud Run service or function
 	// (K_SERVICE set): local-only modes are refused there.
 	OnGoogleCloud bool
+	// LegacyCompletionsUntil (LEGACY_COMPLETIONS_UNTIL) ends the migration
+	// window in which completion records written by agentkits from before
+	// tenant scoping are honoured (store.WithLegacyCompletionsUntil); zero,
+	// when unset: no end.
+	LegacyCompletionsUntil time.Time
 }
 
 // DefaultNATSURL is NATS_URL when unset: the local stack's server.
@@ -228,8 +248,19 @@ func ReadCommon(r *Reader) Common {
 			URL:   r.String("NATS_URL", DefaultNATSURL),
 			Creds: r.String("NATS_CREDS", ""),
 		},
-		OnGoogleCloud: r.String("K_SERVICE", "") != "",
+		OnGoogleCloud:          r.String("K_SERVICE", "") != "",
+		LegacyCompletionsUntil: r.Time(legacyCompletionsUntil),
 	}
+}
+
+const legacyCompletionsUntil = "LEGACY_COMPLETIONS_UNTIL"
+
+// LoadLegacyCompletionsUntil reads LEGACY_COMPLETIONS_UNTIL alone, for a
+// caller that checks each setting when it needs it (dlqctl).
+func LoadLegacyCompletionsUntil(lookup Lookup) (time.Time, error) {
+	r := NewReader(lookup)
+	t := r.Time(legacyCompletionsUntil)
+	return t, r.Err()
 }
 
 // ReadCaptureStreams reads the names of the bridge's capture streams

@@ -127,6 +127,40 @@ func TestReaderTypes(t *testing.T) {
 	}
 }
 
+// LEGACY_COMPLETIONS_UNTIL ends the window in which completion records of
+// older agentkits are honoured: every component reads it with the common
+// variables, and dlqctl on its own.
+func TestLegacyCompletionsUntil(t *testing.T) {
+	tests := []struct {
+		value   string // "" unset
+		want    time.Time
+		wantErr string
+	}{
+		{"", time.Time{}, ""},
+		{"2026-12-01T00:00:00Z", time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), ""},
+		{" 2026-12-01T01:00:00+01:00 ", time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), ""},
+		{"2026-12-01", time.Time{}, `LEGACY_COMPLETIONS_UNTIL: "2026-12-01" is not an RFC 3339 time`},
+		{"72h", time.Time{}, `LEGACY_COMPLETIONS_UNTIL: "72h" is not an RFC 3339 time`},
+	}
+	for _, tc := range tests {
+		env := map[string]string{"GOOGLE_CLOUD_PROJECT": "p"}
+		if tc.value != "" {
+			env["LEGACY_COMPLETIONS_UNTIL"] = tc.value
+		}
+		r := NewReader(MapLookup(env))
+		got := ReadCommon(r).LegacyCompletionsUntil
+		alone, aloneErr := LoadLegacyCompletionsUntil(MapLookup(env))
+		for _, res := range []struct {
+			got time.Time
+			err error
+		}{{got, r.Err()}, {alone, aloneErr}} {
+			if !res.got.Equal(tc.want) || (res.err == nil) != (tc.wantErr == "") || res.err != nil && !strings.Contains(res.err.Error(), tc.wantErr) {
+				t.Errorf("LEGACY_COMPLETIONS_UNTIL=%q: %v, %v; want %v, %q", tc.value, res.got, res.err, tc.want, tc.wantErr)
+			}
+		}
+	}
+}
+
 func TestLoadFunctions(t *testing.T) {
 	tests := []struct {
 		env     map[string]string

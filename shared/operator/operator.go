@@ -93,14 +93,23 @@ func New(s *store.Store, sched Scheduler, opts ...Option) *Operator {
 	return o
 }
 
-// Edits are an operator's changes to a replay. A nil Payload keeps the
-// stored one; a non-nil one (even empty) replaces it.
+// Edits are an operator's changes to a replay: a new payload version
+// (docs/replay.md, "Payload versions"), based on the one the entry
+// replays, which is kept as it is. A nil Payload keeps the base's bytes; a
+// non-nil one (even empty) replaces them in the new version.
 type Edits struct {
 	Payload    []byte
 	SetHeaders map[string]string
 	By         string
 	// Asked, when set, narrows the approval to one decision of the entry.
 	Asked Asked
+	// Base, when set, is the payload version the edit was made on (what a
+	// preview showed): the approval is refused (ErrWrongStatus) when the
+	// entry replays another by now.
+	Base int
+	// Confirm are the risks of the edit (Risks) the approver confirmed; an
+	// edit with a risk not confirmed is refused (ErrUnconfirmed).
+	Confirm []Risk
 }
 
 // Asked narrows an action to one decision of the entry: the statuses it
@@ -130,12 +139,19 @@ func (a Asked) check(e *store.Entry) error {
 }
 
 // Approve schedules a replay of an entry that waits for a human: a new task
-// (attempt n+1, due now) is created and the entry is scheduled. Edits are
-// applied in the same transaction and recorded in the entry's history (the
-// size and sha256 of the old and new payload, the header names set). The
-// replay it schedules is not re-checked against the policy (the approval
-// answers the policy's question) but still meets the tenant breaker and the
-// idempotency record: with the breaker open it is held.
+// (attempt n+1, due now) is created and the entry is scheduled. Edits make
+// a new payload version in the same transaction, which the replay
+// publishes; the history names the version approved, its author, and what
+// the edit changed (the size and sha256 of the old and new payload, the
+// header names set). An edit with a risk (an empty payload, invalid JSON
+// for a JSON one) needs it confirmed in ed.Confirm, else nothing changes.
+// The replay it schedules is not re-checked against the policy (the
+// approval answers the policy's question) but still meets the tenant
+// breaker and the idempotency record: with the breaker open it is held.
+//
+// Approving twice is not two versions: the second finds the entry
+// scheduled (ErrWrongStatus), and the version is made in the transaction
+// that moves it there.
 //
 // If the task cannot be created after the commit, the entry is scheduled and
 // the error says so; ReplayNow (or reconcile) creates the task.
@@ -143,14 +159,23 @@ func (o *Operator) Approve(ctx context.Context, tenant, id string, ed Edits) (*s
 	if strings.TrimSpace(ed.By) == "" {
 		return nil, ErrNoActor
 	}
-	headers, err := checkHeaders(ed.SetHeaders)
-	if err != nil {
+	if _, err := checkHeaders(ed.SetHeaders); err != nil {
 		return nil, err
 	}
-	note := store.ApprovalNote + " by " + ed.By
-	if len(headers) > 0 {
-		note += "; headers set: " + strings.Join(headers, ", ")
+	if len(ed.Payload) > store.MaxPayload {
+		return nil, fmt.Errorf("operator: approve %s: %w: %d bytes, at most %d", id, store.ErrTooLarge, len(ed.Payload), store.MaxPayload)
 	}
+	edit := &store.Edit{Payload: ed.Payload, Headers: ed.SetHeaders, By: ed.By, Base: ed.Base}
+	if ed.Payload != nil {
+		// The risks are judged against the version the entry replays now;
+		// the transaction refuses the edit if it replays another by then.
+		base, confirmed, err := o.checkRisks(ctx, tenant, id, ed)
+		if err != nil {
+			return nil, fmt.Errorf("operator: approve %s: %w", id, err)
+		}
+		edit.Base, edit.Confirmed = base, confirmed
+	}
+	note := store.ApprovalNote + " by " + ed.By
 	var attempt int
 	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
 		From: narrow(Approvable, ed.Asked.Only),
@@ -161,19 +186,8 @@ func (o *Operator) Approve(ctx context.Context, tenant, id string, ed Edits) (*s
 			if err := ed.Asked.check(e); err != nil {
 				return err
 			}
-			if e.PayloadMissing {
+			if v, err := e.ReplayVersion(); err == nil && v.Missing && ed.Payload == nil {
 				return ErrPayloadMissing
-			}
-			if e.Headers == nil && len(ed.SetHeaders) > 0 {
-				e.Headers = map[string][]string{}
-			}
-			for _, name := range headers {
-				for k := range e.Headers {
-					if strings.EqualFold(k, name) || strings.EqualFold(mustDecode(k), name) {
-						delete(e.Headers, k)
-					}
-				}
-				e.Headers[jevent.EncodeHeader(name)] = []string{jevent.EncodeHeader(ed.SetHeaders[name])}
 			}
 			attempt = NextAttempt(e)
 			e.TaskName = tasks.Name(e.ID, attempt)
@@ -181,7 +195,7 @@ func (o *Operator) Approve(ctx context.Context, tenant, id string, ed Edits) (*s
 			e.BreakerProbe = false
 			return nil
 		},
-	}, ed.Payload)
+	}, edit)
 	if err != nil {
 		return nil, fmt.Errorf("operator: approve %s: %w", id, err)
 	}
@@ -386,14 +400,6 @@ func attemptOf(taskName string) int {
 		return 0
 	}
 	return n
-}
-
-func mustDecode(s string) string {
-	d, err := jevent.DecodeHeader(s)
-	if err != nil {
-		return s
-	}
-	return d
 }
 
 // checkHeaders validates header edits and returns their names, sorted.

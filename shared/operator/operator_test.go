@@ -86,7 +86,7 @@ func TestTenantIsolation(t *testing.T) {
 		do   func(tenant, id string) error
 	}{
 		{"approve", awaiting.ID, func(tenant, id string) error {
-			_, err := e.op.Approve(e.ctx, tenant, id, operator.Edits{Payload: []byte("x"), By: "mallory"})
+			_, err := e.op.Approve(e.ctx, tenant, id, operator.Edits{Payload: []byte(`{"n":2}`), By: "mallory"})
 			return err
 		}},
 		{"discard", discardable.ID, func(tenant, id string) error {
@@ -185,13 +185,15 @@ func TestStatusChecked(t *testing.T) {
 	}
 }
 
-// A large edited payload goes into chunks and reads back whole; the header
-// edit adds its header beside the stored ones (the task's identity among
-// them, which no edit may change); history records both.
+// A large edited payload goes into chunks and reads back whole, as a new
+// version beside the original, which is kept byte for byte; the header
+// edit is the version's, beside the stored headers (the task's identity
+// among them, which no edit may change), which stay as they were; history
+// records both.
 func TestApproveLargePayloadAndHeaders(t *testing.T) {
 	e := setup(t)
 	en := e.entry(t, "TASKS.20", "t", store.Quarantined)
-	big := []byte(strings.Repeat("0123456789abcdef", (store.InlinePayload/16)+100))
+	big := []byte(`{"text":"` + strings.Repeat("0123456789abcdef", (store.InlinePayload/16)+100) + `"}`)
 	if _, err := e.op.Approve(e.ctx, "t", en.ID, operator.Edits{Payload: big, By: "alice",
 		SetHeaders: map[string]string{"x-reviewed-by": "alice"}}); err != nil {
 		t.Fatalf("Approve() = %v", err)
@@ -200,14 +202,24 @@ func TestApproveLargePayloadAndHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Get() = %v", err)
 	}
-	if string(got.Payload) != string(big) || got.PayloadChunkCount == 0 {
-		t.Errorf("payload: %d bytes in %d chunks, want %d bytes chunked", len(got.Payload), got.PayloadChunkCount, len(big))
+	if string(got.Payload) != string(en.Payload) || got.PayloadSHA256 != store.PayloadSum(en.Payload) {
+		t.Errorf("original payload = %q (sha256 %s), want %q kept", got.Payload, got.PayloadSHA256, en.Payload)
 	}
-	if diff := cmp.Diff(map[string][]string{"X-Idempotency-Key": {"TASKS.20-v1"}, "x-reviewed-by": {"alice"}}, got.Headers); diff != "" {
-		t.Errorf("headers (-want +got):\n%s", diff)
+	v, err := got.ReplayVersion()
+	if err != nil || v.N != 2 || v.Chunks == 0 || v.By != "alice" {
+		t.Fatalf("replay version = %+v, %v, want version 2 by alice in chunks", v, err)
+	}
+	if b, err := e.store.VersionPayload(e.ctx, got, 2); err != nil || string(b) != string(big) {
+		t.Errorf("version 2 = %d bytes, %v, want the %d bytes approved", len(b), err, len(big))
+	}
+	if diff := cmp.Diff(map[string][]string{"X-Idempotency-Key": {"TASKS.20-v1"}}, got.Headers); diff != "" {
+		t.Errorf("stored headers changed (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string][]string{"X-Idempotency-Key": {"TASKS.20-v1"}, "x-reviewed-by": {"alice"}}, got.HeadersOf(v)); diff != "" {
+		t.Errorf("headers of the replay (-want +got):\n%s", diff)
 	}
 	note := got.History[len(got.History)-1].Note
-	for _, want := range []string{"approved by alice", "x-reviewed-by", store.PayloadSum(en.Payload), store.PayloadSum(big)} {
+	for _, want := range []string{"approved by alice", "payload v2 by alice from v1", "x-reviewed-by", store.PayloadSum(en.Payload), store.PayloadSum(big)} {
 		if !strings.Contains(note, want) {
 			t.Errorf("note %q lacks %q", note, want)
 		}

@@ -33,7 +33,7 @@ func TestOverdueProbesSettled(t *testing.T) {
 	probe("lost", 1, now.Add(-40*time.Minute))            // no outcome: counts as died
 	done := probe("done", 11, now.Add(-40*time.Minute))   // completed, outcome never reported
 	fresh := probe("fresh", 21, now.Add(-10*time.Minute)) // within the timeout
-	f.complete(done.IdempotencyKey)
+	f.complete(done.Tenant, done.IdempotencyKey)
 
 	h := f.handler(reconciler.Config{TimeBudget: time.Minute, ProbeTimeout: 30 * time.Minute}, nil)
 	dry := f.run(h, true)

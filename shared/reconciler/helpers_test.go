@@ -194,12 +194,12 @@ func (f *fixture) queueTasks() []string {
 }
 
 // complete writes the task-idempotency completion record agentkit.Once
-// writes for key.
-func (f *fixture) complete(key string) {
+// writes for tenant's task with key.
+func (f *fixture) complete(tenant, key string) {
 	f.t.Helper()
 	now := time.Now().UTC()
-	rec := agentkit.IdempotencyRecord{Key: key, Status: agentkit.StatusCompleted, Agent: "backend", CompletedAt: now, ExpireAt: now.Add(72 * time.Hour)}
-	if _, err := f.fs.Collection(store.TaskIdempotency).Doc(agentkit.IdempotencyDocID(key)).Set(f.ctx, rec); err != nil {
+	rec := agentkit.IdempotencyRecord{Key: key, Tenant: tenant, Status: agentkit.StatusCompleted, Agent: "backend", CompletedAt: now, ExpireAt: now.Add(72 * time.Hour)}
+	if _, err := f.fs.Collection(store.TaskIdempotency).Doc(agentkit.IdempotencyDocID(tenant, key)).Set(f.ctx, rec); err != nil {
 		f.t.Fatalf("write completion record: %v", err)
 	}
 }

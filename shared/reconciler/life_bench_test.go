@@ -136,8 +136,8 @@ func BenchmarkEntryLife(b *testing.B) {
 		}); err != nil {
 			b.Errorf("claim %s: %v", e.ID, err)
 		}
-		if done, err := rs.TaskCompleted(f.ctx, e.IdempotencyKey); err != nil || done {
-			b.Errorf("TaskCompleted(%s) = %v, %v; want not yet", e.IdempotencyKey, done, err)
+		if c, err := rs.Completion(f.ctx, e); err != nil || c.Done {
+			b.Errorf("Completion(%s) = %+v, %v; want not yet", e.IdempotencyKey, c, err)
 		}
 		var ok bool
 		if err := retry(func() (err error) { ok, _, err = rs.BreakerAdmit(f.ctx, e.Tenant, e.ID, "replay"); return err }); err != nil || !ok {
@@ -219,7 +219,7 @@ func BenchmarkEntryLife(b *testing.B) {
 					stores = append(stores, dcs, drs)
 				}
 				if want[w][e.ID] == store.Recovered {
-					f.complete(e.IdempotencyKey) // agentkit.Once's write, the agent's
+					f.complete(e.Tenant, e.IdempotencyKey) // agentkit.Once's write, the agent's
 				}
 				mu.Lock()
 				classifyStores, replayStores = append(classifyStores, stores[0]), append(replayStores, stores[1])

@@ -82,7 +82,7 @@ func TestReplayedEntriesCheckedWhenDue(t *testing.T) {
 	// neither read it nor see its completion.
 	for _, tc := range cases {
 		if keys[tc.name] != "" {
-			f.complete(keys[tc.name])
+			f.complete("acme", keys[tc.name])
 		}
 	}
 	clock = start.Add(10 * time.Minute)
@@ -144,7 +144,7 @@ func TestReplayDeathLeavesTheCheckToTheChain(t *testing.T) {
 	if c := section(t, rep, reconciler.SectionReplayed).Counts; c["replayed"] != 1 || c["rechecks_deferred"] != 1 {
 		t.Errorf("first run counts = %v, want only the new entry read and deferred", c)
 	}
-	f.complete(parent.IdempotencyKey)
+	f.complete(parent.Tenant, parent.IdempotencyKey)
 	for _, step := range []struct {
 		at     time.Duration
 		status store.Status

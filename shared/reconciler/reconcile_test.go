@@ -105,7 +105,7 @@ func seedRepairable(f *fixture) repairable {
 	s.replayedDone = e.ID
 	f.move(old, e.ID, store.Scheduled, store.Replaying, "replay")
 	f.move(old, e.ID, store.Replaying, store.Replayed, "replay")
-	f.complete(e.IdempotencyKey)
+	f.complete(e.Tenant, e.IdempotencyKey)
 	return s
 }
 
@@ -437,7 +437,7 @@ func TestRecoveringTaskIsNotAnOrphan(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.move(old, e.ID, store.Scheduled, store.Replaying, "replay")
-	f.complete(e.IdempotencyKey)
+	f.complete(e.Tenant, e.IdempotencyKey)
 	f.move(old, e.ID, store.Replaying, store.Recovered, "replay")
 
 	rep := f.run(f.handler(reconciler.Config{TimeBudget: time.Minute}, nil), false)

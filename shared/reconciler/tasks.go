@@ -268,17 +268,13 @@ func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
 	var f *audit.Finding
 	due := r.now()
 	return r.eachPage(ctx, store.Query{Status: store.Replayed, DueBy: due}, &r.state.Replayed, func(page []*store.Entry) error {
-		keys := make([]string, 0, len(page))
-		for _, e := range page {
-			keys = append(keys, e.IdempotencyKey)
-		}
-		done, err := r.h.store.Completions(ctx, keys)
+		done, err := r.h.store.Completions(ctx, page)
 		if err != nil {
 			return err
 		}
 		for _, e := range page {
 			sec.Add("replayed", 1)
-			c := done[e.IdempotencyKey]
+			c := done[e.ID]
 			if !c.Done {
 				next := due.Add(recheckAfter(due.Sub(e.UpdatedAt)))
 				if e.IdempotencyKey == "" {
@@ -302,11 +298,16 @@ func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
 				}
 				continue
 			}
+			if c.Legacy {
+				// Counted until the migration window can end: while
+				// it is not zero, an older kit's record still decides.
+				sec.Add("legacy_completions", 1)
+			}
 			f = r.repairing(f, audit.FindingReplayedCompleted, SectionReplayed, "replayed entries whose task completed (task-idempotency record exists)", "mark_recovered")
 			if !r.plan(f, e.ID) {
 				continue
 			}
-			_, err := r.h.store.MarkRecoveredSeen(ctx, e, []store.Status{store.Replayed}, By, "task-idempotency shows "+e.IdempotencyKey+" completed", c)
+			_, err := r.h.store.MarkRecoveredSeen(ctx, e, []store.Status{store.Replayed}, By, c.Note(e), c)
 			if applied(f.Repair, e.ID, err) {
 				f.Repair.Done++
 			}

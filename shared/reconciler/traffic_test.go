@@ -65,8 +65,8 @@ func TestTrafficTableFromSamples(t *testing.T) {
 
 	publish(5)
 	ack(3)
-	f.complete("task-a-v1")
-	f.complete("task-b-v1")
+	f.complete("acme", "task-a-v1")
+	f.complete("acme", "task-b-v1")
 	tr = f.run(h, false).Traffic
 	row := tr.Streams[0]
 	if row.LastSeq != 15 || row.Published != 5 || row.Acked["worker"] != 3 || row.Pending["worker"] != 8 {

@@ -94,18 +94,14 @@ func (p *Plan) gates(ctx context.Context, st *store.Store, acts []*store.Entry) 
 	if len(acts) == 0 {
 		return nil
 	}
-	keys := make([]string, 0, len(acts))
-	for _, e := range acts {
-		keys = append(keys, e.IdempotencyKey)
-	}
-	done, err := st.CompletedKeys(ctx, keys)
+	done, err := st.Completions(ctx, acts)
 	if err != nil {
 		return err
 	}
 	var ask []string
 	for _, e := range acts {
 		switch {
-		case e.IdempotencyKey != "" && done[e.IdempotencyKey]:
+		case done[e.ID].Done:
 			p.Completed++
 		case e.Status == store.Scheduled && !e.Approved():
 			ask = append(ask, e.ID)

@@ -402,9 +402,11 @@ func (s *Store) SettleProbe(ctx context.Context, tenant string, timeout time.Dur
 		return "", err
 	case e.Status == Recovered:
 	case e.IdempotencyKey != "":
-		if recovered, err = s.TaskCompleted(ctx, e.IdempotencyKey); err != nil {
+		c, err := s.Completion(ctx, e)
+		if err != nil {
 			return "", err
 		}
+		recovered = c.Done
 	default:
 		recovered = e.Status == Replayed
 	}

@@ -109,8 +109,8 @@ func TestSettleProbe(t *testing.T) {
 			}
 			if tt.completed {
 				now := c.Now()
-				if _, err := s.fs.Collection(TaskIdempotency).Doc(agentkit.IdempotencyDocID(tt.key)).Set(ctx, agentkit.IdempotencyRecord{
-					Key: tt.key, Status: agentkit.StatusCompleted, CompletedAt: now, ExpireAt: now.Add(72 * time.Hour)}); err != nil {
+				if _, err := s.fs.Collection(TaskIdempotency).Doc(agentkit.IdempotencyDocID(tenant, tt.key)).Set(ctx, agentkit.IdempotencyRecord{
+					Key: tt.key, Tenant: tenant, Status: agentkit.StatusCompleted, CompletedAt: now, ExpireAt: now.Add(72 * time.Hour)}); err != nil {
 					t.Fatal(err)
 				}
 			}

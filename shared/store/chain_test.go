@@ -210,7 +210,7 @@ func TestRecoveryRecoversTheChain(t *testing.T) {
 				}
 			}
 			now := clock.Now()
-			if _, err := s.completionRef(chainKey).Set(ctx, agentkit.IdempotencyRecord{Key: chainKey, Status: agentkit.StatusCompleted,
+			if _, err := completionRef(s, "acme", chainKey).Set(ctx, agentkit.IdempotencyRecord{Key: chainKey, Tenant: "acme", Status: agentkit.StatusCompleted,
 				CompletedAt: now, ExpireAt: now.Add(agentkit.DefaultIdempotencyTTL)}); err != nil {
 				t.Fatal(err)
 			}
@@ -246,7 +246,7 @@ func TestRecoveryRecoversTheChain(t *testing.T) {
 				t.Errorf("replays_recovered = %d, %v; want %d", m.ReplaysRecovered, err, recovered)
 			}
 			var rec agentkit.IdempotencyRecord
-			snap, err := s.completionRef(chainKey).Get(ctx)
+			snap, err := completionRef(s, "acme", chainKey).Get(ctx)
 			if err == nil {
 				err = snap.DataTo(&rec)
 			}

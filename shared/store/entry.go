@@ -126,6 +126,13 @@ type Entry struct {
 	PayloadSHA256     string `firestore:"payload_sha256,omitempty" json:"payload_sha256,omitempty"`
 	PayloadSize       int64  `firestore:"payload_size" json:"payload_size"`
 	PayloadMissing    bool   `firestore:"payload_missing,omitempty" json:"payload_missing,omitempty"`
+	// PayloadVersions are the approved edits of the payload, version 2 on:
+	// the payload above is version 1 and is never rewritten (version.go;
+	// Versions lists them all, which is how every view shows them).
+	PayloadVersions []PayloadVersion `firestore:"payload_versions,omitempty" json:"-"`
+	// PayloadVersion is the version the next replay publishes (0: the
+	// original; ReplayVersion reads it).
+	PayloadVersion int `firestore:"payload_version,omitempty" json:"-"`
 	// PayloadTruncated: the bridge knew the payload (size, digest) but it
 	// did not fit into the event; PayloadMissing is set too.
 	PayloadTruncated bool      `firestore:"payload_truncated,omitempty" json:"payload_truncated,omitempty"`
@@ -290,27 +297,20 @@ func (e *Entry) Approved() bool {
 // AllTenants: any). An entry of another tenant is ErrNotFound, decided before
 // its status is looked at, so a scoped caller learns nothing about it.
 //
-// A non-nil payload replaces the entry's payload in the same transaction
-// (chunks above InlinePayload are written first, under content-derived ids,
-// so a retried or abandoned edit leaves only orphans that expire); the entry
-// is no longer payload_missing afterwards. The returned entry carries the
-// new payload, or the inline one.
-func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Change, payload []byte) (*Entry, error) {
-	var staged *Entry
-	if payload != nil {
-		if len(payload) > MaxPayload {
-			return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(payload), MaxPayload)
-		}
-		staged = &Entry{Payload: payload, PayloadSHA256: PayloadSum(payload), PayloadSize: int64(len(payload)), ExpireAt: s.Now().Add(Retention)}
-		if len(payload) > InlinePayload {
-			if err := s.writeChunks(ctx, id, staged); err != nil {
-				return nil, err
-			}
-		}
+// A non-nil edit is an approval's (version.go): with a payload or headers
+// it makes a new payload version in the same transaction, which the next
+// replay publishes (the chunks of a new payload are written first, under
+// content-derived ids, so a retried or abandoned edit leaves only
+// identical documents or orphans that expire); the original and earlier
+// versions are never rewritten. The history note names the version.
+func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Change, edit *Edit) (*Entry, error) {
+	staged, err := s.stageEdit(ctx, id, edit)
+	if err != nil {
+		return nil, err
 	}
 	var out *Entry
 	var commit firestore.CommitResponse
-	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		e, err := txGet(s, tx, s.entryRef(id), "entry", decodeEntry)
 		if err != nil {
 			return err
@@ -321,6 +321,15 @@ func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Chang
 		if err := s.move(tx, e, c, staged, true); err != nil {
 			return err
 		}
+		if staged != nil && staged.changes() {
+			size, err := entryDocSize(e)
+			if err != nil {
+				return err
+			}
+			if size > maxEditedEntry {
+				return fmt.Errorf("%w: entry %s: with the edit its document would take about %d bytes, at most %d (Firestore's 1 MiB)", ErrTooLarge, id, size, maxEditedEntry)
+			}
+		}
 		out = e
 		s.wrote(1)
 		return tx.Set(s.entryRef(id), e)
@@ -329,9 +338,6 @@ func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Chang
 		return nil, txError("transition "+id, err)
 	}
 	out.seen = commit.CommitTime()
-	if staged != nil {
-		out.Payload = staged.Payload
-	}
 	return out, nil
 }
 
@@ -339,7 +345,7 @@ func (s *Store) TransitionScoped(ctx context.Context, id, tenant string, c Chang
 // counts and notifies (not e itself): the one status move of
 // TransitionScoped and TransitionSeen. expire: e holds its plan and
 // retention, so expire_at follows them (a projection does not).
-func (s *Store) move(tx *firestore.Transaction, e *Entry, c Change, staged *Entry, expire bool) error {
+func (s *Store) move(tx *firestore.Transaction, e *Entry, c Change, staged *stagedEdit, expire bool) error {
 	id := e.ID
 	// The entry as it was, for the difference the move makes to its
 	// tenant-hour counters (Apply and the move below replace fields,
@@ -348,35 +354,34 @@ func (s *Store) move(tx *firestore.Transaction, e *Entry, c Change, staged *Entr
 	if !slices.Contains(c.From, e.Status) {
 		return fmt.Errorf("%w: entry %q is %s, want one of %v", ErrWrongStatus, id, e.Status, c.From)
 	}
-	note := c.Note
-	if staged != nil {
-		old := "missing"
-		if !e.PayloadMissing {
-			old = fmt.Sprintf("%d B sha256 %s", e.PayloadSize, e.PayloadSHA256)
-		}
-		note += fmt.Sprintf("; payload edited: %s -> %d B sha256 %s", old, staged.PayloadSize, staged.PayloadSHA256)
-		e.Payload, e.PayloadChunkCount = staged.Payload, staged.PayloadChunkCount
-		if len(staged.Payload) > InlinePayload {
-			e.Payload = nil
-		}
-		e.PayloadSHA256, e.PayloadSize = staged.PayloadSHA256, staged.PayloadSize
-		e.PayloadMissing, e.PayloadTruncated = false, false
-	}
 	if c.Apply != nil {
 		if err := c.Apply(e); err != nil {
 			return err
 		}
 	}
+	now := s.Now()
+	note := c.Note
+	if staged != nil {
+		more, err := applyEdit(e, staged, now)
+		if err != nil {
+			return err
+		}
+		note += more
+	}
 	// The payload's chunks follow the entry, in the same transaction:
-	// when a re-evaluation changed the retention (expire first: it
-	// sets expire_at), and when new chunks were staged with the
+	// every version's when a re-evaluation changed the retention (expire
+	// first: it sets expire_at), and a new version's, staged with the
 	// default retention (so that an abandoned edit's orphans expire).
-	if (expire && e.expire()) || (staged != nil && staged.PayloadChunkCount > 0) {
-		if err := s.expireChunks(tx, e); err != nil {
+	switch {
+	case expire && e.expire():
+		if err := s.expireChunkRefs(tx, e, chunkSets(e.Versions())); err != nil {
+			return err
+		}
+	case staged != nil && staged.bytes != nil && staged.bytes.PayloadChunkCount > 0:
+		if err := s.expireChunkRefs(tx, e, chunkSets([]PayloadVersion{e.Versions()[e.PayloadVersion-1]})); err != nil {
 			return err
 		}
 	}
-	now := s.Now()
 	from := e.Status
 	e.History = appendHistory(e.History, Transition{At: now, From: string(e.Status), To: string(c.To), By: c.By, Note: note})
 	e.Status = c.To

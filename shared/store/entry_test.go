@@ -78,17 +78,21 @@ func TestTransitionScoped(t *testing.T) {
 		{"acme", Held, ErrWrongStatus},
 	}
 	for _, c := range cases {
-		_, err := s.TransitionScoped(ctx, e.ID, c.tenant, Change{From: []Status{c.from}, To: Scheduled, By: "op"}, []byte("new"))
+		_, err := s.TransitionScoped(ctx, e.ID, c.tenant, Change{From: []Status{c.from}, To: Scheduled, By: "op"}, &Edit{Payload: []byte("new"), By: "op"})
 		if !errors.Is(err, c.want) {
 			t.Errorf("TransitionScoped(tenant %q, from %s) = %v, want %v", c.tenant, c.from, err, c.want)
 		}
 	}
-	got, err := s.TransitionScoped(ctx, e.ID, AllTenants, Change{From: []Status{Escalated}, To: Scheduled, By: "op", Note: "approved by op"}, []byte("new"))
+	got, err := s.TransitionScoped(ctx, e.ID, AllTenants, Change{From: []Status{Escalated}, To: Scheduled, By: "op", Note: "approved by op"}, &Edit{Payload: []byte("new"), By: "op"})
 	if err != nil {
 		t.Fatalf("TransitionScoped(all tenants) = %v", err)
 	}
-	if string(got.Payload) != "new" || got.PayloadSHA256 != PayloadSum([]byte("new")) || !got.ResolvedAt.IsZero() {
-		t.Errorf("after the edit: payload %q sha %s resolved_at %v", got.Payload, got.PayloadSHA256, got.ResolvedAt)
+	v, err := got.ReplayVersion()
+	if err != nil || v.N != 2 || v.SHA256 != PayloadSum([]byte("new")) {
+		t.Errorf("after the edit: replay version %+v, %v, want version 2 of %q", v, err, "new")
+	}
+	if string(got.Payload) != "p" || got.PayloadSHA256 != PayloadSum([]byte("p")) || !got.ResolvedAt.IsZero() {
+		t.Errorf("after the edit: original payload %q sha %s resolved_at %v, want the original %q kept", got.Payload, got.PayloadSHA256, got.ResolvedAt, "p")
 	}
 	if !got.Approved() {
 		t.Errorf("Approved() = false after an approval note")

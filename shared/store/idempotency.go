@@ -14,27 +14,127 @@ import (
 )
 
 // This file reads task-idempotency: the completion records
-// agentkit.Once writes, which say whether a dead task is done already.
+// agentkit.Once writes, which say whether a dead task is done already. A
+// record belongs to a task of one tenant (agentkit.IdempotencyDocID); while
+// the migration window lasts (WithLegacyCompletionsUntil), a record an
+// older kit wrote under the key alone is honoured where it can speak for
+// the entry's task (agentkit.IdempotencyRecord.For).
 
-// TaskCompleted reports whether task-idempotency holds a completion record
-// (agentkit.Once) for an idempotency key. An in-progress claim is not a
-// completion.
-func (s *Store) TaskCompleted(ctx context.Context, key string) (bool, error) {
-	if key == "" {
-		return false, nil
-	}
-	rec, err := getDoc(ctx, s, s.completionRef(key), "completion record", decodeValue[agentkit.IdempotencyRecord])
-	if errors.Is(err, ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return rec.Completed(), nil
+// WithLegacyCompletionsUntil ends, at until, the window in which the store
+// honours the completion records older kits wrote with no tenant (zero, the
+// default: no end set; LEGACY_COMPLETIONS_UNTIL in the components'
+// environment). After it only tenant-scoped records count, and a lookup
+// that misses reads one document instead of two.
+func WithLegacyCompletionsUntil(until time.Time) Option {
+	return func(s *Store) { s.legacyUntil = until }
 }
 
-func (s *Store) completionRef(key string) *firestore.DocumentRef {
-	return s.fs.Collection(TaskIdempotency).Doc(agentkit.IdempotencyDocID(key))
+// legacyOn reports whether records of older kits are read now.
+func (s *Store) legacyOn() bool { return agentkit.LegacyCompletionsOn(s.legacyUntil, s.Now()) }
+
+// Task is the entry's task as agentkit.Once names it: the tenant and
+// idempotency key read from the dead message's headers, and its publish
+// time. Every reader of completion records asks through it.
+func (e *Entry) Task() agentkit.Task {
+	return agentkit.Task{Tenant: e.Tenant, Key: e.IdempotencyKey, PublishedAt: e.PublishedAt}
+}
+
+// Completion is a task-idempotency record as a lookup found it.
+type Completion struct {
+	// Done: the task completed (an in-progress claim is not done).
+	Done bool
+	// Legacy: an older kit's record (no tenant) answered, within the
+	// migration window.
+	Legacy   bool
+	ExpireAt time.Time
+	// seen is the record's update time, the precondition of a write that
+	// relies on what was read (MarkRecoveredSeen).
+	seen time.Time
+}
+
+// Note is the history note of e recovered because c shows its task
+// completed.
+func (c Completion) Note(e *Entry) string {
+	n := "task-idempotency shows " + e.IdempotencyKey + " completed"
+	if c.Legacy {
+		n += " (an older agentkit's record, without tenant)"
+	}
+	return n
+}
+
+// Completion reads the completion record of e's task: Done is false when
+// it has none, when it is only claimed, and when e has no idempotency key.
+func (s *Store) Completion(ctx context.Context, e *Entry) (Completion, error) {
+	found, err := s.Completions(ctx, []*Entry{e})
+	return found[e.ID], err
+}
+
+// Completions reads the completion records of the entries' tasks, by entry
+// id; entries without a key or a record are absent. One batched read, and a
+// second for the tasks without a completed record while older kits'
+// records are honoured.
+func (s *Store) Completions(ctx context.Context, entries []*Entry) (map[string]Completion, error) {
+	out := make(map[string]Completion, len(entries))
+	var keyed []*Entry
+	for _, e := range entries {
+		if e.IdempotencyKey != "" {
+			keyed = append(keyed, e)
+		}
+	}
+	coll := s.fs.Collection(TaskIdempotency)
+	err := s.readCompletions(ctx, keyed, func(e *Entry) *firestore.DocumentRef { return coll.Doc(e.Task().DocID()) },
+		func(e *Entry, rec *agentkit.IdempotencyRecord, seen time.Time) {
+			if rec.For(e.Task()) {
+				out[e.ID] = Completion{Done: rec.Completed(), ExpireAt: rec.ExpireAt, seen: seen}
+			}
+		})
+	if err != nil || !s.legacyOn() {
+		return out, err
+	}
+	var open []*Entry
+	for _, e := range keyed {
+		if !out[e.ID].Done {
+			open = append(open, e)
+		}
+	}
+	err = s.readCompletions(ctx, open, func(e *Entry) *firestore.DocumentRef {
+		return coll.Doc(agentkit.LegacyIdempotencyDocID(e.IdempotencyKey))
+	},
+		func(e *Entry, rec *agentkit.IdempotencyRecord, seen time.Time) {
+			if rec.Legacy() && rec.For(e.Task()) && rec.Completed() {
+				out[e.ID] = Completion{Done: true, Legacy: true, ExpireAt: rec.ExpireAt, seen: seen}
+			}
+		})
+	return out, err
+}
+
+// readCompletions reads the record at ref(e) for each entry, 300 to a
+// batch, and hands each one found to found.
+func (s *Store) readCompletions(ctx context.Context, entries []*Entry, ref func(*Entry) *firestore.DocumentRef,
+	found func(*Entry, *agentkit.IdempotencyRecord, time.Time)) error {
+	for start := 0; start < len(entries); start += 300 {
+		batch := entries[start:min(len(entries), start+300)]
+		refs := make([]*firestore.DocumentRef, len(batch))
+		for i, e := range batch {
+			refs[i] = ref(e)
+		}
+		snaps, err := s.fs.GetAll(ctx, refs)
+		s.read(len(refs))
+		if err != nil {
+			return fmt.Errorf("firestore get %d %s records: %w", len(refs), TaskIdempotency, err)
+		}
+		for i, snap := range snaps {
+			if !snap.Exists() {
+				continue
+			}
+			rec, err := decodeValue[agentkit.IdempotencyRecord](snap)
+			if err != nil {
+				return err
+			}
+			found(batch[i], rec, snap.UpdateTime)
+		}
+	}
+	return nil
 }
 
 // KeepCompletion makes the completion record (agentkit.Once) of the entry's
@@ -43,24 +143,46 @@ func (s *Store) completionRef(key string) *firestore.DocumentRef {
 // redriven the record is what tells replay, and the agent's Once, that the
 // task is done. A record that lasts longer already, an in-progress claim or
 // no record is left as it is; so calling it again changes nothing.
+//
+// An entry recovered through an older kit's record (Completion.Legacy)
+// gets a record of its own tenant's, with that record's completion time:
+// the decision outlasts the migration window, and the older record, which
+// another tenant's task may share, is left alone.
 func (s *Store) KeepCompletion(ctx context.Context, e *Entry) error {
 	if e.IdempotencyKey == "" || e.ExpireAt.IsZero() {
 		return nil
 	}
-	ref := s.completionRef(e.IdempotencyKey)
+	t := e.Task()
+	coll := s.fs.Collection(TaskIdempotency)
+	ref := coll.Doc(t.DocID())
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		rec, err := txGet(s, tx, ref, "completion record", decodeValue[agentkit.IdempotencyRecord])
-		if errors.Is(err, ErrNotFound) {
+		own, err := txGet(s, tx, ref, "completion record", decodeValue[agentkit.IdempotencyRecord])
+		switch {
+		case err == nil:
+			if !own.For(t) || !own.Completed() || !own.ExpireAt.Before(e.ExpireAt) {
+				return nil
+			}
+			s.wrote(1)
+			return tx.Update(ref, []firestore.Update{{Path: "expire_at", Value: e.ExpireAt}})
+		case !errors.Is(err, ErrNotFound):
+			return err
+		case !s.legacyOn():
 			return nil
 		}
-		if err != nil {
+		// Read only when the task has no record of its own: one read
+		// while the record lasts.
+		old, err := txGet(s, tx, coll.Doc(agentkit.LegacyIdempotencyDocID(t.Key)), "completion record", decodeValue[agentkit.IdempotencyRecord])
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return nil
+		case err != nil:
 			return err
-		}
-		if !rec.Completed() || !rec.ExpireAt.Before(e.ExpireAt) {
+		case !old.Legacy() || !old.For(t) || !old.Completed():
 			return nil
 		}
 		s.wrote(1)
-		return tx.Update(ref, []firestore.Update{{Path: "expire_at", Value: e.ExpireAt}})
+		return tx.Set(ref, agentkit.IdempotencyRecord{Key: t.Key, Tenant: t.Tenant, Status: agentkit.StatusCompleted,
+			Agent: old.Agent, CompletedAt: old.CompletedAt, ExpireAt: later(e.ExpireAt, old.ExpireAt)})
 	})
 	if err != nil {
 		return txError("keep completion record of "+e.ID, err)
@@ -68,76 +190,26 @@ func (s *Store) KeepCompletion(ctx context.Context, e *Entry) error {
 	return nil
 }
 
-// CompletedKeys reports, for each idempotency key, whether task-idempotency
-// holds its completion record (agentkit.Once); one batched read.
-func (s *Store) CompletedKeys(ctx context.Context, keys []string) (map[string]bool, error) {
-	found, err := s.Completions(ctx, keys)
-	if err != nil {
-		return nil, err
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
 	}
-	out := make(map[string]bool, len(found))
-	for k, c := range found {
-		out[k] = c.Done
-	}
-	return out, nil
-}
-
-// Completion is a task-idempotency record as a lookup found it.
-type Completion struct {
-	// Done: the task completed (an in-progress claim is not done).
-	Done     bool
-	ExpireAt time.Time
-	// seen is the record's update time, the precondition of a write that
-	// relies on what was read (MarkRecoveredSeen).
-	seen time.Time
-}
-
-// Completions reads the task-idempotency records (agentkit.Once) of the
-// keys; one batched read. Keys without a record are absent.
-func (s *Store) Completions(ctx context.Context, keys []string) (map[string]Completion, error) {
-	out := make(map[string]Completion, len(keys))
-	var refs []*firestore.DocumentRef
-	var refKeys []string
-	for _, k := range keys {
-		if k == "" {
-			continue
-		}
-		refs = append(refs, s.completionRef(k))
-		refKeys = append(refKeys, k)
-	}
-	for start := 0; start < len(refs); start += 300 {
-		end := min(len(refs), start+300)
-		snaps, err := s.fs.GetAll(ctx, refs[start:end])
-		s.read(end - start)
-		if err != nil {
-			return nil, fmt.Errorf("firestore get %d %s records: %w", end-start, TaskIdempotency, err)
-		}
-		for i, snap := range snaps {
-			if !snap.Exists() {
-				continue
-			}
-			rec, err := decodeValue[agentkit.IdempotencyRecord](snap)
-			if err != nil {
-				return nil, err
-			}
-			out[refKeys[start+i]] = Completion{Done: rec.Completed(), ExpireAt: rec.ExpireAt, seen: snap.UpdateTime}
-		}
-	}
-	return out, nil
+	return b
 }
 
 // keepSeenCompletion is KeepCompletion for the record c the caller read
 // (Completions): a write conditioned on the record being unchanged since,
 // without reading it again; a record changed meanwhile is read again
-// (KeepCompletion).
+// (KeepCompletion), and so is an older kit's, which gets a record of the
+// entry's tenant in a transaction.
 func (s *Store) keepSeenCompletion(ctx context.Context, e *Entry, c Completion) error {
-	if e.IdempotencyKey == "" || e.ExpireAt.IsZero() || !c.Done || !c.ExpireAt.Before(e.ExpireAt) {
+	if e.IdempotencyKey == "" || e.ExpireAt.IsZero() || !c.Done || !c.ExpireAt.Before(e.ExpireAt) && !c.Legacy {
 		return nil
 	}
-	if c.seen.IsZero() {
+	if c.seen.IsZero() || c.Legacy {
 		return s.KeepCompletion(ctx, e)
 	}
-	ref := s.completionRef(e.IdempotencyKey)
+	ref := s.fs.Collection(TaskIdempotency).Doc(e.Task().DocID())
 	_, err := ref.Update(ctx, []firestore.Update{{Path: "expire_at", Value: e.ExpireAt}}, firestore.LastUpdateTime(c.seen))
 	s.wrote(1)
 	switch status.Code(err) {
@@ -150,7 +222,8 @@ func (s *Store) keepSeenCompletion(ctx context.Context, e *Entry, c Completion) 
 }
 
 // CountCompletions counts the completion records (agentkit.Once) whose
-// completed_at is in [from, to).
+// completed_at is in [from, to): every tenant's, and those older kits
+// wrote.
 func (s *Store) CountCompletions(ctx context.Context, from, to time.Time) (int64, error) {
 	q := s.fs.Collection(TaskIdempotency).Where("completed_at", ">=", from).Where("completed_at", "<", to)
 	return s.count(ctx, q, TaskIdempotency)

@@ -85,19 +85,6 @@ func (s *Store) writeChunks(ctx context.Context, id string, e *Entry) error {
 	return nil
 }
 
-// expireChunks gives the entry's payload chunks the entry's expire_at, in
-// the transaction that sets it.
-func (s *Store) expireChunks(tx *firestore.Transaction, e *Entry) error {
-	for n := range e.PayloadChunkCount {
-		ref := s.entryRef(e.ID).Collection(PayloadChunks).Doc(chunkID(e.PayloadSHA256, n))
-		if err := tx.Update(ref, []firestore.Update{{Path: "expire_at", Value: e.ExpireAt}}); err != nil {
-			return fmt.Errorf("firestore update expire_at of %s chunk %d: %w", e.ID, n, err)
-		}
-	}
-	s.wrote(e.PayloadChunkCount)
-	return nil
-}
-
 // LoadPayload fills e.Payload from its chunks (entries read with GetMeta or
 // returned by Transition) and verifies its sha256. A missing payload is not
 // an error here: e.PayloadMissing tells.

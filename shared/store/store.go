@@ -69,8 +69,11 @@ type Store struct {
 	now     func() time.Time
 	shards  int
 	breaker BreakerConfig
-	reads   atomic.Int64
-	writes  atomic.Int64
+	// legacyUntil ends the window in which older kits' completion records
+	// are honoured (WithLegacyCompletionsUntil; zero: no end set).
+	legacyUntil time.Time
+	reads       atomic.Int64
+	writes      atomic.Int64
 	// openSince caches, per tenant, when a breaker this instance saw open
 	// was opened and when it saw it (a sawOpen; see Store.knownOpen).
 	openSince sync.Map

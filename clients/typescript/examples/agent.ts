@@ -22,7 +22,7 @@ import { parseArgs } from "node:util";
 
 import {
   Budget, budgetFromHeaders, eventID, header, HeaderInstruction, HeaderMaxOutputTokens, HeaderReplayOf, HeaderTargetModel,
-  HeaderTaskID, idempotencyKey, InProgressError, Kit, OverflowError, replayOf, toHeaderMap, type Failure, type HeaderMap,
+  HeaderTaskID, InProgressError, Kit, OverflowError, replayOf, taskOf, toHeaderMap, type Failure, type HeaderMap,
 } from "../src/index.js";
 
 const steps = ["gather_context", "draft", "deliver"];
@@ -253,10 +253,13 @@ async function complete(m: JsMsg): Promise<Outcome> {
     m.ack();
     return "done";
   }
-  const key = idempotencyKey(m.headers) || eventID(m.info.stream, m.info.streamSequence);
+  // A task without an idempotency key is keyed by its stream and sequence,
+  // so its redeliveries still run once.
+  const task = taskOf(m);
+  task.key ||= eventID(m.info.stream, m.info.streamSequence);
   let ran: boolean;
   try {
-    ran = await kit.once(key, work);
+    ran = await kit.once(task, work);
   } catch (err) {
     if (err instanceof InProgressError) {
       m.nak(5000);

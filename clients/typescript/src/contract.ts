@@ -30,6 +30,8 @@ export const HeaderTaskType = "X-Task-Type";
 export const HeaderTenant = "X-Tenant-ID";
 export const HeaderAgent = "X-Agent";
 export const HeaderTaskVersion = "X-Task-Version";
+/** The tenant of a task without X-Tenant-ID. */
+export const DefaultTenant = "default";
 
 /** Headers a replay sets; all begin with ReplayPrefix. */
 export const ReplayPrefix = "Jsdlq-";

@@ -37,15 +37,43 @@ import {
   utf8Length,
   type Failure,
 } from "./contract.js";
-import { fields, idempotencyDocID } from "./replay.js";
+import { fields, idempotencyDocID, idempotencyKey, legacyIdempotencyDocID, tenant, trimSpace } from "./replay.js";
 
 /** Fields of a task-idempotency document: a claim or a completion. */
 export const StatusInProgress = "in_progress";
 export const StatusCompleted = "completed";
 
-/** A task-idempotency/{idempotencyDocID(key)} document. */
+/**
+ * A task for once and for the readers of its completion record (replay,
+ * reconcile): its tenant and idempotency key. Two tenants' tasks with the
+ * same key are two tasks, each with its own record.
+ */
+export interface Task {
+  /** The message's tenant: X-Tenant-ID trimmed, "default" when absent (tenant(headers)). */
+  tenant: string;
+  /** The idempotency key (idempotencyKey(headers)). */
+  key: string;
+  /**
+   * When the message was published to its stream, in nanoseconds since the
+   * Unix epoch: a record an older kit wrote (no tenant) speaks for this
+   * task only if written at or after it (recordFor). Absent: unknown, and
+   * such records are not honoured.
+   */
+  publishedAt?: bigint;
+}
+
+/** taskOf is the task msg carries: tenant, idempotency key ("" when none) and publish time. */
+export function taskOf(msg: JsMsg): Task {
+  return { tenant: tenant(msg.headers), key: idempotencyKey(msg.headers), publishedAt: msg.timestampNanos };
+}
+
+/**
+ * A task-idempotency/{idempotencyDocID(tenant, key)} document, or one an
+ * older kit wrote at legacyIdempotencyDocID(key) (tenant absent).
+ */
 export interface IdempotencyRecord {
   key: string;
+  tenant?: string;
   status: string;
   agent?: string;
   owner?: string;
@@ -69,6 +97,14 @@ export class InProgressError extends Error {
   constructor(readonly key: string) {
     super(`key ${JSON.stringify(key)}: agentkit: task in progress elsewhere`);
     this.name = "InProgressError";
+  }
+}
+
+/** once was given a task it cannot record: no tenant or key, text that is not well-formed, or spaces jsdlq trims away. */
+export class InvalidTaskError extends Error {
+  constructor(message: string) {
+    super(`agentkit: invalid task: ${message}`);
+    this.name = "InvalidTaskError";
   }
 }
 
@@ -99,6 +135,13 @@ export interface KitOptions {
   idempotencyCollection?: string;
   /** How long a once claim blocks duplicates, ms (default 5 min); at least the consumer's ack wait. */
   leaseMs?: number;
+  /**
+   * Ends the window in which once also honours the records older kits wrote
+   * under the key alone, with no tenant (default: no end). Set it once no
+   * agent has run an older kit for 72 hours; a time in the past turns
+   * them off.
+   */
+  legacyCompletionsUntil?: Date;
   /** Default: no logging. */
   logger?: Logger;
   /** The clock (tests). */
@@ -124,6 +167,7 @@ export class Kit {
   readonly failureBucket: string;
   readonly idempotencyCollection: string;
   readonly leaseMs: number;
+  readonly legacyCompletionsUntil: Date | undefined;
   private readonly nc: NatsConnection;
   private readonly js: JetStreamClient;
   private readonly fs: Firestore | undefined;
@@ -142,6 +186,7 @@ export class Kit {
     this.failureBucket = opts.failureBucket ?? DefaultFailureBucket;
     this.idempotencyCollection = opts.idempotencyCollection ?? DefaultIdempotencyCollection;
     this.leaseMs = opts.leaseMs ?? DefaultLeaseMs;
+    this.legacyCompletionsUntil = opts.legacyCompletionsUntil;
     this.log = opts.logger ?? silent;
     this.now = opts.clock ?? (() => new Date());
   }
@@ -294,46 +339,58 @@ export class Kit {
   }
 
   /**
-   * once runs fn at most once per key across redeliveries, replays and
-   * concurrent duplicates, and resolves to whether it ran:
+   * once runs fn at most once per task (tenant and key) across redeliveries,
+   * replays and concurrent duplicates, and resolves to whether it ran:
    *
    *   - completed before: fn does not run; false — ack the message;
    *   - claimed by another live attempt: throws InProgressError — NAK with
    *     a delay and let the redelivery find it completed;
-   *   - otherwise it claims the key in a transaction (create if absent or
+   *   - otherwise it claims the task in a transaction (create if absent or
    *     take over an expired claim), runs fn, and records completion
    *     (completed_at, expire_at = +72 h) before resolving to true: ack
    *     after that.
    *
+   * Get the task from the message with taskOf. Two tenants' tasks with the
+   * same key each run. While the migration window lasts
+   * (legacyCompletionsUntil), a completion or live claim an older kit
+   * recorded under the key alone counts too, when recordFor says it speaks
+   * for the task.
+   *
    * If fn throws, the claim is released and fn's error rethrown; the next
-   * delivery runs fn again. fn can run twice for one key only when the
+   * delivery runs fn again. fn can run twice for one task only when the
    * process dies (or loses Firestore) between fn's side effects and the
    * completion write and a redelivery comes after the lease, or when fn runs
    * longer than the lease: size leaseMs above the longest fn.
    */
-  async once(key: string, fn: () => Promise<void>): Promise<boolean> {
+  async once(task: Task, fn: () => Promise<void>): Promise<boolean> {
     const fs = this.fs;
     if (!fs) throw new NoFirestoreError();
-    if (!key) throw new Error("agentkit: once needs a key");
-    const ref = fs.collection(this.idempotencyCollection).doc(idempotencyDocID(key));
+    checkTask(task);
+    const coll = fs.collection(this.idempotencyCollection);
+    const ref = coll.doc(idempotencyDocID(task.tenant, task.key));
+    const refs = [ref];
+    if (legacyCompletionsOn(this.legacyCompletionsUntil, this.now())) refs.push(coll.doc(legacyIdempotencyDocID(task.key)));
     const owner = randomBytes(8).toString("hex");
+    const name = `tenant ${JSON.stringify(task.tenant)} key ${JSON.stringify(task.key)}`;
     let done = false;
     try {
       await fs.runTransaction(async (tx) => {
         done = false;
         const now = this.now();
-        const snap = await tx.get(ref);
-        if (snap.exists) {
+        const snaps = await tx.getAll(...refs);
+        for (const snap of snaps) {
+          if (!snap.exists) continue;
           const cur = snap.data() as Partial<IdempotencyRecord>;
-          if (cur.status === StatusCompleted || !isZero(cur.completed_at)) {
+          if (!recordFor(cur, task)) continue;
+          if (completed(cur)) {
             done = true;
             return;
           }
           if (cur.lease_until instanceof Timestamp && cur.lease_until.toMillis() > now.getTime()) {
-            throw new InProgressError(key);
+            throw new InProgressError(task.key);
           }
         }
-        tx.set(ref, this.doc(key, StatusInProgress, owner, {
+        tx.set(ref, this.doc(task, StatusInProgress, owner, {
           claimed_at: Timestamp.fromDate(now),
           lease_until: Timestamp.fromMillis(now.getTime() + this.leaseMs),
           expire_at: Timestamp.fromMillis(now.getTime() + DefaultIdempotencyTTLMs),
@@ -341,7 +398,7 @@ export class Kit {
       });
     } catch (err) {
       if (err instanceof InProgressError) throw err;
-      throw new Error(`agentkit: claim ${JSON.stringify(key)}: ${errMessage(err)}`, { cause: err });
+      throw new Error(`agentkit: claim ${name}: ${errMessage(err)}`, { cause: err });
     }
     if (done) return false;
     try {
@@ -350,18 +407,19 @@ export class Kit {
       try {
         await this.release(fs, ref, owner);
       } catch (rerr) {
-        this.log.warn("could not release idempotency claim; it expires with its lease", { key, error: errMessage(rerr) });
+        this.log.warn("could not release idempotency claim; it expires with its lease",
+          { tenant: task.tenant, key: task.key, error: errMessage(rerr) });
       }
       throw err;
     }
     const now = this.now();
     try {
-      await ref.set(this.doc(key, StatusCompleted, owner, {
+      await ref.set(this.doc(task, StatusCompleted, owner, {
         completed_at: Timestamp.fromDate(now),
         expire_at: Timestamp.fromMillis(now.getTime() + DefaultIdempotencyTTLMs),
       }));
     } catch (err) {
-      throw new Error(`agentkit: record completion of ${JSON.stringify(key)} (do not ack; the claim expires in ` +
+      throw new Error(`agentkit: record completion of ${name} (do not ack; the claim expires in ` +
         `${this.leaseMs} ms): ${errMessage(err)}`, { cause: err });
     }
     return true;
@@ -369,9 +427,9 @@ export class Kit {
 
   // doc is an idempotency document as the Go kit writes it: agent and owner
   // left out when empty.
-  private doc(key: string, status: string, owner: string,
+  private doc(task: Task, status: string, owner: string,
     times: Pick<IdempotencyRecord, "expire_at" | "claimed_at" | "lease_until" | "completed_at">): IdempotencyRecord {
-    const d: IdempotencyRecord = { key, status, ...times };
+    const d: IdempotencyRecord = { key: task.key, tenant: task.tenant, status, ...times };
     if (this.agent) d.agent = this.agent;
     if (owner) d.owner = owner;
     return d;
@@ -389,8 +447,50 @@ export class Kit {
   }
 }
 
-function isZero(t: unknown): boolean {
+function isZero(t: unknown): t is undefined {
   return !(t instanceof Timestamp) || (t.seconds === zeroSeconds && t.nanoseconds === 0);
+}
+
+function completed(r: Partial<IdempotencyRecord>): boolean {
+  return r.status === StatusCompleted || !isZero(r.completed_at);
+}
+
+function nanosOfTimestamp(t: Timestamp): bigint {
+  return BigInt(t.seconds) * 1_000_000_000n + BigInt(t.nanoseconds);
+}
+
+/**
+ * recordFor reports whether r speaks for task. A record of this kit does
+ * when it names the task's tenant and key. A record an older kit wrote names
+ * no tenant, so any tenant's task with the key may have written it; it
+ * speaks for the task only when written (completed, or else claimed) at or
+ * after the task was published: one written before belongs to another
+ * task. The Go kit and the server decide alike (IdempotencyRecord.For).
+ */
+export function recordFor(r: Partial<IdempotencyRecord>, task: Task): boolean {
+  if (r.key !== task.key) return false;
+  if (r.tenant) return r.tenant === task.tenant;
+  const written = !isZero(r.completed_at) ? r.completed_at : r.claimed_at;
+  return task.publishedAt !== undefined && task.publishedAt > 0n && !isZero(written) &&
+    nanosOfTimestamp(written as Timestamp) >= task.publishedAt;
+}
+
+/** legacyCompletionsOn reports whether older kits' records are read at now, the window ending at until. */
+export function legacyCompletionsOn(until: Date | undefined, now: Date): boolean {
+  return until === undefined || now.getTime() < until.getTime();
+}
+
+// A UTF-16 surrogate without its pair: text no UTF-8 encoding can carry.
+const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+// checkTask refuses a task whose record jsdlq would never find: the readers
+// name the task as the headers give it, trimmed and never empty.
+function checkTask(task: Task): void {
+  for (const [name, v] of [["tenant", task.tenant], ["key", task.key]] as const) {
+    if (!v) throw new InvalidTaskError(`no ${name} (taskOf reads it from the message)`);
+    if (loneSurrogate.test(v)) throw new InvalidTaskError(`${name} ${JSON.stringify(v)} is not well-formed Unicode`);
+    if (trimSpace(v) !== v) throw new InvalidTaskError(`${name} ${JSON.stringify(v)} has leading or trailing space, which jsdlq trims`);
+  }
 }
 
 /**

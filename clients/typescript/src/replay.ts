@@ -14,6 +14,8 @@ import {
   HeaderTargetModel,
   HeaderTaskID,
   HeaderTaskVersion,
+  HeaderTenant,
+  DefaultTenant,
   header,
   toHeaderMap,
   utf8Length,
@@ -120,13 +122,30 @@ export function idempotencyKey(hdrs: MsgHdrs | HeaderMap | undefined): string {
   return v ? `${id}-${v}` : id;
 }
 
+/** tenant is the task's tenant as jsdlq reads it: X-Tenant-ID trimmed, else "default". */
+export function tenant(hdrs: MsgHdrs | HeaderMap | undefined): string {
+  return trimSpace(header(toHeaderMap(hdrs), HeaderTenant)) || DefaultTenant;
+}
+
 /**
- * idempotencyDocID maps a key to its task-idempotency document id: the key
- * itself when it is a valid Firestore id, else "sha256-<hex of the key>"
- * (keys with "/", "." or "..", __x__, empty or over 1 500 bytes). Replay and
- * reconcile use the same mapping.
+ * idempotencyDocID is the id of the completion record of tenant's task with
+ * key: "tenant-sha256-" and the hex SHA-256 of the tenant's length in UTF-8
+ * bytes (decimal), ":", the tenant and the key. The length prefix makes it
+ * injective, the hash a valid Firestore id of fixed length, and the prefix
+ * keeps it apart from the ids of older kits. The Go kit, replay and
+ * reconcile compute the same id.
  */
-export function idempotencyDocID(key: string): string {
+export function idempotencyDocID(tenant: string, key: string): string {
+  return "tenant-sha256-" + createHash("sha256").update(`${utf8Length(tenant)}:${tenant}${key}`, "utf8").digest("hex");
+}
+
+/**
+ * legacyIdempotencyDocID is the id older kits gave the record of key, for
+ * any tenant: the key itself when it is a valid Firestore id, else
+ * "sha256-<hex of the key>" (keys with "/", "." or "..", __x__, empty or
+ * over 1 500 bytes). Read while the migration window lasts; never written.
+ */
+export function legacyIdempotencyDocID(key: string): string {
   if (key !== "" && key !== "." && key !== ".." && !key.includes("/") && utf8Length(key) <= 1500 &&
     !(key.startsWith("__") && key.endsWith("__"))) {
     return key;

@@ -9,11 +9,12 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
+import { Timestamp } from "@google-cloud/firestore";
 import { headers } from "@nats-io/transport-node";
 
 import {
   Budget, budgetFromHeaders, estimateTokens, failureJSON, formatTime, goString, idempotencyDocID, idempotencyKey,
-  OverflowError, parseReplay, recordMetaJSON, termReason,
+  legacyCompletionsOn, legacyIdempotencyDocID, OverflowError, parseReplay, recordFor, recordMetaJSON, tenant, termReason,
 } from "../src/index.js";
 
 test("estimateTokens", () => {
@@ -73,7 +74,7 @@ test("parseReplay reads the replay's headers in any case", () => {
   assert.equal(parseReplay({ "Jsdlq-Max-Output-Tokens": ["99999999999999999999"] }).maxOutputTokens, 0, "out of range reads as 0");
 });
 
-test("idempotencyKey and idempotencyDocID", () => {
+test("idempotencyKey and tenant", () => {
   const keys: [Record<string, string[]>, string][] = [
     [{ "X-Idempotency-Key": [" k1 "], "X-Task-ID": ["t"] }, "k1"],
     [{ "x-task-id": ["t"], "X-Task-Version": ["v2"] }, "t-v2"],
@@ -81,16 +82,71 @@ test("idempotencyKey and idempotencyDocID", () => {
     [{}, ""],
   ];
   for (const [h, want] of keys) assert.equal(idempotencyKey(h), want, `idempotencyKey(${JSON.stringify(h)})`);
-  for (const key of ["task-1-v1", "Task_7.v2", "ünïcode"]) assert.equal(idempotencyDocID(key), key);
+  const tenants: [Record<string, string[]>, string][] = [
+    [{ "X-Tenant-ID": ["acme"] }, "acme"],
+    [{ "x-tenant-id": ["\u00a0acme\t"] }, "acme"],
+    [{ "X-Tenant-ID": [" "] }, "default"],
+    [{}, "default"],
+  ];
+  for (const [h, want] of tenants) assert.equal(tenant(h), want, `tenant(${JSON.stringify(h)})`);
+});
+
+test("idempotencyDocID is the Go kit's, scoped by tenant", () => {
+  // Pinned: the Go kit's test pins the same ids.
+  const pinned: [string, string, string][] = [
+    ["acme", "task-1-v1", "tenant-sha256-06b46044e614c7654bdf1cd6b56e6b6d8b8f656680a34c6ff079fb454f7e8a58"],
+    ["default", "task-1-v1", "tenant-sha256-3044eaa6a380e16a42df3718290c77bd9347594938de766b6a8e20ba62723feb"],
+    // The length prefix counts UTF-8 bytes: 12 for these six characters.
+    ["ünï 日本", "t9-2", "tenant-sha256-0b76d6c3f304abf96bb21b9b3ed5707f92e80e647bd091dc9588458805aa0118"],
+    ["", "", "tenant-sha256-ba768b331fd86cec803be04e56ab2b3d4c0e98ef4ee4fcd4e72ad7cce61a1d1f"],
+  ];
+  for (const [t, k, want] of pinned) assert.equal(idempotencyDocID(t, k), want, `idempotencyDocID(${t}, ${k})`);
+  const seen = new Map<string, string>();
+  for (const [t, k] of [["a", "bc"], ["ab", "c"], ["abc", ""], ["", "abc"], ["acme", "task-1"], ["beta", "task-1"], ["1:a", "b"], ["1", ":ab"],
+    ["é", "x"], ["e", "\u0301x"], ["t".repeat(2000), "k".repeat(10000)]] as const) {
+    const id = idempotencyDocID(t, k);
+    assert.match(id, /^tenant-sha256-[0-9a-f]{64}$/);
+    assert.ok(!seen.has(id), `${t}/${k} and ${seen.get(id)} share ${id}`);
+    seen.set(id, `${t}/${k}`);
+  }
+});
+
+test("legacyIdempotencyDocID is the older kits' id", () => {
+  for (const key of ["task-1-v1", "Task_7.v2", "ünïcode"]) assert.equal(legacyIdempotencyDocID(key), key);
   const seen = new Map<string, string>();
   for (const key of ["a/b", "a/c", ".", "..", "__x__", "", "k".repeat(1501), "é".repeat(751)]) {
-    const id = idempotencyDocID(key);
-    assert.match(id, /^sha256-[0-9a-f]{64}$/, `idempotencyDocID(${JSON.stringify(key.slice(0, 10))})`);
+    const id = legacyIdempotencyDocID(key);
+    assert.match(id, /^sha256-[0-9a-f]{64}$/, `legacyIdempotencyDocID(${JSON.stringify(key.slice(0, 10))})`);
     assert.ok(!seen.has(id), `${key} and ${seen.get(id)} share ${id}`);
     seen.set(id, key);
   }
   // The same digest as Go's sha256 of the key's UTF-8 bytes.
-  assert.equal(idempotencyDocID("a/b"), "sha256-c14cddc033f64b9dea80ea675cf280a015e672516090a5626781153dc68fea11");
+  assert.equal(legacyIdempotencyDocID("a/b"), "sha256-c14cddc033f64b9dea80ea675cf280a015e672516090a5626781153dc68fea11");
+});
+
+test("recordFor: a tenant's record, or an older kit's written after the publish", () => {
+  const published = 1_795_000_000_000_000_000n; // nanoseconds
+  const at = (deltaNanos: bigint) => {
+    const n = published + deltaNanos;
+    return new Timestamp(Number(n / 1_000_000_000n), Number(n % 1_000_000_000n));
+  };
+  const task = { tenant: "acme", key: "k", publishedAt: published };
+  const cases: [string, Record<string, unknown>, typeof task | { tenant: string; key: string }, boolean][] = [
+    ["the tenant's", { key: "k", tenant: "acme", status: "completed" }, task, true],
+    ["another tenant's", { key: "k", tenant: "beta", status: "completed" }, task, false],
+    ["another key", { key: "j", tenant: "acme", status: "completed" }, task, false],
+    ["older, completed after the publish", { key: "k", status: "completed", completed_at: at(1000n) }, task, true],
+    ["older, completed at the publish", { key: "k", status: "completed", completed_at: at(0n) }, task, true],
+    ["older, completed a nanosecond before", { key: "k", status: "completed", completed_at: at(-1n) }, task, false],
+    ["older, claimed after the publish", { key: "k", status: "in_progress", claimed_at: at(5n) }, task, true],
+    ["older, publish time unknown", { key: "k", status: "completed", completed_at: at(1000n) }, { tenant: "acme", key: "k" }, false],
+    ["older, no times", { key: "k", status: "completed" }, task, false],
+  ];
+  for (const [name, rec, t, want] of cases) assert.equal(recordFor(rec, t), want, name);
+  const now = new Date(Date.UTC(2026, 10, 21, 12));
+  assert.equal(legacyCompletionsOn(undefined, now), true, "no end set");
+  assert.equal(legacyCompletionsOn(new Date(now.getTime() + 1), now), true, "a moment before the end");
+  assert.equal(legacyCompletionsOn(now, now), false, "at the end");
 });
 
 test("the contract's JSON is Go's encoding/json", () => {

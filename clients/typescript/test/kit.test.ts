@@ -8,7 +8,10 @@ import { RetentionPolicy } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
 
-import { InProgressError, Kit, RecordTooLargeError, StatusCompleted, type Failure } from "../src/index.js";
+import {
+  idempotencyDocID, InProgressError, InvalidTaskError, Kit, legacyIdempotencyDocID, RecordTooLargeError, StatusCompleted, StatusInProgress,
+  taskOf, type Failure, type Task,
+} from "../src/index.js";
 import { firestore, fixture, natsURL, next, type Fixture } from "../testkit/env.js";
 
 const dec = new TextDecoder();
@@ -187,16 +190,19 @@ test("once runs once across redeliveries and records the completion before resol
   const kit = new Kit(await natsStub(), { firestore: fs, agent: "backend" });
   let runs = 0;
   const fn = async () => { runs++; };
-  assert.equal(await kit.once("task-1-v1", fn), true);
-  assert.equal(await kit.once("task-1-v1", fn), false, "a redelivery or a replay finds it completed");
+  const task = { tenant: "acme", key: "task-1-v1" };
+  assert.equal(await kit.once(task, fn), true);
+  assert.equal(await kit.once(task, fn), false, "a redelivery or a replay finds it completed");
   assert.equal(runs, 1);
-  const doc = (await fs.collection("task-idempotency").doc("task-1-v1").get()).data()!;
+  const doc = (await fs.collection("task-idempotency").doc(idempotencyDocID("acme", "task-1-v1")).get()).data()!;
   assert.equal(doc.status, StatusCompleted);
+  assert.equal(doc.tenant, "acme");
+  assert.equal(doc.key, "task-1-v1");
   assert.equal(doc.agent, "backend");
   assert.match(doc.owner, /^[0-9a-f]{16}$/);
   assert.ok(doc.completed_at instanceof Timestamp && doc.expire_at instanceof Timestamp);
   assert.equal(doc.expire_at.toMillis() - doc.completed_at.toMillis(), 72 * 3600 * 1000, "expire_at 72 h after completion");
-  assert.deepEqual(Object.keys(doc).sort(), ["agent", "completed_at", "expire_at", "key", "owner", "status"]);
+  assert.deepEqual(Object.keys(doc).sort(), ["agent", "completed_at", "expire_at", "key", "owner", "status", "tenant"]);
   await fs.terminate();
 });
 
@@ -212,7 +218,7 @@ test("once: concurrent duplicates of one key run it once", async () => {
   // second one runs, which fails the test): no timing involved.
   const check = () => { if (settled >= n - 1 || runs > 1) open(); };
   const results = await Promise.all(Array.from({ length: n }, () =>
-    kit.once("dup-key", async () => { runs++; check(); await gate; })
+    kit.once({ tenant: "acme", key: "dup-key" }, async () => { runs++; check(); await gate; })
       .then((ran) => ({ ran, err: undefined as unknown }), (err: unknown) => ({ ran: false, err }))
       .finally(() => { settled++; check(); })));
   assert.equal(runs, 1, "fn runs");
@@ -226,8 +232,9 @@ test("once: concurrent duplicates of one key run it once", async () => {
 test("once releases the claim when fn fails", async () => {
   const fs = firestore();
   const kit = new Kit(await natsStub(), { firestore: fs });
-  await assert.rejects(kit.once("k", async () => { throw new Error("tool failed"); }), /tool failed/);
-  assert.equal(await kit.once("k", async () => {}), true, "the retry runs");
+  const task = { tenant: "acme", key: "k" };
+  await assert.rejects(kit.once(task, async () => { throw new Error("tool failed"); }), /tool failed/);
+  assert.equal(await kit.once(task, async () => {}), true, "the retry runs");
   await fs.terminate();
 });
 
@@ -235,13 +242,119 @@ test("once takes over an expired claim, and the old attempt's release does not u
   const fs = firestore();
   let now = new Date(Date.UTC(2026, 10, 21, 12));
   const kit = new Kit(await natsStub(), { firestore: fs, clock: () => now, leaseMs: 60_000 });
-  await assert.rejects(kit.once("crash", async () => {
-    await assert.rejects(kit.once("crash", async () => {}), (err) => err instanceof InProgressError);
+  const crash = { tenant: "acme", key: "crash" };
+  await assert.rejects(kit.once(crash, async () => {
+    await assert.rejects(kit.once(crash, async () => {}), (err) => err instanceof InProgressError);
     now = new Date(now.getTime() + 120_000);
-    assert.equal(await kit.once("crash", async () => {}), true, "a duplicate after the lease runs");
+    assert.equal(await kit.once(crash, async () => {}), true, "a duplicate after the lease runs");
     throw new Error("crashed");
   }), /crashed/);
-  assert.equal(await kit.once("crash", async () => {}), false);
+  assert.equal(await kit.once(crash, async () => {}), false);
+  await fs.terminate();
+});
+
+// Two tenants publish a task with the same id: each runs once. The record
+// is written before the ack and named by tenant and key, so a redelivery
+// (the ack lost) or a second publish of a tenant's task finds that tenant's
+// record and is skipped; the other tenant's task finds none and runs.
+test("once: two tenants publishing the same task id each run once", async () => {
+  const f = await fixture({ dlq: false });
+  const fs = firestore();
+  try {
+    const kit = new Kit(f.nc, { firestore: fs, agent: "backend" });
+    for (const t of ["acme", "beta", "acme", "beta", ""]) {
+      await publish(f, t, t ? { "X-Tenant-ID": t, "X-Task-ID": "task-1", "X-Task-Version": "v1" } : { "X-Task-ID": "task-1", "X-Task-Version": "v1" });
+    }
+    const runs = new Map<string, number>();
+    const got: string[] = [];
+    for (let i = 0; i < 7; i++) {
+      const m = await next(f.js);
+      const task = taskOf(m);
+      assert.equal(task.publishedAt, m.timestampNanos);
+      const ran = await kit.once(task, async () => { runs.set(task.tenant, (runs.get(task.tenant) ?? 0) + 1); });
+      got.push(`${task.tenant} ${ran}`);
+      // The first delivery of each of the first two tasks loses its ack.
+      if (m.info.deliveryCount === 1 && m.info.streamSequence <= 2) m.nak();
+      else m.ack();
+    }
+    assert.deepEqual(got.sort(), ["acme false", "acme false", "acme true", "beta false", "beta false", "beta true", "default true"]);
+    assert.deepEqual(Object.fromEntries(runs), { acme: 1, beta: 1, default: 1 });
+    for (const t of ["acme", "beta", "default"]) {
+      const doc = (await fs.collection("task-idempotency").doc(idempotencyDocID(t, "task-1-v1")).get()).data();
+      assert.equal(doc?.tenant, t, `${t}'s record`);
+      assert.equal(doc?.key, "task-1-v1");
+    }
+  } finally {
+    await fs.terminate();
+    await f.close();
+  }
+});
+
+test("once: one tenant's claim does not hold another tenant's task of the key", async () => {
+  const fs = firestore();
+  const kit = new Kit(await natsStub(), { firestore: fs });
+  assert.equal(await kit.once({ tenant: "acme", key: "shared" }, async () => {
+    assert.equal(await kit.once({ tenant: "beta", key: "shared" }, async () => {}), true, "beta's task runs");
+    await assert.rejects(kit.once({ tenant: "acme", key: "shared" }, async () => {}), (err) => err instanceof InProgressError);
+  }), true);
+  await fs.terminate();
+});
+
+test("once refuses a task it cannot record", async () => {
+  const fs = firestore();
+  const kit = new Kit(await natsStub(), { firestore: fs });
+  const bad: Task[] = [
+    { tenant: "acme", key: "" }, { tenant: "", key: "k" }, { tenant: "ac\ud800me", key: "k" }, { tenant: "acme", key: "k\udc00" },
+    { tenant: " acme", key: "k" }, { tenant: "acme", key: "k\n" },
+  ];
+  let runs = 0;
+  for (const task of bad) {
+    await assert.rejects(kit.once(task, async () => { runs++; }), (err) => err instanceof InvalidTaskError, JSON.stringify(task));
+  }
+  assert.equal(runs, 0);
+  assert.equal((await fs.collection("task-idempotency").get()).size, 0, "nothing written");
+  await fs.terminate();
+});
+
+// Records an older kit wrote under the key alone (no tenant) count while the
+// migration window lasts, and only when written at or after the task was
+// published: one written before belongs to another task.
+test("once honours the records of older kits during the migration window", async () => {
+  const fs = firestore();
+  const published = new Date(Date.UTC(2026, 10, 21, 12));
+  const now = new Date(published.getTime() + 10 * 60_000);
+  const nanos = (d: Date) => BigInt(d.getTime()) * 1_000_000n;
+  const at = (ms: number) => Timestamp.fromMillis(published.getTime() + ms);
+  const completed = (ms: number) => ({ status: StatusCompleted, agent: "old", completed_at: at(ms), expire_at: at(ms + 72 * 3600_000) });
+  const claimed = (ms: number, untilMs: number) => ({
+    status: StatusInProgress, owner: "0123456789abcdef", claimed_at: at(ms), lease_until: Timestamp.fromMillis(now.getTime() + untilMs),
+    expire_at: at(ms + 72 * 3600_000),
+  });
+  const cases: { name: string; old: Record<string, unknown>; publishedAt?: bigint; until?: Date; ran: boolean | "in_progress" }[] = [
+    { name: "completed after the publish: done", old: completed(60_000), ran: false },
+    { name: "completed at the publish: done", old: completed(0), ran: false },
+    { name: "completed before the publish: another task's", old: completed(-1), ran: true },
+    { name: "publish time unknown: cannot be told", old: completed(60_000), publishedAt: undefined, ran: true },
+    { name: "live claim after the publish: in progress", old: claimed(5 * 60_000, 60_000), ran: "in_progress" },
+    { name: "live claim before the publish: another task's", old: claimed(-60_000, 60_000), ran: true },
+    { name: "expired claim after the publish: runs", old: claimed(60_000, -1000), ran: true },
+    { name: "window open a moment longer: done", old: completed(60_000), until: new Date(now.getTime() + 1), ran: false },
+    { name: "window over: not read", old: completed(60_000), until: now, ran: true },
+  ];
+  for (const [i, c] of cases.entries()) {
+    const key = `legacy/${i}`;
+    const legacy = fs.collection("task-idempotency").doc(legacyIdempotencyDocID(key));
+    const old = { key, ...c.old };
+    await legacy.set(old);
+    const kit = new Kit(await natsStub(), { firestore: fs, clock: () => now, legacyCompletionsUntil: c.until });
+    const task: Task = { tenant: "acme", key, publishedAt: "publishedAt" in c ? c.publishedAt : nanos(published) };
+    const run = kit.once(task, async () => {});
+    if (c.ran === "in_progress") await assert.rejects(run, (err) => err instanceof InProgressError, c.name);
+    else assert.equal(await run, c.ran, c.name);
+    assert.deepEqual((await legacy.get()).data(), old, `${c.name}: the older kit's record is only read`);
+    const own = await fs.collection("task-idempotency").doc(idempotencyDocID("acme", key)).get();
+    assert.equal(own.exists, c.ran === true, `${c.name}: acme's own record`);
+  }
   await fs.terminate();
 });
 

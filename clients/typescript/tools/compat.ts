@@ -10,7 +10,7 @@ import { Firestore } from "@google-cloud/firestore";
 import { jetstream } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 
-import { Budget, Kit, OverflowError, type Failure } from "../src/index.js";
+import { Budget, Kit, OverflowError, taskOf, type Failure } from "../src/index.js";
 
 interface WireFailure {
   code: string;
@@ -21,9 +21,9 @@ interface WireFailure {
 }
 
 interface Step {
+  /** once works on the delivery's task (taskOf). */
   do: "terminate" | "fail" | "once" | "preflight";
   failure?: WireFailure;
-  key?: string;
   prompt?: string;
   window?: number;
 }
@@ -64,11 +64,11 @@ async function main(): Promise<void> {
   const fs = new Firestore({ projectId: run.project });
   const kit = new Kit(nc, { agent: run.agent, firestore: fs, clock: () => now });
   const consumer = await jetstream(nc).consumers.get(run.stream, run.consumer);
-  const results: { seq: number; error?: string }[] = [];
+  const results: { seq: number; error?: string; ran?: boolean }[] = [];
   for (const step of run.steps) {
     const m = await consumer.next({ expires: 5000 });
     if (!m) throw new Error(`no delivery for step ${results.length + 1}`);
-    const r: { seq: number; error?: string } = { seq: m.info.streamSequence };
+    const r: { seq: number; error?: string; ran?: boolean } = { seq: m.info.streamSequence };
     try {
       switch (step.do) {
         case "terminate":
@@ -78,7 +78,7 @@ async function main(): Promise<void> {
           await kit.fail(m, failure(step.failure));
           break;
         case "once":
-          await kit.once(step.key ?? "", async () => {});
+          r.ran = await kit.once(taskOf(m), async () => {});
           m.ack();
           break;
         case "preflight":
