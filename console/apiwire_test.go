@@ -14,9 +14,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jsdlq/jsdlq/console"
+	"github.com/jsdlq/jsdlq/internal/secrettest"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/hooksecret"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
 	"github.com/jsdlq/jsdlq/shared/webhook"
@@ -49,7 +51,8 @@ func TestOpenAPIDocument(t *testing.T) {
 // against the document: the coverage is checked against the document's own
 // list, so a route or status added to either side without the other fails.
 func TestTenantAPIMatchesOpenAPI(t *testing.T) {
-	e := newEnv(t, nil, console.WithWebhookGuard(webhook.NewGuard(webhook.WithOwnURLs("https://jsdlq-api.example.com"))))
+	box, _ := secrettest.Box(t)
+	e := newEnv(t, nil, console.WithWebhookGuard(webhook.NewGuard(webhook.WithOwnURLs("https://jsdlq-api.example.com"))), console.WithSecrets(box))
 	ctx := testenv.Context(t)
 	acme, _, _ := e.apiKeys(t)
 	e.seed(t, "acme", "TASKS.1", store.AwaitingApproval, `{"a":1}`)
@@ -63,10 +66,13 @@ func TestTenantAPIMatchesOpenAPI(t *testing.T) {
 	e.seed(t, "globex", "TASKS.5", store.AwaitingApproval, `{"g":5}`)
 	// A governance denial: its rule keeps it from tenant keys.
 	e.seed(t, "acme", "TASKS.6", store.AwaitingApproval, `{"a":6}`, ruled("governance", triage.Governance))
-	hook, err := e.st.CreateWebhook(ctx, "acme", "https://hooks.acme.example/old", "ops@example.com")
+	hook, _, err := hooksecret.Create(ctx, e.st, box, "acme", "https://hooks.acme.example/old", "ops@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A console with no key to seal webhook secrets: adding one is a 503.
+	unsealed := httptest.NewServer(console.New(e.st, e.op, nil).Handler())
+	t.Cleanup(unsealed.Close)
 
 	// A console whose store fails: every route's 500.
 	broken, _ := testenv.Firestore(t)
@@ -117,6 +123,7 @@ func TestTenantAPIMatchesOpenAPI(t *testing.T) {
 		{"POST", api + "/webhooks", "", `{"url":"https://hooks.acme.example/x"}`, 401},
 		{"POST", other + "/webhooks", acme, `{"url":"https://hooks.acme.example/x"}`, 404},
 		{"POST", api + "/webhooks", acme, `{"url":"https://hooks.acme.example/old"}`, 409},
+		{"POST", unsealed.URL + "/api/v1/tenants/acme/webhooks", acme, `{"url":"https://hooks.acme.example/x"}`, 503},
 		{"POST", down.URL + "/api/v1/tenants/acme/webhooks", acme, `{"url":"https://hooks.acme.example/x"}`, 500},
 		{"DELETE", api + "/webhooks/" + hook.ID, acme, "", 200},
 		{"DELETE", api + "/webhooks/" + hook.ID, "", "", 401},
@@ -220,7 +227,8 @@ func TestOpenAPIRefusesStorageShapes(t *testing.T) {
 // whoever acted name the role. No answer holds a zero time or a null, and
 // lists are [] when empty.
 func TestTenantAPIShowsRolesNotIdentities(t *testing.T) {
-	e := newEnv(t, nil, console.WithWebhookGuard(webhook.NewGuard(webhook.WithOwnURLs("https://jsdlq-api.example.com"))))
+	box, _ := secrettest.Box(t)
+	e := newEnv(t, nil, console.WithWebhookGuard(webhook.NewGuard(webhook.WithOwnURLs("https://jsdlq-api.example.com"))), console.WithSecrets(box))
 	ctx := testenv.Context(t)
 	key, keyID, err := e.st.CreateTenantKey(ctx, "acme", "alice@example.com")
 	if err != nil {
@@ -253,7 +261,7 @@ func TestTenantAPIShowsRolesNotIdentities(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hook, err := e.st.CreateWebhook(ctx, "acme", "https://hooks.acme.example/ops", "erin@example.com")
+	hook, _, err := hooksecret.Create(ctx, e.st, box, "acme", "https://hooks.acme.example/ops", "erin@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}

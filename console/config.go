@@ -1,6 +1,10 @@
 package console
 
 import (
+	"net"
+	"net/netip"
+	"strconv"
+
 	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -46,6 +50,29 @@ type Env struct {
 	// Webhooks decides which endpoints the tenant API accepts
 	// (WEBHOOK_LOCAL, jsdlq's own URLs).
 	Webhooks config.Webhooks
+	// Secrets seals the signing secrets of the endpoints tenants add
+	// (required when the API is served).
+	Secrets config.Secrets
+	// URLs is CONSOLE_URLS, the URLs this instance is reached at (a list):
+	// a request whose Host is none of them is refused. Required on Google
+	// Cloud; elsewhere the default is the loopback addresses at Port
+	// (Hosts).
+	URLs []string
+}
+
+// Hosts are the URLs whose Host the console answers: URLs, else the
+// loopback addresses at Port and, when listen (the --host flag) is another
+// specific address, that address at Port.
+func (e Env) Hosts(listen string) []string {
+	if len(e.URLs) > 0 {
+		return e.URLs
+	}
+	port := strconv.Itoa(e.Port)
+	out := []string{"http://127.0.0.1:" + port, "http://localhost:" + port, "http://[::1]:" + port}
+	if ip, err := netip.ParseAddr(listen); err == nil && !ip.IsLoopback() && !ip.IsUnspecified() {
+		out = append(out, "http://"+net.JoinHostPort(ip.String(), port))
+	}
+	return out
 }
 
 // roleVars are the variables naming each console role's principals.
@@ -74,6 +101,12 @@ func LoadEnv(lookup config.Lookup) (Env, error) {
 			e.Principals[role] = append(e.Principals[role], p)
 		}
 	}
+	e.URLs = r.List("CONSOLE_URLS")
+	for _, u := range e.URLs {
+		_, err := parseOwnURL(u)
+		r.Check(err == nil, "CONSOLE_URLS", "%v", err)
+	}
+	r.Check(len(e.URLs) > 0 || !common.OnGoogleCloud, "CONSOLE_URLS", "required when K_SERVICE is set: the URLs the console is reached at (any other Host is refused)")
 	serve := r.List("CONSOLE_SERVE")
 	if len(serve) == 0 {
 		serve = []string{"ui", "api"}
@@ -88,6 +121,7 @@ func LoadEnv(lookup config.Lookup) (Env, error) {
 			r.Check(false, "CONSOLE_SERVE", "%q is neither ui nor api", s)
 		}
 	}
+	e.Secrets = config.ReadSecrets(r, common, e.API)
 	if e.UI {
 		switch e.Auth {
 		case AuthIAP:

@@ -14,7 +14,8 @@ import (
 
 func TestLoadEnv(t *testing.T) {
 	base := map[string]string{"GOOGLE_CLOUD_PROJECT": "p", "TASKS_QUEUE": "projects/p/locations/l/queues/q",
-		"REPLAY_URL": "http://127.0.0.1:8080/Replay", "TASKS_SERVICE_ACCOUNT": "t@p.iam.gserviceaccount.com"}
+		"REPLAY_URL": "http://127.0.0.1:8080/Replay", "TASKS_SERVICE_ACCOUNT": "t@p.iam.gserviceaccount.com",
+		"SECRETS_KMS_KEY": "projects/p/locations/l/keyRings/r/cryptoKeys/k"}
 	with := func(kv ...string) map[string]string {
 		m := map[string]string{}
 		for k, v := range base {
@@ -44,6 +45,13 @@ func TestLoadEnv(t *testing.T) {
 		{"local needs an operator", with("CONSOLE_AUTH", "local", "FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681"), "CONSOLE_OPERATOR", 0},
 		{"api only needs no operator auth", with("CONSOLE_SERVE", "api"), "", console.DefaultPort},
 		{"unknown part", with("CONSOLE_SERVE", "ui,admin", "CONSOLE_IAP_AUDIENCE", "a"), "CONSOLE_SERVE", 0},
+		{"the api needs a sealing key", with("CONSOLE_SERVE", "api", "SECRETS_KMS_KEY", ""), "SECRETS_KMS_KEY", 0},
+		{"the ui alone needs none", with("CONSOLE_SERVE", "ui", "CONSOLE_IAP_AUDIENCE", "a", "SECRETS_KMS_KEY", ""), "", console.DefaultPort},
+		{"cloud run needs its URLs", with("CONSOLE_SERVE", "api", "K_SERVICE", "console-api"), "CONSOLE_URLS", 0},
+		{"cloud run with its URLs", with("CONSOLE_SERVE", "api", "K_SERVICE", "console-api", "CONSOLE_URLS", "https://c-1.r.run.app,https://api.example.com"), "", console.DefaultPort},
+		{"a URL that is not one", with("CONSOLE_SERVE", "api", "CONSOLE_URLS", "https://c-1.r.run.app,ftp://x"), "CONSOLE_URLS", 0},
+		{"a URL with a query", with("CONSOLE_SERVE", "api", "CONSOLE_URLS", "https://c.example/?x=1"), "CONSOLE_URLS", 0},
+		{"a URL with a port of leading zeros", with("CONSOLE_SERVE", "api", "CONSOLE_URLS", "https://c.example:0443"), "CONSOLE_URLS", 0},
 	}
 	for _, tc := range tests {
 		got, err := console.LoadEnv(config.MapLookup(tc.env))
@@ -80,5 +88,26 @@ func TestLoadEnvRoles(t *testing.T) {
 	maps.Copy(local, base)
 	if got, err := console.LoadEnv(config.MapLookup(local)); err != nil || got.Role != authority.Viewer {
 		t.Errorf("LoadEnv(local viewer) = role %q, %v, want viewer", got.Role, err)
+	}
+}
+
+// TestHosts: the URLs the console answers at are CONSOLE_URLS, else the
+// loopback addresses of its port, and a specific listen address.
+func TestHosts(t *testing.T) {
+	tests := []struct {
+		env    console.Env
+		listen string
+		want   []string
+	}{
+		{console.Env{Port: 8070}, "", []string{"http://127.0.0.1:8070", "http://localhost:8070", "http://[::1]:8070"}},
+		{console.Env{Port: 8070}, "127.0.0.1", []string{"http://127.0.0.1:8070", "http://localhost:8070", "http://[::1]:8070"}},
+		{console.Env{Port: 8070}, "0.0.0.0", []string{"http://127.0.0.1:8070", "http://localhost:8070", "http://[::1]:8070"}},
+		{console.Env{Port: 9000}, "192.168.1.5", []string{"http://127.0.0.1:9000", "http://localhost:9000", "http://[::1]:9000", "http://192.168.1.5:9000"}},
+		{console.Env{Port: 8080, URLs: []string{"https://c-1.r.run.app"}}, "", []string{"https://c-1.r.run.app"}},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, tt.env.Hosts(tt.listen)); diff != "" {
+			t.Errorf("Env{Port: %d, URLs: %q}.Hosts(%q) (-want +got):\n%s", tt.env.Port, tt.env.URLs, tt.listen, diff)
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/shared/authority"
+	"github.com/jsdlq/jsdlq/shared/hooksecret"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/webhook"
@@ -50,6 +51,8 @@ type Server struct {
 	auth    Authenticator
 	tasks   TaskState
 	hooks   *webhook.Guard
+	secrets hooksecret.Box
+	hosts   map[hostPort]bool
 	log     *slog.Logger
 	ui, api bool
 	secure  bool
@@ -98,7 +101,7 @@ func (s *Server) Handler() http.Handler {
 		s.routeUI(mux)
 		s.routeBulk(mux)
 	}
-	return securityHeaders(mux)
+	return securityHeaders(s.checkHost(mux))
 }
 
 // securityHeaders are sent with every answer: no framing, no sniffing, no

@@ -24,8 +24,10 @@ import (
 	"github.com/jsdlq/jsdlq/console"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/secretbox"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
+	"github.com/jsdlq/jsdlq/shared/webhook"
 )
 
 func main() { obs.Command("console", run) }
@@ -79,10 +81,18 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 		}
 		auth = console.NewRoleAuth(console.NewIAPAuth(cfg.IAPAudience, console.NewJWKSKeys(console.IAPKeysURL, nil), nil), roles)
 	}
-	srv := console.New(st, op, auth,
-		console.WithLogger(log), console.WithTaskState(sched), console.WithServe(cfg.UI, cfg.API),
+	opts := []console.Option{console.WithLogger(log), console.WithTaskState(sched), console.WithServe(cfg.UI, cfg.API),
 		console.WithSecureCookies(cfg.OnGoogleCloud),
-		console.WithWebhookGuard(cfg.Webhooks.Guard()))
+		console.WithWebhookGuard(cfg.Webhooks.Guard(webhook.WithOwnURLSource(st.OwnURLs))), console.WithHosts(cfg.Hosts(*host)...)}
+	if cfg.Secrets.Set() {
+		box, err := secretbox.FromConfig(cfg.Secrets)
+		if err != nil {
+			return err
+		}
+		defer box.Close()
+		opts = append(opts, console.WithSecrets(box))
+	}
+	srv := console.New(st, op, auth, opts...)
 
 	hs, err := obs.Listen(*host, cfg.Port, srv.Handler())
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
+	"github.com/jsdlq/jsdlq/shared/secretbox"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
@@ -44,6 +45,7 @@ type app struct {
 	fs        *firestore.Client
 	st        *store.Store
 	sched     *tasks.Scheduler
+	box       *secretbox.Box
 	jetstream func(ctx context.Context) (jetstream.JetStream, error)
 	log       *slog.Logger
 

@@ -13,6 +13,10 @@
 #   for this service (invoker_iam_disabled) instead of granting run.invoker
 #   to allUsers. It serves no operator page.
 #
+# Each service answers requests for its own URL only (CONSOLE_URLS, the
+# deterministic run.app URL the root passes in urls): a request for another
+# Host, the generated *.a.run.app one included, is answered 421.
+#
 # The console keeps no state of its own: approvals live in Firestore and
 # Cloud Tasks, and so does every bulk redrive (its filter, plan, cursor,
 # counters and lease). But the UI service runs the bulk runner, which works
@@ -35,6 +39,7 @@ locals {
           CONSOLE_VIEWERS      = join(",", sort(var.viewers))
           CONSOLE_OPERATORS    = join(",", sort(var.operators))
           CONSOLE_APPROVERS    = join(",", sort(var.approvers))
+          CONSOLE_URLS         = var.urls.ui
         }
         iap           = true
         cpu_idle      = false
@@ -44,7 +49,7 @@ locals {
     var.tenant_api_enabled ? {
       api = {
         name          = "${var.name}-api"
-        env           = { CONSOLE_SERVE = "api" }
+        env           = { CONSOLE_SERVE = "api", CONSOLE_URLS = var.urls.api }
         iap           = false
         cpu_idle      = true
         min_instances = 0

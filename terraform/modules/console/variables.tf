@@ -80,7 +80,7 @@ variable "tenant_api_enabled" {
 
 variable "environment" {
   type        = map(string)
-  description = "Environment both services share (docs/configuration.md): GOOGLE_CLOUD_PROJECT, TASKS_QUEUE, REPLAY_URL, TASKS_SERVICE_ACCOUNT. CONSOLE_SERVE, CONSOLE_AUTH, CONSOLE_IAP_AUDIENCE and the role variables (CONSOLE_VIEWERS, CONSOLE_OPERATORS, CONSOLE_APPROVERS) are set by the module."
+  description = "Environment both services share (docs/configuration.md): GOOGLE_CLOUD_PROJECT, TASKS_QUEUE, REPLAY_URL, TASKS_SERVICE_ACCOUNT. CONSOLE_SERVE, CONSOLE_AUTH, CONSOLE_IAP_AUDIENCE, CONSOLE_URLS and the role variables (CONSOLE_VIEWERS, CONSOLE_OPERATORS, CONSOLE_APPROVERS) are set by the module."
 
   validation {
     condition     = alltrue([for k in ["GOOGLE_CLOUD_PROJECT", "TASKS_QUEUE", "REPLAY_URL", "TASKS_SERVICE_ACCOUNT"] : contains(keys(var.environment), k)])
@@ -88,8 +88,18 @@ variable "environment" {
   }
 
   validation {
-    condition     = length(setintersection(keys(var.environment), ["PORT", "CONSOLE_SERVE", "CONSOLE_AUTH", "CONSOLE_IAP_AUDIENCE", "CONSOLE_VIEWERS", "CONSOLE_OPERATORS", "CONSOLE_APPROVERS", "CONSOLE_OPERATOR", "CONSOLE_ROLE", "FIRESTORE_EMULATOR_HOST", "CLOUD_TASKS_EMULATOR_HOST"])) == 0
-    error_message = "environment must not set PORT (Cloud Run's), the CONSOLE_SERVE/CONSOLE_AUTH/CONSOLE_IAP_AUDIENCE and role variables the module sets (viewers, operators, approvers), CONSOLE_OPERATOR/CONSOLE_ROLE (local mode only) or emulator hosts."
+    condition     = length(setintersection(keys(var.environment), ["PORT", "CONSOLE_SERVE", "CONSOLE_AUTH", "CONSOLE_IAP_AUDIENCE", "CONSOLE_URLS", "CONSOLE_VIEWERS", "CONSOLE_OPERATORS", "CONSOLE_APPROVERS", "CONSOLE_OPERATOR", "CONSOLE_ROLE", "FIRESTORE_EMULATOR_HOST", "CLOUD_TASKS_EMULATOR_HOST"])) == 0
+    error_message = "environment must not set PORT (Cloud Run's), the CONSOLE_SERVE/CONSOLE_AUTH/CONSOLE_IAP_AUDIENCE/CONSOLE_URLS and role variables the module sets (viewers, operators, approvers), CONSOLE_OPERATOR/CONSOLE_ROLE (local mode only) or emulator hosts."
+  }
+}
+
+variable "urls" {
+  type        = map(string)
+  description = "The URL each service is reached at, by role (ui; api when tenant_api_enabled): its deterministic run.app URL. The service answers requests for this host only (CONSOLE_URLS; docs/console.md) and the outputs are these URLs."
+
+  validation {
+    condition     = contains(keys(var.urls), "ui") && alltrue([for u in values(var.urls) : can(regex("^https://[a-z0-9.-]+(:[0-9]+)?/?$", u))])
+    error_message = "urls must name the ui service's URL (and the api's when it is deployed), each https://HOST[:PORT]."
   }
 }
 
