@@ -37,6 +37,7 @@ func TestHTTPFunctionWiring(t *testing.T) {
 		"WEBHOOKS_QUEUE":            "projects/p/locations/l/queues/dlq-webhooks",
 		"WEBHOOK_DELIVER_URL":       "https://deliver.example/",
 		"WEBHOOK_SERVICE_ACCOUNT":   "caller@p.iam.gserviceaccount.com",
+		"SECRETS_KMS_KEY":           "projects/p/locations/l/keyRings/r/cryptoKeys/k",
 	}
 	functions := []struct {
 		name  string
@@ -57,12 +58,16 @@ func TestHTTPFunctionWiring(t *testing.T) {
 		// Deliver's audience is WEBHOOK_DELIVER_URL, the fan-out's target.
 		{"oidc without audience", map[string]string{"AUTH_MODE": "oidc", "AUTH_AUDIENCE": "", "WEBHOOK_DELIVER_URL": ""}, http.StatusInternalServerError},
 		{"auth none on Cloud Run", map[string]string{"AUTH_MODE": "none", "K_SERVICE": "fn"}, http.StatusInternalServerError},
+		{"no secrets key", map[string]string{"SECRETS_KMS_KEY": ""}, http.StatusInternalServerError},
 		{"no token", nil, http.StatusUnauthorized},
 	}
 	for _, fn := range functions {
 		for _, c := range cases {
 			if c.name == "bad time budget" && fn.name != "reconcile" {
 				continue // only reconcile reads RECONCILE_TIME_BUDGET
+			}
+			if c.name == "no secrets key" && fn.name != "deliver" {
+				continue // only deliver opens webhook secrets
 			}
 			t.Run(fn.name+"/"+c.name, func(t *testing.T) {
 				t.Setenv("AUTH_AUDIENCE", "https://"+fn.name+".example/")

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	cloud.google.com/go/cloudtasks v1.21.1
 	cloud.google.com/go/firestore v1.29.2
+	cloud.google.com/go/kms v1.37.0
 	cloud.google.com/go/pubsub/v2 v2.8.1
 	github.com/GoogleCloudPlatform/functions-framework-go v1.9.2
 	github.com/chromedp/chromedp v0.23.0
@@ -36,7 +37,7 @@ require (
 	cloud.google.com/go/compute/metadata v0.10.0 // indirect
 	cloud.google.com/go/functions v1.19.3 // indirect
 	cloud.google.com/go/iam v1.14.0 // indirect
-	cloud.google.com/go/longrunning v1.3.0 // indirect
+	cloud.google.com/go/longrunning v1.5.0 // indirect
 	github.com/BurntSushi/toml v1.4.1-0.20240526193622-a339e1f7089c // indirect
 	github.com/agext/levenshtein v1.2.1 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect

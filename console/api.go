@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/httpfunc"
 	"github.com/jsdlq/jsdlq/shared/operator"
@@ -106,7 +107,11 @@ func (c tenantCall) tokenMAC(enc string) []byte {
 	return m.Sum(nil)
 }
 
-func (c tenantCall) actor() string { return "tenant-api:" + c.tenant + ":key-" + c.keyID }
+// actor is the key, acting in the tenant role: it may act on an entry only
+// where the entry's rule grants tenants (shared/authority).
+func (c tenantCall) actor() authority.Actor {
+	return authority.Actor{Name: "tenant-api:" + c.tenant + ":key-" + c.keyID, Role: authority.Tenant}
+}
 
 // LogValue keeps the key out of any log line the call reaches.
 func (c tenantCall) LogValue() slog.Value {
@@ -176,10 +181,15 @@ func checkAPIRequest(r *http.Request) error {
 
 func (s *Server) apiFail(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError
+	var denied *authority.Denied
 	switch {
 	case errors.As(err, &ae):
 	case errors.Is(err, store.ErrNotFound):
 		ae = errAPINotFound
+	case errors.As(err, &denied):
+		// The entry's rule keeps the decision for operators: nothing was
+		// changed (the refusal comes before any write).
+		ae = &apiError{http.StatusForbidden, "permission_denied", denied.Reason()}
 	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrConflict), errors.Is(err, operator.ErrPayloadMissing):
 		ae = &apiError{http.StatusConflict, "failed_precondition", trimPrefixes(err.Error())}
 	case errors.Is(err, operator.ErrBadEdit), errors.Is(err, store.ErrBadID), errors.Is(err, store.ErrBadQuery), errors.Is(err, store.ErrBadCursor):

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -132,8 +133,7 @@ const authorCapture = "capture"
 func apiPayloadVersionOf(v store.PayloadVersion) apiPayloadVersion {
 	author := authorCapture
 	if !v.Original() {
-		// store.PayloadVersion records no role of its own yet.
-		author = actorRole("", v.By)
+		author = actorRole(string(v.Role), v.By)
 	}
 	return apiPayloadVersion{Version: v.N, Base: v.Base, Author: author, At: v.At, Size: v.Size, SHA256: v.SHA256,
 		Missing: v.Missing, HeadersSet: nonNil(v.HeaderNames()), Confirmed: nonNil(v.Confirmed)}
@@ -171,9 +171,9 @@ type apiTransition struct {
 }
 
 func apiTransitionOf(t store.Transition) apiTransition {
-	// store.Transition records no role of its own yet; actorRole prefers
-	// one as soon as it does.
-	role := actorRole("", t.By)
+	// The role recorded with the transition; one recorded before roles
+	// were is derived from its actor.
+	role := actorRole(string(t.Role), t.By)
 	return apiTransition{At: t.At, From: t.From, To: t.To, ActorRole: role, Note: withoutActor(t.Note, t.By, role)}
 }
 
@@ -182,10 +182,10 @@ func apiTransitionOf(t store.Transition) apiTransition {
 // key, triage_agent the triage agent's answer, system jsdlq's own
 // functions (classify, replay, reconcile).
 const (
-	roleOperator    = "operator"
-	roleApprover    = "approver"
-	roleTenant      = "tenant"
-	roleTriageAgent = "triage_agent"
+	roleOperator    = string(authority.Operator)
+	roleApprover    = string(authority.Approver)
+	roleTenant      = string(authority.Tenant)
+	roleTriageAgent = string(authority.TriageAgent)
 	roleSystem      = "system"
 )
 

@@ -14,10 +14,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jsdlq/jsdlq/console"
+	"github.com/jsdlq/jsdlq/internal/secrettest"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/hooksecret"
 	"github.com/jsdlq/jsdlq/shared/store"
+	"github.com/jsdlq/jsdlq/shared/triage"
 	"github.com/jsdlq/jsdlq/shared/webhook"
 )
 
@@ -48,7 +51,8 @@ func TestOpenAPIDocument(t *testing.T) {
 // against the document: the coverage is checked against the document's own
 // list, so a route or status added to either side without the other fails.
 func TestTenantAPIMatchesOpenAPI(t *testing.T) {
-	e := newEnv(t, nil, console.WithWebhookGuard(webhook.NewGuard(webhook.WithOwnURLs("https://jsdlq-api.example.com"))))
+	box, _ := secrettest.Box(t)
+	e := newEnv(t, nil, console.WithWebhookGuard(webhook.NewGuard(webhook.WithOwnURLs("https://jsdlq-api.example.com"))), console.WithSecrets(box))
 	ctx := testenv.Context(t)
 	acme, _, _ := e.apiKeys(t)
 	e.seed(t, "acme", "TASKS.1", store.AwaitingApproval, `{"a":1}`)
@@ -60,10 +64,15 @@ func TestTenantAPIMatchesOpenAPI(t *testing.T) {
 		en.Failure, en.Headers, en.Payload, en.PayloadMissing, en.Kind = nil, nil, nil, true, string(jevent.KindMaxDeliver)
 	})
 	e.seed(t, "globex", "TASKS.5", store.AwaitingApproval, `{"g":5}`)
-	hook, err := e.st.CreateWebhook(ctx, "acme", "https://hooks.acme.example/old", "ops@example.com")
+	// A governance denial: its rule keeps it from tenant keys.
+	e.seed(t, "acme", "TASKS.6", store.AwaitingApproval, `{"a":6}`, ruled("governance", triage.Governance))
+	hook, _, err := hooksecret.Create(ctx, e.st, box, "acme", "https://hooks.acme.example/old", "ops@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A console with no key to seal webhook secrets: adding one is a 503.
+	unsealed := httptest.NewServer(console.New(e.st, e.op, nil).Handler())
+	t.Cleanup(unsealed.Close)
 
 	// A console whose store fails: every route's 500.
 	broken, _ := testenv.Firestore(t)
@@ -96,12 +105,14 @@ func TestTenantAPIMatchesOpenAPI(t *testing.T) {
 		{"POST", api + "/entries/TASKS.2:replay", "", "", 401},
 		{"POST", other + "/entries/TASKS.5:replay", acme, "", 404},
 		{"POST", api + "/entries/TASKS.3:replay", acme, "", 409},
+		{"POST", api + "/entries/TASKS.6:replay", acme, "", 403},
 		{"POST", down.URL + "/api/v1/tenants/acme/entries/TASKS.2:replay", acme, "", 500},
 		{"POST", api + "/entries/TASKS.2:discard", acme, `{"reason":"obsolete"}`, 200},
 		{"POST", api + "/entries/TASKS.4:discard", acme, `{}`, 400},
 		{"POST", api + "/entries/TASKS.4:discard", "", `{"reason":"x"}`, 401},
 		{"POST", api + "/entries/TASKS.5:discard", acme, `{"reason":"x"}`, 404},
 		{"POST", api + "/entries/TASKS.3:discard", acme, `{"reason":"again"}`, 409},
+		{"POST", api + "/entries/TASKS.6:discard", acme, `{"reason":"not needed"}`, 403},
 		{"POST", down.URL + "/api/v1/tenants/acme/entries/TASKS.4:discard", acme, `{"reason":"x"}`, 500},
 		{"GET", api + "/webhooks", acme, "", 200},
 		{"GET", api + "/webhooks", "", "", 401},
@@ -113,6 +124,7 @@ func TestTenantAPIMatchesOpenAPI(t *testing.T) {
 		{"POST", api + "/webhooks", "", `{"url":"https://hooks.acme.example/x"}`, 401},
 		{"POST", other + "/webhooks", acme, `{"url":"https://hooks.acme.example/x"}`, 404},
 		{"POST", api + "/webhooks", acme, `{"url":"https://hooks.acme.example/old"}`, 409},
+		{"POST", unsealed.URL + "/api/v1/tenants/acme/webhooks", acme, `{"url":"https://hooks.acme.example/x"}`, 503},
 		{"POST", down.URL + "/api/v1/tenants/acme/webhooks", acme, `{"url":"https://hooks.acme.example/x"}`, 500},
 		{"DELETE", api + "/webhooks/" + hook.ID, acme, "", 200},
 		{"DELETE", api + "/webhooks/" + hook.ID, "", "", 401},
@@ -217,7 +229,8 @@ func TestOpenAPIRefusesStorageShapes(t *testing.T) {
 // whoever acted name the role. No answer holds a zero time or a null, and
 // lists are [] when empty.
 func TestTenantAPIShowsRolesNotIdentities(t *testing.T) {
-	e := newEnv(t, nil, console.WithWebhookGuard(webhook.NewGuard(webhook.WithOwnURLs("https://jsdlq-api.example.com"))))
+	box, _ := secrettest.Box(t)
+	e := newEnv(t, nil, console.WithWebhookGuard(webhook.NewGuard(webhook.WithOwnURLs("https://jsdlq-api.example.com"))), console.WithSecrets(box))
 	ctx := testenv.Context(t)
 	key, keyID, err := e.st.CreateTenantKey(ctx, "acme", "alice@example.com")
 	if err != nil {
@@ -250,7 +263,7 @@ func TestTenantAPIShowsRolesNotIdentities(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hook, err := e.st.CreateWebhook(ctx, "acme", "https://hooks.acme.example/ops", "erin@example.com")
+	hook, _, err := hooksecret.Create(ctx, e.st, box, "acme", "https://hooks.acme.example/ops", "erin@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -54,10 +55,15 @@ type riskBox struct {
 	Checked bool
 }
 
-func (s *Server) approve(w http.ResponseWriter, r *http.Request, who, id, back string) (string, error) {
+func (s *Server) approve(w http.ResponseWriter, r *http.Request, who authority.Actor, id, back string) (string, error) {
 	ctx := r.Context()
 	e, err := s.store.Get(ctx, id)
 	if err != nil {
+		return "", err
+	}
+	// A role the entry's rule does not grant is refused at the preview
+	// already (the confirmation asks again, on the entry it approves).
+	if err := s.actions.May(ctx, who, authority.Approve, e); err != nil {
 		return "", err
 	}
 	base, err := e.ReplayVersion()

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/redrive"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -88,7 +89,7 @@ func (s *Server) routeBulk(mux *http.ServeMux) {
 	mux.Handle("POST /bulk/{run}/cancel", cop.Handler(s.form(s.bulkCancel)))
 }
 
-// bulkForm is a bulk redrive as asked: filter, opt-ins, rate.
+// bulkForm is a bulk redrive as asked: filter, opt-in, rate.
 type bulkForm struct {
 	F       map[string]string // the filters as given
 	Filter  store.BulkFilter
@@ -114,8 +115,8 @@ func parseBulkForm(vals url.Values, extra ...string) (*bulkForm, error) {
 			}
 		case name == "include":
 			for _, c := range v {
-				if !slices.ContainsFunc(redrive.OptIns, func(o redrive.OptIn) bool { return string(o.Category) == c }) {
-					return nil, uiBad("include %q: only %s can be opted into", c, optInNames())
+				if c != redrive.OptInApproverRules {
+					return nil, uiBad("include %q: the one opt-in is %s (the entries whose rule keeps approval for approvers)", c, redrive.OptInApproverRules)
 				}
 				if !slices.Contains(f.Include, c) {
 					f.Include = append(f.Include, c)
@@ -153,23 +154,19 @@ func parseBulkForm(vals url.Values, extra ...string) (*bulkForm, error) {
 	return f, nil
 }
 
-func optInNames() string {
-	var names []string
-	for _, o := range redrive.OptIns {
-		names = append(names, string(o.Category))
-	}
-	return strings.Join(names, ", ")
-}
-
 // planView is a plan as the pages show it.
 type planView struct {
-	P         store.RedrivePlan
-	ByTenant  []count
-	ByCat     []count
-	ByStatus  []count
-	Stops     []count
-	Breakers  []count
-	Excluded  []optInView
+	P        store.RedrivePlan
+	ByTenant []count
+	ByCat    []count
+	ByStatus []count
+	Stops    []count
+	Breakers []count
+	// Excluded and Denied are by rule; OptedIn: the redrive takes in the
+	// entries whose rule keeps approval for approvers.
+	Excluded  []count
+	Denied    []count
+	OptedIn   bool
 	LeftAlone int
 	Stopped   int
 	HeldByBrk int
@@ -180,19 +177,10 @@ type count struct {
 	N    int
 }
 
-type optInView struct {
-	Category string
-	N        int
-	Included bool
-}
-
 func viewPlan(p store.RedrivePlan, include []string) planView {
 	v := planView{P: p, ByTenant: counts(p.ByTenant), ByCat: counts(p.ByCategory), ByStatus: counts(p.ByStatus),
-		Stops: counts(p.PolicyStops), Breakers: counts(p.BreakerHeld)}
-	for _, o := range redrive.OptIns {
-		c := string(o.Category)
-		v.Excluded = append(v.Excluded, optInView{Category: c, N: p.Excluded[c], Included: slices.Contains(include, c)})
-	}
+		Stops: counts(p.PolicyStops), Breakers: counts(p.BreakerHeld), Excluded: counts(p.Excluded), Denied: counts(p.Denied),
+		OptedIn: len(include) > 0}
 	v.Stopped, v.HeldByBrk, v.LeftAlone = p.PolicyStopped(), p.BreakerHolds(), p.LeftAlone()
 	return v
 }
@@ -231,10 +219,24 @@ type bulkPlanData struct {
 	Form      *bulkForm
 	Plan      planView
 	Filter    string
-	Optins    []optInView
 	MaxRate   float64
 	Query     string
 	ConfirmOK bool
+	// MayRedrive: the operator's role may confirm a redrive; MayOptIn: it
+	// may take in the entries whose rule keeps approval for approvers,
+	// with the opt-in OptIn.
+	MayRedrive, MayOptIn bool
+	OptIn                string
+}
+
+// mayOptIn is nil when who may opt a redrive into the entries whose rule
+// keeps approval for approvers: a role that may approve them (the
+// authority rule over such a rule's grant).
+func mayOptIn(who authority.Actor) error {
+	if authority.May(who, authority.Approve, authority.Grant{Approvers: []authority.Role{authority.Approver}}) != nil {
+		return &uiError{http.StatusForbidden, fmt.Sprintf("permission denied: only an approver may take into a bulk redrive the entries whose rule keeps approval for approvers; the %s role may not", who.Role)}
+	}
+	return nil
 }
 
 func (s *Server) bulkPlan(r *http.Request) (string, string, any, error) {
@@ -246,12 +248,14 @@ func (s *Server) bulkPlan(r *http.Request) (string, string, any, error) {
 	if err != nil {
 		return "", "", nil, err
 	}
-	p, err := redrive.NewPlan(r.Context(), s.store, f.Filter.Query(), f.Include, "")
+	who := actorOf(r)
+	p, err := redrive.NewPlan(r.Context(), s.store, s.actions, who, f.Filter.Query(), f.Include, "")
 	if err != nil {
 		return "", "", nil, err
 	}
 	d := bulkPlanData{Form: f, Plan: viewPlan(p.RedrivePlan, f.Include), Filter: filterText(f.F), MaxRate: MaxBulkRate,
-		ConfirmOK: p.Acts() > 0}
+		ConfirmOK: p.Acts() > 0, MayRedrive: authority.May(who, authority.Redrive, authority.Grant{}) == nil, MayOptIn: mayOptIn(who) == nil,
+		OptIn: redrive.OptInApproverRules}
 	return "bulkplan", "Bulk redrive: plan", d, nil
 }
 
@@ -268,7 +272,7 @@ func filterText(f map[string]string) string {
 
 // bulkConfirm stores a confirmed run for the runner, with the plan as it
 // stands now, and shows its page.
-func (s *Server) bulkConfirm(_ http.ResponseWriter, r *http.Request, who string) (string, error) {
+func (s *Server) bulkConfirm(_ http.ResponseWriter, r *http.Request, who authority.Actor) (string, error) {
 	if err := r.ParseForm(); err != nil {
 		return "", uiBad("malformed form")
 	}
@@ -276,11 +280,16 @@ func (s *Server) bulkConfirm(_ http.ResponseWriter, r *http.Request, who string)
 	if err != nil {
 		return "", err
 	}
+	if len(f.Include) > 0 {
+		if err := mayOptIn(who); err != nil {
+			return "", err
+		}
+	}
 	why, err := reasonOf(r.PostForm.Get("why"), "a bulk redrive")
 	if err != nil {
 		return "", err
 	}
-	p, err := redrive.NewPlan(r.Context(), s.store, f.Filter.Query(), f.Include, "")
+	p, err := redrive.NewPlan(r.Context(), s.store, s.actions, who, f.Filter.Query(), f.Include, "")
 	if err != nil {
 		return "", err
 	}
@@ -292,11 +301,11 @@ func (s *Server) bulkConfirm(_ http.ResponseWriter, r *http.Request, who string)
 	// meanwhile (among them its own replays' deaths).
 	f.Filter = p.Until(f.Filter)
 	trimTenants(&p.RedrivePlan)
-	run := &store.BulkRun{Filter: f.Filter, Include: f.Include, Rate: f.Rate, Actor: who, Reason: why, Plan: p.RedrivePlan, Total: p.Matched}
+	run := &store.BulkRun{Filter: f.Filter, Include: f.Include, Rate: f.Rate, Actor: who.Name, Role: who.Role, Reason: why, Plan: p.RedrivePlan, Total: p.Matched}
 	if err := s.store.CreateBulkRun(r.Context(), run); err != nil {
 		return "", err
 	}
-	s.log.InfoContext(r.Context(), "bulk redrive confirmed", "run", run.ID, "operator", who, "filter", filterText(f.F),
+	s.log.InfoContext(r.Context(), "bulk redrive confirmed", "run", run.ID, "operator", who.Name, "role", string(who.Role), "filter", filterText(f.F),
 		"acts", p.Acts(), "rate", f.Rate)
 	next, err := consolePath("bulk", run.ID)
 	return next + "?done=bulk-confirmed", err
@@ -310,6 +319,8 @@ type bulkRunData struct {
 	Percent int
 	Live    bool
 	Refresh int // seconds between reloads while live
+	// MayCancel: the operator's role may cancel it.
+	MayCancel bool
 }
 
 func (s *Server) runOf(r *http.Request) (*store.BulkRun, error) {
@@ -325,7 +336,8 @@ func (s *Server) bulkRun(r *http.Request) (string, string, any, error) {
 	if err != nil {
 		return "", "", nil, err
 	}
-	d := bulkRunData{R: run, Plan: viewPlan(run.Plan, run.Include), Filter: bulkFilterText(run.Filter), Live: run.State.Live(), Refresh: 2}
+	d := bulkRunData{R: run, Plan: viewPlan(run.Plan, run.Include), Filter: bulkFilterText(run.Filter), Live: run.State.Live(), Refresh: 2,
+		MayCancel: authority.May(actorOf(r), authority.Redrive, authority.Grant{}) == nil}
 	if run.Total > 0 {
 		d.Percent = min(100, run.Progress.Seen*100/run.Total)
 	}
@@ -351,6 +363,7 @@ type bulkProgressJSON struct {
 	Total     int                   `json:"total"`
 	Progress  store.RedriveProgress `json:"progress"`
 	Actor     string                `json:"actor"`
+	Role      authority.Role        `json:"role,omitempty"`
 	Error     string                `json:"error,omitempty"`
 	UpdatedAt time.Time             `json:"updated_at"`
 }
@@ -366,7 +379,7 @@ func (s *Server) bulkProgress(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, bulkProgressJSON{ID: run.ID, State: run.State, Total: run.Total, Progress: run.Progress,
-			Actor: run.Actor, Error: run.Error, UpdatedAt: run.UpdatedAt})
+			Actor: run.Actor, Role: run.Role, Error: run.Error, UpdatedAt: run.UpdatedAt})
 	case errors.As(err, &ue):
 		writeAPIError(w, badRequest("%s", ue.msg))
 	case errors.Is(err, store.ErrNotFound):
@@ -377,15 +390,15 @@ func (s *Server) bulkProgress(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) bulkCancel(_ http.ResponseWriter, r *http.Request, who string) (string, error) {
+func (s *Server) bulkCancel(_ http.ResponseWriter, r *http.Request, who authority.Actor) (string, error) {
 	id := r.PathValue("run")
 	if err := store.CheckBulkRunID(id); err != nil {
 		return "", uiBad("malformed bulk run id")
 	}
-	if _, err := s.store.CancelBulkRun(r.Context(), id, who); err != nil {
+	if _, err := s.store.CancelBulkRun(r.Context(), id, who.Name); err != nil {
 		return "", err
 	}
-	s.log.InfoContext(r.Context(), "bulk redrive cancel asked", "run", id, "operator", who)
+	s.log.InfoContext(r.Context(), "bulk redrive cancel asked", "run", id, "operator", who.Name, "role", string(who.Role))
 	next, err := consolePath("bulk", id)
 	return next + "?done=cancel-asked", err
 }
@@ -437,8 +450,11 @@ func (s *Server) workBulk(ctx context.Context, run *store.BulkRun) bool {
 	owner := s.bulk.instance
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
+	// A run confirmed before roles existed acts as an operator: the least
+	// role that could confirm it now.
+	by := authority.Actor{Name: run.Actor, Role: cmp.Or(run.Role, authority.Operator)}
 	rd := &redrive.Run{Store: s.store, Actions: s.actions, Query: run.Filter.Query(), Include: run.Include, Scope: store.AllTenants,
-		By: run.Actor, Rate: run.Rate, Progress: &run.Progress,
+		By: by, Rate: run.Rate, Progress: &run.Progress,
 		Failed: func(id string, err error) {
 			if errors.Is(err, operator.ErrTaskNotCreated) {
 				log.WarnContext(ctx, "bulk redrive action recorded, its replay task left to reconcile", "entry", id, "error", err.Error())

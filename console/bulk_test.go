@@ -19,6 +19,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/console"
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -65,7 +66,7 @@ func (e *env) seedBulk(t *testing.T, n int) (acts []string) {
 	e.seed(t, "globex", "TASKS.902", store.Escalated, `{}`)
 	// Recording that many failures of acme opened its breaker (10 in 10
 	// minutes); the bulk tests replay through a closed one.
-	if _, err := e.op.CloseBreaker(testenv.Context(t), "acme", "test", "seeded entries, not an outage"); err != nil && !errors.Is(err, store.ErrBreakerOverride) {
+	if _, err := e.op.CloseBreaker(testenv.Context(t), "acme", authority.Actor{Name: "test", Role: authority.Operator}, "seeded entries, not an outage"); err != nil && !errors.Is(err, store.ErrBreakerOverride) {
 		t.Fatal(err)
 	}
 	return acts
@@ -218,7 +219,7 @@ func (f *freezer) Approve(ctx context.Context, tenant, id string, ed operator.Ed
 	return f.do(id, func() (*store.Entry, error) { return f.Operator.Approve(ctx, tenant, id, ed) })
 }
 
-func (f *freezer) ReplayNowIn(ctx context.Context, tenant, id, by string, asked operator.Asked) (*store.Entry, error) {
+func (f *freezer) ReplayNowIn(ctx context.Context, tenant, id string, by authority.Actor, asked operator.Asked) (*store.Entry, error) {
 	return f.do(id, func() (*store.Entry, error) { return f.Operator.ReplayNowIn(ctx, tenant, id, by, asked) })
 }
 
@@ -312,7 +313,7 @@ type holdBeforeRun struct {
 	st *store.Store
 }
 
-func (h holdBeforeRun) ReplayNowIn(ctx context.Context, tenant, id, by string, asked operator.Asked) (*store.Entry, error) {
+func (h holdBeforeRun) ReplayNowIn(ctx context.Context, tenant, id string, by authority.Actor, asked operator.Asked) (*store.Entry, error) {
 	if _, err := h.st.Transition(ctx, id, store.Change{From: []store.Status{store.Scheduled}, To: store.Held, By: "replay", Note: "tenant breaker open"}); err != nil {
 		return nil, err
 	}
@@ -466,7 +467,8 @@ func TestBulkRedriveBadInput(t *testing.T) {
 		{"no filter", "GET", "/bulk?rate=5", nil, 400, "needs a filter"},
 		{"unknown status", "GET", "/bulk?status=lost", nil, 400, "unknown status"},
 		{"bad time", "GET", "/bulk?tenant=acme&from=yesterday", nil, 400, "from"},
-		{"unknown opt-in", "GET", "/bulk?tenant=acme&include=everything", nil, 400, "only governance"},
+		{"unknown opt-in", "GET", "/bulk?tenant=acme&include=everything", nil, 400, "the one opt-in is approver-rules"},
+		{"an opt-in of before, by category", "GET", "/bulk?tenant=acme&include=governance", nil, 400, "the one opt-in is approver-rules"},
 		{"rate 0", "GET", "/bulk?tenant=acme&rate=0", nil, 400, "rate"},
 		{"negative rate", "GET", "/bulk?tenant=acme&rate=-3", nil, 400, "rate"},
 		{"huge rate", "GET", "/bulk?tenant=acme&rate=21", nil, 400, "at most 20"},

@@ -1,8 +1,12 @@
 package console
 
 import (
+	"net"
+	"net/netip"
+	"strconv"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
@@ -30,8 +34,15 @@ type Env struct {
 	// IAPAudience is CONSOLE_IAP_AUDIENCE, the aud IAP signs for this
 	// service (/projects/NUMBER/locations/REGION/services/NAME).
 	IAPAudience string
-	// Operator is CONSOLE_OPERATOR, who acts in local mode.
+	// Operator is CONSOLE_OPERATOR, who acts in local mode, and Role
+	// CONSOLE_ROLE, the role they act in (viewer, operator or approver;
+	// default approver).
 	Operator string
+	Role     authority.Role
+	// Principals are the principals of each console role behind IAP
+	// (CONSOLE_VIEWERS, CONSOLE_OPERATORS, CONSOLE_APPROVERS: comma-separated
+	// user:, serviceAccount:, group: and domain: principals).
+	Principals map[authority.Role][]string
 	// UI and API are what this instance serves (CONSOLE_SERVE, a list of
 	// ui and api; default both): on Google Cloud the operator UI sits
 	// behind IAP and the tenant API, which tenants reach with their keys,
@@ -44,6 +55,34 @@ type Env struct {
 	// (DefaultRequestTimeout): a page or API call still running then is
 	// cut off with a 503.
 	RequestTimeout time.Duration
+	// Secrets seals the signing secrets of the endpoints tenants add
+	// (required when the API is served).
+	Secrets config.Secrets
+	// URLs is CONSOLE_URLS, the URLs this instance is reached at (a list):
+	// a request whose Host is none of them is refused. Required on Google
+	// Cloud; elsewhere the default is the loopback addresses at Port
+	// (Hosts).
+	URLs []string
+}
+
+// Hosts are the URLs whose Host the console answers: URLs, else the
+// loopback addresses at Port and, when listen (the --host flag) is another
+// specific address, that address at Port.
+func (e Env) Hosts(listen string) []string {
+	if len(e.URLs) > 0 {
+		return e.URLs
+	}
+	port := strconv.Itoa(e.Port)
+	out := []string{"http://127.0.0.1:" + port, "http://localhost:" + port, "http://[::1]:" + port}
+	if ip, err := netip.ParseAddr(listen); err == nil && !ip.IsLoopback() && !ip.IsUnspecified() {
+		out = append(out, "http://"+net.JoinHostPort(ip.String(), port))
+	}
+	return out
+}
+
+// roleVars are the variables naming each console role's principals.
+var roleVars = map[authority.Role]string{
+	authority.Viewer: "CONSOLE_VIEWERS", authority.Operator: "CONSOLE_OPERATORS", authority.Approver: "CONSOLE_APPROVERS",
 }
 
 // DefaultRequestTimeout is a console request's deadline: under Cloud
@@ -64,6 +103,22 @@ func LoadEnv(lookup config.Lookup) (Env, error) {
 	e.Operator = r.String("CONSOLE_OPERATOR", "")
 	e.RequestTimeout = r.Duration("CONSOLE_REQUEST_TIMEOUT", DefaultRequestTimeout)
 	r.Check(e.RequestTimeout >= time.Second && e.RequestTimeout <= time.Hour, "CONSOLE_REQUEST_TIMEOUT", "%s is not between 1s and 1h", e.RequestTimeout)
+	e.Role = authority.Role(r.OneOf("CONSOLE_ROLE", string(authority.Approver), string(authority.Viewer), string(authority.Operator), string(authority.Approver)))
+	e.Principals = map[authority.Role][]string{}
+	for _, role := range []authority.Role{authority.Viewer, authority.Operator, authority.Approver} {
+		name := roleVars[role]
+		for _, p := range r.List(name) {
+			_, err := ParsePrincipal(p)
+			r.Check(err == nil, name, "%v", err)
+			e.Principals[role] = append(e.Principals[role], p)
+		}
+	}
+	e.URLs = r.List("CONSOLE_URLS")
+	for _, u := range e.URLs {
+		_, err := parseOwnURL(u)
+		r.Check(err == nil, "CONSOLE_URLS", "%v", err)
+	}
+	r.Check(len(e.URLs) > 0 || !common.OnGoogleCloud, "CONSOLE_URLS", "required when K_SERVICE is set: the URLs the console is reached at (any other Host is refused)")
 	serve := r.List("CONSOLE_SERVE")
 	if len(serve) == 0 {
 		serve = []string{"ui", "api"}
@@ -78,10 +133,12 @@ func LoadEnv(lookup config.Lookup) (Env, error) {
 			r.Check(false, "CONSOLE_SERVE", "%q is neither ui nor api", s)
 		}
 	}
+	e.Secrets = config.ReadSecrets(r, common, e.API)
 	if e.UI {
 		switch e.Auth {
 		case AuthIAP:
 			r.Check(e.IAPAudience != "", "CONSOLE_IAP_AUDIENCE", "required when CONSOLE_AUTH is iap")
+			r.Check(len(e.Principals) > 0, "CONSOLE_APPROVERS", "CONSOLE_VIEWERS, CONSOLE_OPERATORS or CONSOLE_APPROVERS must name someone when CONSOLE_AUTH is iap: without them nobody has a role")
 		case AuthLocal:
 			r.Check(!common.OnGoogleCloud, "CONSOLE_AUTH", "local is for the emulators only and is refused when K_SERVICE is set")
 			r.Check(common.FirestoreEmulatorHost != "", "CONSOLE_AUTH", "local needs FIRESTORE_EMULATOR_HOST: it exists only with the emulators")

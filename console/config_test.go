@@ -1,16 +1,21 @@
 package console_test
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/jsdlq/jsdlq/console"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/config"
 )
 
 func TestLoadEnv(t *testing.T) {
 	base := map[string]string{"GOOGLE_CLOUD_PROJECT": "p", "TASKS_QUEUE": "projects/p/locations/l/queues/q",
-		"REPLAY_URL": "http://127.0.0.1:8080/Replay", "TASKS_SERVICE_ACCOUNT": "t@p.iam.gserviceaccount.com"}
+		"REPLAY_URL": "http://127.0.0.1:8080/Replay", "TASKS_SERVICE_ACCOUNT": "t@p.iam.gserviceaccount.com",
+		"SECRETS_KMS_KEY": "projects/p/locations/l/keyRings/r/cryptoKeys/k"}
 	with := func(kv ...string) map[string]string {
 		m := map[string]string{}
 		for k, v := range base {
@@ -27,8 +32,12 @@ func TestLoadEnv(t *testing.T) {
 		wantErr string
 		port    int
 	}{
-		{"iap needs an audience", with(), "CONSOLE_IAP_AUDIENCE", 0},
-		{"iap", with("CONSOLE_IAP_AUDIENCE", "/projects/1/locations/l/services/console", "PORT", "9000"), "", 9000},
+		{"iap needs an audience", with("CONSOLE_APPROVERS", "group:ops@example.com"), "CONSOLE_IAP_AUDIENCE", 0},
+		{"iap", with("CONSOLE_IAP_AUDIENCE", "/projects/1/locations/l/services/console", "PORT", "9000", "CONSOLE_VIEWERS", "domain:example.com"), "", 9000},
+		{"iap needs someone with a role", with("CONSOLE_IAP_AUDIENCE", "/projects/1/locations/l/services/console"), "CONSOLE_APPROVERS", 0},
+		{"a malformed principal", with("CONSOLE_IAP_AUDIENCE", "a", "CONSOLE_OPERATORS", "user:ops@example.com, alice@example.com"), "CONSOLE_OPERATORS", 0},
+		{"allUsers", with("CONSOLE_IAP_AUDIENCE", "a", "CONSOLE_VIEWERS", "allUsers"), "CONSOLE_VIEWERS", 0},
+		{"an unknown local role", with("CONSOLE_AUTH", "local", "CONSOLE_OPERATOR", "me", "FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681", "CONSOLE_ROLE", "admin"), "CONSOLE_ROLE", 0},
 		{"local with emulator", with("CONSOLE_AUTH", "local", "CONSOLE_OPERATOR", "me", "FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681"), "", console.DefaultPort},
 		{"console port", with("CONSOLE_AUTH", "local", "CONSOLE_OPERATOR", "me", "FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681", "CONSOLE_PORT", "8071"), "", 8071},
 		{"local refused on Cloud Run", with("CONSOLE_AUTH", "local", "CONSOLE_OPERATOR", "me", "FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681", "K_SERVICE", "console"), "K_SERVICE", 0},
@@ -36,6 +45,13 @@ func TestLoadEnv(t *testing.T) {
 		{"local needs an operator", with("CONSOLE_AUTH", "local", "FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681"), "CONSOLE_OPERATOR", 0},
 		{"api only needs no operator auth", with("CONSOLE_SERVE", "api"), "", console.DefaultPort},
 		{"unknown part", with("CONSOLE_SERVE", "ui,admin", "CONSOLE_IAP_AUDIENCE", "a"), "CONSOLE_SERVE", 0},
+		{"the api needs a sealing key", with("CONSOLE_SERVE", "api", "SECRETS_KMS_KEY", ""), "SECRETS_KMS_KEY", 0},
+		{"the ui alone needs none", with("CONSOLE_SERVE", "ui", "CONSOLE_IAP_AUDIENCE", "a", "SECRETS_KMS_KEY", ""), "", console.DefaultPort},
+		{"cloud run needs its URLs", with("CONSOLE_SERVE", "api", "K_SERVICE", "console-api"), "CONSOLE_URLS", 0},
+		{"cloud run with its URLs", with("CONSOLE_SERVE", "api", "K_SERVICE", "console-api", "CONSOLE_URLS", "https://c-1.r.run.app,https://api.example.com"), "", console.DefaultPort},
+		{"a URL that is not one", with("CONSOLE_SERVE", "api", "CONSOLE_URLS", "https://c-1.r.run.app,ftp://x"), "CONSOLE_URLS", 0},
+		{"a URL with a query", with("CONSOLE_SERVE", "api", "CONSOLE_URLS", "https://c.example/?x=1"), "CONSOLE_URLS", 0},
+		{"a URL with a port of leading zeros", with("CONSOLE_SERVE", "api", "CONSOLE_URLS", "https://c.example:0443"), "CONSOLE_URLS", 0},
 	}
 	for _, tc := range tests {
 		got, err := console.LoadEnv(config.MapLookup(tc.env))
@@ -46,6 +62,52 @@ func TestLoadEnv(t *testing.T) {
 			t.Errorf("%s: LoadEnv() = %v", tc.name, err)
 		case tc.wantErr == "" && got.Port != tc.port:
 			t.Errorf("%s: LoadEnv().Port = %d, want %d", tc.name, got.Port, tc.port)
+		}
+	}
+}
+
+// The role variables: each console role's principals behind IAP, and the
+// local operator's role (approver unless CONSOLE_ROLE says otherwise).
+func TestLoadEnvRoles(t *testing.T) {
+	base := map[string]string{"GOOGLE_CLOUD_PROJECT": "p", "TASKS_QUEUE": "projects/p/locations/l/queues/q",
+		"REPLAY_URL": "http://127.0.0.1:8080/Replay", "TASKS_SERVICE_ACCOUNT": "t@p.iam.gserviceaccount.com"}
+	env := map[string]string{"CONSOLE_SERVE": "ui", "CONSOLE_IAP_AUDIENCE": "/projects/1/locations/l/services/console",
+		"CONSOLE_VIEWERS": "domain:example.com", "CONSOLE_OPERATORS": " group:oncall@example.com, user:ann@example.com ",
+		"CONSOLE_APPROVERS": "user:boss@example.com"}
+	maps.Copy(env, base)
+	got, err := console.LoadEnv(config.MapLookup(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[authority.Role][]string{authority.Viewer: {"domain:example.com"}, authority.Operator: {"group:oncall@example.com", "user:ann@example.com"},
+		authority.Approver: {"user:boss@example.com"}}
+	if diff := cmp.Diff(want, got.Principals); diff != "" || got.Role != authority.Approver {
+		t.Errorf("LoadEnv principals (-want +got):\n%s\nrole %q, want approver by default", diff, got.Role)
+	}
+	local := map[string]string{"CONSOLE_AUTH": "local", "CONSOLE_OPERATOR": "me", "CONSOLE_ROLE": "viewer", "FIRESTORE_EMULATOR_HOST": "127.0.0.1:8681"}
+	maps.Copy(local, base)
+	if got, err := console.LoadEnv(config.MapLookup(local)); err != nil || got.Role != authority.Viewer {
+		t.Errorf("LoadEnv(local viewer) = role %q, %v, want viewer", got.Role, err)
+	}
+}
+
+// TestHosts: the URLs the console answers at are CONSOLE_URLS, else the
+// loopback addresses of its port, and a specific listen address.
+func TestHosts(t *testing.T) {
+	tests := []struct {
+		env    console.Env
+		listen string
+		want   []string
+	}{
+		{console.Env{Port: 8070}, "", []string{"http://127.0.0.1:8070", "http://localhost:8070", "http://[::1]:8070"}},
+		{console.Env{Port: 8070}, "127.0.0.1", []string{"http://127.0.0.1:8070", "http://localhost:8070", "http://[::1]:8070"}},
+		{console.Env{Port: 8070}, "0.0.0.0", []string{"http://127.0.0.1:8070", "http://localhost:8070", "http://[::1]:8070"}},
+		{console.Env{Port: 9000}, "192.168.1.5", []string{"http://127.0.0.1:9000", "http://localhost:9000", "http://[::1]:9000", "http://192.168.1.5:9000"}},
+		{console.Env{Port: 8080, URLs: []string{"https://c-1.r.run.app"}}, "", []string{"https://c-1.r.run.app"}},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, tt.env.Hosts(tt.listen)); diff != "" {
+			t.Errorf("Env{Port: %d, URLs: %q}.Hosts(%q) (-want +got):\n%s", tt.env.Port, tt.env.URLs, tt.listen, diff)
 		}
 	}
 }

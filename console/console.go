@@ -2,8 +2,9 @@
 // console and the tenant recovery API, served by cmd/console. It reads through
 // the store's query API and acts only through shared/operator, so every action
 // meets the same gates (docs/runbook.md, "The gates and their overrides") and
-// writes history with who acted: the operator's verified Google identity, or
-// the tenant's key.
+// the same authority rule (shared/authority), and writes history with who
+// acted and in which role: the operator's verified Google identity in its
+// console role (roles.go), or the tenant's key.
 //
 // The tenant API (api.go) is scoped by the key's tenant inside every query
 // and action; another tenant's entry answers 404 exactly like a missing one.
@@ -17,20 +18,24 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
+	"github.com/jsdlq/jsdlq/shared/hooksecret"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/webhook"
 )
 
-// Actions is what the console does to entries and breakers
-// (*operator.Operator).
+// Actions is what the console does to entries and breakers, and the
+// authority rule they meet, which the pages ask to show each actor only the
+// forms it may use (*operator.Operator).
 type Actions interface {
 	Approve(ctx context.Context, tenant, id string, ed operator.Edits) (*store.Entry, error)
-	Discard(ctx context.Context, tenant, id, reason, by string) (*store.Entry, error)
-	ReplayNow(ctx context.Context, tenant, id, by string) (*store.Entry, error)
-	ReplayNowIn(ctx context.Context, tenant, id, by string, asked operator.Asked) (*store.Entry, error)
-	ProbeNow(ctx context.Context, tenant, id, by, reason string) (*store.Entry, error)
-	CloseBreaker(ctx context.Context, tenant, by, reason string) (*store.Breaker, error)
+	Discard(ctx context.Context, tenant, id, reason string, by authority.Actor) (*store.Entry, error)
+	ReplayNow(ctx context.Context, tenant, id string, by authority.Actor) (*store.Entry, error)
+	ReplayNowIn(ctx context.Context, tenant, id string, by authority.Actor, asked operator.Asked) (*store.Entry, error)
+	ProbeNow(ctx context.Context, tenant, id string, by authority.Actor, reason string) (*store.Entry, error)
+	CloseBreaker(ctx context.Context, tenant string, by authority.Actor, reason string) (*store.Breaker, error)
+	May(ctx context.Context, by authority.Actor, act authority.Action, e *store.Entry) error
 }
 
 // TaskState tells whether a replay task exists in Cloud Tasks
@@ -46,6 +51,8 @@ type Server struct {
 	auth    Authenticator
 	tasks   TaskState
 	hooks   *webhook.Guard
+	secrets hooksecret.Box
+	hosts   map[hostPort]bool
 	log     *slog.Logger
 	ui, api bool
 	secure  bool
@@ -94,7 +101,7 @@ func (s *Server) Handler() http.Handler {
 		s.routeUI(mux)
 		s.routeBulk(mux)
 	}
-	return securityHeaders(mux)
+	return securityHeaders(s.checkHost(mux))
 }
 
 // securityHeaders are sent with every answer: no framing, no sniffing, no

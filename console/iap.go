@@ -14,14 +14,17 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/jsdlq/jsdlq/shared/authority"
 )
 
 // This file authenticates operators. On Google Cloud the console sits
 // behind IAP, which signs every request it lets through with an ES256 JWT
 // in x-goog-iap-jwt-assertion; the console verifies it in code as well, so
 // a request that reached the service some other way (a misconfigured
-// ingress, a direct call) carries no identity. Locally an explicit mode
-// names the operator (CONSOLE_AUTH=local, refused on Cloud Run).
+// ingress, a direct call) carries no identity. The verified identity gets
+// its role from roles.go. Locally an explicit mode names the operator and
+// its role (CONSOLE_AUTH=local, refused on Cloud Run).
 
 // IAP's constants.
 const (
@@ -36,16 +39,28 @@ var (
 	ErrKeysUnavailable = errors.New("console: IAP keys unavailable")
 )
 
-// Authenticator names the operator behind a request.
+// Authenticator names the operator behind a request and the role they act
+// in (RoleAuth behind IAP). An error wrapping ErrUnauthenticated is a 401,
+// ErrNoRole a 403, ErrKeysUnavailable a 503.
 type Authenticator interface {
-	Operator(r *http.Request) (string, error)
+	Operator(r *http.Request) (authority.Actor, error)
 }
 
-// LocalAuth is the local stack's operator: every request acts as it.
+// LocalAuth is a local operator with the approver role: every request acts
+// as it (LocalActor names another role).
 type LocalAuth string
 
-// Operator returns the configured operator.
-func (l LocalAuth) Operator(*http.Request) (string, error) { return string(l), nil }
+// Operator returns the operator, as an approver.
+func (l LocalAuth) Operator(*http.Request) (authority.Actor, error) {
+	return authority.Actor{Name: string(l), Role: authority.Approver}, nil
+}
+
+// LocalActor is the local stack's operator and role (CONSOLE_OPERATOR,
+// CONSOLE_ROLE): every request acts as it.
+type LocalActor authority.Actor
+
+// Operator returns the configured actor.
+func (l LocalActor) Operator(*http.Request) (authority.Actor, error) { return authority.Actor(l), nil }
 
 // KeySource returns IAP's public key of a key id.
 type KeySource interface {
@@ -70,15 +85,17 @@ func NewIAPAuth(audience string, keys KeySource, now func() time.Time) *IAPAuth 
 
 type iapClaims struct {
 	Email string `json:"email"`
+	// HD is the account's Google Workspace or Cloud Identity domain.
+	HD string `json:"hd"`
 	jwt.RegisteredClaims
 }
 
-// Operator verifies the assertion (ES256, issuer IAP, this audience,
-// current) and returns its email.
-func (a *IAPAuth) Operator(r *http.Request) (string, error) {
+// Identity verifies the assertion (ES256, issuer IAP, this audience,
+// current) and returns the account it names.
+func (a *IAPAuth) Identity(r *http.Request) (Identity, error) {
 	raw := r.Header.Get(IAPHeader)
 	if raw == "" {
-		return "", fmt.Errorf("%w: no %s header", ErrUnauthenticated, IAPHeader)
+		return Identity{}, fmt.Errorf("%w: no %s header", ErrUnauthenticated, IAPHeader)
 	}
 	var c iapClaims
 	_, err := jwt.ParseWithClaims(raw, &c, func(t *jwt.Token) (any, error) {
@@ -98,15 +115,15 @@ func (a *IAPAuth) Operator(r *http.Request) (string, error) {
 	)
 	if err != nil {
 		if errors.Is(err, ErrKeysUnavailable) {
-			return "", err
+			return Identity{}, err
 		}
-		return "", fmt.Errorf("%w: %w", ErrUnauthenticated, err)
+		return Identity{}, fmt.Errorf("%w: %w", ErrUnauthenticated, err)
 	}
 	if c.Email == "" || c.Subject == "" {
-		return "", fmt.Errorf("%w: assertion names no account", ErrUnauthenticated)
+		return Identity{}, fmt.Errorf("%w: assertion names no account", ErrUnauthenticated)
 	}
 	// IAP prefixes the email with its identity source.
-	return strings.TrimPrefix(c.Email, "accounts.google.com:"), nil
+	return Identity{Email: strings.TrimPrefix(c.Email, "accounts.google.com:"), Domain: c.HD}, nil
 }
 
 // JWKSKeys fetches IAP's keys (a JWK set) and caches them for an hour; an

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
@@ -38,6 +39,10 @@ type policyTest struct {
 	DelayMin, DelayMax time.Duration
 	Replay             bool
 	Chain              []string
+	// Approvers are who may approve the entry now (its recorded rule's
+	// grant in the current policy), and who would under the current
+	// decision's rule.
+	Approvers, NowApprovers string
 }
 
 func (s *Server) policy(r *http.Request) (string, string, any, error) {
@@ -91,9 +96,19 @@ func testEntry(p *triage.Policy, e *store.Entry, now time.Time) (*policyTest, er
 	d := p.Evaluate(in, chain)
 	w := *e
 	w.Decide(d, now)
-	t := &policyTest{E: e, Now: &w, Replay: d.Replay(), Chain: chain.Codes}
+	t := &policyTest{E: e, Now: &w, Replay: d.Replay(), Chain: chain.Codes,
+		Approvers: approversText(p.Grant(e.Rule, triage.Category(e.Category))), NowApprovers: approversText(p.Grant(w.Rule, triage.Category(w.Category)))}
 	if t.Replay {
 		t.DelayMin, t.DelayMax = p.DelayRange(in, chain)
 	}
 	return t, nil
+}
+
+// approversText names who a grant lets approve, and whether the rule or
+// the category says so.
+func approversText(g authority.Grant) string {
+	if g.Default {
+		return authority.Join(g.Who()) + " (the category's default)"
+	}
+	return authority.Join(g.Who())
 }

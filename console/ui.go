@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -116,7 +117,7 @@ func (s *Server) routeUI(mux *http.ServeMux) {
 // pageData is what every page template gets.
 type pageData struct {
 	Title    string
-	Operator string
+	Operator authority.Actor
 	CSRF     string
 	Nav      string
 	Flash    string
@@ -165,13 +166,15 @@ func reasonOf(v, action string) (string, error) {
 	return reason, nil
 }
 
-// page authenticates the operator and renders what h returns.
+// page authenticates the operator and renders what h returns; h finds
+// the operator with actorOf.
 func (s *Server) page(h func(r *http.Request) (name, title string, body any, err error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		who, ok := s.operator(w, r)
 		if !ok {
 			return
 		}
+		r = withActor(r, who)
 		csrf := s.csrfToken(w, r)
 		name, title, body, err := h(r)
 		if err != nil {
@@ -183,16 +186,26 @@ func (s *Server) page(h func(r *http.Request) (name, title string, body any, err
 }
 
 // form authenticates the operator, checks the CSRF token and runs a
-// state-changing action, which answers with where to go next.
-func (s *Server) form(h func(w http.ResponseWriter, r *http.Request, who string) (next string, err error)) http.Handler {
+// state-changing action, which answers with where to go next. It is where
+// the console enforces roles for its forms: a role that acts on nothing (a
+// viewer) is refused (403) before the form is read; what an acting role may
+// do with an entry or a breaker, shared/operator's authority rule decides
+// on the entry itself (403 too).
+func (s *Server) form(h func(w http.ResponseWriter, r *http.Request, who authority.Actor) (next string, err error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, 2<<20)
 		who, ok := s.operator(w, r)
 		if !ok {
 			return
 		}
+		r = withActor(r, who)
+		if !who.Role.Operates() {
+			s.log.WarnContext(r.Context(), "form refused: the role acts on nothing", "operator", who.Name, "role", string(who.Role), "path", r.URL.Path)
+			s.uiFail(w, r, who, "", &uiError{http.StatusForbidden, fmt.Sprintf("the %s role reads the console and acts on nothing; acting needs operator or approver", who.Role)})
+			return
+		}
 		if !checkCSRF(r) {
-			s.log.WarnContext(r.Context(), "form without a valid CSRF token refused", "operator", who, "path", event.Wire(r.URL.Path))
+			s.log.WarnContext(r.Context(), "form without a valid CSRF token refused", "operator", who.Name, "path", event.Wire(r.URL.Path))
 			s.uiFail(w, r, who, "", &uiError{http.StatusForbidden, "the form's CSRF token is missing or stale: reload the page and try again"})
 			return
 		}
@@ -208,30 +221,36 @@ func (s *Server) form(h func(w http.ResponseWriter, r *http.Request, who string)
 	})
 }
 
-func (s *Server) operator(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (s *Server) operator(w http.ResponseWriter, r *http.Request) (authority.Actor, bool) {
 	if s.auth == nil {
 		http.Error(w, "no operator authentication configured", http.StatusUnauthorized)
-		return "", false
+		return authority.Actor{}, false
 	}
 	who, err := s.auth.Operator(r)
 	if err != nil {
-		code := http.StatusUnauthorized
-		if errors.Is(err, ErrKeysUnavailable) {
-			code = http.StatusServiceUnavailable
+		code, msg := http.StatusUnauthorized, http.StatusText(http.StatusUnauthorized)
+		switch {
+		case errors.Is(err, ErrKeysUnavailable):
+			code, msg = http.StatusServiceUnavailable, http.StatusText(http.StatusServiceUnavailable)
+		case errors.Is(err, ErrNoRole):
+			code, msg = http.StatusForbidden, who.Name+" has no console role: ask for one in console_viewers, console_operators or console_approvers"
 		}
 		s.log.WarnContext(r.Context(), "operator refused", "error", err.Error(), "path", event.Wire(r.URL.Path))
-		http.Error(w, http.StatusText(code), code)
-		return "", false
+		http.Error(w, msg, code)
+		return authority.Actor{}, false
 	}
 	return who, true
 }
 
-func (s *Server) uiFail(w http.ResponseWriter, r *http.Request, who, csrf string, err error) {
+func (s *Server) uiFail(w http.ResponseWriter, r *http.Request, who authority.Actor, csrf string, err error) {
 	code, msg := http.StatusInternalServerError, "internal error"
 	var ue *uiError
+	var denied *authority.Denied
 	switch {
 	case errors.As(err, &ue):
 		code, msg = ue.status, ue.msg
+	case errors.As(err, &denied):
+		code, msg = http.StatusForbidden, "permission denied: "+denied.Reason()
 	case errors.Is(err, store.ErrNotFound):
 		code, msg = http.StatusNotFound, "not found"
 	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrConflict), errors.Is(err, operator.ErrPayloadMissing),
@@ -459,6 +478,9 @@ type entryData struct {
 	Runnable   bool
 	Discard    bool
 	Probe      bool
+	// NotMine says why an action the entry's status offers is not the
+	// operator's (the authority rule's refusals), for the forms not shown.
+	NotMine    []string
 	RawPayload string
 	HeaderText string
 }
@@ -527,10 +549,9 @@ func (s *Server) entry(r *http.Request) (string, string, any, error) {
 			d.Task = "not in the queue"
 		}
 	}
-	d.Approvable = has(operator.Approvable, e.Status)
-	d.Runnable = has(operator.Runnable, e.Status)
-	d.Discard = has(operator.Discardable, e.Status)
-	d.Probe = e.Status == store.Held || e.Status == store.Scheduled
+	if err := s.offerForms(r, e, &d); err != nil {
+		return "", "", nil, err
+	}
 	return "entry", "Entry " + e.ID, d, nil
 }
 
@@ -600,7 +621,7 @@ func (s *Server) recorded(r *http.Request, err error, back, done, pending string
 	return "", err
 }
 
-func (s *Server) entryAction(w http.ResponseWriter, r *http.Request, who string) (string, error) {
+func (s *Server) entryAction(w http.ResponseWriter, r *http.Request, who authority.Actor) (string, error) {
 	id, err := pathEntry(r.PathValue("entry"))
 	if err != nil {
 		return "", err
@@ -639,6 +660,8 @@ func (s *Server) entryAction(w http.ResponseWriter, r *http.Request, who string)
 // tenantsData is the tenants and breakers page.
 type tenantsData struct {
 	Breakers []*store.Breaker
+	// Override: the operator's role may close a breaker or send a probe.
+	Override bool
 }
 
 func (s *Server) tenants(r *http.Request) (string, string, any, error) {
@@ -652,11 +675,12 @@ func (s *Server) tenants(r *http.Request) (string, string, any, error) {
 		}
 		return bs[i].Tenant < bs[j].Tenant
 	})
-	return "tenants", "Tenants and breakers", tenantsData{Breakers: bs}, nil
+	override := authority.May(actorOf(r), authority.Breaker, authority.Grant{}) == nil
+	return "tenants", "Tenants and breakers", tenantsData{Breakers: bs, Override: override}, nil
 }
 
 // breakerAction closes a tenant's breaker, or sends an entry as its probe.
-func (s *Server) breakerAction(_ http.ResponseWriter, r *http.Request, who string) (string, error) {
+func (s *Server) breakerAction(_ http.ResponseWriter, r *http.Request, who authority.Actor) (string, error) {
 	tenant, err := pathTenant(r.PathValue("tenant"))
 	if err != nil {
 		return "", err

@@ -243,8 +243,11 @@ func TestIAPAuth(t *testing.T) {
 		}
 		return r
 	}
-	if who, err := auth.Operator(req(testenv.SignJWT(t, key, "k1", good))); err != nil || who != "ops@example.com" {
-		t.Errorf("Operator(good) = %q, %v, want ops@example.com", who, err)
+	if who, err := auth.Identity(req(testenv.SignJWT(t, key, "k1", good))); err != nil || who != (console.Identity{Email: "ops@example.com"}) {
+		t.Errorf("Identity(good) = %+v, %v, want ops@example.com", who, err)
+	}
+	if who, err := auth.Identity(req(testenv.SignJWT(t, key, "k1", with("hd", "example.com")))); err != nil || who != (console.Identity{Email: "ops@example.com", Domain: "example.com"}) {
+		t.Errorf("Identity(with hd) = %+v, %v, want ops@example.com of example.com", who, err)
 	}
 	hs := jwt.NewWithClaims(jwt.SigningMethodHS256, good)
 	hsTok, _ := hs.SignedString([]byte("secret"))
@@ -260,8 +263,8 @@ func TestIAPAuth(t *testing.T) {
 		"HS256":        hsTok,
 		"no expiry":    testenv.SignJWT(t, key, "k1", with("exp", nil)),
 	} {
-		if _, err := auth.Operator(req(h)); !errors.Is(err, console.ErrUnauthenticated) {
-			t.Errorf("Operator(%s) = %v, want ErrUnauthenticated", name, err)
+		if _, err := auth.Identity(req(h)); !errors.Is(err, console.ErrUnauthenticated) {
+			t.Errorf("Identity(%s) = %v, want ErrUnauthenticated", name, err)
 		}
 	}
 }

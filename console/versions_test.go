@@ -14,6 +14,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/console"
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -422,7 +423,7 @@ func TestTenantAPIPayloadVersions(t *testing.T) {
 	ctx := testenv.Context(t)
 	acme, globex, _ := e.apiKeys(t)
 	e.seed(t, "acme", "TASKS.150", store.Escalated, `{"a":1}`)
-	if _, err := e.op.Approve(ctx, "acme", "TASKS.150", operator.Edits{By: "alice@example.com", Payload: []byte(`{"a":2}`)}); err != nil {
+	if _, err := e.op.Approve(ctx, "acme", "TASKS.150", operator.Edits{By: authority.Actor{Name: "alice@example.com", Role: authority.Operator}, Payload: []byte(`{"a":2}`)}); err != nil {
 		t.Fatal(err)
 	}
 	url := e.srv.URL + "/api/v1/tenants/acme/entries/TASKS.150"

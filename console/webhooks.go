@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/jsdlq/jsdlq/shared/hooksecret"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/webhook"
 )
@@ -13,12 +14,17 @@ import (
 // removes its own endpoints with its key, scoped like the entries routes
 // (the path's tenant must be the key's; another tenant's endpoint answers
 // 404 like one that does not exist). Adding answers the signing secret, the
-// only time it is shown; a URL jsdlq must not call is refused (400) before
-// anything is written.
+// only time it is shown (it is stored sealed); a URL jsdlq must not call is
+// refused (400) before anything is written.
 
 // WithWebhookGuard sets which endpoints may be added (default: a strict
 // guard, https to public addresses only).
 func WithWebhookGuard(g *webhook.Guard) Option { return func(s *Server) { s.hooks = g } }
+
+// WithSecrets seals the signing secrets of the endpoints tenants add
+// (*secretbox.Box). Without it adding an endpoint answers 503: a secret is
+// never stored in clear.
+func WithSecrets(box hooksecret.Box) Option { return func(s *Server) { s.secrets = box } }
 
 var errNoWebhook = &apiError{http.StatusNotFound, "not_found", "no such webhook"}
 
@@ -50,17 +56,23 @@ func (s *Server) apiAddWebhook(w http.ResponseWriter, r *http.Request, c tenantC
 		g = webhook.NewGuard()
 	}
 	u, err := g.Check(r.Context(), body.URL)
+	if errors.Is(err, webhook.ErrOwnUnknown) {
+		return &apiError{http.StatusServiceUnavailable, "unavailable", "the endpoint cannot be checked now; retry"}
+	}
 	if err != nil {
 		return badRequest("%s", strings.TrimPrefix(err.Error(), "webhook: "))
 	}
-	hook, err := s.store.CreateWebhook(r.Context(), c.tenant, u.String(), c.actor())
+	if s.secrets == nil {
+		return &apiError{http.StatusServiceUnavailable, "unavailable", "webhooks cannot be added: no key seals their secrets (SECRETS_KMS_KEY)"}
+	}
+	hook, sec, err := hooksecret.Create(r.Context(), s.store, s.secrets, c.tenant, u.String(), c.actor().Name)
 	if errors.Is(err, store.ErrWebhookRefused) {
 		return &apiError{http.StatusConflict, "failed_precondition", trimPrefixes(err.Error())}
 	}
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, apiAddedWebhook{Webhook: apiWebhookOf(hook), Secret: hook.Secret.Reveal()})
+	writeJSON(w, http.StatusCreated, apiAddedWebhook{Webhook: apiWebhookOf(hook), Secret: sec.Reveal()})
 	return nil
 }
 

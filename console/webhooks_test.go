@@ -8,7 +8,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jsdlq/jsdlq/console"
+	"github.com/jsdlq/jsdlq/internal/secrettest"
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/hooksecret"
 	"github.com/jsdlq/jsdlq/shared/webhook"
 )
 
@@ -17,7 +19,8 @@ import (
 // call, forged and revoked keys, another tenant's path or endpoint are
 // refused with the documented JSON error and change nothing.
 func TestTenantAPIWebhooks(t *testing.T) {
-	e := newEnv(t, nil, console.WithWebhookGuard(webhook.NewGuard(webhook.WithOwnURLs("https://jsdlq-api.example.com"))))
+	box, _ := secrettest.Box(t)
+	e := newEnv(t, nil, console.WithWebhookGuard(webhook.NewGuard(webhook.WithOwnURLs("https://jsdlq-api.example.com"))), console.WithSecrets(box))
 	ctx := testenv.Context(t)
 	acmeKey, globexKey, revoked := e.apiKeys(t)
 	base := e.srv.URL + "/api/v1/tenants/"
@@ -34,10 +37,13 @@ func TestTenantAPIWebhooks(t *testing.T) {
 		t.Fatalf("POST acme/webhooks = %d %s, want 201 with the secret, added by the tenant", code, body)
 	}
 	stored, err := e.st.GetWebhook(ctx, "acme", added.Webhook.ID)
-	if err != nil || stored.Secret.Reveal() != added.Secret || !strings.HasPrefix(stored.CreatedBy, "tenant-api:acme:key-") {
-		t.Fatalf("stored webhook = %+v, %v, want the answered secret, added by acme's key", stored, err)
+	if err != nil || stored.Secret != "" || strings.Contains(string(stored.SealedSecret), added.Secret[6:]) || !strings.HasPrefix(stored.CreatedBy, "tenant-api:acme:key-") {
+		t.Fatalf("stored webhook = %+v, %v, want the secret sealed, added by acme's key", stored, err)
 	}
-	globexHook, err := e.st.CreateWebhook(ctx, "globex", "https://hooks.globex.example/", "test")
+	if sec, _, err := hooksecret.Open(ctx, box, stored); err != nil || sec.Reveal() != added.Secret {
+		t.Fatalf("the stored secret opens to %v, want the answered one", err)
+	}
+	globexHook, _, err := hooksecret.Create(ctx, e.st, box, "globex", "https://hooks.globex.example/", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,5 +125,20 @@ func TestTenantAPIWebhooks(t *testing.T) {
 	}
 	if code, _ := do(t, "DELETE", base+"acme/webhooks/"+added.Webhook.ID, acmeKey, ""); code != 404 {
 		t.Errorf("DELETE again = %d, want 404", code)
+	}
+}
+
+// Without a key to seal secrets nothing is added: a secret is never
+// stored in clear (503, and no endpoint).
+func TestTenantAPIWebhooksNeedASealingKey(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := testenv.Context(t)
+	acmeKey, _, _ := e.apiKeys(t)
+	code, body := do(t, "POST", e.srv.URL+"/api/v1/tenants/acme/webhooks", acmeKey, `{"url":"https://hooks.acme.example/jsdlq"}`)
+	if code != 503 || !strings.Contains(body, "unavailable") {
+		t.Errorf("POST acme/webhooks without a sealing key = %d %s, want 503 unavailable", code, body)
+	}
+	if hooks, err := e.st.ListWebhooks(ctx, "acme"); err != nil || len(hooks) != 0 {
+		t.Errorf("acme's webhooks = %v, %v, want none", hooks, err)
 	}
 }

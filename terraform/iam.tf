@@ -94,5 +94,5 @@ resource "google_artifact_registry_repository_iam_member" "builder" {
 resource "google_service_account_iam_member" "pubsub_token_creator" {
   service_account_id = google_service_account.component["push"].name
   role               = "roles/iam.serviceAccountTokenCreator"
-  member             = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+  member             = local.service_agents.pubsub
 }

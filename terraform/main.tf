@@ -6,10 +6,21 @@
 locals {
   labels = merge({ app = "jsdlq" }, var.labels)
 
+  # A principal of a console role: user:, group: or serviceAccount: and an
+  # email, or domain: and a domain name (IAM's spelling; the console reads
+  # them the same way, console.ParsePrincipal). allUsers and
+  # allAuthenticatedUsers do not match.
+  principal_pattern = "^((user|group|serviceAccount):[^\\s,\"\\\\@]+@[^\\s,\"\\\\@]+|domain:[^\\s,\"\\\\@]+\\.[^\\s,\"\\\\@]+)$"
+
   apis = toset([
     "artifactregistry.googleapis.com",
     "cloudbuild.googleapis.com",
     "cloudfunctions.googleapis.com",
+    # The console resolves group: principals of its roles (console_viewers,
+    # console_operators, console_approvers) with the Cloud Identity Groups
+    # API.
+    "cloudidentity.googleapis.com",
+    "cloudkms.googleapis.com",
     "cloudresourcemanager.googleapis.com",
     "cloudscheduler.googleapis.com",
     "cloudtasks.googleapis.com",
@@ -97,6 +108,7 @@ locals {
       WEBHOOK_DISABLE_AFTER = tostring(var.webhooks.disable_after)
       WEBHOOK_TIMEOUT       = var.webhooks.timeout
       WEBHOOK_DENY_URLS     = local.webhook_deny_urls
+      SECRETS_KMS_KEY       = local.secrets_kms_key
     }
   }
   reconcile_timeout = module.function["reconcile"].settings.timeout_seconds
@@ -203,11 +215,12 @@ module "source" {
   excludes      = var.function_source_excludes
   output_dir    = "${path.root}/.terraform/build"
   force_destroy = var.source_bucket_force_destroy
+  kms_key_name  = var.kms_key_name
   reader_members = {
     builder = google_service_account.component["builder"].member
   }
 
-  depends_on = [google_project_service.enabled]
+  depends_on = [google_project_service.enabled, google_kms_crypto_key_iam_member.cmek]
 }
 
 module "firestore" {
@@ -218,8 +231,9 @@ module "firestore" {
   delete_on_destroy = var.firestore_delete_on_destroy
   delete_protection = var.firestore_delete_protection
   user_members      = merge(local.flusher_members, { deliver = google_service_account.component["deliver"].member }, local.console_member)
+  kms_key_name      = var.kms_key_name
 
-  depends_on = [google_project_service.enabled]
+  depends_on = [google_project_service.enabled, google_kms_crypto_key_iam_member.cmek]
 }
 
 module "tasks" {
@@ -301,6 +315,7 @@ module "events" {
     max_delivery_attempts = var.classify_max_delivery_attempts
   }
   message_retention = var.event_retention
+  kms_key_name      = var.kms_key_name
   publisher_members = {
     bridge = google_service_account.component["bridge"].member
   }
@@ -311,6 +326,7 @@ module "events" {
     google_project_service.enabled,
     module.function,
     google_service_account_iam_member.pubsub_token_creator,
+    google_kms_crypto_key_iam_member.cmek,
   ]
 }
 
@@ -374,16 +390,19 @@ module "console" {
   project_number     = data.google_project.this.number
   region             = var.region
   name               = local.console_name
+  urls               = { for n in local.console_names : (n == local.console_name ? "ui" : "api") => local.run_url[n] }
   service_account_id = "${var.name_prefix}-console"
   image              = var.console_image
-  operator_members   = var.console_operator_members
+  viewers            = var.console_viewers
+  operators          = var.console_operators
+  approvers          = var.console_approvers
   tenant_api_enabled = var.console_tenant_api_enabled
   max_instances      = var.console_max_instances
   queue_name         = module.tasks.queue_name
   queue_location     = var.region
   # The tenant API refuses jsdlq's own URLs as webhook endpoints at
   # registration, as deliver does at delivery.
-  environment         = merge(local.scheduling_env, local.completions_env, { WEBHOOK_DENY_URLS = local.webhook_deny_urls })
+  environment         = merge(local.scheduling_env, local.completions_env, { WEBHOOK_DENY_URLS = local.webhook_deny_urls, SECRETS_KMS_KEY = local.secrets_kms_key })
   deletion_protection = var.deletion_protection
   labels              = local.labels
 
@@ -415,9 +434,10 @@ module "notifications" {
   project_id        = var.project_id
   topic_name        = var.notifications_topic
   message_retention = var.event_retention
+  kms_key_name      = var.kms_key_name
   labels            = local.labels
   # Flushing the outbox is publishing it.
   publisher_members = local.flusher_members
 
-  depends_on = [google_project_service.enabled]
+  depends_on = [google_project_service.enabled, google_kms_crypto_key_iam_member.cmek]
 }

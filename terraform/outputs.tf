@@ -69,7 +69,7 @@ output "bridge_service" {
 }
 
 output "console_url" {
-  description = "URL of the operator console (behind IAP; console_operator_members may open it), or null when console_image is unset."
+  description = "URL of the operator console (behind IAP; console_viewers, console_operators and console_approvers may open it), or null when console_image is unset."
   value       = one(module.console[*].ui_url)
 }
 

@@ -211,14 +211,48 @@ variable "console_image" {
   }
 }
 
-variable "console_operator_members" {
+# The console's roles (docs/console.md, "Operator roles"). Every principal of
+# the three may pass IAP to the operator UI; the console gives each identity
+# the highest role whose principals match it (a user or service account by
+# email, a domain by the account's Workspace domain, a group by membership,
+# nested groups included, through the Cloud Identity Groups API). Members of
+# the project's organization only: IAP on Cloud Run admits no other.
+
+variable "console_viewers" {
   type        = set(string)
-  description = "Who may open the operator UI through IAP: user:, group:, domain: or serviceAccount: members of the project's organization (IAP on Cloud Run admits identities of the same organization only)."
+  description = "Console viewers: read every page, act on nothing. user:, group:, domain: or serviceAccount: principals."
   default     = []
 
   validation {
-    condition     = alltrue([for m in var.console_operator_members : can(regex("^(user|group|domain|serviceAccount):[^\\s]+$", m))])
-    error_message = "console_operator_members must be user:, group:, domain: or serviceAccount: members (allUsers and allAuthenticatedUsers are refused)."
+    condition     = alltrue([for m in var.console_viewers : can(regex(local.principal_pattern, m))])
+    error_message = "console_viewers must be user:EMAIL, group:EMAIL, serviceAccount:EMAIL or domain:DOMAIN principals (allUsers and allAuthenticatedUsers are refused)."
+  }
+}
+
+variable "console_operators" {
+  type        = set(string)
+  description = "Console operators: replay now, discard, override tenant breakers, run bulk redrives; approve the entries of rules that grant operator (not governance, poison or unknown commit state by default). user:, group:, domain: or serviceAccount: principals."
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.console_operators : can(regex(local.principal_pattern, m))])
+    error_message = "console_operators must be user:EMAIL, group:EMAIL, serviceAccount:EMAIL or domain:DOMAIN principals (allUsers and allAuthenticatedUsers are refused)."
+  }
+}
+
+variable "console_approvers" {
+  type        = set(string)
+  description = "Console approvers: everything operators do, and approve the entries of every rule, among them those the policy keeps for approvers. user:, group:, domain: or serviceAccount: principals."
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.console_approvers : can(regex(local.principal_pattern, m))])
+    error_message = "console_approvers must be user:EMAIL, group:EMAIL, serviceAccount:EMAIL or domain:DOMAIN principals (allUsers and allAuthenticatedUsers are refused)."
+  }
+
+  validation {
+    condition     = var.console_image == null || length(var.console_viewers) + length(var.console_operators) + length(var.console_approvers) > 0
+    error_message = "With console_image set, console_viewers, console_operators or console_approvers must name someone: the console gives nobody else a role (console_operator_members, which gave everyone admitted every power, is replaced by these three)."
   }
 }
 
@@ -507,6 +541,51 @@ variable "firestore_delete_protection" {
   type        = bool
   description = "Enable Firestore delete protection (then destroy fails until it is turned off)."
   default     = false
+}
+
+# ------------------------------------------------------------- encryption --
+
+variable "kms_key_name" {
+  type        = string
+  description = "Customer-managed encryption key (CMEK) for jsdlq's data at rest: the Firestore database (its cmek_config, set at creation only: changing it replaces the database), the Pub/Sub topics (dlq-events, its dead-letter topic, dlq-notifications) and the function source bucket. A Cloud KMS CryptoKey, projects/P/locations/L/keyRings/R/cryptoKeys/K, in var.region; Terraform grants the Firestore, Pub/Sub and Cloud Storage service agents roles/cloudkms.cryptoKeyEncrypterDecrypter on it. null: Google-managed encryption."
+  default     = null
+
+  validation {
+    condition     = var.kms_key_name == null || can(regex("^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$", var.kms_key_name))
+    error_message = "kms_key_name must be a CryptoKey's name, projects/P/locations/L/keyRings/R/cryptoKeys/K (not a key version), or null."
+  }
+
+  validation {
+    condition     = var.kms_key_name == null ? true : split("/", var.kms_key_name)[3] == var.region
+    error_message = "kms_key_name must be a key in var.region: the source bucket and the Firestore database accept only a key of their own location."
+  }
+
+  validation {
+    condition     = var.kms_key_name == null ? true : var.firestore_location == null || var.firestore_location == var.region
+    error_message = "With kms_key_name the Firestore database must be in var.region (firestore_location null or var.region): a multi-region database needs a multi-region key, which the regional bucket cannot use."
+  }
+}
+
+variable "secrets_kms_key_name" {
+  type        = string
+  description = "Cloud KMS CryptoKey that wraps the data keys of the webhook signing secrets (SECRETS_KMS_KEY; docs/webhooks.md), projects/P/locations/L/keyRings/R/cryptoKeys/K. null: Terraform creates the key ring <name_prefix>-secrets and its key webhook-secrets in var.region, rotated every secrets_key_rotation_period. Either way deliver may encrypt and decrypt with it and the console encrypt."
+  default     = null
+
+  validation {
+    condition     = var.secrets_kms_key_name == null || can(regex("^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$", var.secrets_kms_key_name))
+    error_message = "secrets_kms_key_name must be a CryptoKey's name, projects/P/locations/L/keyRings/R/cryptoKeys/K (not a key version), or null."
+  }
+}
+
+variable "secrets_key_rotation_period" {
+  type        = string
+  description = "How often the key Terraform creates for the webhook secrets gets a new primary version (seconds, as Cloud KMS takes it). Old versions keep decrypting; dlqctl webhook reseal rewraps every secret with the new one. Unused with secrets_kms_key_name."
+  default     = "7776000s"
+
+  validation {
+    condition     = can(regex("^[0-9]+s$", var.secrets_key_rotation_period)) && try(tonumber(trimsuffix(var.secrets_key_rotation_period, "s")) > 86400, false)
+    error_message = "secrets_key_rotation_period must be whole seconds ending in s, more than 86400s (one day), as Cloud KMS requires."
+  }
 }
 
 # ------------------------------------------------------------- monitoring --

@@ -24,6 +24,33 @@ locals {
   own_services  = concat(values(local.function_names), local.console_names)
   # Refused by deliver at delivery and by the tenant API at registration.
   webhook_deny_urls = join(",", [for n in local.own_services : local.run_url[n]])
+
+  # Every URL the platform made for jsdlq's services, known once they exist:
+  # each function's generated run.app URL and its cloudfunctions.net URL,
+  # the console services' generated URLs, and the deterministic ones. No
+  # service's environment can hold its own (it would depend on itself),
+  # nor can deliver's and the console's hold each other's (they would
+  # depend on each other), so they are written to one Firestore document
+  # that deliver, the tenant API and dlqctl read (store.OwnURLs).
+  own_generated_urls = distinct(compact(concat(
+    [for n in local.own_services : local.run_url[n]],
+    [for m in module.function : m.uri],
+    [for m in module.function : m.url],
+    local.console_enabled ? values(module.console[0].generated_urls) : [],
+  )))
+}
+
+# jsdlq-deployment/own-urls {"urls": [...]}: the collection and document
+# are store.Deployment and store.OwnURLsDoc (internal/deploycheck holds the
+# two to each other).
+resource "google_firestore_document" "own_urls" {
+  project     = var.project_id
+  database    = module.firestore.database_name
+  collection  = "jsdlq-deployment"
+  document_id = "own-urls"
+  fields = jsonencode({
+    urls = { arrayValue = { values = [for u in local.own_generated_urls : { stringValue = u }] } }
+  })
 }
 
 # The deliveries' queue: the functions that flush the outbox create tasks

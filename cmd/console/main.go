@@ -4,9 +4,11 @@
 // the environment (docs/console.md); flags override it.
 //
 // On Google Cloud the operator UI sits behind IAP and verifies IAP's signed
-// header (CONSOLE_AUTH=iap, CONSOLE_IAP_AUDIENCE); locally
-// CONSOLE_AUTH=local names the operator (CONSOLE_OPERATOR), with the
-// emulators only.
+// header (CONSOLE_AUTH=iap, CONSOLE_IAP_AUDIENCE), and gives each identity
+// its role from CONSOLE_VIEWERS, CONSOLE_OPERATORS and CONSOLE_APPROVERS
+// (group principals through the Cloud Identity Groups API); locally
+// CONSOLE_AUTH=local names the operator (CONSOLE_OPERATOR) and its role
+// (CONSOLE_ROLE), with the emulators only.
 package main
 
 import (
@@ -22,8 +24,10 @@ import (
 	"github.com/jsdlq/jsdlq/console"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/secretbox"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
+	"github.com/jsdlq/jsdlq/shared/webhook"
 )
 
 func main() { obs.Command("console", run) }
@@ -64,17 +68,31 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 	op := operator.New(st, sched, operator.WithRunner(sched))
 
 	var auth console.Authenticator
-	switch cfg.Auth {
-	case console.AuthLocal:
-		auth = console.LocalAuth(cfg.Operator)
-		log.Warn("local mode: every request acts as the configured operator", "operator", cfg.Operator)
+	switch {
+	case !cfg.UI:
+		// The tenant API authenticates tenant keys, never operators.
+	case cfg.Auth == console.AuthLocal:
+		auth = console.LocalActor{Name: cfg.Operator, Role: cfg.Role}
+		log.Warn("local mode: every request acts as the configured operator", "operator", cfg.Operator, "role", string(cfg.Role))
 	default:
-		auth = console.NewIAPAuth(cfg.IAPAudience, console.NewJWKSKeys(console.IAPKeysURL, nil), nil)
+		roles, err := console.NewRoles(cfg.Principals, console.RoleOptions{Groups: console.NewCloudIdentityGroups(0), Log: log})
+		if err != nil {
+			return err
+		}
+		auth = console.NewRoleAuth(console.NewIAPAuth(cfg.IAPAudience, console.NewJWKSKeys(console.IAPKeysURL, nil), nil), roles)
 	}
-	srv := console.New(st, op, auth,
-		console.WithLogger(log), console.WithTaskState(sched), console.WithServe(cfg.UI, cfg.API),
+	opts := []console.Option{console.WithLogger(log), console.WithTaskState(sched), console.WithServe(cfg.UI, cfg.API),
 		console.WithSecureCookies(cfg.OnGoogleCloud),
-		console.WithWebhookGuard(cfg.Webhooks.Guard()))
+		console.WithWebhookGuard(cfg.Webhooks.Guard(webhook.WithOwnURLSource(st.OwnURLs))), console.WithHosts(cfg.Hosts(*host)...)}
+	if cfg.Secrets.Set() {
+		box, err := secretbox.FromConfig(cfg.Secrets)
+		if err != nil {
+			return err
+		}
+		defer box.Close()
+		opts = append(opts, console.WithSecrets(box))
+	}
+	srv := console.New(st, op, auth, opts...)
 
 	hs, err := obs.Listen(*host, cfg.Port, srv.Handler(), obs.Limits{Request: cfg.RequestTimeout})
 	if err != nil {

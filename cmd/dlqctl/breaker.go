@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -104,7 +105,7 @@ func lastChange(b *store.Breaker) string {
 		return "-"
 	}
 	h := b.History[len(b.History)-1]
-	return fmt.Sprintf("by %s%s", h.By, ifSet(h.Note != "", ": "+h.Note))
+	return fmt.Sprintf("by %s%s", h.Actor(), ifSet(h.Note != "", ": "+h.Note))
 }
 
 func (a *app) breakerShow(ctx context.Context, args []string) error {
@@ -159,15 +160,15 @@ func (a *app) breakerShow(ctx context.Context, args []string) error {
 
 // overrideArgs reads the arguments both overrides take: one target (what
 // names it), a required --reason and --by.
-func (a *app) overrideArgs(name, what string, args []string) (target, reason, by string, err error) {
+func (a *app) overrideArgs(name, what string, args []string) (target, reason string, by authority.Actor, err error) {
 	fs := newFlags(name)
 	reasonF := fs.String("reason", "", "why (required; recorded in the breaker's history)")
 	byF := fs.String("by", "", "who acts (default DLQCTL_ACTOR or dlqctl:$USER)")
 	if target, err = parseOne(fs, args, what); err != nil {
-		return "", "", "", err
+		return "", "", authority.Actor{}, err
 	}
 	if reason, err = operator.Reason("a "+name, *reasonF); err != nil {
-		return "", "", "", usagef("%s --reason: %v", name, err)
+		return "", "", authority.Actor{}, usagef("%s --reason: %v", name, err)
 	}
 	if what == "tenant" {
 		target, err = storedTenantArg(name, target)
@@ -175,7 +176,7 @@ func (a *app) overrideArgs(name, what string, args []string) (target, reason, by
 		target, err = entryArg(name+" "+what, target)
 	}
 	if err != nil {
-		return "", "", "", err
+		return "", "", authority.Actor{}, err
 	}
 	return target, reason, a.actor(*byF), nil
 }

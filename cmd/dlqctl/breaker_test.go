@@ -73,12 +73,12 @@ func TestBreakerOverrides(t *testing.T) {
 	if got := e.entry("H.1"); got.Status != store.Scheduled || !got.BreakerProbe {
 		t.Errorf("H.1 after the probe: %s probe %v, want scheduled as the probe", got.Status, got.BreakerProbe)
 	}
-	if code, out, _ := e.run(nil, "show", "H.1"); code != 0 || !strings.Contains(out, "held -> scheduled  by alice  breaker probe sent by alice: dependency fixed") {
+	if code, out, _ := e.run(nil, "show", "H.1"); code != 0 || !strings.Contains(out, "held -> scheduled  by alice (approver)  breaker probe sent by alice (approver): dependency fixed") {
 		t.Errorf("show H.1 lacks the probe in its history (%d):\n%s", code, out)
 	}
 	code, out, _ = e.run(nil, "breaker", "show", "acme")
 	if code != 0 || !strings.Contains(out, "half-open since") || !strings.Contains(out, "probe     H.1") ||
-		!strings.Contains(out, "open -> half_open  by alice  probe H.1 sent by alice: dependency fixed") {
+		!strings.Contains(out, "open -> half_open  by alice (approver)  probe H.1 sent by alice (approver): dependency fixed") {
 		t.Errorf("breaker show after the probe (%d):\n%s", code, out)
 	}
 	e.waitDispatchedOnce(1)
@@ -89,7 +89,7 @@ func TestBreakerOverrides(t *testing.T) {
 		t.Fatalf("acme: breaker close = %d %q %q", code, out, stderr)
 	}
 	code, out, _ = e.run(acme, "breaker", "show", "acme")
-	if code != 0 || !strings.Contains(out, "closed: replays go through") || !strings.Contains(out, "half_open -> closed  by bob  closed by bob: probe looked fine") {
+	if code != 0 || !strings.Contains(out, "closed: replays go through") || !strings.Contains(out, "half_open -> closed  by bob (approver)  closed by bob (approver): probe looked fine") {
 		t.Errorf("breaker show after the close (%d):\n%s", code, out)
 	}
 	b, err := e.st.GetBreaker(testenv.Context(t), "acme")

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -22,18 +23,25 @@ import (
 type checkpoint struct {
 	Schema string `json:"schema"`
 	Filter filter `json:"filter"`
-	// Include are the categories the operator opted into (redrive.OptIns).
+	// Include are the opt-ins (redrive.OptInApproverRules; a checkpoint of
+	// an earlier dlqctl names the categories it opted into).
 	Include []string `json:"include,omitempty"`
 	Rate    float64  `json:"rate_per_second"`
 	Scope   string   `json:"scope,omitempty"`
-	By      string   `json:"by"`
-	Total   int64    `json:"total"`
+	// By acts, as an approver (dlqctl's role).
+	By    string `json:"by"`
+	Total int64  `json:"total"`
 	// The cursor, the write-ahead and the counters, as the console's bulk
 	// runs keep them too.
 	store.RedriveProgress
 	StartedAt time.Time `json:"started_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 	Complete  bool      `json:"complete"`
+}
+
+// actor is who the redrive acts as: By, in dlqctl's role.
+func (cp *checkpoint) actor() authority.Actor {
+	return authority.Actor{Name: cp.By, Role: authority.Approver}
 }
 
 // pending is the entry a redrive is about to act on.

@@ -16,10 +16,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/term"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
+	"github.com/jsdlq/jsdlq/shared/secretbox"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
@@ -43,6 +45,7 @@ type app struct {
 	fs        *firestore.Client
 	st        *store.Store
 	sched     *tasks.Scheduler
+	box       *secretbox.Box
 	jetstream func(ctx context.Context) (jetstream.JetStream, error)
 	log       *slog.Logger
 
@@ -73,8 +76,17 @@ func (a *app) clock() time.Time {
 // config is dlqctl's configuration; each command checks what it needs.
 func (a *app) config() config.Dlqctl { return config.LoadDlqctl(a.lookup) }
 
-// actor names who acts in entry history: DLQCTL_ACTOR, else dlqctl:<user>.
-func (a *app) actor(flagBy string) string {
+// actor is who acts, recorded in entry history: --by, else DLQCTL_ACTOR,
+// else dlqctl:<user>, in the approver role. dlqctl holds the store's and
+// the queue's own credentials, so whoever runs it can do anything an
+// approver can (and more: edit the policy); it acts as one, and says so in
+// the history, rather than pretend to a role its credentials do not
+// enforce.
+func (a *app) actor(flagBy string) authority.Actor {
+	return authority.Actor{Name: a.actorName(flagBy), Role: authority.Approver}
+}
+
+func (a *app) actorName(flagBy string) string {
 	if flagBy != "" {
 		return flagBy
 	}

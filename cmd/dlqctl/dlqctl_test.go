@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/jsdlq/jsdlq/bridge"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
@@ -547,7 +549,8 @@ func TestPolicy(t *testing.T) {
 	evFile := write("event.json", string(raw))
 	code, out, stderr = e.run(nil, "policy", "test", fast, evFile)
 	for _, want := range []string{"context_window_overflow (found by record)", "rule        context-overflow", "auto_replay", "delay       2.4s – 3s",
-		"retention   30d", "Jsdlq-Max-Context-Tokens: 80000", "Jsdlq-Target-Model: large-context", "Jsdlq-Instruction: Focus on the core task."} {
+		"retention   30d", "Jsdlq-Max-Context-Tokens: 80000", "Jsdlq-Target-Model: large-context", "Jsdlq-Instruction: Focus on the core task.",
+		"approvers   operator, approver, tenant, triage_agent (no approvers in the rule: the category's default)"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("policy test lacks %q (exit %d, %q):\n%s", want, code, stderr, out)
 		}
@@ -557,6 +560,18 @@ func TestPolicy(t *testing.T) {
 	var tr testResult
 	if err := json.Unmarshal([]byte(out), &tr); code != 0 || err != nil || tr.Rule != "second-context-overflow" || tr.Action != "quarantine" || tr.Retention != "30d" {
 		t.Errorf("policy test with a chain = %d %+v, want second-context-overflow / quarantine, kept 30d", code, tr)
+	}
+	// A governance denial: its rule keeps approval for approvers.
+	gov := ev
+	gov.Failure = &event.Failure{Code: "denied", Detail: "policy said no"}
+	rawGov, err := event.Encode(gov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = e.run(nil, "policy", "test", fast, write("gov.json", string(rawGov)), "--json")
+	if err := json.Unmarshal([]byte(out), &tr); code != 0 || err != nil || tr.Rule != "governance" || tr.ApproversFrom != "rule" ||
+		!slices.Equal(tr.Approvers, []authority.Role{authority.Approver}) {
+		t.Errorf("policy test of a governance denial = %d %+v, want rule governance approved by approver only (the rule's)", code, tr)
 	}
 	if code, _, _ := e.run(nil, "policy", "test", fast, write("junk.json", `{"schema":"nope"}`)); code != exitError {
 		t.Errorf("policy test of a malformed event = %d, want %d", code, exitError)

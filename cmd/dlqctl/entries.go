@@ -397,7 +397,7 @@ func writeHistory(w io.Writer, history []store.Transition) {
 		if from == "" {
 			from = "(new)"
 		}
-		outf(w, "  %s  %s -> %s  by %s%s\n", h.At.Format(time.RFC3339), from, h.To, h.By, ifSet(h.Note != "", "  "+h.Note))
+		outf(w, "  %s  %s -> %s  by %s%s\n", h.At.Format(time.RFC3339), from, h.To, h.Actor(), ifSet(h.Note != "", "  "+h.Note))
 	}
 }
 

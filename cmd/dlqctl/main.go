@@ -44,7 +44,7 @@ Entries
            [--confirm-empty] [--confirm-invalid-json]
   discard  ID --reason TEXT [--by NAME]
   redrive  --filter K=V... --rate N/s [--dry-run] [--yes] [--checkpoint FILE]
-           [--include-governance] [--include-poison] [--include-unknown-commit-state]
+           [--include-approver-rules]
          | --resume FILE [--rate N/s] [--dry-run] [--yes]
 Breakers
   breaker ls [--json] | show TENANT [--json]
@@ -62,6 +62,7 @@ Tenant API keys
   tenant-key create TENANT | list TENANT [--json] | revoke TENANT [KEY_ID]
 Tenant webhooks
   webhook add TENANT URL | list TENANT [--json] | remove TENANT ID | enable TENANT ID
+        | reseal [--json]   seal clear secrets, rewrap sealed ones with the current key
 
 Times (--since, --until) are RFC 3339 or a duration back from now (90m, 24h).
 A tenant-limited caller (--tenant T before the command, or DLQCTL_TENANT)
@@ -70,7 +71,8 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict or wrong status,
 5 partial (interrupted redrive, failed items).
 Environment: GOOGLE_CLOUD_PROJECT, FIRESTORE_EMULATOR_HOST, CLOUD_TASKS_EMULATOR_HOST,
   NATS_URL, NATS_CREDS, TASKS_QUEUE, REPLAY_URL, TASKS_SERVICE_ACCOUNT, WORK_STREAMS,
-  ADVISORY_STREAM, RECORD_STREAM, DLQCTL_TENANT, DLQCTL_ACTOR, WEBHOOK_LOCAL, WEBHOOK_DENY_URLS
+  ADVISORY_STREAM, RECORD_STREAM, DLQCTL_TENANT, DLQCTL_ACTOR, WEBHOOK_LOCAL, WEBHOOK_DENY_URLS,
+  SECRETS_KMS_KEY, SECRETS_LOCAL_KEY_FILE
 `
 
 func main() {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
@@ -181,6 +182,11 @@ type testResult struct {
 	Note          string               `json:"note,omitempty"`
 	// Retention is how long the entry is kept from its creation (expire_at).
 	Retention string `json:"retention"`
+	// Approvers are the roles that may approve the entry (the rule's
+	// approvers, or its category's default: ApproversFrom "rule" or
+	// "category").
+	Approvers     []authority.Role `json:"approvers"`
+	ApproversFrom string           `json:"approvers_from"`
 }
 
 func (a *app) policyTest(ctx context.Context, args []string) error {
@@ -268,6 +274,11 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 		Detail: d.Detail, Category: string(d.Category), Rule: d.Rule, Action: string(d.Action), Strategy: d.Strategy,
 		Attempt: d.Attempt, ReplayBudget: d.ReplayBudget, Modifications: d.Modifications, Note: d.Note,
 		Retention: triage.FormatRetention(store.PlanOf(d).Retention())}
+	g := pol.Grant(d.Rule, d.Category)
+	r.Approvers, r.ApproversFrom = g.Who(), "rule"
+	if g.Default {
+		r.ApproversFrom = "category"
+	}
 	if d.Replay() {
 		r.DelayMin, r.DelayMax = minD.String(), maxD.String()
 		r.Headers = map[string][]string{}
@@ -288,6 +299,7 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 	outf(w, "reason      %s (found by %s)%s\n", r.ReasonCode, r.Route, ifSet(r.Detail != "", fmt.Sprintf(": %q", r.Detail)))
 	outf(w, "category    %s\n", r.Category)
 	outf(w, "rule        %s\n", r.Rule)
+	outf(w, "approvers   %s (%s)\n", authority.Join(r.Approvers), map[string]string{"rule": "the rule's approvers", "category": "no approvers in the rule: the category's default"}[r.ApproversFrom])
 	outf(w, "retention   %s (expire_at = created_at + %s)\n", r.Retention, r.Retention)
 	outf(w, "action      %s  strategy %s  (replays already made by it: %d, left including this one: %d)\n", r.Action, orDash(r.Strategy), r.Attempt, r.ReplayBudget)
 	if d.Replay() {

@@ -50,25 +50,20 @@ func (a *app) cmdRedrive(ctx context.Context, args []string) error {
 	cpPath := fs.String("checkpoint", "", "checkpoint file (default dlqctl-redrive-<time>.json)")
 	resume := fs.String("resume", "", "continue the redrive saved in this checkpoint")
 	by := fs.String("by", "", "who acts (default DLQCTL_ACTOR or dlqctl:$USER)")
-	include := map[string]*bool{}
-	for _, o := range redrive.OptIns {
-		include[string(o.Category)] = fs.Bool(o.Flag, false, "include "+string(o.Category)+" entries")
-	}
+	include := fs.Bool(redrive.OptInFlag, false, "include the entries whose rule keeps approval for approvers (by default governance, poison, unknown_commit_state)")
 	err := parseNone(fs, args)
 	if err != nil {
 		return err
 	}
 	var included []string
-	for _, o := range redrive.OptIns {
-		if *include[string(o.Category)] {
-			included = append(included, string(o.Category))
-		}
+	if *include {
+		included = []string{redrive.OptInApproverRules}
 	}
 	var cp *checkpoint
 	path := *cpPath
 	if *resume != "" {
 		if len(filters) > 0 || len(included) > 0 || *cpPath != "" {
-			return usagef("--resume takes the filter, the --include-* flags and the file from the checkpoint; drop --filter, --include-* and --checkpoint")
+			return usagef("--resume takes the filter, the --%s opt-in and the file from the checkpoint; drop --filter, --%s and --checkpoint", redrive.OptInFlag, redrive.OptInFlag)
 		}
 		if cp, err = loadCheckpoint(*resume); err != nil {
 			return err
@@ -113,7 +108,7 @@ func (a *app) cmdRedrive(ctx context.Context, args []string) error {
 			return err
 		}
 		now := a.clock()
-		cp = &checkpoint{Schema: checkpointSchema, Filter: f, Include: included, Rate: rate, Scope: a.scope, By: a.actor(*by), StartedAt: now}
+		cp = &checkpoint{Schema: checkpointSchema, Filter: f, Include: included, Rate: rate, Scope: a.scope, By: a.actor(*by).Name, StartedAt: now}
 		if path == "" {
 			path = "dlqctl-redrive-" + now.Format("20060102T150405Z") + ".json"
 		}
@@ -189,7 +184,7 @@ func (a *app) confirm(question string) (bool, error) {
 func (a *app) redrive(ctx context.Context, st *store.Store, op *operator.Operator, cp *checkpoint, w *checkpointFile) error {
 	prog := newProgress(a.stderr, a.stderrIsTTY(), cp.Total)
 	prog.show(cp)
-	run := &redrive.Run{Store: st, Actions: op, Query: cp.Filter.query(store.ListView), Include: cp.Include, Scope: a.scope, By: cp.By,
+	run := &redrive.Run{Store: st, Actions: op, Query: cp.Filter.query(store.ListView), Include: cp.Include, Scope: a.scope, By: cp.actor(),
 		Rate: cp.Rate, Progress: &cp.RedriveProgress,
 		Save: func(context.Context) error {
 			cp.UpdatedAt = a.clock()

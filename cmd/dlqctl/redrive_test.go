@@ -17,6 +17,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -177,16 +178,17 @@ func TestRedrivePlan(t *testing.T) {
 		}
 	}
 
-	// The poison entry goes only with its flag (and the flag only adds it).
-	code, out, _ = e.run(vars, "redrive", "--filter", "tenant=acme", "--rate", "100/s", "--include-poison", "--yes", "--checkpoint", filepath.Join(t.TempDir(), "poison.json"))
-	if code != 0 || planFigure(t, out, "approve") != 1 || !strings.Contains(out, "needs --include-poison (given)") {
-		t.Errorf("redrive --include-poison = %d:\n%s\nwant 1 approval", code, out)
+	// The entries kept for approvers go only with the opt-in; dlqctl acts
+	// as an approver, so it approves them, and the history says so.
+	code, out, _ = e.run(vars, "redrive", "--filter", "tenant=acme", "--rate", "100/s", "--include-approver-rules", "--yes", "--checkpoint", filepath.Join(t.TempDir(), "approver.json"))
+	if code != 0 || planFigure(t, out, "approve") != 3 || !strings.Contains(out, "--include-approver-rules given") {
+		t.Errorf("redrive --include-approver-rules = %d:\n%s\nwant 3 approvals", code, out)
 	}
-	if got := e.entry("R.4"); got.Status != store.Scheduled {
-		t.Errorf("R.4 after --include-poison = %s, want scheduled", got.Status)
-	}
-	if got := e.entry("R.3"); got.Status != store.AwaitingApproval {
-		t.Errorf("R.3 (governance, no flag) = %s, want awaiting_approval", got.Status)
+	for _, id := range []string{"R.3", "R.4", "R.5"} {
+		got := e.entry(id)
+		if last := got.History[len(got.History)-1]; got.Status != store.Scheduled || last.Actor() != (authority.Actor{Name: "redriver", Role: authority.Approver}) {
+			t.Errorf("%s after --include-approver-rules = %s by %s, want scheduled by redriver (approver)", id, got.Status, last.Actor())
+		}
 	}
 }
 
@@ -278,7 +280,7 @@ func TestRedriveResumes(t *testing.T) {
 		{"redrive", "--filter", "status=escalated"},
 		{"redrive", "--filter", "colour=red", "--rate", "1/s"},
 		{"redrive", "--filter", "status=escalated", "--rate", "fast"},
-		{"redrive", "--resume", cp, "--include-poison"},
+		{"redrive", "--resume", cp, "--include-approver-rules"},
 	} {
 		if code, _, _ := e.run(nil, bad...); code != exitUsage {
 			t.Errorf("dlqctl %v = %d, want %d", bad, code, exitUsage)

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/redrive"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -24,7 +25,9 @@ func (a *app) plan(ctx context.Context, st *store.Store, cp *checkpoint) (*redri
 	if cp.Pending != nil {
 		skip = cp.Pending.At.ID
 	}
-	return redrive.NewPlan(ctx, st, q, cp.Include, skip)
+	// The plan asks the authority rule, which needs the policy only: no
+	// scheduler, so a dry run needs no Cloud Tasks configuration.
+	return redrive.NewPlan(ctx, st, operator.New(st, nil), cp.actor(), q, cp.Include, skip)
 }
 
 // printPlan writes the plan for a person deciding whether to run it: the
@@ -36,7 +39,7 @@ func printPlan(w io.Writer, p *redrive.Plan, cp *checkpoint, resumed bool) {
 	if cp.Scope != "" {
 		scope = "tenant " + cp.Scope + " only"
 	}
-	outf(w, "redrive plan: filter %s (%s), %.3g/s, by %s\n", cp.Filter, scope, cp.Rate, cp.By)
+	outf(w, "redrive plan: filter %s (%s), %.3g/s, by %s\n", cp.Filter, scope, cp.Rate, cp.actor())
 	if resumed {
 		outf(w, "resuming: %d entries passed already (%s); the plan covers the rest\n", cp.Seen, redrive.Summary(&cp.RedriveProgress))
 		if cp.Pending != nil {
@@ -56,9 +59,18 @@ func printPlan(w io.Writer, p *redrive.Plan, cp *checkpoint, resumed bool) {
 	outf(tw, "  run now\t%d\tscheduled: the task runs now and meets the policy and the breaker\n", p.RunNow)
 	outf(tw, "and leaves alone %d:\n", p.LeftAlone())
 	outf(tw, "  held\t%d\tstay held: redrive never releases them; reconcile does once their breaker admits, or dlqctl breaker probe|close\n", p.Held)
-	for _, o := range redrive.OptIns {
-		outf(tw, "  excluded: %s\t%d\tneeds --%s%s\n", o.Category, p.Excluded[string(o.Category)], o.Flag,
-			ifSet(slices.Contains(cp.Include, string(o.Category)), " (given)"))
+	// Excluded and not permitted, by rule (an entry that names none: by
+	// its category).
+	if len(cp.Include) > 0 {
+		outf(tw, "  excluded\t0\t--%s given: the entries whose rule keeps approval for approvers are taken in\n", redrive.OptInFlag)
+	} else if len(p.Excluded) == 0 {
+		outf(tw, "  excluded\t0\tno entry whose rule keeps approval for approvers (those need --%s)\n", redrive.OptInFlag)
+	}
+	for _, rule := range store.Ranked(p.Excluded) {
+		outf(tw, "  excluded: %s\t%d\tthe rule keeps approval for approvers: needs --%s\n", rule, p.Excluded[rule], redrive.OptInFlag)
+	}
+	for _, rule := range store.Ranked(p.Denied) {
+		outf(tw, "  not permitted: %s\t%d\tthe %s role may not act on them\n", rule, p.Denied[rule], cp.actor().Role)
 	}
 	outf(tw, "  nothing to do\t%d\treplaying, replayed, recovered, discarded\n", p.Nothing)
 	if p.Acts() > 0 {

@@ -52,7 +52,7 @@ func (a *app) parseTenantCmd(group, usage string, arity map[string][2]int, args 
 	if a.scope != "" && c.tenant != a.scope {
 		return c, usagef("this caller is limited to tenant %q; %s %s %q is refused", a.scope, group, c.sub, c.tenant)
 	}
-	c.asJSON, c.by = *asJSON, a.actor(*by)
+	c.asJSON, c.by = *asJSON, a.actor(*by).Name
 	return c, nil
 }
 

@@ -26,7 +26,7 @@ func writeVersions(w io.Writer, e *store.Entry, next store.PayloadVersion) {
 		}
 		what := "original"
 		if !v.Original() {
-			what = fmt.Sprintf("edit of v%d by %s at %s", v.Base, v.By, v.At.Format(time.RFC3339))
+			what = fmt.Sprintf("edit of v%d by %s at %s", v.Base, v.Author(), v.At.Format(time.RFC3339))
 		}
 		size := fmt.Sprintf("%d B, sha256 %s", v.Size, v.SHA256)
 		if v.Missing {

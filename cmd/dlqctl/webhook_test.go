@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jsdlq/jsdlq/internal/secrettest"
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/hooksecret"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/webhook"
 )
@@ -13,8 +16,9 @@ import (
 func TestWebhookCommands(t *testing.T) {
 	e := newEnv(t)
 	ctx := testenv.Context(t)
+	box, keyFile := secrettest.Box(t)
 	vars := map[string]string{"DLQCTL_ACTOR": "ops@example.com", "REPLAY_URL": "https://jsdlq-replay-1.run.app/",
-		"WEBHOOK_DENY_URLS": "https://jsdlq-console.example.com"}
+		"WEBHOOK_DENY_URLS": "https://jsdlq-console.example.com", "FIRESTORE_EMULATOR_HOST": testenv.FirestoreHost(t), "SECRETS_LOCAL_KEY_FILE": keyFile}
 
 	code, out, errOut := e.run(vars, "webhook", "add", "acme", "https://hooks.acme.example/jsdlq")
 	secret := strings.TrimSpace(out)
@@ -25,8 +29,11 @@ func TestWebhookCommands(t *testing.T) {
 		t.Fatalf("printed secret %q: %v", secret, err)
 	}
 	hooks, err := e.st.ListWebhooks(ctx, "acme")
-	if err != nil || len(hooks) != 1 || hooks[0].Secret.Reveal() != secret || hooks[0].CreatedBy != "ops@example.com" {
-		t.Fatalf("stored webhooks = %+v, %v, want one whose secret was printed", hooks, err)
+	if err != nil || len(hooks) != 1 || hooks[0].Secret != "" || hooks[0].CreatedBy != "ops@example.com" {
+		t.Fatalf("stored webhooks = %+v, %v, want one, its secret sealed", hooks, err)
+	}
+	if sec, _, err := hooksecret.Open(ctx, box, hooks[0]); err != nil || sec.Reveal() != secret {
+		t.Fatalf("the stored secret opens to %v, want the printed one", err)
 	}
 	id := hooks[0].ID
 
@@ -95,19 +102,81 @@ func TestWebhookCommands(t *testing.T) {
 
 	// Local mode (the local stack, with the emulators) allows http and
 	// loopback, never jsdlq's own addresses.
-	local := map[string]string{"WEBHOOK_LOCAL": "true", "FIRESTORE_EMULATOR_HOST": "127.0.0.1:8681", "REPLAY_URL": "http://127.0.0.1:8080/Replay"}
+	local := map[string]string{"WEBHOOK_LOCAL": "true", "FIRESTORE_EMULATOR_HOST": "127.0.0.1:8681", "REPLAY_URL": "http://127.0.0.1:8080/Replay", "SECRETS_LOCAL_KEY_FILE": keyFile}
 	if code, _, errOut := e.run(local, "webhook", "add", "acme", "http://127.0.0.1:9999/hook"); code != 0 {
 		t.Errorf("local webhook add http://127.0.0.1:9999 = %d (%s), want accepted", code, errOut)
 	}
-	if code, _, _ := e.run(local, "webhook", "add", "acme", "http://127.0.0.1:8080/Classify"); code != exitUsage {
-		t.Errorf("local webhook add of the functions host = %d, want %d", code, exitUsage)
+	for _, own := range []string{"http://127.0.0.1:8080/Classify", "http://localhost:8080/", "http://127.1:8080/", "http://[::1]:8080/"} {
+		if code, _, _ := e.run(local, "webhook", "add", "acme", own); code != exitUsage {
+			t.Errorf("local webhook add %s (the functions host) = %d, want %d", own, code, exitUsage)
+		}
+	}
+	// Without a key to seal it, no endpoint is added.
+	noKey := map[string]string{"DLQCTL_ACTOR": "ops@example.com"}
+	if code, _, errOut := e.run(noKey, "webhook", "add", "acme", "https://hooks.acme.example/other"); code != exitUsage || !strings.Contains(errOut, "SECRETS_KMS_KEY") {
+		t.Errorf("webhook add without a sealing key = %d %q, want %d naming SECRETS_KMS_KEY", code, errOut, exitUsage)
 	}
 	for _, args := range [][]string{
 		{"webhook"}, {"webhook", "rotate", "acme"}, {"webhook", "add", "acme"}, {"webhook", "list"},
-		{"webhook", "remove", "acme"}, {"webhook", "add", " acme", "https://x.example/"},
+		{"webhook", "remove", "acme"}, {"webhook", "add", " acme", "https://x.example/"}, {"webhook", "reseal", "acme"},
 	} {
 		if code, _, _ := e.run(vars, args...); code != exitUsage {
 			t.Errorf("dlqctl %q = %d, want %d", args, code, exitUsage)
 		}
+	}
+}
+
+// webhook reseal seals the clear secret of an endpoint added before
+// secrets were sealed and rewraps the sealed ones; run again it changes
+// nothing that matters (the same secrets, sealed); a tenant-limited
+// caller may not run it.
+func TestWebhookReseal(t *testing.T) {
+	e := newEnv(t)
+	ctx := testenv.Context(t)
+	box, keyFile := secrettest.Box(t)
+	vars := map[string]string{"DLQCTL_ACTOR": "ops@example.com", "FIRESTORE_EMULATOR_HOST": testenv.FirestoreHost(t), "SECRETS_LOCAL_KEY_FILE": keyFile}
+	sealed, sec, err := hooksecret.Create(ctx, e.st, box, "acme", "https://hooks.acme.example/new", "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear, _ := webhook.NewSecret()
+	old := "00112233445566aa"
+	if _, err := e.fs.Collection(store.Webhooks).Doc(old).Set(ctx, map[string]any{"tenant": "globex", "url": "https://hooks.globex.example/old",
+		"secret": clear.Reveal(), "enabled": true, "created_at": time.Now(), "created_by": "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := e.run(map[string]string{"DLQCTL_TENANT": "acme", "SECRETS_LOCAL_KEY_FILE": keyFile, "FIRESTORE_EMULATOR_HOST": testenv.FirestoreHost(t)}, "webhook", "reseal"); code != exitUsage {
+		t.Errorf("webhook reseal as a tenant-limited caller = %d, want %d", code, exitUsage)
+	}
+	for run := 1; run <= 2; run++ {
+		code, out, errOut := e.run(vars, "webhook", "reseal", "--json")
+		var r hooksecret.Report
+		if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+			t.Fatalf("webhook reseal #%d = %d %q %q", run, code, out, errOut)
+		}
+		want := hooksecret.Report{Sealed: 1, Rewrapped: 1}
+		if run == 2 {
+			want = hooksecret.Report{Rewrapped: 2}
+		}
+		if r.Sealed != want.Sealed || r.Rewrapped != want.Rewrapped || r.Changed != 0 || len(r.Failed) != 0 {
+			t.Errorf("webhook reseal #%d = %+v, want %+v", run, r, want)
+		}
+	}
+	for id, want := range map[string]webhook.Secret{old: clear, sealed.ID: sec} {
+		w, err := e.st.WebhookByID(ctx, id)
+		if err != nil || w.Secret != "" {
+			t.Fatalf("after reseal %s = %+v, %v, want sealed only", id, w, err)
+		}
+		if got, legacy, err := hooksecret.Open(ctx, box, w); err != nil || legacy || got != want {
+			t.Errorf("after reseal %s opens to legacy %v, %v; want its own secret", id, legacy, err)
+		}
+	}
+	// A secret that does not open (another key) is reported, exit 5.
+	other, _ := secrettest.Box(t)
+	if _, _, err := hooksecret.Create(ctx, e.st, other, "acme", "https://hooks.acme.example/other-key", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := e.run(vars, "webhook", "reseal"); code != exitPartial || !strings.Contains(out, "1 failed") {
+		t.Errorf("webhook reseal with a secret of another key = %d %q, want %d and 1 failed", code, out, exitPartial)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/event"
 )
 
@@ -255,10 +256,11 @@ func IsTriage(m jetstream.Msg) bool { return header(m, event.HeaderTaskType) == 
 // HandleTriage answers a triage task through agentkit and the operator
 // package (a.Triage). An answer refused for good (a replay of an entry
 // without its payload) becomes a discard that says why, so no entry waits
-// on an answer that cannot come.
+// on an answer that cannot come. An entry the policy keeps from the triage
+// agent (its rule does not grant triage_agent) is left to its approvers.
 func (a *Agent) HandleTriage(ctx context.Context, m jetstream.Msg) (agentkit.TriageOutcome, error) {
 	out, err := a.Kit.HandleTriage(ctx, m, a.Triage, DecideTriage)
-	if out != agentkit.TriageRefused || !errors.Is(err, agentkit.ErrTriageRefused) {
+	if out != agentkit.TriageRefused || !errors.Is(err, agentkit.ErrTriageRefused) || errors.Is(err, authority.ErrPermissionDenied) {
 		return out, err
 	}
 	task, perr := agentkit.TriageOf(m)

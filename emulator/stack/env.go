@@ -14,6 +14,9 @@ type Endpoints struct {
 	// WebhookQueue, when set, is the webhook deliveries' queue: the
 	// flush fans tenant notifications out to it, for /Deliver.
 	WebhookQueue string
+	// SecretsKeyFile, when set, is the local key file that seals the
+	// webhooks' signing secrets (secretbox.CreateLocalKey makes it).
+	SecretsKeyFile string
 }
 
 // TasksAccount is the service account the replay tasks' OIDC tokens name, as
@@ -24,8 +27,9 @@ func (e Endpoints) TasksAccount() string {
 
 // ClientEnv points every client of the pipeline at the stack: the emulator
 // hosts, NATS, the queue and replay's URL, and the emulator's OIDC mode on
-// the replay side, and the webhook settings when there is a webhook queue
-// (docs/local-stack.md lists them).
+// the replay side, the webhook settings when there is a webhook queue and
+// the secrets' local key when there is one (docs/local-stack.md lists
+// them).
 func (e Endpoints) ClientEnv() []string {
 	replay := "http://" + e.Functions + "/Replay"
 	env := []string{
@@ -50,6 +54,9 @@ func (e Endpoints) ClientEnv() []string {
 			"WEBHOOK_SERVICE_ACCOUNT="+e.TasksAccount(),
 			"WEBHOOK_LOCAL=true",
 		)
+	}
+	if e.SecretsKeyFile != "" {
+		env = append(env, "SECRETS_LOCAL_KEY_FILE="+e.SecretsKeyFile)
 	}
 	return env
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/jsdlq/jsdlq/console"
 	"github.com/jsdlq/jsdlq/emulator/stack"
+	"github.com/jsdlq/jsdlq/shared/authority"
+	"github.com/jsdlq/jsdlq/shared/secretbox"
 )
 
 // service is one server of the local stack.
@@ -117,12 +119,13 @@ func newStack(root string) (*localStack, error) {
 			_, port, _ := net.SplitHostPort(addr)
 			return stack.Spec{Path: s.bin("bridge"), Env: append(s.clientEnv(), "PORT="+port)}
 		}},
-		// The console acts as one fixed local operator: CONSOLE_AUTH=local is
+		// The console acts as one fixed local operator, an approver (the
+		// local stack's operator may do everything): CONSOLE_AUTH=local is
 		// refused without the emulators and on Cloud Run (docs/console.md).
 		{name: "console", port: ports["console"], readyPath: "/healthz", build: "./cmd/console", spec: func(s *localStack, addr string) stack.Spec {
 			host, port, _ := net.SplitHostPort(addr)
 			return stack.Spec{Path: s.bin("console"), Args: []string{"--host", host},
-				Env: append(s.clientEnv(), "PORT="+port, "CONSOLE_AUTH="+console.AuthLocal, "CONSOLE_OPERATOR="+localOperator)}
+				Env: append(s.clientEnv(), "PORT="+port, "CONSOLE_AUTH="+console.AuthLocal, "CONSOLE_OPERATOR="+localOperator, "CONSOLE_ROLE="+string(authority.Approver))}
 		}},
 	}
 	for i, svc := range s.services {
@@ -160,7 +163,7 @@ func (s *localStack) webhookQueue() string {
 func (s *localStack) clientEnv() []string {
 	env := stack.Endpoints{Project: s.project, Firestore: s.addr("firestore"), PubSub: s.addr("pubsub"),
 		CloudTasks: s.addr("cloudtasks"), NATS: s.addr("nats"), Functions: s.addr("functions"), Queue: s.queue(),
-		WebhookQueue: s.webhookQueue()}.ClientEnv()
+		WebhookQueue: s.webhookQueue(), SecretsKeyFile: s.secretsKey()}.ClientEnv()
 	// Local mode allows loopback endpoints: every port of the stack itself
 	// stays refused.
 	var own []string
@@ -169,6 +172,11 @@ func (s *localStack) clientEnv() []string {
 	}
 	return append(env, "WEBHOOK_DENY_URLS="+strings.Join(own, ","))
 }
+
+// secretsKey is the local key file that seals the webhooks' signing
+// secrets: up makes it once; it outlives the stores (which start empty on
+// every up) as a production key outlives its data.
+func (s *localStack) secretsKey() string { return filepath.Join(s.root, ".local", "secrets.key") }
 
 // localOperator is who acts in the local console's entry history.
 const localOperator = "local-operator"
@@ -247,6 +255,11 @@ func (s *localStack) up(ctx context.Context, w io.Writer) error {
 		if err := os.RemoveAll(filepath.Join(s.root, ".local", "data")); err != nil {
 			return fmt.Errorf("clear .local/data: %w", err)
 		}
+	}
+	if created, err := secretbox.CreateLocalKey(s.secretsKey()); err != nil {
+		return err
+	} else if created {
+		fmt.Fprintf(w, "created the local secrets key %s (it seals the webhooks' signing secrets)\n", rel(s.root, s.secretsKey()))
 	}
 	fmt.Fprintln(w, "building binaries into .local/bin")
 	if err := s.build(ctx, w); err != nil {

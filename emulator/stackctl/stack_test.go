@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -40,8 +41,10 @@ func TestConsoleInTheStack(t *testing.T) {
 				t.Errorf("console service = ready %q build %q, want /healthz and ./cmd/console", svc.readyPath, svc.build)
 			}
 			spec := svc.spec(s, s.addr("console"))
-			for _, want := range []string{"CONSOLE_AUTH=local", "CONSOLE_OPERATOR=local-operator", "PORT=" + strings.TrimPrefix(tt.wantAddr, "127.0.0.1:"),
-				"TASKS_QUEUE=" + s.queue(), "REPLAY_URL=http://" + s.addr("functions") + "/Replay", "FIRESTORE_EMULATOR_HOST=" + s.addr("firestore")} {
+			for _, want := range []string{"CONSOLE_AUTH=local", "CONSOLE_OPERATOR=local-operator", "CONSOLE_ROLE=approver", "PORT=" + strings.TrimPrefix(tt.wantAddr, "127.0.0.1:"),
+				"TASKS_QUEUE=" + s.queue(), "REPLAY_URL=http://" + s.addr("functions") + "/Replay", "FIRESTORE_EMULATOR_HOST=" + s.addr("firestore"),
+				// The tenant API seals webhook secrets with the stack's key.
+				"SECRETS_LOCAL_KEY_FILE=" + filepath.Join(s.root, ".local", "secrets.key")} {
 				if !slices.Contains(spec.Env, want) {
 					t.Errorf("console spec env = %q, want it to contain %q", spec.Env, want)
 				}

@@ -133,13 +133,18 @@ if [ "$offline" = 1 ]; then
 	# terraform.tfvars.example leaves the images unset (the first apply
 	# comes before any image exists), so the second plan sets them: the
 	# bridge's and the console's services and bindings are planned and their
-	# IAM checked however this script is run.
-	for bridge in "without the bridge and the console" "with the bridge and the console"; do
+	# IAM checked however this script is run. The third adds a
+	# customer-managed key (kms_key_name): the CMEK settings and the service
+	# agents' grants are planned too.
+	for bridge in "without the bridge and the console" "with the bridge and the console" "with the console and a customer-managed key"; do
 		args=(-var-file=terraform.tfvars.example)
-		[ "$bridge" = "with the bridge and the console" ] && args+=(
+		[ "$bridge" != "without the bridge and the console" ] && args+=(
 			-var "bridge_image=europe-west1-docker.pkg.dev/my-jsdlq-project/jsdlq/bridge:v1"
 			-var "console_image=europe-west1-docker.pkg.dev/my-jsdlq-project/jsdlq/console:v1"
-			-var 'console_operator_members=["group:jsdlq-operators@example.com"]'
+			-var 'console_approvers=["group:jsdlq-operators@example.com"]'
+		)
+		[ "$bridge" = "with the console and a customer-managed key" ] && args+=(
+			-var "kms_key_name=projects/my-jsdlq-project/locations/europe-west1/keyRings/jsdlq/cryptoKeys/data"
 		)
 		step "terraform: plan (offline, placeholder data sources, terraform.tfvars.example, $bridge)"
 		planfile="$work/plan-${bridge// /-}"

@@ -2,7 +2,8 @@
 // {"webhook_id","notification_id"} (a task the notifications flusher made
 // for each tenant notification and each enabled endpoint of its tenant), and
 // it POSTs the notification to the endpoint, signed by the Standard Webhooks
-// scheme with the endpoint's secret and a fresh timestamp.
+// scheme with the endpoint's secret (opened from its sealed form,
+// shared/hooksecret) and a fresh timestamp.
 //
 // Its answer steers Cloud Tasks: 200 when the delivery succeeded or can
 // never happen (the endpoint was removed or disabled, the notification is
@@ -27,12 +28,15 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/hooksecret"
 	"github.com/jsdlq/jsdlq/shared/httpfunc"
 	"github.com/jsdlq/jsdlq/shared/notify"
 	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/secretbox"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 	"github.com/jsdlq/jsdlq/shared/webhook"
@@ -68,18 +72,23 @@ type Deps struct {
 	// Guard refuses endpoints jsdlq must not call and makes the client
 	// (nil: a strict guard).
 	Guard *webhook.Guard
+	// Secrets opens the endpoints' sealed signing secrets and seals the
+	// clear ones of endpoints added before secrets were sealed
+	// (*secretbox.Box; required: without it no delivery is signed).
+	Secrets hooksecret.Box
 	// Now is the signing clock (default time.Now).
 	Now func() time.Time
 }
 
 // Handler serves the deliver function. Put it behind auth.Middleware.
 type Handler struct {
-	cfg    Config
-	log    *slog.Logger
-	store  *store.Store
-	guard  *webhook.Guard
-	client *http.Client
-	now    func() time.Time
+	cfg     Config
+	log     *slog.Logger
+	store   *store.Store
+	guard   *webhook.Guard
+	secrets hooksecret.Box
+	client  *http.Client
+	now     func() time.Time
 }
 
 // New returns a Handler.
@@ -90,7 +99,7 @@ func New(cfg Config, deps Deps) *Handler {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = config.DefaultWebhookTimeout
 	}
-	h := &Handler{cfg: cfg, log: deps.Logger, store: deps.Store, guard: deps.Guard, now: deps.Now}
+	h := &Handler{cfg: cfg, log: deps.Logger, store: deps.Store, guard: deps.Guard, secrets: deps.Secrets, now: deps.Now}
 	if h.log == nil {
 		h.log = obs.Discard()
 	}
@@ -210,7 +219,36 @@ func (h *Handler) Deliver(ctx context.Context, t notify.WebhookTask) (Result, er
 		return drop("the notification is not for the endpoint's tenant")
 	}
 
-	attempt := h.post(ctx, ep, n.ID, []byte(o.Notification))
+	if h.secrets == nil {
+		return res, errors.New("deliver: no secret box: the signing secrets cannot be opened (SECRETS_KMS_KEY)")
+	}
+	// The endpoint is checked again now: the own addresses may have grown
+	// (a deployment's URLs) since it was added. A refusal, or a secret that
+	// does not open for this endpoint (its record was altered), is a failed
+	// delivery that no retry mends; a check or a key that cannot be used
+	// now is retried without counting against the endpoint.
+	var attempt store.WebhookAttempt
+	u, err := h.guard.Check(ctx, ep.URL)
+	switch {
+	case errors.Is(err, webhook.ErrRefusedURL):
+		attempt = store.WebhookAttempt{Error: err.Error()}
+	case err != nil:
+		return res, fmt.Errorf("deliver: check webhook %s: %w", ep.ID, err)
+	}
+	var sec webhook.Secret
+	legacy := false
+	if u != nil {
+		sec, legacy, err = hooksecret.Open(ctx, h.secrets, ep)
+		switch {
+		case errors.Is(err, secretbox.ErrOpen), errors.Is(err, hooksecret.ErrNoSecret):
+			h.log.ErrorContext(ctx, "deliver: the endpoint's signing secret does not open; its record was altered or copied", "webhook_id", ep.ID, "error", err.Error())
+			attempt = store.WebhookAttempt{Error: "the endpoint's signing secret does not open (its record was altered); add the endpoint again"}
+		case err != nil:
+			return res, fmt.Errorf("deliver: webhook %s: %w", ep.ID, err)
+		default:
+			attempt = h.post(ctx, u, sec, n.ID, []byte(o.Notification))
+		}
+	}
 	res.Status = attempt.Status
 	// The attempt is recorded even when the request is cancelled.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -223,6 +261,13 @@ func (h *Handler) Deliver(ctx context.Context, t notify.WebhookTask) (Result, er
 		return res, fmt.Errorf("deliver: record attempt on webhook %s: %w", ep.ID, err)
 	}
 	res.Failures = after.Failures
+	if legacy {
+		// An endpoint added before secrets were sealed: its secret is sealed
+		// now, in place of the clear one (a repeat finds it sealed).
+		if _, err := hooksecret.Seal(rctx, h.store, h.secrets, ep, sec); err != nil {
+			h.log.WarnContext(ctx, "deliver: the clear signing secret could not be sealed; the next delivery tries again", "webhook_id", ep.ID, "error", err.Error())
+		}
+	}
 	switch {
 	case attempt.OK:
 		res.Outcome = OutcomeDelivered
@@ -235,16 +280,12 @@ func (h *Handler) Deliver(ctx context.Context, t notify.WebhookTask) (Result, er
 	return res, fmt.Errorf("deliver: webhook %s: %s", ep.ID, attempt.Error)
 }
 
-// post sends the signed notification to ep and says how it went. The
-// error text is ours (never the endpoint's body): it reaches the
-// operators' notification.
-func (h *Handler) post(ctx context.Context, ep *store.Webhook, id string, body []byte) store.WebhookAttempt {
+// post sends the notification, signed with sec, to the endpoint at u (its
+// URL, checked) and says how it went. The error text is ours (never the
+// endpoint's body): it reaches the operators' notification.
+func (h *Handler) post(ctx context.Context, u *url.URL, sec webhook.Secret, id string, body []byte) store.WebhookAttempt {
 	fail := func(status int, format string, args ...any) store.WebhookAttempt {
 		return store.WebhookAttempt{Status: status, Error: fmt.Sprintf(format, args...)}
-	}
-	u, err := h.guard.Parse(ep.URL)
-	if err != nil {
-		return fail(0, "%v", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
@@ -254,7 +295,7 @@ func (h *Handler) post(ctx context.Context, ep *store.Webhook, id string, body [
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", UserAgent)
-	if err := webhook.SetHeaders(req.Header, ep.Secret, id, h.now(), body); err != nil {
+	if err := webhook.SetHeaders(req.Header, sec, id, h.now(), body); err != nil {
 		return fail(0, "sign: %v", err)
 	}
 	resp, err := h.client.Do(req)

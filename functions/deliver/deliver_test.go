@@ -20,16 +20,20 @@ import (
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/jsdlq/jsdlq/functions/deliver"
+	"github.com/jsdlq/jsdlq/internal/secrettest"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/auth"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/hooksecret"
 	"github.com/jsdlq/jsdlq/shared/notify"
+	"github.com/jsdlq/jsdlq/shared/secretbox"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 	"github.com/jsdlq/jsdlq/shared/webhook"
@@ -93,6 +97,9 @@ type env struct {
 	sub     string
 	roots   *x509.CertPool
 	handler func(webhook.GuardOption) *deliver.Handler
+	fs      *firestore.Client
+	box     *secretbox.Box
+	secrets map[string]webhook.Secret // by endpoint id, as shown when added
 
 	mu         sync.Mutex
 	dispatches []dispatch
@@ -113,9 +120,10 @@ func (e *env) calls() []dispatch {
 
 func setup(t *testing.T, disableAfter int) *env {
 	t.Helper()
-	e := &env{ctx: testenv.Context(t), roots: x509.NewCertPool()}
+	e := &env{ctx: testenv.Context(t), roots: x509.NewCertPool(), secrets: map[string]webhook.Secret{}}
 	fs, project := testenv.Firestore(t)
-	e.store = store.New(fs)
+	e.fs, e.store = fs, store.New(fs)
+	e.box, _ = secrettest.Box(t)
 
 	e.ct = testenv.NewCloudTasks(t)
 	parent := fmt.Sprintf("projects/%s/locations/us-central1", project)
@@ -154,7 +162,7 @@ func setup(t *testing.T, disableAfter int) *env {
 			opts = append(opts, extra)
 		}
 		return deliver.New(deliver.Config{DisableAfter: disableAfter, Timeout: 5 * time.Second},
-			deliver.Deps{Store: e.store, Guard: webhook.NewGuard(opts...)})
+			deliver.Deps{Store: e.store, Guard: webhook.NewGuard(opts...), Secrets: e.box})
 	}
 	h = a.Middleware(e.handler(webhook.WithLocal(true)))
 
@@ -180,10 +188,11 @@ func setup(t *testing.T, disableAfter int) *env {
 func (e *env) endpoint(t *testing.T, tenant string, r *receiver) *store.Webhook {
 	t.Helper()
 	e.roots.AddCert(r.srv.Certificate())
-	w, err := e.store.CreateWebhook(e.ctx, tenant, r.srv.URL+"/hooks/jsdlq", "test")
+	w, sec, err := hooksecret.Create(e.ctx, e.store, e.box, tenant, r.srv.URL+"/hooks/jsdlq", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.secrets[w.ID] = sec
 	return w
 }
 
@@ -269,7 +278,7 @@ func TestDeliverSignedRetriedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, r := range got {
-		independentlyVerify(t, acme.Secret.Reveal(), r)
+		independentlyVerify(t, e.secrets[acme.ID].Reveal(), r)
 		if id := r.header.Get("webhook-id"); id != nid {
 			t.Errorf("attempt %d webhook-id = %q, want the notification id %q", i, id, nid)
 		}
@@ -317,14 +326,14 @@ func TestDeliverSignedRetriedOnce(t *testing.T) {
 	// The receiver's check (the package's Verify) refuses what was not
 	// sent: a tampered body, and the genuine request replayed later.
 	last := got[3]
-	if _, err := webhook.Verify(acme.Secret, last.header, last.body, last.at, 0); err != nil {
+	if _, err := webhook.Verify(e.secrets[acme.ID], last.header, last.body, last.at, 0); err != nil {
 		t.Errorf("Verify(delivered request) = %v, want accepted", err)
 	}
 	tampered := []byte(strings.Replace(string(last.body), `"acme"`, `"globex"`, 1))
-	if _, err := webhook.Verify(acme.Secret, last.header, tampered, last.at, 0); !errors.Is(err, webhook.ErrBadSignature) {
+	if _, err := webhook.Verify(e.secrets[acme.ID], last.header, tampered, last.at, 0); !errors.Is(err, webhook.ErrBadSignature) {
 		t.Errorf("Verify(tampered body) = %v, want ErrBadSignature", err)
 	}
-	if _, err := webhook.Verify(acme.Secret, last.header, last.body, last.at.Add(10*time.Minute), 0); !errors.Is(err, webhook.ErrBadTimestamp) {
+	if _, err := webhook.Verify(e.secrets[acme.ID], last.header, last.body, last.at.Add(10*time.Minute), 0); !errors.Is(err, webhook.ErrBadTimestamp) {
 		t.Errorf("Verify(replayed 10 minutes later) = %v, want ErrBadTimestamp", err)
 	}
 }
@@ -488,7 +497,7 @@ func TestDeliverRefusesWhatTheGuardRefuses(t *testing.T) {
 	e := setup(t, 3)
 	hook := newReceiver(t, 200)
 	w := e.endpoint(t, "acme", hook)
-	own, err := e.store.CreateWebhook(e.ctx, "acme", e.url, "test")
+	own, _, err := hooksecret.Create(e.ctx, e.store, e.box, "acme", e.url, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,4 +516,71 @@ func TestDeliverRefusesWhatTheGuardRefuses(t *testing.T) {
 	if n := len(hook.requests()); n != 0 || len(e.calls()) != 0 {
 		t.Errorf("%d requests reached the receiver and %d the deliver function, want none", n, len(e.calls()))
 	}
+}
+
+// An endpoint added before secrets were sealed (its secret in clear in
+// its document, as the store wrote it then) is delivered to, signed with
+// that secret, and its secret is sealed in place of the clear one; the
+// next delivery opens the sealed one and signs alike.
+func TestDeliverLegacySecretIsSealed(t *testing.T) {
+	e := setup(t, 3)
+	hook := newReceiver(t, 200)
+	e.roots.AddCert(hook.srv.Certificate())
+	clear, _ := webhook.NewSecret()
+	id := "00112233445566aa"
+	if _, err := e.fs.Collection(store.Webhooks).Doc(id).Set(e.ctx, map[string]any{"tenant": "acme", "url": hook.srv.URL + "/hooks/old",
+		"secret": clear.Reveal(), "enabled": true, "consecutive_failures": 0, "deliveries": 0, "created_at": time.Now(), "created_by": "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	h := e.handler(webhook.WithLocal(true))
+	for seq := range int64(2) {
+		nid := e.quarantine(t, "acme", seq+1)
+		if res, err := h.Deliver(e.ctx, notify.WebhookTask{WebhookID: id, NotificationID: nid}); err != nil || res.Outcome != deliver.OutcomeDelivered {
+			t.Fatalf("Deliver #%d to the old endpoint = %+v, %v, want delivered", seq+1, res, err)
+		}
+		got := hook.requests()
+		independentlyVerify(t, clear.Reveal(), got[len(got)-1])
+		w, err := e.store.WebhookByID(e.ctx, id)
+		if err != nil || w.Secret != "" || len(w.SealedSecret) == 0 || strings.Contains(string(w.SealedSecret), clear.Reveal()[6:]) {
+			t.Fatalf("after delivery #%d the endpoint = %+v, %v, want its secret sealed and the clear one gone", seq+1, w, err)
+		}
+		if sec, legacy, err := hooksecret.Open(e.ctx, e.box, w); err != nil || legacy || sec != clear {
+			t.Errorf("Open(sealed) = legacy %v, %v, want the same secret sealed", legacy, err)
+		}
+	}
+	snap, err := e.fs.Collection(store.Webhooks).Doc(id).Get(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := snap.Data()["secret"]; ok {
+		t.Errorf("the document still holds the clear secret: %v", snap.Data())
+	}
+}
+
+// A sealed secret copied into another endpoint's record (another tenant's)
+// does not open there: nothing is sent, the attempt fails and is counted
+// (disabling the endpoint in the end tells the operators), and the
+// endpoint it came from still delivers.
+func TestDeliverRefusesAMovedSecret(t *testing.T) {
+	e := setup(t, 3)
+	acmeHook, globexHook := newReceiver(t, 200), newReceiver(t, 200)
+	acme := e.endpoint(t, "acme", acmeHook)
+	globex := e.endpoint(t, "globex", globexHook)
+	if _, err := e.fs.Collection(store.Webhooks).Doc(globex.ID).Update(e.ctx, []firestore.Update{{Path: "secret_sealed", Value: acme.SealedSecret}}); err != nil {
+		t.Fatal(err)
+	}
+	h := e.handler(webhook.WithLocal(true))
+	nid := e.quarantine(t, "globex", 1)
+	res, err := h.Deliver(e.ctx, notify.WebhookTask{WebhookID: globex.ID, NotificationID: nid})
+	if err == nil || res.Outcome != deliver.OutcomeFailed || len(globexHook.requests()) != 0 {
+		t.Errorf("Deliver with a moved secret = %+v, %v (%d requests), want failed and nothing sent", res, err, len(globexHook.requests()))
+	}
+	if w, _ := e.store.WebhookByID(e.ctx, globex.ID); w == nil || w.Failures != 1 || !strings.Contains(w.LastError, "does not open") {
+		t.Errorf("endpoint after the refusal = %+v, want one failure naming the secret", w)
+	}
+	anid := e.quarantine(t, "acme", 2)
+	if res, err := h.Deliver(e.ctx, notify.WebhookTask{WebhookID: acme.ID, NotificationID: anid}); err != nil || res.Outcome != deliver.OutcomeDelivered {
+		t.Errorf("Deliver to the endpoint the secret is from = %+v, %v, want delivered", res, err)
+	}
+	independentlyVerify(t, e.secrets[acme.ID].Reveal(), acmeHook.requests()[0])
 }

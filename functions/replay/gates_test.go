@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/redrive"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
@@ -38,7 +39,7 @@ func TestReevaluationRecordsTheCategory(t *testing.T) {
 		t.Helper()
 		p := &store.RedriveProgress{}
 		run := &redrive.Run{Store: e.store, Actions: e.op, Query: store.Query{Tenant: tenant, Status: store.AwaitingApproval},
-			Include: include, Scope: store.AllTenants, By: "ops@example.com", Rate: 100, Progress: p,
+			Include: include, Scope: store.AllTenants, By: authority.Actor{Name: "ops@example.com", Role: authority.Approver}, Rate: 100, Progress: p,
 			Save: func(context.Context) error { return nil }}
 		if err := run.Do(e.ctx); err != nil {
 			t.Fatalf("redrive(include %v) = %v", include, err)
@@ -51,7 +52,7 @@ func TestReevaluationRecordsTheCategory(t *testing.T) {
 	if n := len(e.msgs(t)); n != 0 {
 		t.Fatalf("messages after a redrive without the opt-in = %d, want 0", n)
 	}
-	if p := redriveOnce([]string{string(triage.Governance)}); p.Approved != 1 {
+	if p := redriveOnce([]string{redrive.OptInApproverRules}); p.Approved != 1 {
 		t.Errorf("redrive with the governance opt-in: %s, want it approved", redrive.Summary(p))
 	}
 	e.waitStatus(t, en.ID, store.Replayed)

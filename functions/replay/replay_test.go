@@ -22,12 +22,16 @@ import (
 	"github.com/jsdlq/jsdlq/functions/replay"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
+
+// alice approves in these tests (the authority rule is shared/authority's).
+var alice = authority.Actor{Name: "alice", Role: authority.Approver}
 
 // A task Cloud Tasks delivers twice publishes once. The target answers 500
 // to the first delivery although the function ran it completely, so Cloud
@@ -372,7 +376,7 @@ func TestPolicyDenyThenApproveWithEdit(t *testing.T) {
 	}
 
 	edited := []byte(`{"task":"TASKS.401","fixed":true}`)
-	approved, err := e.op.Approve(e.ctx, tenant, en.ID, operator.Edits{Payload: edited, SetHeaders: map[string]string{"X-Reviewed-By": "alice"}, By: "alice"})
+	approved, err := e.op.Approve(e.ctx, tenant, en.ID, operator.Edits{Payload: edited, SetHeaders: map[string]string{"X-Reviewed-By": "alice"}, By: alice})
 	if err != nil {
 		t.Fatalf("Approve() = %v", err)
 	}
@@ -535,7 +539,7 @@ func TestBreaker(t *testing.T) {
 	}
 
 	// A held entry released by an operator now replays.
-	if _, err := e.op.ReplayNow(e.ctx, tenant, a.ID, "alice"); err != nil {
+	if _, err := e.op.ReplayNow(e.ctx, tenant, a.ID, alice); err != nil {
 		t.Fatalf("ReplayNow(%s) = %v", a.ID, err)
 	}
 	e.waitStatus(t, a.ID, store.Replayed)
@@ -557,10 +561,10 @@ func TestPayloadMissing(t *testing.T) {
 	if n := len(e.msgs(t)); n != 0 {
 		t.Fatalf("messages = %d, want 0", n)
 	}
-	if _, err := e.op.Approve(e.ctx, tenant, en.ID, operator.Edits{By: "alice"}); !errors.Is(err, operator.ErrPayloadMissing) {
+	if _, err := e.op.Approve(e.ctx, tenant, en.ID, operator.Edits{By: alice}); !errors.Is(err, operator.ErrPayloadMissing) {
 		t.Errorf("Approve without payload = %v, want ErrPayloadMissing", err)
 	}
-	if _, err := e.op.Approve(e.ctx, tenant, en.ID, operator.Edits{Payload: []byte(`{"recovered":1}`), By: "alice"}); err != nil {
+	if _, err := e.op.Approve(e.ctx, tenant, en.ID, operator.Edits{Payload: []byte(`{"recovered":1}`), By: alice}); err != nil {
 		t.Fatalf("Approve with payload = %v", err)
 	}
 	e.waitStatus(t, en.ID, store.Replayed)

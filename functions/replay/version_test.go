@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -46,7 +47,7 @@ func TestReplayPublishesTheApprovedVersion(t *testing.T) {
 
 	// Version 2: valid JSON of 1.5 MiB, in three chunks; the server takes 1 MiB.
 	tooLarge := []byte(`{"pad":"` + strings.Repeat("x", 3*store.ChunkSize-20) + `"}`)
-	if _, err := e.op.Approve(e.ctx, tenant, en.ID, operator.Edits{By: "alice", Payload: tooLarge}); err != nil {
+	if _, err := e.op.Approve(e.ctx, tenant, en.ID, operator.Edits{By: alice, Payload: tooLarge}); err != nil {
 		t.Fatalf("Approve(version 2) = %v", err)
 	}
 	refused := e.settled(t, e.sched.FullName(tasks.Name(en.ID, 2)), en.ID, store.Escalated)
@@ -57,7 +58,7 @@ func TestReplayPublishesTheApprovedVersion(t *testing.T) {
 
 	// Version 3, made on version 2: small again, with a header.
 	fixed := []byte(`{"task":"TASKS.501","fixed":true}`)
-	if _, err := e.op.Approve(e.ctx, tenant, en.ID, operator.Edits{By: "bob", Payload: fixed, Base: 2, SetHeaders: map[string]string{"x-priority": "high"}}); err != nil {
+	if _, err := e.op.Approve(e.ctx, tenant, en.ID, operator.Edits{By: authority.Actor{Name: "bob", Role: authority.Approver}, Payload: fixed, Base: 2, SetHeaders: map[string]string{"x-priority": "high"}}); err != nil {
 		t.Fatalf("Approve(version 3) = %v", err)
 	}
 	got := e.waitStatus(t, en.ID, store.Replayed)
@@ -98,11 +99,11 @@ func TestReplayPublishesASuppliedBinaryPayload(t *testing.T) {
 	e := setup(t)
 	en := e.newEntry(t, spec{id: "TASKS.502", missing: true})
 	e.settled(t, e.schedule(t, en.ID), en.ID, store.Escalated)
-	if _, err := e.op.Approve(e.ctx, tenant, en.ID, operator.Edits{By: "alice"}); err == nil {
+	if _, err := e.op.Approve(e.ctx, tenant, en.ID, operator.Edits{By: alice}); err == nil {
 		t.Errorf("Approve(a missing payload, no edit) = nil, want ErrPayloadMissing")
 	}
 	supplied := bytes.Repeat([]byte{0, 0xff, 0x80, 0x7f}, (store.ChunkSize+100)/4)
-	if _, err := e.op.Approve(e.ctx, tenant, en.ID, operator.Edits{By: "alice", Payload: supplied}); err != nil {
+	if _, err := e.op.Approve(e.ctx, tenant, en.ID, operator.Edits{By: alice, Payload: supplied}); err != nil {
 		t.Fatalf("Approve(supplied payload) = %v", err)
 	}
 	e.waitStatus(t, en.ID, store.Replayed)

@@ -18,12 +18,19 @@ import (
 	"github.com/jsdlq/jsdlq/functions/replay"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 	"github.com/jsdlq/jsdlq/shared/triage"
+)
+
+// Operators of these tests (the authority rule is shared/authority's).
+var (
+	alice = authority.Actor{Name: "alice", Role: authority.Approver}
+	bob   = authority.Actor{Name: "bob", Role: authority.Operator}
 )
 
 // gates is the pipeline as the paths that can publish a replay meet it: the
@@ -230,11 +237,11 @@ var paths = []path{
 		return err
 	}},
 	{name: "replay now", status: store.Held, run: func(g *gates, scope string, e *store.Entry) error {
-		_, err := g.op.ReplayNow(context.Background(), scope, e.ID, "alice")
+		_, err := g.op.ReplayNow(context.Background(), scope, e.ID, alice)
 		return err
 	}},
 	{name: "approve", status: store.AwaitingApproval, run: func(g *gates, scope string, e *store.Entry) error {
-		_, err := g.op.Approve(context.Background(), scope, e.ID, operator.Edits{By: "alice"})
+		_, err := g.op.Approve(context.Background(), scope, e.ID, operator.Edits{By: alice})
 		return err
 	}},
 	{name: "reconcile repair", status: store.Held, run: func(g *gates, _ string, _ *store.Entry) error {
@@ -244,10 +251,11 @@ var paths = []path{
 		return err
 	}},
 	{name: "bulk redrive (dlqctl)", status: store.AwaitingApproval, unscoped: true, run: func(g *gates, scope string, e *store.Entry) error {
-		// Every category flag: the gates, not the filter, are under test.
-		// The agent filter leaves out the entry that opened the breaker.
+		// The opt-in of the entries kept for approvers (dlqctl acts as an
+		// approver): the gates, not the filter, are under test. The agent
+		// filter leaves out the entry that opened the breaker.
 		cmd := exec.Command(dlqctlBinary(), "redrive", "--filter", "tenant="+e.Tenant+",agent="+e.Agent, "--rate", "50/s", "--yes",
-			"--include-governance", "--include-poison", "--include-unknown-commit-state",
+			"--include-approver-rules",
 			"--checkpoint", filepath.Join(g.dir, "redrive-"+e.ID+".json"))
 		cmd.Env = append(g.env, "DLQCTL_TENANT="+scope)
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -256,7 +264,7 @@ var paths = []path{
 		return nil
 	}},
 	{name: "breaker probe now", status: store.Held, run: func(g *gates, scope string, e *store.Entry) error {
-		_, err := g.op.ProbeNow(context.Background(), scope, e.ID, "alice", "provider recovered")
+		_, err := g.op.ProbeNow(context.Background(), scope, e.ID, alice, "provider recovered")
 		return err
 	}},
 }
@@ -325,7 +333,7 @@ func TestApprovalOutlastsTheBreaker(t *testing.T) {
 	g := newGates(t)
 	ctx := testenv.Context(t)
 	e := g.seed(t, "tenant-a", "approver", "approved-1", store.AwaitingApproval, cell{policy: deny, breaker: open})
-	if _, err := g.op.Approve(ctx, "tenant-a", e.ID, operator.Edits{By: "alice"}); err != nil {
+	if _, err := g.op.Approve(ctx, "tenant-a", e.ID, operator.Edits{By: alice}); err != nil {
 		t.Fatalf("Approve() = %v", err)
 	}
 	if n := g.published(t, "approver"); n != 0 {
@@ -334,17 +342,17 @@ func TestApprovalOutlastsTheBreaker(t *testing.T) {
 	if got, _ := g.st.GetMeta(ctx, e.ID); got.Status != store.Held {
 		t.Fatalf("approved entry with the breaker open = %s, want held", got.Status)
 	}
-	if _, err := g.op.Approve(ctx, "tenant-a", e.ID, operator.Edits{By: "alice"}); !errors.Is(err, store.ErrWrongStatus) {
+	if _, err := g.op.Approve(ctx, "tenant-a", e.ID, operator.Edits{By: alice}); !errors.Is(err, store.ErrWrongStatus) {
 		t.Errorf("Approve(held) = %v, want ErrWrongStatus: a held entry waits for its breaker", err)
 	}
-	b, err := g.op.CloseBreaker(ctx, "tenant-a", "bob", "provider incident over")
+	b, err := g.op.CloseBreaker(ctx, "tenant-a", bob, "provider incident over")
 	if err != nil {
 		t.Fatalf("CloseBreaker() = %v", err)
 	}
 	if last := b.History[len(b.History)-1]; last.By != "bob" || last.To != store.BreakerClosed {
 		t.Errorf("breaker history = %+v, want closed by bob", last)
 	}
-	if _, err := g.op.ReplayNow(ctx, "tenant-a", e.ID, "bob"); err != nil {
+	if _, err := g.op.ReplayNow(ctx, "tenant-a", e.ID, bob); err != nil {
 		t.Fatalf("ReplayNow() = %v", err)
 	}
 	if n := g.published(t, "approver"); n != 1 {

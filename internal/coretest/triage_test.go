@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -107,10 +108,18 @@ func notificationsTopic(t *testing.T) (notify.Topic, *notifications) {
 // replay exactly once, even though the triage task is delivered and
 // answered twice; its discard ends the entry; its approval of an entry
 // whose tenant breaker is open is held, not published; a forged task
-// naming another tenant's entry changes nothing.
+// naming another tenant's entry changes nothing. The awaiting-approval
+// entries are governance denials: the policy in force grants the triage
+// agent their rule (by default only an approver may decide them).
 func TestTriageAgentAnswersThroughTheGates(t *testing.T) {
 	g := newGates(t)
 	ctx := testenv.Context(t)
+	granting := strings.Replace(string(triage.DefaultYAML()),
+		"  - name: governance\n    match: {category: [governance]}\n    action: require_approval\n    strategy: none\n    approvers: [approver]\n",
+		"  - name: governance\n    match: {category: [governance]}\n    action: require_approval\n    strategy: none\n    approvers: [triage_agent, approver]\n", 1)
+	if _, err := g.st.SavePolicyOverride(ctx, []byte(granting)); err != nil {
+		t.Fatal(err)
+	}
 	log, _ := testenv.Logger()
 	topic, received := notificationsTopic(t)
 	fl := notify.New(g.st, topic, notify.WithTasks(notify.LazyJetStream(func(context.Context) (jetstream.JetStream, error) { return g.js, nil })))

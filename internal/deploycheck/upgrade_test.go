@@ -30,7 +30,7 @@ func TestUpgradeDestroysNothing(t *testing.T) {
 	p, err := makePlan(testenv.ModuleRoot(t), schema, state,
 		"-var", "bridge_image=europe-west1-docker.pkg.dev/my-jsdlq-project/jsdlq/bridge:v1",
 		"-var", "console_image=europe-west1-docker.pkg.dev/my-jsdlq-project/jsdlq/console:v1",
-		"-var", `console_operator_members=["group:jsdlq-operators@example.com"]`)
+		"-var", `console_approvers=["group:jsdlq-operators@example.com"]`)
 	if err != nil {
 		t.Fatalf("offline terraform plan against the deployed state: %v", err)
 	}

@@ -427,11 +427,12 @@ type Webhooks struct {
 }
 
 // Guard is the webhook.Guard these settings call for: http and local
-// addresses only when Local, never one of OwnURLs. Every component that
-// checks or calls a tenant's endpoint builds its guard here, so registering
+// addresses only when Local, never one of OwnURLs, with more (the store's
+// own URLs source: webhook.WithOwnURLSource). Every component that checks
+// or calls a tenant's endpoint builds its guard here, so registering
 // (dlqctl, the console) and delivering cannot disagree on what is allowed.
-func (w Webhooks) Guard() *webhook.Guard {
-	return webhook.NewGuard(webhook.WithLocal(w.Local), webhook.WithOwnURLs(w.OwnURLs...))
+func (w Webhooks) Guard(more ...webhook.GuardOption) *webhook.Guard {
+	return webhook.NewGuard(append([]webhook.GuardOption{webhook.WithLocal(w.Local), webhook.WithOwnURLs(w.OwnURLs...)}, more...)...)
 }
 
 // Webhook defaults.
@@ -481,13 +482,15 @@ type Deliver struct {
 	Common
 	Auth
 	Webhooks Webhooks
+	// Secrets opens the endpoints' sealed signing secrets (required).
+	Secrets Secrets
 }
 
 // LoadDeliver reads the deliver function's configuration.
 func LoadDeliver(lookup Lookup) (Deliver, error) {
 	r := NewReader(lookup)
 	common := ReadCommon(r)
-	d := Deliver{Common: common, Webhooks: ReadWebhooks(r, common, true)}
+	d := Deliver{Common: common, Webhooks: ReadWebhooks(r, common, true), Secrets: ReadSecrets(r, common, true)}
 	d.Auth = Auth{Mode: r.OneOf("AUTH_MODE", AuthOIDC, AuthOIDC, AuthEmulator, AuthNone), Audience: d.Webhooks.DeliverURL}
 	if d.Webhooks.ServiceAccount != "" {
 		d.AllowedEmails = []string{d.Webhooks.ServiceAccount}
@@ -530,14 +533,19 @@ type Dlqctl struct {
 	NATS  natsconn.Config
 	// Webhooks decides which endpoints webhook add accepts.
 	Webhooks Webhooks
-	Tenant   string // DLQCTL_TENANT: the tenant this caller is limited to
-	Actor    string // DLQCTL_ACTOR: who acts in entry history
-	User     string // USER: the actor's fallback
+	// Secrets seals the secrets of the endpoints webhook add makes, and
+	// webhook reseal's.
+	Secrets Secrets
+	Tenant  string // DLQCTL_TENANT: the tenant this caller is limited to
+	Actor   string // DLQCTL_ACTOR: who acts in entry history
+	User    string // USER: the actor's fallback
 }
 
 // LoadDlqctl reads the operator CLI's configuration.
 func LoadDlqctl(lookup Lookup) Dlqctl {
 	r := NewReader(lookup)
+	local := Common{FirestoreEmulatorHost: r.String("FIRESTORE_EMULATOR_HOST", ""),
+		CloudTasksEmulatorHost: r.String("CLOUD_TASKS_EMULATOR_HOST", ""), OnGoogleCloud: r.String("K_SERVICE", "") != ""}
 	return Dlqctl{
 		Project: r.String("GOOGLE_CLOUD_PROJECT", ""),
 		Tasks: tasks.Config{
@@ -547,14 +555,15 @@ func LoadDlqctl(lookup Lookup) Dlqctl {
 			EmulatorHost:   r.String("CLOUD_TASKS_EMULATOR_HOST", ""),
 		},
 		NATS: natsconn.Config{URL: r.String("NATS_URL", DefaultNATSURL), Creds: r.String("NATS_CREDS", "")},
-		// A malformed webhook setting is not reported (no command but
-		// webhook add reads them), only never in force: WEBHOOK_LOCAL
-		// without the emulators stays off.
-		Webhooks: ReadWebhooks(r, Common{FirestoreEmulatorHost: r.String("FIRESTORE_EMULATOR_HOST", ""),
-			CloudTasksEmulatorHost: r.String("CLOUD_TASKS_EMULATOR_HOST", ""), OnGoogleCloud: r.String("K_SERVICE", "") != ""}, false),
-		Tenant: r.String("DLQCTL_TENANT", ""),
-		Actor:  r.String("DLQCTL_ACTOR", ""),
-		User:   r.String("USER", ""),
+		// A malformed webhook or secrets setting is not reported (no
+		// command but webhook add and reseal reads them), only never in
+		// force: WEBHOOK_LOCAL or SECRETS_LOCAL_KEY_FILE without the
+		// emulators stays off.
+		Webhooks: ReadWebhooks(r, local, false),
+		Secrets:  ReadSecrets(r, local, false),
+		Tenant:   r.String("DLQCTL_TENANT", ""),
+		Actor:    r.String("DLQCTL_ACTOR", ""),
+		User:     r.String("USER", ""),
 	}
 }
 

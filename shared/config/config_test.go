@@ -254,6 +254,7 @@ func TestLoadDeliver(t *testing.T) {
 		"WEBHOOK_TIMEOUT":         "2s",
 		"WEBHOOK_LOCAL":           "true",
 		"WEBHOOK_DENY_URLS":       "https://classify.example, https://api.example",
+		"SECRETS_LOCAL_KEY_FILE":  "/w/.local/secrets.key",
 	}
 	got, err := LoadDeliver(MapLookup(env))
 	if err != nil {
@@ -267,6 +268,7 @@ func TestLoadDeliver(t *testing.T) {
 			ServiceAccount: "hooks@p", EmulatorHost: "127.0.0.1:8123", DisableAfter: 3, Timeout: 2 * time.Second, Local: true,
 			OwnURLs: []string{"http://127.0.0.1:8080/Replay", "http://127.0.0.1:8080/Deliver", "http://127.0.0.1:8070",
 				"https://classify.example", "https://api.example"}},
+		Secrets: Secrets{LocalKeyFile: "/w/.local/secrets.key"},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("LoadDeliver() (-want +got):\n%s", d)
@@ -284,6 +286,7 @@ func TestLoadDeliver(t *testing.T) {
 		"WEBHOOK_TIMEOUT: 10m0s is over 5m0s",
 		`WEBHOOK_LOCAL: "yes" is not a boolean`,
 		`AUTH_MODE: "none" is for local emulators only`,
+		"SECRETS_KMS_KEY: required",
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("LoadDeliver(bad) error lacks %q:\n%v", want, err)

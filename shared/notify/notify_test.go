@@ -17,6 +17,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/functions/classify"
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/event/eventschema"
 	"github.com/jsdlq/jsdlq/shared/notify"
@@ -227,7 +228,7 @@ func TestEveryKindArrivesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clock.Add(time.Second)
-	if _, err := e.store.BreakerClose(ctx, "beta", "alice", "upstream fixed"); err != nil {
+	if _, err := e.store.BreakerClose(ctx, "beta", authority.Actor{Name: "alice", Role: authority.Operator}, "upstream fixed"); err != nil {
 		t.Fatal(err)
 	}
 	f := e.flusher()

@@ -11,9 +11,11 @@ import (
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/jsdlq/jsdlq/internal/secrettest"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/hooksecret"
 	"github.com/jsdlq/jsdlq/shared/notify"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -52,22 +54,23 @@ func TestFlushFansOutOncePerEndpointAndNotification(t *testing.T) {
 		ServiceAccount: "hooks@p.iam.gserviceaccount.com", EmulatorHost: ct.Host})
 	t.Cleanup(func() { wq.Close() })
 
+	box, _ := secrettest.Box(t)
 	var acme []*store.Webhook
 	for i := range 2 {
-		w, err := e.store.CreateWebhook(ctx, "acme", fmt.Sprintf("https://hooks.acme.example/%d", i), "test")
+		w, _, err := hooksecret.Create(ctx, e.store, box, "acme", fmt.Sprintf("https://hooks.acme.example/%d", i), "test")
 		if err != nil {
 			t.Fatal(err)
 		}
 		acme = append(acme, w)
 	}
-	off, err := e.store.CreateWebhook(ctx, "acme", "https://hooks.acme.example/off", "test")
+	off, _, err := hooksecret.Create(ctx, e.store, box, "acme", "https://hooks.acme.example/off", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.store.RecordWebhookAttempt(ctx, off.ID, store.WebhookAttempt{Error: "HTTP 500"}, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.CreateWebhook(ctx, "globex", "https://hooks.globex.example/", "test"); err != nil {
+	if _, _, err := hooksecret.Create(ctx, e.store, box, "globex", "https://hooks.globex.example/", "test"); err != nil {
 		t.Fatal(err)
 	}
 	var notes []string

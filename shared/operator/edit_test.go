@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -57,12 +58,12 @@ func TestApproveKeepsEveryVersion(t *testing.T) {
 		version int    // the version approved
 		note    string // what the approval's history note says of it
 	}{
-		{"alice", `{"n":2}`, 2, "payload v2 by alice from v1: payload edited"},
-		{"bob", `{"n":3}`, 3, "payload v3 by bob from v2: payload edited"},
-		{"carol", "", 3, "payload v3 (by bob, 7 B sha256 " + store.PayloadSum([]byte(`{"n":3}`)) + ")"},
+		{"alice", `{"n":2}`, 2, "payload v2 by alice (approver) from v1: payload edited"},
+		{"bob", `{"n":3}`, 3, "payload v3 by bob (approver) from v2: payload edited"},
+		{"carol", "", 3, "payload v3 (by bob (approver), 7 B sha256 " + store.PayloadSum([]byte(`{"n":3}`)) + ")"},
 	}
 	for i, st := range steps {
-		ed := operator.Edits{By: st.by}
+		ed := operator.Edits{By: authority.Actor{Name: st.by, Role: authority.Approver}}
 		if st.payload != "" {
 			ed.Payload = []byte(st.payload)
 		}
@@ -127,7 +128,7 @@ func TestRiskyEditsNeedConfirmation(t *testing.T) {
 			if tt.original != `{"n":1}` {
 				// An approved edit to the original under test, confirmed
 				// where it needs it, then the replay refused.
-				if _, err := e.op.Approve(e.ctx, "t", id, operator.Edits{By: "setup", Payload: []byte(tt.original), Confirm: []operator.Risk{operator.RiskInvalidJSON}}); err != nil {
+				if _, err := e.op.Approve(e.ctx, "t", id, operator.Edits{By: authority.Actor{Name: "setup", Role: authority.Approver}, Payload: []byte(tt.original), Confirm: []operator.Risk{operator.RiskInvalidJSON}}); err != nil {
 					t.Fatal(err)
 				}
 				e.refuse(t, id)
@@ -136,7 +137,7 @@ func TestRiskyEditsNeedConfirmation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := e.op.Approve(e.ctx, "t", en.ID, operator.Edits{By: "alice", Payload: []byte(tt.edit), Confirm: tt.confirm})
+			got, err := e.op.Approve(e.ctx, "t", en.ID, operator.Edits{By: alice, Payload: []byte(tt.edit), Confirm: tt.confirm})
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Approve(%q over %q, confirmed %v) = %v, want %v", tt.edit, tt.original, tt.confirm, err, tt.want)
 			}
@@ -175,7 +176,7 @@ func TestRiskyEditsNeedConfirmation(t *testing.T) {
 func TestApproveTwiceMakesOneVersion(t *testing.T) {
 	e := setup(t)
 	en := e.entry(t, "TASKS.70", "t", store.Escalated)
-	ed := operator.Edits{By: "alice", Payload: []byte(`{"n":2}`), SetHeaders: map[string]string{"X-Fixed": "1"}}
+	ed := operator.Edits{By: alice, Payload: []byte(`{"n":2}`), SetHeaders: map[string]string{"X-Fixed": "1"}}
 	if _, err := e.op.Approve(e.ctx, "t", en.ID, ed); err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func TestApproveSuppliesAPayloadForACorruptOne(t *testing.T) {
 	if _, err := e.store.Get(e.ctx, en.ID); !errors.Is(err, store.ErrCorrupt) {
 		t.Fatalf("Get(tampered) = %v, want ErrCorrupt", err)
 	}
-	got, err := e.op.Approve(e.ctx, "t", en.ID, operator.Edits{By: "alice", Payload: []byte(`{"n":2}`)})
+	got, err := e.op.Approve(e.ctx, "t", en.ID, operator.Edits{By: alice, Payload: []byte(`{"n":2}`)})
 	if err != nil {
 		t.Fatalf("Approve(an edit over a corrupt payload) = %v", err)
 	}

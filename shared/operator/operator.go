@@ -7,9 +7,12 @@
 // Every action is scoped to a tenant: an entry of another tenant is
 // ErrNotFound, exactly as an id that does not exist, and is neither changed
 // nor described. Tenant "" (store.AllTenants) is an operator of every
-// tenant. Every status change is a transaction that checks the tenant first
-// and the previous status second; Cloud Tasks work happens after the commit,
-// and is safe to repeat (task names are derived from entry and attempt).
+// tenant. Every action is taken by an actor in a role, which the authority
+// rule checks (authority.go: ErrPermissionDenied) and the history records.
+// Every status change is a transaction that checks the tenant first, the
+// previous status second and the actor's authority third; Cloud Tasks work
+// happens after the commit, and is safe to repeat (task names are derived
+// from entry and attempt).
 package operator
 
 import (
@@ -26,6 +29,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -72,9 +76,10 @@ type Runner interface {
 
 // Operator performs the actions.
 type Operator struct {
-	store  *store.Store
-	sched  Scheduler
-	runner Runner
+	store    *store.Store
+	sched    Scheduler
+	runner   Runner
+	policies *policyCache
 }
 
 // Option configures New.
@@ -90,6 +95,9 @@ func New(s *store.Store, sched Scheduler, opts ...Option) *Operator {
 	for _, f := range opts {
 		f(o)
 	}
+	if o.policies == nil {
+		o.policies = &policyCache{read: inForce(s), refresh: DefaultPolicyRefresh}
+	}
 	return o
 }
 
@@ -100,7 +108,8 @@ func New(s *store.Store, sched Scheduler, opts ...Option) *Operator {
 type Edits struct {
 	Payload    []byte
 	SetHeaders map[string]string
-	By         string
+	// By approves, in their role (the rule must grant it).
+	By authority.Actor
 	// Asked, when set, narrows the approval to one decision of the entry.
 	Asked Asked
 	// Base, when set, is the payload version the edit was made on (what a
@@ -148,6 +157,8 @@ func (a Asked) check(e *store.Entry) error {
 // The replay it schedules is not re-checked against the policy (the
 // approval answers the policy's question) but still meets the tenant
 // breaker and the idempotency record: with the breaker open it is held.
+// Only an actor whose role the entry's rule grants approves
+// (ErrPermissionDenied), checked in the same transaction.
 //
 // Approving twice is not two versions: the second finds the entry
 // scheduled (ErrWrongStatus), and the version is made in the transaction
@@ -156,7 +167,7 @@ func (a Asked) check(e *store.Entry) error {
 // If the task cannot be created after the commit, the entry is scheduled and
 // the error says so; ReplayNow (or reconcile) creates the task.
 func (o *Operator) Approve(ctx context.Context, tenant, id string, ed Edits) (*store.Entry, error) {
-	if strings.TrimSpace(ed.By) == "" {
+	if strings.TrimSpace(ed.By.Name) == "" {
 		return nil, ErrNoActor
 	}
 	if _, err := checkHeaders(ed.SetHeaders); err != nil {
@@ -165,7 +176,11 @@ func (o *Operator) Approve(ctx context.Context, tenant, id string, ed Edits) (*s
 	if len(ed.Payload) > store.MaxPayload {
 		return nil, fmt.Errorf("operator: approve %s: %w: %d bytes, at most %d", id, store.ErrTooLarge, len(ed.Payload), store.MaxPayload)
 	}
-	edit := &store.Edit{Payload: ed.Payload, Headers: ed.SetHeaders, By: ed.By, Base: ed.Base}
+	pol, err := o.policies.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	edit := &store.Edit{Payload: ed.Payload, Headers: ed.SetHeaders, By: ed.By.Name, Role: ed.By.Role, Base: ed.Base}
 	if ed.Payload != nil {
 		// The risks are judged against the version the entry replays now;
 		// the transaction refuses the edit if it replays another by then.
@@ -175,15 +190,19 @@ func (o *Operator) Approve(ctx context.Context, tenant, id string, ed Edits) (*s
 		}
 		edit.Base, edit.Confirmed = base, confirmed
 	}
-	note := store.ApprovalNote + " by " + ed.By
+	note := store.ApprovalNote + " by " + ed.By.String()
 	var attempt int
 	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
 		From: narrow(Approvable, ed.Asked.Only),
 		To:   store.Scheduled,
-		By:   ed.By,
+		By:   ed.By.Name,
+		Role: ed.By.Role,
 		Note: note,
 		Apply: func(e *store.Entry) error {
 			if err := ed.Asked.check(e); err != nil {
+				return err
+			}
+			if err := permit(pol, ed.By, authority.Approve, e); err != nil {
 				return err
 			}
 			if v, err := e.ReplayVersion(); err == nil && v.Missing && ed.Payload == nil {
@@ -207,29 +226,38 @@ func (o *Operator) Approve(ctx context.Context, tenant, id string, ed Edits) (*s
 
 // Discard ends an entry: discarded, resolved now, the reason in its
 // history. A pending task finds the entry discarded and does nothing.
-func (o *Operator) Discard(ctx context.Context, tenant, id, reason, by string) (*store.Entry, error) {
+func (o *Operator) Discard(ctx context.Context, tenant, id, reason string, by authority.Actor) (*store.Entry, error) {
 	return o.DiscardIn(ctx, tenant, id, reason, by, Asked{})
 }
 
 // DiscardIn is Discard of the decision asked about.
-func (o *Operator) DiscardIn(ctx context.Context, tenant, id, reason, by string, asked Asked) (*store.Entry, error) {
-	if strings.TrimSpace(by) == "" {
+func (o *Operator) DiscardIn(ctx context.Context, tenant, id, reason string, by authority.Actor, asked Asked) (*store.Entry, error) {
+	if strings.TrimSpace(by.Name) == "" {
 		return nil, ErrNoActor
 	}
 	reason, err := Reason("a discard", reason)
 	if err != nil {
 		return nil, err
 	}
+	pol, err := o.policies.current(ctx)
+	if err != nil {
+		return nil, err
+	}
 	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
-		From: narrow(Discardable, asked.Only), To: store.Discarded, By: by, Note: "discarded: " + reason,
-		Apply: asked.check,
+		From: narrow(Discardable, asked.Only), To: store.Discarded, By: by.Name, Role: by.Role, Note: "discarded: " + reason,
+		Apply: func(e *store.Entry) error {
+			if err := asked.check(e); err != nil {
+				return err
+			}
+			return permit(pol, by, authority.Discard, e)
+		},
 	}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("operator: discard %s: %w", id, err)
 	}
 	// A discarded half-open probe will never report back: reopen the
 	// breaker so it picks another probe after its cooldown.
-	if _, err := o.store.ReleaseProbe(ctx, e, by); err != nil {
+	if _, err := o.store.ReleaseProbe(ctx, e, by.Name); err != nil {
 		return e, fmt.Errorf("operator: entry %s discarded; its breaker probe was not released: %w", id, err)
 	}
 	return e, nil
@@ -239,22 +267,29 @@ func (o *Operator) DiscardIn(ctx context.Context, tenant, id, reason, by string,
 // delay, or releases a held entry with a new task due now. A scheduled
 // entry whose task is gone gets it recreated. Unlike Approve it does not
 // bypass the policy or the breaker: the replay meets both when it runs.
-func (o *Operator) ReplayNow(ctx context.Context, tenant, id, by string) (*store.Entry, error) {
+func (o *Operator) ReplayNow(ctx context.Context, tenant, id string, by authority.Actor) (*store.Entry, error) {
 	return o.ReplayNowIn(ctx, tenant, id, by, Asked{})
 }
 
 // ReplayNowIn is ReplayNow of the decision asked about: a redrive that
 // listed the entry scheduled does not release it once a breaker has held it
 // meanwhile.
-func (o *Operator) ReplayNowIn(ctx context.Context, tenant, id, by string, asked Asked) (*store.Entry, error) {
-	if strings.TrimSpace(by) == "" {
+func (o *Operator) ReplayNowIn(ctx context.Context, tenant, id string, by authority.Actor, asked Asked) (*store.Entry, error) {
+	if strings.TrimSpace(by.Name) == "" {
 		return nil, ErrNoActor
+	}
+	pol, err := o.policies.current(ctx)
+	if err != nil {
+		return nil, err
 	}
 	attempt, fresh := 0, false
 	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
-		From: narrow(Runnable, asked.Only), To: store.Scheduled, By: by, Note: "replay now requested by " + by,
+		From: narrow(Runnable, asked.Only), To: store.Scheduled, By: by.Name, Role: by.Role, Note: "replay now requested by " + by.String(),
 		Apply: func(e *store.Entry) error {
 			if err := asked.check(e); err != nil {
+				return err
+			}
+			if err := permit(pol, by, authority.ReplayNow, e); err != nil {
 				return err
 			}
 			attempt, fresh = attemptOf(e.TaskName), false
@@ -297,14 +332,18 @@ func (o *Operator) ReplayNowIn(ctx context.Context, tenant, id, by string, asked
 // breaker turns half-open with this entry as the probe (whatever its
 // cooldown), and the entry, held or scheduled, gets a task due now. The
 // replay still meets the policy and the idempotency record. Who and why are
-// recorded in the breaker's and the entry's history.
-func (o *Operator) ProbeNow(ctx context.Context, tenant, id, by, reason string) (*store.Entry, error) {
-	if strings.TrimSpace(by) == "" {
+// recorded in the breaker's and the entry's history. Breaker overrides are
+// for operators and approvers.
+func (o *Operator) ProbeNow(ctx context.Context, tenant, id string, by authority.Actor, reason string) (*store.Entry, error) {
+	if strings.TrimSpace(by.Name) == "" {
 		return nil, ErrNoActor
 	}
 	reason, err := Reason("a breaker probe", reason)
 	if err != nil {
 		return nil, err
+	}
+	if err := authority.May(by, authority.Breaker, authority.Grant{}); err != nil {
+		return nil, fmt.Errorf("operator: probe %s: %w", id, err)
 	}
 	cur, err := o.store.GetMeta(ctx, id)
 	if err == nil && tenant != store.AllTenants && cur.Tenant != tenant {
@@ -321,8 +360,8 @@ func (o *Operator) ProbeNow(ctx context.Context, tenant, id, by, reason string) 
 	}
 	attempt := 0
 	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
-		From: []store.Status{store.Held, store.Scheduled}, To: store.Scheduled, By: by,
-		Note: "breaker probe sent by " + by + ": " + reason,
+		From: []store.Status{store.Held, store.Scheduled}, To: store.Scheduled, By: by.Name, Role: by.Role,
+		Note: "breaker probe sent by " + by.String() + ": " + reason,
 		Apply: func(e *store.Entry) error {
 			attempt = NextAttempt(e)
 			e.TaskName = tasks.Name(e.ID, attempt)
@@ -339,14 +378,18 @@ func (o *Operator) ProbeNow(ctx context.Context, tenant, id, by, reason string) 
 
 // CloseBreaker closes tenant's open or half-open breaker now; held entries
 // of the tenant are released by reconcile's next run (or ReplayNow). Who
-// and why are recorded in the breaker's history.
-func (o *Operator) CloseBreaker(ctx context.Context, tenant, by, reason string) (*store.Breaker, error) {
-	if strings.TrimSpace(by) == "" {
+// and why are recorded in the breaker's history. Breaker overrides are for
+// operators and approvers.
+func (o *Operator) CloseBreaker(ctx context.Context, tenant string, by authority.Actor, reason string) (*store.Breaker, error) {
+	if strings.TrimSpace(by.Name) == "" {
 		return nil, ErrNoActor
 	}
 	reason, err := Reason("a breaker close", reason)
 	if err != nil {
 		return nil, err
+	}
+	if err := authority.May(by, authority.Breaker, authority.Grant{}); err != nil {
+		return nil, fmt.Errorf("operator: close breaker of %s: %w", tenant, err)
 	}
 	b, err := o.store.BreakerClose(ctx, tenant, by, reason)
 	if err != nil {
@@ -356,11 +399,11 @@ func (o *Operator) CloseBreaker(ctx context.Context, tenant, by, reason string) 
 }
 
 // renew gives a scheduled entry whose task name is spent a new attempt.
-func (o *Operator) renew(ctx context.Context, tenant string, e *store.Entry, spent, by string) (*store.Entry, error) {
+func (o *Operator) renew(ctx context.Context, tenant string, e *store.Entry, spent string, by authority.Actor) (*store.Entry, error) {
 	old := e.TaskName
 	attempt := 0
 	e, err := o.store.TransitionScoped(ctx, e.ID, tenant, store.Change{
-		From: []store.Status{store.Scheduled}, To: store.Scheduled, By: by, Note: "task " + old + " is spent; new attempt",
+		From: []store.Status{store.Scheduled}, To: store.Scheduled, By: by.Name, Role: by.Role, Note: "task " + old + " is spent; new attempt",
 		Apply: func(cur *store.Entry) error {
 			if cur.TaskName != old {
 				return fmt.Errorf("%w: entry %s was rescheduled meanwhile (task %s)", ErrWrongStatus, cur.ID, cur.TaskName)

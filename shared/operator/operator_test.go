@@ -13,6 +13,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -20,6 +21,14 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
+
+// Actors of these tests: approvers, who may do everything (the authority
+// rule is tested in authority_test.go).
+var (
+	alice   = authority.Actor{Name: "alice", Role: authority.Approver}
+	mallory = authority.Actor{Name: "mallory", Role: authority.Approver}
+	someone = authority.Actor{Name: "a", Role: authority.Approver}
+)
 
 type env struct {
 	ctx   context.Context
@@ -86,15 +95,15 @@ func TestTenantIsolation(t *testing.T) {
 		do   func(tenant, id string) error
 	}{
 		{"approve", awaiting.ID, func(tenant, id string) error {
-			_, err := e.op.Approve(e.ctx, tenant, id, operator.Edits{Payload: []byte(`{"n":2}`), By: "mallory"})
+			_, err := e.op.Approve(e.ctx, tenant, id, operator.Edits{Payload: []byte(`{"n":2}`), By: mallory})
 			return err
 		}},
 		{"discard", discardable.ID, func(tenant, id string) error {
-			_, err := e.op.Discard(e.ctx, tenant, id, "not mine", "mallory")
+			_, err := e.op.Discard(e.ctx, tenant, id, "not mine", mallory)
 			return err
 		}},
 		{"replay now", scheduled.ID, func(tenant, id string) error {
-			_, err := e.op.ReplayNow(e.ctx, tenant, id, "mallory")
+			_, err := e.op.ReplayNow(e.ctx, tenant, id, mallory)
 			return err
 		}},
 	}
@@ -157,22 +166,22 @@ func TestStatusChecked(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"approve recovered", errOf(e.op.Approve(e.ctx, "t", recovered.ID, operator.Edits{By: "a"})), operator.ErrWrongStatus},
-		{"discard recovered", errOf(e.op.Discard(e.ctx, "t", recovered.ID, "r", "a")), operator.ErrWrongStatus},
-		{"replay now awaiting", errOf(e.op.ReplayNow(e.ctx, "t", awaiting.ID, "a")), operator.ErrWrongStatus},
+		{"approve recovered", errOf(e.op.Approve(e.ctx, "t", recovered.ID, operator.Edits{By: someone})), operator.ErrWrongStatus},
+		{"discard recovered", errOf(e.op.Discard(e.ctx, "t", recovered.ID, "r", someone)), operator.ErrWrongStatus},
+		{"replay now awaiting", errOf(e.op.ReplayNow(e.ctx, "t", awaiting.ID, someone)), operator.ErrWrongStatus},
 		{"approve anonymous", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{})), operator.ErrNoActor},
-		{"discard without reason", errOf(e.op.Discard(e.ctx, "t", awaiting.ID, " ", "a")), operator.ErrBadEdit},
-		{"edit Nats header", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"Nats-Msg-Id": "x"}})), operator.ErrBadEdit},
+		{"discard without reason", errOf(e.op.Discard(e.ctx, "t", awaiting.ID, " ", someone)), operator.ErrBadEdit},
+		{"edit Nats header", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: someone, SetHeaders: map[string]string{"Nats-Msg-Id": "x"}})), operator.ErrBadEdit},
 		// The gates checked the stored tenant and key: the replay may not
 		// carry others to the agent.
-		{"edit the tenant header", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"x-tenant-id": "other"}})), operator.ErrBadEdit},
-		{"edit the idempotency key", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"X-Idempotency-Key": "fresh"}})), operator.ErrBadEdit},
-		{"edit the task id", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"X-Task-ID": "t2"}})), operator.ErrBadEdit},
-		{"edit the task version", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"X-Task-Version": "9"}})), operator.ErrBadEdit},
-		{"edit Jsdlq header", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"jsdlq-strategy": "x"}})), operator.ErrBadEdit},
-		{"header with newline", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"X-A": "1\r\nX-B: 2"}})), operator.ErrBadEdit},
-		{"header name with space", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", SetHeaders: map[string]string{"X A": "1"}})), operator.ErrBadEdit},
-		{"oversized payload", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: "a", Payload: make([]byte, store.MaxPayload+1)})), store.ErrTooLarge},
+		{"edit the tenant header", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: someone, SetHeaders: map[string]string{"x-tenant-id": "other"}})), operator.ErrBadEdit},
+		{"edit the idempotency key", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: someone, SetHeaders: map[string]string{"X-Idempotency-Key": "fresh"}})), operator.ErrBadEdit},
+		{"edit the task id", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: someone, SetHeaders: map[string]string{"X-Task-ID": "t2"}})), operator.ErrBadEdit},
+		{"edit the task version", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: someone, SetHeaders: map[string]string{"X-Task-Version": "9"}})), operator.ErrBadEdit},
+		{"edit Jsdlq header", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: someone, SetHeaders: map[string]string{"jsdlq-strategy": "x"}})), operator.ErrBadEdit},
+		{"header with newline", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: someone, SetHeaders: map[string]string{"X-A": "1\r\nX-B: 2"}})), operator.ErrBadEdit},
+		{"header name with space", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: someone, SetHeaders: map[string]string{"X A": "1"}})), operator.ErrBadEdit},
+		{"oversized payload", errOf(e.op.Approve(e.ctx, "t", awaiting.ID, operator.Edits{By: someone, Payload: make([]byte, store.MaxPayload+1)})), store.ErrTooLarge},
 	}
 	for _, c := range cases {
 		if !errors.Is(c.err, c.want) {
@@ -194,7 +203,7 @@ func TestApproveLargePayloadAndHeaders(t *testing.T) {
 	e := setup(t)
 	en := e.entry(t, "TASKS.20", "t", store.Quarantined)
 	big := []byte(`{"text":"` + strings.Repeat("0123456789abcdef", (store.InlinePayload/16)+100) + `"}`)
-	if _, err := e.op.Approve(e.ctx, "t", en.ID, operator.Edits{Payload: big, By: "alice",
+	if _, err := e.op.Approve(e.ctx, "t", en.ID, operator.Edits{Payload: big, By: alice,
 		SetHeaders: map[string]string{"x-reviewed-by": "alice"}}); err != nil {
 		t.Fatalf("Approve() = %v", err)
 	}
@@ -219,7 +228,7 @@ func TestApproveLargePayloadAndHeaders(t *testing.T) {
 		t.Errorf("headers of the replay (-want +got):\n%s", diff)
 	}
 	note := got.History[len(got.History)-1].Note
-	for _, want := range []string{"approved by alice", "payload v2 by alice from v1", "x-reviewed-by", store.PayloadSum(en.Payload), store.PayloadSum(big)} {
+	for _, want := range []string{"approved by alice", "payload v2 by alice (approver) from v1", "x-reviewed-by", store.PayloadSum(en.Payload), store.PayloadSum(big)} {
 		if !strings.Contains(note, want) {
 			t.Errorf("note %q lacks %q", note, want)
 		}
@@ -237,7 +246,7 @@ func errOf(_ *store.Entry, err error) error { return err }
 func TestReplayNowLostAndSpentTasks(t *testing.T) {
 	e := setup(t)
 	lost := e.entry(t, "TASKS.30", "t", store.Scheduled) // its task was never created
-	if _, err := e.op.ReplayNow(e.ctx, "t", lost.ID, "alice"); err != nil {
+	if _, err := e.op.ReplayNow(e.ctx, "t", lost.ID, alice); err != nil {
 		t.Fatalf("ReplayNow(lost) = %v", err)
 	}
 	testenv.WaitUntil(t, 30*time.Second, "the recreated task", func() bool { return e.delivered(tasks.Name(lost.ID, 1)) == 1 })
@@ -254,7 +263,7 @@ func TestReplayNowLostAndSpentTasks(t *testing.T) {
 		ok, err := e.sched.Exists(e.ctx, first)
 		return err == nil && !ok
 	})
-	got, err := e.op.ReplayNow(e.ctx, "t", spent.ID, "alice")
+	got, err := e.op.ReplayNow(e.ctx, "t", spent.ID, alice)
 	if err != nil {
 		t.Fatalf("ReplayNow(spent) = %v", err)
 	}
@@ -277,7 +286,7 @@ func TestDiscardReleasesProbe(t *testing.T) {
 	if !probe.BreakerProbe {
 		t.Fatalf("entry recorded under a half-open breaker is not the probe")
 	}
-	if _, err := e.op.Discard(e.ctx, "t", probe.ID, "obsolete", "alice"); err != nil {
+	if _, err := e.op.Discard(e.ctx, "t", probe.ID, "obsolete", alice); err != nil {
 		t.Fatalf("Discard() = %v", err)
 	}
 	b, err := e.store.GetBreaker(e.ctx, "t")
@@ -320,7 +329,7 @@ func TestTriageAnswerBoundToItsDecision(t *testing.T) {
 	again := e.entry(t, "TASKS.32", "t", store.Escalated)
 	first := task(again.ID)
 	first.At = again.History[0].At
-	if _, err := e.op.Approve(e.ctx, "t", again.ID, operator.Edits{By: "alice"}); err != nil {
+	if _, err := e.op.Approve(e.ctx, "t", again.ID, operator.Edits{By: alice}); err != nil {
 		t.Fatal(err)
 	}
 	second, err := e.store.Transition(e.ctx, again.ID, store.Change{From: []store.Status{store.Scheduled}, To: store.Escalated, By: "replay", Note: "payload_too_large"})

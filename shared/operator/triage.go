@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -14,12 +15,16 @@ import (
 // (agentkit.Kit.HandleTriage): an approve or replay answer is Approve with
 // the answer's edits, a discard is Discard, each scoped to the task's
 // tenant, so a triage agent meets the same gates and leaves the same
-// history as a human. Outcomes are reported with agentkit's errors.
+// history as a human. It acts in the triage_agent role: only where the
+// entry's rule grants it (by default not for governance, poison or unknown
+// commit state, which an approver decides); a refusal is
+// agentkit.ErrTriageRefused. Outcomes are reported with agentkit's errors.
 func (o *Operator) TriageAnswerer() agentkit.Answerer { return triageAnswerer{o} }
 
 type triageAnswerer struct{ o *Operator }
 
-func (t triageAnswerer) AnswerTriage(ctx context.Context, task jevent.TriageTask, a agentkit.TriageAnswer, by string) (string, error) {
+func (t triageAnswerer) AnswerTriage(ctx context.Context, task jevent.TriageTask, a agentkit.TriageAnswer, name string) (string, error) {
+	by := authority.Actor{Name: name, Role: authority.TriageAgent}
 	var (
 		status string
 		err    error
@@ -51,7 +56,7 @@ func (t triageAnswerer) AnswerTriage(ctx context.Context, task jevent.TriageTask
 		return "", fmt.Errorf("%w: %w", agentkit.ErrTriageDecided, err)
 	case errors.Is(err, ErrNotFound):
 		return "", fmt.Errorf("%w: %w", agentkit.ErrTriageNotFound, err)
-	case errors.Is(err, ErrPayloadMissing), errors.Is(err, ErrBadEdit), errors.Is(err, ErrNoActor):
+	case errors.Is(err, ErrPayloadMissing), errors.Is(err, ErrBadEdit), errors.Is(err, ErrNoActor), errors.Is(err, ErrPermissionDenied):
 		return "", fmt.Errorf("%w: %w", agentkit.ErrTriageRefused, err)
 	}
 	return "", err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
@@ -36,12 +37,14 @@ func (p *Plan) Until(f store.BulkFilter) store.BulkFilter {
 }
 
 // NewPlan pages through q (its order and view are the plan's: newest
-// first, after q.After) and works out what a redrive of it with the
-// opted-in categories include would do. skip is an entry to leave out (the
-// one a resumed run settles on its own first), or "".
-func NewPlan(ctx context.Context, st *store.Store, q store.Query, include []string, skip string) (*Plan, error) {
+// first, after q.After) and works out what a redrive of it by by, with the
+// opt-ins include, would do (auth answers what by may act on). skip is an
+// entry to leave out (the one a resumed run settles on its own first), or
+// "".
+func NewPlan(ctx context.Context, st *store.Store, auth Authority, by authority.Actor, q store.Query, include []string, skip string) (*Plan, error) {
 	p := &Plan{RedrivePlan: store.RedrivePlan{ByTenant: map[string]int{}, ByCategory: map[string]int{}, ByStatus: map[string]int{},
-		Excluded: map[string]int{}, PolicyStops: map[string]int{}, BreakerHeld: map[string]int{}}, Breakers: map[string]*store.Breaker{}}
+		Excluded: map[string]int{}, Denied: map[string]int{}, PolicyStops: map[string]int{}, BreakerHeld: map[string]int{}},
+		Breakers: map[string]*store.Breaker{}}
 	q.Order, q.View, q.Limit = store.NewestFirst, store.ScanView, 300
 	for {
 		page, err := st.Entries(ctx, q)
@@ -60,7 +63,10 @@ func NewPlan(ctx context.Context, st *store.Store, q store.Query, include []stri
 			p.ByTenant[e.Tenant]++
 			p.ByCategory[e.Category]++
 			p.ByStatus[string(e.Status)]++
-			s := StepFor(e, include)
+			s, err := StepFor(ctx, auth, by, e, include)
+			if err != nil {
+				return nil, err
+			}
 			switch {
 			case s.Action == Approve:
 				p.Approve++
@@ -69,7 +75,9 @@ func NewPlan(ctx context.Context, st *store.Store, q store.Query, include []stri
 			case s.Leave == LeaveHeld:
 				p.Held++
 			case s.Leave == LeaveExcluded:
-				p.Excluded[e.Category]++
+				p.Excluded[RuleOf(e)]++
+			case s.Leave == LeaveDenied:
+				p.Denied[RuleOf(e)]++
 			default:
 				p.Nothing++
 			}

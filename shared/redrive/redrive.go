@@ -9,10 +9,14 @@
 // Firestore document) is the caller's: Run calls its Save.
 //
 // Every action goes through shared/operator, so the replays it asks for
-// meet the same gates as any other.
+// meet the same gates as any other, and the same authority rule: a redrive
+// acts in its actor's role on the entries that role may act on, and leaves
+// the entries whose rule keeps approval for approvers alone unless it is
+// opted into them (OptInApproverRules).
 package redrive
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,9 +26,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
-	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
 // Actions a redrive takes. Every other entry it meets is left alone.
@@ -41,24 +45,35 @@ const (
 // Why an entry is left alone.
 const (
 	LeaveHeld     = "held"     // its breaker releases it, not a redrive
-	LeaveExcluded = "excluded" // its category needs an explicit opt-in
+	LeaveExcluded = "excluded" // its rule keeps approval for approvers: it needs the opt-in
+	LeaveDenied   = "denied"   // the actor's role may not act on it
 	LeaveNothing  = "nothing"  // nothing to do in its status
 )
 
-// OptIn is a category a redrive includes only when asked by name, with the
-// name of its opt-in (dlqctl's flag, the console's checkbox).
-type OptIn struct {
-	Category triage.Category
-	Flag     string
+// OptInApproverRules is the opt-in (dlqctl's --include-approver-rules, the
+// console's checkbox) that takes into a redrive the entries whose rule keeps
+// approval for approvers (the policy's approvers, by default governance,
+// poison and unknown commit state): an operator may not approve them, and
+// approving them unchanged in bulk is rarely right (a governance denial, a
+// payload known to be broken, a task whose side effects may have happened).
+// Only an approver's redrive approves them; an operator's, opted in, only
+// runs the scheduled ones now.
+const OptInApproverRules = "approver-rules"
+
+// OptInFlag is dlqctl's flag of the opt-in.
+const OptInFlag = "include-approver-rules"
+
+// optedIn reports whether include takes e in. A redrive saved before the
+// opt-in was one (a checkpoint, a console run) names the categories it
+// opted into: such a redrive keeps taking in exactly those.
+func optedIn(include []string, e *store.Entry) bool {
+	return slices.Contains(include, OptInApproverRules) || slices.Contains(include, e.Category)
 }
 
-// OptIns are the opt-in categories: approving them unchanged in bulk is
-// rarely right (a governance denial, a payload known to be broken, a task
-// whose side effects may have happened).
-var OptIns = []OptIn{
-	{triage.Governance, "include-governance"},
-	{triage.Poison, "include-poison"},
-	{triage.UnknownCommitState, "include-unknown-commit-state"},
+// Authority is the authority rule a redrive asks (*operator.Operator):
+// nil when by may take act on e.
+type Authority interface {
+	May(ctx context.Context, by authority.Actor, act authority.Action, e *store.Entry) error
 }
 
 // ErrBadRate is a velocity cap that is not a finite positive rate.
@@ -93,27 +108,60 @@ const MinRate = 1.0 / 3600
 // it alone.
 type Step struct{ Action, Leave string }
 
-// StepFor decides for an entry as listed, include being the opted-in
-// categories. A held entry is never released by a redrive: an open breaker
-// holds a replay whoever asked, and only its own override (breaker probe
-// or close) or reconcile, once the breaker admits, lets it go.
-func StepFor(e *store.Entry, include []string) Step {
-	if e.Status == store.Held {
-		return Step{Leave: LeaveHeld}
-	}
-	for _, o := range OptIns {
-		if e.Category == string(o.Category) && !slices.Contains(include, e.Category) {
-			return Step{Leave: LeaveExcluded}
-		}
-	}
+// actions are the authority rule's names of a redrive's actions.
+var actions = map[string]authority.Action{Approve: authority.Approve, RunNow: authority.ReplayNow}
+
+// StepFor decides for an entry as listed, for a redrive by by with the
+// opt-ins include. A held entry is never released by a redrive: an open
+// breaker holds a replay whoever asked, and only its own override (breaker
+// probe or close) or reconcile, once the breaker admits, lets it go. An
+// entry whose rule keeps approval for approvers (one an operator may not
+// approve: the same rule that decides every action) is excluded without
+// the opt-in; an entry by's role may not act on is left alone.
+func StepFor(ctx context.Context, auth Authority, by authority.Actor, e *store.Entry, include []string) (Step, error) {
+	var s Step
 	switch {
+	case e.Status == store.Held:
+		return Step{Leave: LeaveHeld}, nil
 	case slices.Contains(operator.Approvable, e.Status):
-		return Step{Action: Approve}
+		s = Step{Action: Approve}
 	case e.Status == store.Scheduled:
-		return Step{Action: RunNow}
+		s = Step{Action: RunNow}
+	default:
+		return Step{Leave: LeaveNothing}, nil
 	}
-	return Step{Leave: LeaveNothing}
+	kept, err := denied(auth.May(ctx, authority.Actor{Name: by.Name, Role: authority.Operator}, authority.Approve, e))
+	if err != nil {
+		return Step{}, err
+	}
+	if kept && !optedIn(include, e) {
+		return Step{Leave: LeaveExcluded}, nil
+	}
+	no, err := denied(auth.May(ctx, by, actions[s.Action], e))
+	if err != nil {
+		return Step{}, err
+	}
+	if no {
+		return Step{Leave: LeaveDenied}, nil
+	}
+	return s, nil
 }
+
+// denied reads the authority rule's answer: a refusal, or an error that is
+// none (the policy could not be read).
+func denied(err error) (bool, error) {
+	if err == nil {
+		return false, nil
+	}
+	if errors.Is(err, authority.ErrPermissionDenied) {
+		return true, nil
+	}
+	return false, err
+}
+
+// RuleOf is the name a plan counts an entry's rule by: the rule, or for an
+// entry that names none its category, whose default then decides.
+func RuleOf(e *store.Entry) string { return cmp.Or(e.Rule, e.Category) }
 
 // Bucket is a token bucket of one token: at most rate actions per second,
 // no bursts.
@@ -174,6 +222,11 @@ func Tally(p *store.RedriveProgress, action string, err error) (report bool) {
 		// Changed since it was listed (a replay, another operator): not
 		// ours to redo.
 		p.Skipped++
+	case errors.Is(err, authority.ErrPermissionDenied):
+		// The policy changed since it was listed: the entry's rule no
+		// longer lets the actor's role act. Left as it is, and said.
+		p.Skipped++
+		return true
 	default:
 		p.Failed++
 		return true
@@ -181,9 +234,10 @@ func Tally(p *store.RedriveProgress, action string, err error) (report bool) {
 	return false
 }
 
-// ActedSince reports whether by took a redrive's action on the entry after
-// since: a move into scheduled, which approve and run now both make. Any
-// other move of theirs (a discard by hand meanwhile) is not the redrive's.
+// ActedSince reports whether by (a name) took a redrive's action on the
+// entry after since: a move into scheduled, which approve and run now both
+// make. Any other move of theirs (a discard by hand meanwhile) is not the
+// redrive's.
 func ActedSince(e *store.Entry, by string, since time.Time) bool {
 	for _, h := range e.History {
 		if h.By == by && h.At.After(since) && h.To == string(store.Scheduled) {

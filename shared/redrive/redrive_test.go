@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
@@ -35,33 +36,68 @@ func TestParseRate(t *testing.T) {
 	}
 }
 
+// stepAuthority is the operator's authority rule over the default policy,
+// without a store.
+var stepAuthority = operator.New(nil, nil, operator.WithPolicy(func(context.Context) (*triage.Policy, error) { return triage.Default(), nil }, 0))
+
+// StepFor asks the operator's authority rule: entries whose rule keeps
+// approval for approvers are excluded without the opt-in, and left alone
+// (denied) when the actor's role may not act on them anyway.
 func TestStepFor(t *testing.T) {
-	all := []string{string(triage.Governance), string(triage.Poison), string(triage.UnknownCommitState)}
+	ops := authority.Actor{Name: "ops@example.com", Role: authority.Operator}
+	boss := authority.Actor{Name: "boss@example.com", Role: authority.Approver}
+	viewer := authority.Actor{Name: "v@example.com", Role: authority.Viewer}
+	in := []string{OptInApproverRules}
 	for _, tc := range []struct {
+		by       authority.Actor
 		status   store.Status
+		rule     string
 		category triage.Category
 		include  []string
 		want     Step
 	}{
-		{store.Escalated, triage.Permanent, nil, Step{Action: Approve}},
-		{store.AwaitingApproval, triage.Transient, nil, Step{Action: Approve}},
-		{store.Quarantined, triage.Transient, nil, Step{Action: Approve}},
-		{store.Scheduled, triage.Transient, nil, Step{Action: RunNow}},
-		{store.Held, triage.Transient, all, Step{Leave: LeaveHeld}},
-		{store.Held, triage.Poison, nil, Step{Leave: LeaveHeld}},
-		{store.AwaitingApproval, triage.Governance, nil, Step{Leave: LeaveExcluded}},
-		{store.Quarantined, triage.Poison, []string{string(triage.Governance)}, Step{Leave: LeaveExcluded}},
-		{store.Quarantined, triage.Poison, []string{string(triage.Poison)}, Step{Action: Approve}},
-		{store.AwaitingApproval, triage.UnknownCommitState, all, Step{Action: Approve}},
-		{store.Replaying, triage.Transient, nil, Step{Leave: LeaveNothing}},
-		{store.Replayed, triage.Transient, nil, Step{Leave: LeaveNothing}},
-		{store.Recovered, triage.Transient, nil, Step{Leave: LeaveNothing}},
-		{store.Discarded, triage.Poison, all, Step{Leave: LeaveNothing}},
+		{ops, store.Escalated, "permanent", triage.Permanent, nil, Step{Action: Approve}},
+		{ops, store.AwaitingApproval, "predicted-failure", triage.ConditionallyRecoverable, nil, Step{Action: Approve}},
+		{ops, store.Quarantined, "second-context-overflow", triage.ConditionallyRecoverable, nil, Step{Action: Approve}},
+		{ops, store.Scheduled, "transient", triage.Transient, nil, Step{Action: RunNow}},
+		{ops, store.Held, "transient", triage.Transient, in, Step{Leave: LeaveHeld}},
+		{boss, store.Held, "poison", triage.Poison, in, Step{Leave: LeaveHeld}},
+		// Kept for approvers: excluded without the opt-in, whoever asks.
+		{ops, store.AwaitingApproval, "governance", triage.Governance, nil, Step{Leave: LeaveExcluded}},
+		{boss, store.AwaitingApproval, "governance", triage.Governance, nil, Step{Leave: LeaveExcluded}},
+		{boss, store.Escalated, "poison-chain", triage.Poison, nil, Step{Leave: LeaveExcluded}},
+		{boss, store.Scheduled, "commit-state", triage.UnknownCommitState, nil, Step{Leave: LeaveExcluded}},
+		{ops, store.Quarantined, "", triage.Poison, nil, Step{Leave: LeaveExcluded}},
+		// Opted in: an approver approves them; an operator may only run
+		// the scheduled ones now.
+		{boss, store.AwaitingApproval, "governance", triage.Governance, in, Step{Action: Approve}},
+		{boss, store.AwaitingApproval, "uncertain-side-effects", triage.UnknownCommitState, in, Step{Action: Approve}},
+		{ops, store.AwaitingApproval, "governance", triage.Governance, in, Step{Leave: LeaveDenied}},
+		{ops, store.Quarantined, "poison", triage.Poison, in, Step{Leave: LeaveDenied}},
+		{ops, store.Scheduled, "governance", triage.Governance, in, Step{Action: RunNow}},
+		// A redrive saved with the categories it opted into keeps exactly
+		// those.
+		{boss, store.Quarantined, "poison", triage.Poison, []string{string(triage.Governance)}, Step{Leave: LeaveExcluded}},
+		{boss, store.Quarantined, "poison", triage.Poison, []string{string(triage.Poison)}, Step{Action: Approve}},
+		// A viewer acts on nothing.
+		{viewer, store.Escalated, "permanent", triage.Permanent, nil, Step{Leave: LeaveDenied}},
+		{viewer, store.Scheduled, "transient", triage.Transient, in, Step{Leave: LeaveDenied}},
+		{ops, store.Replaying, "transient", triage.Transient, nil, Step{Leave: LeaveNothing}},
+		{ops, store.Replayed, "transient", triage.Transient, nil, Step{Leave: LeaveNothing}},
+		{ops, store.Recovered, "transient", triage.Transient, nil, Step{Leave: LeaveNothing}},
+		{boss, store.Discarded, "poison", triage.Poison, in, Step{Leave: LeaveNothing}},
 	} {
-		e := &store.Entry{Status: tc.status, Category: string(tc.category)}
-		if got := StepFor(e, tc.include); got != tc.want {
-			t.Errorf("StepFor(%s %s, include %v) = %+v, want %+v", tc.status, tc.category, tc.include, got, tc.want)
+		e := &store.Entry{Status: tc.status, Rule: tc.rule, Category: string(tc.category)}
+		got, err := StepFor(context.Background(), stepAuthority, tc.by, e, tc.include)
+		if err != nil || got != tc.want {
+			t.Errorf("StepFor(%s, %s %s/%s, include %v) = %+v, %v, want %+v", tc.by, tc.status, tc.rule, tc.category, tc.include, got, err, tc.want)
 		}
+	}
+	// Without the policy, nothing is decided.
+	blind := operator.New(nil, nil, operator.WithPolicy(func(context.Context) (*triage.Policy, error) { return nil, errors.New("firestore unavailable") }, 0))
+	e := &store.Entry{Status: store.Escalated, Rule: "permanent", Category: string(triage.Permanent)}
+	if got, err := StepFor(context.Background(), blind, ops, e, nil); err == nil || errors.Is(err, authority.ErrPermissionDenied) {
+		t.Errorf("StepFor without a readable policy = %+v, %v, want the read error", got, err)
 	}
 }
 
@@ -84,16 +120,19 @@ func TestTally(t *testing.T) {
 		{Approve, fmt.Errorf("approve: %w", store.ErrWrongStatus), false},
 		{RunNow, fmt.Errorf("replay now: %w", store.ErrNotFound), false},
 		{Approve, errors.New("cloud tasks unavailable"), true},
+		// The policy changed between listing and acting: left as it is,
+		// and said.
+		{Approve, fmt.Errorf("approve: %w", &authority.Denied{Action: authority.Approve, Rule: "governance"}), true},
 	} {
 		if got := Tally(&p, tc.action, tc.err); got != tc.failed {
 			t.Errorf("Tally(%s, %v) = %v, want %v", tc.action, tc.err, got, tc.failed)
 		}
 	}
-	want := store.RedriveProgress{Approved: 2, RunNow: 3, Skipped: 2, Failed: 1}
+	want := store.RedriveProgress{Approved: 2, RunNow: 3, Skipped: 3, Failed: 1}
 	if diff := cmp.Diff(want, p); diff != "" {
 		t.Errorf("counters (-want +got):\n%s", diff)
 	}
-	if got, want := Summary(&p), "2 approved, 3 run now, 2 skipped, 1 failed, 0 left alone"; got != want {
+	if got, want := Summary(&p), "2 approved, 3 run now, 3 skipped, 1 failed, 0 left alone"; got != want {
 		t.Errorf("Summary = %q, want %q", got, want)
 	}
 }

@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
-// Actions are the operator actions a redrive takes (*operator.Operator).
+// Actions are the operator actions a redrive takes, and the authority rule
+// it plans by (*operator.Operator).
 type Actions interface {
+	Authority
 	Approve(ctx context.Context, tenant, id string, ed operator.Edits) (*store.Entry, error)
-	ReplayNowIn(ctx context.Context, tenant, id, by string, asked operator.Asked) (*store.Entry, error)
+	ReplayNowIn(ctx context.Context, tenant, id string, by authority.Actor, asked operator.Asked) (*store.Entry, error)
 }
 
 // ErrStopped ends a run that stopped before its end with its progress
@@ -28,13 +31,14 @@ type Run struct {
 	// Query is the filter; Run sets its order (newest first, the order of
 	// the cursor), view and page size.
 	Query store.Query
-	// Include are the opted-in categories (OptIns).
+	// Include are the opt-ins (OptInApproverRules).
 	Include []string
 	// Scope is the tenant the actor is limited to (store.AllTenants: all).
 	Scope string
-	// By acts: every transition is recorded in their name, and the
-	// resume check looks for it.
-	By       string
+	// By acts, in their role: every transition is recorded in their name
+	// and role, the role decides what they may act on, and the resume
+	// check looks for the name.
+	By       authority.Actor
 	Rate     float64
 	Progress *store.RedriveProgress
 	// Save keeps Progress where the caller keeps it: before each action
@@ -93,7 +97,10 @@ func (r *Run) Do(ctx context.Context) error {
 			return err
 		}
 		for _, e := range page.Entries {
-			s := StepFor(e, r.Include)
+			s, err := StepFor(actx, r.Actions, r.By, e, r.Include)
+			if err != nil {
+				return err
+			}
 			if s.Action == "" {
 				p.LeftAlone++
 				p.Seen++
@@ -188,7 +195,7 @@ func (r *Run) settle(ctx context.Context, act bool) error {
 			return nil
 		}
 		r.tally(pd.Action, r.act(ctx, pd.At.ID, pd.Action, cur.Status), pd.At.ID)
-	case ActedSince(cur, r.By, pd.UpdatedAt):
+	case ActedSince(cur, r.By.Name, pd.UpdatedAt):
 		if pd.Action == Approve {
 			p.Approved++
 		} else {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+
+	"github.com/jsdlq/jsdlq/shared/authority"
 )
 
 // Breaker states.
@@ -81,11 +83,11 @@ func decodeBreaker(snap *firestore.DocumentSnapshot, tenant string) (*Breaker, e
 	return b, nil
 }
 
-func (b *Breaker) set(now time.Time, to, by, note string) {
+func (b *Breaker) set(now time.Time, to string, by authority.Actor, note string) {
 	if b.State == to {
 		return
 	}
-	t := Transition{At: now, From: b.State, To: to, By: by, Note: note}
+	t := Transition{At: now, From: b.State, To: to, By: by.Name, Role: by.Role, Note: note}
 	b.History = appendHistory(b.History, t)
 	b.changes = append(b.changes, t)
 	b.State = to
@@ -103,7 +105,7 @@ func (b *Breaker) set(now time.Time, to, by, note string) {
 // reports whether anything changed.
 func (b *Breaker) advance(now time.Time, c BreakerConfig, by string) bool {
 	if b.State == BreakerOpen && !now.Before(b.OpenedAt.Add(c.Cooldown)) {
-		b.set(now, BreakerHalfOpen, by, fmt.Sprintf("open for %s", c.Cooldown))
+		b.set(now, BreakerHalfOpen, authority.Actor{Name: by}, fmt.Sprintf("open for %s", c.Cooldown))
 		return true
 	}
 	return false
@@ -113,7 +115,7 @@ func (b *Breaker) advance(now time.Time, c BreakerConfig, by string) bool {
 // failed task was a replay of: the death of the half-open probe reopens.
 func (b *Breaker) failure(now time.Time, c BreakerConfig, replayOf, by string) {
 	if b.State == BreakerHalfOpen && b.ProbeEntry != "" && replayOf == b.ProbeEntry {
-		b.set(now, BreakerOpen, by, "probe replay "+replayOf+" died")
+		b.set(now, BreakerOpen, authority.Actor{Name: by}, "probe replay "+replayOf+" died")
 		return
 	}
 	if b.State != BreakerClosed {
@@ -131,7 +133,7 @@ func (b *Breaker) failure(now time.Time, c BreakerConfig, replayOf, by string) {
 	}
 	b.Failures = kept
 	if len(kept) >= c.Threshold {
-		b.set(now, BreakerOpen, by, fmt.Sprintf("%d failures in %s", len(kept), c.Window))
+		b.set(now, BreakerOpen, authority.Actor{Name: by}, fmt.Sprintf("%d failures in %s", len(kept), c.Window))
 	}
 }
 
@@ -219,9 +221,9 @@ func (s *Store) probeResult(ctx context.Context, tenant, entryID string, recover
 			return false
 		}
 		if recovered {
-			b.set(now, BreakerClosed, by, "probe "+entryID+" recovered")
+			b.set(now, BreakerClosed, authority.Actor{Name: by}, "probe "+entryID+" recovered")
 		} else {
-			b.set(now, BreakerOpen, by, "probe "+entryID+" died")
+			b.set(now, BreakerOpen, authority.Actor{Name: by}, "probe "+entryID+" died")
 		}
 		moved = true
 		return true
@@ -313,9 +315,9 @@ var ErrBreakerOverride = errors.New("store: breaker override refused")
 // (docs/runbook.md, "The gates and their overrides"): it closes now,
 // forgetting the failures counted so far. Who and why are recorded in the
 // breaker's history.
-func (s *Store) BreakerClose(ctx context.Context, tenant, by, reason string) (*Breaker, error) {
+func (s *Store) BreakerClose(ctx context.Context, tenant string, by authority.Actor, reason string) (*Breaker, error) {
 	return s.overrideBreaker(ctx, tenant, by, reason, "is closed", func(b *Breaker, now time.Time) {
-		b.set(now, BreakerClosed, by, "closed by "+by+": "+reason)
+		b.set(now, BreakerClosed, by, "closed by "+by.String()+": "+reason)
 	})
 }
 
@@ -323,11 +325,11 @@ func (s *Store) BreakerClose(ctx context.Context, tenant, by, reason string) (*B
 // half-open now (cooldown or not) with entryID as its one probe, replacing
 // a probe in flight; the probe's outcome closes or reopens it as any
 // probe's does. Who and why are recorded in the breaker's history.
-func (s *Store) BreakerProbeNow(ctx context.Context, tenant, entryID, by, reason string) (*Breaker, error) {
+func (s *Store) BreakerProbeNow(ctx context.Context, tenant, entryID string, by authority.Actor, reason string) (*Breaker, error) {
 	return s.overrideBreaker(ctx, tenant, by, reason, "is closed; the replay needs no probe", func(b *Breaker, now time.Time) {
-		note := "probe " + entryID + " sent by " + by + ": " + reason
+		note := "probe " + entryID + " sent by " + by.String() + ": " + reason
 		if b.State == BreakerHalfOpen {
-			b.History = appendHistory(b.History, Transition{At: now, From: b.State, To: b.State, By: by, Note: note})
+			b.History = appendHistory(b.History, Transition{At: now, From: b.State, To: b.State, By: by.Name, Role: by.Role, Note: note})
 		} else {
 			b.set(now, BreakerHalfOpen, by, note)
 		}
@@ -338,8 +340,8 @@ func (s *Store) BreakerProbeNow(ctx context.Context, tenant, entryID, by, reason
 // overrideBreaker applies an operator's override to a breaker that is not
 // closed; without an actor and a reason, or on a closed breaker (whyNot
 // says why it needs none), it is refused with ErrBreakerOverride.
-func (s *Store) overrideBreaker(ctx context.Context, tenant, by, reason, whyNot string, apply func(*Breaker, time.Time)) (*Breaker, error) {
-	if strings.TrimSpace(by) == "" || strings.TrimSpace(reason) == "" {
+func (s *Store) overrideBreaker(ctx context.Context, tenant string, by authority.Actor, reason, whyNot string, apply func(*Breaker, time.Time)) (*Breaker, error) {
+	if strings.TrimSpace(by.Name) == "" || strings.TrimSpace(reason) == "" {
 		return nil, fmt.Errorf("%w: a breaker override needs an actor and a reason", ErrBreakerOverride)
 	}
 	var refused error
@@ -425,9 +427,9 @@ func (s *Store) SettleProbe(ctx context.Context, tenant string, timeout time.Dur
 			return false
 		}
 		if recovered {
-			b.set(now, BreakerClosed, by, note)
+			b.set(now, BreakerClosed, authority.Actor{Name: by}, note)
 		} else {
-			b.set(now, BreakerOpen, by, note)
+			b.set(now, BreakerOpen, authority.Actor{Name: by}, note)
 		}
 		return true
 	})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/authority"
 )
 
 // TestRecordKnownOpenBreaker: once an instance has seen a tenant's breaker
@@ -79,7 +80,7 @@ func TestKnownOpenBreakerClosedByAnOperator(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := ops.BreakerClose(ctx, "acme", "alice", "provider is back"); err != nil {
+	if _, err := ops.BreakerClose(ctx, "acme", authority.Actor{Name: "alice", Role: authority.Operator}, "provider is back"); err != nil {
 		t.Fatal(err)
 	}
 	c.Add(KnownOpenFor - time.Second)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/authority"
 )
 
 // openBreaker records Threshold failures of tenant, which opens its breaker.
@@ -34,7 +35,12 @@ func TestBreakerOverrides(t *testing.T) {
 	ctx := testenv.Context(t)
 	openBreaker(t, s, "acme")
 
-	for _, tc := range []struct{ by, reason string }{{"", "x"}, {"alice", " "}} {
+	alice := authority.Actor{Name: "alice", Role: authority.Operator}
+	bob := authority.Actor{Name: "bob", Role: authority.Approver}
+	for _, tc := range []struct {
+		by     authority.Actor
+		reason string
+	}{{authority.Actor{Role: authority.Operator}, "x"}, {alice, " "}} {
 		if _, err := s.BreakerClose(ctx, "acme", tc.by, tc.reason); !errors.Is(err, ErrBreakerOverride) {
 			t.Errorf("BreakerClose(by %q, reason %q) = %v, want ErrBreakerOverride", tc.by, tc.reason, err)
 		}
@@ -42,12 +48,12 @@ func TestBreakerOverrides(t *testing.T) {
 			t.Errorf("BreakerProbeNow(by %q, reason %q) = %v, want ErrBreakerOverride", tc.by, tc.reason, err)
 		}
 	}
-	b, err := s.BreakerProbeNow(ctx, "acme", "TASKS.acme-3", "alice", "provider is back")
+	b, err := s.BreakerProbeNow(ctx, "acme", "TASKS.acme-3", alice, "provider is back")
 	if err != nil || b.State != BreakerHalfOpen || b.ProbeEntry != "TASKS.acme-3" {
 		t.Fatalf("BreakerProbeNow() = %+v, %v, want half-open with probe TASKS.acme-3", b, err)
 	}
-	if last := b.History[len(b.History)-1]; last.By != "alice" || !strings.Contains(last.Note, "provider is back") {
-		t.Errorf("breaker history after the probe = %+v, want alice and her reason", last)
+	if last := b.History[len(b.History)-1]; last.Actor() != alice || !strings.Contains(last.Note, "alice (operator): provider is back") {
+		t.Errorf("breaker history after the probe = %+v, want alice as an operator, and her reason", last)
 	}
 	if ok, probe, err := s.BreakerAdmit(ctx, "acme", "TASKS.acme-3", "replay"); !ok || !probe || err != nil {
 		t.Errorf("BreakerAdmit(the probe) = %v, %v, %v, want admitted as the probe", ok, probe, err)
@@ -55,14 +61,14 @@ func TestBreakerOverrides(t *testing.T) {
 	if ok, _, err := s.BreakerAdmit(ctx, "acme", "TASKS.acme-4", "replay"); ok || err != nil {
 		t.Errorf("BreakerAdmit(another entry) = %v, %v, want held", ok, err)
 	}
-	b, err = s.BreakerClose(ctx, "acme", "bob", "incident closed")
+	b, err = s.BreakerClose(ctx, "acme", bob, "incident closed")
 	if err != nil || b.State != BreakerClosed {
 		t.Fatalf("BreakerClose() = %+v, %v, want closed", b, err)
 	}
-	if last := b.History[len(b.History)-1]; last.By != "bob" || !strings.Contains(last.Note, "incident closed") {
-		t.Errorf("breaker history after the close = %+v, want bob and his reason", last)
+	if last := b.History[len(b.History)-1]; last.Actor() != bob || !strings.Contains(last.Note, "closed by bob (approver): incident closed") {
+		t.Errorf("breaker history after the close = %+v, want bob as an approver, and his reason", last)
 	}
-	if _, err := s.BreakerClose(ctx, "acme", "bob", "again"); !errors.Is(err, ErrBreakerOverride) {
+	if _, err := s.BreakerClose(ctx, "acme", bob, "again"); !errors.Is(err, ErrBreakerOverride) {
 		t.Errorf("BreakerClose(closed) = %v, want ErrBreakerOverride", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/authority"
 )
 
 // The states not closed are every state but closed, each once, so a list
@@ -31,10 +32,10 @@ func TestBreakerStates(t *testing.T) {
 	for _, tenant := range []string{"open", "probing", "calm"} {
 		openBreaker(t, s, tenant)
 	}
-	if _, err := s.BreakerProbeNow(ctx, "probing", "TASKS.probing-1", "alice", "provider is back"); err != nil {
+	if _, err := s.BreakerProbeNow(ctx, "probing", "TASKS.probing-1", authority.Actor{Name: "alice", Role: authority.Operator}, "provider is back"); err != nil {
 		t.Fatalf("BreakerProbeNow(probing) = %v", err)
 	}
-	if _, err := s.BreakerClose(ctx, "calm", "alice", "incident over"); err != nil {
+	if _, err := s.BreakerClose(ctx, "calm", authority.Actor{Name: "alice", Role: authority.Operator}, "incident over"); err != nil {
 		t.Fatalf("BreakerClose(calm) = %v", err)
 	}
 	tests := []struct {

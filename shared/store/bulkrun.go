@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+
+	"github.com/jsdlq/jsdlq/shared/authority"
 )
 
 // This file holds bulk-runs: the console's bulk redrives. A run's whole
@@ -89,10 +91,13 @@ type RedrivePlan struct {
 	// The actions.
 	Approve int `firestore:"approve" json:"approve"`
 	RunNow  int `firestore:"run_now" json:"run_now"`
-	// Left alone: held by their breaker, excluded (category -> entries: it
-	// needs its opt-in), nothing to do in their status.
+	// Left alone: held by their breaker, excluded (rule -> entries: its
+	// rule keeps approval for approvers, and the redrive was not opted
+	// into those), not permitted (rule -> entries: the actor's role may
+	// not act on them), nothing to do in their status.
 	Held     int            `firestore:"held" json:"held"`
 	Excluded map[string]int `firestore:"excluded" json:"excluded"`
+	Denied   map[string]int `firestore:"denied,omitempty" json:"denied,omitempty"`
 	Nothing  int            `firestore:"nothing" json:"nothing"`
 
 	// The gates, for the entries acted on, in the order replay asks them:
@@ -110,8 +115,9 @@ type RedrivePlan struct {
 func (p RedrivePlan) Acts() int { return p.Approve + p.RunNow }
 
 // LeftAlone is how many entries the redrive passes without acting: held by
-// their breaker, excluded for want of an opt-in, nothing to do.
-func (p RedrivePlan) LeftAlone() int { return p.Held + p.Nothing + sum(p.Excluded) }
+// their breaker, excluded for want of an opt-in, not permitted, nothing to
+// do.
+func (p RedrivePlan) LeftAlone() int { return p.Held + p.Nothing + sum(p.Excluded) + sum(p.Denied) }
 
 // PolicyStopped is how many of the replays the current policy stops.
 func (p RedrivePlan) PolicyStopped() int { return sum(p.PolicyStops) }
@@ -154,11 +160,14 @@ type RedriveProgress struct {
 type BulkRun struct {
 	ID      string     `firestore:"-"`
 	Filter  BulkFilter `firestore:"filter"`
-	Include []string   `firestore:"include"` // opted-in categories
+	Include []string   `firestore:"include"` // opt-ins (redrive.OptInApproverRules)
 	Rate    float64    `firestore:"rate_per_second"`
 	Actor   string     `firestore:"actor"` // who confirmed it; every action is taken in their name
-	Reason  string     `firestore:"reason"`
-	State   BulkState  `firestore:"state"`
+	// Role is the role Actor confirmed it in, and every action is taken
+	// in ("" in runs confirmed before roles existed: operator).
+	Role   authority.Role `firestore:"role,omitempty"`
+	Reason string         `firestore:"reason"`
+	State  BulkState      `firestore:"state"`
 	// Plan is the plan the actor confirmed; Total its Matched.
 	Plan     RedrivePlan     `firestore:"plan"`
 	Total    int             `firestore:"total"`

@@ -11,6 +11,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
@@ -56,8 +57,15 @@ type Transition struct {
 	From string    `firestore:"from" json:"from"`
 	To   string    `firestore:"to" json:"to"`
 	By   string    `firestore:"by" json:"by"`
-	Note string    `firestore:"note,omitempty" json:"note,omitempty"`
+	// Role is the role By acted in (an operator's, a tenant key's, the
+	// triage agent's); "" for jsdlq's own components, and for transitions
+	// recorded before roles existed.
+	Role authority.Role `firestore:"role,omitempty" json:"role,omitempty"`
+	Note string         `firestore:"note,omitempty" json:"note,omitempty"`
 }
+
+// Actor is who made the transition, in which role.
+func (t Transition) Actor() authority.Actor { return authority.Actor{Name: t.By, Role: t.Role} }
 
 func appendHistory(h []Transition, t Transition) []Transition {
 	h = append(h, t)
@@ -250,6 +258,8 @@ type Change struct {
 	From []Status // the statuses the entry must be in
 	To   Status
 	By   string // who made the change (component or operator)
+	// Role is the role By acts in ("" for a component).
+	Role authority.Role
 	Note string
 	// Apply edits other fields in the same transaction (may be nil). It sees
 	// the entry as read inside the transaction. It replaces a field's
@@ -398,7 +408,7 @@ func (s *Store) move(tx *firestore.Transaction, e *Entry, c Change, staged *stag
 		}
 	}
 	from := e.Status
-	e.History = appendHistory(e.History, Transition{At: now, From: string(e.Status), To: string(c.To), By: c.By, Note: note})
+	e.History = appendHistory(e.History, Transition{At: now, From: string(e.Status), To: string(c.To), By: c.By, Role: c.Role, Note: note})
 	e.Status = c.To
 	e.UpdatedAt = now
 	if c.To == Replayed {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/event"
 )
 
@@ -114,12 +116,20 @@ func TestOutboxBreakerStates(t *testing.T) {
 		t.Fatalf("BreakerAdvance = %+v, %v", b, err)
 	}
 	clock.Add(1)
-	if _, err := s.BreakerClose(ctx, "acme", "alice", "fixed upstream"); err != nil {
+	if _, err := s.BreakerClose(ctx, "acme", authority.Actor{Name: "alice", Role: authority.Operator}, "fixed upstream"); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"breaker_closed", "breaker_half_open", "breaker_opened"}
 	if d := cmp.Diff(want, outboxKinds(t, s)); d != "" {
 		t.Errorf("outbox kinds (-want +got):\n%s", d)
+	}
+	// The notification of an operator's override says who, in which role,
+	// and why.
+	for _, x := range readOutbox(t, s) {
+		const note = "closed by alice (operator): fixed upstream"
+		if x.n.Kind == event.NotifyBreakerClosed && (x.n.BreakerNote != note || !strings.Contains(x.n.Summary, note)) {
+			t.Errorf("breaker_closed notification = note %q, summary %q; want %q in both", x.n.BreakerNote, x.n.Summary, note)
+		}
 	}
 }
 

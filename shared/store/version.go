@@ -11,6 +11,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/event"
 )
 
@@ -42,9 +43,11 @@ type PayloadVersion struct {
 	N int `firestore:"n" json:"n"`
 	// Base is the version this one edits (0 for the original).
 	Base int `firestore:"base,omitempty" json:"base,omitempty"`
-	// By is who approved the edit (empty for the original).
-	By string    `firestore:"by,omitempty" json:"by,omitempty"`
-	At time.Time `firestore:"at" json:"at"`
+	// By is who approved the edit (empty for the original), and Role the
+	// role they approved it in.
+	By   string         `firestore:"by,omitempty" json:"by,omitempty"`
+	Role authority.Role `firestore:"role,omitempty" json:"role,omitempty"`
+	At   time.Time      `firestore:"at" json:"at"`
 	// Size and SHA256 describe the version's bytes.
 	Size   int64  `firestore:"size" json:"size"`
 	SHA256 string `firestore:"sha256" json:"sha256"`
@@ -192,7 +195,9 @@ type Edit struct {
 	Payload []byte
 	// Headers are header values to set on the replay, as sent.
 	Headers map[string]string
-	By      string
+	// By approves the edit, in the role Role.
+	By   string
+	Role authority.Role
 	// Base, when set, is the version the edit was made on: the edit is
 	// refused (ErrWrongStatus) when the entry replays another by now.
 	Base int
@@ -254,7 +259,7 @@ func applyEdit(e *Entry, st *stagedEdit, now time.Time) (string, error) {
 	if len(vs) >= MaxPayloadVersions {
 		return "", fmt.Errorf("%w: entry %s has %d payload versions, at most %d", ErrTooLarge, e.ID, len(vs), MaxPayloadVersions)
 	}
-	v := PayloadVersion{N: len(vs) + 1, Base: base.N, By: st.By, At: now, Size: base.Size, SHA256: base.SHA256, Chunks: base.Chunks,
+	v := PayloadVersion{N: len(vs) + 1, Base: base.N, By: st.By, Role: st.Role, At: now, Size: base.Size, SHA256: base.SHA256, Chunks: base.Chunks,
 		Confirmed: slices.Clone(st.Confirmed)}
 	if b := st.bytes; b != nil {
 		v.Size, v.SHA256, v.Chunks = b.PayloadSize, b.PayloadSHA256, b.PayloadChunkCount
@@ -270,7 +275,7 @@ func applyEdit(e *Entry, st *stagedEdit, now time.Time) (string, error) {
 	}
 	e.PayloadVersions = append(slices.Clone(e.PayloadVersions), v)
 	e.PayloadVersion = v.N
-	note := fmt.Sprintf("; payload v%d by %s from v%d", v.N, v.By, base.N)
+	note := fmt.Sprintf("; payload v%d by %s from v%d", v.N, v.Author(), base.N)
 	if st.bytes != nil {
 		note += fmt.Sprintf(": payload edited, %s -> %s", bytesOf(base), bytesOf(v))
 	}
@@ -283,12 +288,15 @@ func applyEdit(e *Entry, st *stagedEdit, now time.Time) (string, error) {
 	return note, nil
 }
 
+// Author is who approved the version, in which role.
+func (v PayloadVersion) Author() authority.Actor { return authority.Actor{Name: v.By, Role: v.Role} }
+
 // describeVersion names v in a history note.
 func describeVersion(v PayloadVersion) string {
 	if v.Original() {
 		return "v1 (the original, " + bytesOf(v) + ")"
 	}
-	return fmt.Sprintf("v%d (by %s, %s)", v.N, v.By, bytesOf(v))
+	return fmt.Sprintf("v%d (by %s, %s)", v.N, v.Author(), bytesOf(v))
 }
 
 func bytesOf(v PayloadVersion) string {

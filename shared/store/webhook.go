@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,11 +18,14 @@ import (
 
 // This file holds the tenant webhook endpoints (issue 17): a tenant's HTTPS
 // endpoint that receives the tenant's own notifications, signed with the
-// endpoint's secret. The secret is kept (it must sign every delivery) but
-// never leaves the store except to sign, and once, to whoever created the
-// endpoint. Whether a URL may be called at all is the caller's check
-// (webhook.Guard) before CreateWebhook, and the deliverer's on every
-// connection; the store keeps every endpoint inside its tenant.
+// endpoint's secret. The secret is kept sealed (shared/hooksecret seals and
+// opens it, envelope-encrypted and bound to the endpoint's tenant and id);
+// the store keeps the sealed bytes without knowing their form. Endpoints
+// added before secrets were sealed still hold the secret in clear (secret)
+// until it is sealed in its place (SealWebhookSecret). Whether a URL may be
+// called at all is the caller's check (webhook.Guard) before CreateWebhook,
+// and the deliverer's on every connection; the store keeps every endpoint
+// inside its tenant.
 //
 // Fan-out: an outbox notification a tenant's webhooks receive is staged
 // with webhooks_pending set; a flusher with a webhook queue creates one
@@ -44,8 +48,13 @@ type Webhook struct {
 	ID     string `firestore:"-" json:"id"`
 	Tenant string `firestore:"tenant" json:"tenant"`
 	URL    string `firestore:"url" json:"url"`
-	// Secret signs every delivery; it is never listed or logged.
-	Secret  webhook.Secret `firestore:"secret" json:"-"`
+	// SealedSecret is the signing secret, sealed for this endpoint
+	// (hooksecret); it is never listed or logged.
+	SealedSecret []byte `firestore:"secret_sealed,omitempty" json:"-"`
+	// Secret is the signing secret in clear of an endpoint added before
+	// secrets were sealed, until it is sealed (SealWebhookSecret clears
+	// it); empty for every other.
+	Secret  webhook.Secret `firestore:"secret,omitempty" json:"-"`
 	Enabled bool           `firestore:"enabled" json:"enabled"`
 	// Failures is the current run of failed deliveries; a success ends it.
 	Failures       int       `firestore:"consecutive_failures" json:"consecutive_failures"`
@@ -78,33 +87,52 @@ func decodeWebhook(snap *firestore.DocumentSnapshot) (*Webhook, error) {
 	return decodeDoc(snap, func(w *Webhook) *string { return &w.ID })
 }
 
-// CreateWebhook adds an endpoint of tenant at rawURL, enabled, with a new
-// secret, and returns it: the only time the secret is handed out. by is
-// who added it. The URL must have passed webhook.Guard.Check.
-func (s *Store) CreateWebhook(ctx context.Context, tenant, rawURL, by string) (*Webhook, error) {
+// NewWebhook is an endpoint to add.
+type NewWebhook struct {
+	// ID is the endpoint's id, from NewWebhookID: the secret is sealed
+	// for it before the endpoint exists.
+	ID     string
+	Tenant string
+	// URL must have passed webhook.Guard.Check.
+	URL string
+	// By is who adds it.
+	By string
+	// SealedSecret is its signing secret, sealed for ID and Tenant.
+	SealedSecret []byte
+}
+
+// NewWebhookID returns a new endpoint id.
+func NewWebhookID() (string, error) {
+	id, err := newKeyID()
+	if err != nil {
+		return "", fmt.Errorf("webhook id: %w", err)
+	}
+	return id, nil
+}
+
+// CreateWebhook adds endpoint nw, enabled, and returns it.
+func (s *Store) CreateWebhook(ctx context.Context, nw NewWebhook) (*Webhook, error) {
+	tenant, rawURL := nw.Tenant, nw.URL
 	if err := checkTenant(tenant); err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(by) == "" {
+	if strings.TrimSpace(nw.By) == "" {
 		return nil, fmt.Errorf("%w: who adds a webhook must be named", ErrInvalid)
 	}
 	if rawURL == "" || len(rawURL) > webhook.MaxURLLen {
 		return nil, fmt.Errorf("%w: webhook URL of %d characters", ErrInvalid, len(rawURL))
 	}
-	id, err := newKeyID()
-	if err != nil {
-		return nil, fmt.Errorf("webhook id: %w", err)
+	if !validKeyID(nw.ID) {
+		return nil, fmt.Errorf("%w: webhook id %q is not one NewWebhookID makes", ErrInvalid, nw.ID)
 	}
-	sec, err := webhook.NewSecret()
-	if err != nil {
-		return nil, err
+	if len(nw.SealedSecret) == 0 {
+		return nil, fmt.Errorf("%w: a webhook's secret is stored sealed, and none was given", ErrInvalid)
 	}
-	now := s.Now()
-	w := &Webhook{ID: id, Tenant: tenant, URL: rawURL, Secret: sec, Enabled: true,
-		CreatedAt: now, CreatedBy: by}
+	w := &Webhook{ID: nw.ID, Tenant: tenant, URL: rawURL, SealedSecret: nw.SealedSecret, Enabled: true,
+		CreatedAt: s.Now(), CreatedBy: nw.By}
 	// The limit and the duplicate check read the tenant's endpoints in the
 	// transaction that adds one, so two concurrent adds cannot both pass.
-	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		snaps, err := readAll(s, tx.Documents(s.fs.Collection(Webhooks).Where("tenant", "==", tenant)))
 		if err != nil {
 			return err
@@ -127,6 +155,53 @@ func (s *Store) CreateWebhook(ctx context.Context, tenant, rawURL, by string) (*
 		return nil, txError("create webhook of "+tenant, err)
 	}
 	return w, nil
+}
+
+// SealWebhookSecret stores sealed as the secret of endpoint w.ID in place
+// of the one w holds (its clear secret, or an earlier sealed form) and
+// drops the clear one. When the endpoint holds another secret by now (a
+// concurrent seal went first) nothing changes and changed is false: a
+// repeated or concurrent seal is harmless. A removed endpoint is
+// ErrNotFound.
+func (s *Store) SealWebhookSecret(ctx context.Context, w *Webhook, sealed []byte) (changed bool, err error) {
+	if len(sealed) == 0 {
+		return false, fmt.Errorf("%w: an empty sealed secret", ErrInvalid)
+	}
+	_, err = s.updateWebhook(ctx, w.Tenant, w.ID, func(tx *firestore.Transaction, ref *firestore.DocumentRef, now *Webhook, _ time.Time) error {
+		if now.Secret != w.Secret || !bytes.Equal(now.SealedSecret, w.SealedSecret) {
+			return nil
+		}
+		changed = true
+		s.wrote(1)
+		return tx.Update(ref, []firestore.Update{{Path: "secret_sealed", Value: sealed}, {Path: "secret", Value: firestore.Delete}})
+	})
+	return changed, err
+}
+
+// EachWebhook calls f with every endpoint of every tenant, in pages of
+// 100 by id; an error of f ends it.
+func (s *Store) EachWebhook(ctx context.Context, f func(*Webhook) error) error {
+	q := s.fs.Collection(Webhooks).OrderBy(firestore.DocumentID, firestore.Asc)
+	after := ""
+	for {
+		page := q
+		if after != "" {
+			page = q.StartAfter(after)
+		}
+		hooks, more, err := pageDocs(ctx, s, page, 100, Webhooks, decodeWebhook)
+		if err != nil {
+			return err
+		}
+		for _, w := range hooks {
+			if err := f(w); err != nil {
+				return err
+			}
+			after = w.ID
+		}
+		if !more {
+			return nil
+		}
+	}
 }
 
 // ListWebhooks returns tenant's endpoints, oldest first.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -15,30 +16,50 @@ import (
 	"github.com/jsdlq/jsdlq/shared/webhook"
 )
 
+// createWebhook adds an endpoint of tenant at url whose sealed secret is
+// opaque bytes naming it: the store keeps sealed bytes without knowing
+// their form (hooksecret's tests seal real ones).
+func createWebhook(t *testing.T, s *Store, tenant, url string) (*Webhook, error) {
+	t.Helper()
+	id, err := NewWebhookID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.CreateWebhook(testenv.Context(t), NewWebhook{ID: id, Tenant: tenant, URL: url, By: "ops", SealedSecret: []byte("sealed:" + id)})
+}
+
 func TestWebhookLifecycle(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := testenv.Context(t)
 
-	w, err := s.CreateWebhook(ctx, "acme", "https://hooks.acme.example/jsdlq", "ops")
+	w, err := createWebhook(t, s, "acme", "https://hooks.acme.example/jsdlq")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := webhook.ParseSecret(w.Secret.Reveal()); err != nil || !w.Enabled || !validKeyID(w.ID) {
-		t.Fatalf("CreateWebhook = %+v (secret %v), want an enabled endpoint with a whsec_ secret", w, err)
+	if !w.Enabled || !validKeyID(w.ID) || string(w.SealedSecret) != "sealed:"+w.ID || w.Secret != "" {
+		t.Fatalf("CreateWebhook = %+v, want an enabled endpoint with its sealed secret and no clear one", w)
 	}
 	got, err := s.GetWebhook(ctx, "acme", w.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Secret != w.Secret {
-		t.Errorf("GetWebhook secret differs from the created one: the stored secret must sign")
-	}
 	if d := cmp.Diff(w, got); d != "" {
 		t.Errorf("GetWebhook (-created +read):\n%s", d)
 	}
 	b, _ := json.Marshal(got)
-	if strings.Contains(string(b), w.Secret.Reveal()) || strings.Contains(string(b), "whsec_") {
+	if strings.Contains(string(b), "sealed") || strings.Contains(string(b), "secret") {
 		t.Errorf("JSON of a webhook %s shows its secret", b)
+	}
+	// An endpoint is never stored without its sealed secret, nor under an
+	// id NewWebhookID does not make.
+	for name, nw := range map[string]NewWebhook{
+		"no secret":    {ID: "0123456789abcdef", Tenant: "acme", URL: "https://x.example/", By: "ops"},
+		"malformed id": {ID: "../tenant-keys/x", Tenant: "acme", URL: "https://x.example/", By: "ops", SealedSecret: []byte("s")},
+		"no one":       {ID: "0123456789abcdef", Tenant: "acme", URL: "https://x.example/", SealedSecret: []byte("s")},
+	} {
+		if _, err := s.CreateWebhook(ctx, nw); !errors.Is(err, ErrInvalid) {
+			t.Errorf("CreateWebhook(%s) = %v, want ErrInvalid", name, err)
+		}
 	}
 
 	// Bad input loses nothing: another tenant's id, an unknown or malformed
@@ -58,11 +79,11 @@ func TestWebhookLifecycle(t *testing.T) {
 			t.Errorf("%s = %v, want ErrNotFound", name, err)
 		}
 	}
-	if _, err := s.CreateWebhook(ctx, "acme", w.URL, "ops"); !errors.Is(err, ErrWebhookRefused) {
+	if _, err := createWebhook(t, s, "acme", w.URL); !errors.Is(err, ErrWebhookRefused) {
 		t.Errorf("CreateWebhook(same URL) = %v, want ErrWebhookRefused", err)
 	}
 	for _, tenant := range []string{"", " acme", "a\x01"} {
-		if _, err := s.CreateWebhook(ctx, tenant, "https://x.example/", "ops"); !errors.Is(err, ErrInvalid) {
+		if _, err := createWebhook(t, s, tenant, "https://x.example/"); !errors.Is(err, ErrInvalid) {
 			t.Errorf("CreateWebhook(tenant %q) = %v, want ErrInvalid", tenant, err)
 		}
 	}
@@ -75,11 +96,11 @@ func TestWebhookLifecycle(t *testing.T) {
 	}
 
 	for i := 1; i < MaxWebhooksPerTenant; i++ {
-		if _, err := s.CreateWebhook(ctx, "acme", fmt.Sprintf("https://hooks.acme.example/%d", i), "ops"); err != nil {
+		if _, err := createWebhook(t, s, "acme", fmt.Sprintf("https://hooks.acme.example/%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.CreateWebhook(ctx, "acme", "https://hooks.acme.example/one-too-many", "ops"); !errors.Is(err, ErrWebhookRefused) {
+	if _, err := createWebhook(t, s, "acme", "https://hooks.acme.example/one-too-many"); !errors.Is(err, ErrWebhookRefused) {
 		t.Errorf("CreateWebhook beyond %d = %v, want ErrWebhookRefused", MaxWebhooksPerTenant, err)
 	}
 	if err := s.DeleteWebhook(ctx, "acme", w.ID); err != nil {
@@ -96,7 +117,7 @@ func TestWebhookLifecycle(t *testing.T) {
 func TestWebhookDisabledAfterFailures(t *testing.T) {
 	s, clock := newStore(t)
 	ctx := testenv.Context(t)
-	w, err := s.CreateWebhook(ctx, "acme", "https://hooks.acme.example/jsdlq?token=t0p", "ops")
+	w, err := createWebhook(t, s, "acme", "https://hooks.acme.example/jsdlq?token=t0p")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +166,91 @@ func TestWebhookDisabledAfterFailures(t *testing.T) {
 	got, err := s.EnableWebhook(ctx, "acme", w.ID, "ops")
 	if err != nil || !got.Enabled || got.Failures != 0 || got.EnabledBy != "ops" || !got.DisabledAt.IsZero() {
 		t.Errorf("EnableWebhook = %+v, %v, want enabled with a new run", got, err)
+	}
+}
+
+// TestSealWebhookSecret: an endpoint added before secrets were sealed
+// (its secret in clear, as the store wrote it then) gets its sealed
+// secret in place of the clear one, once: a repeat, or a seal based on
+// what it held before, changes nothing; EachWebhook pages through every
+// tenant's endpoints.
+func TestSealWebhookSecret(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := testenv.Context(t)
+	old := "0123456789abcdef"
+	clear := webhook.Secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	if _, err := s.fs.Collection(Webhooks).Doc(old).Set(ctx, map[string]any{"tenant": "acme", "url": "https://hooks.acme.example/old",
+		"secret": string(clear), "enabled": true, "consecutive_failures": 0, "deliveries": 3, "created_at": s.Now(), "created_by": "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	legacy, err := s.WebhookByID(ctx, old)
+	if err != nil || legacy.Secret != clear || legacy.SealedSecret != nil || legacy.Deliveries != 3 {
+		t.Fatalf("WebhookByID(old record) = %+v, %v, want its clear secret", legacy, err)
+	}
+	// Other writes keep what the record holds.
+	if _, err := s.RecordWebhookAttempt(ctx, old, WebhookAttempt{OK: true, Status: 204}, 3); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := s.SealWebhookSecret(ctx, legacy, []byte("sealed-1")); err != nil || !changed {
+		t.Fatalf("SealWebhookSecret(old) = %v, %v, want changed", changed, err)
+	}
+	sealed, err := s.WebhookByID(ctx, old)
+	if err != nil || sealed.Secret != "" || string(sealed.SealedSecret) != "sealed-1" || sealed.Deliveries != 4 {
+		t.Fatalf("after sealing = %+v, %v, want the sealed secret alone, the rest kept", sealed, err)
+	}
+	raw, err := s.fs.Collection(Webhooks).Doc(old).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := raw.Data()["secret"]; ok {
+		t.Errorf("the clear secret is still in the document: %v", raw.Data())
+	}
+	// A concurrent sealer that read the clear record too changes nothing.
+	if changed, err := s.SealWebhookSecret(ctx, legacy, []byte("sealed-2")); err != nil || changed {
+		t.Errorf("SealWebhookSecret(stale) = %v, %v, want unchanged", changed, err)
+	}
+	// A rewrap replaces the sealed form it read.
+	if changed, err := s.SealWebhookSecret(ctx, sealed, []byte("sealed-3")); err != nil || !changed {
+		t.Errorf("SealWebhookSecret(rewrap) = %v, %v, want changed", changed, err)
+	}
+	if _, err := s.SealWebhookSecret(ctx, &Webhook{ID: "ffffffffffffffff", Tenant: "acme"}, []byte("x")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("SealWebhookSecret(missing) = %v, want ErrNotFound", err)
+	}
+	if _, err := s.SealWebhookSecret(ctx, &Webhook{ID: old, Tenant: "globex"}, []byte("x")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("SealWebhookSecret(as another tenant) = %v, want ErrNotFound", err)
+	}
+
+	want := []string{old}
+	for i := range 150 {
+		w, err := createWebhook(t, s, fmt.Sprintf("tenant-%d", i%20), fmt.Sprintf("https://hooks.example/%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, w.ID)
+	}
+	var got []string
+	if err := s.EachWebhook(ctx, func(w *Webhook) error { got = append(got, w.ID); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(want)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("EachWebhook (-want +got):\n%s", d)
+	}
+}
+
+// TestOwnURLs: none without the deployment's document, its URLs with it.
+func TestOwnURLs(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := testenv.Context(t)
+	if urls, err := s.OwnURLs(ctx); err != nil || urls != nil {
+		t.Errorf("OwnURLs() without the document = %q, %v, want none", urls, err)
+	}
+	want := []string{"https://jsdlq-deliver-abc-ew.a.run.app", "https://jsdlq-console-abc-ew.a.run.app"}
+	if _, err := s.fs.Collection(Deployment).Doc(OwnURLsDoc).Set(ctx, map[string]any{"urls": want}); err != nil {
+		t.Fatal(err)
+	}
+	if urls, err := s.OwnURLs(ctx); err != nil || !slices.Equal(urls, want) {
+		t.Errorf("OwnURLs() = %q, %v, want %q", urls, err, want)
 	}
 }
 

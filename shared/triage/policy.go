@@ -211,6 +211,8 @@ type ruleDoc struct {
 	// Predictions "off" switches predictions off for the tasks the rule
 	// matches; a rule with it and no action only does that.
 	Predictions Switch `yaml:"predictions,omitempty"`
+	// Approvers may approve the rule's entries (approvers.go).
+	Approvers approverList `yaml:"approvers,omitempty"`
 }
 
 // Policy is a validated, compiled policy. It is immutable and safe for
@@ -444,6 +446,7 @@ func (p *Policy) compile(v *validator) {
 		if !r.switchOnly {
 			r.retention, r.strategy = p.compileAction(v, where, rd)
 		}
+		checkApprovers(v, where, rd)
 		m := rd.Match
 		for _, code := range append(append([]string{}, m.ReasonCode...), m.SeenInChain...) {
 			if _, ok := d.Reasons[code]; !ok {

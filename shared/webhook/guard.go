@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,7 +26,9 @@ const MaxURLLen = 2048
 // the configuration knows.
 type Guard struct {
 	local    bool
-	own      []string // host:port of jsdlq's own URLs, lower case
+	ownURLs  []string
+	source   OwnURLSource
+	own      *owns
 	resolver *net.Resolver
 	tls      *tls.Config
 }
@@ -40,60 +41,51 @@ type GuardOption func(*Guard)
 func WithLocal(on bool) GuardOption { return func(g *Guard) { g.local = on } }
 
 // WithOwnURLs names jsdlq's own URLs (console, functions, push endpoint):
-// an endpoint on the same host and port is refused, so a notification never
-// calls back into jsdlq. Unparsable or empty ones are skipped.
+// an endpoint that reaches the same host and port is refused, so a
+// notification never calls back into jsdlq. Each may be a comma-separated
+// list; unparsable or empty ones are skipped.
 func WithOwnURLs(urls ...string) GuardOption {
-	return func(g *Guard) {
-		for _, raw := range urls {
-			for _, one := range strings.Split(raw, ",") {
-				if u, err := url.Parse(strings.TrimSpace(one)); err == nil && u.Host != "" {
-					g.own = append(g.own, hostPorts(u)...)
-				}
-			}
-		}
-	}
+	return func(g *Guard) { g.ownURLs = append(g.ownURLs, urls...) }
 }
 
-// WithResolver replaces net.DefaultResolver, for the registration check
-// and the deliveries' connections alike.
+// WithOwnURLSource adds the own URLs source reads on first use (and again
+// every few minutes): a deployment's URLs that no environment can name.
+func WithOwnURLSource(source OwnURLSource) GuardOption {
+	return func(g *Guard) { g.source = source }
+}
+
+// WithResolver replaces net.DefaultResolver, for the registration check,
+// the deliveries' connections and the own names alike.
 func WithResolver(r *net.Resolver) GuardOption { return func(g *Guard) { g.resolver = r } }
 
 // WithTLSConfig sets the client's TLS configuration (tests trust their
 // receiver's certificate with it).
 func WithTLSConfig(c *tls.Config) GuardOption { return func(g *Guard) { g.tls = c } }
 
-// NewGuard returns a Guard.
+// NewGuard returns a Guard. It parses the own URLs; their names are
+// resolved on first use, never here.
 func NewGuard(opts ...GuardOption) *Guard {
 	g := &Guard{}
 	for _, o := range opts {
 		o(g)
 	}
+	g.own = newOwns(g.ownURLs, g.source)
 	return g
 }
 
-// hostPorts are the host and port u reaches, as a dialler reaches them: the
-// port as a number (":0443" is port 443, the scheme's default when none is
-// given), an address in its one canonical spelling ("::ffff:34.1.2.3" is
-// 34.1.2.3), and for a NAT64 or 6to4 address also the IPv4 address it
-// reaches. u is one of jsdlq's own addresses when any of them is.
-func hostPorts(u *url.URL) []string {
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
-	} else if n, err := strconv.ParseUint(port, 10, 16); err == nil {
-		port = strconv.FormatUint(n, 10)
+// owns returns g's own addresses (none for a zero Guard).
+func (g *Guard) owns() *owns {
+	if g == nil || g.own == nil {
+		return newOwns(nil, nil)
 	}
-	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return []string{net.JoinHostPort(host, port)}
+	return g.own
+}
+
+func (g *Guard) lookup() *net.Resolver {
+	if g != nil && g.resolver != nil {
+		return g.resolver
 	}
-	ip = ip.Unmap().WithZone("")
-	out := []string{net.JoinHostPort(ip.String(), port)}
-	if v4, ok := embeddedIPv4(ip); ok {
-		out = append(out, net.JoinHostPort(v4.String(), port))
-	}
-	return out
+	return net.DefaultResolver
 }
 
 func refused(format string, args ...any) error {
@@ -136,25 +128,29 @@ func (g *Guard) Parse(raw string) (*url.URL, error) {
 	if u.User != nil || u.Fragment != "" {
 		return nil, refused("%q: no user information or fragment", raw)
 	}
-	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
-	if host == "" {
-		return nil, refused("%q has no host", raw)
+	h, err := ParseHost(u.Hostname())
+	if err != nil {
+		return nil, refused("%q: the host is neither a name nor an address", raw)
 	}
-	for _, hp := range hostPorts(u) {
-		if slices.Contains(g.own, hp) {
-			return nil, refused("%q is jsdlq's own address", raw)
+	port, _ := urlPort(u)
+	if g.owns().static.hasHost(h, port) {
+		return nil, refused("%q is jsdlq's own address", raw)
+	}
+	if h.IsAddr() {
+		if !h.Canonical {
+			return nil, refused("%q writes the address %s in a form resolvers read differently; write it in dotted decimal", raw, h.Addr)
 		}
-	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		if err := g.CheckIP(ip); err != nil {
+		if err := g.CheckIP(h.Addr); err != nil {
 			return nil, err
 		}
-	} else if !g.local && (host == "localhost" || strings.HasSuffix(host, ".localhost") ||
-		host == "metadata.google.internal" || strings.HasSuffix(host, ".internal")) {
+	} else if !g.local && (localName(h.Name) || h.Name == "metadata.google.internal" || strings.HasSuffix(h.Name, ".internal")) {
 		return nil, refused("%q is a local or internal host", raw)
 	}
 	return u, nil
 }
+
+// publicAddr tells whether ip is an address a strict guard calls.
+func publicAddr(ip netip.Addr) bool { return (*Guard)(nil).CheckIP(ip) == nil }
 
 // notPublic are the special-purpose ranges (IANA's registries) that the
 // netip predicates do not cover and that no public endpoint uses.
@@ -235,35 +231,51 @@ func embeddedIPv4(ip netip.Addr) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// Check is the registration check: Parse, then every address the host
-// resolves to now must be allowed. A name that does not resolve yet is
-// accepted (delivery checks again on every connection, and fails while it
-// does not resolve); one that resolves to a refused address is not.
+// Check is the full check, at registration and before each delivery:
+// Parse, then jsdlq's own addresses as they are now (the source's URLs,
+// the addresses own names resolve to) by name and by address, then every
+// address the host resolves to must be allowed. A name that does not
+// resolve yet is accepted (delivery checks again on every connection, and
+// fails while it does not resolve); one that resolves to a refused address
+// is not. ErrOwnUnknown means the own addresses could not be learnt: retry.
 func (g *Guard) Check(ctx context.Context, raw string) (*url.URL, error) {
 	u, err := g.Parse(raw)
 	if err != nil {
 		return nil, err
 	}
-	host := u.Hostname()
-	if _, err := netip.ParseAddr(host); err == nil {
-		return u, nil
+	own, err := g.owns().current(ctx, g.lookup())
+	if err != nil {
+		return nil, err
 	}
-	r := net.DefaultResolver
-	if g.resolver != nil {
-		r = g.resolver
+	h, _ := ParseHost(u.Hostname())
+	port, _ := urlPort(u)
+	if own.hasHost(h, port) {
+		return nil, refused("%q is jsdlq's own address", raw)
+	}
+	if h.IsAddr() || localName(h.Name) {
+		return u, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	addrs, err := r.LookupNetIP(ctx, "ip", host)
+	addrs, err := g.lookup().LookupNetIP(ctx, "ip", h.Name)
 	if err != nil {
 		return u, nil
 	}
 	for _, ip := range addrs {
-		if err := g.CheckIP(ip); err != nil {
-			return nil, fmt.Errorf("%w (%s resolves to it)", err, host)
+		if err := g.checkAddr(own, ip, port); err != nil {
+			return nil, fmt.Errorf("%w (%s resolves to it)", err, h.Name)
 		}
 	}
 	return u, nil
+}
+
+// checkAddr is the check of one address a connection would go to: not
+// jsdlq's own, and allowed by CheckIP.
+func (g *Guard) checkAddr(own ownSet, ip netip.Addr, port uint16) error {
+	if own.hasAddr(ip, port) {
+		return refused("%s is jsdlq's own address", netip.AddrPortFrom(ip.WithZone("").Unmap(), port))
+	}
+	return g.CheckIP(ip)
 }
 
 // Client returns the HTTP client deliveries use: each connection's address,
@@ -273,16 +285,16 @@ func (g *Guard) Check(ctx context.Context, raw string) (*url.URL, error) {
 // could lead anywhere), no proxy from the environment is used, and every
 // request ends after timeout.
 func (g *Guard) Client(timeout time.Duration) *http.Client {
-	d := &net.Dialer{Timeout: timeout, Resolver: g.resolver, Control: func(_, address string, _ syscall.RawConn) error {
-		host, _, err := net.SplitHostPort(address)
+	d := &net.Dialer{Timeout: timeout, Resolver: g.resolver, ControlContext: func(ctx context.Context, _, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
 			return refused("address %q", address)
 		}
-		ip, err := netip.ParseAddr(host)
+		own, err := g.owns().current(ctx, g.lookup())
 		if err != nil {
-			return refused("address %q", address)
+			return err
 		}
-		return g.CheckIP(ip)
+		return g.checkAddr(own, ap.Addr(), ap.Port())
 	}}
 	tr := &http.Transport{
 		Proxy:                 nil,

@@ -8,13 +8,15 @@
 // keyed by the endpoint's secret "whsec_<base64 key>". A receiver calls
 // Verify with its secret, the request's headers and its raw body; it should
 // also drop a webhook-id it has seen (a retry after a lost answer repeats
-// one). The package has no dependency beyond the standard library, so a
-// receiver written in Go can import it alone.
+// one). Signing and verifying use the standard library alone, so a
+// receiver written in Go can import the package with nothing else
+// (golang.org/x/net, for the guard's host names, is its one dependency).
 //
 // It also decides which endpoints jsdlq may call at all (Guard): never one
-// of jsdlq's own URLs, and outside local mode only https to public
-// addresses, checked when an endpoint is registered and again on every
-// connection, after DNS resolution.
+// of jsdlq's own addresses however the URL spells them, and outside local
+// mode only https to public addresses, checked when an endpoint is
+// registered, before each delivery and again on every connection, after
+// DNS resolution.
 package webhook
 
 import (

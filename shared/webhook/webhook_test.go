@@ -236,6 +236,13 @@ func TestGuard(t *testing.T) {
 // addr, and a resolver that asks only it (no /etc/hosts name is used).
 func fakeDNS(t *testing.T, addr netip.Addr) *net.Resolver {
 	t.Helper()
+	return zoneDNS(t, func(string) (netip.Addr, bool) { return addr, true })
+}
+
+// zoneDNS is fakeDNS answering A questions with what zone says of the name
+// (without its trailing dot); a name it does not know does not exist.
+func zoneDNS(t *testing.T, zone func(name string) (netip.Addr, bool)) *net.Resolver {
+	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -257,12 +264,17 @@ func fakeDNS(t *testing.T, addr netip.Addr) *net.Resolver {
 			if err != nil {
 				continue
 			}
-			b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true})
+			addr, known := zone(strings.TrimSuffix(strings.ToLower(q.Name.String()), "."))
+			rcode := dnsmessage.RCodeSuccess
+			if !known {
+				rcode = dnsmessage.RCodeNameError
+			}
+			b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RCode: rcode})
 			b.EnableCompression()
 			_ = b.StartQuestions()
 			_ = b.Question(q)
 			_ = b.StartAnswers()
-			if q.Type == dnsmessage.TypeA {
+			if known && q.Type == dnsmessage.TypeA {
 				_ = b.AResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 1}, dnsmessage.AResource{A: addr.As4()})
 			}
 			msg, err := b.Finish()

@@ -30,9 +30,11 @@ moved {
   to   = google_cloud_tasks_queue_iam_member.queue["roles/cloudtasks.viewer"]
 }
 
-# Who may pass IAP to the operator UI.
+# Who may pass IAP to the operator UI: every principal of a console role
+# (the console then gives each its role; a principal admitted by IAP but of
+# no role would be refused every page).
 resource "google_iap_web_cloud_run_service_iam_member" "operator" {
-  for_each = var.operator_members
+  for_each = setunion(var.viewers, var.operators, var.approvers)
 
   project                = var.project_id
   location               = var.region

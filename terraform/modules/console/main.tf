@@ -3,13 +3,19 @@
 #
 # - <name>: the operator UI (CONSOLE_SERVE=ui). IAP is enabled on the
 #   service itself, so the run.app URL is reachable only through IAP, by
-#   the operator_members; the console verifies IAP's signed header in code
-#   as well (CONSOLE_AUTH=iap, CONSOLE_IAP_AUDIENCE).
+#   the viewers, operators and approvers; the console verifies IAP's signed
+#   header in code as well (CONSOLE_AUTH=iap, CONSOLE_IAP_AUDIENCE) and
+#   gives each identity its role from the same lists (CONSOLE_VIEWERS,
+#   CONSOLE_OPERATORS, CONSOLE_APPROVERS).
 # - <name>-api: the tenant recovery API (CONSOLE_SERVE=api). Tenants are
 #   not Google identities: each request carries a tenant key the console
 #   checks against Firestore, so Cloud Run's invoker check is turned off
 #   for this service (invoker_iam_disabled) instead of granting run.invoker
 #   to allUsers. It serves no operator page.
+#
+# Each service answers requests for its own URL only (CONSOLE_URLS, the
+# deterministic run.app URL the root passes in urls): a request for another
+# Host, the generated *.a.run.app one included, is answered 421.
 #
 # The console keeps no state of its own: approvals live in Firestore and
 # Cloud Tasks, and so does every bulk redrive (its filter, plan, cursor,
@@ -30,6 +36,10 @@ locals {
           CONSOLE_SERVE        = "ui"
           CONSOLE_AUTH         = "iap"
           CONSOLE_IAP_AUDIENCE = "/projects/${var.project_number}/locations/${var.region}/services/${var.name}"
+          CONSOLE_VIEWERS      = join(",", sort(var.viewers))
+          CONSOLE_OPERATORS    = join(",", sort(var.operators))
+          CONSOLE_APPROVERS    = join(",", sort(var.approvers))
+          CONSOLE_URLS         = var.urls.ui
         }
         iap           = true
         cpu_idle      = false
@@ -39,7 +49,7 @@ locals {
     var.tenant_api_enabled ? {
       api = {
         name          = "${var.name}-api"
-        env           = { CONSOLE_SERVE = "api" }
+        env           = { CONSOLE_SERVE = "api", CONSOLE_URLS = var.urls.api }
         iap           = false
         cpu_idle      = true
         min_instances = 0

@@ -1,11 +1,16 @@
 output "ui_url" {
-  description = "URL of the operator UI (behind IAP)."
-  value       = google_cloud_run_v2_service.console["ui"].uri
+  description = "URL of the operator UI (behind IAP): the one it answers at."
+  value       = var.urls.ui
 }
 
 output "api_url" {
   description = "Base URL of the tenant recovery API (<this>/api/v1/tenants/{tenant}/entries), or null when tenant_api_enabled is false."
-  value       = var.tenant_api_enabled ? google_cloud_run_v2_service.console["api"].uri : null
+  value       = var.tenant_api_enabled ? var.urls.api : null
+}
+
+output "generated_urls" {
+  description = "The URLs Cloud Run generated for the services (uri), by role: jsdlq's own addresses too, which the services do not answer at."
+  value       = { for k, s in google_cloud_run_v2_service.console : k => s.uri }
 }
 
 output "service_names" {

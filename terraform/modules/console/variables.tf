@@ -33,9 +33,33 @@ variable "image" {
   description = "Container image of cmd/console (built from cmd/Dockerfile with SERVICE=console), preferably pinned by digest."
 }
 
-variable "operator_members" {
+variable "viewers" {
   type        = set(string)
-  description = "Who may open the operator UI through IAP (roles/iap.httpsResourceAccessor on the UI service): user:, group:, domain: or serviceAccount: members of the project's organization. Empty: nobody gets in until members are added."
+  description = "Principals of the console's viewer role (CONSOLE_VIEWERS): read every page, act on nothing. user:, group:, domain: or serviceAccount: members of the project's organization; each passes IAP to the UI (roles/iap.httpsResourceAccessor)."
+  default     = []
+}
+
+variable "operators" {
+  type        = set(string)
+  description = "Principals of the console's operator role (CONSOLE_OPERATORS): replay now, discard, breakers, bulk redrives, approve where the rule grants operator. Each passes IAP to the UI."
+  default     = []
+}
+
+variable "approvers" {
+  type        = set(string)
+  description = "Principals of the console's approver role (CONSOLE_APPROVERS): what operators do, and approve every rule's entries. Each passes IAP to the UI."
+  default     = []
+
+  validation {
+    condition     = length(var.viewers) + length(var.operators) + length(var.approvers) > 0
+    error_message = "viewers, operators or approvers must name someone: the console gives nobody else a role, and IAP lets nobody else in."
+  }
+
+  validation {
+    condition = alltrue([for m in setunion(var.viewers, var.operators, var.approvers) :
+    can(regex("^((user|group|serviceAccount):[^\\s,\"\\\\@]+@[^\\s,\"\\\\@]+|domain:[^\\s,\"\\\\@]+\\.[^\\s,\"\\\\@]+)$", m))])
+    error_message = "viewers, operators and approvers must be user:EMAIL, group:EMAIL, serviceAccount:EMAIL or domain:DOMAIN principals."
+  }
 }
 
 variable "ui_min_instances" {
@@ -56,7 +80,7 @@ variable "tenant_api_enabled" {
 
 variable "environment" {
   type        = map(string)
-  description = "Environment both services share (docs/configuration.md): GOOGLE_CLOUD_PROJECT, TASKS_QUEUE, REPLAY_URL, TASKS_SERVICE_ACCOUNT. CONSOLE_SERVE, CONSOLE_AUTH and CONSOLE_IAP_AUDIENCE are set by the module."
+  description = "Environment both services share (docs/configuration.md): GOOGLE_CLOUD_PROJECT, TASKS_QUEUE, REPLAY_URL, TASKS_SERVICE_ACCOUNT. CONSOLE_SERVE, CONSOLE_AUTH, CONSOLE_IAP_AUDIENCE, CONSOLE_URLS and the role variables (CONSOLE_VIEWERS, CONSOLE_OPERATORS, CONSOLE_APPROVERS) are set by the module."
 
   validation {
     condition     = alltrue([for k in ["GOOGLE_CLOUD_PROJECT", "TASKS_QUEUE", "REPLAY_URL", "TASKS_SERVICE_ACCOUNT"] : contains(keys(var.environment), k)])
@@ -64,8 +88,18 @@ variable "environment" {
   }
 
   validation {
-    condition     = length(setintersection(keys(var.environment), ["PORT", "CONSOLE_SERVE", "CONSOLE_AUTH", "CONSOLE_IAP_AUDIENCE", "CONSOLE_OPERATOR", "FIRESTORE_EMULATOR_HOST", "CLOUD_TASKS_EMULATOR_HOST"])) == 0
-    error_message = "environment must not set PORT (Cloud Run's), the CONSOLE_SERVE/CONSOLE_AUTH/CONSOLE_IAP_AUDIENCE the module sets, CONSOLE_OPERATOR (local mode only) or emulator hosts."
+    condition     = length(setintersection(keys(var.environment), ["PORT", "CONSOLE_SERVE", "CONSOLE_AUTH", "CONSOLE_IAP_AUDIENCE", "CONSOLE_URLS", "CONSOLE_VIEWERS", "CONSOLE_OPERATORS", "CONSOLE_APPROVERS", "CONSOLE_OPERATOR", "CONSOLE_ROLE", "FIRESTORE_EMULATOR_HOST", "CLOUD_TASKS_EMULATOR_HOST"])) == 0
+    error_message = "environment must not set PORT (Cloud Run's), the CONSOLE_SERVE/CONSOLE_AUTH/CONSOLE_IAP_AUDIENCE/CONSOLE_URLS and role variables the module sets (viewers, operators, approvers), CONSOLE_OPERATOR/CONSOLE_ROLE (local mode only) or emulator hosts."
+  }
+}
+
+variable "urls" {
+  type        = map(string)
+  description = "The URL each service is reached at, by role (ui; api when tenant_api_enabled): its deterministic run.app URL. The service answers requests for this host only (CONSOLE_URLS; docs/console.md) and the outputs are these URLs."
+
+  validation {
+    condition     = contains(keys(var.urls), "ui") && alltrue([for u in values(var.urls) : can(regex("^https://[a-z0-9.-]+(:[0-9]+)?/?$", u))])
+    error_message = "urls must name the ui service's URL (and the api's when it is deployed), each https://HOST[:PORT]."
   }
 }
 

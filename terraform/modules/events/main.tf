@@ -10,6 +10,7 @@ resource "google_pubsub_topic" "this" {
   project                    = var.project_id
   name                       = each.value
   message_retention_duration = var.message_retention
+  kms_key_name               = var.kms_key_name
   labels                     = var.labels
 }
 

@@ -63,3 +63,14 @@ variable "labels" {
   description = "Labels for topics and subscriptions."
   default     = {}
 }
+
+variable "kms_key_name" {
+  type        = string
+  description = "Customer-managed key (CMEK) that encrypts the messages of dlq-events and its dead-letter topic; Pub/Sub's service agent must be able to use it. null: Google-managed encryption."
+  default     = null
+
+  validation {
+    condition     = var.kms_key_name == null || can(regex("^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$", var.kms_key_name))
+    error_message = "kms_key_name must be a CryptoKey's name, projects/P/locations/L/keyRings/R/cryptoKeys/K, or null."
+  }
+}

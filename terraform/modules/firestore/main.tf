@@ -45,6 +45,13 @@ resource "google_firestore_database" "this" {
   app_engine_integration_mode = "DISABLED"
   delete_protection_state     = var.delete_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
   deletion_policy             = var.delete_on_destroy ? "DELETE" : "ABANDON"
+
+  dynamic "cmek_config" {
+    for_each = var.kms_key_name == null ? [] : [var.kms_key_name]
+    content {
+      kms_key_name = cmek_config.value
+    }
+  }
 }
 
 resource "google_firestore_index" "failure_log" {

@@ -51,3 +51,14 @@ variable "restrict_users_to_database" {
   description = "Add an IAM condition so roles/datastore.user only applies to this database, not to other databases of the project."
   default     = true
 }
+
+variable "kms_key_name" {
+  type        = string
+  description = "Customer-managed key (CMEK) the database is encrypted with, projects/P/locations/L/keyRings/R/cryptoKeys/K in the database's location (nam5: us, eur3: europe); Firestore's service agent must be able to use it. Set at creation only (changing it replaces the database). null: Google-managed encryption."
+  default     = null
+
+  validation {
+    condition     = var.kms_key_name == null || can(regex("^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$", var.kms_key_name))
+    error_message = "kms_key_name must be a CryptoKey's name, projects/P/locations/L/keyRings/R/cryptoKeys/K, or null."
+  }
+}

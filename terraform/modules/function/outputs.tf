@@ -13,6 +13,11 @@ output "uri" {
   value       = google_cloudfunctions2_function.this.service_config[0].uri
 }
 
+output "url" {
+  description = "The function's cloudfunctions.net URL (https://REGION-PROJECT.cloudfunctions.net/NAME): the same service under another name."
+  value       = google_cloudfunctions2_function.this.url
+}
+
 output "service" {
   description = "Cloud Run service backing the function."
   value       = google_cloudfunctions2_function.this.service_config[0].service

@@ -9,6 +9,7 @@ resource "google_pubsub_topic" "notifications" {
   project                    = var.project_id
   name                       = var.topic_name
   message_retention_duration = var.message_retention
+  kms_key_name               = var.kms_key_name
   labels                     = var.labels
 }
 

@@ -41,3 +41,14 @@ variable "labels" {
   description = "Labels on the topic and subscription."
   default     = {}
 }
+
+variable "kms_key_name" {
+  type        = string
+  description = "Customer-managed key (CMEK) that encrypts the topic's messages; Pub/Sub's service agent must be able to use it. null: Google-managed encryption."
+  default     = null
+
+  validation {
+    condition     = var.kms_key_name == null || can(regex("^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$", var.kms_key_name))
+    error_message = "kms_key_name must be a CryptoKey's name, projects/P/locations/L/keyRings/R/cryptoKeys/K, or null."
+  }
+}

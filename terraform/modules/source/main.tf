@@ -18,6 +18,13 @@ resource "google_storage_bucket" "source" {
   public_access_prevention    = "enforced"
   force_destroy               = var.force_destroy
   labels                      = var.labels
+
+  dynamic "encryption" {
+    for_each = var.kms_key_name == null ? [] : [var.kms_key_name]
+    content {
+      default_kms_key_name = encryption.value
+    }
+  }
 }
 
 resource "google_storage_bucket_object" "source" {

@@ -44,3 +44,14 @@ variable "reader_members" {
   description = "Members that read the bundles (the function build service account), keyed by a static name."
   default     = {}
 }
+
+variable "kms_key_name" {
+  type        = string
+  description = "Customer-managed key (CMEK) new objects of the bucket (the function bundles) are encrypted with by default, in the bucket's region; Cloud Storage's service agent must be able to use it. null: Google-managed encryption."
+  default     = null
+
+  validation {
+    condition     = var.kms_key_name == null || can(regex("^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$", var.kms_key_name))
+    error_message = "kms_key_name must be a CryptoKey's name, projects/P/locations/L/keyRings/R/cryptoKeys/K, or null."
+  }
+}
