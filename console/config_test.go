@@ -46,7 +46,7 @@ func TestLoadEnv(t *testing.T) {
 		{"api only needs no operator auth", with("CONSOLE_SERVE", "api"), "", console.DefaultPort},
 		{"unknown part", with("CONSOLE_SERVE", "ui,admin", "CONSOLE_IAP_AUDIENCE", "a"), "CONSOLE_SERVE", 0},
 		{"the api needs a sealing key", with("CONSOLE_SERVE", "api", "SECRETS_KMS_KEY", ""), "SECRETS_KMS_KEY", 0},
-		{"the ui alone needs none", with("CONSOLE_SERVE", "ui", "CONSOLE_IAP_AUDIENCE", "a", "SECRETS_KMS_KEY", ""), "", console.DefaultPort},
+		{"the ui alone needs none", with("CONSOLE_SERVE", "ui", "CONSOLE_IAP_AUDIENCE", "a", "CONSOLE_VIEWERS", "domain:example.com", "SECRETS_KMS_KEY", ""), "", console.DefaultPort},
 		{"cloud run needs its URLs", with("CONSOLE_SERVE", "api", "K_SERVICE", "console-api"), "CONSOLE_URLS", 0},
 		{"cloud run with its URLs", with("CONSOLE_SERVE", "api", "K_SERVICE", "console-api", "CONSOLE_URLS", "https://c-1.r.run.app,https://api.example.com"), "", console.DefaultPort},
 		{"a URL that is not one", with("CONSOLE_SERVE", "api", "CONSOLE_URLS", "https://c-1.r.run.app,ftp://x"), "CONSOLE_URLS", 0},
@@ -70,7 +70,8 @@ func TestLoadEnv(t *testing.T) {
 // local operator's role (approver unless CONSOLE_ROLE says otherwise).
 func TestLoadEnvRoles(t *testing.T) {
 	base := map[string]string{"GOOGLE_CLOUD_PROJECT": "p", "TASKS_QUEUE": "projects/p/locations/l/queues/q",
-		"REPLAY_URL": "http://127.0.0.1:8080/Replay", "TASKS_SERVICE_ACCOUNT": "t@p.iam.gserviceaccount.com"}
+		"REPLAY_URL": "http://127.0.0.1:8080/Replay", "TASKS_SERVICE_ACCOUNT": "t@p.iam.gserviceaccount.com",
+		"SECRETS_KMS_KEY": "projects/p/locations/l/keyRings/r/cryptoKeys/k"}
 	env := map[string]string{"CONSOLE_SERVE": "ui", "CONSOLE_IAP_AUDIENCE": "/projects/1/locations/l/services/console",
 		"CONSOLE_VIEWERS": "domain:example.com", "CONSOLE_OPERATORS": " group:oncall@example.com, user:ann@example.com ",
 		"CONSOLE_APPROVERS": "user:boss@example.com"}

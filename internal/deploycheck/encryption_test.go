@@ -30,7 +30,7 @@ func cmekPlan(t *testing.T) *tfPlan {
 	cmekOnce.Do(func() {
 		cmekPlanned, cmekErr = makePlan(testenv.ModuleRoot(t), schema, nil,
 			"-var", "console_image=europe-west1-docker.pkg.dev/my-jsdlq-project/jsdlq/console:v1",
-			"-var", `console_operator_members=["group:jsdlq-operators@example.com"]`,
+			"-var", `console_operators=["group:jsdlq-operators@example.com"]`,
 			"-var", "kms_key_name="+cmekKey, "-var", "secrets_kms_key_name="+secretsKey)
 	})
 	if cmekErr != nil {
