@@ -116,7 +116,7 @@ func (b *Bridge) fromAdvisories(ctx context.Context, msgs []jetstream.Msg) []bui
 			ev.Message.SetMissing(o.missing)
 			if o.missing == event.MissingPermissionDenied {
 				b.log.Error("the bridge may not read this stream: forwarding the event without the message; grant $JS.API.DIRECT.GET and $JS.API.STREAM.MSG.GET / INFO on it",
-					"stream", ev.Stream, "event_id", ev.ID)
+					"stream", event.Wire(ev.Stream), "event_id", event.Wire(ev.ID))
 			}
 		} else {
 			headers = o.msg.Header
@@ -126,16 +126,31 @@ func (b *Bridge) fromAdvisories(ctx context.Context, msgs []jetstream.Msg) []bui
 			ev.Message.PublishedAt = &t
 			ev.Message.SetPayload(o.msg.Data)
 		}
-		ev.Tenant = b.cfg.Conventions.Tenant(headers)
-		ev.Agent = b.cfg.Conventions.Agent(ev.Message.Subject, headers)
 		if err := failed[ev.ID]; err != nil {
 			out[i].err = retry("kv", err)
 			continue
 		}
 		ev.Failure = fails[ev.ID]
-		if ev.Agent == "" && ev.Failure != nil {
-			ev.Agent = ev.Failure.Agent
+		failureAgent := ""
+		if ev.Failure != nil {
+			failureAgent = ev.Failure.Agent
 		}
+		// Names that break the naming rule go to the reserved tenant: as
+		// read, they could be no Pub/Sub attribute (over 1,024 bytes, not
+		// UTF-8) and the publish would be retried for ever. The headers
+		// carry the originals to classify.
+		names := b.cfg.Conventions.Names(ev.Message.Subject, headers, failureAgent)
+		ev.Tenant, ev.Agent = names.Tenant, names.Agent
+		b.warnReserved(*ev)
 	}
 	return out
+}
+
+// warnReserved logs an event forwarded under the reserved tenant: a name
+// its task carried breaks the naming rule (classify flags the entry).
+func (b *Bridge) warnReserved(ev event.Event) {
+	if ev.Tenant == event.ReservedTenant {
+		b.log.Warn("a dead task's names break the naming rule: forwarded under the reserved tenant, the names kept in its headers",
+			"event_id", event.Wire(ev.ID), "tenant", ev.Tenant)
+	}
 }

@@ -91,12 +91,12 @@ func (b *Bridge) settle(ctx context.Context, msg jetstream.Msg, ev event.Event, 
 		}
 		if err := msg.Ack(); err != nil {
 			// The event is out; a redelivery republishes it with the same id.
-			b.log.Warn("ack failed after publish; the event may be sent twice", "event_id", ev.ID, "error", err)
+			b.log.Warn("ack failed after publish; the event may be sent twice", "event_id", event.Wire(ev.ID), "error", err)
 		}
 		b.m.inc(b.m.forwarded, string(ev.Kind))
 	case isInput && in.rejected:
 		b.log.Error("rejected input: acknowledged and dropped", "reason", in.reason, "error", in.err,
-			"subject", msg.Subject(), "data", truncateForLog(msg.Data()))
+			"subject", event.Wire(msg.Subject()), "data", event.Wire(truncateForLog(msg.Data())))
 		b.m.inc(b.m.rejected, in.reason)
 		if err := msg.Ack(); err != nil {
 			b.log.Warn("ack of rejected input failed", "error", err)
@@ -108,7 +108,7 @@ func (b *Bridge) settle(ctx context.Context, msg jetstream.Msg, ev event.Event, 
 		}
 		delay := b.nakDelay(msg)
 		b.log.Warn("forward failed; will retry", "reason", reason, "error", err, "retry_in", delay.String(),
-			"event_id", ev.ID)
+			"event_id", event.Wire(ev.ID))
 		b.m.inc(b.m.failed, reason)
 		if err := msg.NakWithDelay(delay); err != nil {
 			b.log.Warn("nak failed; redelivered after ack wait", "error", err)
@@ -151,7 +151,7 @@ func (b *Bridge) encode(ev *event.Event) (*pubsub.Message, error) {
 	if len(data) <= limit {
 		return &pubsub.Message{Data: data, Attributes: attrs}, nil
 	}
-	b.log.Warn("event exceeds the Pub/Sub limit: forwarding it without the payload", "event_id", ev.ID,
+	b.log.Warn("event exceeds the Pub/Sub limit: forwarding it without the payload", "event_id", event.Wire(ev.ID),
 		"size", ev.Message.Size, "event_bytes", len(data))
 	ev.Message.Truncate()
 	if data, err = event.Encode(*ev); err != nil {
@@ -192,7 +192,7 @@ func (b *Bridge) deleteOriginal(ctx context.Context, ev event.Event) {
 	err := b.sources.delete(ctx, ev.Stream, ev.StreamSeq)
 	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		b.m.inc(b.m.failed, "delete")
-		b.log.Warn("delete-forwarded: could not delete the original", "event_id", ev.ID, "error", err)
+		b.log.Warn("delete-forwarded: could not delete the original", "event_id", event.Wire(ev.ID), "error", err)
 	}
 }
 
@@ -207,6 +207,7 @@ func (b *Bridge) fromRecords(_ context.Context, msgs []jetstream.Msg) []built {
 			continue
 		}
 		out[i].ev = r.Event(b.cfg.Conventions, b.cfg.Now())
+		b.warnReserved(out[i].ev)
 	}
 	return out
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/jsdlq/jsdlq/shared/authority"
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/httpfunc"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -31,7 +32,6 @@ const (
 	DefaultPageSize = 50
 	MaxPageSize     = 200
 	maxBodyBytes    = 16 << 10
-	maxReasonBytes  = 1000
 )
 
 // listParams are the list route's query parameters; any other is refused.
@@ -123,13 +123,18 @@ func (c tenantCall) LogValue() slog.Value {
 func (s *Server) tenantRoute(h func(w http.ResponseWriter, r *http.Request, c tenantCall) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		err := func() error {
+			// A path no tenant can have, or a parameter no query can take,
+			// is a 400 before anything is read.
+			if err := checkAPIRequest(r); err != nil {
+				return err
+			}
 			scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 			if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
 				return errAPIUnauthenticated
 			}
 			tenant, err := s.store.VerifyTenantKey(r.Context(), key)
 			if errors.Is(err, store.ErrUnknownKey) {
-				s.log.WarnContext(r.Context(), "tenant key refused", "error", err.Error(), "path", r.URL.Path)
+				s.log.WarnContext(r.Context(), "tenant key refused", "error", err.Error(), "path", event.Wire(r.URL.Path))
 				return errAPIUnauthenticated
 			}
 			if err != nil {
@@ -145,6 +150,33 @@ func (s *Server) tenantRoute(h func(w http.ResponseWriter, r *http.Request, c te
 			s.apiFail(w, r, err)
 		}
 	})
+}
+
+// checkAPIRequest refuses what no route can serve, before the key is
+// verified: a tenant path ParseTenant refuses, and a path or query value
+// that is not visible UTF-8 of at most maxParamBytes (not UTF-8, a
+// control character), which the store could not even send as a query.
+func checkAPIRequest(r *http.Request) error {
+	if _, err := event.ParseTenant(r.PathValue("tenant")); err != nil {
+		return badRequest("%s", event.Problem(err))
+	}
+	for _, name := range []string{"entry", "id"} {
+		if err := event.CheckValue(name, r.PathValue(name), store.MaxIDBytes); err != nil {
+			return badRequest("%s", event.Problem(err))
+		}
+	}
+	vals, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return badRequest("malformed query string")
+	}
+	for name, vs := range vals {
+		for _, v := range vs {
+			if err := event.CheckValue("parameter "+name, v, maxParamBytes); err != nil {
+				return badRequest("%s", event.Problem(err))
+			}
+		}
+	}
+	return nil
 }
 
 func (s *Server) apiFail(w http.ResponseWriter, r *http.Request, err error) {
@@ -163,7 +195,7 @@ func (s *Server) apiFail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, operator.ErrBadEdit), errors.Is(err, store.ErrBadID), errors.Is(err, store.ErrBadQuery), errors.Is(err, store.ErrBadCursor):
 		ae = badRequest("%s", trimPrefixes(err.Error()))
 	default:
-		s.log.ErrorContext(r.Context(), "tenant api failed", "error", err.Error(), "path", r.URL.Path)
+		s.log.ErrorContext(r.Context(), "tenant api failed", "error", err.Error(), "path", event.Wire(r.URL.Path))
 		ae = &apiError{http.StatusInternalServerError, "internal", "internal error"}
 	}
 	if ae.status == http.StatusUnauthorized {
@@ -229,9 +261,14 @@ func (s *Server) tenantQuery(r *http.Request, c tenantCall) (store.Query, error)
 	if q.Status != "" && !q.Status.Known() {
 		return q, badRequest("unknown status %q", q.Status)
 	}
-	for name, v := range map[string]string{"category": q.Category, "reason": q.Reason, "agent": q.Agent} {
-		if len(v) > 256 || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-			return q, badRequest("parameter %q is not a plain value of at most 256 bytes", name)
+	for name, v := range map[string]string{"category": q.Category, "reason": q.Reason, "agent": q.Agent, "page_token": vals.Get("page_token")} {
+		if err := event.CheckValue(name, v, maxParamBytes); err != nil {
+			return q, badRequest("%s", event.Problem(err))
+		}
+	}
+	if q.Agent != "" {
+		if _, err := event.ParseAgent(q.Agent); err != nil {
+			return q, badRequest("%s", event.Problem(err))
 		}
 	}
 	if ps := vals.Get("page_size"); ps != "" {

@@ -116,6 +116,7 @@ func TestTenantAPIMatchesOpenAPI(t *testing.T) {
 		{"POST", down.URL + "/api/v1/tenants/acme/entries/TASKS.4:discard", acme, `{"reason":"x"}`, 500},
 		{"GET", api + "/webhooks", acme, "", 200},
 		{"GET", api + "/webhooks", "", "", 401},
+		{"GET", e.srv.URL + "/api/v1/tenants/acme%E2%80%AE/webhooks", acme, "", 400}, // a tenant no name can be
 		{"GET", other + "/webhooks", acme, "", 404},
 		{"GET", down.URL + "/api/v1/tenants/acme/webhooks", acme, "", 500},
 		{"POST", api + "/webhooks", acme, `{"url":"https://hooks.acme.example/jsdlq"}`, 201},
@@ -127,6 +128,7 @@ func TestTenantAPIMatchesOpenAPI(t *testing.T) {
 		{"POST", down.URL + "/api/v1/tenants/acme/webhooks", acme, `{"url":"https://hooks.acme.example/x"}`, 500},
 		{"DELETE", api + "/webhooks/" + hook.ID, acme, "", 200},
 		{"DELETE", api + "/webhooks/" + hook.ID, "", "", 401},
+		{"DELETE", api + "/webhooks/x%FF", acme, "", 400},
 		{"DELETE", api + "/webhooks/" + hook.ID, acme, "", 404},
 		{"DELETE", down.URL + "/api/v1/tenants/acme/webhooks/" + hook.ID, acme, "", 500},
 		// Paths the document does not have answer its Error as a 404.

@@ -307,7 +307,8 @@ func (s *Server) bulkConfirm(_ http.ResponseWriter, r *http.Request, who authori
 	}
 	s.log.InfoContext(r.Context(), "bulk redrive confirmed", "run", run.ID, "operator", who.Name, "role", string(who.Role), "filter", filterText(f.F),
 		"acts", p.Acts(), "rate", f.Rate)
-	return "/bulk/" + run.ID + "?done=bulk-confirmed", nil
+	next, err := consolePath("bulk", run.ID)
+	return next + "?done=bulk-confirmed", err
 }
 
 // bulkRunData is a run's page.
@@ -398,7 +399,8 @@ func (s *Server) bulkCancel(_ http.ResponseWriter, r *http.Request, who authorit
 		return "", err
 	}
 	s.log.InfoContext(r.Context(), "bulk redrive cancel asked", "run", id, "operator", who.Name, "role", string(who.Role))
-	return "/bulk/" + id + "?done=cancel-asked", nil
+	next, err := consolePath("bulk", id)
+	return next + "?done=cancel-asked", err
 }
 
 // bulkRunsData is the list of recent runs.

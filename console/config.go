@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"time"
 
 	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/config"
@@ -50,6 +51,10 @@ type Env struct {
 	// Webhooks decides which endpoints the tenant API accepts
 	// (WEBHOOK_LOCAL, jsdlq's own URLs).
 	Webhooks config.Webhooks
+	// RequestTimeout is CONSOLE_REQUEST_TIMEOUT, each request's deadline
+	// (DefaultRequestTimeout): a page or API call still running then is
+	// cut off with a 503.
+	RequestTimeout time.Duration
 	// Secrets seals the signing secrets of the endpoints tenants add
 	// (required when the API is served).
 	Secrets config.Secrets
@@ -80,6 +85,11 @@ var roleVars = map[authority.Role]string{
 	authority.Viewer: "CONSOLE_VIEWERS", authority.Operator: "CONSOLE_OPERATORS", authority.Approver: "CONSOLE_APPROVERS",
 }
 
+// DefaultRequestTimeout is a console request's deadline: under Cloud
+// Run's 60 s request timeout (terraform/modules/console), so the console's
+// own answer reaches the client first.
+const DefaultRequestTimeout = 55 * time.Second
+
 // LoadEnv reads the console's configuration (docs/console.md,
 // "Configuration"): the common variables, the scheduling variables every
 // replay path needs, and its own.
@@ -91,6 +101,8 @@ func LoadEnv(lookup config.Lookup) (Env, error) {
 	e.Auth = r.OneOf("CONSOLE_AUTH", AuthIAP, AuthIAP, AuthLocal)
 	e.IAPAudience = r.String("CONSOLE_IAP_AUDIENCE", "")
 	e.Operator = r.String("CONSOLE_OPERATOR", "")
+	e.RequestTimeout = r.Duration("CONSOLE_REQUEST_TIMEOUT", DefaultRequestTimeout)
+	r.Check(e.RequestTimeout >= time.Second && e.RequestTimeout <= time.Hour, "CONSOLE_REQUEST_TIMEOUT", "%s is not between 1s and 1h", e.RequestTimeout)
 	e.Role = authority.Role(r.OneOf("CONSOLE_ROLE", string(authority.Approver), string(authority.Viewer), string(authority.Operator), string(authority.Approver)))
 	e.Principals = map[authority.Role][]string{}
 	for _, role := range []authority.Role{authority.Viewer, authority.Operator, authority.Approver} {

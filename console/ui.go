@@ -29,7 +29,7 @@ import (
 //go:embed templates/*.html static/*
 var assets embed.FS
 
-var pages = template.Must(template.New("").Funcs(template.FuncMap{
+var pages = template.Must(template.New("").Funcs(linkFuncs).Funcs(template.FuncMap{
 	"when": func(t time.Time) string {
 		if t.IsZero() {
 			return "—"
@@ -77,15 +77,6 @@ var uiFilters = append(slices.Clone(queryFilters), "q", "page_token")
 // queryFilters are the filters that make a query of the entries (the list's
 // and a bulk redrive's); filterQuery reads them.
 var queryFilters = []string{"tenant", "status", "category", "reason", "agent", "task_type", "from", "to"}
-
-// filterValue is filter name's one value, trimmed: one value of at most 512
-// bytes, else a 400.
-func filterValue(name string, v []string) (string, error) {
-	if len(v) != 1 || len(v[0]) > 512 {
-		return "", uiBad("filter %q: one value of at most 512 bytes", name)
-	}
-	return strings.TrimSpace(v[0]), nil
-}
 
 // filterQuery is the store query of the filters f (queryFilters' names):
 // the one reading of them, for the entries list and a bulk redrive. An
@@ -157,17 +148,20 @@ func pageQuery(r *http.Request, takes string, allowed ...string) (url.Values, er
 		if !slices.Contains(allowed, name) || len(v) != 1 {
 			return nil, uiBad("unknown parameter %q (%s)", name, takes)
 		}
+		if err := event.CheckValue(name, v[0], maxParamBytes); err != nil {
+			return nil, uiBad("%s", event.Problem(err))
+		}
 	}
 	return vals, nil
 }
 
 // reasonOf is an operator's reason for action (discard, probe, breaker
-// close, bulk redrive), trimmed: the history records it, so an empty or
-// oversized one is a 400 naming the action.
+// close, bulk redrive) by operator.Reason's rule: one that breaks it is a
+// 400 naming the action, before any I/O.
 func reasonOf(v, action string) (string, error) {
-	reason := strings.TrimSpace(v)
-	if reason == "" || len(reason) > maxReasonBytes {
-		return "", uiBad("%s needs a reason of 1 to %d bytes", action, maxReasonBytes)
+	reason, err := operator.Reason(action, v)
+	if err != nil {
+		return "", uiBad("%s", strings.TrimPrefix(err.Error(), operator.ErrBadReason.Error()+": "))
 	}
 	return reason, nil
 }
@@ -211,7 +205,7 @@ func (s *Server) form(h func(w http.ResponseWriter, r *http.Request, who authori
 			return
 		}
 		if !checkCSRF(r) {
-			s.log.WarnContext(r.Context(), "form without a valid CSRF token refused", "operator", who.Name, "path", r.URL.Path)
+			s.log.WarnContext(r.Context(), "form without a valid CSRF token refused", "operator", who.Name, "path", event.Wire(r.URL.Path))
 			s.uiFail(w, r, who, "", &uiError{http.StatusForbidden, "the form's CSRF token is missing or stale: reload the page and try again"})
 			return
 		}
@@ -241,7 +235,7 @@ func (s *Server) operator(w http.ResponseWriter, r *http.Request) (authority.Act
 		case errors.Is(err, ErrNoRole):
 			code, msg = http.StatusForbidden, who.Name+" has no console role: ask for one in console_viewers, console_operators or console_approvers"
 		}
-		s.log.WarnContext(r.Context(), "operator refused", "error", err.Error(), "path", r.URL.Path)
+		s.log.WarnContext(r.Context(), "operator refused", "error", err.Error(), "path", event.Wire(r.URL.Path))
 		http.Error(w, msg, code)
 		return authority.Actor{}, false
 	}
@@ -265,7 +259,7 @@ func (s *Server) uiFail(w http.ResponseWriter, r *http.Request, who authority.Ac
 	case errors.Is(err, operator.ErrBadEdit), errors.Is(err, store.ErrBadID), errors.Is(err, store.ErrBadQuery), errors.Is(err, store.ErrBadCursor), errors.Is(err, store.ErrInvalid):
 		code, msg = http.StatusBadRequest, err.Error()
 	default:
-		s.log.ErrorContext(r.Context(), "console page failed", "error", err.Error(), "path", r.URL.Path)
+		s.log.ErrorContext(r.Context(), "console page failed", "error", err.Error(), "path", event.Wire(r.URL.Path))
 	}
 	s.render(w, code, "error", pageData{Title: http.StatusText(code), Operator: who, CSRF: csrf, Body: msg})
 }
@@ -494,9 +488,9 @@ type entryData struct {
 type headerLine struct{ Name, Value string }
 
 func (s *Server) entry(r *http.Request) (string, string, any, error) {
-	id := r.PathValue("entry")
-	if _, err := store.EventID(id); err != nil {
-		return "", "", nil, uiBad("malformed entry id")
+	id, err := pathEntry(r.PathValue("entry"))
+	if err != nil {
+		return "", "", nil, err
 	}
 	chunk, err := chunkParam(r)
 	if err != nil {
@@ -621,18 +615,21 @@ func (s *Server) recorded(r *http.Request, err error, back, done, pending string
 	case err == nil:
 		return back + "?done=" + done, nil
 	case errors.Is(err, operator.ErrTaskNotCreated):
-		s.log.WarnContext(r.Context(), "console action recorded, its replay task left to reconcile", "error", err.Error(), "path", r.URL.Path)
+		s.log.WarnContext(r.Context(), "console action recorded, its replay task left to reconcile", "error", err.Error(), "path", event.Wire(r.URL.Path))
 		return back + "?done=" + pending, nil
 	}
 	return "", err
 }
 
 func (s *Server) entryAction(w http.ResponseWriter, r *http.Request, who authority.Actor) (string, error) {
-	id := r.PathValue("entry")
-	if _, err := store.EventID(id); err != nil {
-		return "", uiBad("malformed entry id")
+	id, err := pathEntry(r.PathValue("entry"))
+	if err != nil {
+		return "", err
 	}
-	back := "/entries/" + url.PathEscape(id)
+	back, err := consolePath("entries", id)
+	if err != nil {
+		return "", err
+	}
 	ctx := r.Context()
 	switch r.PathValue("action") {
 	case "replay":
@@ -684,7 +681,10 @@ func (s *Server) tenants(r *http.Request) (string, string, any, error) {
 
 // breakerAction closes a tenant's breaker, or sends an entry as its probe.
 func (s *Server) breakerAction(_ http.ResponseWriter, r *http.Request, who authority.Actor) (string, error) {
-	tenant := r.PathValue("tenant")
+	tenant, err := pathTenant(r.PathValue("tenant"))
+	if err != nil {
+		return "", err
+	}
 	reason, err := reasonOf(r.PostFormValue("reason"), "a breaker action")
 	if err != nil {
 		return "", err
@@ -696,11 +696,11 @@ func (s *Server) breakerAction(_ http.ResponseWriter, r *http.Request, who autho
 		}
 		return "/tenants?done=breaker-closed", nil
 	case "probe":
-		id := strings.TrimSpace(r.PostFormValue("entry"))
-		if _, err := store.EventID(id); err != nil || id == "" {
+		id, err := pathEntry(strings.TrimSpace(r.PostFormValue("entry")))
+		if err != nil {
 			return "", uiBad("a probe names a held or scheduled entry of the tenant")
 		}
-		_, err := s.actions.ProbeNow(r.Context(), tenant, id, who, reason)
+		_, err = s.actions.ProbeNow(r.Context(), tenant, id, who, reason)
 		return s.recorded(r, err, "/tenants", "probe-sent", "replay-task-pending")
 	}
 	return "", &uiError{http.StatusNotFound, "no such action"}

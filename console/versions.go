@@ -139,9 +139,9 @@ func (s *Server) payloadDownload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fail := func(err error) { s.uiFail(w, r, who, s.csrfToken(w, r), err) }
-	id := r.PathValue("entry")
-	if _, err := store.EventID(id); err != nil {
-		fail(uiBad("malformed entry id"))
+	id, err := pathEntry(r.PathValue("entry"))
+	if err != nil {
+		fail(err)
 		return
 	}
 	n, err := versionParam(r)

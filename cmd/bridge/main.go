@@ -61,7 +61,9 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 		return err
 	}
 
-	srv, err := obs.Listen("", cfg.Port, b.Handler())
+	// Health and metrics answer in milliseconds: a probe or scrape held
+	// longer is cut off rather than piling up.
+	srv, err := obs.Listen("", cfg.Port, b.Handler(), obs.Limits{Request: 10 * time.Second})
 	if err != nil {
 		return err
 	}

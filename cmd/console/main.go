@@ -94,7 +94,7 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 	}
 	srv := console.New(st, op, auth, opts...)
 
-	hs, err := obs.Listen(*host, cfg.Port, srv.Handler())
+	hs, err := obs.Listen(*host, cfg.Port, srv.Handler(), obs.Limits{Request: cfg.RequestTimeout})
 	if err != nil {
 		return err
 	}

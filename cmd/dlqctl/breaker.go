@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -82,7 +81,7 @@ func (a *app) breakerLs(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TENANT\tSTATE\tSINCE\tPROBE\tHELD\tLAST CHANGE")
 	for _, b := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", b.Tenant, b.State, since(b.Breaker).Format(time.RFC3339), orDash(b.ProbeEntry), b.Held, lastChange(b.Breaker))
+		outf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", b.Tenant, b.State, since(b.Breaker).Format(time.RFC3339), orDash(b.ProbeEntry), b.Held, lastChange(b.Breaker))
 	}
 	return tw.Flush()
 }
@@ -113,6 +112,9 @@ func (a *app) breakerShow(ctx context.Context, args []string) error {
 	fs := newFlags("breaker show")
 	asJSON := fs.Bool("json", false, "JSON output")
 	tenant, err := parseOne(fs, args, "tenant")
+	if err == nil {
+		tenant, err = storedTenantArg("breaker show", tenant)
+	}
 	if err != nil {
 		return err
 	}
@@ -132,7 +134,7 @@ func (a *app) breakerShow(ctx context.Context, args []string) error {
 		return writeJSON(a.stdout, breakerJSON{Breaker: b, Held: held})
 	}
 	w := a.stdout
-	kv := func(k, format string, args ...any) { fmt.Fprintf(w, "%-9s %s\n", k, fmt.Sprintf(format, args...)) }
+	kv := func(k, format string, args ...any) { fmt.Fprintf(w, "%-9s %s\n", k, termf(format, args...)) }
 	kv("tenant", "%s", b.Tenant)
 	switch b.State {
 	case store.BreakerClosed:
@@ -165,10 +167,18 @@ func (a *app) overrideArgs(name, what string, args []string) (target, reason str
 	if target, err = parseOne(fs, args, what); err != nil {
 		return "", "", authority.Actor{}, err
 	}
-	if strings.TrimSpace(*reasonF) == "" {
-		return "", "", authority.Actor{}, usagef("%s needs --reason TEXT", name)
+	if reason, err = operator.Reason("a "+name, *reasonF); err != nil {
+		return "", "", authority.Actor{}, usagef("%s --reason: %v", name, err)
 	}
-	return target, *reasonF, a.actor(*byF), nil
+	if what == "tenant" {
+		target, err = storedTenantArg(name, target)
+	} else {
+		target, err = entryArg(name+" "+what, target)
+	}
+	if err != nil {
+		return "", "", authority.Actor{}, err
+	}
+	return target, reason, a.actor(*byF), nil
 }
 
 func (a *app) breakerClose(ctx context.Context, args []string) error {
@@ -190,7 +200,7 @@ func (a *app) breakerClose(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "breaker of %s: %s; %d held entries are released by reconcile's next run (dlqctl audit runs it now)\n", b.Tenant, b.State, held)
+	outf(a.stdout, "breaker of %s: %s; %d held entries are released by reconcile's next run (dlqctl audit runs it now)\n", b.Tenant, b.State, held)
 	return nil
 }
 
@@ -207,6 +217,6 @@ func (a *app) breakerProbe(ctx context.Context, args []string) error {
 	if e == nil && err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "%s: the half-open probe of tenant %s's breaker, %s, task %s due %s\n", e.ID, e.Tenant, e.Status, e.TaskName, e.NextRetryAt.Format(time.RFC3339))
+	outf(a.stdout, "%s: the half-open probe of tenant %s's breaker, %s, task %s due %s\n", e.ID, e.Tenant, e.Status, e.TaskName, e.NextRetryAt.Format(time.RFC3339))
 	return err
 }

@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -54,6 +52,9 @@ func (f filter) String() string {
 
 // set applies one key=value of --filter.
 func (f *filter) set(key, value string, now time.Time) error {
+	if err := filterArg(key, value); err != nil {
+		return err
+	}
 	switch key {
 	case "tenant":
 		f.Tenant = value
@@ -194,15 +195,15 @@ func (a *app) cmdLs(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tCATEGORY\tREASON\tTENANT\tAGENT\tREPLAYS\tCREATED")
 	for _, e := range entries {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.Status, e.Category, e.ReasonCode, e.Tenant, e.Agent,
+		outf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.Status, e.Category, e.ReasonCode, e.Tenant, e.Agent,
 			e.Replays, e.CreatedAt.Format(time.RFC3339))
 	}
 	tw.Flush()
 	if next != "" {
-		fmt.Fprintf(a.stdout, "next page: dlqctl ls ... --page-token %s\n", next)
+		outf(a.stdout, "next page: dlqctl ls ... --page-token %s\n", next)
 	}
 	if len(entries) == 0 {
-		fmt.Fprintln(a.stderr, "no entries match", f.String())
+		outf(a.stderr, "no entries match %s\n", f)
 	}
 	return nil
 }
@@ -217,7 +218,7 @@ func (a *app) getScoped(ctx context.Context, st *store.Store, id string, payload
 		if errors.Is(err, store.ErrCorrupt) {
 			e, err = st.GetMeta(ctx, id)
 			if err == nil && (a.scope == "" || e.Tenant == a.scope) {
-				fmt.Fprintf(a.stderr, "dlqctl: warning: the stored payload of %s does not match its sha256\n", id)
+				outf(a.stderr, "dlqctl: warning: the stored payload of %s does not match its sha256\n", id)
 				e.Payload = nil
 			}
 		}
@@ -302,7 +303,7 @@ func (a *app) cmdShow(ctx context.Context, args []string) error {
 	asJSON := fs.Bool("json", false, "JSON output")
 	previewBytes := fs.Int("preview", 512, "payload bytes to preview")
 	version := fs.Int("version", 0, "print version N of the payload as stored (1: the original) and nothing else")
-	id, err := parseOne(fs, args, "entry id")
+	id, err := parseEntry(fs, args)
 	if err != nil {
 		return err
 	}
@@ -336,10 +337,13 @@ func (a *app) cmdShow(ctx context.Context, args []string) error {
 		return writeJSON(a.stdout, showJSON{Entry: e, Payload: e.Payload, PayloadBinary: !isText(e.Payload), Versions: e.Versions(), ReplayVersion: next.N, Chain: links})
 	}
 	w := a.stdout
-	kv := func(k, format string, args ...any) { fmt.Fprintf(w, "%-11s %s\n", k, fmt.Sprintf(format, args...)) }
+	kv := func(k, format string, args ...any) { fmt.Fprintf(w, "%-11s %s\n", k, termf(format, args...)) }
 	kv("entry", "%s (event %s)", e.ID, e.EventID)
 	kv("status", "%s, replays %d", e.Status, e.Replays)
 	kv("tenant", "%s  agent %s  task %s (%s)  key %s", e.Tenant, e.Agent, orDash(e.TaskID), orDash(e.TaskType), orDash(e.IdempotencyKey))
+	for _, n := range e.InvalidNames {
+		kv("invalid", "%s %s (%d bytes): %s; recorded under the reserved tenant", n.Field, n.Original(), n.Size, n.Problem)
+	}
 	kv("message", "%s  stream %s #%d  consumer %s", e.Subject, e.Stream, e.StreamSeq, orDash(e.Consumer))
 	kv("kind", "%s %v  deliveries %d", e.Kind, e.Kinds, e.Deliveries)
 	kv("reason", "%s (route %s)  category %s", e.ReasonCode, orDash(e.ReasonRoute), e.Category)
@@ -379,7 +383,7 @@ func (a *app) cmdShow(ctx context.Context, args []string) error {
 		if l.ID == e.ID {
 			mark = "*"
 		}
-		fmt.Fprintf(w, " %s %s  %s  %s/%s  %s\n", mark, l.ID, l.Status, orDash(l.ReasonCode), orDash(l.Strategy), l.CreatedAt.Format(time.RFC3339))
+		outf(w, " %s %s  %s  %s/%s  %s\n", mark, l.ID, l.Status, orDash(l.ReasonCode), orDash(l.Strategy), l.CreatedAt.Format(time.RFC3339))
 	}
 	writeHistory(w, e.History)
 	return nil
@@ -393,16 +397,7 @@ func writeHistory(w io.Writer, history []store.Transition) {
 		if from == "" {
 			from = "(new)"
 		}
-		fmt.Fprintf(w, "  %s  %s -> %s  by %s%s\n", h.At.Format(time.RFC3339), from, h.To, h.Actor(), ifSet(h.Note != "", "  "+h.Note))
-	}
-}
-
-// writeHeaders prints headers one value a line, indented, names sorted.
-func writeHeaders(w io.Writer, h map[string][]string) {
-	for _, k := range slices.Sorted(maps.Keys(h)) {
-		for _, v := range h[k] {
-			fmt.Fprintf(w, "  %s: %s\n", k, v)
-		}
+		outf(w, "  %s  %s -> %s  by %s%s\n", h.At.Format(time.RFC3339), from, h.To, h.Actor(), ifSet(h.Note != "", "  "+h.Note))
 	}
 }
 
@@ -459,16 +454,16 @@ func writePreview(w io.Writer, b []byte, n int) {
 	}
 	if isText(b) {
 		for _, line := range strings.Split(strings.TrimRight(string(cut), "\n"), "\n") {
-			fmt.Fprintf(w, "  | %s\n", line)
+			outf(w, "  | %s\n", line)
 		}
 	} else {
 		fmt.Fprintln(w, "  (binary)")
 		for _, line := range strings.Split(strings.TrimRight(hex.Dump(cut), "\n"), "\n") {
-			fmt.Fprintf(w, "  %s\n", line)
+			outf(w, "  %s\n", line)
 		}
 	}
 	if len(b) > n {
-		fmt.Fprintf(w, "  … %d more bytes (dlqctl show --json for all)\n", len(b)-n)
+		outf(w, "  … %d more bytes (dlqctl show --json for all)\n", len(b)-n)
 	}
 }
 
@@ -476,7 +471,7 @@ func (a *app) cmdReplay(ctx context.Context, args []string) error {
 	fs := newFlags("replay")
 	now := fs.Bool("now", false, "run the replay task at once instead of at its scheduled time")
 	by := fs.String("by", "", "who acts (default DLQCTL_ACTOR or dlqctl:$USER)")
-	id, err := parseOne(fs, args, "entry id")
+	id, err := parseEntry(fs, args)
 	if err != nil {
 		return err
 	}
@@ -492,7 +487,7 @@ func (a *app) cmdReplay(ctx context.Context, args []string) error {
 	if *now {
 		how = "running now"
 	}
-	fmt.Fprintf(a.stdout, "%s: %s, task %s (%s)\n", e.ID, e.Status, e.TaskName, how)
+	outf(a.stdout, "%s: %s, task %s (%s)\n", e.ID, e.Status, e.TaskName, how)
 	return nil
 }
 
@@ -517,7 +512,7 @@ func (a *app) cmdApprove(ctx context.Context, args []string) error {
 	by := fs.String("by", "", "who approves (default DLQCTL_ACTOR or dlqctl:$USER)")
 	confirmEmpty := fs.Bool("confirm-empty", false, "confirm that the edited payload is empty or blank")
 	confirmInvalid := fs.Bool("confirm-invalid-json", false, "confirm that the edited payload is not JSON where the one it edits is")
-	id, err := parseOne(fs, args, "entry id")
+	id, err := parseEntry(fs, args)
 	if err != nil {
 		return err
 	}
@@ -544,7 +539,7 @@ func (a *app) cmdApprove(ctx context.Context, args []string) error {
 		return err
 	}
 	v, _ := e.ReplayVersion()
-	fmt.Fprintf(a.stdout, "%s: approved, %s, payload version %d, task %s due %s\n", e.ID, e.Status, v.N, e.TaskName, e.NextRetryAt.Format(time.RFC3339))
+	outf(a.stdout, "%s: approved, %s, payload version %d, task %s due %s\n", e.ID, e.Status, v.N, e.TaskName, e.NextRetryAt.Format(time.RFC3339))
 	return nil
 }
 
@@ -552,12 +547,12 @@ func (a *app) cmdDiscard(ctx context.Context, args []string) error {
 	fs := newFlags("discard")
 	reason := fs.String("reason", "", "why the entry is discarded (required)")
 	by := fs.String("by", "", "who discards (default DLQCTL_ACTOR or dlqctl:$USER)")
-	id, err := parseOne(fs, args, "entry id")
+	id, err := parseEntry(fs, args)
 	if err != nil {
 		return err
 	}
-	if strings.TrimSpace(*reason) == "" {
-		return usagef("discard needs --reason TEXT")
+	if _, err := operator.Reason("a discard", *reason); err != nil {
+		return usagef("discard --reason: %v", err)
 	}
 	op, err := a.operator(ctx, false)
 	if err != nil {
@@ -567,14 +562,8 @@ func (a *app) cmdDiscard(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "%s: %s\n", e.ID, e.Status)
+	outf(a.stdout, "%s: %s\n", e.ID, e.Status)
 	return nil
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func orDash(s string) string {

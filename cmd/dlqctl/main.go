@@ -103,11 +103,11 @@ func (a *app) run(ctx context.Context, args []string) int {
 	code := codeOf(err)
 	var ue usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(a.stderr, "dlqctl: %v\n(dlqctl help for usage)\n", err)
+		outf(a.stderr, "dlqctl: %v\n(dlqctl help for usage)\n", err)
 		return code
 	}
 	if !errors.Is(err, errSilent) {
-		fmt.Fprintf(a.stderr, "dlqctl: %v\n", err)
+		outf(a.stderr, "dlqctl: %v\n", err)
 	}
 	return code
 }
@@ -176,6 +176,14 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 // --tenant alone limits this invocation.
 func (a *app) setScope(flagTenant string) error {
 	role := a.config().Tenant
+	for _, t := range [][2]string{{"DLQCTL_TENANT", role}, {"--tenant", flagTenant}} {
+		if t[1] == "" {
+			continue
+		}
+		if _, err := storedTenantArg(t[0], t[1]); err != nil {
+			return err
+		}
+	}
 	switch {
 	case role != "" && flagTenant != "" && flagTenant != role:
 		return usagef("this caller is limited to tenant %q (DLQCTL_TENANT); --tenant %q is refused", role, flagTenant)

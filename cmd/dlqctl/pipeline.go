@@ -66,18 +66,18 @@ func (a *app) cmdStats(ctx context.Context, args []string) error {
 	var sum hourStats
 	var rate store.DeadRate
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t\n", r.Hour, count(r.Processed), r.Entries, pct(r.DLQRate), r.Recovered, r.Human)
+		outf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t\n", r.Hour, count(r.Processed), r.Entries, pct(r.DLQRate), r.Recovered, r.Human)
 		sum.Entries += r.Entries
 		sum.Recovered += r.Recovered
 		sum.Human += r.Human
 		rate.Add(r.Entries, r.Processed)
 	}
-	fmt.Fprintf(tw, "total\t%d\t%d\t%s\t%d\t%d\t\n", rate.Published, sum.Entries, pct(rate.Rate()), sum.Recovered, sum.Human)
+	outf(tw, "total\t%d\t%d\t%s\t%d\t%d\t\n", rate.Published, sum.Entries, pct(rate.Rate()), sum.Recovered, sum.Human)
 	tw.Flush()
 	if rate.Sampled < len(rows) {
 		// The total's columns would otherwise not add up: its rate leaves
 		// out the hours without a work-stream sample, its entries do not.
-		fmt.Fprintf(a.stdout, "total DLQ rate: %d dead of %d processed, over the %d of %d hours with a work-stream sample\n",
+		outf(a.stdout, "total DLQ rate: %d dead of %d processed, over the %d of %d hours with a work-stream sample\n",
 			rate.Dead, rate.Published, rate.Sampled, len(rows))
 	}
 	cats := map[string]bool{}
@@ -87,7 +87,7 @@ func (a *app) cmdStats(ctx context.Context, args []string) error {
 		}
 	}
 	if len(cats) > 0 {
-		fmt.Fprintf(a.stdout, "\nentries per category, oldest hour first\n")
+		outf(a.stdout, "\nentries per category, oldest hour first\n")
 		for _, c := range slices.Sorted(maps.Keys(cats)) {
 			series := make([]int64, len(rows))
 			var total int64
@@ -95,7 +95,7 @@ func (a *app) cmdStats(ctx context.Context, args []string) error {
 				series[i] = r.ByCategory[c]
 				total += series[i]
 			}
-			fmt.Fprintf(a.stdout, "  %-26s %s %d\n", c, sparkline(series), total)
+			outf(a.stdout, "  %-26s %s %d\n", c, sparkline(series), total)
 		}
 	}
 	return nil
@@ -256,22 +256,22 @@ func (a *app) cmdHealth(ctx context.Context, args []string) error {
 	if r == nil {
 		fmt.Fprintln(a.stdout, "no reconcile report yet (dlqctl audit runs one)")
 	} else {
-		fmt.Fprintf(a.stdout, "latest audit %s (%s, %s ago)\n", r.RunID, r.FinishedAt.Format(time.RFC3339), a.clock().Sub(r.FinishedAt).Round(time.Second))
+		outf(a.stdout, "latest audit %s (%s, %s ago)\n", r.RunID, r.FinishedAt.Format(time.RFC3339), a.clock().Sub(r.FinishedAt).Round(time.Second))
 	}
 	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nTENANT\tENTRIES\tLAST HOUR\tPENDING\tPOISON\tESCALATED\tRECOVERED\tRECOVERY\tBREAKER\tLAST FAILURE")
 	for _, t := range h.Tenants {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", t.Tenant, t.Entries, t.EntriesLastHr, t.PendingRetries, t.ActivePoison,
+		outf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", t.Tenant, t.Entries, t.EntriesLastHr, t.PendingRetries, t.ActivePoison,
 			t.Escalated, t.Recovered, pct(t.RecoveryRate), orDash(t.Breaker), t.LastFailure.Format(time.RFC3339))
 	}
 	tw.Flush()
-	fmt.Fprintf(a.stdout, "\nbreakers open or half-open: %d\n", len(h.Breakers))
+	outf(a.stdout, "\nbreakers open or half-open: %d\n", len(h.Breakers))
 	for _, b := range h.Breakers {
-		fmt.Fprintf(a.stdout, "  %s  %s since %s\n", b.Tenant, b.State, b.OpenedAt.Format(time.RFC3339))
+		outf(a.stdout, "  %s  %s since %s\n", b.Tenant, b.State, b.OpenedAt.Format(time.RFC3339))
 	}
-	fmt.Fprintf(a.stdout, "active alerts: %d\n", len(h.Alerts))
+	outf(a.stdout, "active alerts: %d\n", len(h.Alerts))
 	for _, f := range h.Alerts {
-		fmt.Fprintf(a.stdout, "  %-7s %-26s %s (see docs/runbook.md#%s)\n", f.Severity, f.Name, f.Message, f.Name)
+		outf(a.stdout, "  %-7s %-26s %s (see docs/runbook.md#%s)\n", f.Severity, f.Name, f.Message, f.Name)
 	}
 	return nil
 }
@@ -375,7 +375,7 @@ func printReport(w interface{ Write([]byte) (int, error) }, r *audit.Report) {
 	if r.DryRun {
 		mode = "dry run, nothing changed"
 	}
-	fmt.Fprintf(w, "audit %s (%s) %s → %s, %s\n", r.RunID, mode, r.StartedAt.Format(time.RFC3339), r.FinishedAt.Format(time.RFC3339),
+	outf(w, "audit %s (%s) %s → %s, %s\n", r.RunID, mode, r.StartedAt.Format(time.RFC3339), r.FinishedAt.Format(time.RFC3339),
 		ifSet(r.Complete, "complete")+ifSet(r.BudgetExhausted, "stopped by its budget; next run resumes at "+resumeSection(r)))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nSECTION\tSTATUS\tFIRESTORE R/W\tCOUNTS")
@@ -388,36 +388,36 @@ func printReport(w interface{ Write([]byte) (int, error) }, r *audit.Report) {
 		if s.Error != "" {
 			note += "  error: " + s.Error
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\n", s.Name, s.Status, s.FirestoreReads, s.FirestoreWrites, note)
+		outf(tw, "%s\t%s\t%d/%d\t%s\n", s.Name, s.Status, s.FirestoreReads, s.FirestoreWrites, note)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nfindings: %d  alerts: %s  repairs planned %d done %d skipped %d failed %d\n", len(r.Findings),
+	outf(w, "\nfindings: %d  alerts: %s  repairs planned %d done %d skipped %d failed %d\n", len(r.Findings),
 		orDash(strings.Join(r.Alerts, ", ")), r.Repairs.Planned, r.Repairs.Done, r.Repairs.Skipped, r.Repairs.Failed)
 	for _, f := range r.Findings {
 		rep := ""
 		if f.Repair != nil {
 			rep = fmt.Sprintf("  [%s: planned %d done %d skipped %d failed %d]", f.Repair.Action, f.Repair.Planned, f.Repair.Done, f.Repair.Skipped, f.Repair.Failed)
 		}
-		fmt.Fprintf(w, "  %-7s %-26s %d  %s%s\n", f.Severity, f.Name, f.Count, f.Message, rep)
+		outf(w, "  %-7s %-26s %d  %s%s\n", f.Severity, f.Name, f.Count, f.Message, rep)
 		if len(f.Examples) > 0 {
-			fmt.Fprintf(w, "          e.g. %s\n", strings.Join(f.Examples, " "))
+			outf(w, "          e.g. %s\n", strings.Join(f.Examples, " "))
 		}
 	}
 	if t := r.Traffic; t != nil {
-		fmt.Fprintf(w, "\ntraffic %s → %s: published %d, completed %d, dead %d, duplicates %d, DLQ rate %s\n",
+		outf(w, "\ntraffic %s → %s: published %d, completed %d, dead %d, duplicates %d, DLQ rate %s\n",
 			t.From.Format(time.RFC3339), t.To.Format(time.RFC3339), t.Published, t.Completed, t.Dead, t.Duplicates, pct(t.DLQRate))
 	}
 	if len(r.Tenants) > 0 {
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "\nTENANT\tENTRIES\tPENDING\tPOISON\tESCALATED\tRECOVERED\tRECOVERY\tDUPLICATES")
 		for _, t := range r.Tenants {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\n", t.Tenant, t.Entries, t.PendingRetries, t.ActivePoison, t.Escalated,
+			outf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\n", t.Tenant, t.Entries, t.PendingRetries, t.ActivePoison, t.Escalated,
 				t.Recovered, pct(t.RecoveryRate), t.Duplicates)
 		}
 		tw.Flush()
 	}
 	for _, e := range r.Errors {
-		fmt.Fprintf(w, "error: %s\n", e)
+		outf(w, "error: %s\n", e)
 	}
 }
 
@@ -439,7 +439,7 @@ func (a *app) recount(ctx context.Context, h *reconciler.Handler, o reconciler.R
 		case !hr.Agreed:
 			verdict = fmt.Sprintf("disagrees (total %d, entries %d)", hr.Stored.Total, hr.Recount.Total)
 		}
-		fmt.Fprintf(a.stderr, "recount %s: %d entries, %s\n", hr.Hour, hr.Entries, verdict)
+		outf(a.stderr, "recount %s: %d entries, %s\n", hr.Hour, hr.Entries, verdict)
 	}
 	res, err := h.Recount(ctx, o)
 	if errors.Is(err, reconciler.ErrLeaseHeld) {
@@ -457,11 +457,11 @@ func (a *app) recount(ctx context.Context, h *reconciler.Handler, o reconciler.R
 		if res.DryRun {
 			mode = "dry run, nothing changed"
 		}
-		fmt.Fprintf(a.stdout, "recount %s → %s (%s): %d hours, %d entries, %d disagreed, %d rewritten\n",
+		outf(a.stdout, "recount %s → %s (%s): %d hours, %d entries, %d disagreed, %d rewritten\n",
 			res.From.Format(time.RFC3339), res.To.Format(time.RFC3339), mode, len(res.Hours), res.Entries, res.Disagreed, res.Rewritten)
 		for _, hr := range res.Hours {
 			if !hr.Agreed {
-				fmt.Fprintf(a.stdout, "  %s: metrics total %d, entries %d%s\n", hr.Hour, hr.Stored.Total, hr.Recount.Total, ifSet(hr.Rewritten, ", rewritten"))
+				outf(a.stdout, "  %s: metrics total %d, entries %d%s\n", hr.Hour, hr.Stored.Total, hr.Recount.Total, ifSet(hr.Rewritten, ", rewritten"))
 			}
 		}
 	}

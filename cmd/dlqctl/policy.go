@@ -72,12 +72,12 @@ func (a *app) policyShow(ctx context.Context, args []string) error {
 	if asJSON {
 		return writeJSON(a.stdout, p)
 	}
-	fmt.Fprintf(a.stdout, "# source: %s\n# version: %s\n", p.Source, p.Version)
+	outf(a.stdout, "# source: %s\n# version: %s\n", p.Source, p.Version)
 	if !p.UpdatedAt.IsZero() {
-		fmt.Fprintf(a.stdout, "# updated: %s\n", p.UpdatedAt.Format(time.RFC3339))
+		outf(a.stdout, "# updated: %s\n", p.UpdatedAt.Format(time.RFC3339))
 	}
 	if !p.Valid {
-		fmt.Fprintf(a.stdout, "# INVALID, not in force (the policy in force stays; new instances use the default):\n#   %s\n",
+		outf(a.stdout, "# INVALID, not in force (the policy in force stays; new instances use the default):\n#   %s\n",
 			strings.ReplaceAll(p.Error, "\n", "\n#   "))
 	}
 	fmt.Fprint(a.stdout, p.YAML)
@@ -125,7 +125,7 @@ func (a *app) policyValidate(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "%s: valid, version %s\n", file, p.Version())
+	outf(a.stdout, "%s: valid, version %s\n", file, p.Version())
 	return nil
 }
 
@@ -156,7 +156,7 @@ func (a *app) policyApply(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "policy %s applied (was %s, %s); classify and replay pick it up within %s\n", v, prev.Version, prev.Source, triage.DefaultRefresh)
+	outf(a.stdout, "policy %s applied (was %s, %s); classify and replay pick it up within %s\n", v, prev.Version, prev.Source, triage.DefaultRefresh)
 	return nil
 }
 
@@ -200,6 +200,11 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 	}
 	if len(pos) != 2 && !(len(pos) == 1 && *entryID != "") {
 		return usagef("policy test FILE|current (EVENT.json | --entry ID) [--chain code:strategy,…] [--json]")
+	}
+	if *entryID != "" {
+		if _, err := entryArg("--entry", *entryID); err != nil {
+			return err
+		}
 	}
 	var pol *triage.Policy
 	source := pos[0]
@@ -286,30 +291,30 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 		return writeJSON(a.stdout, r)
 	}
 	w := a.stdout
-	fmt.Fprintf(w, "policy      %s (%s)\n", r.PolicyVersion, r.PolicySource)
-	fmt.Fprintf(w, "event       %s  %s  subject %s  tenant %s  agent %s  task type %s\n", eventID, in.Kind, in.Subject, in.Tenant, orDash(in.Agent), orDash(in.TaskType))
+	outf(w, "policy      %s (%s)\n", r.PolicyVersion, r.PolicySource)
+	outf(w, "event       %s  %s  subject %s  tenant %s  agent %s  task type %s\n", eventID, in.Kind, in.Subject, in.Tenant, orDash(in.Agent), orDash(in.TaskType))
 	if len(chain.Codes) > 0 {
-		fmt.Fprintf(w, "chain       %s (root first)\n", strings.Join(chain.Codes, " → "))
+		outf(w, "chain       %s (root first)\n", strings.Join(chain.Codes, " → "))
 	}
-	fmt.Fprintf(w, "reason      %s (found by %s)%s\n", r.ReasonCode, r.Route, ifSet(r.Detail != "", fmt.Sprintf(": %q", r.Detail)))
-	fmt.Fprintf(w, "category    %s\n", r.Category)
-	fmt.Fprintf(w, "rule        %s\n", r.Rule)
-	fmt.Fprintf(w, "approvers   %s (%s)\n", authority.Join(r.Approvers), map[string]string{"rule": "the rule's approvers", "category": "no approvers in the rule: the category's default"}[r.ApproversFrom])
-	fmt.Fprintf(w, "retention   %s (expire_at = created_at + %s)\n", r.Retention, r.Retention)
-	fmt.Fprintf(w, "action      %s  strategy %s  (replays already made by it: %d, left including this one: %d)\n", r.Action, orDash(r.Strategy), r.Attempt, r.ReplayBudget)
+	outf(w, "reason      %s (found by %s)%s\n", r.ReasonCode, r.Route, ifSet(r.Detail != "", fmt.Sprintf(": %q", r.Detail)))
+	outf(w, "category    %s\n", r.Category)
+	outf(w, "rule        %s\n", r.Rule)
+	outf(w, "approvers   %s (%s)\n", authority.Join(r.Approvers), map[string]string{"rule": "the rule's approvers", "category": "no approvers in the rule: the category's default"}[r.ApproversFrom])
+	outf(w, "retention   %s (expire_at = created_at + %s)\n", r.Retention, r.Retention)
+	outf(w, "action      %s  strategy %s  (replays already made by it: %d, left including this one: %d)\n", r.Action, orDash(r.Strategy), r.Attempt, r.ReplayBudget)
 	if d.Replay() {
-		fmt.Fprintf(w, "delay       %s – %s\n", r.DelayMin, r.DelayMax)
+		outf(w, "delay       %s – %s\n", r.DelayMin, r.DelayMax)
 		fmt.Fprintln(w, "replay carries")
 		writeHeaders(w, r.Headers)
 		if m := d.Modifications; m.AlternateSubject != "" {
-			fmt.Fprintf(w, "  subject → %s (alternate agent %s)\n", m.AlternateSubject, m.AlternateAgent)
+			outf(w, "  subject → %s (alternate agent %s)\n", m.AlternateSubject, m.AlternateAgent)
 		}
 	}
 	if r.EscalateTo != "" {
-		fmt.Fprintf(w, "escalate to %s\n", r.EscalateTo)
+		outf(w, "escalate to %s\n", r.EscalateTo)
 	}
 	if r.Note != "" {
-		fmt.Fprintf(w, "note        %s\n", r.Note)
+		outf(w, "note        %s\n", r.Note)
 	}
 	return nil
 }

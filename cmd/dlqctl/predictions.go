@@ -87,22 +87,22 @@ func (a *app) printPredictions(v predictionsView) {
 	if !p.Enabled {
 		state = "disabled"
 	}
-	fmt.Fprintf(a.stdout, "policy %s (%s): predictions %s, min_support %d, threshold %.2f\n", p.Version, p.Source, state, p.MinSupport, p.Threshold)
+	outf(a.stdout, "policy %s (%s): predictions %s, min_support %d, threshold %.2f\n", p.Version, p.Source, state, p.MinSupport, p.Threshold)
 	var apply []string
 	for _, r := range slices.Sorted(maps.Keys(v.Apply)) {
 		apply = append(apply, r+" → "+v.Apply[r])
 	}
-	fmt.Fprintf(a.stdout, "apply: %s\n", orDash(strings.Join(apply, ", ")))
+	outf(a.stdout, "apply: %s\n", orDash(strings.Join(apply, ", ")))
 	m := v.Model
 	if m == nil {
 		fmt.Fprintln(a.stdout, "no model yet: reconcile learns one once tasks are published through agentkit's Publish and some of them died")
 		return
 	}
-	fmt.Fprintf(a.stdout, "model version %d, trained %s (%s ago) under policy %s, min support %d, threshold %.2f: %d of %d cells predict\n",
+	outf(a.stdout, "model version %d, trained %s (%s ago) under policy %s, min support %d, threshold %.2f: %d of %d cells predict\n",
 		m.Version, m.TrainedAt.Format(time.RFC3339), a.clock().Sub(m.TrainedAt).Round(time.Second), orDash(m.PolicyVersion),
 		m.MinSupport, m.Threshold, len(m.Predictions), m.Cells)
 	if m.PolicyVersion != "" && m.PolicyVersion != p.Version {
-		fmt.Fprintf(a.stdout, "the model was written under policy %s: the pre-flight acts on its ACTION column until the next learning run applies %s (POLICY NOW)\n",
+		outf(a.stdout, "the model was written under policy %s: the pre-flight acts on its ACTION column until the next learning run applies %s (POLICY NOW)\n",
 			m.PolicyVersion, p.Version)
 	}
 	if len(v.Rows) == 0 {
@@ -119,7 +119,7 @@ func (a *app) printPredictions(v predictionsView) {
 		case action == "":
 			action = "advisory"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.2f\t%.2f\t%s\t%.2f\t%s\t%s\n", r.Agent, orDash(r.TaskType), r.Feature, r.Bucket,
+		outf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.2f\t%.2f\t%s\t%.2f\t%s\t%s\n", r.Agent, orDash(r.TaskType), r.Feature, r.Bucket,
 			r.Tasks, r.Deaths, r.Probability, r.Confidence, orDash(r.Reason), r.ReasonShare, action, r.Why)
 	}
 	tw.Flush()

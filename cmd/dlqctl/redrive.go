@@ -69,7 +69,7 @@ func (a *app) cmdRedrive(ctx context.Context, args []string) error {
 			return err
 		}
 		if cp.Complete {
-			fmt.Fprintf(a.stdout, "redrive in %s is complete: %s\n", *resume, redrive.Summary(&cp.RedriveProgress))
+			outf(a.stdout, "redrive in %s is complete: %s\n", *resume, redrive.Summary(&cp.RedriveProgress))
 			return nil
 		}
 		if cp.Scope != a.scope {
@@ -162,7 +162,7 @@ func (a *app) cmdRedrive(ctx context.Context, args []string) error {
 	if err := w.save(cp); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "redrive %s at %.3g/s; checkpoint %s\n", cp.Filter, cp.Rate, path)
+	outf(a.stderr, "redrive %s at %.3g/s; checkpoint %s\n", cp.Filter, cp.Rate, path)
 	return a.redrive(ctx, st, op, cp, w)
 }
 
@@ -218,7 +218,7 @@ func (a *app) redrive(ctx context.Context, st *store.Store, op *operator.Operato
 		return err
 	}
 	prog.finish(cp)
-	fmt.Fprintf(a.stdout, "redrive complete: %s (checkpoint %s)\n", redrive.Summary(&cp.RedriveProgress), w.path)
+	outf(a.stdout, "redrive complete: %s (checkpoint %s)\n", redrive.Summary(&cp.RedriveProgress), w.path)
 	if cp.Failed > 0 {
 		return partialError{fmt.Sprintf("%d entries failed; run the same redrive again (dlqctl redrive --filter '%s' --rate %g/s …) to retry them", cp.Failed, cp.Filter, cp.Rate)}
 	}
@@ -256,12 +256,12 @@ func (p *progress) show(cp *checkpoint) {
 		if p.total > 0 {
 			filled = min(width, int(int64(cp.Seen)*width/p.total))
 		}
-		fmt.Fprintf(p.w, "\r[%s%s] %s ", strings.Repeat("#", filled), strings.Repeat("-", width-filled), p.line(cp))
+		outf(p.w, "\r[%s%s] %s ", strings.Repeat("#", filled), strings.Repeat("-", width-filled), p.line(cp))
 		p.drawn = true
 		return
 	}
 	if time.Since(p.last) >= 2*time.Second || cp.Seen%10 == 0 {
-		fmt.Fprintf(p.w, "redrive: %s\n", p.line(cp))
+		outf(p.w, "redrive: %s\n", p.line(cp))
 		p.last = time.Now()
 	}
 }
@@ -270,7 +270,7 @@ func (p *progress) note(s string) {
 	if p.tty && p.drawn {
 		fmt.Fprintln(p.w)
 	}
-	fmt.Fprintf(p.w, "redrive: %s\n", s)
+	outf(p.w, "redrive: %s\n", s)
 }
 
 func (p *progress) finish(cp *checkpoint) {
@@ -279,5 +279,5 @@ func (p *progress) finish(cp *checkpoint) {
 		fmt.Fprintln(p.w)
 		return
 	}
-	fmt.Fprintf(p.w, "redrive: %s\n", p.line(cp))
+	outf(p.w, "redrive: %s\n", p.line(cp))
 }

@@ -39,50 +39,50 @@ func printPlan(w io.Writer, p *redrive.Plan, cp *checkpoint, resumed bool) {
 	if cp.Scope != "" {
 		scope = "tenant " + cp.Scope + " only"
 	}
-	fmt.Fprintf(w, "redrive plan: filter %s (%s), %.3g/s, by %s\n", cp.Filter, scope, cp.Rate, cp.actor())
+	outf(w, "redrive plan: filter %s (%s), %.3g/s, by %s\n", cp.Filter, scope, cp.Rate, cp.actor())
 	if resumed {
-		fmt.Fprintf(w, "resuming: %d entries passed already (%s); the plan covers the rest\n", cp.Seen, redrive.Summary(&cp.RedriveProgress))
+		outf(w, "resuming: %d entries passed already (%s); the plan covers the rest\n", cp.Seen, redrive.Summary(&cp.RedriveProgress))
 		if cp.Pending != nil {
-			fmt.Fprintf(w, "the entry in hand when the run stopped, %s (%s), is settled first: acted on only if unchanged since it was listed\n",
+			outf(w, "the entry in hand when the run stopped, %s (%s), is settled first: acted on only if unchanged since it was listed\n",
 				cp.Pending.At.ID, cp.Pending.Action)
 		}
 	}
-	fmt.Fprintf(w, "entries matching: %d\n", p.Matched)
+	outf(w, "entries matching: %d\n", p.Matched)
 	if p.Matched > 0 {
-		fmt.Fprintf(w, "  by status    %s\n", countsText(p.ByStatus, 0))
-		fmt.Fprintf(w, "  by category  %s\n", countsText(p.ByCategory, 0))
-		fmt.Fprintf(w, "  by tenant    %s\n", countsText(p.ByTenant, 20))
+		outf(w, "  by status    %s\n", countsText(p.ByStatus, 0))
+		outf(w, "  by category  %s\n", countsText(p.ByCategory, 0))
+		outf(w, "  by tenant    %s\n", countsText(p.ByTenant, 20))
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "\nredrive acts on %d:\n", p.Acts())
-	fmt.Fprintf(tw, "  approve\t%d\tawaiting_approval, quarantined, escalated: the approval answers the policy, not the breaker\n", p.Approve)
-	fmt.Fprintf(tw, "  run now\t%d\tscheduled: the task runs now and meets the policy and the breaker\n", p.RunNow)
-	fmt.Fprintf(tw, "and leaves alone %d:\n", p.LeftAlone())
-	fmt.Fprintf(tw, "  held\t%d\tstay held: redrive never releases them; reconcile does once their breaker admits, or dlqctl breaker probe|close\n", p.Held)
+	outf(tw, "\nredrive acts on %d:\n", p.Acts())
+	outf(tw, "  approve\t%d\tawaiting_approval, quarantined, escalated: the approval answers the policy, not the breaker\n", p.Approve)
+	outf(tw, "  run now\t%d\tscheduled: the task runs now and meets the policy and the breaker\n", p.RunNow)
+	outf(tw, "and leaves alone %d:\n", p.LeftAlone())
+	outf(tw, "  held\t%d\tstay held: redrive never releases them; reconcile does once their breaker admits, or dlqctl breaker probe|close\n", p.Held)
 	// Excluded and not permitted, by rule (an entry that names none: by
 	// its category).
 	if len(cp.Include) > 0 {
-		fmt.Fprintf(tw, "  excluded\t0\t--%s given: the entries whose rule keeps approval for approvers are taken in\n", redrive.OptInFlag)
+		outf(tw, "  excluded\t0\t--%s given: the entries whose rule keeps approval for approvers are taken in\n", redrive.OptInFlag)
 	} else if len(p.Excluded) == 0 {
-		fmt.Fprintf(tw, "  excluded\t0\tno entry whose rule keeps approval for approvers (those need --%s)\n", redrive.OptInFlag)
+		outf(tw, "  excluded\t0\tno entry whose rule keeps approval for approvers (those need --%s)\n", redrive.OptInFlag)
 	}
 	for _, rule := range store.Ranked(p.Excluded) {
-		fmt.Fprintf(tw, "  excluded: %s\t%d\tthe rule keeps approval for approvers: needs --%s\n", rule, p.Excluded[rule], redrive.OptInFlag)
+		outf(tw, "  excluded: %s\t%d\tthe rule keeps approval for approvers: needs --%s\n", rule, p.Excluded[rule], redrive.OptInFlag)
 	}
 	for _, rule := range store.Ranked(p.Denied) {
-		fmt.Fprintf(tw, "  not permitted: %s\t%d\tthe %s role may not act on them\n", rule, p.Denied[rule], cp.actor().Role)
+		outf(tw, "  not permitted: %s\t%d\tthe %s role may not act on them\n", rule, p.Denied[rule], cp.actor().Role)
 	}
-	fmt.Fprintf(tw, "  nothing to do\t%d\treplaying, replayed, recovered, discarded\n", p.Nothing)
+	outf(tw, "  nothing to do\t%d\treplaying, replayed, recovered, discarded\n", p.Nothing)
 	if p.Acts() > 0 {
-		fmt.Fprintf(tw, "what the gates will do with the %d, as things stand now:\n", p.Acts())
-		fmt.Fprintf(tw, "  already completed\t%d\tidempotency record: marked recovered, not published\n", p.Completed)
-		fmt.Fprintf(tw, "  stopped by the policy\t%d\tthe current policy no longer replays them%s: they would need approval\n", p.PolicyStopped(),
+		outf(tw, "what the gates will do with the %d, as things stand now:\n", p.Acts())
+		outf(tw, "  already completed\t%d\tidempotency record: marked recovered, not published\n", p.Completed)
+		outf(tw, "  stopped by the policy\t%d\tthe current policy no longer replays them%s: they would need approval\n", p.PolicyStopped(),
 			ifSet(len(p.PolicyStops) > 0, " (→ "+countsText(p.PolicyStops, 0)+")"))
-		fmt.Fprintf(tw, "  held by a breaker\t%d\t%s\n", p.BreakerHolds(), breakerText(p))
+		outf(tw, "  held by a breaker\t%d\t%s\n", p.BreakerHolds(), breakerText(p))
 		if p.Probes > 0 {
-			fmt.Fprintf(tw, "  half-open probe\t%d\tthe one replay a half-open breaker lets through\n", p.Probes)
+			outf(tw, "  half-open probe\t%d\tthe one replay a half-open breaker lets through\n", p.Probes)
 		}
-		fmt.Fprintf(tw, "  replayed\t%d\tpublished to their work stream\n", p.Replays)
+		outf(tw, "  replayed\t%d\tpublished to their work stream\n", p.Replays)
 	}
 	tw.Flush()
 }

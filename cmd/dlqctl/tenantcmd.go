@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"text/tabwriter"
 
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -45,6 +46,9 @@ func (a *app) parseTenantCmd(group, usage string, arity map[string][2]int, args 
 		return c, usagef("usage: dlqctl %s", usage)
 	}
 	c.tenant, c.rest = pos[0], pos[1:]
+	if _, err := event.ParseTenant(c.tenant); err != nil {
+		return c, usagef("%s %s: %v", group, c.sub, err)
+	}
 	if a.scope != "" && c.tenant != a.scope {
 		return c, usagef("this caller is limited to tenant %q; %s %s %q is refused", a.scope, group, c.sub, c.tenant)
 	}
@@ -67,7 +71,8 @@ func tenantCmdError(err error) error {
 
 // printTenantList prints the list subcommand of a group: the tenant's items
 // as read by list, as a JSON array with --json, else as a table under
-// header, one line (tab-separated columns) per item.
+// header, one line (tab-separated columns, each value escaped by termf)
+// per item.
 func printTenantList[T any](ctx context.Context, a *app, c tenantCmd, list func(context.Context, string) ([]T, error), header string, line func(T) string) error {
 	items, err := list(ctx, c.tenant)
 	if err != nil {

@@ -32,29 +32,29 @@ func (a *app) cmdTenantKey(ctx context.Context, args []string) error {
 			return tenantCmdError(err)
 		}
 		fmt.Fprintln(a.stdout, key)
-		fmt.Fprintf(a.stderr, "key %s created for tenant %s; it is shown once, above\n", id, tenant)
+		outf(a.stderr, "key %s created for tenant %s; it is shown once, above\n", id, tenant)
 		return nil
 	case "list":
 		return printTenantList(ctx, a, c, st.ListTenantKeys, "KEY_ID\tCREATED\tBY\tSTATE", func(k store.TenantKey) string {
 			state := "active"
 			if k.Revoked {
-				state = fmt.Sprintf("revoked %s by %s", k.RevokedAt.Format(listStamp), k.RevokedBy)
+				state = "revoked " + k.RevokedAt.Format(listStamp) + " by " + k.RevokedBy
 			}
-			return fmt.Sprintf("%s\t%s\t%s\t%s", k.ID, k.CreatedAt.Format(listStamp), k.CreatedBy, state)
+			return termf("%s\t%s\t%s\t%s", k.ID, k.CreatedAt.Format(listStamp), k.CreatedBy, state)
 		})
 	default: // revoke
 		if len(c.rest) == 1 {
 			if err := st.RevokeTenantKey(ctx, tenant, c.rest[0], c.by); err != nil {
 				return tenantCmdError(err)
 			}
-			fmt.Fprintf(a.stdout, "key %s of tenant %s revoked\n", c.rest[0], tenant)
+			outf(a.stdout, "key %s of tenant %s revoked\n", c.rest[0], tenant)
 			return nil
 		}
 		n, err := st.RevokeTenantKeys(ctx, tenant, c.by)
 		if err != nil {
 			return tenantCmdError(err)
 		}
-		fmt.Fprintf(a.stdout, "%d key(s) of tenant %s revoked\n", n, tenant)
+		outf(a.stdout, "%d key(s) of tenant %s revoked\n", n, tenant)
 		return nil
 	}
 }

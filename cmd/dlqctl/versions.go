@@ -18,7 +18,7 @@ import (
 // writeVersions lists e's payload versions, oldest first, marking the one
 // its next replay publishes.
 func writeVersions(w io.Writer, e *store.Entry, next store.PayloadVersion) {
-	fmt.Fprintf(w, "versions    (the next replay publishes v%d; dlqctl show %s --version N prints one)\n", next.N, e.ID)
+	outf(w, "versions    (the next replay publishes v%d; dlqctl show %s --version N prints one)\n", next.N, e.ID)
 	for _, v := range e.Versions() {
 		mark := " "
 		if v.N == next.N {
@@ -32,12 +32,12 @@ func writeVersions(w io.Writer, e *store.Entry, next store.PayloadVersion) {
 		if v.Missing {
 			size = "missing"
 		}
-		fmt.Fprintf(w, " %s v%d  %s  %s\n", mark, v.N, what, size)
+		outf(w, " %s v%d  %s  %s\n", mark, v.N, what, size)
 		if names := v.HeaderNames(); len(names) > 0 {
-			fmt.Fprintf(w, "       headers set: %s\n", strings.Join(names, ", "))
+			outf(w, "       headers set: %s\n", strings.Join(names, ", "))
 		}
 		if len(v.Confirmed) > 0 {
-			fmt.Fprintf(w, "       confirmed: %s\n", strings.Join(v.Confirmed, ", "))
+			outf(w, "       confirmed: %s\n", strings.Join(v.Confirmed, ", "))
 		}
 	}
 }

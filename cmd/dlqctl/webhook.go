@@ -63,7 +63,7 @@ func (a *app) cmdWebhook(ctx context.Context, args []string) error {
 			return tenantCmdError(err)
 		}
 		fmt.Fprintln(a.stdout, sec.Reveal())
-		fmt.Fprintf(a.stderr, "webhook %s added for tenant %s (%s); its signing secret is shown once, above\n", w.ID, tenant, w.URL)
+		outf(a.stderr, "webhook %s added for tenant %s (%s); its signing secret is shown once, above\n", w.ID, tenant, w.URL)
 		return nil
 	case "list":
 		return printTenantList(ctx, a, c, st.ListWebhooks, "WEBHOOK_ID\tURL\tSTATE\tFAILURES\tDELIVERED\tLAST", func(w *store.Webhook) string {
@@ -78,19 +78,19 @@ func (a *app) cmdWebhook(ctx context.Context, args []string) error {
 					last += " " + w.LastError
 				}
 			}
-			return fmt.Sprintf("%s\t%s\t%s\t%d\t%d\t%s", w.ID, w.URL, state, w.Failures, w.Deliveries, last)
+			return termf("%s\t%s\t%s\t%d\t%d\t%s", w.ID, w.URL, state, w.Failures, w.Deliveries, last)
 		})
 	case "remove":
 		if err := st.DeleteWebhook(ctx, tenant, c.rest[0]); err != nil {
 			return tenantCmdError(err)
 		}
-		fmt.Fprintf(a.stdout, "webhook %s of tenant %s removed\n", c.rest[0], tenant)
+		outf(a.stdout, "webhook %s of tenant %s removed\n", c.rest[0], tenant)
 		return nil
 	default: // enable
 		if _, err := st.EnableWebhook(ctx, tenant, c.rest[0], c.by); err != nil {
 			return tenantCmdError(err)
 		}
-		fmt.Fprintf(a.stdout, "webhook %s of tenant %s enabled\n", c.rest[0], tenant)
+		outf(a.stdout, "webhook %s of tenant %s enabled\n", c.rest[0], tenant)
 		return nil
 	}
 }
@@ -128,10 +128,10 @@ func (a *app) resealWebhooks(ctx context.Context, args []string) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(a.stdout, "sealed %d clear secrets, rewrapped %d with %s, %d changed meanwhile (run again to include them), %d failed\n",
+		outf(a.stdout, "sealed %d clear secrets, rewrapped %d with %s, %d changed meanwhile (run again to include them), %d failed\n",
 			r.Sealed, r.Rewrapped, box.Key(), r.Changed, len(r.Failed))
 		for _, id := range slices.Sorted(maps.Keys(r.Failed)) {
-			fmt.Fprintf(a.stdout, "  %s: %s\n", id, r.Failed[id])
+			outf(a.stdout, "  %s: %s\n", id, r.Failed[id])
 		}
 	}
 	if len(r.Failed) > 0 {

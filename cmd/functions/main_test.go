@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/event"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -140,5 +144,60 @@ func TestTopicPushPathReachesClassifyWithoutWarning(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(logFile); strings.Contains(string(b), "failed to extract Pub/Sub topic name") {
 		t.Errorf("host log has the framework's topic warning:\n%s", b)
+	}
+}
+
+// The framework's own server has no timeouts; the host's front has them.
+// A client that never finishes its headers (slow loris) is cut off.
+func TestSlowClientIsCutOffAtTheFront(t *testing.T) {
+	base, _ := startHost(t)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("POST /Replay HTTP/1.1\r\nHost: x\r\nX-Slow: ")); err != nil {
+		t.Fatal(err)
+	}
+	// An upper bound for a loaded machine, not a measured time: the front
+	// closes after obs.DefaultReadHeaderTimeout.
+	conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+	_, err = io.ReadAll(conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("the functions host kept a connection whose headers never ended")
+	}
+}
+
+// A function past FUNCTIONS_REQUEST_TIMEOUT is cut off with a 503 (so
+// Pub/Sub or Cloud Tasks retry it later) instead of holding the request:
+// here classify waits on a Firestore that accepts connections and never
+// answers.
+func TestFunctionPastItsDeadlineIsCutOff(t *testing.T) {
+	addr, _ := testenv.FunctionsHost(t, "GOOGLE_CLOUD_PROJECT=jsdlq-test", "FIRESTORE_EMULATOR_HOST="+testenv.BlackHole(t),
+		"FUNCTIONS_REQUEST_TIMEOUT=2s", "CLOUD_TASKS_EMULATOR_HOST=127.0.0.1:1",
+		"TASKS_QUEUE=projects/jsdlq-test/locations/us-central1/queues/dlq-replay", "REPLAY_URL=http://127.0.0.1:1/Replay",
+		"TASKS_SERVICE_ACCOUNT=tasks@jsdlq-test.iam.gserviceaccount.com")
+	ev := event.Event{Schema: event.Schema, ID: event.ID("TASKS", 7), Kind: event.KindMaxDeliver, Stream: "TASKS", StreamSeq: 7,
+		Tenant: "acme", ObservedAt: time.Now().UTC(),
+		Advisory: &event.Advisory{Type: event.AdvisoryMaxDeliver, Stream: "TASKS", StreamSeq: 7, Consumer: "w", Deliveries: 3}}
+	ev.Message.Subject = "agents.a.tasks.t"
+	ev.Message.SetPayload([]byte("{}"))
+	data, err := event.Encode(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push, _ := json.Marshal(map[string]any{
+		"message":      map[string]any{"data": base64.StdEncoding.EncodeToString(data), "messageId": "push-slow", "publishTime": "2026-11-21T10:00:00.000Z"},
+		"subscription": "projects/jsdlq-test/subscriptions/classify-push",
+	})
+	resp, err := http.Post("http://"+addr+"/Classify/projects/jsdlq-test/topics/dlq-events", "application/json", bytes.NewReader(push))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("POST a push while Firestore never answers = %d %q, want 503 at the request deadline", resp.StatusCode, body)
 	}
 }

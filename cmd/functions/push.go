@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"regexp"
 	"time"
@@ -87,12 +86,4 @@ func errString(err error) string {
 		return "no message id"
 	}
 	return err.Error()
-}
-
-// loopbackFor is the address the host reaches itself on.
-func loopbackFor(host string) string {
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		return "127.0.0.1"
-	}
-	return host
 }

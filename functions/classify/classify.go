@@ -141,7 +141,7 @@ func (h *Handler) Handle(ctx context.Context, ce event.Event) error {
 	var m malformed
 	if errors.As(err, &m) {
 		h.log.WarnContext(ctx, "classify: malformed event acknowledged without an entry",
-			"reason", m.err.Error(), "cloudevent_id", ce.ID(), "cloudevent_type", ce.Type(), "source", ce.Source())
+			"reason", jevent.Wire(m.err.Error()), "cloudevent_id", ce.ID(), "cloudevent_type", ce.Type(), "source", ce.Source())
 		return nil
 	}
 	return err
@@ -169,7 +169,7 @@ func (h *Handler) handle(ctx context.Context, ce event.Event) error {
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			h.log.InfoContext(ctx, "classify: terminated advisory without its message; retrying until the explicit record arrives",
-				"event_id", ev.ID, "record_wait", h.cfg.RecordWait.String())
+				"event_id", jevent.Wire(ev.ID), "record_wait", h.cfg.RecordWait.String())
 			return fmt.Errorf("%w: %s", ErrAwaitingRecord, ev.ID)
 		case err != nil:
 			return fmt.Errorf("classify: read %s: %w", id, err)
@@ -205,11 +205,17 @@ func (h *Handler) handle(ctx context.Context, ce event.Event) error {
 	case res.Refused != "":
 		// Nothing of it is lost: the original stays in its stream, and
 		// the event in the log line's ids.
-		h.log.WarnContext(ctx, "classify: event of another tenant not merged into the entry", "event_id", ev.ID, "entry_id", id,
-			"event_tenant", e.Tenant, "tenant", cur.Tenant, "reason", res.Refused)
+		h.log.WarnContext(ctx, "classify: event of another tenant not merged into the entry", "event_id", jevent.Wire(ev.ID), "entry_id", id,
+			"event_tenant", jevent.Wire(e.Tenant), "tenant", jevent.Wire(cur.Tenant), "reason", jevent.Wire(res.Refused))
 	case res.Retenanted != "":
 		h.log.InfoContext(ctx, "classify: the entry's tenant is now the one its explicit record names", "entry_id", id,
-			"was", res.Retenanted, "tenant", cur.Tenant)
+			"was", jevent.Wire(res.Retenanted), "tenant", jevent.Wire(cur.Tenant))
+	}
+	if len(e.InvalidNames) > 0 && (res.Created || res.Retenanted != "") {
+		// Recorded all the same (capture never depends on a name), for an
+		// operator: reconcile's invalid_names alert counts these entries.
+		h.log.WarnContext(ctx, "classify: the dead task's names break the naming rule; recorded under the reserved tenant with the names it carried",
+			"event_id", jevent.Wire(ev.ID), "entry_id", id, "tenant", cur.Tenant, "invalid_names", invalidFields(e.InvalidNames))
 	}
 	if res.Notified() {
 		// The transaction staged a notification (the entry needs a human,
@@ -226,7 +232,7 @@ func (h *Handler) handle(ctx context.Context, ce event.Event) error {
 	case res.Merged:
 		logEvent = "entry_merged"
 	}
-	logArgs := []any{"event", logEvent, "event_id", ev.ID, "entry_id", id, "kind", ev.Kind, "tenant", cur.Tenant, "agent", cur.Agent,
+	logArgs := []any{"event", logEvent, "event_id", jevent.Wire(ev.ID), "entry_id", id, "kind", ev.Kind, "tenant", jevent.Wire(cur.Tenant), "agent", jevent.Wire(cur.Agent),
 		"category", cur.Category, "reason_code", cur.ReasonCode, "rule", cur.Rule, "action", cur.Action,
 		"strategy", cur.Strategy, "status", cur.Status, "policy_version", cur.PolicyVersion,
 		"created", res.Created, "merged", res.Merged}
@@ -302,4 +308,14 @@ func unwrap(ce event.Event) (body []byte, msgID string, err error) {
 // logged and a later flush or reconcile publishes what is left.
 func (h *Handler) flush(ctx context.Context, entryID string, staged []*store.Outbox) {
 	notify.AfterCommit(ctx, h.note, h.log, "classify", entryID, staged)
+}
+
+// invalidFields names the fields of an entry's names that broke the naming
+// rule, for a log line (the values are on the entry, escaped where shown).
+func invalidFields(names []jevent.InvalidName) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = n.Field
+	}
+	return out
 }

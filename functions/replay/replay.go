@@ -367,7 +367,7 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 	case err != nil:
 		return res, retry("replay: claim %s: %w", entryID, err)
 	}
-	log := h.log.With("entry_id", e.ID, "attempt", attempt, "task", taskName, "tenant", e.Tenant, "agent", e.Agent)
+	log := h.log.With("entry_id", e.ID, "attempt", attempt, "task", taskName, "tenant", jevent.Wire(e.Tenant), "agent", jevent.Wire(e.Agent))
 	if reentered != nil {
 		log.InfoContext(ctx, "replay: redelivery of the claiming task; continuing")
 	}
@@ -463,7 +463,7 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 		}
 		return res, retry("replay: publish %s to %s (stream %s): %w", e.ID, msg.Subject, e.Stream, err)
 	}
-	log.InfoContext(ctx, "replay: published", "subject", msg.Subject, "stream", ack.Stream, "sequence", ack.Sequence,
+	log.InfoContext(ctx, "replay: published", "subject", jevent.Wire(msg.Subject), "stream", ack.Stream, "sequence", ack.Sequence,
 		"duplicate", ack.Duplicate, "msg_id", msgID, "strategy", strategy,
 		"payload_version", version.N, "payload_size", len(payload), "payload_sha256", version.SHA256)
 

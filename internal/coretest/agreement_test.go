@@ -49,13 +49,14 @@ type core struct {
 	js       jetstream.JetStream
 	ct       *testenv.CloudTasks
 	queue    string
+	logs     *testenv.LogBuffer // what classify and replay logged
 }
 
 func newCore(t *testing.T) *core {
 	t.Helper()
 	ctx := testenv.Context(t)
 	fs, project := testenv.Firestore(t)
-	log, _ := testenv.Logger()
+	log, logs := testenv.Logger()
 	ct := testenv.NewCloudTasks(t, cloudtasks.WithClock(cloudtasks.NewFakeClock(time.Now())))
 	queue := ct.Queue(t, project, "dlq-replay")
 	sched := tasks.New(tasks.Config{Queue: queue, ReplayURL: "http://127.0.0.1:9/Replay",
@@ -78,6 +79,7 @@ func newCore(t *testing.T) *core {
 		js:       js,
 		ct:       ct,
 		queue:    queue,
+		logs:     logs,
 	}
 }
 

@@ -35,6 +35,10 @@ const (
 	// AlertNotificationsUnpublished: notifications (and triage tasks) the
 	// run could not publish; they stay in the outbox for the next run.
 	AlertNotificationsUnpublished = "notifications_unpublished"
+	// AlertInvalidNames: dead tasks whose names (tenant, agent, task type)
+	// break the naming rule were recorded in the window under the
+	// reserved tenant (event.ReservedTenant), flagged, for an operator.
+	AlertInvalidNames = "invalid_names"
 	// FindingReplayedCompleted is a repair without an alert: a replayed
 	// entry whose task completed is marked recovered.
 	FindingReplayedCompleted = "replayed_completed"
@@ -69,6 +73,7 @@ var severity = map[string]string{
 	AlertUnconsumedMessages:       SevError,
 	AlertAgentDeadPerHour:         SevWarning,
 	AlertNotificationsUnpublished: SevWarning,
+	AlertInvalidNames:             SevWarning,
 	FindingReplayedCompleted:      SevInfo,
 	FindingHeldReleased:           SevInfo,
 	FindingProbeSettled:           SevInfo,

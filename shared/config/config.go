@@ -503,12 +503,22 @@ func LoadDeliver(lookup Lookup) (Deliver, error) {
 type Functions struct {
 	Host string // HOST; default 127.0.0.1
 	Port int    // PORT; default 8080
+	// RequestTimeout is FUNCTIONS_REQUEST_TIMEOUT, a request's deadline
+	// (default DefaultFunctionsRequestTimeout, 1s to 1h).
+	RequestTimeout time.Duration
 }
+
+// DefaultFunctionsRequestTimeout is a functions host request's deadline:
+// the longest function timeout Terraform deploys (reconcile's 540 s).
+const DefaultFunctionsRequestTimeout = 540 * time.Second
 
 // LoadFunctions reads the functions host's configuration.
 func LoadFunctions(lookup Lookup) (Functions, error) {
 	r := NewReader(lookup)
-	return Functions{Host: r.String("HOST", "127.0.0.1"), Port: r.Int("PORT", 8080, 1, 65535)}, r.Err()
+	f := Functions{Host: r.String("HOST", "127.0.0.1"), Port: r.Int("PORT", 8080, 1, 65535),
+		RequestTimeout: r.Duration("FUNCTIONS_REQUEST_TIMEOUT", DefaultFunctionsRequestTimeout)}
+	r.Check(f.RequestTimeout >= time.Second && f.RequestTimeout <= time.Hour, "FUNCTIONS_REQUEST_TIMEOUT", "%s is not between 1s and 1h", f.RequestTimeout)
+	return f, r.Err()
 }
 
 // Dlqctl is the operator CLI's configuration. The CLI checks each setting

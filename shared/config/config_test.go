@@ -167,9 +167,12 @@ func TestLoadFunctions(t *testing.T) {
 		want    Functions
 		wantErr bool
 	}{
-		{map[string]string{}, Functions{Host: "127.0.0.1", Port: 8080}, false},
-		{map[string]string{"HOST": "0.0.0.0", "PORT": "9000"}, Functions{Host: "0.0.0.0", Port: 9000}, false},
-		{map[string]string{"PORT": "http"}, Functions{Host: "127.0.0.1", Port: 8080}, true},
+		{map[string]string{}, Functions{Host: "127.0.0.1", Port: 8080, RequestTimeout: DefaultFunctionsRequestTimeout}, false},
+		{map[string]string{"HOST": "0.0.0.0", "PORT": "9000", "FUNCTIONS_REQUEST_TIMEOUT": "2m"},
+			Functions{Host: "0.0.0.0", Port: 9000, RequestTimeout: 2 * time.Minute}, false},
+		{map[string]string{"PORT": "http"}, Functions{Host: "127.0.0.1", Port: 8080, RequestTimeout: DefaultFunctionsRequestTimeout}, true},
+		{map[string]string{"FUNCTIONS_REQUEST_TIMEOUT": "2h"}, Functions{Host: "127.0.0.1", Port: 8080, RequestTimeout: 2 * time.Hour}, true},
+		{map[string]string{"FUNCTIONS_REQUEST_TIMEOUT": "soon"}, Functions{Host: "127.0.0.1", Port: 8080, RequestTimeout: DefaultFunctionsRequestTimeout}, true},
 	}
 	for _, tt := range tests {
 		got, err := LoadFunctions(MapLookup(tt.env))

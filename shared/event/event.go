@@ -279,8 +279,8 @@ func (e Event) Validate() error {
 	case e.ID != ID(e.Stream, e.StreamSeq):
 		bad("id %q does not match stream %q and stream_seq %d (want %q)", e.ID, e.Stream, e.StreamSeq, ID(e.Stream, e.StreamSeq))
 	}
-	if strings.ContainsAny(e.Stream, ". *>\t\r\n") {
-		bad("stream %q is not a JetStream stream name", e.Stream)
+	if _, err := ParseStream(e.Stream); e.Stream != "" && err != nil {
+		errs = append(errs, err)
 	}
 	if !e.Kind.Valid() {
 		bad("kind %q is not one of max_deliver, terminated, explicit", e.Kind)

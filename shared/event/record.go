@@ -122,6 +122,7 @@ func ParseRecord(headers map[string][]string, data []byte) (Record, error) {
 func (r Record) Event(c Conventions, observedAt time.Time) Event {
 	m := r.Meta
 	f := m.Failure
+	n := c.Names(m.Subject, r.Headers, f.Agent)
 	e := Event{
 		Schema:     Schema,
 		ID:         ID(m.Stream, m.StreamSeq),
@@ -129,13 +130,10 @@ func (r Record) Event(c Conventions, observedAt time.Time) Event {
 		Stream:     m.Stream,
 		StreamSeq:  m.StreamSeq,
 		Consumer:   m.Consumer,
-		Tenant:     c.Tenant(r.Headers),
-		Agent:      c.Agent(m.Subject, r.Headers),
+		Tenant:     n.Tenant,
+		Agent:      n.Agent,
 		Failure:    &f,
 		ObservedAt: observedAt.UTC(),
-	}
-	if e.Agent == "" {
-		e.Agent = f.Agent
 	}
 	e.Message.Subject = m.Subject
 	e.Message.Headers = EncodeHeaders(r.Headers)

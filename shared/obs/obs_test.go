@@ -107,7 +107,7 @@ func TestListenServesThroughMiddlewareUntilShutdown(t *testing.T) {
 	srv, err := Listen("127.0.0.1", 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t, _ := r.Context().Value(traceKey{}).(traceInfo)
 		w.Write([]byte("trace=" + t.traceID))
-	}))
+	}), Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestListenServesThroughMiddlewareUntilShutdown(t *testing.T) {
 	if err := <-srv.Failed(); err != nil {
 		t.Errorf("Failed() after Shutdown = %v, want nil (a shutdown is not a failure)", err)
 	}
-	if _, err := Listen("127.0.0.1", -1, http.NotFoundHandler()); err == nil {
+	if _, err := Listen("127.0.0.1", -1, http.NotFoundHandler(), Limits{}); err == nil {
 		t.Error("Listen(port -1) = nil error, want one naming the port")
 	}
 }

@@ -235,8 +235,9 @@ func (o *Operator) DiscardIn(ctx context.Context, tenant, id, reason string, by 
 	if strings.TrimSpace(by.Name) == "" {
 		return nil, ErrNoActor
 	}
-	if strings.TrimSpace(reason) == "" {
-		return nil, fmt.Errorf("%w: a discard needs a reason", ErrBadEdit)
+	reason, err := Reason("a discard", reason)
+	if err != nil {
+		return nil, err
 	}
 	pol, err := o.policies.current(ctx)
 	if err != nil {
@@ -337,8 +338,9 @@ func (o *Operator) ProbeNow(ctx context.Context, tenant, id string, by authority
 	if strings.TrimSpace(by.Name) == "" {
 		return nil, ErrNoActor
 	}
-	if strings.TrimSpace(reason) == "" {
-		return nil, fmt.Errorf("%w: a breaker probe needs a reason", ErrBadEdit)
+	reason, err := Reason("a breaker probe", reason)
+	if err != nil {
+		return nil, err
 	}
 	if err := authority.May(by, authority.Breaker, authority.Grant{}); err != nil {
 		return nil, fmt.Errorf("operator: probe %s: %w", id, err)
@@ -381,6 +383,10 @@ func (o *Operator) ProbeNow(ctx context.Context, tenant, id string, by authority
 func (o *Operator) CloseBreaker(ctx context.Context, tenant string, by authority.Actor, reason string) (*store.Breaker, error) {
 	if strings.TrimSpace(by.Name) == "" {
 		return nil, ErrNoActor
+	}
+	reason, err := Reason("a breaker close", reason)
+	if err != nil {
+		return nil, err
 	}
 	if err := authority.May(by, authority.Breaker, authority.Grant{}); err != nil {
 		return nil, fmt.Errorf("operator: close breaker of %s: %w", tenant, err)

@@ -125,7 +125,7 @@ func (r *run) captureStream(ctx context.Context, sec *audit.Section, js jetstrea
 				// Planned, not tried; the log names each, where the
 				// finding's examples stop at ten.
 				sec.Add("redrive_held_"+name, 1)
-				r.h.log.WarnContext(ctx, "reconcile: capture re-drive not tried", "run_id", r.rep.RunID, "event_id", c.eventID, "stream", name, "seq", c.seq)
+				r.h.log.WarnContext(ctx, "reconcile: capture re-drive not tried", "run_id", r.rep.RunID, "event_id", event.Wire(c.eventID), "stream", event.Wire(name), "seq", c.seq)
 				continue
 			}
 			if r.over() {
@@ -136,7 +136,7 @@ func (r *run) captureStream(ctx context.Context, sec *audit.Section, js jetstrea
 			switch {
 			case err == nil:
 				(*f).Repair.Done++
-				r.h.log.InfoContext(ctx, "reconcile: capture re-driven", "run_id", r.rep.RunID, "event_id", c.eventID, "stream", name, "seq", c.seq)
+				r.h.log.InfoContext(ctx, "reconcile: capture re-driven", "run_id", r.rep.RunID, "event_id", event.Wire(c.eventID), "stream", event.Wire(name), "seq", c.seq)
 			case ctx.Err() != nil:
 				// The run ran out: the others would fail the same way.
 				r.state.Capture[name] = int64(c.seq - 1)

@@ -384,8 +384,8 @@ func (w *subjectWalk) recordOne(ctx context.Context, rp *audit.Repair, id string
 	if res.HandOff != nil {
 		rp.Note(fmt.Sprintf("%s: the replayed entry keeps its own completion checks (%v)", cur.ID, res.HandOff))
 	}
-	r.h.log.InfoContext(ctx, "reconcile: unconsumed message recorded", "run_id", r.rep.RunID, "event_id", ev.ID, "entry_id", id,
-		"subject", m.Subject, "tenant", cur.Tenant, "category", cur.Category, "action", cur.Action, "status", cur.Status)
+	r.h.log.InfoContext(ctx, "reconcile: unconsumed message recorded", "run_id", r.rep.RunID, "event_id", event.Wire(ev.ID), "entry_id", id,
+		"subject", event.Wire(m.Subject), "tenant", event.Wire(cur.Tenant), "category", cur.Category, "action", cur.Action, "status", cur.Status)
 	if cur.Status == store.Scheduled && cur.TaskName != "" && r.h.tasks != nil {
 		if _, _, err := r.h.tasks.Schedule(ctx, tasks.Request{EntryID: cur.ID, Attempt: cur.Replays + 1, At: cur.NextRetryAt}); err != nil {
 			// The entry is scheduled; the tasks section recreates its task.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -206,6 +207,13 @@ func (r *run) alerts(w *window) {
 					name, t.Recovered, t.Settled, 100*t.RecoveryRate, 100*cfg.RecoveryTarget))
 			f.Example(name)
 			f.Value, f.Threshold = t.RecoveryRate, cfg.RecoveryTarget
+		}
+		if name == event.ReservedTenant && t.Entries > 0 {
+			f := r.finding(audit.AlertInvalidNames, SectionEntries, name,
+				fmt.Sprintf("%d dead tasks of the window carried names that break the naming rule; they are recorded under tenant %s, flagged, with the names they carried (dlqctl ls --tenant '%s')",
+					t.Entries, name, name))
+			f.Example(name)
+			f.Value = float64(t.Entries)
 		}
 		if w.lastHour >= int64(cfg.DominanceMinTotal) && active >= 2 {
 			if share := float64(t.EntriesLastHr) / float64(w.lastHour); share > cfg.DominanceShare {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"cloud.google.com/go/firestore"
 
@@ -239,7 +240,7 @@ var auditListFields = []string{"schema", "run_id", "dry_run", "started_at", "fin
 // validRunID reports whether id can name a report: a Firestore document id
 // of at most 128 bytes that is not one of the run's own documents ('_').
 func validRunID(id string) bool {
-	return id != "" && len(id) <= 128 && !strings.ContainsAny(id, "/\x00") && id[0] != '_' && id != "." && id != ".."
+	return id != "" && len(id) <= 128 && utf8.ValidString(id) && !strings.ContainsAny(id, "/\x00") && id[0] != '_' && id != "." && id != ".."
 }
 
 // ListAudits returns a page of reports, newest first (by finished_at, then

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/tasks"
@@ -19,10 +20,12 @@ import (
 
 // NewEntry builds the entry of a dead message from its event; headers are
 // the event's headers decoded (event.DecodeHeaders). Tenant and agent come
-// from the event (the bridge applied the conventions); task id, type and
-// idempotency key are read here by c.
+// from the event (the bridge applied the conventions), checked again by the
+// naming rule (namesOf); task id, type and idempotency key are read here by
+// c.
 func NewEntry(id string, ev event.Event, headers map[string][]string, c event.Conventions) *Entry {
 	m := ev.Message
+	n := namesOf(ev, headers, c)
 	e := &Entry{
 		ID:               id,
 		EventID:          ev.ID,
@@ -30,10 +33,11 @@ func NewEntry(id string, ev event.Event, headers map[string][]string, c event.Co
 		Consumer:         ev.Consumer,
 		StreamSeq:        int64(min(ev.StreamSeq, 1<<63-1)),
 		Subject:          m.Subject,
-		Tenant:           ev.Tenant,
-		Agent:            ev.Agent,
+		Tenant:           n.Tenant,
+		Agent:            n.Agent,
+		InvalidNames:     n.Invalid,
 		TaskID:           event.Header(headers, event.HeaderTaskID),
-		TaskType:         c.TaskType(m.Subject, headers),
+		TaskType:         n.TaskType,
 		IdempotencyKey:   c.IdempotencyKey(headers),
 		Headers:          m.Headers, // as carried by the event: UTF-8 safe
 		Payload:          m.Data,
@@ -57,11 +61,38 @@ func NewEntry(id string, ev event.Event, headers map[string][]string, c event.Co
 	if f := ev.Failure; f != nil {
 		cp := *f
 		e.Failure = &cp
-		if e.Agent == "" {
-			e.Agent = f.Agent
+	}
+	if e.Tenant == event.ReservedTenant && len(headers) > 0 {
+		// The agent's kit names the task by the tenant header as sent,
+		// whatever jsdlq records it under.
+		if t := c.Tenant(headers); utf8.ValidString(t) && len(t) <= event.KeptNameBytes {
+			e.TaskTenant = t
 		}
 	}
 	return e
+}
+
+// namesOf are the names the entry of ev is recorded under (the naming
+// rule, event.CheckNames): an event is wire data too, so the tenant and
+// agent the bridge put in it are checked again, the agent of the failure
+// record standing in for an agent the event does not name. An event the
+// bridge put under the reserved tenant is read again from its headers,
+// which keep the names the task carried.
+func namesOf(ev event.Event, headers map[string][]string, c event.Conventions) event.Names {
+	failureAgent := ""
+	if ev.Failure != nil {
+		failureAgent = ev.Failure.Agent
+	}
+	if ev.Tenant == event.ReservedTenant {
+		if n := c.Names(ev.Message.Subject, headers, failureAgent); len(n.Invalid) > 0 {
+			return n
+		}
+	}
+	agent := ev.Agent
+	if agent == "" {
+		agent = failureAgent
+	}
+	return event.CheckNames(ev.Tenant, agent, c.TaskType(ev.Message.Subject, headers))
 }
 
 // PolicyInput is what the triage engine knows about the entry: the one

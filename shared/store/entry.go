@@ -151,6 +151,16 @@ type Entry struct {
 	Deliveries int            `firestore:"deliveries,omitempty" json:"deliveries,omitempty"`
 	TermReason string         `firestore:"term_reason,omitempty" json:"term_reason,omitempty"`
 	Failure    *event.Failure `firestore:"failure,omitempty" json:"failure,omitempty"`
+	// InvalidNames flags an entry whose task carried names that break the
+	// naming rule (docs/contracts.md, "Names"): it is recorded under
+	// event.ReservedTenant, and these are the names it carried.
+	InvalidNames []event.InvalidName `firestore:"invalid_names,omitempty" json:"invalid_names,omitempty"`
+	// TaskTenant is, on an entry under the reserved tenant, the tenant its
+	// message's headers name as an agent's kit reads them: the tenant of
+	// the task's completion record (Task). Empty when the headers were not
+	// captured, or when that name is no completion record's (not UTF-8,
+	// over event.KeptNameBytes).
+	TaskTenant string `firestore:"task_tenant,omitempty" json:"task_tenant,omitempty"`
 
 	Category      string `firestore:"category" json:"category"`
 	ReasonCode    string `firestore:"reason_code" json:"reason_code"`
@@ -221,6 +231,11 @@ func (s *Store) Get(ctx context.Context, id string) (*Entry, error) {
 // GetMeta reads an entry without fetching payload chunks (inline payloads are
 // included).
 func (s *Store) GetMeta(ctx context.Context, id string) (*Entry, error) {
+	// An id from the wire that EntryID cannot have made (not UTF-8, a
+	// '/', over Firestore's limit) never reaches Firestore as a path.
+	if _, err := EventID(id); err != nil {
+		return nil, err
+	}
 	return getDoc(ctx, s, s.entryRef(id), "entry", decodeEntry)
 }
 

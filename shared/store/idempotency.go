@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/event"
 )
 
 // This file reads task-idempotency: the completion records
@@ -34,9 +35,15 @@ func (s *Store) legacyOn() bool { return agentkit.LegacyCompletionsOn(s.legacyUn
 
 // Task is the entry's task as agentkit.Once names it: the tenant and
 // idempotency key read from the dead message's headers, and its publish
-// time. Every reader of completion records asks through it.
+// time. Every reader of completion records asks through it. An entry under
+// the reserved tenant (its names broke the naming rule) is the task of the
+// tenant its headers name (TaskTenant), which the kit recorded it under.
 func (e *Entry) Task() agentkit.Task {
-	return agentkit.Task{Tenant: e.Tenant, Key: e.IdempotencyKey, PublishedAt: e.PublishedAt}
+	tenant := e.Tenant
+	if tenant == event.ReservedTenant && e.TaskTenant != "" {
+		tenant = e.TaskTenant
+	}
+	return agentkit.Task{Tenant: tenant, Key: e.IdempotencyKey, PublishedAt: e.PublishedAt}
 }
 
 // Completion is a task-idempotency record as a lookup found it.

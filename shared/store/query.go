@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"cloud.google.com/go/firestore"
 )
@@ -67,7 +68,7 @@ var viewFields = map[View][]string{
 		"next_retry_at", "task_name", "replay_of", "root_id", "payload_size", "policy_version", "created_at", "updated_at"},
 	ScanView: {"event_id", "stream", "consumer", "stream_seq", "subject", "tenant", "agent", "task_id", "task_type",
 		"idempotency_key", "kind", "category", "reason_code", "action", "strategy", "status", "replays",
-		"next_retry_at", "task_name", "breaker_probe", "published_seq", "replay_of", "root_id", "history",
+		"next_retry_at", "task_name", "breaker_probe", "published_seq", "replay_of", "root_id", "history", "task_tenant",
 		"published_at", "created_at", "updated_at", "resolved_at", "expire_at"},
 }
 
@@ -187,9 +188,16 @@ func (s *Store) filter(q Query) (firestore.Query, error) {
 		{"tenant", q.Tenant}, {"status", string(q.Status)}, {"category", q.Category}, {"reason_code", q.Reason},
 		{"agent", q.Agent}, {"task_type", q.TaskType}, {"task_id", q.TaskID}, {"root_id", q.RootID},
 	} {
-		if eq.value != "" {
-			fq = fq.Where(eq.field, "==", eq.value)
+		if eq.value == "" {
+			continue
 		}
+		// Firestore's client cannot send a string that is not UTF-8:
+		// such a query fails inside it and is retried until the caller
+		// gives up, so it is refused here, before any I/O.
+		if !utf8.ValidString(eq.value) || len(eq.value) > MaxIDBytes {
+			return fq, fmt.Errorf("%w: %s is not UTF-8 of at most %d bytes", ErrBadQuery, eq.field, MaxIDBytes)
+		}
+		fq = fq.Where(eq.field, "==", eq.value)
 	}
 	if !q.CreatedFrom.IsZero() {
 		fq = fq.Where("created_at", ">=", q.CreatedFrom)

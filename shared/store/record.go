@@ -302,6 +302,10 @@ func enrich(cur, in *Entry) bool {
 		cur.Headers = in.Headers
 		changed = true
 	}
+	if len(cur.InvalidNames) == 0 && len(in.InvalidNames) > 0 && cur.Tenant == in.Tenant {
+		cur.InvalidNames, cur.TaskTenant = in.InvalidNames, in.TaskTenant
+		changed = true
+	}
 	if in.Deliveries > cur.Deliveries {
 		cur.Deliveries = in.Deliveries
 		changed = true

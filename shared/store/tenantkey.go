@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+
+	"github.com/jsdlq/jsdlq/shared/event"
 )
 
 // This file holds the tenant recovery API's keys (docs/console.md, "The tenant
@@ -51,17 +53,12 @@ type TenantKey struct {
 	RevokedBy string    `firestore:"revoked_by,omitempty" json:"revoked_by,omitempty"`
 }
 
-// checkTenant refuses tenant names no entry can be scoped to: empty (it
-// would mean every tenant, store.AllTenants), over-long or with control
-// characters.
+// checkTenant refuses tenant names no key, webhook or entry of the wire
+// can be scoped to: empty (it would mean every tenant, store.AllTenants),
+// and every name event.ParseTenant refuses (the naming rule).
 func checkTenant(tenant string) error {
-	if tenant == AllTenants || strings.TrimSpace(tenant) != tenant || len(tenant) > 256 {
-		return fmt.Errorf("%w: tenant %q", ErrInvalid, tenant)
-	}
-	for _, r := range tenant {
-		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("%w: tenant %q has a control character", ErrInvalid, tenant)
-		}
+	if _, err := event.ParseTenant(tenant); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
 }
