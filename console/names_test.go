@@ -13,6 +13,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/console"
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/operator"
@@ -248,4 +249,45 @@ func TestConsoleRequestPastItsDeadline(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("GET / = %d, want 503 at the request deadline", resp.StatusCode)
 	}
+}
+
+// What the console logs of a request it refuses (a Host not its own, a
+// form of a role that acts on nothing) holds its path through the log
+// encoder: a path of control or bidirectional characters, which anyone can
+// send, reaches no log line raw.
+func TestConsoleRefusalsLogPathsEscaped(t *testing.T) {
+	st := store.New(testenv.BlackHoleFirestore(t))
+	log, logs := testenv.Logger()
+	viewer := console.LocalActor{Name: "viewer@example.com", Role: authority.Viewer}
+	c := console.New(st, operator.New(st, nil), viewer, console.WithLogger(log), console.WithHosts("http://console.test"))
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(srv.Close)
+	send := func(method, host, path string, want int) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s %s (Host %s) = %d, want %d", method, path, host, resp.StatusCode, want)
+		}
+	}
+	for _, n := range testenv.HostileNames() {
+		p, err := jevent.URLPath("entries", n.Value)
+		if err != nil {
+			continue // no path carries it as one segment
+		}
+		send(http.MethodGet, "evil.test", p, http.StatusMisdirectedRequest)
+		send(http.MethodPost, "console.test", p+"/discard", http.StatusForbidden)
+	}
+	if len(logs.Lines("host_refused")) == 0 || len(logs.Lines("form refused")) == 0 {
+		t.Fatalf("the refusals were not logged:\n%s", logs)
+	}
+	logs.CheckVisibleLines(t, "console refusals")
 }
