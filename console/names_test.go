@@ -291,3 +291,62 @@ func TestConsoleRefusalsLogPathsEscaped(t *testing.T) {
 	}
 	logs.CheckVisibleLines(t, "console refusals")
 }
+
+// The values of a dead task the entry page shows (its stream, subject,
+// consumer, task id, idempotency key, failure code and agent, its
+// history's actors and notes, the headers a version sets) are shown as
+// they are, but for their control, format and bidirectional characters,
+// which are shown escaped (the template func visible): a stream named
+// "WORK\u202eUE" cannot turn the rest of its line around. Only the
+// payload and the agent's free-text detail are shown as sent.
+func TestEntryPageShowsWireValuesVisibly(t *testing.T) {
+	e := newEnv(t, console.LocalAuth("ops@example.com"))
+	ctx := testenv.Context(t)
+	const rlo, esc = "\u202e", "\x1b[2J"
+	stream := "WORK" + rlo + "UE"
+	id, err := store.EntryID(jevent.ID(stream, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.seed(t, "acme", id, store.Escalated, `{"s":1}`, func(en *store.Entry) {
+		en.EventID, en.Stream, en.Consumer = jevent.ID(stream, 5), stream, "worker"+rlo+"x"
+		en.Subject, en.TaskID, en.IdempotencyKey = "agents.writer"+rlo+".tasks.x", "task"+esc, "key"+rlo+"gnp.exe"
+		en.Failure = &jevent.Failure{Code: "timeout" + rlo, Agent: "writer" + esc, Detail: "free text", CompletedSteps: []string{"step" + rlo}}
+	})
+	by := authority.Actor{Name: "dlqctl:ops" + rlo, Role: authority.Approver}
+	if _, err := e.st.TransitionScoped(ctx, id, store.AllTenants, store.Change{From: []store.Status{store.Escalated}, To: store.Scheduled,
+		By: by.Name, Role: by.Role, Note: store.ApprovalNote + " by " + by.String()},
+		&store.Edit{Headers: map[string]string{"X-Edit" + rlo: "v" + esc}, By: by.Name, Role: by.Role}); err != nil {
+		t.Fatal(err)
+	}
+	path, err := jevent.URLPath("entries", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, page := newBrowser(t, e.srv.URL).get(path)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s = %d:\n%s", path, code, page)
+	}
+	doc, err := html.Parse(strings.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode && (n.Data == "pre" || n.Data == "textarea") {
+			return // the payload and the agent's detail, as sent
+		}
+		if n.Type == html.TextNode {
+			testenv.CheckVisible(t, "the text of the entry page", n.Data)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(doc)
+	for _, want := range []string{`WORK\u202eUE`, `task\x1b[2J`, `key\u202egnp.exe`, `X-Edit\u202e`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the entry page does not show %s escaped", want)
+		}
+	}
+}
