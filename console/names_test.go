@@ -196,6 +196,10 @@ func TestMalformedInputIs400BeforeFirestore(t *testing.T) {
 		"/tenants/acme/probe":          {"reason": {"x"}, "entry": {"a/b"}},
 		"/entries/TASKS.1/discard":     {"reason": {"ok\u202eko"}},
 		"/entries/%FF/discard":         {"reason": {"x"}},
+		// The approve form's own fields (not typed by the operator).
+		"/entries/TASKS.1/approve": {"base": {"abc"}, "step": {"preview"}},
+		"/entries/TASKS.2/approve": {"since": {"yesterday"}, "step": {"preview"}},
+		"/entries/TASKS.3/approve": {"confirm": {"everything"}, "payload": {""}, "step": {"confirm"}},
 	} {
 		form.Set("csrf", tok)
 		if code, _, body := b.post(path, form); code != http.StatusBadRequest {
