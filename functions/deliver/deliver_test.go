@@ -663,3 +663,47 @@ func TestDeliverNamesOperatorsByRole(t *testing.T) {
 		t.Errorf("breaker notes as acme's endpoint got them (-want +got):\n%s", d)
 	}
 }
+
+// An endpoint's URL may carry the tenant's own token in its path or
+// query; what a delivery records of a refusal names the endpoint's host,
+// never the URL, like every other failure: the run of failures that
+// disables the endpoint is told to the operators (webhook_disabled) in
+// words of the last failure.
+func TestDeliverRefusalNamesTheHostNotTheURL(t *testing.T) {
+	e := setup(t, 1)
+	const token = "s3cret-token"
+	// An endpoint that is jsdlq's own address by now (its own URLs grew
+	// since it was added), with the tenant's token in its query.
+	own, _, err := hooksecret.Create(e.ctx, e.store, e.box, "acme", e.url+"?token="+token, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nid := e.quarantine(t, "acme", 1)
+	res, err := e.handler(webhook.WithLocal(true)).Deliver(e.ctx, notify.WebhookTask{WebhookID: own.ID, NotificationID: nid})
+	if err != nil || res.Outcome != deliver.OutcomeDisabled {
+		t.Fatalf("Deliver = %+v, %v, want the endpoint disabled", res, err)
+	}
+	got, err := e.store.WebhookByID(e.ctx, own.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got.LastError, "refused") || !strings.Contains(got.LastError, "127.0.0.1") || strings.Contains(got.LastError, token) {
+		t.Errorf("last error = %q, want the refusal naming the host and not the URL", got.LastError)
+	}
+	pending, err := e.store.ClaimNotifications(e.ctx, "test", time.Minute, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disabled := 0
+	for _, o := range pending {
+		if o.Kind == string(event.NotifyWebhookDisabled) {
+			disabled++
+			if strings.Contains(o.Notification, token) {
+				t.Errorf("the operators' webhook_disabled notification holds the URL's token:\n%s", o.Notification)
+			}
+		}
+	}
+	if disabled != 1 {
+		t.Errorf("%d webhook_disabled notifications, want 1", disabled)
+	}
+}
