@@ -114,3 +114,29 @@ func TestApproveEmptyNeedsConfirmation(t *testing.T) {
 		t.Errorf("original = %q, want it kept", got.Payload)
 	}
 }
+
+// show --version N prints the bytes as stored for a file or a pipe; on a
+// terminal, which would act on an escape sequence or turn text around,
+// the bytes a terminal would not show as themselves are escaped (visible
+// text and line breaks as they are), and stderr says how to get them as
+// stored.
+func TestShowVersionOnATerminalEscapes(t *testing.T) {
+	e := newEnv(t)
+	payload := []byte("line one\n\x1b]0;pwned\x07\x1b[2J\u202eexe.txt\nlast \xff\n")
+	e.seed(seed{id: "TASKS.62", tenant: "acme", agent: "backend", category: "poison", reason: "parse_error", status: store.Quarantined, payload: payload})
+	code, out, stderr := e.runCtx(testenv.Context(t), nil, func(a *app) { a.stdoutTTY = func() bool { return true } }, "show", "TASKS.62", "--version", "1")
+	if code != 0 {
+		t.Fatalf("show --version 1 on a terminal = %d %q", code, stderr)
+	}
+	testenv.CheckVisible(t, "show --version 1 on a terminal", out)
+	if want := "line one\n\\x1b]0;pwned\\x07\\x1b[2J\\u202eexe.txt\nlast \\xff\n"; out != want {
+		t.Errorf("show --version 1 on a terminal = %q, want %q", out, want)
+	}
+	if !strings.Contains(stderr, "> FILE") {
+		t.Errorf("stderr = %q, want how to get the bytes as stored", stderr)
+	}
+	// Not a terminal: the bytes as stored.
+	if code, out, _ := e.run(nil, "show", "TASKS.62", "--version", "1"); code != 0 || out != string(payload) {
+		t.Errorf("show --version 1 = %d %q, want exactly %q", code, out, payload)
+	}
+}
