@@ -140,3 +140,27 @@ func TestShowVersionOnATerminalEscapes(t *testing.T) {
 		t.Errorf("show --version 1 = %d %q, want exactly %q", code, out, payload)
 	}
 }
+
+// policy show writes the stored document as it is (so `policy show > FILE`
+// applies back unchanged), but on a terminal what the terminal would act
+// on (a bidirectional override in an author's comment) is escaped.
+func TestPolicyShowOnATerminalEscapes(t *testing.T) {
+	e := newEnv(t)
+	_, def, _ := e.run(nil, "policy", "show")
+	doc := "# reviewed by \u202eevil\n" + strings.SplitN(def, "\n", 3)[2]
+	file := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := e.run(nil, "policy", "apply", file); code != 0 {
+		t.Fatalf("policy apply = %d %q", code, stderr)
+	}
+	code, out, _ := e.runCtx(testenv.Context(t), nil, func(a *app) { a.stdoutTTY = func() bool { return true } }, "policy", "show")
+	if code != 0 || !strings.Contains(out, `# reviewed by \u202eevil`) {
+		t.Errorf("policy show on a terminal = %d, want the override's comment escaped:\n%.300s", code, out)
+	}
+	testenv.CheckVisible(t, "policy show on a terminal", out)
+	if code, out, _ := e.run(nil, "policy", "show"); code != 0 || !strings.Contains(out, doc) {
+		t.Errorf("policy show = %d, want the document as stored:\n%.300s", code, out)
+	}
+}
