@@ -25,6 +25,7 @@ var prepared struct {
 // the tests of this binary: compiling takes most of a core for seconds.
 func prepare(t *testing.T) string {
 	t.Helper()
+	testenv.SkipShort(t, "npm and the TypeScript agentkit")
 	prepared.once.Do(func() {
 		var out bytes.Buffer
 		prepared.dir, prepared.err = tsagent.Prepare(testenv.Context(t), testenv.ModuleRoot(t), &out)

@@ -15,6 +15,7 @@ import (
 // and its log file.
 func FunctionsHost(t testing.TB, env ...string) (addr, logFile string) {
 	t.Helper()
+	SkipShort(t, "a build of cmd/functions")
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "functions")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/jsdlq/jsdlq/cmd/functions").CombinedOutput(); err != nil {

@@ -37,6 +37,7 @@ func ModuleRoot(t testing.TB) string {
 // not be reachable to make it.
 func ProvidersSchema(t testing.TB) string {
 	t.Helper()
+	SkipShort(t, "terraform and the provider schema")
 	path := os.Getenv("TF_PROVIDERS_SCHEMA")
 	if path == "" {
 		path = filepath.Join(ModuleRoot(t), "..", "shared", "terraform", "providers-schema.json")

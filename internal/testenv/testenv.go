@@ -87,6 +87,7 @@ func logDir() string {
 
 func sharedHost(t testing.TB, envVar string, spec func(addr, logFile string) stack.Spec) string {
 	t.Helper()
+	SkipShort(t, "the gcloud emulators")
 	if h := os.Getenv(envVar); h != "" {
 		return h
 	}
@@ -222,6 +223,7 @@ type Emulator struct {
 // setting PUBSUB_EMULATOR_HOST with t.Setenv).
 func NewPubSubEmulator(t testing.TB) *Emulator {
 	t.Helper()
+	SkipShort(t, "a Pub/Sub emulator of its own")
 	if err := stack.CheckGcloudEmulators(); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
