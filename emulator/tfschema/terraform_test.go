@@ -32,27 +32,17 @@ type rigOption string
 // withPlaceholderData lets the plugin read data sources (placeholders).
 const withPlaceholderData rigOption = "TFSCHEMA_DATA=placeholder "
 
-// newRig builds the plugin and installs it, behind one wrapper script per
-// provider, in a filesystem mirror that a private CLI config points at.
+// newRig installs the plugin (built once per test binary), behind one
+// wrapper script per provider, in a filesystem mirror that a private CLI
+// config points at.
 func newRig(t *testing.T, schemaFile string, providers []provider, opts ...rigOption) *terraformRig {
 	t.Helper()
 	tf, err := exec.LookPath("terraform")
 	if err != nil {
 		t.Skip("terraform is not on PATH; skipping the end-to-end tests of the schema provider")
 	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go is not on PATH; cannot build the plugin")
-	}
-
+	plugin := testenv.Binary(t, "github.com/jsdlq/jsdlq/emulator/tfschema/cmd/terraform-provider-tfschema")
 	root := t.TempDir()
-	plugin := filepath.Join(root, "bin", "terraform-provider-tfschema")
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	build := exec.CommandContext(ctx, gobin, "build", "-o", plugin, "github.com/jsdlq/jsdlq/emulator/tfschema/cmd/terraform-provider-tfschema")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build plugin: %v\n%s", err, out)
-	}
 
 	platform := runtime.GOOS + "_" + runtime.GOARCH
 	var includes []string

@@ -48,7 +48,8 @@ type sharedEmulator struct {
 	err  error
 }
 
-// StopAll stops the servers this binary started; Main calls it.
+// StopAll stops the servers this binary started and removes the binaries
+// it built; Main calls it.
 func StopAll() {
 	mu.Lock()
 	procs := started
@@ -57,6 +58,7 @@ func StopAll() {
 	for _, p := range procs {
 		_ = p.Stop()
 	}
+	removeBuilt()
 }
 
 func track(p *stack.Process) {
