@@ -199,7 +199,7 @@ func (s *chaosStack) waitScheduled(b *batch, within time.Duration) {
 		if time.Now().After(deadline) {
 			s.t.Fatalf("%s: entries not all scheduled within %s", b.label, within)
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(pollEvery)
 	}
 }
 

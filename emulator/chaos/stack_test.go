@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -60,24 +61,27 @@ type chaosStack struct {
 	ct *cloudtasks.Client
 }
 
-// startStack builds the binaries and starts every server on free ports. The
-// bridge's ack wait is 5 s (default 45 s) and the push subscription retries
-// after 1–10 s (Terraform: 10–600 s) so that recovery fits in a test; the
-// mechanisms are the production ones.
+// startStack builds the binaries (once per test binary) and starts every
+// server on free ports. The bridge's ack wait is 5 s (default 45 s) and the
+// push subscription retries after 1–10 s (Terraform: 10–600 s) so that
+// recovery fits in a test; the mechanisms are the production ones.
 func startStack(t *testing.T) *chaosStack {
 	t.Helper()
 	if err := stack.CheckGcloudEmulators(); err != nil {
 		t.Skipf("gcloud emulators unavailable: %v", err)
 	}
-	root := testenv.ModuleRoot(t)
 	s := &chaosStack{t: t, dir: t.TempDir(), addr: map[string]string{}, specs: map[string]stack.Spec{}, procs: map[string]*stack.Process{},
 		queue: fmt.Sprintf("projects/%s/locations/%s/queues/dlq-replay", project, location)}
 	t.Cleanup(s.stopAll)
-	for _, b := range stack.PipelineBinaries {
-		if err := stack.Build(t.Context(), root, s.bin(b.Name), b.Pkg); err != nil {
-			t.Fatal(err)
-		}
+	// The binaries build while the gcloud emulators start: both take
+	// seconds, and neither needs the other.
+	bins := make([]string, len(stack.PipelineBinaries))
+	buildErrs := make([]error, len(stack.PipelineBinaries))
+	var builds sync.WaitGroup
+	for i, b := range stack.PipelineBinaries {
+		builds.Go(func() { bins[i], buildErrs[i] = testenv.BuildOnce(b.Pkg) })
 	}
+	t.Cleanup(builds.Wait) // a failed start must not leave a build behind
 	names := []string{"firestore", "pubsub", "nats", "functions", "bridge"}
 	addrs, err := stack.FreeAddrs(len(names))
 	if err != nil {
@@ -95,19 +99,8 @@ func startStack(t *testing.T) *chaosStack {
 	}
 	s.addr["tasks"] = a
 	logf := func(name string) string { return filepath.Join(s.logDir(), name+".log") }
-	natsHost, natsPort, _ := net.SplitHostPort(s.addr["nats"])
-	_, fnPort, _ := net.SplitHostPort(s.addr["functions"])
-	_, brPort, _ := net.SplitHostPort(s.addr["bridge"])
 	s.specs["firestore"] = stack.FirestoreEmulator(s.addr["firestore"], logf("firestore"))
 	s.specs["pubsub"] = stack.PubSubEmulator(s.addr["pubsub"], logf("pubsub"))
-	s.specs["nats"] = stack.Spec{Name: "nats", Path: s.bin("nats-server"), Addr: s.addr["nats"], LogFile: logf("nats"),
-		Args: []string{"-js", "-a", natsHost, "-p", natsPort, "-sd", filepath.Join(s.dir, "nats"), "-n", "jsdlq-chaos"}}
-	s.specs["tasks"] = stack.Spec{Name: "cloudtasks", Path: s.bin("cloudtasks-emulator"), Addr: s.addr["tasks"], LogFile: logf("cloudtasks"),
-		Args: []string{"--host-port=" + s.addr["tasks"], "--data-dir=" + filepath.Join(s.dir, "cloudtasks")}}
-	s.specs["functions"] = stack.Spec{Name: "functions", Path: s.bin("functions"), Addr: s.addr["functions"], LogFile: logf("functions"),
-		Env: append(s.clientEnv(), "PORT="+fnPort)}
-	s.specs["bridge"] = stack.Spec{Name: "bridge", Path: s.bin("bridge"), Addr: s.addr["bridge"], ReadyPath: "/healthz", LogFile: logf("bridge"),
-		Env: append(s.clientEnv(), "PORT="+brPort, "BRIDGE_ACK_WAIT=5s")}
 	// `make test` points FIRESTORE_EMULATOR_HOST and PUBSUB_EMULATOR_HOST
 	// at its shared emulators, and the client libraries prefer those
 	// variables to an explicit endpoint: this test's clients and children
@@ -115,7 +108,29 @@ func startStack(t *testing.T) *chaosStack {
 	t.Setenv("FIRESTORE_EMULATOR_HOST", s.addr["firestore"])
 	t.Setenv("PUBSUB_EMULATOR_HOST", s.addr["pubsub"])
 	t.Setenv("CLOUD_TASKS_EMULATOR_HOST", s.addr["tasks"])
-	for _, n := range []string{"firestore", "pubsub", "nats", "tasks", "functions"} {
+	s.start("firestore")
+	s.start("pubsub")
+
+	builds.Wait()
+	if err := errors.Join(buildErrs...); err != nil {
+		t.Fatal(err)
+	}
+	bin := map[string]string{}
+	for i, b := range stack.PipelineBinaries {
+		bin[b.Name] = bins[i]
+	}
+	natsHost, natsPort, _ := net.SplitHostPort(s.addr["nats"])
+	_, fnPort, _ := net.SplitHostPort(s.addr["functions"])
+	_, brPort, _ := net.SplitHostPort(s.addr["bridge"])
+	s.specs["nats"] = stack.Spec{Name: "nats", Path: bin["nats-server"], Addr: s.addr["nats"], LogFile: logf("nats"),
+		Args: []string{"-js", "-a", natsHost, "-p", natsPort, "-sd", filepath.Join(s.dir, "nats"), "-n", "jsdlq-chaos"}}
+	s.specs["tasks"] = stack.Spec{Name: "cloudtasks", Path: bin["cloudtasks-emulator"], Addr: s.addr["tasks"], LogFile: logf("cloudtasks"),
+		Args: []string{"--host-port=" + s.addr["tasks"], "--data-dir=" + filepath.Join(s.dir, "cloudtasks")}}
+	s.specs["functions"] = stack.Spec{Name: "functions", Path: bin["functions"], Addr: s.addr["functions"], LogFile: logf("functions"),
+		Env: append(s.clientEnv(), "PORT="+fnPort)}
+	s.specs["bridge"] = stack.Spec{Name: "bridge", Path: bin["bridge"], Addr: s.addr["bridge"], ReadyPath: "/healthz", LogFile: logf("bridge"),
+		Env: append(s.clientEnv(), "PORT="+brPort, "BRIDGE_ACK_WAIT=5s")}
+	for _, n := range []string{"nats", "tasks", "functions"} {
 		s.start(n)
 	}
 	ctx := context.Background()
@@ -162,8 +177,6 @@ func (s *chaosStack) logDir() string {
 	}
 	return filepath.Join(s.dir, "log")
 }
-
-func (s *chaosStack) bin(name string) string { return filepath.Join(s.dir, "bin", name) }
 
 func (s *chaosStack) clientEnv() []string {
 	return stack.Endpoints{Project: project, Firestore: s.addr["firestore"], PubSub: s.addr["pubsub"],
