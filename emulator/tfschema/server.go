@@ -83,7 +83,7 @@ func (s *Server) GetMetadata(context.Context, *tfprotov6.GetMetadataRequest) (*t
 // GetProviderSchema returns the converted schema.
 func (s *Server) GetProviderSchema(context.Context, *tfprotov6.GetProviderSchemaRequest) (*tfprotov6.GetProviderSchemaResponse, error) {
 	return &tfprotov6.GetProviderSchemaResponse{
-		ServerCapabilities:       &tfprotov6.ServerCapabilities{},
+		ServerCapabilities:       &tfprotov6.ServerCapabilities{GetProviderSchemaOptional: true},
 		Provider:                 s.p.Schema,
 		ResourceSchemas:          s.p.Resources,
 		DataSourceSchemas:        s.p.DataSources,
