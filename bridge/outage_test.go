@@ -32,6 +32,7 @@ import (
 // drops messages published to a topic without subscriptions, and that race
 // belongs to the test (in production both outlive an outage), not the bridge.
 func TestPubSubOutageLosesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := testenv.Context(t)
 	emu := testenv.NewPubSubEmulator(t)
 	gate := newGate(t, emu.Host)
@@ -268,6 +269,7 @@ func (p *proc) logContains(s string) bool {
 // arrives; duplicates are possible and carry the same event id (the sink
 // keys by id, and counts them).
 func TestBinaryKilledMidStreamLosesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := testenv.Context(t)
 	n := testenv.NewNATS(t)
 	_, js := n.Connect(t)
