@@ -252,6 +252,10 @@ func (s *chaosStack) stopAll() {
 	}
 }
 
+// pushMaxBackoff is the push subscription's longest wait before it retries
+// a push that failed.
+const pushMaxBackoff = 10 * time.Second
+
 // provisionPubSub creates what Terraform (and the local stack after an
 // emulator restart) creates: the topic, the push subscription to /Classify
 // with its dead-letter topic, and a subscription holding dead letters.
@@ -276,7 +280,7 @@ func (s *chaosStack) provisionPubSub() {
 		{Name: fmt.Sprintf("projects/%s/subscriptions/classify-push", project), Topic: topic,
 			PushConfig:         &pubsubpb.PushConfig{PushEndpoint: stack.ClassifyPushEndpoint(s.addr["functions"], topic)},
 			AckDeadlineSeconds: 60,
-			RetryPolicy:        &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(time.Second), MaximumBackoff: durationpb.New(10 * time.Second)},
+			RetryPolicy:        &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(time.Second), MaximumBackoff: durationpb.New(pushMaxBackoff)},
 			DeadLetterPolicy:   &pubsubpb.DeadLetterPolicy{DeadLetterTopic: dead, MaxDeliveryAttempts: 100}},
 	} {
 		if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, sub); err != nil && status.Code(err) != codes.AlreadyExists {
