@@ -122,6 +122,7 @@ type validateCase struct {
 func (r *terraformRig) validateAll(t *testing.T, header string, tests []validateCase) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each in a directory of its own
 			out, err := r.validate(t, header+tt.config)
 			if len(tt.want) == 0 {
 				if err != nil || !strings.Contains(out, "Success! The configuration is valid.") {
@@ -160,6 +161,7 @@ provider "google" {
 `
 
 func TestTerraformValidateGoogleSchema(t *testing.T) {
+	t.Parallel()
 	rig := newRig(t, testenv.ProvidersSchema(t), []provider{
 		{"registry.terraform.io/hashicorp/google", "7.45.0"},
 		{"registry.terraform.io/hashicorp/archive", "2.8.0"},
@@ -327,6 +329,7 @@ func editedRig(t *testing.T, opts ...rigOption) *terraformRig {
 // google schema does not use, made from its own blocks, and the block
 // bounds and computed-only attributes it does use.
 func TestTerraformValidateNestedAttributes(t *testing.T) {
+	t.Parallel()
 	rig := editedRig(t)
 	tests := []validateCase{
 		{
@@ -420,6 +423,7 @@ resource "google_cloud_tasks_queue" "q" {
 // function is evaluated, and apply is refused with a clear message rather
 // than pretending to create anything.
 func TestTerraformPlanAndApply(t *testing.T) {
+	t.Parallel()
 	const config = editedHeader + `
 data "google_storage_bucket" "b" {
   name = "b"
@@ -444,6 +448,7 @@ output "project" {
 }
 `
 	t.Run("data sources refuse without placeholders", func(t *testing.T) {
+		t.Parallel()
 		rig := editedRig(t)
 		dir := rig.initDir(t, config)
 		out, err := rig.run(t, dir, "plan", "-input=false", "-no-color")

@@ -40,6 +40,7 @@ func prepare(t *testing.T) string {
 // against a nats-server with JetStream and the Firestore emulator started
 // here on free loopback ports, as `make test` runs every other test.
 func TestTypeScriptPackage(t *testing.T) {
+	t.Parallel()
 	dir := prepare(t)
 	n := testenv.NewNATS(t)
 	// prepare compiled the package: its tests run on that build (npm test
