@@ -8,7 +8,7 @@ STACK := $(GO) run ./emulator/stackctl
 # but `stackctl with` gives the whole run one pair (faster, less memory).
 # go test starts packages in the order given: the longest run first, so they
 # overlap everything else instead of ending the run alone.
-SLOW_PKGS := ./emulator/chaos ./bridge ./shared/reconciler ./internal/kitcompat ./console ./emulator/tfschema
+SLOW_PKGS := ./emulator/chaos ./internal/deploycheck ./emulator/tfschema ./bridge ./console ./shared/reconciler ./internal/kitcompat
 PKGS  ?= $(SLOW_PKGS) ./...
 TEST_TIMEOUT ?= 14m
 # Test binaries (and compiles) at once: most integration tests wait on
@@ -54,17 +54,19 @@ demo: ## the pipeline end to end: stack, 7-agent fleet, 300 tasks twice (learnin
 vet:
 	$(GO) vet ./...
 
-# go vet runs inside go test (-vet=all: every analyzer `go vet` runs, on
-# every package, test files included), so the tests of one package start
-# while others still compile instead of after a vet of everything. The
-# output is plain go test's, then the ten slowest tests and packages and the
-# test counts; the status is go test's (pipefail).
+# One go test run does it all. go vet runs inside it (-vet=all: every
+# analyzer `go vet` runs, on every package, test files included), so the
+# tests of one package start while others still compile instead of after a
+# vet of everything; tf-validate's script runs as a test of emulator/tfschema
+# (TestValidateScript), beside the others instead of after them. The output
+# is plain go test's, then the ten slowest tests and packages and the test
+# counts; the status is go test's (pipefail).
 test-go:
 	@mkdir -p $(dir $(TEST_JSON))
 	set -o pipefail; $(STACK) with -- $(GO) test -json -vet=all -count=1 -p $(TEST_P) -parallel $(TEST_PARALLEL) \
 	  -timeout $(TEST_TIMEOUT) $(PKGS) | $(GO) run ./internal/testreport -json $(TEST_JSON)
 
-test: test-go tf-validate
+test: test-go
 
 # The unit tests alone: -short skips every test that needs the gcloud
 # emulators, a nats-server, a browser, npm, terraform or a build of its own
