@@ -132,9 +132,9 @@ func Load(r io.Reader, address string) (*Provider, error) {
 	return convertProvider(address, jp)
 }
 
-// decodeProvider reads the document ({"format_version": …,
-// "provider_schemas": {address: provider, …}}) as a stream and decodes the
-// provider at address alone, in one pass over its bytes: the plugin starts
+// decodeProvider reads the document (format_version, and provider_schemas
+// holding each provider by address) as a stream and decodes the provider at
+// address alone, in one pass over its bytes: the plugin starts
 // for every terraform command, and the google provider is megabytes. The
 // rest of the document is read too, so that a damaged file fails wherever
 // it is damaged. It returns nil and the addresses the file holds when
