@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
@@ -21,6 +22,10 @@ import (
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
+
+// The short form's Firestore is the emulator testenv shares (started here
+// when `make test` has not): Main stops it.
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // size is the dead messages per storm scenario: small in the short form
 // that `make test` runs, larger with JSDLQ_CHAOS=full (`make chaos`).
@@ -38,7 +43,7 @@ func TestChaos(t *testing.T) {
 		t.Skip("chaos scenarios start the whole stack")
 	}
 	n, full := size()
-	s := startStack(t)
+	s := startStack(t, full)
 	// An upper bound, waited only while something is still missing: after
 	// the functions host dies, the emulator's push subscription backs off
 	// and re-opens its delivery rate slowly (minutes for 200 messages).
@@ -233,7 +238,7 @@ func (s *chaosStack) waitScheduled(b *batch, within time.Duration) {
 
 func (s *chaosStack) reconcileHandler() *reconciler.Handler {
 	sched := tasks.New(tasks.Config{Queue: s.queue, ReplayURL: "http://" + s.addr["functions"] + "/Replay",
-		ServiceAccount: tasksSA, EmulatorHost: s.addr["tasks"]})
+		ServiceAccount: s.tasksSA(), EmulatorHost: s.addr["tasks"]})
 	s.t.Cleanup(func() { sched.Close() })
 	return reconciler.New(reconciler.Config{CaptureGrace: time.Millisecond, Grace: time.Millisecond, TimeBudget: time.Minute},
 		reconciler.Deps{Logger: obs.Discard(), Store: store.New(s.fs), Tasks: sched,
@@ -291,7 +296,7 @@ func (s *chaosStack) pubsubTenTimes(t *testing.T) result {
 	}
 	push := map[string]any{"message": map[string]any{"data": base64.StdEncoding.EncodeToString(body), "attributes": ev.Attributes(),
 		"messageId": "chaos-dup-1", "publishTime": now.Format(time.RFC3339Nano)},
-		"subscription": "projects/" + project + "/subscriptions/classify-push"}
+		"subscription": "projects/" + s.project + "/subscriptions/classify-push"}
 	var wg sync.WaitGroup
 	codes := make([]int, 10)
 	for i := range codes {
