@@ -6,13 +6,26 @@ GO    ?= go
 STACK := $(GO) run ./emulator/stackctl
 # Packages whose tests run; go test starts the emulators it needs per binary,
 # but `stackctl with` gives the whole run one pair (faster, less memory).
-PKGS  ?= ./...
+# go test starts packages in the order given: the longest run first, so they
+# overlap everything else instead of ending the run alone.
+SLOW_PKGS := ./emulator/chaos ./internal/deploycheck ./emulator/tfschema ./bridge ./console ./shared/reconciler ./internal/kitcompat
+PKGS  ?= $(SLOW_PKGS) ./...
 TEST_TIMEOUT ?= 14m
+# Test binaries (and compiles) at once: most integration tests wait on
+# emulators and servers rather than compute, so twice the cores keeps the
+# cores busy while those wait. Tests marked t.Parallel run TEST_PARALLEL at
+# once within a binary.
+NCPU          := $(shell nproc 2>/dev/null || echo 2)
+TEST_P        ?= $(shell echo $$(( $(NCPU) * 2 )))
+TEST_PARALLEL ?= $(shell echo $$(( $(NCPU) * 2 )))
+# The raw events of the last run, for a closer look (go tool test2json's
+# format; internal/testreport reads them).
+TEST_JSON ?= .local/test/last.json
 
-.PHONY: help up down status logs env demo test test-go vet lint fmt tf-validate bench
+.PHONY: help up down status logs env demo test test-go test-short vet lint fmt tf-validate bench
 
 help:
-	@echo "make demo | test | up | down | status | logs | env | lint | tf-validate | bench | chaos | fuzz"
+	@echo "make demo | test | test-short | up | down | status | logs | env | lint | tf-validate | bench | chaos | fuzz"
 
 up: ## start the local stack (emulators, nats-server) and create topic, push subscription and queue
 	$(STACK) up
@@ -41,10 +54,27 @@ demo: ## the pipeline end to end: stack, 7-agent fleet, 300 tasks twice (learnin
 vet:
 	$(GO) vet ./...
 
+# One go test run does it all. go vet runs inside it (-vet=all: every
+# analyzer `go vet` runs, on every package, test files included), so the
+# tests of one package start while others still compile instead of after a
+# vet of everything; tf-validate's script runs as a test of emulator/tfschema
+# (TestValidateScript), beside the others instead of after them. The output
+# is plain go test's, then the ten slowest tests and packages and the test
+# counts; the status is go test's (pipefail).
 test-go:
-	$(STACK) with -- $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	@mkdir -p $(dir $(TEST_JSON))
+	set -o pipefail; $(STACK) with -- $(GO) test -json -vet=all -count=1 -p $(TEST_P) -parallel $(TEST_PARALLEL) \
+	  -timeout $(TEST_TIMEOUT) $(PKGS) | $(GO) run ./internal/testreport -json $(TEST_JSON)
 
-test: vet test-go tf-validate
+test: test-go
+
+# The unit tests alone: -short skips every test that needs the gcloud
+# emulators, a nats-server, a browser, npm, terraform or a build of its own
+# (internal/testenv skips them in one place). No emulator is started.
+SHORT_TIMEOUT ?= 5m
+test-short:
+	set -o pipefail; $(GO) test -json -short -vet=all -count=1 -p $(TEST_P) -timeout $(SHORT_TIMEOUT) ./... | \
+	  $(GO) run ./internal/testreport
 
 # Not part of `make test`: Go benchmarks on emulators of their own, then the
 # load driver on a private stack on free ports (never 8681/8682/4222/8123/

@@ -60,6 +60,7 @@ func advise(t testing.TB, ctx context.Context, js jetstream.JetStream, stream st
 // failure records read in the same batch land on the right events,
 // including a deleted record (no failure) and an unreadable one (ignored).
 func TestBatchWithMissingOriginals(t *testing.T) {
+	t.Parallel()
 	h, ctx := newHarness(t)
 	h.stopBridge() // the advisories wait in their stream and reach the bridge together
 	const n = 12
@@ -157,6 +158,7 @@ func TestBatchWithMissingOriginals(t *testing.T) {
 // they neither hold back nor lose the valid advisories around them, and
 // nothing is retried.
 func TestMalformedAdvisoriesWithinBatch(t *testing.T) {
+	t.Parallel()
 	h, ctx := newHarness(t)
 	h.stopBridge()
 	const n = 20
@@ -255,6 +257,7 @@ func (f *failingPublisher) intercept(ctx context.Context, method string, req, re
 // attempt, and classify creates an entry only if none with that id exists,
 // so the second copy changes nothing downstream.
 func TestBatchPublishFailsHalfway(t *testing.T) {
+	t.Parallel()
 	h, ctx := newHarness(t)
 	h.stopBridge()
 	// Batches of 32 (64 in flight) bundled by the publisher (up to 100

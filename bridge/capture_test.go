@@ -15,6 +15,7 @@ import (
 )
 
 func TestMaxDeliverForwardsOriginal(t *testing.T) {
+	t.Parallel()
 	h, ctx := newHarness(t)
 	c := taskStream(t, h.js, "TASKS", "agents.>", jetstream.LimitsPolicy, 2)
 	payloads := map[uint64][]byte{}
@@ -49,6 +50,7 @@ func TestMaxDeliverForwardsOriginal(t *testing.T) {
 // N+M distinct event ids, the original payloads byte for byte, the recorded
 // failures attached.
 func TestCaptureMaxDeliverAndExplicit(t *testing.T) {
+	t.Parallel()
 	h, ctx := newHarness(t)
 	const n, m = 12, 8
 	cons := taskStream(t, h.js, "TASKS", "agents.>", jetstream.WorkQueuePolicy, 2)
@@ -164,6 +166,7 @@ func TestCaptureMaxDeliverAndExplicit(t *testing.T) {
 // A bare TERM (no agentkit) on a WorkQueue stream removes the message: the
 // event says so with missing=true and carries the reason.
 func TestBareTermOnWorkQueueIsMissing(t *testing.T) {
+	t.Parallel()
 	h, ctx := newHarness(t)
 	cons := taskStream(t, h.js, "WQ", "agents.>", jetstream.WorkQueuePolicy, 3)
 	ack := publish(t, ctx, h.js, "agents.cto.tasks.review", []byte("gone"))
@@ -188,6 +191,7 @@ func TestBareTermOnWorkQueueIsMissing(t *testing.T) {
 // The server terminates a delivered, unacknowledged message that is deleted
 // from the stream ("Unacknowledged message was deleted"): forwarded, missing.
 func TestServerGeneratedTerm(t *testing.T) {
+	t.Parallel()
 	h, ctx := newHarness(t)
 	cons := taskStream(t, h.js, "LIM", "agents.>", jetstream.LimitsPolicy, 3)
 	ack := publish(t, ctx, h.js, "agents.cso.tasks.scan", []byte("x"))
@@ -208,6 +212,7 @@ func TestServerGeneratedTerm(t *testing.T) {
 // The original is gone (deleted after max deliveries, or its stream deleted)
 // before the bridge reads it: forwarded with missing=true and the reason.
 func TestMissingOriginal(t *testing.T) {
+	t.Parallel()
 	h, ctx := newHarness(t)
 	h.stopBridge() // advisories wait in their stream meanwhile
 	a1 := deadLetter(t, h.js, "GONE", "gone.x", []byte("1"))

@@ -13,6 +13,7 @@ import (
 )
 
 func TestLoadEnvDefaults(t *testing.T) {
+	t.Parallel()
 	got, err := bridge.LoadEnv(config.MapLookup(map[string]string{"GOOGLE_CLOUD_PROJECT": "p"}))
 	if err != nil {
 		t.Fatalf("LoadEnv() = %v", err)
@@ -32,6 +33,7 @@ func TestLoadEnvDefaults(t *testing.T) {
 }
 
 func TestLoadEnvEnsureTopic(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -68,6 +70,7 @@ func TestLoadEnvEnsureTopic(t *testing.T) {
 }
 
 func TestLoadEnvAckWait(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		env  string
 		want time.Duration

@@ -3,6 +3,7 @@ package bridge
 import "testing"
 
 func TestBatchVersion(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		version string
 		want    bool

@@ -23,6 +23,7 @@ import (
 // Input that can never become an event is logged, acknowledged and counted,
 // never redelivered forever; good input behind it still flows.
 func TestMalformedInputIsAckedAndCounted(t *testing.T) {
+	t.Parallel()
 	h, ctx := newHarness(t)
 	bad := []struct{ subject, data string }{
 		{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TASKS.w", "not json"},
@@ -86,6 +87,7 @@ func TestMalformedInputIsAckedAndCounted(t *testing.T) {
 // "invalid stream name", and the message was NAKed forever (the bridge's
 // consumer has no MaxDeliver), holding an in-flight slot and flooding the log.
 func TestAdvisoryWithInvalidStreamNameIsRejected(t *testing.T) {
+	t.Parallel()
 	h, ctx := newHarness(t)
 	streams := []string{`A/B`, `A\\B`, `A\tB`, `A\nB`}
 	for i, s := range streams {
@@ -117,6 +119,7 @@ func TestAdvisoryWithInvalidStreamNameIsRejected(t *testing.T) {
 // write one under such a key. Its dead messages are forwarded, not NAKed for
 // ever because the client refuses the lookup's key.
 func TestStreamNameThatIsNoKVKeyIsForwarded(t *testing.T) {
+	t.Parallel()
 	h, _ := newHarness(t)
 	ack := deadLetter(t, h.js, "TASKS@EU", "eu.tasks.x", []byte("payload"))
 	got := h.sink.waitFor(1, 30*time.Second)
@@ -132,6 +135,7 @@ func TestStreamNameThatIsNoKVKeyIsForwarded(t *testing.T) {
 // payload, with size and sha256, never dropped. (The limit is lowered here:
 // the test server's max payload is 1 MiB, Pub/Sub's 10 MB.)
 func TestOversizedEventIsTruncated(t *testing.T) {
+	t.Parallel()
 	h, ctx := newHarness(t, func(c *bridge.Config) { c.MaxEventBytes = 64 << 10 })
 	cons := taskStream(t, h.js, "BIG", "agents.>", jetstream.LimitsPolicy, 1)
 	big := bytes.Repeat([]byte{0xab, 0x00}, 60<<10) // 120 KiB, 160 KiB in base64
@@ -154,6 +158,7 @@ func TestOversizedEventIsTruncated(t *testing.T) {
 
 // Payloads up to the server's max payload (1 MiB here) are forwarded whole.
 func TestMaxPayloadForwarded(t *testing.T) {
+	t.Parallel()
 	h, ctx := newHarness(t)
 	cons := taskStream(t, h.js, "MAXP", "agents.>", jetstream.LimitsPolicy, 1)
 	data := make([]byte, int(h.nc.MaxPayload())-512)
@@ -169,6 +174,7 @@ func TestMaxPayloadForwarded(t *testing.T) {
 }
 
 func TestDeleteForwarded(t *testing.T) {
+	t.Parallel()
 	h, ctx := newHarness(t, func(c *bridge.Config) { c.DeleteForwarded = true })
 	cons := taskStream(t, h.js, "DEL", "agents.>", jetstream.WorkQueuePolicy, 1)
 	var seqs []uint64
@@ -193,6 +199,7 @@ func TestDeleteForwarded(t *testing.T) {
 }
 
 func TestHealthAndMetrics(t *testing.T) {
+	t.Parallel()
 	h, _ := newHarness(t)
 	deadLetter(t, h.js, "M", "agents.a.tasks.x", nil)
 	h.sink.waitFor(1, 30*time.Second)
@@ -236,6 +243,7 @@ func TestHealthAndMetrics(t *testing.T) {
 // A NATS restart mid-stream: the bridge reconnects, its durable consumers
 // resume, nothing is lost.
 func TestNATSRestart(t *testing.T) {
+	t.Parallel()
 	h, ctx := newHarness(t)
 	cons := taskStream(t, h.js, "R", "agents.>", jetstream.LimitsPolicy, 1)
 	publishTasks := func(n int) {

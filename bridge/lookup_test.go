@@ -14,6 +14,7 @@ import (
 // forwarded with the message missing (stream_not_found), and the bridge asks
 // NATS for the stream once for the batch, not once per advisory.
 func TestGoneStreamLookedUpOncePerBatch(t *testing.T) {
+	t.Parallel()
 	h, ctx := newHarness(t)
 	h.stopBridge() // the advisories wait in their stream and reach the bridge together
 	const n = 10

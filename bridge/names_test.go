@@ -18,6 +18,7 @@ import (
 // names the reserved tenant, in its body and its attributes, and keeps the
 // header as it was, so classify records the task flagged.
 func TestTasksWithInvalidNamesAreForwarded(t *testing.T) {
+	t.Parallel()
 	h, ctx := newHarness(t)
 	cons := taskStream(t, h.js, "WORK", "work.>", jetstream.LimitsPolicy, 1)
 	var want []string

@@ -32,6 +32,7 @@ import (
 // drops messages published to a topic without subscriptions, and that race
 // belongs to the test (in production both outlive an outage), not the bridge.
 func TestPubSubOutageLosesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := testenv.Context(t)
 	emu := testenv.NewPubSubEmulator(t)
 	gate := newGate(t, emu.Host)
@@ -182,20 +183,6 @@ func (g *gate) open() {
 	g.mu.Unlock()
 }
 
-// buildBridge compiles cmd/bridge once per test binary.
-var buildBridge = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "jsdlq-bridge-bin-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "bridge")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/jsdlq/jsdlq/cmd/bridge").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build cmd/bridge: %v\n%s", err, out)
-	}
-	return bin, nil
-})
-
 // proc is a bridge binary running in its own process group.
 type proc struct {
 	cmd  *exec.Cmd
@@ -215,10 +202,7 @@ func freePort(t testing.TB) int {
 
 func startBinary(t testing.TB, env []string, port int) *proc {
 	t.Helper()
-	bin, err := buildBridge()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testenv.Binary(t, "github.com/jsdlq/jsdlq/cmd/bridge")
 	logPath := filepath.Join(t.TempDir(), "bridge.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -285,6 +269,7 @@ func (p *proc) logContains(s string) bool {
 // arrives; duplicates are possible and carry the same event id (the sink
 // keys by id, and counts them).
 func TestBinaryKilledMidStreamLosesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := testenv.Context(t)
 	n := testenv.NewNATS(t)
 	_, js := n.Connect(t)

@@ -18,6 +18,7 @@ import (
 // forwards the event with missing=true (permission_denied) instead of
 // retrying forever, and still reads the streams it may read.
 func TestStreamTheBridgeMayNotRead(t *testing.T) {
+	t.Parallel()
 	h, _ := restrictedHarness(t, "$JS.API.DIRECT.GET.SECRET", "$JS.API.STREAM.MSG.GET.SECRET", "$JS.API.STREAM.INFO.SECRET")
 	s1 := deadLetter(t, h.js, "SECRET", "secret.x", []byte("classified"))
 	o1 := deadLetter(t, h.js, "OPEN", "open.x", []byte("public"))
@@ -78,6 +79,7 @@ func restrictedHarness(t *testing.T, deny ...string) (*harness, context.Context)
 // the bridge reads the records one key at a time, so the events still
 // carry their failures.
 func TestFailureBatchNotPermitted(t *testing.T) {
+	t.Parallel()
 	h, ctx := restrictedHarness(t, "$JS.API.DIRECT.GET.KV_dlq_failures")
 	h.stopBridge()
 	directStream(t, ctx, h.js, "WORK", "work.>")

@@ -15,6 +15,7 @@ import (
 )
 
 func TestEnsureCreatesThenAccepts(t *testing.T) {
+	t.Parallel()
 	n := testenv.NewNATS(t)
 	_, js := n.Connect(t)
 	ctx := testenv.Context(t)
@@ -50,6 +51,7 @@ func TestEnsureCreatesThenAccepts(t *testing.T) {
 }
 
 func TestEnsureKeepsTunedLimits(t *testing.T) {
+	t.Parallel()
 	n := testenv.NewNATS(t)
 	_, js := n.Connect(t)
 	ctx := testenv.Context(t)
@@ -68,6 +70,7 @@ func TestEnsureKeepsTunedLimits(t *testing.T) {
 }
 
 func TestEnsureRefusesIncompatible(t *testing.T) {
+	t.Parallel()
 	n := testenv.NewNATS(t)
 	_, js := n.Connect(t)
 	ctx := testenv.Context(t)
@@ -99,6 +102,7 @@ func TestEnsureRefusesIncompatible(t *testing.T) {
 }
 
 func TestEnsureTopic(t *testing.T) {
+	t.Parallel()
 	ps, project := testenv.PubSub(t)
 	ctx := testenv.Context(t)
 	n := testenv.NewNATS(t)
@@ -132,6 +136,7 @@ func TestEnsureTopic(t *testing.T) {
 }
 
 func TestConsumerDeletedEndsRun(t *testing.T) {
+	t.Parallel()
 	// Someone deletes the bridge's consumer: Run ends with the error so the
 	// process restarts and recreates it, instead of idling forever.
 	ps, project := testenv.PubSub(t)

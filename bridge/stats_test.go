@@ -14,6 +14,7 @@ import (
 // TestLogStats: the periodic stats line carries what Terraform's monitoring
 // reads: jsonPayload.event = bridge_stats and a numeric lag.
 func TestLogStats(t *testing.T) {
+	t.Parallel()
 	h, _ := newHarness(t)
 	log, logs := testenv.Logger()
 	bnc, _ := h.nats.Connect(t)

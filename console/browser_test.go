@@ -32,6 +32,7 @@ const screenshotDir = "../docs/console"
 // installs it).
 func chromium(t *testing.T) string {
 	t.Helper()
+	testenv.SkipShort(t, "chromium")
 	for _, name := range []string{"chromium", "chromium-browser"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p

@@ -167,6 +167,10 @@ func (s *chaosStack) replays(b *batch) map[string]int {
 	return out
 }
 
+// pollEvery is how often settle and waitScheduled look again: a scenario
+// ends within this of its last replay.
+const pollEvery = 250 * time.Millisecond
+
 // settle waits until every message of the batch has its entry and every
 // entry has been replayed (or within), and returns the measured row.
 func (s *chaosStack) settle(b *batch, within time.Duration) result {
@@ -187,7 +191,7 @@ func (s *chaosStack) settle(b *batch, within time.Duration) result {
 		if done || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(time.Second)
+		time.Sleep(pollEvery)
 	}
 	r := result{Scenario: b.label, In: len(b.seqs)}
 	for _, e := range es {

@@ -75,7 +75,7 @@ func (s *chaosStack) injected(t *testing.T, n int) result {
 	var h http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)
-	a, err := auth.New(config.Auth{Mode: config.AuthEmulator, Audience: srv.URL + "/Replay", AllowedEmails: []string{tasksSA}}, s.addr["tasks"])
+	a, err := auth.New(config.Auth{Mode: config.AuthEmulator, Audience: srv.URL + "/Replay", AllowedEmails: []string{s.tasksSA()}}, s.addr["tasks"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func (s *chaosStack) injected(t *testing.T, n int) result {
 		return nil
 	})
 	h = a.Middleware(replay.New(replay.Config{}, replay.Deps{Logger: obs.Discard(), Store: st, Policy: policy, Publisher: pub}))
-	sched := tasks.New(tasks.Config{Queue: s.queue, ReplayURL: srv.URL + "/Replay", ServiceAccount: tasksSA, EmulatorHost: s.addr["tasks"]})
+	sched := tasks.New(tasks.Config{Queue: s.queue, ReplayURL: srv.URL + "/Replay", ServiceAccount: s.tasksSA(), EmulatorHost: s.addr["tasks"]})
 	t.Cleanup(func() { sched.Close() })
 	classifies := &onceEach{seen: map[string]bool{}}
 	c := classify.New(classify.Config{}, classify.Deps{Logger: obs.Discard(), Store: st, Policy: policy,
@@ -112,11 +112,11 @@ func (s *chaosStack) injected(t *testing.T, n int) result {
 		}
 		msg := ce.New()
 		msg.SetID(fmt.Sprint("inj-msg-", seq))
-		msg.SetSource("//pubsub.googleapis.com/projects/" + project + "/topics/" + topicID)
+		msg.SetSource("//pubsub.googleapis.com/projects/" + s.project + "/topics/" + topicID)
 		msg.SetType("google.cloud.pubsub.topic.v1.messagePublished")
 		if err := msg.SetData("application/json", map[string]any{
 			"message":      map[string]any{"data": body, "attributes": ev.Attributes(), "messageId": msg.ID(), "publishTime": now},
-			"subscription": "projects/" + project + "/subscriptions/classify-push",
+			"subscription": "projects/" + s.project + "/subscriptions/classify-push",
 		}); err != nil {
 			t.Fatal(err)
 		}

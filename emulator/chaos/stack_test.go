@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -35,24 +36,23 @@ import (
 )
 
 const (
-	project    = "jsdlq-chaos"
 	location   = "us-central1"
 	topicID    = "dlq-events"
 	workStream = "TASKS"
-	tasksSA    = "jsdlq-tasks@jsdlq-chaos.iam.gserviceaccount.com"
 )
 
 // chaosStack is the whole pipeline as separate processes, each in a
 // process group of its own, so a scenario can SIGKILL, SIGSTOP or restart
 // any one of them.
 type chaosStack struct {
-	t     *testing.T
-	dir   string
-	queue string
-	addr  map[string]string // firestore, pubsub, nats, tasks, functions, bridge
-	specs map[string]stack.Spec
-	procs map[string]*stack.Process
-	mu    sync.Mutex
+	t       *testing.T
+	dir     string
+	project string // of Firestore, Pub/Sub and Cloud Tasks alike, new for each run
+	queue   string
+	addr    map[string]string // firestore, pubsub, nats, tasks, functions, bridge
+	specs   map[string]stack.Spec
+	procs   map[string]*stack.Process
+	mu      sync.Mutex
 
 	fs *firestore.Client
 	nc *nats.Conn
@@ -60,25 +60,36 @@ type chaosStack struct {
 	ct *cloudtasks.Client
 }
 
-// startStack builds the binaries and starts every server on free ports. The
-// bridge's ack wait is 5 s (default 45 s) and the push subscription retries
-// after 1–10 s (Terraform: 10–600 s) so that recovery fits in a test; the
-// mechanisms are the production ones.
-func startStack(t *testing.T) *chaosStack {
+// startStack builds the binaries (once per test binary) and starts every
+// server on free ports. The bridge's ack wait is 5 s (default 45 s) and the
+// push subscription retries after 1–10 s (Terraform: 10–600 s) so that
+// recovery fits in a test; the mechanisms are the production ones.
+//
+// With ownFirestore (the full form, which pauses it) Firestore is an
+// emulator of the stack's own too; otherwise the emulator the test binary
+// shares serves the run's project, one JVM fewer to start.
+func startStack(t *testing.T, ownFirestore bool) *chaosStack {
 	t.Helper()
 	if err := stack.CheckGcloudEmulators(); err != nil {
 		t.Skipf("gcloud emulators unavailable: %v", err)
 	}
-	root := testenv.ModuleRoot(t)
+	project := testenv.Project(t)
 	s := &chaosStack{t: t, dir: t.TempDir(), addr: map[string]string{}, specs: map[string]stack.Spec{}, procs: map[string]*stack.Process{},
-		queue: fmt.Sprintf("projects/%s/locations/%s/queues/dlq-replay", project, location)}
+		project: project, queue: fmt.Sprintf("projects/%s/locations/%s/queues/dlq-replay", project, location)}
 	t.Cleanup(s.stopAll)
-	for _, b := range stack.PipelineBinaries {
-		if err := stack.Build(t.Context(), root, s.bin(b.Name), b.Pkg); err != nil {
-			t.Fatal(err)
-		}
+	// The binaries build while the gcloud emulators start: both take
+	// seconds, and neither needs the other.
+	bins := make([]string, len(stack.PipelineBinaries))
+	buildErrs := make([]error, len(stack.PipelineBinaries))
+	var builds sync.WaitGroup
+	for i, b := range stack.PipelineBinaries {
+		builds.Go(func() { bins[i], buildErrs[i] = testenv.BuildOnce(b.Pkg) })
 	}
-	names := []string{"firestore", "pubsub", "nats", "functions", "bridge"}
+	t.Cleanup(builds.Wait) // a failed start must not leave a build behind
+	names := []string{"pubsub", "nats", "functions", "bridge"}
+	if ownFirestore {
+		names = append(names, "firestore")
+	}
 	addrs, err := stack.FreeAddrs(len(names))
 	if err != nil {
 		t.Fatal(err)
@@ -95,19 +106,11 @@ func startStack(t *testing.T) *chaosStack {
 	}
 	s.addr["tasks"] = a
 	logf := func(name string) string { return filepath.Join(s.logDir(), name+".log") }
-	natsHost, natsPort, _ := net.SplitHostPort(s.addr["nats"])
-	_, fnPort, _ := net.SplitHostPort(s.addr["functions"])
-	_, brPort, _ := net.SplitHostPort(s.addr["bridge"])
+	if !ownFirestore {
+		s.addr["firestore"] = testenv.FirestoreHost(t)
+	}
 	s.specs["firestore"] = stack.FirestoreEmulator(s.addr["firestore"], logf("firestore"))
 	s.specs["pubsub"] = stack.PubSubEmulator(s.addr["pubsub"], logf("pubsub"))
-	s.specs["nats"] = stack.Spec{Name: "nats", Path: s.bin("nats-server"), Addr: s.addr["nats"], LogFile: logf("nats"),
-		Args: []string{"-js", "-a", natsHost, "-p", natsPort, "-sd", filepath.Join(s.dir, "nats"), "-n", "jsdlq-chaos"}}
-	s.specs["tasks"] = stack.Spec{Name: "cloudtasks", Path: s.bin("cloudtasks-emulator"), Addr: s.addr["tasks"], LogFile: logf("cloudtasks"),
-		Args: []string{"--host-port=" + s.addr["tasks"], "--data-dir=" + filepath.Join(s.dir, "cloudtasks")}}
-	s.specs["functions"] = stack.Spec{Name: "functions", Path: s.bin("functions"), Addr: s.addr["functions"], LogFile: logf("functions"),
-		Env: append(s.clientEnv(), "PORT="+fnPort)}
-	s.specs["bridge"] = stack.Spec{Name: "bridge", Path: s.bin("bridge"), Addr: s.addr["bridge"], ReadyPath: "/healthz", LogFile: logf("bridge"),
-		Env: append(s.clientEnv(), "PORT="+brPort, "BRIDGE_ACK_WAIT=5s")}
 	// `make test` points FIRESTORE_EMULATOR_HOST and PUBSUB_EMULATOR_HOST
 	// at its shared emulators, and the client libraries prefer those
 	// variables to an explicit endpoint: this test's clients and children
@@ -115,11 +118,35 @@ func startStack(t *testing.T) *chaosStack {
 	t.Setenv("FIRESTORE_EMULATOR_HOST", s.addr["firestore"])
 	t.Setenv("PUBSUB_EMULATOR_HOST", s.addr["pubsub"])
 	t.Setenv("CLOUD_TASKS_EMULATOR_HOST", s.addr["tasks"])
-	for _, n := range []string{"firestore", "pubsub", "nats", "tasks", "functions"} {
+	if ownFirestore {
+		s.start("firestore")
+	}
+	s.start("pubsub")
+
+	builds.Wait()
+	if err := errors.Join(buildErrs...); err != nil {
+		t.Fatal(err)
+	}
+	bin := map[string]string{}
+	for i, b := range stack.PipelineBinaries {
+		bin[b.Name] = bins[i]
+	}
+	natsHost, natsPort, _ := net.SplitHostPort(s.addr["nats"])
+	_, fnPort, _ := net.SplitHostPort(s.addr["functions"])
+	_, brPort, _ := net.SplitHostPort(s.addr["bridge"])
+	s.specs["nats"] = stack.Spec{Name: "nats", Path: bin["nats-server"], Addr: s.addr["nats"], LogFile: logf("nats"),
+		Args: []string{"-js", "-a", natsHost, "-p", natsPort, "-sd", filepath.Join(s.dir, "nats"), "-n", "jsdlq-chaos"}}
+	s.specs["tasks"] = stack.Spec{Name: "cloudtasks", Path: bin["cloudtasks-emulator"], Addr: s.addr["tasks"], LogFile: logf("cloudtasks"),
+		Args: []string{"--host-port=" + s.addr["tasks"], "--data-dir=" + filepath.Join(s.dir, "cloudtasks")}}
+	s.specs["functions"] = stack.Spec{Name: "functions", Path: bin["functions"], Addr: s.addr["functions"], LogFile: logf("functions"),
+		Env: append(s.clientEnv(), "PORT="+fnPort)}
+	s.specs["bridge"] = stack.Spec{Name: "bridge", Path: bin["bridge"], Addr: s.addr["bridge"], ReadyPath: "/healthz", LogFile: logf("bridge"),
+		Env: append(s.clientEnv(), "PORT="+brPort, "BRIDGE_ACK_WAIT=5s")}
+	for _, n := range []string{"nats", "tasks", "functions"} {
 		s.start(n)
 	}
 	ctx := context.Background()
-	if s.fs, err = firestore.NewClient(ctx, project, option.WithEndpoint(s.addr["firestore"]), option.WithoutAuthentication(),
+	if s.fs, err = firestore.NewClient(ctx, s.project, option.WithEndpoint(s.addr["firestore"]), option.WithoutAuthentication(),
 		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials()))); err != nil {
 		t.Fatal(err)
 	}
@@ -163,12 +190,16 @@ func (s *chaosStack) logDir() string {
 	return filepath.Join(s.dir, "log")
 }
 
-func (s *chaosStack) bin(name string) string { return filepath.Join(s.dir, "bin", name) }
-
-func (s *chaosStack) clientEnv() []string {
-	return stack.Endpoints{Project: project, Firestore: s.addr["firestore"], PubSub: s.addr["pubsub"],
-		CloudTasks: s.addr["tasks"], NATS: s.addr["nats"], Functions: s.addr["functions"], Queue: s.queue}.ClientEnv()
+func (s *chaosStack) endpoints() stack.Endpoints {
+	return stack.Endpoints{Project: s.project, Firestore: s.addr["firestore"], PubSub: s.addr["pubsub"],
+		CloudTasks: s.addr["tasks"], NATS: s.addr["nats"], Functions: s.addr["functions"], Queue: s.queue}
 }
+
+func (s *chaosStack) clientEnv() []string { return s.endpoints().ClientEnv() }
+
+// tasksSA is the service account the functions host accepts replay tasks
+// from (and the stack's tasks are dispatched as).
+func (s *chaosStack) tasksSA() string { return s.endpoints().TasksAccount() }
 
 // start starts (or restarts) a server and waits until it is ready. A port
 // just released by a killed process may linger a moment: retried.
@@ -239,19 +270,23 @@ func (s *chaosStack) stopAll() {
 	}
 }
 
+// pushMaxBackoff is the push subscription's longest wait before it retries
+// a push that failed.
+const pushMaxBackoff = 10 * time.Second
+
 // provisionPubSub creates what Terraform (and the local stack after an
 // emulator restart) creates: the topic, the push subscription to /Classify
 // with its dead-letter topic, and a subscription holding dead letters.
 func (s *chaosStack) provisionPubSub() {
 	s.t.Helper()
 	ctx := context.Background()
-	ps, err := pubsub.NewClient(ctx, project, option.WithEndpoint(s.addr["pubsub"]), option.WithoutAuthentication(),
+	ps, err := pubsub.NewClient(ctx, s.project, option.WithEndpoint(s.addr["pubsub"]), option.WithoutAuthentication(),
 		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
 	if err != nil {
 		s.t.Fatalf("pubsub client: %v", err)
 	}
 	defer ps.Close()
-	topic := fmt.Sprintf("projects/%s/topics/%s", project, topicID)
+	topic := fmt.Sprintf("projects/%s/topics/%s", s.project, topicID)
 	dead := topic + "-dead"
 	for _, tp := range []string{topic, dead} {
 		if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: tp}); err != nil && status.Code(err) != codes.AlreadyExists {
@@ -259,11 +294,11 @@ func (s *chaosStack) provisionPubSub() {
 		}
 	}
 	for _, sub := range []*pubsubpb.Subscription{
-		{Name: fmt.Sprintf("projects/%s/subscriptions/dead-hold", project), Topic: dead},
-		{Name: fmt.Sprintf("projects/%s/subscriptions/classify-push", project), Topic: topic,
+		{Name: fmt.Sprintf("projects/%s/subscriptions/dead-hold", s.project), Topic: dead},
+		{Name: fmt.Sprintf("projects/%s/subscriptions/classify-push", s.project), Topic: topic,
 			PushConfig:         &pubsubpb.PushConfig{PushEndpoint: stack.ClassifyPushEndpoint(s.addr["functions"], topic)},
 			AckDeadlineSeconds: 60,
-			RetryPolicy:        &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(time.Second), MaximumBackoff: durationpb.New(10 * time.Second)},
+			RetryPolicy:        &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(time.Second), MaximumBackoff: durationpb.New(pushMaxBackoff)},
 			DeadLetterPolicy:   &pubsubpb.DeadLetterPolicy{DeadLetterTopic: dead, MaxDeliveryAttempts: 100}},
 	} {
 		if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, sub); err != nil && status.Code(err) != codes.AlreadyExists {
@@ -275,7 +310,7 @@ func (s *chaosStack) provisionPubSub() {
 func (s *chaosStack) createQueue() {
 	s.t.Helper()
 	_, err := s.ct.CreateQueue(context.Background(), &cloudtaskspb.CreateQueueRequest{
-		Parent: fmt.Sprintf("projects/%s/locations/%s", project, location),
+		Parent: fmt.Sprintf("projects/%s/locations/%s", s.project, location),
 		Queue: &cloudtaskspb.Queue{Name: s.queue,
 			RateLimits:  &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: 500, MaxConcurrentDispatches: 50},
 			RetryConfig: &cloudtaskspb.RetryConfig{MaxAttempts: 50, MinBackoff: durationpb.New(time.Second), MaxBackoff: durationpb.New(5 * time.Second)}},
@@ -302,12 +337,12 @@ func (s *chaosStack) setQueuePaused(paused bool) {
 // functions host (as on every dispatch) and returns the Authorization header.
 func (s *chaosStack) token() string {
 	s.t.Helper()
-	capture := fmt.Sprintf("projects/%s/locations/%s/queues/capture", project, location)
+	capture := fmt.Sprintf("projects/%s/locations/%s/queues/capture", s.project, location)
 	if _, err := s.ct.CreateQueue(context.Background(), &cloudtaskspb.CreateQueueRequest{
-		Parent: fmt.Sprintf("projects/%s/locations/%s", project, location), Queue: &cloudtaskspb.Queue{Name: capture}}); status.Code(err) != codes.AlreadyExists && err != nil {
+		Parent: fmt.Sprintf("projects/%s/locations/%s", s.project, location), Queue: &cloudtaskspb.Queue{Name: capture}}); status.Code(err) != codes.AlreadyExists && err != nil {
 		s.t.Fatalf("create capture queue: %v", err)
 	}
-	return testenv.MintToken(s.t, s.ct, capture, tasksSA, "http://"+s.addr["functions"]+"/Replay")
+	return testenv.MintToken(s.t, s.ct, capture, s.tasksSA(), "http://"+s.addr["functions"]+"/Replay")
 }
 
 // post sends body to the functions host at path with authorization authz.

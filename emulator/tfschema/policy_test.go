@@ -16,6 +16,7 @@ Prose mentioning roles/owner and the project is not a table row.
 `
 
 func TestCheckPlan(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		plan string

@@ -32,12 +32,6 @@ var ErrInvalidSchema = errors.New("tfschema: invalid schema")
 // The JSON shapes below follow Terraform's `providers schema -json` format
 // (format_version 1.0).
 
-// jsonDocument is the whole document: each provider's schema by address.
-type jsonDocument struct {
-	FormatVersion   string                     `json:"format_version"`
-	ProviderSchemas map[string]json.RawMessage `json:"provider_schemas"`
-}
-
 type jsonProvider struct {
 	Provider                 *jsonSchema              `json:"provider"`
 	ResourceSchemas          map[string]*jsonSchema   `json:"resource_schemas"`
@@ -127,25 +121,81 @@ func LoadFile(path, address string) (*Provider, error) {
 
 // Load is LoadFile for an already open document.
 func Load(r io.Reader, address string) (*Provider, error) {
-	var doc jsonDocument
-	if err := json.NewDecoder(r).Decode(&doc); err != nil {
-		return nil, fmt.Errorf("%w: decode schema document: %v", ErrInvalidSchema, err)
+	jp, known, err := decodeProvider(r, address)
+	if err != nil {
+		return nil, err
 	}
-	providers := doc.ProviderSchemas
-	raw, ok := providers[address]
-	if !ok {
-		known := make([]string, 0, len(providers))
-		for k := range providers {
-			known = append(known, k)
-		}
+	if jp == nil {
 		sort.Strings(known)
 		return nil, fmt.Errorf("%w: %q (file has %v)", ErrProviderNotFound, address, known)
 	}
-	var jp jsonProvider
-	if err := json.Unmarshal(raw, &jp); err != nil {
-		return nil, fmt.Errorf("%w: decode provider %q: %v", ErrInvalidSchema, address, err)
+	return convertProvider(address, jp)
+}
+
+// decodeProvider reads the document (format_version, and provider_schemas
+// holding each provider by address) as a stream and decodes the provider at
+// address alone, in one pass over its bytes: the plugin starts
+// for every terraform command, and the google provider is megabytes. The
+// rest of the document is read too, so that a damaged file fails wherever
+// it is damaged. It returns nil and the addresses the file holds when
+// address is not among them.
+func decodeProvider(r io.Reader, address string) (*jsonProvider, []string, error) {
+	dec := json.NewDecoder(r)
+	fail := func(err error) (*jsonProvider, []string, error) {
+		return nil, nil, fmt.Errorf("%w: decode schema document: %v", ErrInvalidSchema, err)
 	}
-	return convertProvider(address, &jp)
+	var found *jsonProvider
+	var known []string
+	err := eachMember(dec, func(key string) error {
+		if key != "provider_schemas" {
+			var skip json.RawMessage
+			return dec.Decode(&skip)
+		}
+		return eachMember(dec, func(addr string) error {
+			known = append(known, addr)
+			if addr != address {
+				var skip json.RawMessage
+				return dec.Decode(&skip)
+			}
+			found = &jsonProvider{}
+			if err := dec.Decode(found); err != nil {
+				return fmt.Errorf("provider %q: %w", address, err)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fail(fmt.Errorf("data after the document (%v)", err))
+	}
+	return found, known, nil
+}
+
+// eachMember reads a JSON object from dec, calling member with each key;
+// member must read the key's value.
+func eachMember(dec *json.Decoder, member func(key string) error) error {
+	if tok, err := dec.Token(); err != nil {
+		return err
+	} else if tok != json.Delim('{') {
+		return fmt.Errorf("got %v, want an object", tok)
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return fmt.Errorf("got %v, want an object key", tok)
+		}
+		if err := member(key); err != nil {
+			return err
+		}
+	}
+	_, err := dec.Token() // the closing brace
+	return err
 }
 
 func convertProvider(address string, jp *jsonProvider) (*Provider, error) {
@@ -325,6 +375,17 @@ func ParseType(raw json.RawMessage) (tftypes.Type, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return nil, fmt.Errorf("%w: empty type", ErrInvalidSchema)
+	}
+	// Most attributes are of a primitive type: their exact spellings
+	// without the JSON decoder (the plugin parses tens of thousands at
+	// every start).
+	switch string(raw) {
+	case `"string"`:
+		return tftypes.String, nil
+	case `"number"`:
+		return tftypes.Number, nil
+	case `"bool"`:
+		return tftypes.Bool, nil
 	}
 	if raw[0] == '"' {
 		var name string

@@ -18,6 +18,7 @@ import (
 )
 
 func TestParseType(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want tftypes.Type
@@ -45,6 +46,7 @@ func TestParseType(t *testing.T) {
 }
 
 func TestParseTypeRejects(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{
 		``, `"strin"`, `42`, `[]`, `["list"]`, `["list","string","number"]`, `["bag","string"]`,
 		`["object",{"a":"nope"}]`, `["object",{"a":"string"},["b"]]`, `["tuple","string"]`, `{"type":"string"}`,
@@ -143,6 +145,7 @@ func loadDoc(t *testing.T, doc []byte) *Provider {
 // resource of the google provider converts with its version, its
 // attributes' types and flags and its blocks' nesting and bounds.
 func TestLoadConvertsTheRealSchema(t *testing.T) {
+	t.Parallel()
 	raw := realSchema(t)
 	p := loadDoc(t, raw)
 	var doc struct {
@@ -242,6 +245,7 @@ func checkBlock(t *testing.T, path string, raw rawBlock, b *tfprotov6.SchemaBloc
 // TestLoadConvertsWhatGoogleDoesNotUse: the constructs the google provider
 // does not use, made from its own blocks (everyConstruct), convert too.
 func TestLoadConvertsWhatGoogleDoesNotUse(t *testing.T) {
+	t.Parallel()
 	p := loadDoc(t, edited(t, everyConstruct))
 	q := p.Resources["google_cloud_tasks_queue"].Block
 
@@ -276,6 +280,7 @@ func TestLoadConvertsWhatGoogleDoesNotUse(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
+	t.Parallel()
 	raw := realSchema(t)
 	if _, err := Load(bytes.NewReader(raw), "registry.terraform.io/jsdlq/none"); !errors.Is(err, ErrProviderNotFound) {
 		t.Errorf("Load(absent provider) error = %v, want ErrProviderNotFound", err)
@@ -314,6 +319,7 @@ func listOf(typ tftypes.Type, set map[string]tftypes.Value) tftypes.Value {
 }
 
 func TestPlanValue(t *testing.T) {
+	t.Parallel()
 	p := loadDoc(t, edited(t, everyConstruct))
 	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
 
@@ -360,6 +366,7 @@ func TestPlanValue(t *testing.T) {
 }
 
 func TestPlaceholderValue(t *testing.T) {
+	t.Parallel()
 	p := loadDoc(t, edited(t, everyConstruct))
 	sc := p.DataSources["google_storage_bucket"]
 	config := objectValue(sc.ValueType().(tftypes.Object), map[string]tftypes.Value{
@@ -396,6 +403,7 @@ func TestPlaceholderValue(t *testing.T) {
 }
 
 func TestCallFunction(t *testing.T) {
+	t.Parallel()
 	s := NewServer(loadDoc(t, edited(t, everyConstruct)))
 	tests := []struct {
 		name, arg, want string
@@ -446,6 +454,7 @@ func TestCallFunction(t *testing.T) {
 }
 
 func TestValidateRejectsComputedOnly(t *testing.T) {
+	t.Parallel()
 	p := loadDoc(t, realSchema(t))
 	s := NewServer(p)
 	typ := p.Resources["google_cloud_tasks_queue"].ValueType().(tftypes.Object)
@@ -488,6 +497,7 @@ func TestValidateRejectsComputedOnly(t *testing.T) {
 }
 
 func TestUpgradeResourceStateDropsUnknownAttributes(t *testing.T) {
+	t.Parallel()
 	p := loadDoc(t, realSchema(t))
 	s := NewServer(p)
 	const typ = "google_secret_manager_secret_version" // schema version 1

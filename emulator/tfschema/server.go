@@ -64,7 +64,7 @@ func (s *Server) resourceSchema(typeName string) (*tfprotov6.Schema, []*tfprotov
 
 // GetMetadata lists everything the schema holds.
 func (s *Server) GetMetadata(context.Context, *tfprotov6.GetMetadataRequest) (*tfprotov6.GetMetadataResponse, error) {
-	resp := &tfprotov6.GetMetadataResponse{ServerCapabilities: &tfprotov6.ServerCapabilities{}}
+	resp := &tfprotov6.GetMetadataResponse{ServerCapabilities: &tfprotov6.ServerCapabilities{GetProviderSchemaOptional: true}}
 	for _, n := range slices.Sorted(maps.Keys(s.p.Resources)) {
 		resp.Resources = append(resp.Resources, tfprotov6.ResourceMetadata{TypeName: n})
 	}
@@ -83,7 +83,7 @@ func (s *Server) GetMetadata(context.Context, *tfprotov6.GetMetadataRequest) (*t
 // GetProviderSchema returns the converted schema.
 func (s *Server) GetProviderSchema(context.Context, *tfprotov6.GetProviderSchemaRequest) (*tfprotov6.GetProviderSchemaResponse, error) {
 	return &tfprotov6.GetProviderSchemaResponse{
-		ServerCapabilities:       &tfprotov6.ServerCapabilities{},
+		ServerCapabilities:       &tfprotov6.ServerCapabilities{GetProviderSchemaOptional: true},
 		Provider:                 s.p.Schema,
 		ResourceSchemas:          s.p.Resources,
 		DataSourceSchemas:        s.p.DataSources,

@@ -32,27 +32,17 @@ type rigOption string
 // withPlaceholderData lets the plugin read data sources (placeholders).
 const withPlaceholderData rigOption = "TFSCHEMA_DATA=placeholder "
 
-// newRig builds the plugin and installs it, behind one wrapper script per
-// provider, in a filesystem mirror that a private CLI config points at.
+// newRig installs the plugin (built once per test binary), behind one
+// wrapper script per provider, in a filesystem mirror that a private CLI
+// config points at.
 func newRig(t *testing.T, schemaFile string, providers []provider, opts ...rigOption) *terraformRig {
 	t.Helper()
 	tf, err := exec.LookPath("terraform")
 	if err != nil {
 		t.Skip("terraform is not on PATH; skipping the end-to-end tests of the schema provider")
 	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go is not on PATH; cannot build the plugin")
-	}
-
+	plugin := testenv.Binary(t, "github.com/jsdlq/jsdlq/emulator/tfschema/cmd/terraform-provider-tfschema")
 	root := t.TempDir()
-	plugin := filepath.Join(root, "bin", "terraform-provider-tfschema")
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	build := exec.CommandContext(ctx, gobin, "build", "-o", plugin, "github.com/jsdlq/jsdlq/emulator/tfschema/cmd/terraform-provider-tfschema")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build plugin: %v\n%s", err, out)
-	}
 
 	platform := runtime.GOOS + "_" + runtime.GOARCH
 	var includes []string
@@ -132,6 +122,7 @@ type validateCase struct {
 func (r *terraformRig) validateAll(t *testing.T, header string, tests []validateCase) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each in a directory of its own
 			out, err := r.validate(t, header+tt.config)
 			if len(tt.want) == 0 {
 				if err != nil || !strings.Contains(out, "Success! The configuration is valid.") {
@@ -170,6 +161,7 @@ provider "google" {
 `
 
 func TestTerraformValidateGoogleSchema(t *testing.T) {
+	t.Parallel()
 	rig := newRig(t, testenv.ProvidersSchema(t), []provider{
 		{"registry.terraform.io/hashicorp/google", "7.45.0"},
 		{"registry.terraform.io/hashicorp/archive", "2.8.0"},
@@ -337,6 +329,7 @@ func editedRig(t *testing.T, opts ...rigOption) *terraformRig {
 // google schema does not use, made from its own blocks, and the block
 // bounds and computed-only attributes it does use.
 func TestTerraformValidateNestedAttributes(t *testing.T) {
+	t.Parallel()
 	rig := editedRig(t)
 	tests := []validateCase{
 		{
@@ -430,6 +423,7 @@ resource "google_cloud_tasks_queue" "q" {
 // function is evaluated, and apply is refused with a clear message rather
 // than pretending to create anything.
 func TestTerraformPlanAndApply(t *testing.T) {
+	t.Parallel()
 	const config = editedHeader + `
 data "google_storage_bucket" "b" {
   name = "b"
@@ -454,6 +448,7 @@ output "project" {
 }
 `
 	t.Run("data sources refuse without placeholders", func(t *testing.T) {
+		t.Parallel()
 		rig := editedRig(t)
 		dir := rig.initDir(t, config)
 		out, err := rig.run(t, dir, "plan", "-input=false", "-no-color")

@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,14 +25,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if dlqctlPath != "" {
-		os.RemoveAll(filepath.Dir(dlqctlPath))
-	}
-	testenv.StopAll()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // core is classify and replay on one Firestore project, a Cloud Tasks
 // emulator whose clock stands still (scheduled replays wait in the queue;
@@ -138,39 +129,10 @@ func (c *core) reevaluate(t *testing.T, en *store.Entry) replay.Result {
 	return res
 }
 
-var (
-	dlqctlOnce sync.Once
-	dlqctlPath string
-	dlqctlErr  error
-)
-
 // dlqctl builds the operator CLI once per test binary.
 func dlqctl(t *testing.T) string {
 	t.Helper()
-	if dlqctlBinary(); dlqctlErr != nil {
-		t.Fatal(dlqctlErr)
-	}
-	return dlqctlPath
-}
-
-// dlqctlBinary is dlqctl's path, built on first use ("" when the build
-// failed: dlqctlErr says why).
-func dlqctlBinary() string {
-	dlqctlOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "coretest-dlqctl-")
-		if err != nil {
-			dlqctlErr = err
-			return
-		}
-		dlqctlPath = filepath.Join(dir, "dlqctl")
-		// The go command that runs the tests is on PATH (go test needs it).
-		cmd := exec.Command("go", "build", "-o", dlqctlPath, "./cmd/dlqctl")
-		cmd.Dir = filepath.Join("..", "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			dlqctlErr = fmt.Errorf("go build ./cmd/dlqctl: %v\n%s", err, out)
-		}
-	})
-	return dlqctlPath
+	return testenv.Binary(t, "./cmd/dlqctl")
 }
 
 type verdict struct {

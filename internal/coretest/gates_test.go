@@ -254,7 +254,11 @@ var paths = []path{
 		// The opt-in of the entries kept for approvers (dlqctl acts as an
 		// approver): the gates, not the filter, are under test. The agent
 		// filter leaves out the entry that opened the breaker.
-		cmd := exec.Command(dlqctlBinary(), "redrive", "--filter", "tenant="+e.Tenant+",agent="+e.Agent, "--rate", "50/s", "--yes",
+		bin, err := testenv.BuildOnce("./cmd/dlqctl")
+		if err != nil {
+			return err
+		}
+		cmd := exec.Command(bin, "redrive", "--filter", "tenant="+e.Tenant+",agent="+e.Agent, "--rate", "50/s", "--yes",
 			"--include-approver-rules",
 			"--checkpoint", filepath.Join(g.dir, "redrive-"+e.ID+".json"))
 		cmd.Env = append(g.env, "DLQCTL_TENANT="+scope)

@@ -19,6 +19,7 @@ import (
 // what Terraform sets. Without anyone in a role, or with a principal that is
 // not one, the plan is refused.
 func TestConsoleRolesPlan(t *testing.T) {
+	t.Parallel()
 	schema := testenv.ProvidersSchema(t)
 	root := testenv.ModuleRoot(t)
 	const image = "console_image=europe-west1-docker.pkg.dev/my-jsdlq-project/jsdlq/console:v1"

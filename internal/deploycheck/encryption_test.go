@@ -57,6 +57,7 @@ func keyGrants(p *tfPlan, key string) map[string]string {
 // key, and grants exactly the three service agents that use it
 // encrypter/decrypter on it; without it, none of that is planned.
 func TestPlanCMEK(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		plan *tfPlan
@@ -113,6 +114,7 @@ func TestPlanCMEK(t *testing.T) {
 // and the console get it as SECRETS_KMS_KEY, and the console may only
 // encrypt.
 func TestPlanSecretsKey(t *testing.T) {
+	t.Parallel()
 	def := offlinePlan(t)
 	keys := def.resources("google_kms_crypto_key")
 	if len(keys) != 1 || str(keys[0].Values["rotation_period"]) != "7776000s" || str(keys[0].Values["purpose"]) != "ENCRYPT_DECRYPT" {
@@ -173,6 +175,7 @@ func TestPlanSecretsKey(t *testing.T) {
 // TestPlanOwnURLsDocument: Terraform writes the deployment's own URLs to
 // the document store.OwnURLs reads.
 func TestPlanOwnURLsDocument(t *testing.T) {
+	t.Parallel()
 	docs := offlinePlan(t).resources("google_firestore_document")
 	var found []string
 	for _, d := range docs {

@@ -12,6 +12,7 @@ import (
 // default deployment plans does, or what they show of retries and dead
 // letters is not what production does.
 func TestLocalClassifySubscriptionIsTerraforms(t *testing.T) {
+	t.Parallel()
 	p := offlinePlan(t)
 	var planned []tfResource
 	for _, r := range p.resources("google_pubsub_subscription") {

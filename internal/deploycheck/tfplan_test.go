@@ -114,11 +114,9 @@ func makePlan(root, schema string, state []byte, args ...string) (*tfPlan, error
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	plugin := filepath.Join(work, "bin", "terraform-provider-tfschema")
-	build := exec.CommandContext(ctx, "go", "build", "-o", plugin, "./emulator/tfschema/cmd/terraform-provider-tfschema")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build plugin: %v\n%s", err, out)
+	plugin, err := testenv.BuildOnce("./emulator/tfschema/cmd/terraform-provider-tfschema")
+	if err != nil {
+		return nil, err
 	}
 	var includes []string
 	for _, p := range providers {

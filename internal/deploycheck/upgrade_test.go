@@ -21,6 +21,7 @@ import (
 // addresses, not the deployed attributes, so a change of an attribute that
 // forces a replacement in place is not what this test catches.
 func TestUpgradeDestroysNothing(t *testing.T) {
+	t.Parallel()
 	schema := testenv.ProvidersSchema(t)
 	addrs := readAddresses(t, "testdata/deployed-addresses.txt")
 	state, err := deployedState(schema, addrs)

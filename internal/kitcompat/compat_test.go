@@ -135,6 +135,7 @@ var olderRecords = []olderRecord{{11, "older/after", time.Second}, {12, "older-b
 var wantRan = []string{"", "", "", "", "", "ran", "ran", "skipped", "ran", "ran", "error", "skipped", "ran", ""}
 
 func TestKitsWriteTheSameBytes(t *testing.T) {
+	t.Parallel()
 	dir := prepare(t)
 	n := testenv.NewNATS(t)
 	_, js := n.Connect(t)

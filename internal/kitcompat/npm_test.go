@@ -25,6 +25,7 @@ var prepared struct {
 // the tests of this binary: compiling takes most of a core for seconds.
 func prepare(t *testing.T) string {
 	t.Helper()
+	testenv.SkipShort(t, "npm and the TypeScript agentkit")
 	prepared.once.Do(func() {
 		var out bytes.Buffer
 		prepared.dir, prepared.err = tsagent.Prepare(testenv.Context(t), testenv.ModuleRoot(t), &out)
@@ -39,6 +40,7 @@ func prepare(t *testing.T) string {
 // against a nats-server with JetStream and the Firestore emulator started
 // here on free loopback ports, as `make test` runs every other test.
 func TestTypeScriptPackage(t *testing.T) {
+	t.Parallel()
 	dir := prepare(t)
 	n := testenv.NewNATS(t)
 	// prepare compiled the package: its tests run on that build (npm test

@@ -128,6 +128,7 @@ func checkSchemas(t *testing.T, schemas map[string]*jsonschema.Schema, c *captur
 // The schemas refuse what a kit must not write (so a passing validation
 // says something).
 func TestSchemasRefuseWhatKitsMustNotWrite(t *testing.T) {
+	t.Parallel()
 	schemas := loadSchemas(t)
 	tests := []struct {
 		schema, doc string
@@ -218,6 +219,7 @@ func cloneCapture(t *testing.T, c *capture) *capture {
 // The comparison reports a change of any one field on one side, naming
 // it: a kit that drifts from the contract fails the cross-language test.
 func TestDifferencesReportOneChangedField(t *testing.T) {
+	t.Parallel()
 	meta := func(c *capture) string { return c.Records[0].Headers[event.RecordHeader][0] }
 	setMeta := func(c *capture, s string) { c.Records[0].Headers[event.RecordHeader] = []string{s} }
 	tests := []struct {

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,17 +8,14 @@ import (
 	"github.com/jsdlq/jsdlq/emulator/stack"
 )
 
-// FunctionsHost builds the local functions host (cmd/functions) and starts
-// it on a free loopback port with env (PORT is set here), as the local stack
-// runs it; it is stopped when the test ends. It returns the host's address
-// and its log file.
+// FunctionsHost builds the local functions host (cmd/functions, once per
+// test binary) and starts it on a free loopback port with env (PORT is set
+// here), as the local stack runs it; it is stopped when the test ends. It
+// returns the host's address and its log file.
 func FunctionsHost(t testing.TB, env ...string) (addr, logFile string) {
 	t.Helper()
+	bin := Binary(t, "github.com/jsdlq/jsdlq/cmd/functions")
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "functions")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/jsdlq/jsdlq/cmd/functions").CombinedOutput(); err != nil {
-		t.Fatalf("testenv: go build cmd/functions: %v\n%s", err, out)
-	}
 	addr, err := stack.FreeAddr()
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,17 +13,25 @@ import (
 // or read docs/ and terraform/ need the repository's root.
 func ModuleRoot(t testing.TB) string {
 	t.Helper()
+	dir, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func moduleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
-		t.Fatalf("testenv: working directory: %v", err)
+		return "", fmt.Errorf("testenv: working directory: %w", err)
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
+			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatal("testenv: no go.mod above the working directory")
+			return "", errors.New("testenv: no go.mod above the working directory")
 		}
 		dir = parent
 	}
@@ -37,6 +47,7 @@ func ModuleRoot(t testing.TB) string {
 // not be reachable to make it.
 func ProvidersSchema(t testing.TB) string {
 	t.Helper()
+	SkipShort(t, "terraform and the provider schema")
 	path := os.Getenv("TF_PROVIDERS_SCHEMA")
 	if path == "" {
 		path = filepath.Join(ModuleRoot(t), "..", "shared", "terraform", "providers-schema.json")

@@ -48,7 +48,8 @@ type sharedEmulator struct {
 	err  error
 }
 
-// StopAll stops the servers this binary started; Main calls it.
+// StopAll stops the servers this binary started and removes the binaries
+// it built; Main calls it.
 func StopAll() {
 	mu.Lock()
 	procs := started
@@ -57,6 +58,7 @@ func StopAll() {
 	for _, p := range procs {
 		_ = p.Stop()
 	}
+	removeBuilt()
 }
 
 func track(p *stack.Process) {
@@ -87,6 +89,7 @@ func logDir() string {
 
 func sharedHost(t testing.TB, envVar string, spec func(addr, logFile string) stack.Spec) string {
 	t.Helper()
+	SkipShort(t, "the gcloud emulators")
 	if h := os.Getenv(envVar); h != "" {
 		return h
 	}
@@ -222,6 +225,7 @@ type Emulator struct {
 // setting PUBSUB_EMULATOR_HOST with t.Setenv).
 func NewPubSubEmulator(t testing.TB) *Emulator {
 	t.Helper()
+	SkipShort(t, "a Pub/Sub emulator of its own")
 	if err := stack.CheckGcloudEmulators(); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}

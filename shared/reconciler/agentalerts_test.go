@@ -68,6 +68,7 @@ func agentAlerts(t *testing.T, rep *audit.Report) map[string]string {
 // of the clock hours overlapping the last hour, from the hourly metrics,
 // against the threshold the policy in force sets for the agent.
 func TestAgentDeadPerHourAlert(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	now := time.Now().UTC()
 	seq := uint64(1000)
@@ -167,6 +168,7 @@ func (t *agentTopic) published() []string {
 // under the policy in force (here the Firestore override, read through
 // the store's policy loader as classify and replay read it).
 func TestAgentDeadPerHourRaisedOnceClearedOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	if _, err := f.st.SavePolicyOverride(f.ctx, []byte(strings.Replace(string(triage.DefaultYAML()),
 		"alerts:\n  agent_dead_per_hour: 50\n", "alerts: {agent_dead_per_hour: 3}\n", 1))); err != nil {

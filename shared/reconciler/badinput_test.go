@@ -60,6 +60,7 @@ func TestUnreachableFirestoreFailsWithinIOTimeout(t *testing.T) {
 // error), every other section still runs, and the run ends long before its
 // budget; nothing is repaired blindly.
 func TestUnreachableCloudTasksFailsTheSectionOnly(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	f.seed(f.st, entry(1, "acme", store.Scheduled))
 	addr, err := stack.FreeAddr()
@@ -101,6 +102,7 @@ func TestUnreachableCloudTasksFailsTheSectionOnly(t *testing.T) {
 // string for its failures. A run must not crash, must say what it could not
 // read, and must leave the documents as they are.
 func TestHandEditedDocumentsAreReportedNotFatal(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	good := f.seed(f.st, entry(1, "acme", store.Scheduled))
 	odd := f.seed(f.st, entry(2, "acme", store.Scheduled))

@@ -15,6 +15,7 @@ import (
 // within the timeout is left alone, a dry run only plans, and a second run
 // finds nothing to settle: a breaker is never stuck half-open.
 func TestOverdueProbesSettled(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	now := time.Now().UTC()
 	cool := store.BreakerConfig{Threshold: 1, Window: time.Hour, Cooldown: 15 * time.Minute}

@@ -34,6 +34,7 @@ func (c *steppingClock) Now() time.Time {
 // outside the transactions) and nothing else, and a third recount finds
 // every hour in agreement.
 func TestRecountStopsAtItsBudget(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	const n, tenants = 5000, 10
 	now := time.Now().UTC()
@@ -118,6 +119,7 @@ func seedBulk(t testing.TB, f *fixture, n, tenants int, from time.Time, span tim
 // its entries, and the next run's tenant health counts every entry, with
 // nothing left to repair.
 func TestUpgradeRecountsHoursWithoutTenantCounters(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	const n, tenants = 300, 3
 	start := time.Now().UTC().Truncate(time.Hour).Add(-4 * time.Hour)

@@ -28,6 +28,7 @@ import (
 // re-driven once, and a re-driven copy that still has no entry is reported
 // again without a second re-drive.
 func TestCaptureGraceRecordsAndRedriveOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	// An explicit record (agentkit.Terminate) of message 5, no entry.
 	f.record(5)
@@ -96,6 +97,7 @@ func TestCaptureGraceRecordsAndRedriveOnce(t *testing.T) {
 // so nothing of it is lost: once the permissions are fixed, the next run
 // audits its messages.
 func TestCaptureKeepsGoingPastAFailingStream(t *testing.T) {
+	t.Parallel()
 	const user = "reconcile"
 	// Each stream holds two due messages, one of them without an entry:
 	// advisories of messages 6 (entry) and 7, records of 5 and 8 (entry).
@@ -192,6 +194,7 @@ func TestCaptureKeepsGoingPastAFailingStream(t *testing.T) {
 // missing entry is reported, and the cursor moves on as for any failed
 // re-drive (a re-drive is tried once per message).
 func TestCaptureStopsRedrivesWithoutPublishPermission(t *testing.T) {
+	t.Parallel()
 	const user = "reconcile"
 	f := newFixture(t, true, testenv.WithPublishDenied(user, event.RecordSubjectPrefix+".>"))
 	f.advisory(7) // no entry: re-drivable, the advisory subjects are allowed

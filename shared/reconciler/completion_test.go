@@ -30,6 +30,7 @@ func (f *fixture) olderRecord(key string, completed time.Time) {
 // records stop mattering); one completed before belongs to another task.
 // After the window no older record is read.
 func TestReplayedRecoveredByItsTenantsCompletion(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	now := time.Now().UTC()
 	published := now.Add(-2 * time.Hour).Truncate(time.Microsecond)

@@ -24,6 +24,7 @@ import (
 // reports it again (it is still in the stream) but records nothing more.
 // Messages some consumer receives are never reported.
 func TestUnconsumedMessagesReportedAndRecordedOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	for _, c := range []jetstream.ConsumerConfig{
 		{Durable: "worker", FilterSubject: "agents.backend.tasks.>", AckPolicy: jetstream.AckExplicitPolicy},
@@ -162,6 +163,7 @@ func TestUnconsumedMessagesReportedAndRecordedOnce(t *testing.T) {
 // consumers that exist only while they run), and a consumer without a
 // filter receives everything.
 func TestUnconsumedNeedsConsumersAndFilters(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	if _, err := f.js.Publish(f.ctx, "agents.nobody.tasks.deploy", []byte("x")); err != nil {
 		t.Fatal(err)
@@ -185,6 +187,7 @@ func TestUnconsumedNeedsConsumersAndFilters(t *testing.T) {
 // The audit reads at most MaxUnconsumedMsgs messages per stream per run;
 // the next runs continue where it stopped, every message is recorded once.
 func TestUnconsumedBoundedPerRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	if _, err := f.js.CreateOrUpdateConsumer(f.ctx, workStream, jetstream.ConsumerConfig{Durable: "worker", FilterSubject: "agents.backend.>", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 		t.Fatal(err)
@@ -221,6 +224,7 @@ func TestUnconsumedBoundedPerRun(t *testing.T) {
 // counted and noted by the sections that read it, not a failure of theirs:
 // there is nothing of it to audit.
 func TestMissingStreamsNoted(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	for _, name := range []string{advStream, recStream} {
 		if err := f.js.DeleteStream(f.ctx, name); err != nil {
@@ -264,6 +268,7 @@ func TestMissingStreamsNoted(t *testing.T) {
 // all), and the work stream after it is still audited. The traffic table's
 // DLQ rate is then unknown (-1), not a rate over the streams sampled.
 func TestConsumersKeepGoingPastAFailingStream(t *testing.T) {
+	t.Parallel()
 	const user, denied = "reconcile", "DENIED_WORK"
 	f := newFixture(t, true, testenv.WithPublishDenied(user, "$JS.API.STREAM.INFO."+denied))
 	if _, err := f.js.CreateStream(f.ctx, jetstream.StreamConfig{Name: denied, Subjects: []string{"denied.>"}}); err != nil {

@@ -23,6 +23,7 @@ import (
 // already, finds nothing left to repair). Either way the repairs add up to
 // exactly the seeded problems.
 func TestConcurrentRunsRepairOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	now := time.Now().UTC()
 	old := f.storeAt(now.Add(-10 * time.Minute))
@@ -95,6 +96,7 @@ func TestConcurrentRunsRepairOnce(t *testing.T) {
 }
 
 func TestLeaseHeldAnswers409AndChangesNothing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	old := f.storeAt(time.Now().Add(-10 * time.Minute))
 	e := f.seed(old, entry(1, "acme", store.Scheduled))
@@ -143,6 +145,7 @@ func TestLeaseHeldAnswers409AndChangesNothing(t *testing.T) {
 }
 
 func TestServeHTTPRefusesBadRequests(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	h := f.handler(reconciler.Config{TimeBudget: time.Minute}, nil)
 	for _, tc := range []struct {
@@ -164,6 +167,7 @@ func TestServeHTTPRefusesBadRequests(t *testing.T) {
 // edit) costs the cursors, not the audit: the run reports the problem,
 // audits from the beginning and writes a good state for the next run.
 func TestUnreadableStateRestartsScans(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	e := f.seed(f.storeAt(time.Now().Add(-10*time.Minute)), entry(1, "acme", store.Scheduled))
 	if _, err := f.fs.Collection(store.Audits).Doc(store.AuditState).Set(f.ctx, map[string]any{"capture": "not a map", "tasks": 42}); err != nil {
@@ -188,6 +192,7 @@ func TestUnreadableStateRestartsScans(t *testing.T) {
 // Tasks whose names jsdlq did not make (forged, or another team's in a
 // shared queue) are counted and never deleted.
 func TestForeignTasksLeftAlone(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	for _, id := range []string{"manual-task-1", "12345678-x-r0", "deadbeef-TASKS_d1-r1x"} {
 		_, err := f.ct.Client.CreateTask(f.ctx, &cloudtaskspb.CreateTaskRequest{Parent: f.queue, Task: &cloudtaskspb.Task{

@@ -15,6 +15,7 @@ import (
 // while the window holds any, counted from the tenant counters, and not
 // otherwise.
 func TestInvalidNamesAlert(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	recent := f.storeAt(time.Now().UTC().Add(-5 * time.Minute))
 	h := f.handler(reconciler.Config{TimeBudget: time.Minute}, nil)

@@ -40,6 +40,7 @@ func (t *topic) Publish(_ context.Context, _ []byte, attrs map[string]string) er
 // Every run publishes the outbox; what fails is a finding, and the next run
 // publishes it.
 func TestNotificationsSection(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	f.seed(f.st, entry(7, "acme", store.Escalated))
 	tp := &topic{down: true}
@@ -137,6 +138,7 @@ func (t *alertTopic) published() []string {
 // an alert notification the topic refused leaves with the next run, still
 // once.
 func TestAlertNotificationsOnTransitions(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	// Scheduled without its task: missing_task, repaired by the first run.
 	f.seed(f.storeAt(time.Now().Add(-10*time.Minute)), entry(7, "acme", store.Scheduled))

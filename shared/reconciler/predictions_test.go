@@ -25,6 +25,7 @@ func predictionsSection(t *testing.T, rep *audit.Report) *audit.Section {
 // published two hours ago, all dead of a context overflow, become a
 // prediction the default policy acts on with its compression strategy.
 func TestRunLearnsPredictions(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	now := time.Now().UTC()
 	published := now.Add(-2 * time.Hour)

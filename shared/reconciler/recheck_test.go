@@ -19,6 +19,7 @@ import (
 // key, whose completion nothing can show, is looked at once and then put
 // off past its expiry. A dry run puts nothing off.
 func TestReplayedEntriesCheckedWhenDue(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	start := time.Now().UTC().Truncate(time.Second)
 	clock := start
@@ -120,6 +121,7 @@ func TestReplayedEntriesCheckedWhenDue(t *testing.T) {
 // finds the task completed, the run recovers both, having read only the new
 // entry.
 func TestReplayDeathLeavesTheCheckToTheChain(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	start := time.Now().UTC().Truncate(time.Second)
 	clock := start

@@ -110,6 +110,7 @@ func seedRepairable(f *fixture) repairable {
 }
 
 func TestFindingsReportedRepairedAndGone(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	s := seedRepairable(f)
 	cfg := reconciler.Config{CaptureGrace: time.Nanosecond, TimeBudget: time.Minute}
@@ -264,6 +265,7 @@ func TestFindingsReportedRepairedAndGone(t *testing.T) {
 }
 
 func TestTenantAlerts(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	now := time.Now().UTC()
 	recent := f.storeAt(now.Add(-5 * time.Minute))
@@ -352,6 +354,7 @@ func TestTenantAlerts(t *testing.T) {
 // them: all of them when it is closed, exactly one probe when it is
 // half-open, none while it is open.
 func TestHeldEntriesReleasedAsTheBreakerAdmits(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	now := time.Now().UTC()
 	cool := store.BreakerConfig{Threshold: 1, Window: time.Hour, Cooldown: 15 * time.Minute}
@@ -430,6 +433,7 @@ func TestHeldEntriesReleasedAsTheBreakerAdmits(t *testing.T) {
 // did two minutes after the move, left the chain's parents replayed with
 // nothing to recover them.
 func TestRecoveringTaskIsNotAnOrphan(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	old := f.storeAt(time.Now().UTC().Add(-10 * time.Minute))
 	e := f.seed(old, entry(21, "acme", store.Scheduled))
@@ -487,6 +491,7 @@ func seedProbeTenant(f *fixture) (first, second *store.Entry) {
 // stay the breaker's probe: the tenant's other held entries waited until
 // the probe was settled as died, 30 minutes later, and then a cooldown.
 func TestHeldProbeGivenBackWhenItsEntryMovedOn(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	victim, next := seedProbeTenant(f)
 
@@ -506,6 +511,7 @@ func TestHeldProbeGivenBackWhenItsEntryMovedOn(t *testing.T) {
 // out of held; reconcile, between the two, finds it the probe already and
 // its own release refused, and leaves the probe to the operator's replay.
 func TestHeldLeavesAnOperatorsProbe(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	chosen, next := seedProbeTenant(f)
 	if _, err := f.st.BreakerAdvance(f.ctx, "probe", "reconcile"); err != nil {
@@ -537,6 +543,7 @@ func (stallTasks) Each(ctx context.Context, _ func(string, time.Time) bool) erro
 // state: the repairs it made are applied, and a lost report meant no alert
 // raised or cleared and the next run repeating the scans.
 func TestReportSavedAfterTheDeadline(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	h := f.handler(reconciler.Config{TimeBudget: time.Minute}, nil, func(d *reconciler.Deps) { d.Tasks = stallTasks{d.Tasks} })
 	ctx, cancel := context.WithTimeout(f.ctx, 3*time.Second)
@@ -559,6 +566,7 @@ func TestReportSavedAfterTheDeadline(t *testing.T) {
 // partial, not complete: the alerts of the breakers it did not read are
 // kept. Complete, it cleared them as if those breakers had closed.
 func TestBreakersBeyondTheBoundKeepTheirAlerts(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	now := time.Now().UTC()
 	opener := f.storeAt(now.Add(-40*time.Minute), store.BreakerConfig{Threshold: 1, Window: time.Hour, Cooldown: 15 * time.Minute})

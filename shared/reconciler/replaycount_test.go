@@ -16,6 +16,7 @@ import (
 // hour with the entries' counts. A second recount finds every hour in
 // agreement and changes nothing.
 func TestRecountRestoresReplaysFromHistory(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	hour := time.Now().UTC().Add(-3 * time.Hour).Truncate(time.Hour).Add(5 * time.Minute)
 	at := f.storeAt(hour)

@@ -18,6 +18,7 @@ import (
 // the retention the policy decides: expire_at = created_at + the rule's
 // retention, and so do the chunks of a large payload.
 func TestUnconsumedEntryCarriesTheRetention(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	doc := testenv.WithRules(t, triage.DefaultYAML(), `  - name: unconsumed-kept-long
     match: {reason_code: [consumer_filter_rejection]}

@@ -15,6 +15,7 @@ import (
 // floor; the next run's table shows what was published and acknowledged in
 // between, next to completions, dead entries, duplicates and the DLQ rate.
 func TestTrafficTableFromSamples(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	cons, err := f.js.CreateOrUpdateConsumer(f.ctx, workStream, jetstream.ConsumerConfig{Durable: "worker", AckPolicy: jetstream.AckExplicitPolicy})
 	if err != nil {
