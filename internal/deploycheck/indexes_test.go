@@ -348,6 +348,23 @@ func sweepQueries(t *testing.T, ctx context.Context, st *store.Store) {
 			}
 		}
 	}
+	// Statuses (status in …) stands for Status: the same shape, so the
+	// combinations above cover it; these send it, alone and with another
+	// filter, in each order and range.
+	for _, ranged := range rangeSets {
+		for _, tenant := range []string{"", "x"} {
+			q := store.Query{Limit: 1, Tenant: tenant, Statuses: []store.Status{store.Escalated, store.Quarantined}}
+			v := reflect.ValueOf(&q).Elem()
+			for k, i := range ranged {
+				v.Field(i).Set(reflect.ValueOf(now.Add(time.Duration(k-1) * time.Hour)))
+			}
+			jobs <- job{q: q, count: true}
+			for _, o := range orders {
+				q.Order = o
+				jobs <- job{q: q}
+			}
+		}
+	}
 	close(jobs)
 	wg.Wait()
 	for _, f := range failures {

@@ -221,6 +221,7 @@ func readDay(day string, snaps []*firestore.DocumentSnapshot) (map[string]Rollup
 		}
 	}
 	for hh, r := range rows {
+		r = r.normalizedRow() // increments leave zeros behind
 		r.Hour = day + "T" + hh
 		rows[hh] = r
 	}
