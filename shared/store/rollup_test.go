@@ -56,7 +56,9 @@ func (w *rollupWorld) move(id string, from, to store.Status) {
 
 // hours is how many hours the world has run through (the current one
 // included).
-func (w *rollupWorld) hours() int { return int(w.c.Now().Truncate(time.Hour).Sub(w.from)/time.Hour) + 1 }
+func (w *rollupWorld) hours() int {
+	return int(w.c.Now().Truncate(time.Hour).Sub(w.from)/time.Hour) + 1
+}
 
 // rows are the day rollups' rows of the world's hours.
 func (w *rollupWorld) rows() []store.Rollup {
