@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"fmt"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -138,3 +139,61 @@ func section(t *testing.T, body, title string) string {
 	j := strings.Index(body[i:], "</section>")
 	return body[i : i+j]
 }
+
+// A list page reads the page (one query of the page size and one more,
+// which says whether a next page follows) and counts what its filters
+// select with one aggregation, never by reading the entries; the count is
+// on the page. A lookup reads what it finds and counts nothing.
+func TestEntriesListReadsAPageAndACount(t *testing.T) {
+	e := newEnv(t, console.LocalAuth("ops@example.com"))
+	for i := range console.DefaultPageSize + 10 {
+		st := store.Scheduled
+		if i%3 == 0 {
+			st = store.Escalated
+		}
+		e.seed(t, []string{"acme", "globex"}[i%2], fmt.Sprintf("TASKS.%d", i+1), st, `{}`)
+	}
+	h := e.srv.Config.Handler
+	get := func(path string) (string, int64) {
+		t.Helper()
+		before := e.st.Ops()
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+		if w.Code != http.StatusOK {
+			t.Fatalf("GET %s = %d:\n%s", path, w.Code, w.Body)
+		}
+		return w.Body.String(), e.st.Ops().Reads - before.Reads
+	}
+	first, _ := get("/entries")
+	m := nextLink.FindStringSubmatch(first)
+	if m == nil {
+		t.Fatal("GET /entries has no next link")
+	}
+	page := console.DefaultPageSize
+	tests := []struct {
+		name, path string
+		reads      int64
+		matching   string // "" when the page shows no count
+	}{
+		{"first page", "/entries", int64(page+1) + 1, "60 matching entries"},
+		{"second page", html.UnescapeString(m[1]), 10 + 1, "60 matching entries"},
+		{"filtered", "/entries?tenant=acme&status=escalated", 10 + 1, "10 matching entries"},
+		{"nothing matches", "/entries?tenant=initech", 1 + 1, "0 matching entries"},
+		{"lookup", "/entries?q=TASKS.7", -1, ""},
+	}
+	for _, tt := range tests {
+		body, reads := get(tt.path)
+		if tt.reads >= 0 && reads != tt.reads {
+			t.Errorf("%s: GET %s read %d documents, want %d (the page and one more, and one count)", tt.name, tt.path, reads, tt.reads)
+		}
+		got := ""
+		if m := matching.FindStringSubmatch(body); m != nil {
+			got = m[1]
+		}
+		if got != tt.matching {
+			t.Errorf("%s: GET %s shows %q, want %q", tt.name, tt.path, got, tt.matching)
+		}
+	}
+}
+
+var matching = regexp.MustCompile(`<p id="matching">([^<]*)</p>`)

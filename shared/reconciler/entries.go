@@ -74,7 +74,7 @@ func (r *run) entries(ctx context.Context, sec *audit.Section) error {
 		}
 	}
 	if !r.dry {
-		if err := r.foldDays(ctx, sec, from, closed); err != nil {
+		if err := r.foldDays(ctx, sec, closed); err != nil {
 			return err
 		}
 	}
@@ -89,16 +89,19 @@ func (r *run) entries(ctx context.Context, sec *audit.Section) error {
 	return nil
 }
 
-// foldDays folds the day rollups of the days of the window that closed
-// before closed (the grace: their last transactions have committed) into
-// one document each (store.CompactDay), once a day: a dashboard reads a
-// closed day as one document, two after moves of its entries.
-func (r *run) foldDays(ctx context.Context, sec *audit.Section, from, closed time.Time) error {
-	for d := from.Truncate(24 * time.Hour); !d.Add(24 * time.Hour).After(closed); d = d.Add(24 * time.Hour) {
-		day := store.Day(d)
-		if day <= r.state.DaysFolded {
-			continue
-		}
+// foldDays folds the day rollups of the days that closed before closed
+// (the grace: their last transactions have committed), each once, into one
+// document (store.CompactDay): a dashboard reads a closed day as one
+// document, two after moves of its entries. The days of the last week
+// (what a dashboard reads) that no run folded yet are folded, whatever the
+// window, so a reconcile that stopped for days catches up.
+func (r *run) foldDays(ctx context.Context, sec *audit.Section, closed time.Time) error {
+	const day = 24 * time.Hour
+	d := closed.Truncate(day).Add(-7 * day)
+	if last, err := time.Parse(store.DayLayout, r.state.DaysFolded); err == nil && !last.Add(day).Before(d) {
+		d = last.Add(day)
+	}
+	for ; !d.Add(day).After(closed); d = d.Add(day) {
 		if r.over() {
 			return errBudget
 		}
@@ -109,7 +112,7 @@ func (r *run) foldDays(ctx context.Context, sec *audit.Section, from, closed tim
 		if folded {
 			sec.Add("days_folded", 1)
 		}
-		r.state.DaysFolded = day
+		r.state.DaysFolded = store.Day(d)
 	}
 	return nil
 }
