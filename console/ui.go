@@ -11,10 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/operator"
@@ -272,84 +270,6 @@ func (s *Server) render(w http.ResponseWriter, code int, name string, d pageData
 	}
 }
 
-// overviewData is the overview page.
-type overviewData struct {
-	Day, Week chart
-	Rates     []rates
-	Breakers  []*store.Breaker
-	Waiting   []*store.Entry
-	Audit     *audit.Report
-	Alerts    []*audit.Finding
-}
-
-func (s *Server) overview(r *http.Request) (string, string, any, error) {
-	ctx := r.Context()
-	now := s.now().UTC()
-	var d overviewData
-	// The week ends with the current hour; the day is its last 24 hours.
-	const week, day = 7 * 24, 24
-	first := now.Truncate(time.Hour).Add(-(week - 1) * time.Hour)
-	var (
-		hours     []store.Metrics
-		published []int64
-		recovery  [2]store.Recovery // the day's, the week's
-		waiting   = make([][]*store.Entry, len(operator.Approvable))
-	)
-	// The reads are independent: they run at once, so the page takes
-	// what its slowest read takes, not their sum.
-	reads := []func() error{
-		func() (err error) { hours, err = s.store.HourlyMetrics(ctx, first, week); return err },
-		func() (err error) { published, err = s.store.HourlyPublished(ctx, first, week); return err },
-		func() (err error) {
-			recovery[0], err = s.store.RecoveryBetween(ctx, first.Add((week-day)*time.Hour), now)
-			return err
-		},
-		func() (err error) { recovery[1], err = s.store.RecoveryBetween(ctx, first, now); return err },
-		func() (err error) {
-			d.Breakers, err = s.store.ListBreakers(ctx, store.BreakerStatesNotClosed(), 100)
-			return err
-		},
-		func() (err error) { d.Audit, err = s.store.LatestAudit(ctx); return err },
-	}
-	// Waiting for a human: the approvable statuses, oldest first.
-	for i, st := range operator.Approvable {
-		reads = append(reads, func() error {
-			p, err := s.store.Entries(ctx, store.Query{Status: st, Order: store.OldestFirst, View: store.ListView, Limit: 20})
-			waiting[i] = p.Entries
-			return err
-		})
-	}
-	errs := make([]error, len(reads))
-	var wg sync.WaitGroup
-	for i, read := range reads {
-		wg.Go(func() { errs[i] = read() })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return "", "", nil, err
-	}
-	d.Day, d.Week = newChart(hours[week-day:], 720, 6), newChart(hours, 840, 24)
-	d.Rates = []rates{
-		newRates("24 h", hours[week-day:], published[week-day:], recovery[0]),
-		newRates("7 d", hours, published, recovery[1]),
-	}
-	for _, w := range waiting {
-		d.Waiting = append(d.Waiting, w...)
-	}
-	sort.SliceStable(d.Waiting, func(i, j int) bool { return d.Waiting[i].CreatedAt.Before(d.Waiting[j].CreatedAt) })
-	if len(d.Waiting) > 20 {
-		d.Waiting = d.Waiting[:20]
-	}
-	if d.Audit != nil {
-		for _, f := range d.Audit.Findings {
-			if f.Alert {
-				d.Alerts = append(d.Alerts, f)
-			}
-		}
-	}
-	return "overview", "Overview", d, nil
-}
-
 // entriesData is the entries page.
 type entriesData struct {
 	F        map[string]string
@@ -361,6 +281,9 @@ type entriesData struct {
 	// url.Values, so it is a relative URL with an encoded query only.
 	Next   template.URL
 	Lookup bool
+	// Matching counts the entries the filters select (an aggregation
+	// query, never a read of them).
+	Matching int64
 }
 
 func (s *Server) entries(r *http.Request) (string, string, any, error) {
@@ -399,7 +322,13 @@ func (s *Server) entries(r *http.Request) (string, string, any, error) {
 	if q.After, err = store.ParseCursor(f["page_token"]); err != nil {
 		return "", "", nil, uiBad("page_token is not a token this listing made")
 	}
-	p, err := s.store.Entries(r.Context(), q)
+	// The page and the count of what the filters select are independent
+	// reads: at once, the page takes the slower one's time, not both.
+	var p store.Page
+	err = concurrently(
+		func() (err error) { p, err = s.store.Entries(r.Context(), q); return err },
+		func() (err error) { d.Matching, err = s.store.Count(r.Context(), q); return err },
+	)
 	if err != nil {
 		return "", "", nil, err
 	}

@@ -256,7 +256,7 @@ type legendItem struct {
 
 // newChart draws hours (oldest first) as bars width pixels wide in all; a
 // label every tickEvery hours (at hours of the day divisible by it).
-func newChart(hours []store.Metrics, width, tickEvery int) chart {
+func newChart(hours []store.Rollup, width, tickEvery int) chart {
 	const plot, axis = 160, 18
 	c := chart{Width: width, Height: plot + axis, Plot: plot}
 	totals := map[string]int64{}
@@ -321,12 +321,16 @@ type rates struct {
 	Recovery store.Recovery
 }
 
-// newRates sums the window's hours: ms and published are oldest first,
-// published[i] -1 for an hour without a sample (store.HourlyPublished).
-func newRates(window string, ms []store.Metrics, published []int64, rec store.Recovery) rates {
-	r := rates{Window: window, Hours: len(ms), Recovery: rec}
-	for i, m := range ms {
-		r.Add(m.Total, published[i])
+// newRates sums the window's rows (oldest first): the dead and published of
+// the sampled hours, and the settled and recovered of the entries created
+// in the window as they stand now.
+func newRates(window string, rows []store.Rollup) rates {
+	r := rates{Window: window, Hours: len(rows)}
+	for _, row := range rows {
+		r.Add(row.Total, row.Published)
+		rec := row.Recovery()
+		r.Recovery.Recovered += rec.Recovered
+		r.Recovery.Settled += rec.Settled
 	}
 	r.DLQRate = r.Rate()
 	return r

@@ -189,12 +189,12 @@ func (d *demo) execute(ctx context.Context) (*summary, error) {
 	if url := os.Getenv("CONSOLE_URL"); url != "" {
 		d.logf("operator console: %s (entries appear as the run goes; KEEP=1 leaves it serving)", url)
 	}
-	if err := d.build(ctx); err != nil {
-		return nil, err
-	}
-	// A first audit samples the work stream, so the final one can tell
-	// how many messages the run appended.
-	if _, err := d.reconcile(ctx, false); err != nil {
+	// The agents' builds and a first audit, which samples the work stream
+	// so the final one can tell how many messages the run appended, need
+	// nothing of each other: at once.
+	audited := make(chan error, 1)
+	go func() { _, err := d.reconcile(ctx, false); audited <- err }()
+	if err := errors.Join(d.build(ctx), <-audited); err != nil {
 		return nil, err
 	}
 	if err := d.startAgents(ctx); err != nil {
@@ -303,20 +303,27 @@ func (d *demo) prepareStreams(ctx context.Context) error {
 }
 
 func (d *demo) build(ctx context.Context) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", d.binDir+"/", "./emulator/agent", "./cmd/dlqctl")
-	cmd.Dir = filepath.Dir(filepath.Dir(d.binDir))
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build the agent and dlqctl: %w", err)
-	}
-	// The fleet's TypeScript agent runs on the TypeScript agentkit: npm ci
-	// (when the lockfile changed) and tsc.
-	dir, err := tsagent.Prepare(ctx, cmd.Dir, io.Discard) // its error carries npm's output
+	root := filepath.Dir(filepath.Dir(d.binDir))
+	// The Go agent and dlqctl, and the fleet's TypeScript agent on the
+	// TypeScript agentkit (npm ci when the lockfile changed, and tsc): two
+	// toolchains, built side by side.
+	built := make(chan error, 1)
+	go func() {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", d.binDir+"/", "./emulator/agent", "./cmd/dlqctl")
+		cmd.Dir = root
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			built <- fmt.Errorf("go build the agent and dlqctl: %w", err)
+			return
+		}
+		built <- nil
+	}()
+	dir, err := tsagent.Prepare(ctx, root, io.Discard) // its error carries npm's output
 	if err != nil {
-		return fmt.Errorf("the TypeScript agent: %w", err)
+		err = fmt.Errorf("the TypeScript agent: %w", err)
 	}
 	d.tsDir = dir
-	return nil
+	return errors.Join(<-built, err)
 }
 
 func (d *demo) agentLog(name string) string {

@@ -133,13 +133,13 @@ func render(ctx context.Context, root string, o options, r *results, g *goBench)
 	if c, ok := g.median("BenchmarkClassifyVsRawTx", "classify-events/s"); ok {
 		raw, _ := g.median("BenchmarkClassifyVsRawTx", "raw-tx/s")
 		ratio, _ := g.median("BenchmarkClassifyVsRawTx", "ratio")
-		ratioRow("classify, 8 in flight", c, "raw Firestore transaction loop (1 read + 3 writes), 8 in flight", raw, ratio, 0.8)
+		ratioRow("classify, 8 in flight", c, "raw Firestore transaction loop (1 read + 4 writes), 8 in flight", raw, ratio, 0.8)
 	} else {
 		w("| classify | not measured | | | ≥ 0.8× | |\n")
 	}
 	if rd, ok := g.median("BenchmarkClassify/inflight=8", "fs-reads/entry"); ok {
 		wr, _ := g.median("BenchmarkClassify/inflight=8", "fs-writes/entry")
-		w("| Firestore ops per new entry (classify, counted by `store.Ops()`) | %.3f reads + %.3f writes | | | ≤ 1 + 3 | %s |\n", rd, wr, verdict(rd <= 1 && wr <= 3, "see storage.md"))
+		w("| Firestore ops per new entry (classify, counted by `store.Ops()`) | %.3f reads + %.3f writes | | | ≤ 1 + 4 | %s |\n", rd, wr, verdict(rd <= 1 && wr <= 4, "see storage.md"))
 	}
 	for _, l := range r.Latency {
 		target, verdictText := "", ""

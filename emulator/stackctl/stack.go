@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -217,13 +219,17 @@ func (s *localStack) build(ctx context.Context, w io.Writer) error {
 	if err := os.MkdirAll(s.binDir, 0o755); err != nil {
 		return err
 	}
+	// One go build per binary, all at once: they share the build cache,
+	// and a warm build is mostly the links, which then run side by side
+	// (an up-to-date binary is not linked again).
+	errs := make([]error, len(pkgs))
+	var wg sync.WaitGroup
 	for i, pkg := range pkgs {
 		fmt.Fprintf(w, "  build %-10s %s\n", outs[i], pkg)
-		if err := stack.Build(ctx, s.root, s.bin(outs[i]), pkg); err != nil {
-			return err
-		}
+		wg.Go(func() { errs[i] = stack.Build(ctx, s.root, s.bin(outs[i]), pkg) })
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (s *localStack) up(ctx context.Context, w io.Writer) error {
@@ -261,52 +267,91 @@ func (s *localStack) up(ctx context.Context, w io.Writer) error {
 	} else if created {
 		fmt.Fprintf(w, "created the local secrets key %s (it seals the webhooks' signing secrets)\n", rel(s.root, s.secretsKey()))
 	}
-	fmt.Fprintln(w, "building binaries into .local/bin")
-	if err := s.build(ctx, w); err != nil {
-		return err
-	}
 	for _, d := range []string{s.runDir, s.logDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	var started []string
+	// The emulators (no binary of ours) take seconds to start and need
+	// nothing built: they start, side by side, while the binaries build;
+	// the rest starts in order once they are built.
+	var emulators, built []service
 	for _, svc := range s.services {
-		if svc.skip != "" {
+		switch {
+		case svc.skip != "":
 			fmt.Fprintf(w, "  skip  %-10s (%s)\n", svc.name, svc.skip)
-			continue
+		case svc.build == "":
+			emulators = append(emulators, svc)
+		default:
+			built = append(built, svc)
 		}
-		addr := s.addr(svc.name)
-		spec := svc.spec(s, addr)
-		spec.Name, spec.Addr, spec.ReadyPath = svc.name, addr, svc.readyPath
-		if spec.LogFile == "" {
-			spec.LogFile = s.logFile(svc.name)
-		}
-		fmt.Fprintf(w, "  start %-10s on %s ", svc.name, addr)
-		t0 := time.Now()
-		p, err := stack.Start(ctx, spec)
-		if err != nil {
-			fmt.Fprintln(w, "FAILED")
+	}
+	fmt.Fprintln(w, "building binaries into .local/bin; the emulators start meanwhile")
+	// Each job's lines are written whole when it is done.
+	var mu sync.Mutex
+	job := func(run func(io.Writer) error) error {
+		var out bytes.Buffer
+		err := run(&out)
+		mu.Lock()
+		defer mu.Unlock()
+		w.Write(out.Bytes())
+		return err
+	}
+	buildCtx, cancelBuild := context.WithCancel(ctx)
+	defer cancelBuild()
+	buildDone := make(chan error, 1)
+	go func() { buildDone <- job(func(out io.Writer) error { return s.build(buildCtx, out) }) }()
+	errs := make([]error, len(emulators))
+	var wg sync.WaitGroup
+	for i, svc := range emulators {
+		wg.Go(func() { errs[i] = job(func(out io.Writer) error { return s.start(ctx, svc, out) }) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		cancelBuild()
+	}
+	if err := errors.Join(append(errs, <-buildDone)...); err != nil {
+		_ = s.down(io.Discard)
+		return fmt.Errorf("%w\n(stack stopped again)", err)
+	}
+	for _, svc := range built {
+		if err := s.start(ctx, svc, w); err != nil {
 			_ = s.down(io.Discard)
-			return fmt.Errorf("%w\n(stopped %s again)", err, strings.Join(started, ", "))
-		}
-		fmt.Fprintf(w, "ready in %.1fs (pgid %d, log %s)\n", time.Since(t0).Seconds(), p.Pgid, rel(s.root, spec.LogFile))
-		st := state{Name: svc.name, Pgid: p.Pgid, Addr: addr, ReadyPath: svc.readyPath, Log: spec.LogFile, Started: time.Now().UTC()}
-		b, _ := json.Marshal(st)
-		if err := os.WriteFile(s.statePath(svc.name), b, 0o644); err != nil {
-			_ = stack.StopGroup(p.Pgid, 5*time.Second)
-			_ = s.down(io.Discard)
-			return err
-		}
-		started = append(started, svc.name)
-		if err := s.provision(ctx, svc.name, w); err != nil {
-			_ = s.down(io.Discard)
-			return fmt.Errorf("provision after %s: %w (stack stopped again)", svc.name, err)
+			return fmt.Errorf("%w\n(stack stopped again)", err)
 		}
 	}
 	fmt.Fprintln(w, "\nthe local stack is up; point a shell at it with:  eval \"$(go run ./emulator/stackctl env)\"")
 	if s.running("console") {
 		fmt.Fprintf(w, "the operator console (local mode, acting as %s): http://%s\n", localOperator, s.addr("console"))
+	}
+	return nil
+}
+
+// start starts one service, records its state for down and status, and
+// provisions what the pipeline expects of it; w gets its lines.
+func (s *localStack) start(ctx context.Context, svc service, w io.Writer) error {
+	addr := s.addr(svc.name)
+	spec := svc.spec(s, addr)
+	spec.Name, spec.Addr, spec.ReadyPath = svc.name, addr, svc.readyPath
+	if spec.LogFile == "" {
+		spec.LogFile = s.logFile(svc.name)
+	}
+	fmt.Fprintf(w, "  start %-10s on %s ", svc.name, addr)
+	t0 := time.Now()
+	p, err := stack.Start(ctx, spec)
+	if err != nil {
+		fmt.Fprintln(w, "FAILED")
+		return err
+	}
+	fmt.Fprintf(w, "ready in %.1fs (pgid %d, log %s)\n", time.Since(t0).Seconds(), p.Pgid, rel(s.root, spec.LogFile))
+	st := state{Name: svc.name, Pgid: p.Pgid, Addr: addr, ReadyPath: svc.readyPath, Log: spec.LogFile, Started: time.Now().UTC()}
+	b, _ := json.Marshal(st)
+	if err := os.WriteFile(s.statePath(svc.name), b, 0o644); err != nil {
+		_ = stack.StopGroup(p.Pgid, 5*time.Second)
+		return err
+	}
+	if err := s.provision(ctx, svc.name, w); err != nil {
+		return fmt.Errorf("provision after %s: %w", svc.name, err)
 	}
 	return nil
 }

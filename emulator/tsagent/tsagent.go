@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,7 +36,8 @@ const stamp = "node_modules/.jsdlq-installed-lock"
 
 // Prepare installs the package's locked dependencies with npm ci (skipped
 // when node_modules was installed from the same package-lock.json) and
-// compiles it (npm run build). A lock file serialises concurrent callers (a
+// compiles it (npm run build; skipped when dist was compiled from the same
+// sources). A lock file serialises concurrent callers (a
 // demo and a test run at once would otherwise install over each other).
 // npm's output goes to out; the error carries its tail. It returns the
 // package directory.
@@ -68,10 +70,60 @@ func Prepare(ctx context.Context, root string, out io.Writer) (string, error) {
 			return "", fmt.Errorf("tsagent: %w", err)
 		}
 	}
+	// tsc takes seconds even when nothing changed: the build is skipped
+	// when dist was compiled from the same sources (and lockfile).
+	sources, err := sourcesDigest(dir, want)
+	if err != nil {
+		return "", err
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, builtStamp)); err == nil && string(got) == sources && exists(filepath.Join(dir, AgentScript)) && exists(filepath.Join(dir, CompatScript)) {
+		return dir, nil
+	}
 	if err := npm(ctx, dir, out, "run", "build"); err != nil {
 		return "", err
 	}
+	if err := os.WriteFile(filepath.Join(dir, builtStamp), []byte(sources), 0o644); err != nil {
+		return "", fmt.Errorf("tsagent: %w", err)
+	}
 	return dir, nil
+}
+
+// builtStamp, inside dist, holds the digest of the sources dist was
+// compiled from (sourcesDigest).
+const builtStamp = "dist/.jsdlq-built"
+
+// compiled are what tsconfig.json compiles (its include) and configures.
+var compiled = []string{"tsconfig.json", "package.json", "src", "test", "testkit", "tools", "examples"}
+
+// sourcesDigest is a digest of every file tsc compiles, by path and
+// content, and of the lockfile's digest lock.
+func sourcesDigest(dir, lock string) (string, error) {
+	h := sha256.New()
+	h.Write([]byte(lock))
+	for _, top := range compiled {
+		err := filepath.WalkDir(filepath.Join(dir, top), func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(dir, path)
+			fmt.Fprintf(h, "%s\x00%d\x00", rel, len(b))
+			h.Write(b)
+			return nil
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("tsagent: digest the sources: %w", err)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func npm(ctx context.Context, dir string, out io.Writer, args ...string) error {

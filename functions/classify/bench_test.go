@@ -166,6 +166,7 @@ func (r *rawTx) one(ctx context.Context) error {
 		History: []store.Transition{{At: now, To: string(store.Escalated), By: "raw"}}}
 	breaker := r.fs.Collection(r.prefix + "-breakers").Doc(tenant)
 	shard := r.fs.Collection(r.prefix + "-metrics").Doc(store.Hour(now)).Collection("shards").Doc(fmt.Sprint(n % 8))
+	rollup := r.fs.Collection(r.prefix + "-rollups").Doc(store.Day(now)).Collection("shards").Doc(fmt.Sprint(n % 8))
 	inc := firestore.Increment(1)
 	return r.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		if _, err := tx.Get(breaker); err != nil && status.Code(err) != codes.NotFound {
@@ -179,6 +180,11 @@ func (r *rawTx) one(ctx context.Context) error {
 			"by_reason": map[string]any{"impossible_task": inc}, "by_agent": map[string]any{"backend": inc},
 			"by_tenant": map[string]any{tenant: inc}, "by_action": map[string]any{"escalate": inc},
 			"by_status": map[string]any{"escalated": inc}, "escalated": inc}, firestore.MergeAll); err != nil {
+			return err
+		}
+		hh := now.Format("15")
+		if err := tx.Set(rollup, map[string]any{"day": store.Day(now), "hours": map[string]any{hh: map[string]any{"total": inc,
+			"by_category": map[string]any{"permanent": inc}, "statuses": map[string]any{"escalated": inc}}}}, firestore.MergeAll); err != nil {
 			return err
 		}
 		return tx.Set(breaker, map[string]any{"state": "closed", "failures": []time.Time{now}, "updated_at": now})

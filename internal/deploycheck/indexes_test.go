@@ -329,6 +329,19 @@ func sweepQueries(t *testing.T, ctx context.Context, st *store.Store) {
 	for _, i := range rangeFields[2:] {
 		rangeSets = append(rangeSets, []int{i})
 	}
+	// send sends q with the time fields of ranged set, counted and in
+	// each order.
+	send := func(q store.Query, ranged []int) {
+		v := reflect.ValueOf(&q).Elem()
+		for k, i := range ranged {
+			v.Field(i).Set(reflect.ValueOf(now.Add(time.Duration(k-1) * time.Hour)))
+		}
+		jobs <- job{q: q, count: true}
+		for _, o := range orders {
+			q.Order = o
+			jobs <- job{q: q}
+		}
+	}
 	for mask := 0; mask < 1<<len(eqFields); mask++ {
 		for _, ranged := range rangeSets {
 			q := store.Query{Limit: 1}
@@ -338,14 +351,15 @@ func sweepQueries(t *testing.T, ctx context.Context, st *store.Store) {
 					v.Field(i).SetString("x")
 				}
 			}
-			for k, i := range ranged {
-				v.Field(i).Set(reflect.ValueOf(now.Add(time.Duration(k-1) * time.Hour)))
-			}
-			jobs <- job{q: q, count: true}
-			for _, o := range orders {
-				q.Order = o
-				jobs <- job{q: q}
-			}
+			send(q, ranged)
+		}
+	}
+	// Statuses (status in …) stands for Status: the same shape, so the
+	// combinations above cover it; these send it, alone and with another
+	// filter, in each order and range.
+	for _, ranged := range rangeSets {
+		for _, tenant := range []string{"", "x"} {
+			send(store.Query{Limit: 1, Tenant: tenant, Statuses: []store.Status{store.Escalated, store.Quarantined}}, ranged)
 		}
 	}
 	close(jobs)

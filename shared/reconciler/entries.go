@@ -73,6 +73,11 @@ func (r *run) entries(ctx context.Context, sec *audit.Section) error {
 			}
 		}
 	}
+	if !r.dry {
+		if err := r.foldDays(ctx, sec, closed); err != nil {
+			return err
+		}
+	}
 	var entries int64
 	for _, t := range w.tenants {
 		entries += t.Entries
@@ -81,6 +86,34 @@ func (r *run) entries(ctx context.Context, sec *audit.Section) error {
 	r.alerts(w)
 	r.agentAlerts(ctx, w, sec)
 	r.state.LastPass = &PassSummary{From: from, To: now, Scanned: entries, Duplicates: w.duplicates}
+	return nil
+}
+
+// foldDays folds the day rollups of the days that closed before closed
+// (the grace: their last transactions have committed), each once, into one
+// document (store.CompactDay): a dashboard reads a closed day as one
+// document, two after moves of its entries. The days of the last week
+// (what a dashboard reads) that no run folded yet are folded, whatever the
+// window, so a reconcile that stopped for days catches up.
+func (r *run) foldDays(ctx context.Context, sec *audit.Section, closed time.Time) error {
+	const day = 24 * time.Hour
+	d := closed.Truncate(day).Add(-7 * day)
+	if last, err := time.Parse(store.DayLayout, r.state.DaysFolded); err == nil && !last.Add(day).Before(d) {
+		d = last.Add(day)
+	}
+	for ; !d.Add(day).After(closed); d = d.Add(day) {
+		if r.over() {
+			return errBudget
+		}
+		folded, err := r.h.store.CompactDay(ctx, d)
+		if err != nil {
+			return err
+		}
+		if folded {
+			sec.Add("days_folded", 1)
+		}
+		r.state.DaysFolded = store.Day(d)
+	}
 	return nil
 }
 

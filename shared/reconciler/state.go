@@ -31,6 +31,9 @@ type State struct {
 	// LastPass summarises the last complete tenant-health pass (the
 	// entries section, over the tenant-hour counters).
 	LastPass *PassSummary `firestore:"last_pass"`
+	// DaysFolded is the last closed day whose rollup shards a run folded
+	// into one (store.CompactDay; DayLayout), so each day is folded once.
+	DaysFolded string `firestore:"days_folded"`
 }
 
 // SubjectCursor is where the consumer-filter audit stopped on a subject

@@ -502,3 +502,9 @@ func (s *Store) ListBreakers(ctx context.Context, states []string, limit int) ([
 			return b, nil
 		})
 }
+
+// CountBreakers counts the breakers in one of states with one aggregation
+// query (a page that lists the first few says how many there are).
+func (s *Store) CountBreakers(ctx context.Context, states []string) (int64, error) {
+	return s.count(ctx, s.fs.Collection(Breakers).Where("state", "in", states), Breakers)
+}

@@ -545,8 +545,10 @@ func (s *Store) EntriesByID(ctx context.Context, ids []string) (map[string]*Entr
 
 // countMove writes, in the move's transaction, what a status move counts:
 // count (if any) in the hour of the move, and the difference the move makes
-// to the entry's tenant-hour counters in the hour of its creation. Both go
-// to the entry's shard, so when the hours are the same it is one write.
+// to the entry's tenant-hour counters in the hour of its creation (and so
+// to the statuses of its day rollup's row, addCounts). Both go to the
+// entry's shard, so when the hours are the same it is one write, and one
+// more for the rollup.
 func (s *Store) countMove(tx *firestore.Transaction, before, after *Entry, count *Metrics, now time.Time) error {
 	created, moved := Hour(after.CreatedAt), Hour(now)
 	tenants := tenantDelta(before, after)
@@ -560,8 +562,7 @@ func (s *Store) countMove(tx *firestore.Transaction, before, after *Entry, count
 		writes[created] = m
 	}
 	for _, hour := range slices.Sorted(maps.Keys(writes)) {
-		s.wrote(1)
-		if err := tx.Set(s.shardRef(hour, after.ID), writes[hour].updates(hour), firestore.MergeAll); err != nil {
+		if err := s.addCounts(tx, hour, after.ID, writes[hour], now); err != nil {
 			return err
 		}
 	}

@@ -166,10 +166,14 @@ func (m Metrics) updates(hour string) map[string]any {
 // shardRef picks the shard by a hash of key (the entry id), so one entry
 // always lands on the same shard and load spreads over all of them.
 func (s *Store) shardRef(hour, key string) *firestore.DocumentRef {
+	return s.hourShards(hour).Doc(shardOf(key, s.shards))
+}
+
+// shardOf is the id of key's shard of n.
+func shardOf(key string, n int) string {
 	h := fnv.New32a()
 	h.Write([]byte(key))
-	n := int(h.Sum32() % uint32(s.shards))
-	return s.hourShards(hour).Doc(strconv.Itoa(n))
+	return strconv.Itoa(int(h.Sum32() % uint32(n)))
 }
 
 // hourRef is the metrics document of an hour; its shards and its stream
@@ -199,13 +203,16 @@ func (s *Store) replaceShards(tx *firestore.Transaction, hour string, snaps []*f
 	return tx.Set(s.hourShards(hour).Doc("0"), m)
 }
 
-// AddMetrics adds a delta to the hour of at, outside any transaction (replay
-// and reconcile count published and recovered replays this way). key picks
-// the shard; use the entry id.
+// AddMetrics adds a delta to the hour of at, with its part of the day
+// rollup's row (addCounts), in a transaction of blind writes. key picks the
+// shard; use the entry id. The transactions that create and move entries
+// count in their own transaction; this is for counts that belong to no
+// entry's move.
 func (s *Store) AddMetrics(ctx context.Context, at time.Time, key string, m Metrics) error {
 	hour := Hour(at)
-	_, err := s.shardRef(hour, key).Set(ctx, m.updates(hour), firestore.MergeAll)
-	s.wrote(1)
+	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		return s.addCounts(tx, hour, key, m, s.Now())
+	})
 	if err != nil {
 		return fmt.Errorf("firestore add metrics %s: %w", hour, err)
 	}
@@ -292,16 +299,30 @@ func addDeaths(dst *map[string]map[string]int64, src map[string]map[string]int64
 }
 
 // RewriteHour replaces the counters of an hour, in a transaction over every
-// shard: fix sees the current sum and returns the counters the hour should
-// hold, or false to leave it (it agrees now, or another run rewrote it).
-// Shard 0 gets the returned counters and the other shards are deleted, so the
-// sum ReadMetrics returns equals them.
+// shard and the day rollup: fix sees the current sum and returns the
+// counters the hour should hold, or false to leave it (it agrees now, or
+// another run rewrote it). Shard 0 gets the returned counters and the other
+// shards are deleted, so the sum ReadMetrics returns equals them; the
+// hour's row of its day rollup is rewritten to their part (replaceRow).
 func (s *Store) RewriteHour(ctx context.Context, hour string, fix func(cur Metrics) (Metrics, bool)) (rewritten bool, err error) {
+	return s.rewriteHour(ctx, hour, fix, true)
+}
+
+// rewriteHour is RewriteHour; withRow false leaves the day rollup unread
+// and unwritten, for a rewrite that keeps the sum (CompactHour).
+func (s *Store) rewriteHour(ctx context.Context, hour string, fix func(cur Metrics) (Metrics, bool), withRow bool) (rewritten bool, err error) {
 	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		rewritten = false
 		snaps, err := readAll(s, tx.Documents(s.hourShards(hour)))
 		if err != nil {
 			return err
+		}
+		var rsnaps []*firestore.DocumentSnapshot
+		if withRow {
+			day, _ := splitHour(hour)
+			if rsnaps, err = readAll(s, tx.Documents(s.dayShards(day))); err != nil {
+				return err
+			}
 		}
 		cur, err := sumShards(hour, snaps)
 		if err != nil {
@@ -312,6 +333,11 @@ func (s *Store) RewriteHour(ctx context.Context, hour string, fix func(cur Metri
 			return nil
 		}
 		rewritten = true
+		if withRow {
+			if _, err := s.replaceRow(tx, hour, rsnaps, want.rollup()); err != nil {
+				return err
+			}
+		}
 		return s.replaceShards(tx, hour, snaps, want)
 	})
 	if err != nil {
@@ -324,9 +350,10 @@ func (s *Store) RewriteHour(ctx context.Context, hour string, fix func(cur Metri
 // over every shard, so the hour is one document to read until status moves
 // of its entries write other shards again. Use it on closed hours: the
 // current hour's shards take every new entry, which is what they are for.
-// It reports whether it wrote (false: the hour had at most one shard).
+// It reports whether it wrote (false: the hour had at most one shard). The
+// sum stays, and so does the hour's row of its day rollup.
 func (s *Store) CompactHour(ctx context.Context, hour string) (bool, error) {
-	return s.RewriteHour(ctx, hour, func(cur Metrics) (Metrics, bool) { return cur, cur.Shards > 1 })
+	return s.rewriteHour(ctx, hour, func(cur Metrics) (Metrics, bool) { return cur, cur.Shards > 1 }, false)
 }
 
 // AddEntryMetrics adds e's contribution (EntryMetrics) to the sum m, as

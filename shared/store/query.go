@@ -84,6 +84,11 @@ type Query struct {
 	TaskType string
 	TaskID   string
 	RootID   string
+	// Statuses selects the entries in any of them (Firestore's "in", at
+	// most MaxStatuses), instead of one Status. Its filter has Status's
+	// shape (an equality on status, to the indexes), so it is served by
+	// the indexes Status is.
+	Statuses []Status
 	// CreatedFrom and CreatedTo bound created_at: from inclusive, to
 	// exclusive; zero is unbounded.
 	CreatedFrom, CreatedTo time.Time
@@ -100,6 +105,10 @@ type Query struct {
 	// same index as the order); zero leaves none out.
 	DueBy time.Time
 }
+
+// MaxStatuses is the most statuses one Query selects (Firestore's limit of
+// the values of an "in" filter).
+const MaxStatuses = 30
 
 // Page is one page of a query.
 type Page struct {
@@ -198,6 +207,19 @@ func (s *Store) filter(q Query) (firestore.Query, error) {
 			return fq, fmt.Errorf("%w: %s is not UTF-8 of at most %d bytes", ErrBadQuery, eq.field, MaxIDBytes)
 		}
 		fq = fq.Where(eq.field, "==", eq.value)
+	}
+	if len(q.Statuses) > 0 {
+		if q.Status != "" || len(q.Statuses) > MaxStatuses {
+			return fq, fmt.Errorf("%w: statuses: 1 to %d of them, and not with a status", ErrBadQuery, MaxStatuses)
+		}
+		in := make([]string, len(q.Statuses))
+		for i, st := range q.Statuses {
+			if !st.Known() {
+				return fq, fmt.Errorf("%w: unknown status %q", ErrBadQuery, st)
+			}
+			in[i] = string(st)
+		}
+		fq = fq.Where("status", "in", in)
 	}
 	if !q.CreatedFrom.IsZero() {
 		fq = fq.Where("created_at", ">=", q.CreatedFrom)

@@ -128,6 +128,8 @@ func TestEntriesFiltersAndOrder(t *testing.T) {
 		{"task id", store.Query{TaskID: "t2"}, []string{"TASKS.2"}},
 		{"root id", store.Query{RootID: "TASKS.1"}, []string{"TASKS.4", "TASKS.3", "TASKS.1"}},
 		{"tenant and status", store.Query{Tenant: "b", Status: store.Escalated}, []string{"TASKS.4"}},
+		{"any of statuses, oldest first", store.Query{Statuses: []store.Status{store.Quarantined, store.Escalated}, Order: store.OldestFirst}, []string{"TASKS.2", "TASKS.4"}},
+		{"tenant and any of statuses", store.Query{Tenant: "a", Statuses: []store.Status{store.Quarantined, store.Escalated, store.Scheduled}}, []string{"TASKS.2", "TASKS.1"}},
 		{"created range", store.Query{CreatedFrom: start.Add(2 * time.Minute), CreatedTo: start.Add(4 * time.Minute)}, []string{"TASKS.3", "TASKS.2"}},
 		{"nothing", store.Query{Tenant: "c"}, nil},
 	}
@@ -177,6 +179,9 @@ func TestEntriesFiltersAndOrder(t *testing.T) {
 		{Limit: 1, Order: store.DueFirst, CreatedFrom: start},
 		{Limit: 1, Order: store.Order(9)},
 		{Limit: 1, View: store.View(9)},
+		{Limit: 1, Status: store.Scheduled, Statuses: []store.Status{store.Escalated}},
+		{Limit: 1, Statuses: []store.Status{"waiting"}},
+		{Limit: 1, Statuses: slices.Repeat([]store.Status{store.Escalated}, store.MaxStatuses+1)},
 	} {
 		if _, err := s.Entries(ctx, q); !errors.Is(err, store.ErrBadQuery) {
 			t.Errorf("Entries(%+v) = %v, want ErrBadQuery", q, err)

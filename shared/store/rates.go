@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// This file holds the time series a dashboard reads: hours of metrics and
-// of work-stream traffic read concurrently (one query per hour, so a week
-// is 168 queries that must not run one after the other), and the recovery
-// counts of the entries created in a window.
+// This file holds the hourly series dlqctl's stats read: hours of metrics
+// and of work-stream traffic read concurrently (one query per hour, so a
+// week is 168 queries that must not run one after the other), and the
+// rates over them. A dashboard reads the day rollups instead (rollup.go).
 
 // hourReaders bounds the concurrent queries of one series.
 const hourReaders = 16
@@ -57,41 +57,28 @@ func (s *Store) HourlyMetrics(ctx context.Context, first time.Time, n int) ([]Me
 
 // HourlyPublished returns, for the n hours from first (oldest first), how
 // many messages were appended to the work streams, from reconcile's samples
-// (dlq-metrics/{hour}/streams): an hour's last sampled sequence minus the
-// previous sampled hour's (or the hour's own first sample when the previous
-// hour has none), summed over the streams. Messages appended between two
-// samples count in the hour of the later one. An hour without any sample is
-// -1: nothing is known about it. This is the DLQ rate's denominator; it
-// includes the replays jsdlq published.
+// (dlq-metrics/{hour}/streams), by publishedSeries' rule: an hour without
+// any sample is -1. This is the DLQ rate's denominator; it includes the
+// replays jsdlq published. It reads one query per hour; a dashboard reads
+// the same counts from the day rollups (HourlyRollups).
 func (s *Store) HourlyPublished(ctx context.Context, first time.Time, n int) ([]int64, error) {
 	// One hour more: the hour before gives the first row's start.
-	samples := make([]map[string][]MetricsSample, n+1)
+	spans := make([]map[string]StreamSpan, n+1)
 	err := forHours(ctx, first.Add(-time.Hour), n+1, func(ctx context.Context, i int, h time.Time) error {
 		ss, err := s.ReadSamples(ctx, h, h)
-		samples[i] = ss
+		if len(ss) > 0 {
+			spans[i] = map[string]StreamSpan{}
+			for stream, samples := range ss {
+				last := samples[len(samples)-1]
+				spans[i][stream] = StreamSpan{First: last.FirstLastSeq, Last: last.LastSeq}
+			}
+		}
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	prevEnd := map[string]int64{}
-	for stream, ss := range samples[0] {
-		prevEnd[stream] = ss[len(ss)-1].LastSeq
-	}
-	out := make([]int64, n)
-	for i := range out {
-		out[i] = -1
-		for stream, ss := range samples[i+1] {
-			sm := ss[len(ss)-1]
-			start := sm.FirstLastSeq
-			if p, ok := prevEnd[stream]; ok && p <= start {
-				start = p
-			}
-			out[i] = max(out[i], 0) + max(sm.LastSeq-start, 0)
-			prevEnd[stream] = sm.LastSeq
-		}
-	}
-	return out, nil
+	return publishedSeries(spans), nil
 }
 
 // DeadRate is the DLQ rate: the tasks that died (failure-log entries
@@ -143,29 +130,3 @@ type Recovery struct {
 
 // Rate is Recovered / Settled, -1 when nothing settled.
 func (r Recovery) Rate() float64 { return ratio(r.Recovered, r.Settled) }
-
-// RecoveryBetween counts the entries created in [from, to) that settled,
-// and how many of them recovered (one count query per settled status,
-// concurrently; each needs the status + created_at index).
-func (s *Store) RecoveryBetween(ctx context.Context, from, to time.Time) (Recovery, error) {
-	counts := make([]int64, len(SettledStatuses))
-	errs := make([]error, len(SettledStatuses))
-	var wg sync.WaitGroup
-	for i, st := range SettledStatuses {
-		wg.Go(func() {
-			counts[i], errs[i] = s.Count(ctx, Query{Status: st, CreatedFrom: from, CreatedTo: to})
-		})
-	}
-	wg.Wait()
-	var r Recovery
-	for i, st := range SettledStatuses {
-		if errs[i] != nil {
-			return Recovery{}, errs[i]
-		}
-		r.Settled += counts[i]
-		if st == Recovered {
-			r.Recovered = counts[i]
-		}
-	}
-	return r, nil
-}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -41,8 +40,21 @@ func TestHourlyPublished(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 130-100; none; 170-130; (180-170)+(9-5); none.
-	if diff := cmp.Diff([]int64{30, -1, 40, 14, -1}, got); diff != "" {
+	want := []int64{30, -1, 40, 14, -1}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("HourlyPublished(%s, 5) (-want +got):\n%s", store.Hour(h0), diff)
+	}
+	// The day rollups keep the same samples, and count by the same rule.
+	rows, err := s.HourlyRollups(ctx, h0, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var published []int64
+	for _, r := range rows {
+		published = append(published, r.Published)
+	}
+	if diff := cmp.Diff(want, published); diff != "" {
+		t.Errorf("HourlyRollups(%s, 5) published (-want +got):\n%s", store.Hour(h0), diff)
 	}
 
 	for i, total := range []int64{2, 0, 5} {
@@ -63,40 +75,6 @@ func TestHourlyPublished(t *testing.T) {
 	}
 	if !cmp.Equal(totals, []int64{2, 0, 5}) || !cmp.Equal(hours, []string{"2026-11-21T10", "2026-11-21T11", "2026-11-21T12"}) {
 		t.Errorf("HourlyMetrics totals %v hours %v, want [2 0 5] from 2026-11-21T10", totals, hours)
-	}
-}
-
-// The recovery counts are of the entries created in the window that
-// settled: those still pending or waiting for approval, and those created
-// before the window, do not count.
-func TestRecoveryBetween(t *testing.T) {
-	c := testenv.NewClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
-	ctx, _, s := newStore(t, store.WithClock(c.Now), lenientBreaker)
-	n := 0
-	record := func(st store.Status) {
-		n++
-		id := fmt.Sprintf("TASKS.%d", n)
-		if _, err := s.Record(ctx, &store.Entry{ID: id, EventID: id, Stream: "TASKS", StreamSeq: int64(n), Tenant: "t", Status: st, Payload: []byte("x")}, "test"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	record(store.Recovered) // before the window
-	c.Add(time.Hour)
-	from := c.Now()
-	for _, st := range []store.Status{store.Recovered, store.Recovered, store.Recovered, store.Escalated, store.Discarded, store.Quarantined,
-		store.Scheduled, store.Held, store.AwaitingApproval, store.Replayed} {
-		record(st)
-		c.Add(time.Minute)
-	}
-	got, err := s.RecoveryBetween(ctx, from, c.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (store.Recovery{Recovered: 3, Settled: 6}); got != want || got.Rate() != 0.5 {
-		t.Errorf("RecoveryBetween = %+v (rate %v), want %+v (rate 0.5)", got, got.Rate(), want)
-	}
-	if r := (store.Recovery{}); r.Rate() != -1 {
-		t.Errorf("Recovery{}.Rate() = %v, want -1 (nothing settled)", r.Rate())
 	}
 }
 

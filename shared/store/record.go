@@ -60,10 +60,10 @@ func (r RecordResult) Notified() bool { return len(r.Staged) > 0 }
 //
 // e must carry ID, the classification and the status the decision asks for;
 // Record fills the timestamps, root id, expiry, payload digest and history.
-// A new entry costs one read (the breaker) and three writes (entry, metrics
-// shard, breaker), plus one write per payload chunk above InlinePayload;
-// while this instance knows the tenant's breaker is open, no read and two
-// writes.
+// A new entry costs one read (the breaker) and four writes (entry, metrics
+// shard, day rollup shard, breaker), plus one write per payload chunk above
+// InlinePayload; while this instance knows the tenant's breaker is open, no
+// read and three writes.
 func (s *Store) Record(ctx context.Context, e *Entry, by string) (RecordResult, error) {
 	if e.ID == "" {
 		return RecordResult{}, fmt.Errorf("%w: entry without id", ErrBadID)
@@ -167,15 +167,15 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 		m := EntryMetrics(e)
 		m.Tenants = tenantDelta(nil, e)
 		m.Deaths = deathsOf(e)
-		if err := tx.Set(s.shardRef(Hour(e.CreatedAt), e.ID), m.updates(Hour(e.CreatedAt)), firestore.MergeAll); err != nil {
+		if err := s.addCounts(tx, Hour(e.CreatedAt), e.ID, m, now); err != nil {
 			return err
 		}
 		res = RecordResult{Entry: e, Created: true, Breaker: b.State}
+		s.wrote(1) // the entry
 		if known {
-			s.wrote(2)
 			return nil
 		}
-		s.wrote(3)
+		s.wrote(1) // the breaker
 		seen = b
 		b.UpdatedAt = now
 		changed, err := s.notifyBreaker(tx, b)
@@ -244,9 +244,7 @@ func (s *Store) merge(ctx context.Context, in *Entry) (RecordResult, error) {
 		addDeaths(&d.Deaths, deathsOf(cur), 1)
 		addDeaths(&d.Deaths, before, -1)
 		if len(d.Deaths) > 0 || len(d.ByTenant) > 0 {
-			hour := Hour(cur.CreatedAt)
-			s.wrote(1)
-			if err := tx.Set(s.shardRef(hour, cur.ID), d.updates(hour), firestore.MergeAll); err != nil {
+			if err := s.addCounts(tx, Hour(cur.CreatedAt), cur.ID, d, cur.UpdatedAt); err != nil {
 				return err
 			}
 		}

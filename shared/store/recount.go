@@ -190,19 +190,25 @@ type HourRecount struct {
 	// Stored is the hour's metrics as they were, Recount the entries'
 	// recount of it.
 	Stored, Recount Metrics
-	// Agreed: Stored.Agrees(Recount); nothing to do.
+	// Rollup is the hour's row of its day rollup as it was.
+	Rollup Rollup
+	// Agreed: Stored.Agrees(Recount), and Rollup counts what Stored does
+	// (Metrics.rollup); nothing to do.
 	Agreed bool
-	// Rewritten: the hour now holds Recount.Fixed(Stored).
+	// Rewritten: the hour now holds Recount.Fixed(Stored) (when it
+	// disagreed), and its row what the hour holds.
 	Rewritten bool
 }
 
 // RecountHour recounts one hour from the entries created in it, pageSize
 // entries per query, and, unless dry, rewrites the hour's metrics when
 // they disagree (Metrics.Agrees): shard 0 gets the recount, the other
-// shards are deleted. The entries and the shards are read in the rewrite's
-// own transaction, so a status move that commits meanwhile either comes
-// before the recount or makes the transaction retry: the rewrite never
-// undoes a move. It costs one read per entry of the hour and per shard.
+// shards are deleted; and the hour's row of its day rollup when it does not
+// count what the hour (rewritten or not) holds. The entries and the shards
+// are read in the rewrite's own transaction, so a status move that commits
+// meanwhile either comes before the recount or makes the transaction retry:
+// the rewrite never undoes a move. It costs one read per entry of the hour
+// and per shard (of the hour and of its day rollup).
 func (s *Store) RecountHour(ctx context.Context, hour time.Time, pageSize int, dry bool) (HourRecount, error) {
 	hour = hour.UTC().Truncate(time.Hour)
 	id := Hour(hour)
@@ -240,16 +246,41 @@ func (s *Store) RecountHour(ctx context.Context, hour time.Time, pageSize int, d
 		if err != nil {
 			return fmt.Errorf("read metrics %s: %w", id, err)
 		}
+		day, hh := splitHour(id)
+		rsnaps, err := readAll(s, docs(s.dayShards(day).Query))
+		if err != nil {
+			return fmt.Errorf("read rollup %s: %w", day, err)
+		}
 		if out.Stored, err = sumShards(id, snaps); err != nil {
 			return err
 		}
-		out.Recount = rc.Of(id)
-		out.Agreed = out.Stored.Agrees(out.Recount)
+		rows, err := readDay(day, rsnaps)
+		if err != nil {
+			return err
+		}
+		out.Rollup, out.Recount = rows[hh], rc.Of(id)
+		out.Rollup.Hour = id
+		// The row follows the hour: what the hour holds now, or what a
+		// rewrite makes it hold.
+		hourAgrees, want := out.Stored.Agrees(out.Recount), out.Stored
+		if !hourAgrees {
+			want = out.Recount.Fixed(out.Stored)
+		}
+		rowAgrees := out.Rollup.sameCounts(want.rollup())
+		out.Agreed = hourAgrees && rowAgrees
 		if out.Agreed || tx == nil {
 			return nil
 		}
 		out.Rewritten = true
-		return s.replaceShards(tx, id, snaps, out.Recount.Fixed(out.Stored))
+		if !rowAgrees {
+			if _, err := s.replaceRow(tx, id, rsnaps, want.rollup()); err != nil {
+				return err
+			}
+		}
+		if hourAgrees {
+			return nil
+		}
+		return s.replaceShards(tx, id, snaps, want)
 	}
 	var err error
 	if dry {

@@ -42,7 +42,7 @@ const StreamSamples = "streams"
 
 // RecordSample merges a sample into its hour's document: the first sample
 // of the hour is kept as the hour's start, the latest (by sequence) as its
-// end. Samples are taken by one run at a time (the lease) but a transaction
+// end; both go to the hour's row of its day rollup too (Rollup.Streams). Samples are taken by one run at a time (the lease) but a transaction
 // keeps a late, overrun writer from moving the end backwards.
 func (s *Store) RecordSample(ctx context.Context, at time.Time, in MetricsSample) error {
 	hour := Hour(at)
@@ -76,7 +76,12 @@ func (s *Store) RecordSample(ctx context.Context, at time.Time, in MetricsSample
 			}
 		}
 		s.wrote(1)
-		return tx.Set(ref, cur)
+		if err := tx.Set(ref, cur); err != nil {
+			return err
+		}
+		// The hour's row of the day rollup keeps the span, so a
+		// dashboard reads the published counts with the rest of the row.
+		return s.recordSpan(tx, hour, in.Stream, StreamSpan{First: cur.FirstLastSeq, Last: cur.LastSeq})
 	})
 	if err != nil {
 		return txError("record sample "+hour+"/"+in.Stream, err)

@@ -1,8 +1,8 @@
 // Package store is jsdlq's Firestore access (docs/storage.md), one file per
 // aggregate: failure-log entries with their status machine (entry.go,
 // record.go) and chunked payloads (payload.go), the typed entry queries
-// (query.go), hourly sharded metrics (metrics.go) and stream samples
-// (samples.go), per-tenant circuit breakers (breaker.go), task completions
+// (query.go), hourly sharded metrics (metrics.go), the day rollups a
+// dashboard reads (rollup.go) and stream samples (samples.go), per-tenant circuit breakers (breaker.go), task completions
 // (idempotency.go), reconcile's lease, state and reports (audit.go), the
 // triage policy override (policy.go, policyloader.go), tenant API keys
 // (tenantkey.go), the notifications outbox (notifications.go), tenant

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -161,6 +162,12 @@ func TestTenantCountersEqualRecountAfterRandomHistories(t *testing.T) {
 				}
 				if d := cmp.Diff(recount, stored); d != "" {
 					t.Errorf("hour %s (-recount +stored):\n%s", hr.Hour, d)
+				}
+				// The hour's row of its day rollup counts the same
+				// entries by their status now (and its categories are
+				// classify's, as the hour's are).
+				if row := recount.rollup(); hr.Rollup.Total != row.Total || !maps.Equal(hr.Rollup.Statuses, row.Statuses) {
+					t.Errorf("hour %s: rollup row %d entries %v, recount %d entries %v", hr.Hour, hr.Rollup.Total, hr.Rollup.Statuses, row.Total, row.Statuses)
 				}
 				for _, th := range stored.Tenants {
 					counted += th.Entries()

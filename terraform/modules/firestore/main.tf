@@ -92,9 +92,11 @@ resource "google_firestore_field" "ttl" {
 # death cells (predict_deaths.<day>/<cell>.<reason>, read by the learner).
 # Indexed, every tenant would add about twenty index entries to each shard
 # (towards Firestore's 40 000 per document) and every cell a death counts
-# in more, each to every write.
+# in more, each to every write. The day rollups' shards
+# (dlq-rollups/{day}/shards/{n}) are read whole too: their hourly rows
+# (hours.<hh>.…, some 500 fields a day) would be as many index entries.
 resource "google_firestore_field" "shards_unindexed" {
-  for_each = toset(["tenants", "predict_deaths"])
+  for_each = toset(["tenants", "predict_deaths", "hours"])
 
   project    = var.project_id
   database   = google_firestore_database.this.name
