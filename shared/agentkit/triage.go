@@ -173,7 +173,8 @@ type Decide func(ctx context.Context, task event.TriageTask) (TriageAnswer, erro
 //
 //   - a malformed task is terminated through Terminate (schema_invalid), so
 //     it is recorded like any dead task and a human sees it;
-//   - decide's error NAKs the message with the consumer's backoff;
+//   - decide runs kept alive (KeepAlive); its error NAKs the message with
+//     the consumer's backoff;
 //   - the answer goes through op; applied (or found decided already: a
 //     redelivered task, a human who answered first) it is acked; refused
 //     for good it is acked too, the entry staying with the humans its
@@ -188,7 +189,14 @@ func (k *Kit) HandleTriage(ctx context.Context, msg jetstream.Msg, op Answerer, 
 		terr := k.Terminate(ctx, msg, Failure{Code: "schema_invalid", Detail: err.Error()})
 		return TriageMalformed, errors.Join(err, terr)
 	}
-	a, err := decide(ctx, task)
+	// A decision may take a model longer than the consumer's AckWait: the
+	// task is kept alive while decide runs.
+	var a TriageAnswer
+	err = k.KeepAlive(ctx, msg, func(ctx context.Context) error {
+		var err error
+		a, err = decide(ctx, task)
+		return err
+	})
 	if err != nil {
 		return TriageRetry, errors.Join(fmt.Errorf("agentkit: decide on entry %s: %w", task.EntryID, err), k.nakMsg(ctx, msg))
 	}
