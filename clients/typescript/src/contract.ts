@@ -13,8 +13,6 @@ export const DefaultFailureBucket = "dlq_failures";
 export const DefaultIdempotencyCollection = "task-idempotency";
 /** How long a completion record is kept (its expire_at), in milliseconds: 72 h. */
 export const DefaultIdempotencyTTLMs = 72 * 60 * 60 * 1000;
-/** How long a once claim blocks duplicates, in milliseconds: 5 min. */
-export const DefaultLeaseMs = 5 * 60 * 1000;
 
 /** The explicit DLQ record: schema, metadata header, escape prefix, subject. */
 export const RecordSchema = "jsdlq.record.v1";

@@ -5,4 +5,6 @@
 export * from "./contract.js";
 export * from "./budget.js";
 export * from "./replay.js";
+export * from "./keepalive.js";
+export * from "./claim.js";
 export * from "./kit.js";
