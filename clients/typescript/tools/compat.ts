@@ -10,7 +10,7 @@ import { Firestore } from "@google-cloud/firestore";
 import { jetstream } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 
-import { Budget, Kit, OverflowError, taskOf, type Failure } from "../src/index.js";
+import { Budget, idempotencyDocID, Kit, OverflowError, taskOf, type Failure } from "../src/index.js";
 
 interface WireFailure {
   code: string;
@@ -21,8 +21,11 @@ interface WireFailure {
 }
 
 interface Step {
-  /** once works on the delivery's task (taskOf). */
-  do: "terminate" | "fail" | "once" | "preflight";
+  /**
+   * once works on the delivery's task (taskOf); keepalive too, with a
+   * keep-alive interval of keep_alive_ms, until its claim was renewed.
+   */
+  do: "terminate" | "fail" | "once" | "keepalive" | "preflight";
   failure?: WireFailure;
   prompt?: string;
   window?: number;
@@ -37,6 +40,10 @@ interface Run {
   /** The kit's clock, RFC 3339 (millisecond precision). */
   now: string;
   steps: Step[];
+  /** The keepalive step's keep-alive interval. */
+  keep_alive_ms: number;
+  /** Where once's fn copies the claims it sees (see snapshot). */
+  snapshots: string;
 }
 
 async function readStdin(): Promise<string> {
@@ -55,6 +62,27 @@ function failure(w: WireFailure | undefined): Failure {
   return f;
 }
 
+/**
+ * snapshot is once's fn in both kits (internal/kitcompat's snapshot): it
+ * copies the task's claim to the snapshots collection as it finds it and,
+ * when renewed is set, waits until the claim has been renewed and copies it
+ * again.
+ */
+async function snapshot(fs: Firestore, run: Run, id: string, renewed: boolean, signal: AbortSignal): Promise<void> {
+  const doc = fs.collection("task-idempotency").doc(id);
+  const snaps = fs.collection(run.snapshots);
+  await snaps.doc(`${id}-claimed`).set((await doc.get()).data()!);
+  while (renewed) {
+    const cur = (await doc.get()).data()!;
+    if (cur.renewed_at !== undefined) {
+      await snaps.doc(`${id}-renewed`).set(cur);
+      return;
+    }
+    signal.throwIfAborted();
+    await new Promise((r) => setTimeout(r, run.keep_alive_ms / 4));
+  }
+}
+
 async function main(): Promise<void> {
   const run = JSON.parse(await readStdin()) as Run;
   const now = new Date(run.now);
@@ -63,6 +91,7 @@ async function main(): Promise<void> {
   process.env.METADATA_SERVER_DETECTION ??= "none"; // the emulator: no metadata server to ask
   const fs = new Firestore({ projectId: run.project });
   const kit = new Kit(nc, { agent: run.agent, firestore: fs, clock: () => now });
+  const kept = new Kit(nc, { agent: run.agent, firestore: fs, clock: () => now, keepAliveMs: run.keep_alive_ms });
   const consumer = await jetstream(nc).consumers.get(run.stream, run.consumer);
   const results: { seq: number; error?: string; ran?: boolean }[] = [];
   for (const step of run.steps) {
@@ -78,9 +107,14 @@ async function main(): Promise<void> {
           await kit.fail(m, failure(step.failure));
           break;
         case "once":
-          r.ran = await kit.once(taskOf(m), async () => {});
+        case "keepalive": {
+          const task = taskOf(m);
+          const k = step.do === "keepalive" ? kept : kit;
+          r.ran = await k.once(task, (signal) =>
+            snapshot(fs, run, idempotencyDocID(task.tenant, task.key), step.do === "keepalive", signal));
           m.ack();
           break;
+        }
         case "preflight":
           try {
             kit.preflight(new Budget(step.window ?? 0), step.prompt ?? "");
