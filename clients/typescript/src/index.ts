@@ -7,4 +7,6 @@ export * from "./budget.js";
 export * from "./replay.js";
 export * from "./keepalive.js";
 export * from "./claim.js";
+export * from "./predict.js";
+export * from "./publish.js";
 export * from "./kit.js";

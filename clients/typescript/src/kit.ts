@@ -30,12 +30,15 @@ import {
   eventID,
   failureJSON,
   nanosOf,
+  recordSize,
   recordSubject,
   toHeaderMap,
-  utf8Length,
+  DefaultWorkStream,
   type Failure,
+  type HeaderMap,
 } from "./contract.js";
 import { ackDeadlineNanos, ClaimLostError, DefaultKeepAliveMs, keepAliveRun, LeaseIntervals, type ConsumerTiming } from "./keepalive.js";
+import { DefaultCountFlushMs, DefaultPredictionsRefreshMs, Publisher, type Published } from "./publish.js";
 import { fields, idempotencyDocID, legacyIdempotencyDocID } from "./replay.js";
 
 /** The record (payload plus headers) would exceed the server's max payload; the failure was recorded with fail and the message NAKed instead. */
@@ -99,6 +102,16 @@ export interface KitOptions {
   clock?: () => Date;
   /** A JetStream client of nc with options of its own (a domain, an API prefix). */
   jetstream?: JetStreamClient;
+  /**
+   * Turns publish's pre-flight on (docs/predictions.md): the model is read
+   * every refreshMs (default 5 min) with the work stream's pending tasks,
+   * and the tasks published are counted for the learner. Needs firestore.
+   */
+  predictions?: { refreshMs?: number };
+  /** How often the pre-flight writes its task counts, ms (default one minute); close writes the rest. */
+  countFlushMs?: number;
+  /** The stream publish publishes tasks to (default TASKS); a task routed to the DLQ is recorded as a task of it. */
+  workStream?: string;
 }
 
 const silent: Logger = { warn() {} };
@@ -121,6 +134,7 @@ export class Kit {
   private kv: Promise<KV> | undefined;
   private jsm: Promise<JetStreamManager> | undefined;
   private readonly consumers = new Map<string, ConsumerTiming>();
+  private readonly publisher: Publisher;
 
   constructor(nc: NatsConnection, opts: KitOptions = {}) {
     this.nc = nc;
@@ -135,6 +149,71 @@ export class Kit {
     this.legacyCompletionsUntil = opts.legacyCompletionsUntil;
     this.log = opts.logger ?? silent;
     this.now = opts.clock ?? (() => new Date());
+    this.publisher = new Publisher({
+      js: this.js, jsm: () => this.manager(), maxPayload: () => this.nc.info?.max_payload ?? 0, fs: this.fs,
+      recordStream: this.recordStream, workStream: opts.workStream ?? DefaultWorkStream,
+      refreshMs: opts.predictions ? (opts.predictions.refreshMs ?? DefaultPredictionsRefreshMs) : undefined,
+      countFlushMs: opts.countFlushMs ?? DefaultCountFlushMs, now: this.now, warn: (m, a) => this.log.warn(m, a),
+    });
+  }
+
+  // manager is the JetStream manager, made once (again after a failure).
+  private manager(): Promise<JetStreamManager> {
+    if (!this.jsm) {
+      const p = this.js.jetstreamManager();
+      this.jsm = p;
+      p.catch(() => {
+        if (this.jsm === p) this.jsm = undefined;
+      });
+    }
+    return this.jsm;
+  }
+
+  /**
+   * publish publishes a task (payload and headers) to subject on the work
+   * stream and waits for the ack. A task with an idempotency key is
+   * published with Nats-Msg-Id = idempotencyDocID(tenant, key) unless the
+   * caller set one: a retry of the publish within the work stream's
+   * duplicate window is dropped by JetStream (one task), while two tenants'
+   * tasks with one key are two tasks. A task without a key gets no
+   * Nats-Msg-Id: every publish of it is a new task.
+   *
+   * With the predictions option (as the Go kit's Publish):
+   *
+   *   - no prediction: published as it is, marked counted (Jsdlq-Counted)
+   *     and with the agent's pending tasks (Jsdlq-Pending), and counted;
+   *   - an advisory prediction: the same, plus the Jsdlq-Predicted-* headers;
+   *   - action strategy: the strategy's Jsdlq-* headers (as a replay would
+   *     carry them, to the other agent's subject if it names one) and the
+   *     Jsdlq-Predicted-* headers; not counted;
+   *   - action dlq: the full task is recorded on the DLQ record stream
+   *     (reason predicted_failure), acknowledged there, never published to
+   *     the work stream; a record the server cannot take (too large) is
+   *     published to the work stream instead: no prediction drops a task.
+   *
+   * Jsdlq-* headers the caller passes are then dropped: they are jsdlq's.
+   */
+  publish(subject: string, payload: Uint8Array | string, headers?: MsgHdrs | HeaderMap): Promise<Published> {
+    return this.publisher.publish(subject, typeof payload === "string" ? encoder.encode(payload) : payload, headers);
+  }
+
+  /**
+   * refreshPredictions reads the model and the work stream's pending tasks
+   * now (the timer does every refreshMs). On an error the last model read
+   * stays in use: publishing never waits for it.
+   */
+  refreshPredictions(): Promise<void> {
+    return this.publisher.refresh();
+  }
+
+  /** flushCounts writes the task counts kept since the last flush (the timer does every countFlushMs). */
+  flushCounts(): Promise<void> {
+    return this.publisher.flush();
+  }
+
+  /** close stops the pre-flight's timers and writes the counts not yet written. */
+  close(): Promise<void> {
+    return this.publisher.close();
   }
 
   private failure(info: DeliveryInfo, f: Failure): Failure {
@@ -253,14 +332,12 @@ export class Kit {
     let r = this.consumers.get(key);
     if (r) return r;
     try {
-      if (!this.jsm) this.jsm = this.js.jetstreamManager();
-      const ci = await (await this.jsm).consumers.info(info.stream, info.consumer);
+      const ci = await (await this.manager()).consumers.info(info.stream, info.consumer);
       r = { backoffNanos: (ci.config.backoff ?? []).map(Number), maxDeliver: ci.config.max_deliver ?? 0,
         ackWaitNanos: Number(ci.config.ack_wait ?? 0) };
       this.consumers.set(key, r);
       return r;
     } catch (err) {
-      this.jsm = undefined;
       this.log.warn("consumer info unavailable; NAK without delay, keep-alive at the default interval",
         { stream: info.stream, consumer: info.consumer, error: errMessage(err) });
       return undefined;
@@ -414,15 +491,6 @@ export function termReason(f: Failure): string {
   let end = 256;
   while (end > 0 && (b[end]! & 0xc0) === 0x80) end--; // the start of the cut character
   return b.subarray(0, end).toString("utf8") + "\ufffd".repeat(256 - end);
-}
-
-/** recordSize is the size of the record message as the server counts it against max_payload. */
-export function recordSize(subject: string, h: MsgHdrs, data: Uint8Array): number {
-  let n = data.length + utf8Length(subject) + "NATS/1.0\r\n\r\n".length;
-  for (const k of h.keys()) {
-    for (const v of h.values(k)) n += utf8Length(k) + utf8Length(v) + 4;
-  }
-  return n;
 }
 
 function errMessage(err: unknown): string {

@@ -2,7 +2,9 @@
 // (internal/kitcompat): it reads a run from stdin, takes the consumer's
 // deliveries one by one and does what each step says with the kit, as the
 // Go side of the test does with the Go kit on the same deliveries, and
-// prints what happened to stdout as JSON. Not part of the package.
+// prints what happened to stdout as JSON. A run with mode "publish"
+// publishes tasks with the predictions' pre-flight instead. Not part of the
+// package.
 //
 //   node dist/tools/compat.js < run.json
 
@@ -32,6 +34,8 @@ interface Step {
 }
 
 interface Run {
+  /** "publish": publish the publishes (publishRun); else do the steps. */
+  mode?: string;
   nats_url: string;
   project: string;
   stream: string;
@@ -83,12 +87,46 @@ async function snapshot(fs: Firestore, run: Run, id: string, renewed: boolean, s
   }
 }
 
+/** A task to publish: payload in base64 (as Go's encoding/json writes bytes). */
+interface Publish {
+  subject: string;
+  payload: string;
+  headers: Record<string, string[]> | null;
+}
+
+/**
+ * publishRun publishes each task with the predictions' pre-flight (the model
+ * read once first), closes the kit (writing the counts) and prints what
+ * publish answered per task.
+ */
+async function publishRun(run: Run & { publishes: Publish[] }, now: Date): Promise<void> {
+  const nc = await connect({ servers: run.nats_url });
+  const fs = new Firestore({ projectId: run.project });
+  const kit = new Kit(nc, { firestore: fs, clock: () => now, predictions: { refreshMs: 3600_000 } });
+  await kit.refreshPredictions();
+  const out = [];
+  for (const p of run.publishes) {
+    try {
+      const r = await kit.publish(p.subject, Buffer.from(p.payload, "base64"), p.headers ?? {});
+      out.push({ stream: r.ack.stream, seq: r.ack.seq, duplicate: r.ack.duplicate, subject: r.subject, predicted: r.predicted, routed: r.routed });
+    } catch (err) {
+      out.push({ stream: "", seq: 0, duplicate: false, subject: "", predicted: false, routed: false,
+        error: err instanceof Error ? err.message : String(err) });
+    }
+  }
+  await kit.close();
+  await nc.close();
+  await fs.terminate();
+  process.stdout.write(JSON.stringify({ published: out }) + "\n");
+}
+
 async function main(): Promise<void> {
   const run = JSON.parse(await readStdin()) as Run;
   const now = new Date(run.now);
   if (Number.isNaN(now.getTime())) throw new Error(`now ${run.now} is not a time`);
-  const nc = await connect({ servers: run.nats_url });
   process.env.METADATA_SERVER_DETECTION ??= "none"; // the emulator: no metadata server to ask
+  if (run.mode === "publish") return publishRun(run as Run & { publishes: Publish[] }, now);
+  const nc = await connect({ servers: run.nats_url });
   const fs = new Firestore({ projectId: run.project });
   const kit = new Kit(nc, { agent: run.agent, firestore: fs, clock: () => now });
   const kept = new Kit(nc, { agent: run.agent, firestore: fs, clock: () => now, keepAliveMs: run.keep_alive_ms });
