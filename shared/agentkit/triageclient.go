@@ -74,7 +74,9 @@ type TriageClientOption func(*TriageClient)
 
 // WithTriageHTTPClient sets the HTTP client of a TriageClient (default: one
 // with a 30 s timeout).
-func WithTriageHTTPClient(c *http.Client) TriageClientOption { return func(t *TriageClient) { t.http = c } }
+func WithTriageHTTPClient(c *http.Client) TriageClientOption {
+	return func(t *TriageClient) { t.http = c }
+}
 
 // NewTriageClient returns a client of the console API at baseURL (its
 // triage endpoint is baseURL + TriagePath), authenticating with token.
