@@ -9,4 +9,5 @@ export * from "./keepalive.js";
 export * from "./claim.js";
 export * from "./predict.js";
 export * from "./publish.js";
+export * from "./triage.js";
 export * from "./kit.js";

@@ -40,6 +40,10 @@ import {
 import { ackDeadlineNanos, ClaimLostError, DefaultKeepAliveMs, keepAliveRun, LeaseIntervals, type ConsumerTiming } from "./keepalive.js";
 import { DefaultCountFlushMs, DefaultPredictionsRefreshMs, Publisher, type Published } from "./publish.js";
 import { fields, idempotencyDocID, legacyIdempotencyDocID } from "./replay.js";
+import {
+  BadAnswerError, checkAnswer, triageActor, TriageDecidedError, TriageNotFoundError, triageOf, TriageRefusedError, TriageUnfinishedError,
+  type Answerer, type Decide, type TriageAnswer, type TriageOutcome, type TriageTask,
+} from "./triage.js";
 
 /** The record (payload plus headers) would exceed the server's max payload; the failure was recorded with fail and the message NAKed instead. */
 export class RecordTooLargeError extends Error {
@@ -385,6 +389,75 @@ export class Kit {
       await this.nak(msg);
     } catch (err) {
       this.log.warn("nak failed; the message is redelivered after its ack wait", { error: errMessage(err) });
+    }
+  }
+
+  /**
+   * answer applies a to task's entry through answerer, as this kit's agent
+   * (the task's triage agent when the kit has no name).
+   */
+  async answer(answerer: Answerer, task: TriageTask, a: TriageAnswer): Promise<string> {
+    checkAnswer(a, task);
+    return answerer.answerTriage(task, a, triageActor(this.agent || task.agent || "ceo"));
+  }
+
+  /**
+   * handleTriage answers one triage task message and settles it, as the Go
+   * kit's HandleTriage:
+   *
+   *   - a malformed task is terminated through terminate (schema_invalid),
+   *     so it is recorded like any dead task and a person sees it;
+   *   - decide runs kept alive (keepAlive); its error NAKs the message with
+   *     the consumer's backoff;
+   *   - the answer goes through answerer (TriageClient); applied (or found
+   *     decided already: a redelivered task, a person who answered first)
+   *     it is acked; refused for good it is acked too, the entry staying
+   *     with the people its notification reached; a failure a retry can
+   *     help NAKs.
+   *
+   * error says what went wrong when the outcome is not "answered" (an
+   * answer recorded whose replay task was left to reconcile is "answered"
+   * with a TriageUnfinishedError).
+   */
+  async handleTriage(msg: JsMsg, answerer: Answerer, decide: Decide): Promise<{ outcome: TriageOutcome; error?: unknown }> {
+    let task: TriageTask;
+    try {
+      task = triageOf(msg);
+    } catch (err) {
+      try {
+        await this.terminate(msg, { code: "schema_invalid", detail: errMessage(err) });
+      } catch (terr) {
+        return { outcome: "malformed", error: new AggregateError([err, terr], `${errMessage(err)}; ${errMessage(terr)}`) };
+      }
+      return { outcome: "malformed", error: err };
+    }
+    let a: TriageAnswer;
+    try {
+      // A decision may take a model longer than the consumer's AckWait.
+      a = await this.keepAlive(msg, (signal) => decide(task, signal));
+    } catch (err) {
+      await this.nakQuietly(msg);
+      return { outcome: "retry", error: new Error(`agentkit: decide on entry ${task.entry_id}: ${errMessage(err)}`, { cause: err }) };
+    }
+    try {
+      await this.answer(answerer, task, a);
+      msg.ack();
+      return { outcome: "answered" };
+    } catch (err) {
+      if (err instanceof TriageUnfinishedError) {
+        msg.ack();
+        return { outcome: "answered", error: err };
+      }
+      if (err instanceof TriageDecidedError) {
+        msg.ack();
+        return { outcome: "already_decided", error: err };
+      }
+      if (err instanceof BadAnswerError || err instanceof TriageRefusedError || err instanceof TriageNotFoundError) {
+        msg.ack();
+        return { outcome: "refused", error: err };
+      }
+      await this.nakQuietly(msg);
+      return { outcome: "retry", error: err };
     }
   }
 
