@@ -3,8 +3,9 @@
 // deliveries one by one and does what each step says with the kit, as the
 // Go side of the test does with the Go kit on the same deliveries, and
 // prints what happened to stdout as JSON. A run with mode "publish"
-// publishes tasks with the predictions' pre-flight instead. Not part of the
-// package.
+// publishes tasks with the predictions' pre-flight instead, one with mode
+// "triage" answers triage tasks through a console's triage endpoint. Not
+// part of the package.
 //
 //   node dist/tools/compat.js < run.json
 
@@ -12,7 +13,9 @@ import { Firestore } from "@google-cloud/firestore";
 import { jetstream } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 
-import { Budget, idempotencyDocID, Kit, OverflowError, taskOf, type Failure } from "../src/index.js";
+import {
+  Budget, idempotencyDocID, Kit, OverflowError, taskOf, TriageClient, type Failure, type TriageAnswer,
+} from "../src/index.js";
 
 interface WireFailure {
   code: string;
@@ -120,12 +123,51 @@ async function publishRun(run: Run & { publishes: Publish[] }, now: Date): Promi
   process.stdout.write(JSON.stringify({ published: out }) + "\n");
 }
 
+/** A triage agent's decision as the Go side writes agentkit.TriageRequest (payload in base64). */
+interface Decision {
+  answer: string;
+  payload?: string;
+  set_headers?: Record<string, string>;
+  reason?: string;
+}
+
+/**
+ * triageRun answers the next tasks of the consumer "ceo" with the kit's
+ * handleTriage through the console's triage endpoint, deciding by entry id,
+ * and prints each task's outcome by entry id.
+ */
+async function triageRun(run: Run & { console_url: string; token: string; tasks: number; decisions: Record<string, Decision> }): Promise<void> {
+  const nc = await connect({ servers: run.nats_url });
+  const kit = new Kit(nc, { agent: "ceo" });
+  const client = new TriageClient(run.console_url, async () => run.token);
+  const consumer = await jetstream(nc).consumers.get("TASKS", "ceo");
+  const outcomes: Record<string, string> = {};
+  for (let i = 0; i < run.tasks; i++) {
+    const m = await consumer.next({ expires: 10_000 });
+    if (!m) throw new Error(`no triage task ${i + 1}`);
+    const got = await kit.handleTriage(m, client, async (task) => {
+      const d = run.decisions[task.entry_id];
+      if (!d) throw new Error(`no decision for ${task.entry_id}`);
+      const a: TriageAnswer = { answer: d.answer };
+      if (d.payload) a.payload = Buffer.from(d.payload, "base64");
+      if (d.set_headers) a.setHeaders = d.set_headers;
+      if (d.reason) a.reason = d.reason;
+      return a;
+    });
+    outcomes[m.headers?.get("Jsdlq-Triage-Entry") ?? ""] = got.outcome;
+  }
+  await nc.flush();
+  await nc.close();
+  process.stdout.write(JSON.stringify({ outcomes }) + "\n");
+}
+
 async function main(): Promise<void> {
   const run = JSON.parse(await readStdin()) as Run;
   const now = new Date(run.now);
   if (Number.isNaN(now.getTime())) throw new Error(`now ${run.now} is not a time`);
   process.env.METADATA_SERVER_DETECTION ??= "none"; // the emulator: no metadata server to ask
   if (run.mode === "publish") return publishRun(run as Run & { publishes: Publish[] }, now);
+  if (run.mode === "triage") return triageRun(run as Parameters<typeof triageRun>[0]);
   const nc = await connect({ servers: run.nats_url });
   const fs = new Firestore({ projectId: run.project });
   const kit = new Kit(nc, { agent: run.agent, firestore: fs, clock: () => now });
