@@ -376,6 +376,29 @@ func checkLeases(t *testing.T, c *capture) {
 	}
 }
 
+// runCompat runs node tools/compat.ts with run as its input and decodes
+// what it prints into out.
+func runCompat(t *testing.T, dir string, run, out any) {
+	t.Helper()
+	in, err := json.Marshal(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(testenv.Context(t), "node", filepath.Join(dir, tsagent.CompatScript))
+	cmd.Env = append(os.Environ(), "FIRESTORE_EMULATOR_HOST="+testenv.FirestoreHost(t))
+	cmd.Stdin = bytes.NewReader(in)
+	cmd.WaitDelay = 10 * time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node %s: %v\n%s", tsagent.CompatScript, err, stderr.Bytes())
+	}
+	if err := json.Unmarshal(stdout, out); err != nil {
+		t.Fatalf("compat output %q: %v", stdout, err)
+	}
+}
+
 func onceOutcome(ran bool, err error) string {
 	switch {
 	case err != nil:
@@ -396,30 +419,15 @@ func errString(err error) string {
 // runTS does the steps with the TypeScript kit (node tools/compat.ts).
 func runTS(t *testing.T, dir, natsURL, project string) (errs, ran []string) {
 	t.Helper()
-	in, err := json.Marshal(map[string]any{"nats_url": natsURL, "project": project, "stream": event.DefaultWorkStream,
-		"consumer": "backend", "agent": "backend", "now": clock.Format(time.RFC3339Nano), "steps": steps(),
-		"keep_alive_ms": keepAliveInterval.Milliseconds(), "snapshots": snapshotCollection})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(testenv.Context(t), "node", filepath.Join(dir, tsagent.CompatScript))
-	cmd.Env = append(os.Environ(), "FIRESTORE_EMULATOR_HOST="+testenv.FirestoreHost(t))
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node %s: %v\n%s", tsagent.CompatScript, err, stderr.Bytes())
-	}
 	var res struct {
 		Steps []struct {
 			Error string `json:"error"`
 			Ran   *bool  `json:"ran"` // once steps only
 		} `json:"steps"`
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("compat output %q: %v", out, err)
-	}
+	runCompat(t, dir, map[string]any{"nats_url": natsURL, "project": project, "stream": event.DefaultWorkStream,
+		"consumer": "backend", "agent": "backend", "now": clock.Format(time.RFC3339Nano), "steps": steps(),
+		"keep_alive_ms": keepAliveInterval.Milliseconds(), "snapshots": snapshotCollection}, &res)
 	for i, s := range res.Steps {
 		outcome := ""
 		if do := steps()[i].Do; do == "once" || do == "keepalive" {

@@ -2,11 +2,7 @@ package kitcompat
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/bridge"
-	"github.com/jsdlq/jsdlq/emulator/tsagent"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/event"
@@ -170,26 +165,11 @@ func publishGo(t *testing.T, js jetstream.JetStream, fs *firestore.Client) []pub
 
 func publishTS(t *testing.T, dir, natsURL, project string) []published {
 	t.Helper()
-	in, err := json.Marshal(map[string]any{"mode": "publish", "nats_url": natsURL, "project": project, "now": clock.Format(time.RFC3339Nano),
-		"publishes": publishInputs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(testenv.Context(t), "node", filepath.Join(dir, tsagent.CompatScript))
-	cmd.Env = append(os.Environ(), "FIRESTORE_EMULATOR_HOST="+testenv.FirestoreHost(t))
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node %s: %v\n%s", tsagent.CompatScript, err, stderr.Bytes())
-	}
 	var res struct {
 		Published []published `json:"published"`
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("compat output %q: %v", out, err)
-	}
+	runCompat(t, dir, map[string]any{"mode": "publish", "nats_url": natsURL, "project": project, "now": clock.Format(time.RFC3339Nano),
+		"publishes": publishInputs}, &res)
 	return res.Published
 }
 

@@ -1,13 +1,8 @@
 package kitcompat
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +13,6 @@ import (
 
 	"github.com/jsdlq/jsdlq/bridge"
 	"github.com/jsdlq/jsdlq/console"
-	"github.com/jsdlq/jsdlq/emulator/tsagent"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/auth"
@@ -254,25 +248,10 @@ func answerGo(t *testing.T, js jetstream.JetStream, url, token string) map[strin
 
 func answerTS(t *testing.T, dir, natsURL, url, token string) map[string]string {
 	t.Helper()
-	in, err := json.Marshal(map[string]any{"mode": "triage", "nats_url": natsURL, "console_url": url, "token": token,
-		"tasks": len(triageEntries) + 1, "decisions": decisions(), "now": clock.Format(time.RFC3339Nano)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(testenv.Context(t), "node", filepath.Join(dir, tsagent.CompatScript))
-	cmd.Env = append(os.Environ(), "FIRESTORE_EMULATOR_HOST="+testenv.FirestoreHost(t))
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node %s: %v\n%s", tsagent.CompatScript, err, stderr.Bytes())
-	}
 	var res struct {
 		Outcomes map[string]string `json:"outcomes"`
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("compat output %q: %v", out, err)
-	}
+	runCompat(t, dir, map[string]any{"mode": "triage", "nats_url": natsURL, "console_url": url, "token": token,
+		"tasks": len(triageEntries) + 1, "decisions": decisions(), "now": clock.Format(time.RFC3339Nano)}, &res)
 	return res.Outcomes
 }

@@ -7,7 +7,7 @@ import { createHash } from "node:crypto";
 import type { DocumentData } from "@google-cloud/firestore";
 
 import { header, HeaderAgent, HeaderTaskType, type HeaderMap } from "./contract.js";
-import { trimSpace } from "./replay.js";
+import { trimSpace, type Replay } from "./replay.js";
 
 /** The Firestore documents of the predictions. */
 export const ModelCollection = "dlq-predictions";
@@ -170,17 +170,8 @@ export function countsDocID(agent: string, hour: Date): string {
   return iso.slice(0, 4) + iso.slice(5, 7) + iso.slice(8, 10) + iso.slice(11, 13) + "-" + a;
 }
 
-/** What a replay's (or a strategy's) Jsdlq-* headers carry. */
-export interface ReplayHeaders {
-  of: string;
-  attempt: number;
-  strategy: string;
-  instructions: string[];
-  targetModel: string;
-  maxContextTokens: number;
-  maxOutputTokens: number;
-  completedSteps: string[];
-}
+/** What a strategy's Jsdlq-* headers carry: a Replay without its verdict. */
+export type ReplayHeaders = Omit<Replay, "isReplay">;
 
 /** One row of the model: tasks of agent and type in a feature's bucket die with probability, mostly of reason. */
 export interface Prediction extends Key {

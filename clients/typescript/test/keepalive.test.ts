@@ -14,7 +14,7 @@ import { connect, headers, nanos } from "@nats-io/transport-node";
 import {
   ClaimLostError, idempotencyDocID, InProgressError, Kit, LeaseIntervals, StatusCompleted, StatusInProgress, taskOf,
 } from "../src/index.js";
-import { firestore, fixture, natsURL, next, type Fixture } from "../testkit/env.js";
+import { firestore, fixture, natsURL, next, waitFor, type Fixture } from "../testkit/env.js";
 
 async function publishTask(f: Fixture, key: string): Promise<number> {
   const h = headers();
@@ -90,11 +90,10 @@ test("once renews its claim", async () => {
     const ref = fs.collection("task-idempotency").doc(idempotencyDocID("acme", "renewed"));
     let renewed: FirebaseFirestore.DocumentData | undefined;
     assert.equal(await kit.once({ tenant: "acme", key: "renewed" }, async () => {
-      for (;;) {
-        renewed = (await ref.get()).data();
-        if (renewed?.renewed_at) return;
-        await sleep(20);
-      }
+      renewed = await waitFor("the claim's renewal", 30_000, async () => {
+        const d = (await ref.get()).data();
+        return d?.renewed_at ? d : undefined;
+      });
     }), true);
     const ms = (f: string) => (renewed![f] as Timestamp).toMillis();
     assert.equal(renewed!.status, StatusInProgress);
@@ -135,7 +134,10 @@ test("once: a lost claim aborts the work and nothing is settled or recorded", as
         let reason: unknown;
         await assert.rejects(kit.once(taskOf(m), async (signal) => {
           await ref.set(winner);
-          await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve()));
+          await new Promise<void>((resolve, reject) => {
+            const t = setTimeout(() => reject(new Error("after 30 s: the work was not aborted")), 30_000);
+            signal.addEventListener("abort", () => { clearTimeout(t); resolve(); });
+          });
           reason = signal.reason;
           if (!c.ignoreAbort) throw signal.reason;
         }), (err) => err instanceof ClaimLostError);
@@ -167,8 +169,9 @@ test("once: a worker killed mid-task is taken over after its claim lapses", asyn
     let out = "";
     worker.stdout.setEncoding("utf8");
     await new Promise<void>((resolve, reject) => {
-      worker.stdout.on("data", (d: string) => { out += d; if (out.includes("started")) resolve(); });
-      worker.on("exit", (code) => reject(new Error(`worker exited (${code}) before it started`)));
+      const t = setTimeout(() => reject(new Error("after 30 s: the worker has not started the task")), 30_000);
+      worker.stdout.on("data", (d: string) => { out += d; if (out.includes("started")) { clearTimeout(t); resolve(); } });
+      worker.on("exit", (code) => { clearTimeout(t); reject(new Error(`worker exited (${code}) before it started`)); });
     });
     worker.kill("SIGKILL");
     await eventOnce(worker, "exit");
@@ -176,7 +179,7 @@ test("once: a worker killed mid-task is taken over after its claim lapses", asyn
     const kit = new Kit(f.nc, { firestore: fs, agent: "worker-b" });
     let completions = 0;
     let busy = 0; // deliveries that met worker A's live claim
-    for (;;) {
+    await waitFor("worker B to take the task over", 60_000, async () => {
       const m = await next(f.js, 30_000);
       try {
         assert.equal(await kit.once(taskOf(m), async () => { completions++; }), true);
@@ -184,11 +187,11 @@ test("once: a worker killed mid-task is taken over after its claim lapses", asyn
         if (!(err instanceof InProgressError)) throw err;
         busy++; // worker A's claim has not lapsed yet
         m.nak(300);
-        continue;
+        return undefined;
       }
       await m.ackAck();
-      break;
-    }
+      return true;
+    });
     assert.equal(completions, 1);
     t.diagnostic(`worker B met worker A's live claim ${busy} times before it lapsed`);
     const rec = (await fs.collection("task-idempotency").doc(idempotencyDocID("acme", "killed")).get()).data()!;

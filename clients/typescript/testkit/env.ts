@@ -105,3 +105,18 @@ export async function next(js: JetStreamClient, expiresMs = 5000): Promise<JsMsg
   if (!m) throw new Error(`no delivery within ${expiresMs} ms`);
   return m;
 }
+
+/**
+ * waitFor asks probe until it returns a value and throws, naming what it
+ * awaited, once timeoutMs have passed: a test waits on servers that settle
+ * in their own time, never without bound.
+ */
+export async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`after ${timeoutMs} ms: still waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
