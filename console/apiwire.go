@@ -105,10 +105,33 @@ func apiEntryOf(e *store.Entry) (apiEntry, error) {
 	for _, v := range e.Versions() {
 		out.PayloadVersions = append(out.PayloadVersions, apiPayloadVersionOf(v))
 	}
+	actors := entryActors(e)
 	for _, t := range e.History {
-		out.History = append(out.History, apiTransitionOf(t))
+		out.History = append(out.History, apiTransitionOf(t, actors))
 	}
 	return out, nil
+}
+
+// entryActors are the people e records (who made each move, who authored
+// each payload version), each in the role the API shows for them: a note
+// may name any of them, not only whoever made its own move (an approval
+// names the author of the version it replays).
+func entryActors(e *store.Entry) []authority.Actor {
+	var out []authority.Actor
+	add := func(stored authority.Role, by string) {
+		if role := actorRole(string(stored), by); by != "" && role != roleSystem {
+			out = append(out, authority.Actor{Name: by, Role: authority.Role(role)})
+		}
+	}
+	for _, t := range e.History {
+		add(t.Role, t.By)
+	}
+	for _, v := range e.Versions() {
+		if !v.Original() {
+			add(v.Role, v.By)
+		}
+	}
+	return out
 }
 
 // apiPayloadVersion is one version of the payload (schema PayloadVersion):
@@ -170,11 +193,18 @@ type apiTransition struct {
 	Note      string    `json:"note,omitempty"`
 }
 
-func apiTransitionOf(t store.Transition) apiTransition {
+// apiTransitionOf is t as the API shows it, its note naming every one of
+// actors (entryActors: the entry's people, t's own mover among them) by
+// role.
+func apiTransitionOf(t store.Transition, actors []authority.Actor) apiTransition {
 	// The role recorded with the transition; one recorded before roles
-	// were is derived from its actor.
+	// were is derived from its actor. The mover's role decides what its
+	// bare name becomes, so it goes first.
 	role := actorRole(string(t.Role), t.By)
-	return apiTransition{At: t.At, From: t.From, To: t.To, ActorRole: role, Note: withoutActor(t.Note, t.By, role)}
+	if role != roleSystem {
+		actors = append([]authority.Actor{{Name: t.By, Role: authority.Role(role)}}, actors...)
+	}
+	return apiTransition{At: t.At, From: t.From, To: t.To, ActorRole: role, Note: authority.Redact(t.Note, actors...)}
 }
 
 // Roles the API shows in place of who acted (schema ActorRole). Operator
@@ -222,19 +252,6 @@ func actorRole(stored, by string) string {
 		return roleSystem
 	}
 	return roleOperator
-}
-
-// withoutActor is a history note with the actor's own name replaced by
-// its role: notes name who acted, as "approved by alice@example.com" or,
-// with the role, "approved by alice@example.com (approver)", and both
-// read "approved by approver". jsdlq's functions are named by what they
-// are, which is no one's identity.
-func withoutActor(note, by, role string) string {
-	if by == "" || role == roleSystem {
-		return note
-	}
-	note = strings.ReplaceAll(note, by+" ("+role+")", role)
-	return strings.ReplaceAll(note, by, role)
 }
 
 // apiEntryPage is the list route's answer (schema EntryPage).

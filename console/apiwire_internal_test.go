@@ -11,6 +11,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/functions/replay"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -46,7 +47,9 @@ func TestActorRole(t *testing.T) {
 	}
 }
 
-func TestWithoutActor(t *testing.T) {
+// A transition's note names its own mover by role (the cases of every
+// mover's name in notes are authority.Redact's test).
+func TestTransitionNoteNamesItsMoverByRole(t *testing.T) {
 	for _, tt := range []struct{ note, by, role, want string }{
 		{"approved by alice@example.com; headers set: X-A", "alice@example.com", roleOperator, "approved by operator; headers set: X-A"},
 		{"replay now requested by tenant-api:acme:key-0123456789abcdef", "tenant-api:acme:key-0123456789abcdef", roleTenant, "replay now requested by tenant"},
@@ -58,8 +61,9 @@ func TestWithoutActor(t *testing.T) {
 		{"task replay-r1 of replay", replay.By, roleSystem, "task replay-r1 of replay"},
 		{"", "alice@example.com", roleOperator, ""},
 	} {
-		if got := withoutActor(tt.note, tt.by, tt.role); got != tt.want {
-			t.Errorf("withoutActor(%q, %q, %q) = %q, want %q", tt.note, tt.by, tt.role, got, tt.want)
+		tr := store.Transition{To: "scheduled", By: tt.by, Role: authority.Role(tt.role), Note: tt.note}
+		if got := apiTransitionOf(tr, nil).Note; got != tt.want {
+			t.Errorf("apiTransitionOf(%+v).Note = %q, want %q", tr, got, tt.want)
 		}
 	}
 }

@@ -427,3 +427,56 @@ func nullAt(v any, path string) string {
 	}
 	return ""
 }
+
+// A note may name someone besides whoever made its move: an approval of an
+// entry that replays an earlier edit names that edit's author ("payload v2
+// (by alice@example.com (approver), …)"). The API shows every actor the
+// entry records (the movers and the versions' authors) by role, in every
+// note, whoever the note's own move was made by.
+func TestTenantAPINotesNameNoEarlierAuthor(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := testenv.Context(t)
+	key, _, err := e.st.CreateTenantKey(ctx, "acme", "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.seed(t, "acme", "TASKS.1", store.Escalated, `{"a":1}`)
+	// An approver's edit (as shared/operator writes it, without its task:
+	// the test moves the entry on by hand), and an escalation again after
+	// the replay was refused.
+	alice := "alice@example.com"
+	if _, err := e.st.TransitionScoped(ctx, "TASKS.1", store.AllTenants, store.Change{From: []store.Status{store.Escalated}, To: store.Scheduled,
+		By: alice, Role: "approver", Note: store.ApprovalNote + " by " + alice + " (approver)"},
+		&store.Edit{Payload: []byte(`{"a":2}`), By: alice, Role: "approver"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Transition(ctx, "TASKS.1", store.Change{From: []store.Status{store.Scheduled}, To: store.Escalated, By: "replay", Note: "refused"}); err != nil {
+		t.Fatal(err)
+	}
+	// The tenant approves the entry again (its rule grants tenants), without
+	// an edit: the note names the version it replays, and its author.
+	if code, b := do(t, "POST", e.srv.URL+"/api/v1/tenants/acme/entries/TASKS.1:replay", key, ""); code != http.StatusOK {
+		t.Fatalf("POST :replay = %d %s", code, b)
+	}
+	stored, err := e.st.Get(ctx, "TASKS.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := false
+	for _, h := range stored.History {
+		named = named || h.By != alice && strings.Contains(h.Note, alice)
+	}
+	if !named {
+		t.Fatalf("no note of another actor names %s: the test no longer makes the case it is about\n%+v", alice, stored.History)
+	}
+	code, b := do(t, "GET", e.srv.URL+"/api/v1/tenants/acme/entries/TASKS.1", key, "")
+	if code != http.StatusOK {
+		t.Fatalf("GET = %d %s", code, b)
+	}
+	if strings.Contains(b, "alice") || strings.Contains(b, "@example.com") {
+		t.Errorf("GET …/entries/TASKS.1 names the approver:\n%s", b)
+	}
+	if !strings.Contains(b, "(by approver, ") {
+		t.Errorf("GET …/entries/TASKS.1 does not name the earlier version's author by role:\n%s", b)
+	}
+}

@@ -57,6 +57,13 @@ type riskBox struct {
 
 func (s *Server) approve(w http.ResponseWriter, r *http.Request, who authority.Actor, id, back string) (string, error) {
 	ctx := r.Context()
+	// The form's own fields (the preview's, not the operator's typing)
+	// are read before anything else: a malformed one is a 400 before any
+	// I/O.
+	ed, err := approveFields(r, who)
+	if err != nil {
+		return "", err
+	}
 	e, err := s.store.Get(ctx, id)
 	if err != nil {
 		return "", err
@@ -75,23 +82,8 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, who authority.A
 		return "", err
 	}
 	d := approveData{E: e, Base: base, Next: len(e.Versions()) + 1, Headers: r.PostFormValue("headers"), Since: r.PostFormValue("since")}
-	ed := operator.Edits{By: who}
-	if d.Since != "" {
-		since, err := time.Parse(time.RFC3339Nano, d.Since)
-		if err != nil {
-			return "", uiBad("since %q is not a time", d.Since)
-		}
-		// What the preview showed: an entry decided again since (escalated
-		// anew after its approved replay was refused) is not approved by
-		// a confirmation of the earlier question.
-		ed.Asked = operator.Asked{EnteredAt: since}
-	} else if n := len(e.History); n > 0 {
+	if n := len(e.History); d.Since == "" && n > 0 {
 		d.Since = e.History[n-1].At.Format(time.RFC3339Nano)
-	}
-	if v := r.PostFormValue("base"); v != "" {
-		if ed.Base, err = strconv.Atoi(v); err != nil || ed.Base < 1 {
-			return "", uiBad("base %q is not a payload version", v)
-		}
 	}
 	// Only a payload the form carries is an edit: the entry page has no
 	// payload field for one it cannot edit (binary, or more than a chunk),
@@ -138,14 +130,11 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, who authority.A
 		was, _ := viewPayload(baseBytes, 1)
 		now, _ := viewPayload(ed.Payload, 1)
 		d.Diff = lineDiff(was.Text, now.Text)
-		confirmed, err := risksConfirmed(r.PostForm["confirm"])
-		if err != nil {
-			return "", err
-		}
 		for _, w := range operator.Risks(baseBytes, ed.Payload) {
-			d.Risks = append(d.Risks, riskBox{w, slices.Contains(confirmed, w.Risk)})
+			d.Risks = append(d.Risks, riskBox{w, slices.Contains(ed.Confirm, w.Risk)})
 		}
-		ed.Confirm = confirmed
+	} else {
+		ed.Confirm = nil // no edit: nothing to confirm
 	}
 	page := pageData{Title: "Approve " + id, Operator: who, CSRF: r.PostFormValue(csrfField), Body: &d}
 	if r.PostFormValue("step") != "confirm" {
@@ -160,6 +149,33 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, who authority.A
 		return "", nil
 	}
 	return s.recorded(r, err, back, "approved", "approved-task-pending")
+}
+
+// approveFields reads the approve form's own fields into the edits of who:
+// since (the moment the previewed decision was made), base (the version
+// the edit was made on) and the ticked risks; a malformed one is a 400.
+func approveFields(r *http.Request, who authority.Actor) (operator.Edits, error) {
+	ed := operator.Edits{By: who}
+	if v := r.PostFormValue("since"); v != "" {
+		since, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return ed, uiBad("since %q is not a time", v)
+		}
+		// What the preview showed: an entry decided again since (escalated
+		// anew after its approved replay was refused) is not approved by
+		// a confirmation of the earlier question.
+		ed.Asked = operator.Asked{EnteredAt: since}
+	}
+	if v := r.PostFormValue("base"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return ed, uiBad("base %q is not a payload version", v)
+		}
+		ed.Base = n
+	}
+	var err error
+	ed.Confirm, err = risksConfirmed(r.PostForm["confirm"])
+	return ed, err
 }
 
 // risksConfirmed reads the preview's ticked boxes: risks operator.Risks

@@ -1,6 +1,8 @@
 package console
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
@@ -87,6 +89,33 @@ func (e Env) Hosts(listen string) []string {
 		out = append(out, "http://"+net.JoinHostPort(ip.String(), port))
 	}
 	return out
+}
+
+// ErrLocalNotLoopback refuses a local-mode console on an address other
+// machines reach.
+var ErrLocalNotLoopback = errors.New("console: local mode listens on loopback only")
+
+// ListenHost is the address the console listens on for the --host flag.
+// In local mode every request acts as the configured operator, so the
+// console listens on loopback (127.0.0.1 when the flag is empty) and
+// refuses any other address: on all interfaces anyone on the network would
+// act as that operator, and the Host check stops browsers, not a client
+// that sets its own Host. Behind IAP the flag's empty default is all
+// interfaces, as Cloud Run needs.
+func (e Env) ListenHost(flag string) (string, error) {
+	if e.Auth != AuthLocal || !e.UI {
+		return flag, nil
+	}
+	if flag == "" {
+		return "127.0.0.1", nil
+	}
+	if flag == "localhost" {
+		return flag, nil
+	}
+	if ip, err := netip.ParseAddr(flag); err == nil && ip.IsLoopback() {
+		return flag, nil
+	}
+	return "", fmt.Errorf("%w: --host %q is not a loopback address (127.0.0.1, ::1 or localhost)", ErrLocalNotLoopback, flag)
 }
 
 // roleVars are the variables naming each console role's principals.

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"errors"
 	"maps"
 	"strings"
 	"testing"
@@ -143,6 +144,37 @@ func TestHosts(t *testing.T) {
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, tt.env.Hosts(tt.listen)); diff != "" {
 			t.Errorf("Env{Port: %d, URLs: %q}.Hosts(%q) (-want +got):\n%s", tt.env.Port, tt.env.URLs, tt.listen, diff)
+		}
+	}
+}
+
+// TestListenHost: a local-mode console (every request acts as its
+// operator) listens on loopback only; behind IAP the flag is used as given.
+func TestListenHost(t *testing.T) {
+	local := console.Env{Auth: console.AuthLocal, UI: true}
+	tests := []struct {
+		env     console.Env
+		flag    string
+		want    string
+		wantErr bool
+	}{
+		{local, "", "127.0.0.1", false},
+		{local, "127.0.0.1", "127.0.0.1", false},
+		{local, "::1", "::1", false},
+		{local, "localhost", "localhost", false},
+		{local, "0.0.0.0", "", true},
+		{local, "::", "", true},
+		{local, "192.168.1.5", "", true},
+		{local, "example.com", "", true},
+		{console.Env{Auth: console.AuthIAP, UI: true}, "", "", false},
+		{console.Env{Auth: console.AuthIAP, UI: true}, "0.0.0.0", "0.0.0.0", false},
+		// The tenant API alone authenticates keys, never a local operator.
+		{console.Env{Auth: console.AuthLocal, API: true}, "0.0.0.0", "0.0.0.0", false},
+	}
+	for _, tt := range tests {
+		got, err := tt.env.ListenHost(tt.flag)
+		if got != tt.want || (err != nil) != tt.wantErr || (err != nil && !errors.Is(err, console.ErrLocalNotLoopback)) {
+			t.Errorf("Env{Auth: %s, UI: %v}.ListenHost(%q) = %q, %v, want %q (error %v)", tt.env.Auth, tt.env.UI, tt.flag, got, err, tt.want, tt.wantErr)
 		}
 	}
 }

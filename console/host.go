@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/webhook"
 )
 
@@ -113,7 +114,7 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 		}
 		if hp, err := requestHost(r.Host); err != nil || !s.hosts[hp] {
 			s.log.WarnContext(r.Context(), "console: request for another host refused", "event", "host_refused",
-				"host", strings.ToValidUTF8(r.Host[:min(len(r.Host), 256)], "?"), "path", r.URL.Path)
+				"host", event.Wire(r.Host), "path", event.Wire(r.URL.Path))
 			http.Error(w, "421 misdirected request: this is not the console's address", http.StatusMisdirectedRequest)
 			return
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/console"
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/operator"
@@ -195,6 +196,10 @@ func TestMalformedInputIs400BeforeFirestore(t *testing.T) {
 		"/tenants/acme/probe":          {"reason": {"x"}, "entry": {"a/b"}},
 		"/entries/TASKS.1/discard":     {"reason": {"ok\u202eko"}},
 		"/entries/%FF/discard":         {"reason": {"x"}},
+		// The approve form's own fields (not typed by the operator).
+		"/entries/TASKS.1/approve": {"base": {"abc"}, "step": {"preview"}},
+		"/entries/TASKS.2/approve": {"since": {"yesterday"}, "step": {"preview"}},
+		"/entries/TASKS.3/approve": {"confirm": {"everything"}, "payload": {""}, "step": {"confirm"}},
 	} {
 		form.Set("csrf", tok)
 		if code, _, body := b.post(path, form); code != http.StatusBadRequest {
@@ -247,5 +252,105 @@ func TestConsoleRequestPastItsDeadline(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("GET / = %d, want 503 at the request deadline", resp.StatusCode)
+	}
+}
+
+// What the console logs of a request it refuses (a Host not its own, a
+// form of a role that acts on nothing) holds its path through the log
+// encoder: a path of control or bidirectional characters, which anyone can
+// send, reaches no log line raw.
+func TestConsoleRefusalsLogPathsEscaped(t *testing.T) {
+	st := store.New(testenv.BlackHoleFirestore(t))
+	log, logs := testenv.Logger()
+	viewer := console.LocalActor{Name: "viewer@example.com", Role: authority.Viewer}
+	c := console.New(st, operator.New(st, nil), viewer, console.WithLogger(log), console.WithHosts("http://console.test"))
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(srv.Close)
+	send := func(method, host, path string, want int) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s %s (Host %s) = %d, want %d", method, path, host, resp.StatusCode, want)
+		}
+	}
+	for _, n := range testenv.HostileNames() {
+		p, err := jevent.URLPath("entries", n.Value)
+		if err != nil {
+			continue // no path carries it as one segment
+		}
+		send(http.MethodGet, "evil.test", p, http.StatusMisdirectedRequest)
+		send(http.MethodPost, "console.test", p+"/discard", http.StatusForbidden)
+	}
+	if len(logs.Lines("host_refused")) == 0 || len(logs.Lines("form refused")) == 0 {
+		t.Fatalf("the refusals were not logged:\n%s", logs)
+	}
+	logs.CheckVisibleLines(t, "console refusals")
+}
+
+// The values of a dead task the entry page shows (its stream, subject,
+// consumer, task id, idempotency key, failure code and agent, its
+// history's actors and notes, the headers a version sets) are shown as
+// they are, but for their control, format and bidirectional characters,
+// which are shown escaped (the template func visible): a stream named
+// "WORK\u202eUE" cannot turn the rest of its line around. Only the
+// payload and the agent's free-text detail are shown as sent.
+func TestEntryPageShowsWireValuesVisibly(t *testing.T) {
+	e := newEnv(t, console.LocalAuth("ops@example.com"))
+	ctx := testenv.Context(t)
+	const rlo, esc = "\u202e", "\x1b[2J"
+	stream := "WORK" + rlo + "UE"
+	id, err := store.EntryID(jevent.ID(stream, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.seed(t, "acme", id, store.Escalated, `{"s":1}`, func(en *store.Entry) {
+		en.EventID, en.Stream, en.Consumer = jevent.ID(stream, 5), stream, "worker"+rlo+"x"
+		en.Subject, en.TaskID, en.IdempotencyKey = "agents.writer"+rlo+".tasks.x", "task"+esc, "key"+rlo+"gnp.exe"
+		en.Failure = &jevent.Failure{Code: "timeout" + rlo, Agent: "writer" + esc, Detail: "free text", CompletedSteps: []string{"step" + rlo}}
+	})
+	by := authority.Actor{Name: "dlqctl:ops" + rlo, Role: authority.Approver}
+	if _, err := e.st.TransitionScoped(ctx, id, store.AllTenants, store.Change{From: []store.Status{store.Escalated}, To: store.Scheduled,
+		By: by.Name, Role: by.Role, Note: store.ApprovalNote + " by " + by.String()},
+		&store.Edit{Headers: map[string]string{"X-Edit" + rlo: "v" + esc}, By: by.Name, Role: by.Role}); err != nil {
+		t.Fatal(err)
+	}
+	path, err := jevent.URLPath("entries", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, page := newBrowser(t, e.srv.URL).get(path)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s = %d:\n%s", path, code, page)
+	}
+	doc, err := html.Parse(strings.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode && (n.Data == "pre" || n.Data == "textarea") {
+			return // the payload and the agent's detail, as sent
+		}
+		if n.Type == html.TextNode {
+			testenv.CheckVisible(t, "the text of the entry page", n.Data)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(doc)
+	for _, want := range []string{`WORK\u202eUE`, `task\x1b[2J`, `key\u202egnp.exe`, `X-Edit\u202e`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the entry page does not show %s escaped", want)
+		}
 	}
 }

@@ -200,7 +200,7 @@ func (s *Server) form(h func(w http.ResponseWriter, r *http.Request, who authori
 		}
 		r = withActor(r, who)
 		if !who.Role.Operates() {
-			s.log.WarnContext(r.Context(), "form refused: the role acts on nothing", "operator", who.Name, "role", string(who.Role), "path", r.URL.Path)
+			s.log.WarnContext(r.Context(), "form refused: the role acts on nothing", "operator", who.Name, "role", string(who.Role), "path", event.Wire(r.URL.Path))
 			s.uiFail(w, r, who, "", &uiError{http.StatusForbidden, fmt.Sprintf("the %s role reads the console and acts on nothing; acting needs operator or approver", who.Role)})
 			return
 		}

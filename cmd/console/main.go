@@ -37,7 +37,7 @@ func main() { obs.Command("console", run) }
 func run(ctx context.Context, log *slog.Logger, args []string) error {
 	fs := flag.NewFlagSet("console", flag.ContinueOnError)
 	port := fs.Int("port", 0, "listen port (PORT, else CONSOLE_PORT, else 8070)")
-	host := fs.String("host", "", "listen address (default all interfaces; the local stack uses 127.0.0.1)")
+	host := fs.String("host", "", "listen address (default all interfaces; in local mode 127.0.0.1, and only loopback addresses are accepted)")
 	operatorFlag := fs.String("operator", "", "who acts in local mode (CONSOLE_OPERATOR)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -57,6 +57,9 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 	}
 	if *port != 0 {
 		cfg.Port = *port
+	}
+	if *host, err = cfg.ListenHost(*host); err != nil {
+		return err
 	}
 
 	fsc, err := firestore.NewClient(ctx, cfg.Project)

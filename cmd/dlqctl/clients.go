@@ -36,10 +36,11 @@ type app struct {
 	lookup config.Lookup
 	// isTTY reports whether stderr is a terminal (progress bar vs lines);
 	// stdinTTY whether stdin is one (redrive may ask for confirmation);
-	// nil: ask the file.
-	isTTY, stdinTTY func() bool
-	now             func() time.Time
-	scope           string // tenant the caller is limited to; "" = every tenant
+	// stdoutTTY whether stdout is one (show --version escapes what a
+	// terminal would act on); nil: ask the file.
+	isTTY, stdinTTY, stdoutTTY func() bool
+	now                        func() time.Time
+	scope                      string // tenant the caller is limited to; "" = every tenant
 
 	// Clients; tests set them, otherwise built lazily from the environment.
 	fs        *firestore.Client
@@ -238,6 +239,13 @@ func (a *app) stdinIsTTY() bool {
 		return a.stdinTTY()
 	}
 	return isTerminal(a.stdin)
+}
+
+func (a *app) stdoutIsTTY() bool {
+	if a.stdoutTTY != nil {
+		return a.stdoutTTY()
+	}
+	return isTerminal(a.stdout)
 }
 
 // isTerminal reports whether a stream is a terminal. A character device is

@@ -80,8 +80,15 @@ func (a *app) policyShow(ctx context.Context, args []string) error {
 		outf(a.stdout, "# INVALID, not in force (the policy in force stays; new instances use the default):\n#   %s\n",
 			strings.ReplaceAll(p.Error, "\n", "\n#   "))
 	}
-	fmt.Fprint(a.stdout, p.YAML)
-	if !strings.HasSuffix(p.YAML, "\n") {
+	// The document is written as stored (so `policy show > FILE` applies
+	// back unchanged), but a terminal gets what it would act on escaped:
+	// an override is whatever its author saved.
+	yaml := p.YAML
+	if a.stdoutIsTTY() {
+		yaml = terminalLines([]byte(yaml))
+	}
+	fmt.Fprint(a.stdout, yaml)
+	if !strings.HasSuffix(yaml, "\n") {
 		fmt.Fprintln(a.stdout)
 	}
 	return nil

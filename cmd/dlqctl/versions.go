@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -49,7 +50,10 @@ type versionJSON struct {
 }
 
 // showVersion prints version n of e's payload: its bytes exactly as stored
-// (so `> file` keeps them), or with --json its description and bytes.
+// (so `> file` keeps them), or with --json its description and bytes. On a
+// terminal, which would act on an escape sequence or turn text around, a
+// payload that is not plain visible text is written line by line through
+// the terminal encoder, and stderr says how to get the bytes as stored.
 func (a *app) showVersion(ctx context.Context, st *store.Store, e *store.Entry, n int, asJSON bool) error {
 	v, ok := e.Version(n)
 	if !ok {
@@ -65,8 +69,29 @@ func (a *app) showVersion(ctx context.Context, st *store.Store, e *store.Entry, 
 	if asJSON {
 		return writeJSON(a.stdout, versionJSON{Version: v, Payload: b})
 	}
+	if a.stdoutIsTTY() {
+		if shown := terminalLines(b); shown != string(b) {
+			outf(a.stderr, "version %d of %s holds bytes a terminal would act on: shown escaped; dlqctl show %s --version %d > FILE writes them as stored\n", n, e.ID, e.ID, n)
+			_, err = io.WriteString(a.stdout, shown)
+			return err
+		}
+	}
 	_, err = a.stdout.Write(b)
 	return err
+}
+
+// terminalLines is b for a terminal: each line through event.Terminal,
+// its line breaks kept.
+func terminalLines(b []byte) string {
+	lines := strings.SplitAfter(string(b), "\n")
+	for i, l := range lines {
+		body, nl := strings.CutSuffix(l, "\n")
+		lines[i] = event.Terminal(body)
+		if nl {
+			lines[i] += "\n"
+		}
+	}
+	return strings.Join(lines, "")
 }
 
 // versionFlag refuses a --version that names no version (0 is the flag

@@ -114,3 +114,53 @@ func TestApproveEmptyNeedsConfirmation(t *testing.T) {
 		t.Errorf("original = %q, want it kept", got.Payload)
 	}
 }
+
+// show --version N prints the bytes as stored for a file or a pipe; on a
+// terminal, which would act on an escape sequence or turn text around,
+// the bytes a terminal would not show as themselves are escaped (visible
+// text and line breaks as they are), and stderr says how to get them as
+// stored.
+func TestShowVersionOnATerminalEscapes(t *testing.T) {
+	e := newEnv(t)
+	payload := []byte("line one\n\x1b]0;pwned\x07\x1b[2J\u202eexe.txt\nlast \xff\n")
+	e.seed(seed{id: "TASKS.62", tenant: "acme", agent: "backend", category: "poison", reason: "parse_error", status: store.Quarantined, payload: payload})
+	code, out, stderr := e.runCtx(testenv.Context(t), nil, func(a *app) { a.stdoutTTY = func() bool { return true } }, "show", "TASKS.62", "--version", "1")
+	if code != 0 {
+		t.Fatalf("show --version 1 on a terminal = %d %q", code, stderr)
+	}
+	testenv.CheckVisible(t, "show --version 1 on a terminal", out)
+	if want := "line one\n\\x1b]0;pwned\\x07\\x1b[2J\\u202eexe.txt\nlast \\xff\n"; out != want {
+		t.Errorf("show --version 1 on a terminal = %q, want %q", out, want)
+	}
+	if !strings.Contains(stderr, "> FILE") {
+		t.Errorf("stderr = %q, want how to get the bytes as stored", stderr)
+	}
+	// Not a terminal: the bytes as stored.
+	if code, out, _ := e.run(nil, "show", "TASKS.62", "--version", "1"); code != 0 || out != string(payload) {
+		t.Errorf("show --version 1 = %d %q, want exactly %q", code, out, payload)
+	}
+}
+
+// policy show writes the stored document as it is (so `policy show > FILE`
+// applies back unchanged), but on a terminal what the terminal would act
+// on (a bidirectional override in an author's comment) is escaped.
+func TestPolicyShowOnATerminalEscapes(t *testing.T) {
+	e := newEnv(t)
+	_, def, _ := e.run(nil, "policy", "show")
+	doc := "# reviewed by \u202eevil\n" + strings.SplitN(def, "\n", 3)[2]
+	file := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := e.run(nil, "policy", "apply", file); code != 0 {
+		t.Fatalf("policy apply = %d %q", code, stderr)
+	}
+	code, out, _ := e.runCtx(testenv.Context(t), nil, func(a *app) { a.stdoutTTY = func() bool { return true } }, "policy", "show")
+	if code != 0 || !strings.Contains(out, `# reviewed by \u202eevil`) {
+		t.Errorf("policy show on a terminal = %d, want the override's comment escaped:\n%.300s", code, out)
+	}
+	testenv.CheckVisible(t, "policy show on a terminal", out)
+	if code, out, _ := e.run(nil, "policy", "show"); code != 0 || !strings.Contains(out, doc) {
+		t.Errorf("policy show = %d, want the document as stored:\n%.300s", code, out)
+	}
+}

@@ -127,6 +127,8 @@ func TestTopicPushPathReachesClassifyWithoutWarning(t *testing.T) {
 		{"/Classify/projects/jsdlq-test/topics/dlq-events", `{"not":"a push"}`, http.StatusBadRequest},
 		{"/Classify/projects/jsdlq-test/topics/dlq-events", `not json`, http.StatusBadRequest},
 		{"/Classify/projects/jsdlq-test", string(body), http.StatusNotFound},
+		// Refused, and logged with its path escaped (event.Wire).
+		{"/Classify/projects/jsdlq-test/topics/dlq%1B%5B2J%E2%80%AEevents", `not json`, http.StatusBadRequest},
 	}
 	for _, tt := range tests {
 		resp, err := http.Post(base+tt.path, "application/json", strings.NewReader(tt.body))
@@ -142,8 +144,19 @@ func TestTopicPushPathReachesClassifyWithoutWarning(t *testing.T) {
 	if !strings.Contains(line, `"source":"//pubsub.googleapis.com/projects/jsdlq-test/topics/dlq-events"`) {
 		t.Errorf("classify log = %s, want the topic as the CloudEvent's source", line)
 	}
-	if b, _ := os.ReadFile(logFile); strings.Contains(string(b), "failed to extract Pub/Sub topic name") {
+	b, _ := os.ReadFile(logFile)
+	if strings.Contains(string(b), "failed to extract Pub/Sub topic name") {
 		t.Errorf("host log has the framework's topic warning:\n%s", b)
+	}
+	refused := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "push refused") {
+			refused++
+			testenv.CheckVisibleLogLine(t, "push refusal", line)
+		}
+	}
+	if refused != 3 {
+		t.Errorf("host log has %d push refusals, want 3:\n%s", refused, b)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"regexp"
 	"time"
+
+	"github.com/jsdlq/jsdlq/shared/event"
 )
 
 // pushPrefix is where the local Pub/Sub push subscription delivers: the
@@ -51,7 +53,7 @@ func pushAsCloudEvent(classify string, log *slog.Logger) func(http.ResponseWrite
 		}
 		if err != nil || push.Message.ID == "" {
 			// Not a push envelope: a redelivery cannot fix it.
-			log.Warn("push refused: not a Pub/Sub push envelope", "path", r.URL.Path, "error", errString(err))
+			log.Warn("push refused: not a Pub/Sub push envelope", "path", event.Wire(r.URL.Path), "error", errString(err))
 			http.Error(w, "not a Pub/Sub push envelope", http.StatusBadRequest)
 			return
 		}

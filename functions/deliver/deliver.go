@@ -246,7 +246,7 @@ func (h *Handler) Deliver(ctx context.Context, t notify.WebhookTask) (Result, er
 		case err != nil:
 			return res, fmt.Errorf("deliver: webhook %s: %w", ep.ID, err)
 		default:
-			attempt = h.post(ctx, u, sec, n.ID, []byte(o.Notification))
+			attempt = h.post(ctx, u, sec, n.ID, []byte(o.ForTenant()))
 		}
 	}
 	res.Status = attempt.Status

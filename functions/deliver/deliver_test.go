@@ -23,12 +23,14 @@ import (
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/jsdlq/jsdlq/functions/deliver"
 	"github.com/jsdlq/jsdlq/internal/secrettest"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/auth"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/hooksecret"
@@ -583,4 +585,125 @@ func TestDeliverRefusesAMovedSecret(t *testing.T) {
 		t.Errorf("Deliver to the endpoint the secret is from = %+v, %v, want delivered", res, err)
 	}
 	independentlyVerify(t, e.secrets[acme.ID].Reveal(), acmeHook.requests()[0])
+}
+
+// An operator's breaker override reaches the tenant's endpoint naming the
+// operator by role, as the tenant API shows history: the operators'
+// notification (the topic, the outbox) says who, the tenant's webhook
+// says which role. What the endpoint gets is signed as delivered.
+func TestDeliverNamesOperatorsByRole(t *testing.T) {
+	e := setup(t, 10)
+	acmeHook := newReceiver(t, 204)
+	acme := e.endpoint(t, "acme", acmeHook)
+	// One failure opens acme's breaker (a store with a threshold of one,
+	// new each time: a store remembers a breaker it saw open); an operator
+	// closes it, then sends a probe once it is open again.
+	alice := authority.Actor{Name: "alice@example.com", Role: authority.Operator}
+	for i, override := range []func(id string) error{
+		func(string) error { _, err := e.store.BreakerClose(e.ctx, "acme", alice, "fixed upstream"); return err },
+		func(id string) error {
+			_, err := e.store.BreakerProbeNow(e.ctx, "acme", id, alice, "checked the downstream")
+			return err
+		},
+	} {
+		id := event.ID("TASKS", uint64(i+1))
+		en := &store.Entry{ID: id, EventID: id, Stream: "TASKS", StreamSeq: int64(i + 1), Subject: "agents.cto.tasks.code_review",
+			Tenant: "acme", Agent: "cto", TaskType: "code_review", Kind: "terminated", Payload: []byte(`{}`),
+			Category: "transient", ReasonCode: "timeout", Action: "auto_replay", Status: store.Held}
+		trip := store.New(e.fs, store.WithBreaker(store.BreakerConfig{Threshold: 1, Window: time.Hour, Cooldown: time.Hour}))
+		if _, err := trip.Record(e.ctx, en, "test"); err != nil {
+			t.Fatal(err)
+		}
+		if err := override(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.flusher.Flush(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, func() error {
+		if w, _ := e.store.WebhookByID(e.ctx, acme.ID); w == nil || w.Deliveries < 4 {
+			return errors.New("not delivered yet")
+		}
+		return nil
+	})
+	notes := map[event.NotificationKind]string{}
+	for _, r := range acmeHook.requests() {
+		if strings.Contains(string(r.body), "alice") {
+			t.Errorf("acme's endpoint got the operator's name:\n%s", r.body)
+		}
+		if _, err := webhook.Verify(e.secrets[acme.ID], r.header, r.body, r.at, 0); err != nil {
+			t.Errorf("Verify(delivered request) = %v", err)
+		}
+		n, err := event.DecodeNotification(r.body)
+		if err != nil {
+			t.Fatalf("delivered body %s: %v", r.body, err)
+		}
+		if n.BreakerNote != "" {
+			notes[n.Kind] = n.BreakerNote
+		}
+		o, err := e.store.GetNotification(e.ctx, n.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops, err := o.Event()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Kind != event.NotifyBreakerOpened && !strings.Contains(ops.BreakerNote, "alice@example.com (operator)") {
+			t.Errorf("the operators' %s notification = %q, want it to name the operator", ops.Kind, ops.BreakerNote)
+		}
+	}
+	want := map[event.NotificationKind]string{
+		event.NotifyBreakerClosed:   "closed by operator: fixed upstream",
+		event.NotifyBreakerHalfOpen: "probe TASKS.2 sent by operator: checked the downstream",
+		event.NotifyBreakerOpened:   "1 failures in 1h0m0s",
+	}
+	if d := cmp.Diff(want, notes); d != "" {
+		t.Errorf("breaker notes as acme's endpoint got them (-want +got):\n%s", d)
+	}
+}
+
+// An endpoint's URL may carry the tenant's own token in its path or
+// query; what a delivery records of a refusal names the endpoint's host,
+// never the URL, like every other failure: the run of failures that
+// disables the endpoint is told to the operators (webhook_disabled) in
+// words of the last failure.
+func TestDeliverRefusalNamesTheHostNotTheURL(t *testing.T) {
+	e := setup(t, 1)
+	const token = "s3cret-token"
+	// An endpoint that is jsdlq's own address by now (its own URLs grew
+	// since it was added), with the tenant's token in its query.
+	own, _, err := hooksecret.Create(e.ctx, e.store, e.box, "acme", e.url+"?token="+token, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nid := e.quarantine(t, "acme", 1)
+	res, err := e.handler(webhook.WithLocal(true)).Deliver(e.ctx, notify.WebhookTask{WebhookID: own.ID, NotificationID: nid})
+	if err != nil || res.Outcome != deliver.OutcomeDisabled {
+		t.Fatalf("Deliver = %+v, %v, want the endpoint disabled", res, err)
+	}
+	got, err := e.store.WebhookByID(e.ctx, own.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got.LastError, "refused") || !strings.Contains(got.LastError, "127.0.0.1") || strings.Contains(got.LastError, token) {
+		t.Errorf("last error = %q, want the refusal naming the host and not the URL", got.LastError)
+	}
+	pending, err := e.store.ClaimNotifications(e.ctx, "test", time.Minute, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disabled := 0
+	for _, o := range pending {
+		if o.Kind == string(event.NotifyWebhookDisabled) {
+			disabled++
+			if strings.Contains(o.Notification, token) {
+				t.Errorf("the operators' webhook_disabled notification holds the URL's token:\n%s", o.Notification)
+			}
+		}
+	}
+	if disabled != 1 {
+		t.Errorf("%d webhook_disabled notifications, want 1", disabled)
+	}
 }

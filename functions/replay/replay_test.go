@@ -17,6 +17,7 @@ import (
 	"cloud.google.com/go/firestore"
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jsdlq/jsdlq/functions/replay"
@@ -570,6 +571,33 @@ func TestPayloadMissing(t *testing.T) {
 	e.waitStatus(t, en.ID, store.Replayed)
 	if msgs := e.msgs(t); len(msgs) != 1 || string(msgs[0].Data) != `{"recovered":1}` {
 		t.Errorf("messages = %v, want the supplied payload once", msgs)
+	}
+}
+
+// A replay publishes only into the stream its entry came from: an entry of
+// stream OTHER whose subject the work stream TASKS captures (a forged or
+// edited stream name, a subject remapped since) is escalated with
+// stream_mismatch, and neither stream receives the message (the publish
+// expects OTHER, so JetStream refuses it before storing).
+func TestReplayStaysInItsStream(t *testing.T) {
+	e := setup(t)
+	if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"other.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	en := e.newEntry(t, spec{id: "OTHER.702", stream: "OTHER"})
+	got := e.settled(t, e.schedule(t, en.ID), en.ID, store.Escalated)
+	if last := got.History[len(got.History)-1]; !strings.HasPrefix(last.Note, replay.ReasonStreamMismatch) {
+		t.Errorf("history note = %q, want it to begin with %s", last.Note, replay.ReasonStreamMismatch)
+	}
+	if n := len(e.msgs(t)); n != 0 {
+		t.Errorf("work stream %s holds %d messages, want 0", workStream, n)
+	}
+	other, err := e.js.Stream(e.ctx, "OTHER")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := other.Info(e.ctx); err != nil || info.State.Msgs != 0 {
+		t.Errorf("stream OTHER = %+v, %v; want no message", info.State, err)
 	}
 }
 

@@ -237,31 +237,9 @@ func TestHostileNamesAreData(t *testing.T) {
 
 	// Logs: every line classify wrote is one JSON object whose strings
 	// hold no invisible character.
-	for _, line := range strings.Split(strings.TrimSpace(c.logs.String()), "\n") {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Errorf("log line %.200q is not one JSON object: %v", line, err)
-			continue
-		}
-		walkStrings(m, func(s string) { testenv.CheckVisible(t, "log line", s) })
-	}
+	c.logs.CheckVisibleLines(t, "classify")
 	if got := len(c.logs.Lines("names break the naming rule")); got == 0 {
 		t.Error("classify logged no warning for the entries recorded under the reserved tenant")
-	}
-}
-
-func walkStrings(v any, f func(string)) {
-	switch v := v.(type) {
-	case string:
-		f(v)
-	case map[string]any:
-		for _, x := range v {
-			walkStrings(x, f)
-		}
-	case []any:
-		for _, x := range v {
-			walkStrings(x, f)
-		}
 	}
 }
 

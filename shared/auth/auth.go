@@ -25,6 +25,7 @@ import (
 	"google.golang.org/api/idtoken"
 
 	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
@@ -232,7 +233,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			case errors.Is(err, ErrUnavailable):
 				code = http.StatusServiceUnavailable
 			}
-			a.log.WarnContext(r.Context(), "request refused", "status", code, "error", err.Error(), "path", r.URL.Path)
+			a.log.WarnContext(r.Context(), "request refused", "status", code, "error", err.Error(), "path", event.Wire(r.URL.Path))
 			if code == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="jsdlq"`)
 			}

@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -191,4 +192,28 @@ func jwks(key *rsa.PrivateKey, kid string) string {
 		"e": base64.RawURLEncoding.EncodeToString(big.NewInt(int64(key.E)).Bytes()),
 	}}})
 	return string(b)
+}
+
+// Anyone can send a request: a refusal logs its path through the log
+// encoder, so a path of control or bidirectional characters (escaped in
+// the URL) reaches no log line raw.
+func TestRefusalLogsThePathEscaped(t *testing.T) {
+	log, logs := testenv.Logger()
+	a, err := New(config.Auth{Mode: config.AuthEmulator, Audience: replayURL, AllowedEmails: []string{tasksSA}}, "127.0.0.1:1", WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := a.Middleware(http.NotFoundHandler())
+	for _, n := range testenv.HostileNames() {
+		req := httptest.NewRequest(http.MethodPost, "/Replay/"+url.PathEscape(n.Value), nil)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusUnauthorized {
+			t.Errorf("%s: status = %d, want 401", n.Name, rec.Code)
+		}
+	}
+	if got := len(logs.Lines("request refused")); got != len(testenv.HostileNames()) {
+		t.Errorf("%d refusals logged, want %d", got, len(testenv.HostileNames()))
+	}
+	logs.CheckVisibleLines(t, "auth refusals")
 }

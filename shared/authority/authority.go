@@ -8,6 +8,7 @@
 package authority
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -76,6 +77,36 @@ func (a Actor) String() string {
 		return a.Name
 	}
 	return a.Name + " (" + string(a.Role) + ")"
+}
+
+// Redact is note as a reader who is shown roles, never identities, reads
+// it (a tenant: the tenant API, the tenant's webhooks): each of actors the
+// note names, as String writes it ("alice@example.com (approver)") or by
+// name alone, is replaced by its role. Actors without a name or a role
+// (jsdlq's own functions) are no one's identity and stay as they are. The
+// replacement is one pass over note, longer names first, so a name inside
+// another, or inside a role put in place of one, is never half replaced;
+// for a name that acted in two roles, the first of actors decides what its
+// bare name becomes.
+func Redact(note string, actors ...Actor) string {
+	var named []Actor
+	for _, a := range actors {
+		if a.Name != "" && a.Role != "" {
+			named = append(named, a)
+		}
+	}
+	if len(named) == 0 || note == "" {
+		return note
+	}
+	slices.SortStableFunc(named, func(a, b Actor) int { return cmp.Compare(len(b.Name), len(a.Name)) })
+	pairs := make([]string, 0, 4*len(named))
+	for _, a := range named {
+		pairs = append(pairs, a.String(), string(a.Role))
+	}
+	for _, a := range named {
+		pairs = append(pairs, a.Name, string(a.Role))
+	}
+	return strings.NewReplacer(pairs...).Replace(note)
 }
 
 // Action is what an actor does.

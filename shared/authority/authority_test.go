@@ -174,3 +174,39 @@ func TestActorString(t *testing.T) {
 		t.Errorf("Actor.String() (-want +got):\n%s", diff)
 	}
 }
+
+// A note a tenant reads names roles only: every actor given, in any of the
+// forms notes name them, whoever the note's own move was made by.
+func TestRedact(t *testing.T) {
+	alice := authority.Actor{Name: "alice@example.com", Role: authority.Approver}
+	bob := authority.Actor{Name: "bob", Role: authority.Operator}
+	key := authority.Actor{Name: "tenant-api:acme:key-0123456789abcdef", Role: authority.Tenant}
+	ceo := authority.Actor{Name: "agent:ceo", Role: authority.TriageAgent}
+	for _, tt := range []struct {
+		note   string
+		actors []authority.Actor
+		want   string
+	}{
+		{"approved by alice@example.com; headers set: X-A", []authority.Actor{alice}, "approved by approver; headers set: X-A"},
+		{"approved by alice@example.com (approver)", []authority.Actor{alice}, "approved by approver"},
+		{"replay now requested by tenant-api:acme:key-0123456789abcdef", []authority.Actor{key}, "replay now requested by tenant"},
+		{"breaker probe sent by bob: bob checked the downstream", []authority.Actor{bob}, "breaker probe sent by operator: operator checked the downstream"},
+		{"approved by agent:ceo (triage_agent)", []authority.Actor{ceo}, "approved by triage_agent"},
+		{"discarded: obsolete", []authority.Actor{alice}, "discarded: obsolete"},
+		{"", []authority.Actor{alice}, ""},
+		// Someone besides the mover: the author of the version approved.
+		{"approved by tenant-api:acme:key-0123456789abcdef (tenant); payload v2 (by alice@example.com (approver), 7 B)",
+			[]authority.Actor{key, alice}, "approved by tenant; payload v2 (by approver, 7 B)"},
+		// A name inside a longer one is not half replaced, whatever the order.
+		{"approved by bob@example.com (approver) after bob", []authority.Actor{bob, {Name: "bob@example.com", Role: authority.Approver}},
+			"approved by approver after operator"},
+		// A role put in place of a name is not taken for another name.
+		{"closed by bob: see operator notes", []authority.Actor{bob, {Name: "operator notes", Role: authority.Approver}}, "closed by operator: see approver"},
+		// jsdlq's functions are no one's identity; their names stay.
+		{"task replay-r1 of replay", []authority.Actor{{Name: "replay"}}, "task replay-r1 of replay"},
+	} {
+		if got := authority.Redact(tt.note, tt.actors...); got != tt.want {
+			t.Errorf("Redact(%q, %v) = %q, want %q", tt.note, tt.actors, got, tt.want)
+		}
+	}
+}

@@ -39,6 +39,12 @@ const ReservedTenant = "(invalid)"
 // ReservedTenant, the counters' "(none)" and a long list's "(others)".
 const reservedPrefix = "("
 
+// NoName is the key jsdlq's counters give a name an entry does not have
+// (store.NoKey: the hourly metrics by agent count the entries that name
+// no agent under it). No agent may be named so: its deaths would be
+// counted, and spared the per-agent alert, with those.
+const NoName = "(none)"
+
 // ErrBadName wraps every refusal of the naming rule.
 var ErrBadName = errors.New("event: name breaks the naming rule")
 
@@ -87,10 +93,14 @@ func ParseStoredTenant(s string) (Tenant, error) {
 }
 
 // ParseAgent reads an agent name: the rule of ParseTenant but for the
-// reserved names, which an agent cannot be confused with.
+// reserved names, which an agent cannot be confused with, except NoName,
+// the counters' key of the entries without an agent.
 func ParseAgent(s string) (Agent, error) {
 	if err := checkName("agent", s); err != nil {
 		return Agent{}, err
+	}
+	if s == NoName {
+		return Agent{}, fmt.Errorf("%w: agent %s is the name jsdlq's counters give the entries that name no agent", ErrBadName, quote(s))
 	}
 	return Agent{s}, nil
 }

@@ -146,6 +146,11 @@ func TestCheckNames(t *testing.T) {
 		{name: "bad agent moves a valid tenant", tenant: "acme", agent: "x\ny", taskType: "t",
 			want: event.Names{Tenant: event.ReservedTenant, TaskType: "t", Invalid: []event.InvalidName{
 				{Field: "agent", Value: "x\ny", Size: 3, Problem: `agent "x\ny" holds the invisible or control character U+000A`}}}},
+		// The counters' key of the entries that name no agent: an agent
+		// named so would be counted, and spared its alerts, with them.
+		{name: "agent named like no agent", tenant: "acme", agent: "(none)", taskType: "t",
+			want: event.Names{Tenant: event.ReservedTenant, TaskType: "t", Invalid: []event.InvalidName{
+				{Field: "agent", Value: "(none)", Size: 6, Problem: `agent "(none)" is the name jsdlq's counters give the entries that name no agent`}}}},
 		{name: "long task type kept bounded", tenant: "acme", taskType: long,
 			want: event.Names{Tenant: event.ReservedTenant, Invalid: []event.InvalidName{
 				{Field: "task_type", Value: long[:event.KeptNameBytes], Size: 10000, Problem: "task type of 10000 bytes, more than 256"}}}},

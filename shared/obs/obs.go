@@ -11,6 +11,9 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/jsdlq/jsdlq/shared/event"
 )
 
 // Cloud Logging's special JSON keys.
@@ -79,6 +82,7 @@ func NewLogger(w io.Writer, opts ...Option) *slog.Logger {
 		Level:     o.level,
 		AddSource: false,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			a.Value = visibleValue(a.Value)
 			if len(groups) > 0 {
 				return a
 			}
@@ -103,6 +107,45 @@ func NewLogger(w io.Writer, opts ...Option) *slog.Logger {
 		l = l.With("component", o.component)
 	}
 	return l
+}
+
+// visibleValue is v with a string or error that a reader of the log would
+// not see as written (a bidirectional override, a zero-width or other
+// invisible rune, bytes that are not UTF-8; JSON escapes the control
+// characters but shows these as they act) escaped as a terminal shows it
+// (event.Terminal). This is the log's encoder for every value, so a wire
+// value that reaches a log line without event.Wire (a stream name in a
+// NATS error, a subject, a tenant read before the naming rule existed)
+// still cannot reverse or hide the text around it. Visible text, a
+// backslash included, is unchanged, so a value event.Wire already escaped
+// is written once, as it was.
+func visibleValue(v slog.Value) slog.Value {
+	switch v.Kind() {
+	case slog.KindString:
+		if s := v.String(); !visibleText(s) {
+			return slog.StringValue(event.Terminal(s))
+		}
+	case slog.KindAny:
+		if err, ok := v.Any().(error); ok {
+			if s := err.Error(); !visibleText(s) {
+				return slog.StringValue(event.Terminal(s))
+			}
+		}
+	}
+	return v
+}
+
+// visibleText reports whether every rune of s is visible (a backslash too).
+func visibleText(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r != '\\' && !event.Visible(r) {
+			return false
+		}
+	}
+	return true
 }
 
 type traceKey struct{}

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/jsdlq/jsdlq/shared/event"
 )
 
 func TestSeverity(t *testing.T) {
@@ -130,5 +133,38 @@ func TestListenServesThroughMiddlewareUntilShutdown(t *testing.T) {
 	}
 	if _, err := Listen("127.0.0.1", -1, http.NotFoundHandler(), Limits{}); err == nil {
 		t.Error("Listen(port -1) = nil error, want one naming the port")
+	}
+}
+
+// Every string and error a log line carries is written as a reader sees
+// it: a value that bypassed event.Wire (a stream name inside a NATS error,
+// a subject) cannot reverse, hide or break the text around it, nested in a
+// group or not; visible text, and a value event.Wire already escaped, are
+// written as they are.
+func TestLoggerEscapesInvisibleValues(t *testing.T) {
+	tests := []struct {
+		in   any
+		want string
+	}{
+		{"WORK\u202eUE", `WORK\u202eUE`},
+		{"a\u200bb", `a\u200bb`},
+		{"line\nforged", `line\nforged`},
+		{"esc\x1b[2J", `esc\x1b[2J`},
+		{"bad\xffutf8", `bad\xffutf8`},
+		{errors.New("stream \u202eKSAT not found"), `stream \u202eKSAT not found`},
+		{`already \u202e escaped`, `already \u202e escaped`},
+		{"plain text, ünïcode ✓", "plain text, ünïcode ✓"},
+		{event.Wire("t\u202e"), `t\u202e`},
+	}
+	for _, tc := range tests {
+		var buf bytes.Buffer
+		NewLogger(&buf).Info("m", "v", tc.in, slog.Group("g", "v", tc.in))
+		m := decode(t, buf.Bytes())
+		if m["v"] != tc.want {
+			t.Errorf("Info(v=%q) logged v = %q, want %q", tc.in, m["v"], tc.want)
+		}
+		if g, _ := m["g"].(map[string]any); g["v"] != tc.want {
+			t.Errorf("Info(g.v=%q) logged g.v = %q, want %q", tc.in, g["v"], tc.want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/event"
 )
 
@@ -44,8 +46,13 @@ type Outbox struct {
 	ID string `firestore:"-"`
 	// Notification is the event as published (jsdlq.notification.v1 JSON).
 	Notification string `firestore:"notification"`
-	Kind         string `firestore:"kind"`
-	Tenant       string `firestore:"tenant"`
+	// TenantNotification is the event as the tenant's webhooks receive it,
+	// when that differs from Notification: whoever made the change (an
+	// operator's override of a breaker) named by role, as tenants are
+	// shown every actor (ForTenant).
+	TenantNotification string `firestore:"tenant_notification,omitempty"`
+	Kind               string `firestore:"kind"`
+	Tenant             string `firestore:"tenant"`
 	// TaskType and Action are the entry's, for its triage task.
 	TaskType string `firestore:"task_type,omitempty"`
 	Action   string `firestore:"action,omitempty"`
@@ -111,6 +118,10 @@ func (o *Outbox) Event() (event.Notification, error) {
 	return event.DecodeNotification([]byte(o.Notification))
 }
 
+// ForTenant is the notification as its tenant's webhooks receive it (the
+// same id, kind and facts; no operator's identity).
+func (o *Outbox) ForTenant() string { return cmp.Or(o.TenantNotification, o.Notification) }
+
 func (s *Store) outboxRef(id string) *firestore.DocumentRef {
 	return s.fs.Collection(Notifications).Doc(id)
 }
@@ -143,10 +154,16 @@ func entryNotification(e *Entry, from Status, at time.Time) (event.Notification,
 	return n, true
 }
 
+// actedNotification is a notification and who made the change it tells of.
+type actedNotification struct {
+	n  event.Notification
+	by authority.Actor
+}
+
 // breakerNotifications are the notifications of the state changes b went
-// through since it was read.
-func breakerNotifications(b *Breaker) []event.Notification {
-	var out []event.Notification
+// through since it was read, with who made each.
+func breakerNotifications(b *Breaker) []actedNotification {
+	var out []actedNotification
 	for _, t := range b.changes {
 		kind, ok := map[string]event.NotificationKind{
 			BreakerOpen: event.NotifyBreakerOpened, BreakerHalfOpen: event.NotifyBreakerHalfOpen, BreakerClosed: event.NotifyBreakerClosed,
@@ -157,7 +174,7 @@ func breakerNotifications(b *Breaker) []event.Notification {
 		n := event.NewNotification(kind, b.Tenant, b.Tenant, t.At)
 		n.BreakerState, n.BreakerNote = t.To, t.Note
 		n.Summary = fmt.Sprintf("tenant %s's breaker is %s (was %s): %s", n.Tenant, t.To, t.From, t.Note)
-		out = append(out, n)
+		out = append(out, actedNotification{n, authority.Actor{Name: t.By, Role: t.Role}})
 	}
 	return out
 }
@@ -205,8 +222,8 @@ func (s *Store) notifyEntry(tx *firestore.Transaction, e *Entry, from Status, at
 // returns what it wrote.
 func (s *Store) notifyBreaker(tx *firestore.Transaction, b *Breaker) ([]*Outbox, error) {
 	var out []*Outbox
-	for _, n := range breakerNotifications(b) {
-		o, err := s.stage(tx, n, "", "")
+	for _, a := range breakerNotifications(b) {
+		o, err := s.stageBy(tx, a.n, a.by, "", "")
 		if err != nil {
 			return nil, err
 		}
@@ -218,14 +235,38 @@ func (s *Store) notifyBreaker(tx *firestore.Transaction, b *Breaker) ([]*Outbox,
 // stage writes n into the outbox in tx and returns the document as
 // written (its update time is the commit's: see stagedAt).
 func (s *Store) stage(tx *firestore.Transaction, n event.Notification, taskType, action string) (*Outbox, error) {
+	return s.stageBy(tx, n, authority.Actor{}, taskType, action)
+}
+
+// stageBy is stage of a change by made: the tenant's webhooks get n naming
+// them by role (tenantView).
+func (s *Store) stageBy(tx *firestore.Transaction, n event.Notification, by authority.Actor, taskType, action string) (*Outbox, error) {
 	body, err := n.Encode()
 	if err != nil {
 		return nil, err
 	}
 	o := &Outbox{ID: n.ID, Notification: string(body), Kind: string(n.Kind), Tenant: n.Tenant,
 		TaskType: taskType, Action: action, State: OutboxPending, WebhooksPending: n.ForTenant(), CreatedAt: n.At, ExpireAt: n.At.Add(Retention)}
+	if o.WebhooksPending {
+		if o.TenantNotification, err = tenantView(n, by); err != nil {
+			return nil, err
+		}
+	}
 	s.wrote(1)
 	return o, tx.Set(s.outboxRef(n.ID), o)
+}
+
+// tenantView is n as its tenant's webhooks receive it, "" when that is n
+// itself: by, who made the change, named by role in its texts, as the
+// tenant API names every actor (authority.Redact).
+func tenantView(n event.Notification, by authority.Actor) (string, error) {
+	t := n
+	t.BreakerNote, t.Summary = authority.Redact(n.BreakerNote, by), authority.Redact(n.Summary, by)
+	if t == n {
+		return "", nil
+	}
+	body, err := t.Encode()
+	return string(body), err
 }
 
 // stagedAt records that staged were written by a transaction committed at

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+
+	"github.com/jsdlq/jsdlq/shared/event"
 )
 
 // This file is the tenant-hour aggregate: per tenant, what the entries
@@ -235,8 +237,9 @@ func sumTenants(dst *map[string]TenantHour, src map[string]TenantHour) {
 }
 
 // NoKey is the counter key the metrics documents store for an empty
-// tenant, agent or other breakdown value (a field name cannot be empty).
-const NoKey = "(none)"
+// tenant, agent or other breakdown value (a field name cannot be empty):
+// a name the naming rule gives no tenant or agent (event.NoName).
+const NoKey = event.NoName
 
 // metricKey is a counter key as the metrics documents store it.
 func metricKey(k string) string {

@@ -95,7 +95,10 @@ func refused(format string, args ...any) error {
 // Parse checks an endpoint URL without the network: absolute, https (or
 // http in local mode), no user info or fragment, not one of jsdlq's own
 // hosts, and, when the host is an address or a name that is local by
-// definition, an address the guard allows.
+// definition, an address the guard allows. A refusal names the URL's host,
+// never the URL: its path or query may hold the tenant's own token, and a
+// refusal at delivery is recorded and told to the operators
+// (webhook_disabled).
 func (g *Guard) Parse(raw string) (*url.URL, error) {
 	if g == nil {
 		g = &Guard{}
@@ -105,7 +108,7 @@ func (g *Guard) Parse(raw string) (*url.URL, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || !u.IsAbs() || u.Host == "" || u.Opaque != "" {
-		return nil, refused("%q is not an absolute URL", raw)
+		return nil, refused("not an absolute URL (https://host/…)")
 	}
 	// What is stored and called is the URL as Go writes it, in which each
 	// byte outside ASCII takes three characters.
@@ -116,35 +119,35 @@ func (g *Guard) Parse(raw string) (*url.URL, error) {
 	// port (":0443") would pass the own-address check below.
 	if p := u.Port(); p != "" {
 		if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 || strconv.FormatUint(n, 10) != p {
-			return nil, refused("%q: the port must be a number from 1 to 65535, without leading zeros", raw)
+			return nil, refused("%s: the port must be a number from 1 to 65535, without leading zeros", u.Host)
 		}
 	}
 	switch scheme := strings.ToLower(u.Scheme); {
 	case scheme == "https":
 	case scheme == "http" && g.local:
 	default:
-		return nil, refused("%q: only https endpoints are allowed", raw)
+		return nil, refused("%s: only https endpoints are allowed", u.Host)
 	}
 	if u.User != nil || u.Fragment != "" {
-		return nil, refused("%q: no user information or fragment", raw)
+		return nil, refused("%s: no user information or fragment", u.Hostname())
 	}
 	h, err := ParseHost(u.Hostname())
 	if err != nil {
-		return nil, refused("%q: the host is neither a name nor an address", raw)
+		return nil, refused("%q: the host is neither a name nor an address", u.Hostname())
 	}
 	port, _ := urlPort(u)
 	if g.owns().static.hasHost(h, port) {
-		return nil, refused("%q is jsdlq's own address", raw)
+		return nil, refused("%s is jsdlq's own address", u.Host)
 	}
 	if h.IsAddr() {
 		if !h.Canonical {
-			return nil, refused("%q writes the address %s in a form resolvers read differently; write it in dotted decimal", raw, h.Addr)
+			return nil, refused("%s writes the address %s in a form resolvers read differently; write it in dotted decimal", u.Hostname(), h.Addr)
 		}
 		if err := g.CheckIP(h.Addr); err != nil {
 			return nil, err
 		}
 	} else if !g.local && (localName(h.Name) || h.Name == "metadata.google.internal" || strings.HasSuffix(h.Name, ".internal")) {
-		return nil, refused("%q is a local or internal host", raw)
+		return nil, refused("%s is a local or internal host", u.Hostname())
 	}
 	return u, nil
 }
@@ -250,7 +253,7 @@ func (g *Guard) Check(ctx context.Context, raw string) (*url.URL, error) {
 	h, _ := ParseHost(u.Hostname())
 	port, _ := urlPort(u)
 	if own.hasHost(h, port) {
-		return nil, refused("%q is jsdlq's own address", raw)
+		return nil, refused("%s is jsdlq's own address", u.Host)
 	}
 	if h.IsAddr() || localName(h.Name) {
 		return u, nil
