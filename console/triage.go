@@ -76,6 +76,12 @@ func (s *Server) answerTriage(w http.ResponseWriter, r *http.Request) error {
 	if err := agentkit.CheckTriage(task); err != nil {
 		return badRequest("%s", trimPrefixes(err.Error()))
 	}
+	// The answer applies to the decision the task asked about, the status
+	// it names and the moment the entry entered it: without that moment a
+	// late answer could decide a newer question of the same entry.
+	if task.At.IsZero() {
+		return badRequest("the task's at is required: the answer applies to the decision the task asked about")
+	}
 	if _, err := event.ParseStoredTenant(task.Tenant); err != nil {
 		return badRequest("%s", event.Problem(err))
 	}

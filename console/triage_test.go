@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -57,11 +58,13 @@ func (e *env) token(t *testing.T, account, audience string) string {
 	return strings.TrimPrefix(testenv.MintToken(t, e.ct.Client, e.queue, account, audience), "Bearer ")
 }
 
-// triageTask is the triage task of the entry id of tenant in status.
+// triageTask is the triage task of the entry id of tenant in status, at
+// the moment the entry entered its status (now for an entry that does not
+// exist).
 func (e *env) triageTask(t *testing.T, tenant, id string, status store.Status) jevent.TriageTask {
 	t.Helper()
 	task := jevent.TriageTask{Schema: jevent.TriageSchema, NotificationID: "n-0123456789abcdef0123456789abcdef", EntryID: id, Tenant: tenant,
-		Agent: "ceo", Status: string(status), Answers: jevent.TriageAnswers(string(status)), Summary: "entry " + id}
+		Agent: "ceo", Status: string(status), Answers: jevent.TriageAnswers(string(status)), Summary: "entry " + id, At: time.Now().UTC()}
 	if en, err := e.st.GetMeta(testenv.Context(t), id); err == nil && len(en.History) > 0 {
 		task.At = en.History[len(en.History)-1].At
 	}
@@ -106,6 +109,7 @@ func TestTriageEndpoint(t *testing.T) {
 		{"not JSON", tok, "answer=replay", 400},
 		{"an unknown field", tok, strings.Replace(triageBody(t, replay1, fix), `"answer"`, `"actor":"someone","answer"`, 1), 400},
 		{"no task", tok, `{"answer":"replay"}`, 400},
+		{"no moment of the decision", tok, triageBody(t, func() jevent.TriageTask { c := replay1; c.At = time.Time{}; return c }(), fix), 400},
 		{"another schema", tok, strings.Replace(triageBody(t, replay1, fix), jevent.TriageSchema, "jsdlq.triage.v0", 1), 400},
 		{"an answer the task does not offer", tok, triageBody(t, replay1, agentkit.Approve(nil, nil)), 400},
 		{"a discard without a reason", tok, triageBody(t, replay1, agentkit.Discard(" ")), 400},
