@@ -61,6 +61,7 @@ func (s *Server) routeAPI(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/tenants/{tenant}/entries/{entry}", s.tenantRoute(s.apiGet))
 	mux.Handle("POST /api/v1/tenants/{tenant}/entries/{entry}", s.tenantRoute(s.apiAction))
 	s.routeWebhooks(mux)
+	s.routeTriage(mux)
 	mux.Handle("/api/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, &apiError{http.StatusNotFound, "not_found", "no such route"})
 	}))

@@ -17,6 +17,7 @@ import (
 	"github.com/jsdlq/jsdlq/internal/secrettest"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
+	"github.com/jsdlq/jsdlq/shared/auth"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/hooksecret"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -80,6 +81,17 @@ func TestTenantAPIMatchesOpenAPI(t *testing.T) {
 	down := httptest.NewServer(console.New(store.New(broken), e.op, nil).Handler())
 	t.Cleanup(down.Close)
 
+	// The triage endpoint: a console that serves it, one whose store
+	// fails, one that cannot fetch the keys its tokens are verified with.
+	e.seed(t, "acme", "TASKS.7", store.Escalated, `{"a":7}`)
+	tri, triDown := e.triageServer(t, nil).URL+agentkit.TriagePath, e.triageServer(t, store.New(broken)).URL+agentkit.TriagePath
+	triNoKeys := e.triageServer(t, nil, auth.WithJWKSURL("http://127.0.0.1:1/jwks")).URL + agentkit.TriagePath
+	tok := e.token(t, triageSA, triageAudience)
+	answer := func(tenant, id string, st store.Status, a agentkit.TriageAnswer) string {
+		return triageBody(t, e.triageTask(t, tenant, id, st), a)
+	}
+	replay7 := answer("acme", "TASKS.7", store.Escalated, agentkit.ReplayAnswer([]byte(`{"a":70}`), map[string]string{"X-Fix": "1"}))
+
 	api, other := e.srv.URL+"/api/v1/tenants/acme", e.srv.URL+"/api/v1/tenants/globex"
 	calls := []struct {
 		method, url, key, body string
@@ -131,6 +143,15 @@ func TestTenantAPIMatchesOpenAPI(t *testing.T) {
 		{"DELETE", api + "/webhooks/x%FF", acme, "", 400},
 		{"DELETE", api + "/webhooks/" + hook.ID, acme, "", 404},
 		{"DELETE", down.URL + "/api/v1/tenants/acme/webhooks/" + hook.ID, acme, "", 500},
+		{"POST", tri, tok, `{"answer":"replay"}`, 400},
+		{"POST", tri, "", replay7, 401},
+		{"POST", tri, tok, answer("acme", "TASKS.6", store.AwaitingApproval, agentkit.Approve(nil, nil)), 403},
+		{"POST", tri, tok, answer("acme", "TASKS.5", store.AwaitingApproval, agentkit.Approve(nil, nil)), 404},
+		{"POST", tri, tok, answer("acme", "TASKS.3", store.Escalated, agentkit.ReplayAnswer(nil, nil)), 409},
+		{"POST", tri, tok, answer("acme", "TASKS.4", store.Escalated, agentkit.ReplayAnswer(nil, nil)), 422},
+		{"POST", triDown, tok, replay7, 500},
+		{"POST", triNoKeys, tok, replay7, 503},
+		{"POST", tri, tok, replay7, 200},
 		// Paths the document does not have answer its Error as a 404.
 		{"GET", e.srv.URL + "/api/v1/tenants/acme/breakers", acme, "", 404},
 		{"POST", api + "/entries/TASKS.1:approve", acme, "", 404},

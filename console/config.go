@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jsdlq/jsdlq/shared/authority"
@@ -65,6 +66,14 @@ type Env struct {
 	// Cloud; elsewhere the default is the loopback addresses at Port
 	// (Hosts).
 	URLs []string
+	// Triage is who may call the triage endpoint (docs/console.md, "The
+	// triage endpoint"): the emails of the triage agents' identities
+	// (CONSOLE_TRIAGE_AGENTS; none: the endpoint is not served), the
+	// audience their ID tokens name (CONSOLE_TRIAGE_AUDIENCE, default the
+	// first of CONSOLE_URLS) and how tokens are verified
+	// (CONSOLE_TRIAGE_AUTH: oidc, Google's; emulator, the Cloud Tasks
+	// emulator's keys, local only).
+	Triage config.Auth
 }
 
 // Hosts are the URLs whose Host the console answers: URLs, else the
@@ -163,6 +172,20 @@ func LoadEnv(lookup config.Lookup) (Env, error) {
 		}
 	}
 	e.Secrets = config.ReadSecrets(r, common, e.API)
+	if agents := r.List("CONSOLE_TRIAGE_AGENTS"); len(agents) > 0 {
+		audience := ""
+		if len(e.URLs) > 0 {
+			audience = e.URLs[0]
+		}
+		e.Triage = config.Auth{Mode: r.OneOf("CONSOLE_TRIAGE_AUTH", config.AuthOIDC, config.AuthOIDC, config.AuthEmulator),
+			Audience: r.String("CONSOLE_TRIAGE_AUDIENCE", audience), AllowedEmails: agents}
+		config.CheckAuth(r, common, e.Triage, config.AuthVars{Mode: "CONSOLE_TRIAGE_AUTH", Audience: "CONSOLE_TRIAGE_AUDIENCE", Allowed: "CONSOLE_TRIAGE_AGENTS"})
+		for _, a := range agents {
+			at := strings.IndexByte(a, '@')
+			r.Check(at > 0 && at < len(a)-1 && strings.Count(a, "@") == 1, "CONSOLE_TRIAGE_AGENTS", "%q is not an email", a)
+		}
+		r.Check(e.API, "CONSOLE_TRIAGE_AGENTS", "the triage endpoint is part of the API: CONSOLE_SERVE must include api")
+	}
 	if e.UI {
 		switch e.Auth {
 		case AuthIAP:

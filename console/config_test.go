@@ -53,6 +53,17 @@ func TestLoadEnv(t *testing.T) {
 		{"a URL that is not one", with("CONSOLE_SERVE", "api", "CONSOLE_URLS", "https://c-1.r.run.app,ftp://x"), "CONSOLE_URLS", 0},
 		{"a URL with a query", with("CONSOLE_SERVE", "api", "CONSOLE_URLS", "https://c.example/?x=1"), "CONSOLE_URLS", 0},
 		{"a URL with a port of leading zeros", with("CONSOLE_SERVE", "api", "CONSOLE_URLS", "https://c.example:0443"), "CONSOLE_URLS", 0},
+		{"triage agents need an audience", with("CONSOLE_SERVE", "api", "CONSOLE_TRIAGE_AGENTS", "ceo@p.iam.gserviceaccount.com"), "CONSOLE_TRIAGE_AUDIENCE", 0},
+		{"triage agents are emails", with("CONSOLE_SERVE", "api", "CONSOLE_URLS", "https://api.example.com",
+			"CONSOLE_TRIAGE_AGENTS", "serviceAccount:ceo@p.iam.gserviceaccount.com,@x"), "CONSOLE_TRIAGE_AGENTS", 0},
+		{"triage tokens are verified, never waved through", with("CONSOLE_SERVE", "api", "CONSOLE_URLS", "https://api.example.com",
+			"CONSOLE_TRIAGE_AGENTS", "ceo@p.iam.gserviceaccount.com", "CONSOLE_TRIAGE_AUTH", "none"), "CONSOLE_TRIAGE_AUTH", 0},
+		{"emulator triage tokens refused on Cloud Run", with("CONSOLE_SERVE", "api", "K_SERVICE", "console-api", "CONSOLE_URLS", "https://api.example.com",
+			"CONSOLE_TRIAGE_AGENTS", "ceo@p.iam.gserviceaccount.com", "CONSOLE_TRIAGE_AUTH", "emulator", "CLOUD_TASKS_EMULATOR_HOST", "127.0.0.1:8123"), "CONSOLE_TRIAGE_AUTH", 0},
+		{"the triage endpoint is the api's", with("CONSOLE_SERVE", "ui", "CONSOLE_IAP_AUDIENCE", "a", "CONSOLE_VIEWERS", "domain:example.com",
+			"CONSOLE_URLS", "https://ui.example.com", "CONSOLE_TRIAGE_AGENTS", "ceo@p.iam.gserviceaccount.com"), "CONSOLE_SERVE", 0},
+		{"triage agents on the api", with("CONSOLE_SERVE", "api", "CONSOLE_URLS", "https://api.example.com",
+			"CONSOLE_TRIAGE_AGENTS", "ceo@p.iam.gserviceaccount.com"), "", console.DefaultPort},
 	}
 	for _, tc := range tests {
 		got, err := console.LoadEnv(config.MapLookup(tc.env))
@@ -90,6 +101,29 @@ func TestLoadEnvRoles(t *testing.T) {
 	maps.Copy(local, base)
 	if got, err := console.LoadEnv(config.MapLookup(local)); err != nil || got.Role != authority.Viewer {
 		t.Errorf("LoadEnv(local viewer) = role %q, %v, want viewer", got.Role, err)
+	}
+}
+
+// The triage endpoint's callers: the agents' emails, the audience (the
+// API's first URL unless set) and Google's tokens unless the emulator's
+// are asked for.
+func TestLoadEnvTriage(t *testing.T) {
+	env := map[string]string{"GOOGLE_CLOUD_PROJECT": "p", "TASKS_QUEUE": "projects/p/locations/l/queues/q",
+		"REPLAY_URL": "http://127.0.0.1:8080/Replay", "TASKS_SERVICE_ACCOUNT": "t@p.iam.gserviceaccount.com",
+		"SECRETS_KMS_KEY": "projects/p/locations/l/keyRings/r/cryptoKeys/k", "CONSOLE_SERVE": "api",
+		"CONSOLE_URLS": "https://api.example.com,https://other.example.com", "CONSOLE_TRIAGE_AGENTS": "ceo@p.iam.gserviceaccount.com, cfo@p.iam.gserviceaccount.com"}
+	got, err := console.LoadEnv(config.MapLookup(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Auth{Mode: config.AuthOIDC, Audience: "https://api.example.com",
+		AllowedEmails: []string{"ceo@p.iam.gserviceaccount.com", "cfo@p.iam.gserviceaccount.com"}}
+	if diff := cmp.Diff(want, got.Triage); diff != "" {
+		t.Errorf("LoadEnv triage (-want +got):\n%s", diff)
+	}
+	delete(env, "CONSOLE_TRIAGE_AGENTS")
+	if got, err := console.LoadEnv(config.MapLookup(env)); err != nil || len(got.Triage.AllowedEmails) != 0 {
+		t.Errorf("LoadEnv(no triage agents) = %+v, %v; want no triage endpoint", got.Triage, err)
 	}
 }
 

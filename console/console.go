@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/hooksecret"
 	"github.com/jsdlq/jsdlq/shared/operator"
@@ -58,6 +59,9 @@ type Server struct {
 	secure  bool
 	now     func() time.Time
 	bulk    bulkRunner
+	// triageAuth and triage serve the triage endpoint (triage.go).
+	triageAuth TriageAuth
+	triage     agentkit.Answerer
 }
 
 // Option configures New.

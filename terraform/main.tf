@@ -397,6 +397,7 @@ module "console" {
   operators          = var.console_operators
   approvers          = var.console_approvers
   tenant_api_enabled = var.console_tenant_api_enabled
+  triage_agents      = var.console_triage_agents
   max_instances      = var.console_max_instances
   queue_name         = module.tasks.queue_name
   queue_location     = var.region

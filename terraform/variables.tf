@@ -240,6 +240,17 @@ variable "console_operators" {
   }
 }
 
+variable "console_triage_agents" {
+  type        = set(string)
+  description = "Emails of the triage agents' identities (service accounts) that answer triage tasks through the tenant API's triage endpoint (POST /api/v1/triage/answers, with a Google ID token for the API's URL; docs/console.md). Agents that run next to the store answer in-process instead. Empty: the endpoint is not served. Needs console_tenant_api_enabled."
+  default     = []
+
+  validation {
+    condition     = alltrue([for e in var.console_triage_agents : can(regex("^[^\\s,\"\\\\@:]+@[^\\s,\"\\\\@]+\\.[^\\s,\"\\\\@]+$", e))])
+    error_message = "console_triage_agents must be bare emails (ceo-agent@PROJECT.iam.gserviceaccount.com), not principals."
+  }
+}
+
 variable "console_approvers" {
   type        = set(string)
   description = "Console approvers: everything operators do, and approve the entries of every rule, among them those the policy keeps for approvers. user:, group:, domain: or serviceAccount: principals."

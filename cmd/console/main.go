@@ -8,7 +8,8 @@
 // its role from CONSOLE_VIEWERS, CONSOLE_OPERATORS and CONSOLE_APPROVERS
 // (group principals through the Cloud Identity Groups API); locally
 // CONSOLE_AUTH=local names the operator (CONSOLE_OPERATOR) and its role
-// (CONSOLE_ROLE), with the emulators only.
+// (CONSOLE_ROLE), with the emulators only. With CONSOLE_TRIAGE_AGENTS the API
+// also serves the triage endpoint to those identities.
 package main
 
 import (
@@ -22,6 +23,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/jsdlq/jsdlq/console"
+	"github.com/jsdlq/jsdlq/shared/auth"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/secretbox"
@@ -70,19 +72,19 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 	defer sched.Close()
 	op := operator.New(st, sched, operator.WithRunner(sched))
 
-	var auth console.Authenticator
+	var operators console.Authenticator
 	switch {
 	case !cfg.UI:
 		// The tenant API authenticates tenant keys, never operators.
 	case cfg.Auth == console.AuthLocal:
-		auth = console.LocalActor{Name: cfg.Operator, Role: cfg.Role}
+		operators = console.LocalActor{Name: cfg.Operator, Role: cfg.Role}
 		log.Warn("local mode: every request acts as the configured operator", "operator", cfg.Operator, "role", string(cfg.Role))
 	default:
 		roles, err := console.NewRoles(cfg.Principals, console.RoleOptions{Groups: console.NewCloudIdentityGroups(0), Log: log})
 		if err != nil {
 			return err
 		}
-		auth = console.NewRoleAuth(console.NewIAPAuth(cfg.IAPAudience, console.NewJWKSKeys(console.IAPKeysURL, nil), nil), roles)
+		operators = console.NewRoleAuth(console.NewIAPAuth(cfg.IAPAudience, console.NewJWKSKeys(console.IAPKeysURL, nil), nil), roles)
 	}
 	opts := []console.Option{console.WithLogger(log), console.WithTaskState(sched), console.WithServe(cfg.UI, cfg.API),
 		console.WithSecureCookies(cfg.OnGoogleCloud),
@@ -95,7 +97,15 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 		defer box.Close()
 		opts = append(opts, console.WithSecrets(box))
 	}
-	srv := console.New(st, op, auth, opts...)
+	if len(cfg.Triage.AllowedEmails) > 0 {
+		// Triage agents that do not run next to the store answer here.
+		ta, err := auth.New(cfg.Triage, cfg.CloudTasksEmulatorHost, auth.WithLogger(log))
+		if err != nil {
+			return err
+		}
+		opts = append(opts, console.WithTriage(ta, op.TriageAnswerer()))
+	}
+	srv := console.New(st, op, operators, opts...)
 
 	hs, err := obs.Listen(*host, cfg.Port, srv.Handler(), obs.Limits{Request: cfg.RequestTimeout})
 	if err != nil {

@@ -25,6 +25,7 @@ const (
 	HeaderFailProb      = "X-Demo-Fail-Probability" // 0..1, default 1
 	HeaderFailCode      = "X-Demo-Fail-Code"        // overrides the mode's reason code
 	HeaderContextTokens = "X-Demo-Context-Tokens"   // context the task needs (context_window_overflow)
+	HeaderWorkTime      = "X-Demo-Work-Time"        // how long the fake work takes (a Go duration), instead of --work-time
 )
 
 // Failure modes. A replay that carries the strategy's modification headers
@@ -90,6 +91,9 @@ const (
 	Failed     Outcome = "failed_nak"
 	Terminated Outcome = "terminated"
 	Busy       Outcome = "in_progress_elsewhere"
+	// Lost: the task's claim was lost mid-work; the message is left
+	// unsettled for the server to redeliver (agentkit.ErrClaimLost).
+	Lost Outcome = "claim_lost"
 )
 
 func header(m jetstream.Msg, name string) string { return event.Header(m.Headers(), name) }
@@ -198,15 +202,28 @@ func (a *Agent) task(m jetstream.Msg) agentkit.Task {
 	return t
 }
 
+// workTime is how long m's fake work takes: its X-Demo-Work-Time, else
+// the agent's.
+func (a *Agent) workTime(m jetstream.Msg) time.Duration {
+	if d, err := time.ParseDuration(header(m, HeaderWorkTime)); err == nil && d > 0 {
+		return d
+	}
+	return a.WorkTime
+}
+
+// complete does m's work and settles it. The work is kept alive (agentkit
+// sends in-progress acks and renews Once's claim), so a task longer than
+// the consumer's AckWait is neither redelivered mid-work nor run twice.
 func (a *Agent) complete(ctx context.Context, m jetstream.Msg) (Outcome, error) {
 	skip := SkippedSteps(m)
+	perStep := a.workTime(m) / time.Duration(len(Steps))
 	work := func(ctx context.Context) error {
 		for _, step := range Steps {
 			if slices.Contains(skip, step) {
 				continue // done by the attempt that failed
 			}
 			select {
-			case <-time.After(a.WorkTime / time.Duration(len(Steps))):
+			case <-time.After(perStep):
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -214,13 +231,15 @@ func (a *Agent) complete(ctx context.Context, m jetstream.Msg) (Outcome, error) 
 		return nil
 	}
 	if !a.Idempotent {
-		if err := work(ctx); err != nil {
+		if err := a.Kit.KeepAlive(ctx, m, work); err != nil {
 			return Failed, errors.Join(err, m.Nak())
 		}
 		return Done, m.Ack()
 	}
 	ran, err := a.Kit.Once(ctx, a.task(m), work)
 	switch {
+	case errors.Is(err, agentkit.ErrClaimLost):
+		return Lost, nil // neither ack nor NAK: the server redelivers it (ErrClaimLost says why)
 	case errors.Is(err, agentkit.ErrInProgress):
 		return Busy, m.NakWithDelay(5 * time.Second)
 	case err != nil:

@@ -5,7 +5,8 @@
 // context_window_overflow, hallucination_loop, token_budget_exceeded,
 // permanent, poison, governance, partial_write, bare_term, silent),
 // X-Demo-Fail-Probability makes it random, X-Demo-Fail-Code overrides the
-// reason code. A replay that carries the strategy's headers
+// reason code, X-Demo-Work-Time sets how long the work takes (agentkit
+// keeps a task longer than the consumer's AckWait alive). A replay that carries the strategy's headers
 // (Jsdlq-Max-Context-Tokens, Jsdlq-Target-Model, Jsdlq-Instruction,
 // Jsdlq-Max-Output-Tokens) succeeds where the original failed, and transient
 // failures pass on any replay. A replay skips the steps its failed attempt
@@ -88,7 +89,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.failMode, "fail", "none", "failure mode for tasks without X-Demo-Fail: "+strings.Join(modes, ", "))
 	fs.Float64Var(&o.failProb, "fail-probability", 1, "probability a task fails in its mode when it has no X-Demo-Fail-Probability")
 	fs.IntVar(&o.contextWindow, "context-window", 8000, "the model's context window in tokens")
-	fs.DurationVar(&o.workTime, "work-time", 50*time.Millisecond, "duration of the fake work")
+	fs.DurationVar(&o.workTime, "work-time", 50*time.Millisecond, "duration of the fake work of a task without X-Demo-Work-Time")
 	fs.Uint64Var(&o.seed, "seed", 0, "random seed (0: time-based)")
 	fs.StringVar(&o.recordStream, "record-stream", env("RECORD_STREAM", agentkit.DefaultRecordStream), "DLQ record stream (RECORD_STREAM)")
 	fs.StringVar(&o.failureBucket, "failure-bucket", env("FAILURE_BUCKET", agentkit.DefaultFailureBucket), "failure bucket (FAILURE_BUCKET)")
@@ -187,8 +188,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	var kitFirestore *firestore.Client
 	kitOpts := []agentkit.Option{agentkit.WithAgent(o.name), agentkit.WithLogger(log),
-		agentkit.WithRecordStream(o.recordStream), agentkit.WithFailureBucket(o.failureBucket),
-		agentkit.WithLease(o.ackWait)}
+		agentkit.WithRecordStream(o.recordStream), agentkit.WithFailureBucket(o.failureBucket)}
 	if o.idempotent {
 		fs, err := firestore.NewClient(ctx, o.project)
 		if err != nil {

@@ -73,6 +73,42 @@ func TestPlanFollowsTheFieldMix(t *testing.T) {
 	}
 }
 
+// TestPlanHasLongTasks: each phase gives every agent, the TypeScript one
+// included, one healthy task that works longer than its ack deadline, and
+// the summary fails a run in which one was redelivered mid-work.
+func TestPlanHasLongTasks(t *testing.T) {
+	tasks, _ := plan("r1", 300, 0.25, 42)
+	long := map[string]int{}
+	for _, tk := range tasks {
+		if tk.WorkTime == 0 {
+			continue
+		}
+		long[tk.Agent]++
+		if tk.Mode != "" || tk.Class != "" || tk.WorkTime < 3*ackDeadline {
+			t.Errorf("long task %+v: want a healthy task outside the learnable classes working at least 3× %s", tk, ackDeadline)
+		}
+		if _, h := tk.message(); event.Header(h, "X-Demo-Work-Time") != longWork.String() {
+			t.Errorf("long task %s headers %v, want X-Demo-Work-Time %s", tk.ID, h, longWork)
+		}
+	}
+	for _, agent := range fleet {
+		if long[agent] != 1 {
+			t.Errorf("agent %s has %d long tasks, want 1", agent, long[agent])
+		}
+	}
+	for _, tk := range tasks {
+		if tk.WorkTime > 0 {
+			var s summary
+			s.countLong(tasks, map[string]bool{tk.ID: true})
+			if s.LongTasks != len(fleet) || s.LongRedelivered != 1 || s.ok() {
+				t.Errorf("countLong(%s redelivered mid-work) = %d long, %d redelivered, ok %v; want %d, 1, not ok",
+					tk.ID, s.LongTasks, s.LongRedelivered, s.ok(), len(fleet))
+			}
+			break
+		}
+	}
+}
+
 // TestDemoPolicy: the demo policy is valid, short, and treats the agent's
 // silent failures as transient with the transient budget.
 func TestDemoPolicy(t *testing.T) {

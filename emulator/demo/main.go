@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -256,12 +257,13 @@ func (d *demo) execute(ctx context.Context) (*summary, error) {
 	if s.Completions, err = d.st.CountCompletions(context.WithoutCancel(ctx), d.start, time.Now().Add(time.Minute)); err != nil {
 		return nil, err
 	}
-	done, skipped, wasted, err := d.executions()
+	done, skipped, wasted, redelivered, err := d.executions()
 	if err != nil {
 		return nil, err
 	}
 	s.countExecutions(done)
 	s.countSkipped(skipped)
+	s.countLong(append(slices.Clone(phases[0].Tasks), phases[1].Tasks...), redelivered)
 	pf := comparePhases(phases[0], phases[1], entries, wasted)
 	pf.ModelVersion, pf.ModelRows, pf.ActedRow = learnt.ModelVersion, learnt.ModelRows, learnt.ActedRow
 	s.Predictions = &pf
@@ -334,8 +336,11 @@ func (d *demo) startAgents(ctx context.Context) error {
 	for i, name := range fleet {
 		logFile := d.agentLog(name)
 		_ = os.Remove(logFile)
+		// AckWait is BackOff's first entry, as the server sets it: a first
+		// delivery is redelivered after 1 s without an ack (ackDeadline),
+		// so the long tasks (longWork) need agentkit's keep-alive.
 		args := []string{"--name", name, "--stream", workStream, "--create-stream=false", "--max-deliver", "3", "--backoff", "1s,2s",
-			"--ack-wait", "20s", "--work-time", "20ms", "--seed", strconv.FormatUint(d.o.seed+uint64(i)+1, 10)}
+			"--ack-wait", ackDeadline.String(), "--work-time", "20ms", "--seed", strconv.FormatUint(d.o.seed+uint64(i)+1, 10)}
 		if name == event.DefaultTriageAgent {
 			args = append(args, "--triage") // it answers the triage tasks
 		}
@@ -359,8 +364,8 @@ func (d *demo) startAgents(ctx context.Context) error {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	d.logf("fleet of %d agents ready (emulator/agent: MaxDeliver 3, BackOff 1s/2s, MaxAckPending 1; %s answers the triage tasks; %s runs on the TypeScript agentkit; logs .local/log/demo-agent-*.log)",
-		len(fleet), event.DefaultTriageAgent, typescriptAgent)
+	d.logf("fleet of %d agents ready (emulator/agent: MaxDeliver 3, BackOff 1s/2s (AckWait %s), MaxAckPending 1; one task per agent and phase works %s, kept alive by agentkit; %s answers the triage tasks; %s runs on the TypeScript agentkit; logs .local/log/demo-agent-*.log)",
+		len(fleet), ackDeadline, longWork, event.DefaultTriageAgent, typescriptAgent)
 	return nil
 }
 
@@ -586,13 +591,15 @@ func (d *demo) reconcile(ctx context.Context, final bool) (*audit.Report, error)
 // (emulator/agent logs outcome "done" when agentkit.Once ran it), the
 // steps each run skipped because its replay said the failed attempt had
 // done them (Jsdlq-Completed-Steps), and the deliveries that did not
-// complete the work (a NAK after a failure, a terminate).
-func (d *demo) executions() (done, skipped, wasted map[string]int, err error) {
-	done, skipped, wasted = map[string]int{}, map[string]int{}, map[string]int{}
+// complete the work (a NAK after a failure, a terminate); redelivered are
+// the tasks a delivery after the first settled, or that met their own
+// claim in progress or lost it.
+func (d *demo) executions() (done, skipped, wasted map[string]int, redelivered map[string]bool, err error) {
+	done, skipped, wasted, redelivered = map[string]int{}, map[string]int{}, map[string]int{}, map[string]bool{}
 	for _, name := range fleet {
 		f, err := os.Open(d.agentLog(name))
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -602,6 +609,7 @@ func (d *demo) executions() (done, skipped, wasted map[string]int, err error) {
 				Outcome      string `json:"outcome"`
 				TaskID       string `json:"task_id"`
 				StepsSkipped int    `json:"steps_skipped"`
+				Delivery     int    `json:"delivery"`
 			}
 			if json.Unmarshal(sc.Bytes(), &l) != nil || l.Message != "task settled" || !strings.HasPrefix(l.TaskID, "demo-"+d.run+"-") {
 				continue
@@ -613,13 +621,16 @@ func (d *demo) executions() (done, skipped, wasted map[string]int, err error) {
 			case "failed_nak", "terminated":
 				wasted[l.TaskID]++
 			}
+			if l.Delivery > 1 || l.Outcome == "in_progress_elsewhere" || l.Outcome == "claim_lost" {
+				redelivered[l.TaskID] = true
+			}
 		}
 		f.Close()
 		if err := sc.Err(); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
-	return done, skipped, wasted, nil
+	return done, skipped, wasted, redelivered, nil
 }
 
 func (d *demo) printExplore() {

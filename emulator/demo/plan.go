@@ -8,8 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/nats-io/nats.go"
+	"time"
 
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
@@ -71,6 +70,16 @@ const (
 	bytesPerToken = 3
 )
 
+// The long tasks: one healthy task per agent whose work takes longWork,
+// four times the agents' ack deadline of a first delivery (ackDeadline: the
+// consumers' BackOff begins with 1 s, which the server waits instead of
+// AckWait). agentkit keeps them alive; without it each would be redelivered
+// mid-work and, once its claim lapsed, run twice.
+const (
+	ackDeadline = time.Second
+	longWork    = 4 * ackDeadline
+)
+
 // learnableShare is the share of the tasks in each learnable class, and
 // minLearnable its least size: enough for the demo policy's min_support.
 const (
@@ -94,6 +103,9 @@ type task struct {
 	// the context its payload carries.
 	Class        string
 	ContextBytes int
+	// WorkTime is how long its work takes when it is longer than the
+	// agents' default (X-Demo-Work-Time): a long task.
+	WorkTime time.Duration
 }
 
 func (t task) Subject() string { return "agents." + t.Agent + ".tasks." + t.Type }
@@ -105,7 +117,6 @@ func (t task) message() (payload []byte, headers map[string][]string) {
 		"X-Idempotency-Key": {t.ID + "-v1"},
 		"X-Tenant-ID":       {t.Tenant},
 		"X-Task-Type":       {t.Type},
-		nats.MsgIdHdr:       {t.ID},
 	}
 	if t.Mode != "" {
 		h["X-Demo-Fail"] = []string{t.Mode}
@@ -115,6 +126,9 @@ func (t task) message() (payload []byte, headers map[string][]string) {
 	}
 	if t.ContextTokens > 0 {
 		h["X-Demo-Context-Tokens"] = []string{strconv.Itoa(t.ContextTokens)}
+	}
+	if t.WorkTime > 0 {
+		h["X-Demo-Work-Time"] = []string{t.WorkTime.String()}
 	}
 	body := map[string]any{"task": t.ID, "type": t.Type, "tenant": t.Tenant, "prompt": "Do the " + t.Type + " task " + t.ID}
 	if t.ContextBytes > 0 {
@@ -257,6 +271,13 @@ func plan(run string, total int, deadRate float64, seed uint64) ([]task, mix) {
 		// others take the agent's other types.
 		types := slices.DeleteFunc(slices.Clone(capabilities[t.Agent]), func(tt string) bool { return t.Agent == loopAgent && tt == loopType })
 		t.Type = types[rng.IntN(len(types))]
+	}
+	long := map[string]bool{}
+	for i := range tasks {
+		t := &tasks[i]
+		if t.Mode == "" && t.Class == "" && !(t.Agent == overflowAgent && t.Type == overflowType) && !long[t.Agent] {
+			t.WorkTime, long[t.Agent] = longWork, true
+		}
 	}
 	return tasks, m
 }

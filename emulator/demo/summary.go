@@ -63,6 +63,10 @@ type summary struct {
 	NotificationsCaughtUp int
 	// Predictions compare the learnable classes across the two phases.
 	Predictions *predictionFigures
+	// LongTasks are the tasks whose work outlasts their ack deadline;
+	// LongRedelivered those the server redelivered while an agent worked
+	// on them (agentkit's keep-alive failed them).
+	LongTasks, LongRedelivered int
 }
 
 // triageDecision is the triage agent's answer in e's history, if any.
@@ -188,10 +192,23 @@ func (s *summary) countExecutions(done map[string]int) {
 	}
 }
 
-// ok is the demo's verdict: nothing executed twice, nothing lost, and the
-// predictions halved the learnable classes' dead tasks.
+// countLong counts the long tasks of tasks and those redelivered mid-work.
+func (s *summary) countLong(tasks []task, redelivered map[string]bool) {
+	for _, t := range tasks {
+		if t.WorkTime > 0 {
+			s.LongTasks++
+			if redelivered[t.ID] {
+				s.LongRedelivered++
+			}
+		}
+	}
+}
+
+// ok is the demo's verdict: nothing executed twice, no long task
+// redelivered mid-work, nothing lost, and the predictions halved the
+// learnable classes' dead tasks.
 func (s summary) ok() bool {
-	return s.DuplicatesExecuted == 0 && len(s.Lost) == 0 && len(s.Uncaptured) == 0 && s.Captured == s.EntryCount && s.Unsettled == 0 &&
+	return s.DuplicatesExecuted == 0 && s.LongRedelivered == 0 && len(s.Lost) == 0 && len(s.Uncaptured) == 0 && s.Captured == s.EntryCount && s.Unsettled == 0 &&
 		(s.Predictions == nil || s.Predictions.ok())
 }
 
@@ -262,6 +279,8 @@ func (s summary) print(w io.Writer) {
 
 	fmt.Fprintln(w, "exactly once, nothing lost")
 	fmt.Fprintf(w, "  duplicates executed (work run twice for one idempotency key, from the agents' logs): %d\n", s.DuplicatesExecuted)
+	fmt.Fprintf(w, "  tasks working %s, %d× their ack deadline (kept alive by agentkit): %d; redelivered mid-work: %d\n",
+		longWork, longWork/ackDeadline, s.LongTasks, s.LongRedelivered)
 	fmt.Fprintf(w, "  dead tasks found already completed at replay (reconcile's duplicates): %d\n", s.PipelineDuplicates)
 	fmt.Fprintf(w, "  dead messages captured (advisories + DLQ records, distinct ids): %d; failure-log entries: %d; lost: %d\n",
 		s.Captured, s.EntryCount, len(s.Lost))

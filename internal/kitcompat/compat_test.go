@@ -4,9 +4,10 @@
 // (shared/agentkit) and the TypeScript kit (clients/typescript, driven by
 // its tools/compat.ts) write byte for byte the same DLQ records, failure
 // bucket values and idempotency documents (under the same tenant-scoped
-// ids), which conform to the JSON Schemas of docs/, decide alike which
-// tasks run (two tenants' tasks with one key, records of older kits), and
-// classify turns them into the same entries.
+// ids), claims and claim renewals (the keep-alive's lease arithmetic), which
+// conform to the JSON Schemas of docs/, decide alike which tasks run (two
+// tenants' tasks with one key, records of older kits), and classify turns
+// them into the same entries.
 package kitcompat
 
 import (
@@ -48,7 +49,10 @@ import (
 // step is what the agent does with one delivery (tools/compat.ts reads the
 // same JSON).
 type step struct {
-	Do      string         `json:"do"` // terminate, fail, once (the delivery's task), preflight
+	// Do is terminate, fail, once (the delivery's task), keepalive (once,
+	// with a keep-alive interval of keepAliveInterval, working until its
+	// claim was renewed) or preflight.
+	Do      string         `json:"do"`
 	Failure *event.Failure `json:"failure,omitempty"`
 	Prompt  string         `json:"prompt,omitempty"`
 	Window  int            `json:"window,omitempty"`
@@ -100,7 +104,19 @@ var inputs = []task{
 	{headers: map[string][]string{"X-Tenant-ID": {"gamma"}, "X-Idempotency-Key": {"older-before"}}, data: []byte("once, older record before"), step: step{Do: "once"}},
 	{headers: map[string][]string{"X-Tenant-ID": {"gamma"}, "X-Task-ID": {"t8"}}, data: []byte("big prompt"),
 		step: step{Do: "preflight", Prompt: strings.Repeat("tokn", 9000) + "日本語", Window: 8000}},
+	{headers: map[string][]string{"X-Tenant-ID": {"acme"}, "X-Idempotency-Key": {"long-1"}}, data: []byte("kept alive"), step: step{Do: "keepalive"}},
 }
+
+// keepAliveInterval is the keep-alive interval of the keepalive step; the
+// other once steps take theirs from the consumer (half its first BackOff
+// entry, which the server waits instead of AckWait).
+const keepAliveInterval = 100 * time.Millisecond
+
+// snapshotCollection is where a once step's fn copies the task's claim as
+// it finds it when it starts ("<doc id>-claimed") and, in the keepalive
+// step, once it has been renewed ("<doc id>-renewed"): the claims and the
+// renewal are compared like the final records.
+const snapshotCollection = "kitcompat-snapshots"
 
 // record is a message of the record stream as stored.
 type record struct {
@@ -114,6 +130,7 @@ type capture struct {
 	Records  []record
 	Failures map[string][]byte            // failure bucket key → value
 	Docs     map[string]map[string]string // task-idempotency doc id → field → "<type> <value>"
+	Claims   map[string]map[string]string // the claims and renewals once's fn saw (snapshotCollection)
 	Entries  map[string]*store.Entry      // classify's entries of the records and failures
 	Errors   []string                     // the kit's errors, per step ("" none)
 	Ran      []string                     // per once step: ran, skipped or error ("" other steps)
@@ -132,7 +149,7 @@ type olderRecord struct {
 var olderRecords = []olderRecord{{11, "older/after", time.Second}, {12, "older-before", -time.Second}}
 
 // wantRan is what once must do with each step, in both kits.
-var wantRan = []string{"", "", "", "", "", "ran", "ran", "skipped", "ran", "ran", "error", "skipped", "ran", ""}
+var wantRan = []string{"", "", "", "", "", "ran", "ran", "skipped", "ran", "ran", "error", "skipped", "ran", "", "ran"}
 
 func TestKitsWriteTheSameBytes(t *testing.T) {
 	t.Parallel()
@@ -208,10 +225,11 @@ func TestKitsWriteTheSameBytes(t *testing.T) {
 		t.Fatal("a kit's run failed")
 	}
 	// The run is not vacuous: every step left its trace.
-	if len(goCap.Records) != 4 || len(goCap.Failures) != 2 || len(goCap.Docs) != 5 || len(goCap.Entries) != 6 {
-		t.Fatalf("Go kit wrote %d records, %d failures, %d documents, %d entries; want 4, 2, 5, 6",
-			len(goCap.Records), len(goCap.Failures), len(goCap.Docs), len(goCap.Entries))
+	if len(goCap.Records) != 4 || len(goCap.Failures) != 2 || len(goCap.Docs) != 6 || len(goCap.Claims) != 7 || len(goCap.Entries) != 6 {
+		t.Fatalf("Go kit wrote %d records, %d failures, %d documents, %d claims and renewals, %d entries; want 4, 2, 6, 7, 6",
+			len(goCap.Records), len(goCap.Failures), len(goCap.Docs), len(goCap.Claims), len(goCap.Entries))
 	}
+	checkLeases(t, goCap)
 	if d := differences(goCap, tsCap); len(d) > 0 {
 		t.Errorf("the TypeScript kit differs from the Go kit:\n%s", strings.Join(d, "\n"))
 	}
@@ -232,11 +250,14 @@ func reset(t *testing.T, js jetstream.JetStream) {
 	}
 	// A long backoff: a NAKed task does not come back during the run.
 	if _, err := js.CreateOrUpdateConsumer(ctx, event.DefaultWorkStream, jetstream.ConsumerConfig{Durable: "backend",
-		AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 5, AckWait: time.Minute,
-		BackOff: []time.Duration{10 * time.Minute, 20 * time.Minute}}); err != nil {
+		AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 5, AckWait: time.Minute, BackOff: consumerBackOff}); err != nil {
 		t.Fatal(err)
 	}
 }
+
+// consumerBackOff is the consumer's BackOff: its first entry is also every
+// first delivery's ack deadline.
+var consumerBackOff = []time.Duration{10 * time.Minute, 20 * time.Minute}
 
 func steps() []step {
 	out := make([]step, len(inputs))
@@ -251,7 +272,9 @@ func steps() []step {
 func runGo(t *testing.T, js jetstream.JetStream, fs *firestore.Client) (errs, ran []string) {
 	t.Helper()
 	ctx := testenv.Context(t)
-	kit := agentkit.New(js, agentkit.WithAgent("backend"), agentkit.WithFirestore(fs), agentkit.WithClock(func() time.Time { return clock }))
+	opts := []agentkit.Option{agentkit.WithAgent("backend"), agentkit.WithFirestore(fs), agentkit.WithClock(func() time.Time { return clock })}
+	kit := agentkit.New(js, opts...)
+	kept := agentkit.New(js, append(opts, agentkit.WithKeepAlive(keepAliveInterval))...)
 	cons, err := js.Consumer(ctx, event.DefaultWorkStream, "backend")
 	if err != nil {
 		t.Fatal(err)
@@ -267,9 +290,13 @@ func runGo(t *testing.T, js jetstream.JetStream, fs *firestore.Client) (errs, ra
 			err = kit.Terminate(ctx, m, *s.Failure)
 		case "fail":
 			err = kit.Fail(ctx, m, *s.Failure)
-		case "once":
+		case "once", "keepalive":
+			k, task := kit, agentkit.TaskOf(m)
+			if s.Do == "keepalive" {
+				k = kept
+			}
 			var did bool
-			if did, err = kit.Once(ctx, agentkit.TaskOf(m), func(context.Context) error { return nil }); err == nil {
+			if did, err = k.Once(ctx, task, func(context.Context) error { return snapshot(ctx, fs, task.DocID(), s.Do == "keepalive") }); err == nil {
 				err = m.Ack()
 			}
 			outcome = onceOutcome(did, err)
@@ -284,6 +311,93 @@ func runGo(t *testing.T, js jetstream.JetStream, fs *firestore.Client) (errs, ra
 		errs, ran = append(errs, errString(err)), append(ran, outcome)
 	}
 	return errs, ran
+}
+
+// snapshot is once's fn in both kits: it copies the task's claim to
+// snapshotCollection as it finds it and, when renewed is set, waits until
+// the claim has been renewed and copies it again (tools/compat.ts does the
+// same).
+func snapshot(ctx context.Context, fs *firestore.Client, id string, renewed bool) error {
+	doc := fs.Collection(agentkit.DefaultIdempotencyCollection).Doc(id)
+	snaps := fs.Collection(snapshotCollection)
+	claim, err := doc.Get(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := snaps.Doc(id+"-claimed").Set(ctx, claim.Data()); err != nil {
+		return err
+	}
+	for renewed {
+		cur, err := doc.Get(ctx)
+		if err != nil {
+			return err
+		}
+		if _, ok := cur.Data()["renewed_at"]; ok {
+			_, err := snaps.Doc(id+"-renewed").Set(ctx, cur.Data())
+			return err
+		}
+		select {
+		case <-time.After(keepAliveInterval / 4):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// checkLeases checks the lease arithmetic the kits agree on: a claim's
+// lease is three keep-alive intervals, the interval half the delivery's
+// ack deadline (the consumer's first BackOff entry) or the configured one,
+// and a renewal moves the lease and the expiry on from the renewal.
+func checkLeases(t *testing.T, c *capture) {
+	t.Helper()
+	at := func(v string) time.Time {
+		ts, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(v, "timestamp "))
+		if err != nil {
+			t.Fatalf("%q is not a timestamp", v)
+		}
+		return ts
+	}
+	long := agentkit.IdempotencyDocID("acme", "long-1")
+	for id, d := range c.Claims {
+		interval := consumerBackOff[0] / 2
+		if strings.HasPrefix(id, long) {
+			interval = keepAliveInterval
+		}
+		from := at(d["claimed_at"])
+		if strings.HasSuffix(id, "-renewed") {
+			from = at(d["renewed_at"])
+		}
+		if got, want := at(d["lease_until"]).Sub(from), agentkit.LeaseIntervals*interval; got != want {
+			t.Errorf("%s: lease %v, want %d intervals of %v", id, got, agentkit.LeaseIntervals, interval)
+		}
+		if got := at(d["expire_at"]).Sub(from); got != agentkit.DefaultIdempotencyTTL {
+			t.Errorf("%s: expires %v after the claim or renewal, want %v", id, got, agentkit.DefaultIdempotencyTTL)
+		}
+	}
+}
+
+// runCompat runs node tools/compat.ts with run as its input and decodes
+// what it prints into out.
+func runCompat(t *testing.T, dir string, run, out any) {
+	t.Helper()
+	in, err := json.Marshal(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(testenv.Context(t), "node", filepath.Join(dir, tsagent.CompatScript))
+	cmd.Env = append(os.Environ(), "FIRESTORE_EMULATOR_HOST="+testenv.FirestoreHost(t))
+	cmd.Stdin = bytes.NewReader(in)
+	cmd.WaitDelay = 10 * time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node %s: %v\n%s", tsagent.CompatScript, err, stderr.Bytes())
+	}
+	if err := json.Unmarshal(stdout, out); err != nil {
+		t.Fatalf("compat output %q: %v", stdout, err)
+	}
 }
 
 func onceOutcome(ran bool, err error) string {
@@ -306,32 +420,18 @@ func errString(err error) string {
 // runTS does the steps with the TypeScript kit (node tools/compat.ts).
 func runTS(t *testing.T, dir, natsURL, project string) (errs, ran []string) {
 	t.Helper()
-	in, err := json.Marshal(map[string]any{"nats_url": natsURL, "project": project, "stream": event.DefaultWorkStream,
-		"consumer": "backend", "agent": "backend", "now": clock.Format(time.RFC3339Nano), "steps": steps()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(testenv.Context(t), "node", filepath.Join(dir, tsagent.CompatScript))
-	cmd.Env = append(os.Environ(), "FIRESTORE_EMULATOR_HOST="+testenv.FirestoreHost(t))
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node %s: %v\n%s", tsagent.CompatScript, err, stderr.Bytes())
-	}
 	var res struct {
 		Steps []struct {
 			Error string `json:"error"`
 			Ran   *bool  `json:"ran"` // once steps only
 		} `json:"steps"`
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("compat output %q: %v", out, err)
-	}
+	runCompat(t, dir, map[string]any{"nats_url": natsURL, "project": project, "stream": event.DefaultWorkStream,
+		"consumer": "backend", "agent": "backend", "now": clock.Format(time.RFC3339Nano), "steps": steps(),
+		"keep_alive_ms": keepAliveInterval.Milliseconds(), "snapshots": snapshotCollection}, &res)
 	for i, s := range res.Steps {
 		outcome := ""
-		if steps()[i].Do == "once" {
+		if do := steps()[i].Do; do == "once" || do == "keepalive" {
 			var e error
 			if s.Error != "" {
 				e = errors.New(s.Error)
@@ -348,7 +448,7 @@ func runTS(t *testing.T, dir, natsURL, project string) (errs, ran []string) {
 func collect(t *testing.T, js jetstream.JetStream, fs *firestore.Client, older map[string]agentkit.IdempotencyRecord) *capture {
 	t.Helper()
 	ctx := testenv.Context(t)
-	c := &capture{Failures: map[string][]byte{}, Docs: map[string]map[string]string{}}
+	c := &capture{Failures: map[string][]byte{}, Docs: map[string]map[string]string{}, Claims: map[string]map[string]string{}}
 	s, err := js.Stream(ctx, event.DefaultRecordStream)
 	if err != nil {
 		t.Fatal(err)
@@ -399,6 +499,13 @@ func collect(t *testing.T, js jetstream.JetStream, fs *firestore.Client, older m
 			continue
 		}
 		c.Docs[snap.Ref.ID] = renderDoc(snap.Data())
+	}
+	snaps, err := fs.Collection(snapshotCollection).Documents(ctx).GetAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, snap := range snaps {
+		c.Claims[snap.Ref.ID] = renderDoc(snap.Data())
 	}
 	return c
 }
@@ -462,15 +569,18 @@ func differences(a, b *capture) []string {
 			add("failure bucket %s differs at byte %d:\n  go %s\n  ts %s", k, firstDiff(string(va), string(vb)), va, vb)
 		}
 	}
-	for _, id := range unionKeys(a.Docs, b.Docs) {
-		da, db := a.Docs[id], b.Docs[id]
-		if da == nil || db == nil {
-			add("idempotency document %s: go %v, ts %v", id, da, db)
-			continue
-		}
-		for _, f := range unionKeys(da, db) {
-			if da[f] != db[f] {
-				add("idempotency document %s field %s: go %q, ts %q", id, f, da[f], db[f])
+	for what, docs := range map[string][2]map[string]map[string]string{"idempotency document": {a.Docs, b.Docs},
+		"claim as once's fn saw it": {a.Claims, b.Claims}} {
+		for _, id := range unionKeys(docs[0], docs[1]) {
+			da, db := docs[0][id], docs[1][id]
+			if da == nil || db == nil {
+				add("%s %s: go %v, ts %v", what, id, da, db)
+				continue
+			}
+			for _, f := range unionKeys(da, db) {
+				if da[f] != db[f] {
+					add("%s %s field %s: go %q, ts %q", what, id, f, da[f], db[f])
+				}
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jsdlq/jsdlq/emulator/tsagent"
 	"github.com/jsdlq/jsdlq/internal/testenv"
@@ -48,6 +49,9 @@ func TestTypeScriptPackage(t *testing.T) {
 	cmd := exec.CommandContext(testenv.Context(t), "npm", "run", "test:built")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "NATS_URL="+n.URL, "FIRESTORE_EMULATOR_HOST="+testenv.FirestoreHost(t))
+	// When the context ends, npm is killed but a node it started may hold
+	// the output open: stop waiting for it after a while.
+	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {

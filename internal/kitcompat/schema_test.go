@@ -3,6 +3,7 @@ package kitcompat
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,6 +124,11 @@ func checkSchemas(t *testing.T, schemas map[string]*jsonschema.Schema, c *captur
 			t.Errorf("idempotency document %s: %v does not conform to docs/%s: %v", id, d, idempotencySchema, err)
 		}
 	}
+	for id, d := range c.Claims {
+		if err := validate(schemas[idempotencySchema], docJSON(t, d)); err != nil {
+			t.Errorf("claim %s: %v does not conform to docs/%s: %v", id, d, idempotencySchema, err)
+		}
+	}
 }
 
 // The schemas refuse what a kit must not write (so a passing validation
@@ -148,6 +154,8 @@ func TestSchemasRefuseWhatKitsMustNotWrite(t *testing.T) {
 		{idempotencySchema, `{"key":"k","tenant":"","status":"completed","completed_at":"2026-11-21T12:00:00Z","expire_at":"2026-11-24T12:00:00Z"}`, false},
 		{idempotencySchema, `{"key":"k","tenant":"acme","status":"completed","expire_at":"2026-11-24T12:00:00Z"}`, false},
 		{idempotencySchema, `{"key":"k","tenant":"acme","status":"in_progress","claimed_at":"2026-11-21T12:00:00Z","expire_at":"2026-11-24T12:00:00Z"}`, false},
+		{idempotencySchema, `{"key":"k","tenant":"acme","status":"in_progress","owner":"0123456789abcdef","claimed_at":"2026-11-21T12:00:00Z","lease_until":"2026-11-21T12:00:03Z","renewed_at":"2026-11-21T12:00:01Z","expire_at":"2026-11-24T12:00:01Z"}`, true},
+		{idempotencySchema, `{"key":"k","tenant":"acme","status":"completed","owner":"0123456789abcdef","renewed_at":"2026-11-21T12:00:01Z","completed_at":"2026-11-21T12:00:02Z","expire_at":"2026-11-24T12:00:02Z"}`, false},
 	}
 	for _, tt := range tests {
 		err := validate(schemas[tt.schema], []byte(tt.doc))
@@ -182,6 +190,10 @@ func baseCapture(t *testing.T) *capture {
 		Docs: map[string]map[string]string{baseDoc: {"key": "string task-3-v1", "tenant": "string acme", "status": "string completed",
 			"agent": "string backend", "owner": "string <16 hex digits>", "completed_at": "timestamp 2026-11-21T12:00:00.25Z",
 			"expire_at": "timestamp 2026-11-24T12:00:00.25Z"}},
+		Claims: map[string]map[string]string{baseDoc + "-renewed": {"key": "string task-3-v1", "tenant": "string acme",
+			"status": "string in_progress", "agent": "string backend", "owner": "string <16 hex digits>",
+			"claimed_at": "timestamp 2026-11-21T12:00:00.25Z", "lease_until": "timestamp 2026-11-21T12:00:00.55Z",
+			"renewed_at": "timestamp 2026-11-21T12:00:00.25Z", "expire_at": "timestamp 2026-11-24T12:00:00.25Z"}},
 		Entries: map[string]*store.Entry{"TASKS-1": {ID: "TASKS-1", Category: "conditionally_recoverable", Status: store.Scheduled}},
 		Errors:  []string{"", "", ""},
 		Ran:     []string{"", "", "ran"},
@@ -190,8 +202,9 @@ func baseCapture(t *testing.T) *capture {
 
 func cloneCapture(t *testing.T, c *capture) *capture {
 	t.Helper()
-	out := &capture{Failures: map[string][]byte{}, Docs: map[string]map[string]string{}, Entries: map[string]*store.Entry{},
-		Errors: append([]string(nil), c.Errors...), Ran: append([]string(nil), c.Ran...)}
+	out := &capture{Failures: map[string][]byte{}, Docs: map[string]map[string]string{}, Claims: map[string]map[string]string{},
+		Entries: map[string]*store.Entry{},
+		Errors:  append([]string(nil), c.Errors...), Ran: append([]string(nil), c.Ran...)}
 	for _, r := range c.Records {
 		h := map[string][]string{}
 		for k, v := range r.Headers {
@@ -203,11 +216,10 @@ func cloneCapture(t *testing.T, c *capture) *capture {
 		out.Failures[k] = bytes.Clone(v)
 	}
 	for id, d := range c.Docs {
-		m := map[string]string{}
-		for k, v := range d {
-			m[k] = v
-		}
-		out.Docs[id] = m
+		out.Docs[id] = maps.Clone(d)
+	}
+	for id, d := range c.Claims {
+		out.Claims[id] = maps.Clone(d)
 	}
 	for id, e := range c.Entries {
 		cp := *e
@@ -272,6 +284,13 @@ func TestDifferencesReportOneChangedField(t *testing.T) {
 			c.Docs[agentkit.IdempotencyDocID("default", "task-3-v1")] = c.Docs[baseDoc]
 			delete(c.Docs, baseDoc)
 		}, "idempotency document " + baseDoc},
+		{"renewal's lease not three intervals", func(c *capture) {
+			c.Claims[baseDoc+"-renewed"]["lease_until"] = "timestamp 2026-11-21T12:00:00.45Z"
+		}, "claim as once's fn saw it " + baseDoc + "-renewed field lease_until"},
+		{"renewal without renewed_at", func(c *capture) { delete(c.Claims[baseDoc+"-renewed"], "renewed_at") }, "field renewed_at"},
+		{"renewal's expiry not moved on", func(c *capture) {
+			c.Claims[baseDoc+"-renewed"]["expire_at"] = "timestamp 2026-11-24T12:00:00Z"
+		}, "field expire_at"},
 		{"once ran where the other kit skipped", func(c *capture) { c.Ran[2] = "skipped" }, "step 3 once"},
 		{"classified differently", func(c *capture) { c.Entries["TASKS-1"].Category = "permanent" }, "classify's entries"},
 		{"a step failed", func(c *capture) { c.Errors[1] = "agentkit: boom" }, "step 2 outcome"},

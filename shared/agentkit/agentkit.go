@@ -48,7 +48,6 @@ const (
 	DefaultFailureBucket         = event.DefaultFailureBucket
 	DefaultIdempotencyCollection = "task-idempotency"
 	DefaultIdempotencyTTL        = 72 * time.Hour
-	DefaultLease                 = 5 * time.Minute
 )
 
 // Reason codes agentkit itself produces; the triage policy categorises them
@@ -88,7 +87,9 @@ type Kit struct {
 	bucket     string
 	collection string
 	ttl        time.Duration
-	lease      time.Duration
+	// lease overrides the claim's lease (0: LeaseIntervals keep-alive
+	// intervals), keepAlive the keep-alive interval (0: from the consumer).
+	lease, keepAlive time.Duration
 	// legacyUntil ends the migration window: until then Once honours the
 	// records older kits wrote under the key alone (zero: no end set).
 	legacyUntil time.Time
@@ -97,7 +98,7 @@ type Kit struct {
 
 	kvOnce    sync.Mutex
 	kv        jetstream.KeyValue
-	consumers sync.Map // "<stream>/<consumer>" → consumerRetry
+	consumers sync.Map // "<stream>/<consumer>" → consumerTiming
 
 	// Publish's pre-flight (publish.go).
 	work       string
@@ -123,8 +124,12 @@ func WithFailureBucket(name string) Option { return func(k *Kit) { k.bucket = na
 // WithIdempotencyCollection names Once's collection (default task-idempotency).
 func WithIdempotencyCollection(name string) Option { return func(k *Kit) { k.collection = name } }
 
-// WithLease sets how long a Once claim blocks duplicates (default 5 min);
-// make it at least the consumer's AckWait.
+// WithLease overrides how long a Once claim blocks duplicates without a
+// renewal. By default it is LeaseIntervals keep-alive intervals
+// (WithKeepAlive): the claim is renewed every interval while fn runs, so
+// the lease only bounds how long a worker that died holds the task. An
+// override shorter than two intervals lets a duplicate take over a live
+// claim whose renewal was late.
 func WithLease(d time.Duration) Option { return func(k *Kit) { k.lease = d } }
 
 // WithLegacyCompletionsUntil ends, at until, the window in which Once also
@@ -146,7 +151,7 @@ func WithClock(now func() time.Time) Option { return func(k *Kit) { k.now = now 
 // New returns a Kit.
 func New(js jetstream.JetStream, opts ...Option) *Kit {
 	k := &Kit{js: js, records: DefaultRecordStream, bucket: DefaultFailureBucket,
-		collection: DefaultIdempotencyCollection, ttl: DefaultIdempotencyTTL, lease: DefaultLease,
+		collection: DefaultIdempotencyCollection, ttl: DefaultIdempotencyTTL,
 		log: slog.New(slog.DiscardHandler), now: time.Now, work: DefaultWorkStream}
 	for _, o := range opts {
 		o(k)
@@ -276,28 +281,50 @@ func (k *Kit) Fail(ctx context.Context, msg jetstream.Msg, f Failure) error {
 // on the last allowed delivery, whose NAK only ends the message (the server
 // then sends the max deliveries advisory; waiting would just delay it).
 func (k *Kit) Backoff(ctx context.Context, md *jetstream.MsgMetadata) time.Duration {
-	key := md.Stream + "/" + md.Consumer
-	v, ok := k.consumers.Load(key)
-	if !ok {
-		c, err := k.js.Consumer(ctx, md.Stream, md.Consumer)
-		if err != nil {
-			k.log.Warn("consumer info unavailable; NAK without delay", "stream", md.Stream, "consumer", md.Consumer, "error", err)
-			return 0
-		}
-		cfg := c.CachedInfo().Config
-		v = consumerRetry{backoff: cfg.BackOff, maxDeliver: cfg.MaxDeliver}
-		k.consumers.Store(key, v)
-	}
-	r := v.(consumerRetry)
-	if len(r.backoff) == 0 || md.NumDelivered == 0 || (r.maxDeliver > 0 && md.NumDelivered >= uint64(r.maxDeliver)) {
+	r, ok := k.consumer(ctx, md)
+	if !ok || len(r.backoff) == 0 || md.NumDelivered == 0 || (r.maxDeliver > 0 && md.NumDelivered >= uint64(r.maxDeliver)) {
 		return 0
 	}
 	return r.backoff[min(int(md.NumDelivered)-1, len(r.backoff)-1)]
 }
 
-type consumerRetry struct {
+// consumerTiming is what the kit needs of a consumer's configuration.
+type consumerTiming struct {
 	backoff    []time.Duration
 	maxDeliver int
+	ackWait    time.Duration
+}
+
+// ackDeadline is how long the server waits for delivery n's ack before it
+// redelivers: with a BackOff, the entry for the delivery (the server takes
+// BackOff over AckWait; the last entry beyond the list), else AckWait.
+func (c consumerTiming) ackDeadline(n uint64) time.Duration {
+	if len(c.backoff) == 0 || n == 0 {
+		return c.ackWait
+	}
+	return c.backoff[min(int(n)-1, len(c.backoff)-1)]
+}
+
+// consumer is the configuration of md's consumer, read once per consumer;
+// ok is false when it cannot be read (logged).
+func (k *Kit) consumer(ctx context.Context, md *jetstream.MsgMetadata) (consumerTiming, bool) {
+	key := md.Stream + "/" + md.Consumer
+	if v, ok := k.consumers.Load(key); ok {
+		return v.(consumerTiming), true
+	}
+	if k.js == nil {
+		return consumerTiming{}, false
+	}
+	c, err := k.js.Consumer(ctx, md.Stream, md.Consumer)
+	if err != nil {
+		k.log.Warn("consumer info unavailable; NAK without delay, keep-alive at the default interval",
+			"stream", md.Stream, "consumer", md.Consumer, "error", err)
+		return consumerTiming{}, false
+	}
+	cfg := c.CachedInfo().Config
+	v := consumerTiming{backoff: cfg.BackOff, maxDeliver: cfg.MaxDeliver, ackWait: cfg.AckWait}
+	k.consumers.Store(key, v)
+	return v, true
 }
 
 func (k *Kit) nak(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata) error {

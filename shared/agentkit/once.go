@@ -40,14 +40,19 @@ type Task struct {
 	// it was written at or after it (IdempotencyRecord.For). Zero: unknown,
 	// and such records are not honoured.
 	PublishedAt time.Time
+	// Msg is the delivery Once keeps alive while fn runs (in-progress
+	// acks at the keep-alive interval, WithKeepAlive); nil: Once renews
+	// the claim only, at DefaultKeepAlive unless WithKeepAlive says.
+	Msg jetstream.Msg
 }
 
-// TaskOf is the task msg carries: its tenant, its idempotency key and its
-// publish time (the stream's timestamp). Key is "" when msg carries none;
-// an agent that keys its work otherwise sets Key itself.
+// TaskOf is the task msg carries: its tenant, its idempotency key, its
+// publish time (the stream's timestamp) and msg itself, to keep alive. Key
+// is "" when msg carries none; an agent that keys its work otherwise sets
+// Key itself.
 func TaskOf(msg jetstream.Msg) Task {
 	h := msg.Headers()
-	t := Task{Tenant: event.DefaultConventions.Tenant(h), Key: event.DefaultConventions.IdempotencyKey(h)}
+	t := Task{Tenant: event.DefaultConventions.Tenant(h), Key: event.DefaultConventions.IdempotencyKey(h), Msg: msg}
 	if md, err := msg.Metadata(); err == nil {
 		t.PublishedAt = md.Timestamp
 	}
@@ -82,16 +87,19 @@ func (t Task) DocID() string { return IdempotencyDocID(t.Tenant, t.Key) }
 // document, or one an older kit wrote at LegacyIdempotencyDocID(key)
 // (Tenant empty).
 type IdempotencyRecord struct {
-	Key         string    `firestore:"key"`
-	Tenant      string    `firestore:"tenant,omitempty"`
-	Status      string    `firestore:"status"`
-	Agent       string    `firestore:"agent,omitempty"`
-	Owner       string    `firestore:"owner,omitempty"`
-	ClaimedAt   time.Time `firestore:"claimed_at,omitempty"`
-	LeaseUntil  time.Time `firestore:"lease_until,omitempty"`
+	Key        string    `firestore:"key"`
+	Tenant     string    `firestore:"tenant,omitempty"`
+	Status     string    `firestore:"status"`
+	Agent      string    `firestore:"agent,omitempty"`
+	Owner      string    `firestore:"owner,omitempty"`
+	ClaimedAt  time.Time `firestore:"claimed_at,omitempty"`
+	LeaseUntil time.Time `firestore:"lease_until,omitempty"`
+	// RenewedAt is the claim's last renewal (absent until the first).
+	RenewedAt   time.Time `firestore:"renewed_at,omitempty"`
 	CompletedAt time.Time `firestore:"completed_at,omitempty"`
 	// ExpireAt drives the collection's TTL policy: 72 h after completion,
-	// or after the claim (an abandoned claim is cleaned up too).
+	// or after the claim's last renewal (an abandoned claim is cleaned up
+	// too).
 	ExpireAt time.Time `firestore:"expire_at"`
 }
 
@@ -166,10 +174,21 @@ func LegacyCompletionsOn(until, now time.Time) bool { return until.IsZero() || n
 //   - claimed by another live attempt: (false, ErrInProgress) — NAK with a
 //     delay and let the redelivery find it completed;
 //   - otherwise Once claims the task in a transaction (create-if-absent or
-//     take over an expired claim), runs fn, and records completion
-//     (completed_at, expire_at = +72 h) before returning (true, nil): the
-//     caller acks after that, so a crash between the two redelivers a
-//     task already recorded done, which Once then skips.
+//     take over an expired claim), runs fn while keeping it alive, and
+//     records completion (completed_at, expire_at = +72 h) in a transaction
+//     that checks the claim is still this attempt's, before returning
+//     (true, nil): the caller acks after that, so a crash between the two
+//     redelivers a task already recorded done, which Once then skips.
+//
+// While fn runs, one timer every keep-alive interval (WithKeepAlive: by
+// default half the delivery's ack deadline) sends t.Msg's in-progress ack,
+// so the server does not redeliver a task that outlives its AckWait, and
+// renews the claim's lease (LeaseIntervals intervals, or WithLease) in a
+// transaction that checks the claim is still this attempt's. A renewal that
+// finds the claim taken over or completed by another attempt, or that has
+// failed until the lease ran out, cancels fn's context and Once returns
+// (true, ErrClaimLost): nothing is recorded, and the message must be
+// neither acked nor NAKed (ErrClaimLost says why).
 //
 // Get t from the message with TaskOf. Two tenants' tasks with the same key
 // each run: the record is the tenant's. While the migration window lasts
@@ -181,12 +200,12 @@ func LegacyCompletionsOn(until, now time.Time) bool { return until.IsZero() || n
 // If fn fails, the claim is released and fn's error returned; the next
 // delivery runs fn again.
 //
-// fn can run twice for one task in exactly these cases: the process dies (or
-// loses Firestore) after fn's side effects but before the completion write,
-// and a redelivery arrives after the claim's lease expired; or fn runs longer
-// than the lease and a duplicate takes the claim over meanwhile. Size the
-// lease (WithLease) above the longest fn. Side effects that must never
-// repeat need their own idempotency key downstream.
+// A task longer than the lease no longer runs twice: its claim is renewed
+// as long as fn runs. fn can run twice for one task only when the process
+// dies (or loses Firestore for the whole lease) after fn's side effects but
+// before the completion write: the claim then lapses and a redelivery runs
+// fn again. Side effects that must never repeat need their own idempotency
+// key downstream.
 func (k *Kit) Once(ctx context.Context, t Task, fn func(context.Context) error) (ran bool, err error) {
 	if k.fs == nil {
 		return false, ErrNoFirestore
@@ -194,14 +213,56 @@ func (k *Kit) Once(ctx context.Context, t Task, fn func(context.Context) error) 
 	if err := t.check(); err != nil {
 		return false, err
 	}
-	coll := k.fs.Collection(k.collection)
-	ref := coll.Doc(t.DocID())
-	refs := []*firestore.DocumentRef{ref}
+	interval := k.interval(ctx, t.Msg)
+	c := &claim{kit: k, task: t, lease: k.leaseFor(interval), ref: k.fs.Collection(k.collection).Doc(t.DocID())}
+	done, err := c.take(ctx)
+	switch {
+	case errors.Is(err, ErrInProgress):
+		return false, fmt.Errorf("tenant %q key %q: %w", t.Tenant, t.Key, ErrInProgress)
+	case err != nil:
+		return false, fmt.Errorf("agentkit: claim tenant %q key %q: %w", t.Tenant, t.Key, err)
+	case done:
+		return false, nil
+	}
+	err = k.keepAliveRun(ctx, t.Msg, interval, c.renew, fn)
+	switch {
+	case errors.Is(err, ErrClaimLost):
+		return true, fmt.Errorf("tenant %q key %q: %w", t.Tenant, t.Key, err)
+	case err != nil:
+		if rerr := c.release(context.WithoutCancel(ctx)); rerr != nil {
+			k.log.Warn("could not release idempotency claim; it expires with its lease", "tenant", t.Tenant, "key", t.Key, "error", rerr)
+		}
+		return true, err
+	}
+	if err := c.complete(context.WithoutCancel(ctx)); err != nil {
+		if errors.Is(err, ErrClaimLost) {
+			return true, fmt.Errorf("tenant %q key %q: %w", t.Tenant, t.Key, err)
+		}
+		return true, fmt.Errorf("agentkit: record completion of tenant %q key %q (do not ack; the claim expires in %s): %w",
+			t.Tenant, t.Key, c.lease, err)
+	}
+	return true, nil
+}
+
+// claim is one attempt's claim on a task: the record it wrote (rec) at ref.
+type claim struct {
+	kit   *Kit
+	task  Task
+	lease time.Duration
+	ref   *firestore.DocumentRef
+	rec   IdempotencyRecord
+}
+
+// take claims the task in a transaction, or reports it done (true) or held
+// by a live claim (ErrInProgress). It reads the task's record and, while
+// the migration window lasts, the one an older kit wrote under the key.
+func (c *claim) take(ctx context.Context) (done bool, err error) {
+	k := c.kit
+	refs := []*firestore.DocumentRef{c.ref}
 	if LegacyCompletionsOn(k.legacyUntil, k.now()) {
-		refs = append(refs, coll.Doc(LegacyIdempotencyDocID(t.Key)))
+		refs = append(refs, c.ref.Parent.Doc(LegacyIdempotencyDocID(c.task.Key)))
 	}
 	owner := newOwner()
-	done := false
 	err = k.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		done = false
 		now := k.now().UTC()
@@ -210,7 +271,7 @@ func (k *Kit) Once(ctx context.Context, t Task, fn func(context.Context) error) 
 			return err
 		}
 		for _, cur := range recs {
-			if cur == nil || !cur.For(t) {
+			if cur == nil || !cur.For(c.task) {
 				continue
 			}
 			if cur.Completed() {
@@ -221,40 +282,84 @@ func (k *Kit) Once(ctx context.Context, t Task, fn func(context.Context) error) 
 				return ErrInProgress
 			}
 		}
-		return tx.Set(ref, IdempotencyRecord{Key: t.Key, Tenant: t.Tenant, Status: StatusInProgress, Agent: k.agent, Owner: owner,
-			ClaimedAt: now, LeaseUntil: now.Add(k.lease), ExpireAt: now.Add(k.ttl)})
+		c.rec = IdempotencyRecord{Key: c.task.Key, Tenant: c.task.Tenant, Status: StatusInProgress, Agent: k.agent, Owner: owner,
+			ClaimedAt: now, LeaseUntil: now.Add(c.lease), ExpireAt: now.Add(k.ttl)}
+		return tx.Set(c.ref, c.rec)
+	})
+	return done, err
+}
+
+// mine reads the record in tx and refuses with ErrClaimLost unless it is
+// still this attempt's live claim.
+func (c *claim) mine(tx *firestore.Transaction) error {
+	recs, err := readIdempotency(tx, []*firestore.DocumentRef{c.ref})
+	if err != nil {
+		return err
+	}
+	switch cur := recs[0]; {
+	case cur == nil:
+		return fmt.Errorf("%w: its record is gone", ErrClaimLost)
+	case cur.Completed():
+		return fmt.Errorf("%w: completed by owner %s", ErrClaimLost, cur.Owner)
+	case cur.Owner != c.rec.Owner:
+		return fmt.Errorf("%w: claimed by owner %s", ErrClaimLost, cur.Owner)
+	}
+	return nil
+}
+
+// renew extends the lease of the claim by its lease from now, in a
+// transaction that checks it is still this attempt's. A renewal that
+// fails otherwise is ErrClaimLost once the lease it last wrote has passed:
+// a duplicate may have taken the task over since.
+func (c *claim) renew(ctx context.Context) error {
+	k := c.kit
+	var next IdempotencyRecord
+	err := k.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		if err := c.mine(tx); err != nil {
+			return err
+		}
+		now := k.now().UTC()
+		next = c.rec
+		next.LeaseUntil, next.RenewedAt, next.ExpireAt = now.Add(c.lease), now, now.Add(k.ttl)
+		return tx.Set(c.ref, next)
 	})
 	switch {
-	case errors.Is(err, ErrInProgress):
-		return false, fmt.Errorf("tenant %q key %q: %w", t.Tenant, t.Key, ErrInProgress)
-	case err != nil:
-		return false, fmt.Errorf("agentkit: claim tenant %q key %q: %w", t.Tenant, t.Key, err)
-	case done:
-		return false, nil
+	case err == nil:
+		c.rec = next
+		return nil
+	case errors.Is(err, ErrClaimLost):
+		return err
+	case !k.now().Before(c.rec.LeaseUntil):
+		return fmt.Errorf("%w: not renewed before its lease ended at %s: %w", ErrClaimLost, c.rec.LeaseUntil.Format(time.RFC3339Nano), err)
 	}
-	if err := fn(ctx); err != nil {
-		if rerr := k.release(context.WithoutCancel(ctx), ref, owner); rerr != nil {
-			k.log.Warn("could not release idempotency claim; it expires with its lease", "tenant", t.Tenant, "key", t.Key, "error", rerr)
+	return fmt.Errorf("agentkit: renew the claim of tenant %q key %q: %w", c.task.Tenant, c.task.Key, err)
+}
+
+// complete records the task completed, in a transaction that checks the
+// claim is still this attempt's: a worker whose claim was lost never
+// records a completion over the winner's claim.
+func (c *claim) complete(ctx context.Context) error {
+	k := c.kit
+	return k.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		if err := c.mine(tx); err != nil {
+			return err
 		}
-		return true, err
-	}
-	now := k.now().UTC()
-	_, err = ref.Set(context.WithoutCancel(ctx), IdempotencyRecord{Key: t.Key, Tenant: t.Tenant, Status: StatusCompleted, Agent: k.agent,
-		Owner: owner, CompletedAt: now, ExpireAt: now.Add(k.ttl)})
-	if err != nil {
-		return true, fmt.Errorf("agentkit: record completion of tenant %q key %q (do not ack; the claim expires in %s): %w", t.Tenant, t.Key, k.lease, err)
-	}
-	return true, nil
+		now := k.now().UTC()
+		return tx.Set(c.ref, IdempotencyRecord{Key: c.task.Key, Tenant: c.task.Tenant, Status: StatusCompleted, Agent: k.agent,
+			Owner: c.rec.Owner, CompletedAt: now, ExpireAt: now.Add(k.ttl)})
+	})
 }
 
 // release deletes the claim if it is still ours.
-func (k *Kit) release(ctx context.Context, ref *firestore.DocumentRef, owner string) error {
-	return k.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		recs, err := readIdempotency(tx, []*firestore.DocumentRef{ref})
-		if err != nil || recs[0] == nil || recs[0].Owner != owner || recs[0].Status != StatusInProgress {
+func (c *claim) release(ctx context.Context) error {
+	return c.kit.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		switch err := c.mine(tx); {
+		case errors.Is(err, ErrClaimLost):
+			return nil // not ours any more: nothing to release
+		case err != nil:
 			return err
 		}
-		return tx.Delete(ref)
+		return tx.Delete(c.ref)
 	})
 }
 

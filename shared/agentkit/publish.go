@@ -283,13 +283,21 @@ type Published struct {
 //     ever drops a task.
 //
 // Jsdlq-* headers the caller passes are dropped: they are jsdlq's to set.
+//
+// A task with an idempotency key (event.Conventions.IdempotencyKey) is
+// published with Nats-Msg-Id = IdempotencyDocID(tenant, key), unless the
+// caller set one: a retry of the publish within the work stream's duplicate
+// window is dropped by JetStream, so it yields one task, while two tenants'
+// tasks with one key have two ids and are two tasks. A task without a key
+// gets no Nats-Msg-Id: every publish of it is a new task.
 func (k *Kit) Publish(ctx context.Context, subject string, payload []byte, headers map[string][]string) (Published, error) {
-	msg := &nats.Msg{Subject: subject, Data: payload, Header: make(nats.Header, len(headers)+5)}
+	msg := &nats.Msg{Subject: subject, Data: payload, Header: make(nats.Header, len(headers)+6)}
 	for name, vs := range headers {
 		if k.pred == nil || !event.IsReplayHeader(name) {
 			msg.Header[name] = append([]string(nil), vs...)
 		}
 	}
+	setMsgID(msg.Header)
 	if k.pred == nil || k.fs == nil {
 		ack, err := k.js.PublishMsg(ctx, msg)
 		if err != nil {
@@ -356,6 +364,18 @@ func (k *Kit) predictTask(msg *nats.Msg, now time.Time) (Published, bool) {
 	return out, false
 }
 
+// setMsgID sets h's Nats-Msg-Id from the task's tenant and idempotency
+// key (Publish), unless h has one or the task has no key.
+func setMsgID(h nats.Header) {
+	if event.Header(h, nats.MsgIdHdr) != "" {
+		return
+	}
+	c := event.DefaultConventions
+	if key := c.IdempotencyKey(h); key != "" {
+		h[nats.MsgIdHdr] = []string{IdempotencyDocID(c.Tenant(h), key)}
+	}
+}
+
 func markPredicted(h map[string][]string, p predict.Prediction, version int64) {
 	h[event.HeaderPredictedReason] = []string{p.Reason}
 	h[event.HeaderPredictedProbability] = []string{strconv.FormatFloat(p.Probability, 'f', 2, 64)}
@@ -366,7 +386,8 @@ func markPredicted(h map[string][]string, p predict.Prediction, version int64) {
 // work stream with reason predicted_failure, and waits for the ack.
 func (k *Kit) routeToDLQ(ctx context.Context, msg *nats.Msg, out Published, now time.Time) (Published, error) {
 	p := out.Prediction
-	seq := predictedSeq(event.DefaultConventions.IdempotencyKey(msg.Header))
+	c := event.DefaultConventions
+	seq := predictedSeq(c.Tenant(msg.Header), c.IdempotencyKey(msg.Header))
 	detail := fmt.Sprintf("predicted %s with probability %.2f (at least %.2f): %d of %d tasks of %s/%s with %s %s died, model version %s",
 		p.Reason, p.Probability, p.Confidence, p.Deaths, p.Tasks, p.Agent, p.TaskType, p.Feature, p.Bucket,
 		msg.Header.Get(event.HeaderPredictedVersion))
@@ -395,14 +416,16 @@ func (k *Kit) routeToDLQ(ctx context.Context, msg *nats.Msg, out Published, now 
 // predictedSeq is the stream sequence a task routed to the DLQ is recorded
 // under: it never ran, so it has none. It is at least 2^62, a sequence no
 // stream reaches, so its event id never names a real message; derived from
-// the idempotency key, so publishing the same task twice records it once
-// (the record stream deduplicates Nats-Msg-Id <stream>.<seq>); random for a
-// task without a key.
-func predictedSeq(key string) uint64 {
+// the task's tenant and idempotency key (the FNV-1a hash of
+// IdempotencyDocID(tenant, key)), so publishing the same task twice records
+// it once (the record stream deduplicates Nats-Msg-Id <stream>.<seq>) and
+// two tenants' tasks with one key are two records; random for a task
+// without a key.
+func predictedSeq(tenant, key string) uint64 {
 	var v uint64
 	if key != "" {
 		h := fnv.New64a()
-		_, _ = h.Write([]byte(key))
+		_, _ = h.Write([]byte(IdempotencyDocID(tenant, key)))
 		v = h.Sum64()
 	} else {
 		var b [8]byte

@@ -68,6 +68,9 @@ func TestPublishPreflight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A task with a key is published with its message id (the default
+	// tenant's here).
+	msgID := func(key string) []string { return []string{agentkit.IdempotencyDocID(event.DefaultTenant, key)} }
 	tests := []struct {
 		name    string
 		subject string
@@ -80,12 +83,12 @@ func TestPublishPreflight(t *testing.T) {
 		counted     bool
 	}{
 		{"no prediction: counted", "agents.coder.tasks.refactor", []byte("small"), map[string][]string{"X-Task-ID": {"t1"}},
-			"agents.coder.tasks.refactor", map[string][]string{"X-Task-ID": {"t1"}, event.HeaderCounted: {"1"}}, true},
+			"agents.coder.tasks.refactor", map[string][]string{"X-Task-ID": {"t1"}, event.HeaderCounted: {"1"}, "Nats-Msg-Id": msgID("t1")}, true},
 		{"forged jsdlq headers are dropped", "agents.coder.tasks.refactor", []byte("small"),
 			map[string][]string{"X-Task-ID": {"t2"}, "Jsdlq-Counted": {"0"}, "jsdlq-strategy": {"forged"}},
-			"agents.coder.tasks.refactor", map[string][]string{"X-Task-ID": {"t2"}, event.HeaderCounted: {"1"}}, true},
+			"agents.coder.tasks.refactor", map[string][]string{"X-Task-ID": {"t2"}, event.HeaderCounted: {"1"}, "Nats-Msg-Id": msgID("t2")}, true},
 		{"overflow predicted: compressed before the first attempt", "agents.coder.tasks.refactor", big, map[string][]string{"X-Task-ID": {"t3"}},
-			"agents.coder.tasks.refactor", map[string][]string{"X-Task-ID": {"t3"}, event.HeaderStrategy: {"context_window_overflow"},
+			"agents.coder.tasks.refactor", map[string][]string{"X-Task-ID": {"t3"}, "Nats-Msg-Id": msgID("t3"), event.HeaderStrategy: {"context_window_overflow"},
 				event.HeaderMaxContextTokens: {"80000"}, event.HeaderTargetModel: {"large-context"},
 				event.HeaderInstruction: {"Focus on the core task."}, event.HeaderPredictedReason: {"context_window_overflow"},
 				event.HeaderPredictedProbability: {"0.90"}, event.HeaderPredictedVersion: {"1"}}, false},
@@ -146,6 +149,12 @@ func TestPublishRoutesPredictedFailureToTheDLQ(t *testing.T) {
 	again, err := kit.Publish(ctx, "agents.writer.tasks.blog", payload, hdr)
 	if err != nil || !again.Ack.Duplicate {
 		t.Errorf("second Publish(blog) = %+v, %v, want a duplicate of the first record", again.Ack, err)
+	}
+	// Another tenant's task with the same key is another task: its own record.
+	beta := map[string][]string{"X-Task-ID": {"post-1"}, "X-Tenant-ID": {"beta"}}
+	other, err := kit.Publish(ctx, "agents.writer.tasks.blog", payload, beta)
+	if err != nil || !other.Routed || other.Ack.Duplicate {
+		t.Errorf("Publish(beta's blog, same key) = %+v, %v, want a record of its own", other.Ack, err)
 	}
 	recs, _ := f.js.Stream(ctx, "DLQ_RECORDS")
 	raw, err := recs.GetMsg(ctx, got.Ack.Sequence)
@@ -296,5 +305,79 @@ func TestPublishCountsConcurrently(t *testing.T) {
 	}
 	if len(counts) != 1 || counts[0].Cells["coder/refactor/all/all"] != 200 {
 		t.Errorf("TaskCounts after 200 concurrent publishes = %+v, want one document counting 200", counts)
+	}
+}
+
+// Publish sets Nats-Msg-Id from the task's tenant and idempotency key: a
+// publisher's retry within the work stream's duplicate window is one task,
+// two tenants' tasks with one key are two, a task without a key gets no id
+// (each publish is a task), and an id the publisher sets is kept.
+func TestPublishSetsTheMessageID(t *testing.T) {
+	f := newFixture(t, jetstream.WorkQueuePolicy, false)
+	ctx := testenv.Context(t)
+	kit := agentkit.New(f.js)
+	tests := []struct {
+		name      string
+		headers   []map[string][]string // published in turn
+		wantTasks int
+		wantID    string // the first task's Nats-Msg-Id
+	}{
+		{"a retry with one key", []map[string][]string{
+			{"X-Tenant-ID": {"acme"}, "X-Idempotency-Key": {"retry-1"}},
+			{"X-Tenant-ID": {"acme"}, "X-Idempotency-Key": {"retry-1"}},
+		}, 1, agentkit.IdempotencyDocID("acme", "retry-1")},
+		{"the key from the task id and version", []map[string][]string{
+			{"X-Tenant-ID": {"acme"}, "X-Task-ID": {"t-9"}, "X-Task-Version": {"v2"}},
+			{"X-Tenant-ID": {"acme"}, "X-Idempotency-Key": {"t-9-v2"}},
+		}, 1, agentkit.IdempotencyDocID("acme", "t-9-v2")},
+		{"two tenants with one key", []map[string][]string{
+			{"X-Tenant-ID": {"acme"}, "X-Idempotency-Key": {"shared-1"}},
+			{"X-Tenant-ID": {"beta"}, "X-Idempotency-Key": {"shared-1"}},
+		}, 2, agentkit.IdempotencyDocID("acme", "shared-1")},
+		{"the default tenant", []map[string][]string{
+			{"X-Idempotency-Key": {"default-1"}},
+			{"X-Tenant-ID": {"default"}, "X-Idempotency-Key": {"default-1"}},
+		}, 1, agentkit.IdempotencyDocID("default", "default-1")},
+		{"no key", []map[string][]string{{"X-Tenant-ID": {"acme"}}, {"X-Tenant-ID": {"acme"}}}, 2, ""},
+		{"the publisher's own id", []map[string][]string{
+			{"X-Tenant-ID": {"acme"}, "X-Idempotency-Key": {"own-1"}, "Nats-Msg-Id": {"mine"}},
+			{"X-Tenant-ID": {"acme"}, "X-Idempotency-Key": {"own-2"}, "Nats-Msg-Id": {"mine"}},
+		}, 1, "mine"},
+	}
+	tasks, err := f.js.Stream(ctx, "TASKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			subject := fmt.Sprintf("agents.backend.tasks.case%d", i)
+			seqs := map[uint64]bool{}
+			for _, h := range tc.headers {
+				got, err := kit.Publish(ctx, subject, []byte("task"), h)
+				if err != nil {
+					t.Fatalf("Publish(%v) = %v", h, err)
+				}
+				seqs[got.Ack.Sequence] = true
+			}
+			info, err := tasks.Info(ctx, jetstream.WithSubjectFilter(subject))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := info.State.Subjects[subject]; n != uint64(tc.wantTasks) || len(seqs) != tc.wantTasks {
+				t.Errorf("%d publishes made %d tasks (%d sequences), want %d", len(tc.headers), n, len(seqs), tc.wantTasks)
+			}
+			first, err := tasks.GetLastMsgForSubject(ctx, subject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantTasks == 2 {
+				if first, err = tasks.GetMsg(ctx, first.Sequence-1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := first.Header.Get("Nats-Msg-Id"); got != tc.wantID {
+				t.Errorf("first task's Nats-Msg-Id = %q, want %q", got, tc.wantID)
+			}
+		})
 	}
 }

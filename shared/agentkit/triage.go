@@ -94,16 +94,35 @@ func TriageOf(msg jetstream.Msg) (event.TriageTask, error) {
 }
 
 // ParseTriage decodes a triage task from a message's headers and body and
-// checks it: the schema, the fields an answer needs, and that the headers
-// naming the entry and its tenant agree with the body (a message whose
-// headers name one entry and body another is refused, not guessed at).
+// checks it (CheckTriage), and that the headers naming the entry and its
+// tenant agree with the body (a message whose headers name one entry and
+// body another is refused, not guessed at).
 func ParseTriage(h map[string][]string, data []byte) (event.TriageTask, error) {
 	var t event.TriageTask
 	if err := json.Unmarshal(data, &t); err != nil {
 		return event.TriageTask{}, fmt.Errorf("%w: body: %v", ErrBadTriage, err)
 	}
+	if err := CheckTriage(t); err != nil {
+		return event.TriageTask{}, err
+	}
 	bad := func(format string, a ...any) (event.TriageTask, error) {
 		return event.TriageTask{}, fmt.Errorf("%w: entry %q: %s", ErrBadTriage, t.EntryID, fmt.Sprintf(format, a...))
+	}
+	if v := event.Header(h, event.HeaderTriageEntry); v != t.EntryID {
+		return bad("header %s is %q, the body names %q", event.HeaderTriageEntry, v, t.EntryID)
+	}
+	if v := event.Header(h, event.DefaultConventions.TenantHeader); v != "" && v != t.Tenant {
+		return bad("header %s is %q, the body's tenant is %q", event.DefaultConventions.TenantHeader, v, t.Tenant)
+	}
+	return t, nil
+}
+
+// CheckTriage checks a triage task's body: the schema, and the fields an
+// answer needs (the console's triage endpoint checks the task it is sent
+// with it too).
+func CheckTriage(t event.TriageTask) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: entry %q: %s", ErrBadTriage, t.EntryID, fmt.Sprintf(format, a...))
 	}
 	switch {
 	case t.Schema != event.TriageSchema:
@@ -118,13 +137,7 @@ func ParseTriage(h map[string][]string, data []byte) (event.TriageTask, error) {
 			return bad("unknown answer %q offered", a)
 		}
 	}
-	if v := event.Header(h, event.HeaderTriageEntry); v != t.EntryID {
-		return bad("header %s is %q, the body names %q", event.HeaderTriageEntry, v, t.EntryID)
-	}
-	if v := event.Header(h, event.DefaultConventions.TenantHeader); v != "" && v != t.Tenant {
-		return bad("header %s is %q, the body's tenant is %q", event.DefaultConventions.TenantHeader, v, t.Tenant)
-	}
-	return t, nil
+	return nil
 }
 
 // Check reports whether a is an answer task offers, complete.
@@ -173,7 +186,8 @@ type Decide func(ctx context.Context, task event.TriageTask) (TriageAnswer, erro
 //
 //   - a malformed task is terminated through Terminate (schema_invalid), so
 //     it is recorded like any dead task and a human sees it;
-//   - decide's error NAKs the message with the consumer's backoff;
+//   - decide runs kept alive (KeepAlive); its error NAKs the message with
+//     the consumer's backoff;
 //   - the answer goes through op; applied (or found decided already: a
 //     redelivered task, a human who answered first) it is acked; refused
 //     for good it is acked too, the entry staying with the humans its
@@ -188,7 +202,14 @@ func (k *Kit) HandleTriage(ctx context.Context, msg jetstream.Msg, op Answerer, 
 		terr := k.Terminate(ctx, msg, Failure{Code: "schema_invalid", Detail: err.Error()})
 		return TriageMalformed, errors.Join(err, terr)
 	}
-	a, err := decide(ctx, task)
+	// A decision may take a model longer than the consumer's AckWait: the
+	// task is kept alive while decide runs.
+	var a TriageAnswer
+	err = k.KeepAlive(ctx, msg, func(ctx context.Context) error {
+		var err error
+		a, err = decide(ctx, task)
+		return err
+	})
 	if err != nil {
 		return TriageRetry, errors.Join(fmt.Errorf("agentkit: decide on entry %s: %w", task.EntryID, err), k.nakMsg(ctx, msg))
 	}

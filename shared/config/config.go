@@ -293,22 +293,25 @@ func ReadAuth(r *Reader, common Common) Auth {
 		Audience:      r.String("AUTH_AUDIENCE", ""),
 		AllowedEmails: r.List("AUTH_ALLOWED_EMAILS"),
 	}
-	checkAuth(r, common, a, "AUTH_AUDIENCE", "AUTH_ALLOWED_EMAILS")
+	CheckAuth(r, common, a, AuthVars{Mode: "AUTH_MODE", Audience: "AUTH_AUDIENCE", Allowed: "AUTH_ALLOWED_EMAILS"})
 	return a
 }
 
-// checkAuth checks a's mode against where it runs and that the modes that
-// verify tokens know what to expect (named by audience and allowed, the
-// variables that set them).
-func checkAuth(r *Reader, common Common, a Auth, audience, allowed string) {
-	r.Check(!(common.OnGoogleCloud && a.Mode != AuthOIDC), "AUTH_MODE",
+// AuthVars name the variables an Auth was read from, for the problems
+// CheckAuth reports.
+type AuthVars struct{ Mode, Audience, Allowed string }
+
+// CheckAuth checks a's mode against where it runs and that the modes that
+// verify tokens know what to expect (v names the variables that set them).
+func CheckAuth(r *Reader, common Common, a Auth, v AuthVars) {
+	r.Check(!(common.OnGoogleCloud && a.Mode != AuthOIDC), v.Mode,
 		"%q is for local emulators only and is refused when K_SERVICE is set", a.Mode)
 	if a.Mode != AuthNone {
-		r.Check(a.Audience != "", audience, "required when AUTH_MODE is %s", a.Mode)
-		r.Check(len(a.AllowedEmails) > 0, allowed, "required when AUTH_MODE is %s", a.Mode)
+		r.Check(a.Audience != "", v.Audience, "required when %s is %s", v.Mode, a.Mode)
+		r.Check(len(a.AllowedEmails) > 0, v.Allowed, "required when %s is %s", v.Mode, a.Mode)
 	}
 	r.Check(a.Mode != AuthEmulator || common.CloudTasksEmulatorHost != "", "CLOUD_TASKS_EMULATOR_HOST",
-		"required when AUTH_MODE is emulator (its JWKS verifies the tokens)")
+		"required when %s is emulator (its JWKS verifies the tokens)", v.Mode)
 }
 
 // ReadTasks reads where replay tasks go (TASKS_QUEUE, REPLAY_URL,
@@ -495,7 +498,7 @@ func LoadDeliver(lookup Lookup) (Deliver, error) {
 	if d.Webhooks.ServiceAccount != "" {
 		d.AllowedEmails = []string{d.Webhooks.ServiceAccount}
 	}
-	checkAuth(r, common, d.Auth, "WEBHOOK_DELIVER_URL", "WEBHOOK_SERVICE_ACCOUNT")
+	CheckAuth(r, common, d.Auth, AuthVars{Mode: "AUTH_MODE", Audience: "WEBHOOK_DELIVER_URL", Allowed: "WEBHOOK_SERVICE_ACCOUNT"})
 	return d, r.Err()
 }
 

@@ -5,7 +5,8 @@
 // context_window_overflow, hallucination_loop, token_budget_exceeded,
 // permanent, poison, governance, partial_write, bare_term, silent),
 // X-Demo-Fail-Probability makes it random, X-Demo-Fail-Code overrides the
-// reason code. A replay that carries the strategy's headers succeeds where
+// reason code, X-Demo-Work-Time (a Go duration) sets how long the work takes
+// (the kit keeps a task longer than the consumer's AckWait alive). A replay that carries the strategy's headers succeeds where
 // the original failed; a replay skips the steps its failed attempt
 // completed. It logs JSON lines like the Go agent ("agent ready", "task
 // settled" with outcome, task_id and steps_skipped).
@@ -22,14 +23,14 @@ import { parseArgs } from "node:util";
 
 import {
   Budget, budgetFromHeaders, eventID, header, HeaderInstruction, HeaderMaxOutputTokens, HeaderReplayOf, HeaderTargetModel,
-  HeaderTaskID, InProgressError, Kit, OverflowError, replayOf, taskOf, toHeaderMap, type Failure, type HeaderMap,
+  HeaderTaskID, ClaimLostError, InProgressError, Kit, OverflowError, replayOf, taskOf, toHeaderMap, type Failure, type HeaderMap,
 } from "../src/index.js";
 
 const steps = ["gather_context", "draft", "deliver"];
 const modes = ["none", "transient", "context_window_overflow", "hallucination_loop", "token_budget_exceeded", "permanent",
   "poison", "governance", "partial_write", "bare_term", "silent"];
 
-type Outcome = "done" | "skipped_completed" | "failed_nak" | "terminated" | "in_progress_elsewhere";
+type Outcome = "done" | "skipped_completed" | "failed_nak" | "terminated" | "in_progress_elsewhere" | "claim_lost";
 
 function log(severity: "INFO" | "WARNING" | "ERROR", message: string, attrs: Record<string, unknown> = {}): void {
   process.stderr.write(JSON.stringify({ timestamp: new Date().toISOString(), severity, message, component: "agent", ...attrs }) + "\n");
@@ -144,7 +145,7 @@ try {
 if (process.env.FIRESTORE_EMULATOR_HOST) process.env.METADATA_SERVER_DETECTION ??= "none";
 const fs = idempotent ? new Firestore({ projectId: o.project! }) : undefined;
 const kit = new Kit(nc, {
-  agent: name, firestore: fs, recordStream: o["record-stream"], failureBucket: o["failure-bucket"], leaseMs: ackWait,
+  agent: name, firestore: fs, recordStream: o["record-stream"], failureBucket: o["failure-bucket"],
   logger: { warn: (message, attrs) => log("WARNING", message, { agent: name, ...attrs }) },
 });
 
@@ -240,16 +241,38 @@ async function handle(m: JsMsg): Promise<Outcome> {
   return complete(m);
 }
 
+// taskWorkTime is how long m's fake work takes: its X-Demo-Work-Time, else the agent's.
+function taskWorkTime(h: HeaderMap): number {
+  try {
+    return duration(header(h, "X-Demo-Work-Time"));
+  } catch {
+    return workTime;
+  }
+}
+
+// complete does m's work and settles it. The work is kept alive (the kit
+// sends in-progress acks and renews once's claim), so a task longer than the
+// consumer's AckWait is neither redelivered mid-work nor run twice.
 async function complete(m: JsMsg): Promise<Outcome> {
   const skip = skippedSteps(m);
-  const work = async () => {
+  const perStep = taskWorkTime(toHeaderMap(m.headers)) / steps.length;
+  const work = async (signal: AbortSignal) => {
     for (const s of steps) {
       if (skip.includes(s)) continue; // done by the attempt that failed
-      await new Promise((r) => setTimeout(r, workTime / steps.length));
+      signal.throwIfAborted();
+      await new Promise<void>((resolve, reject) => {
+        const t = setTimeout(resolve, perStep);
+        signal.addEventListener("abort", () => { clearTimeout(t); reject(signal.reason); }, { once: true });
+      });
     }
   };
   if (!idempotent) {
-    await work();
+    try {
+      await kit.keepAlive(m, work);
+    } catch (err) {
+      m.nak();
+      throw err;
+    }
     m.ack();
     return "done";
   }
@@ -261,6 +284,7 @@ async function complete(m: JsMsg): Promise<Outcome> {
   try {
     ran = await kit.once(task, work);
   } catch (err) {
+    if (err instanceof ClaimLostError) return "claim_lost"; // neither ack nor NAK: the server redelivers it
     if (err instanceof InProgressError) {
       m.nak(5000);
       return "in_progress_elsewhere";

@@ -13,8 +13,6 @@ export const DefaultFailureBucket = "dlq_failures";
 export const DefaultIdempotencyCollection = "task-idempotency";
 /** How long a completion record is kept (its expire_at), in milliseconds: 72 h. */
 export const DefaultIdempotencyTTLMs = 72 * 60 * 60 * 1000;
-/** How long a once claim blocks duplicates, in milliseconds: 5 min. */
-export const DefaultLeaseMs = 5 * 60 * 1000;
 
 /** The explicit DLQ record: schema, metadata header, escape prefix, subject. */
 export const RecordSchema = "jsdlq.record.v1";
@@ -68,7 +66,8 @@ export interface Failure {
 /** The metadata of a DLQ record (the JSON of its Jsdlq-Record header). */
 export interface RecordMeta {
   stream: string;
-  streamSeq: number;
+  /** A bigint for a sequence beyond 2^53 (a task publish routed to the DLQ). */
+  streamSeq: number | bigint;
   consumer?: string;
   subject: string;
   /** Nanoseconds since the Unix epoch. */
@@ -263,6 +262,15 @@ export function encodeRecord(meta: RecordMeta, orig: HeaderMap): MsgHdrs {
   h.set(RecordHeader, recordMetaJSON(meta));
   h.set(MsgIdHeader, eventID(meta.stream, meta.streamSeq));
   return h;
+}
+
+/** recordSize is the size of the record message as the server counts it against max_payload. */
+export function recordSize(subject: string, h: MsgHdrs, data: Uint8Array): number {
+  let n = data.length + utf8Length(subject) + "NATS/1.0\r\n\r\n".length;
+  for (const k of h.keys()) {
+    for (const v of h.values(k)) n += utf8Length(k) + utf8Length(v) + 4;
+  }
+  return n;
 }
 
 /** utf8Length is the length of s in UTF-8 bytes. */

@@ -15,96 +15,41 @@
 // Every method that fails leaves the message to be redelivered: nothing is
 // terminated that was not copied first.
 
-import { randomBytes } from "node:crypto";
-import { Firestore, Timestamp, type DocumentReference } from "@google-cloud/firestore";
+import type { Firestore } from "@google-cloud/firestore";
 import { jetstream, type DeliveryInfo, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
 
 import { Budget, fraction, type Estimate } from "./budget.js";
+import { checkTask, Claim, InProgressError, legacyCompletionsOn, type Task } from "./claim.js";
 import {
   DefaultFailureBucket,
   DefaultIdempotencyCollection,
-  DefaultIdempotencyTTLMs,
-  DefaultLeaseMs,
   DefaultRecordStream,
   encodeRecord,
   eventID,
   failureJSON,
   nanosOf,
+  recordSize,
   recordSubject,
   toHeaderMap,
-  utf8Length,
+  DefaultWorkStream,
   type Failure,
+  type HeaderMap,
 } from "./contract.js";
-import { fields, idempotencyDocID, idempotencyKey, legacyIdempotencyDocID, tenant, trimSpace } from "./replay.js";
-
-/** Fields of a task-idempotency document: a claim or a completion. */
-export const StatusInProgress = "in_progress";
-export const StatusCompleted = "completed";
-
-/**
- * A task for once and for the readers of its completion record (replay,
- * reconcile): its tenant and idempotency key. Two tenants' tasks with the
- * same key are two tasks, each with its own record.
- */
-export interface Task {
-  /** The message's tenant: X-Tenant-ID trimmed, "default" when absent (tenant(headers)). */
-  tenant: string;
-  /** The idempotency key (idempotencyKey(headers)). */
-  key: string;
-  /**
-   * When the message was published to its stream, in nanoseconds since the
-   * Unix epoch: a record an older kit wrote (no tenant) speaks for this
-   * task only if written at or after it (recordFor). Absent: unknown, and
-   * such records are not honoured.
-   */
-  publishedAt?: bigint;
-}
-
-/** taskOf is the task msg carries: tenant, idempotency key ("" when none) and publish time. */
-export function taskOf(msg: JsMsg): Task {
-  return { tenant: tenant(msg.headers), key: idempotencyKey(msg.headers), publishedAt: msg.timestampNanos };
-}
-
-/**
- * A task-idempotency/{idempotencyDocID(tenant, key)} document, or one an
- * older kit wrote at legacyIdempotencyDocID(key) (tenant absent).
- */
-export interface IdempotencyRecord {
-  key: string;
-  tenant?: string;
-  status: string;
-  agent?: string;
-  owner?: string;
-  claimed_at?: Timestamp;
-  lease_until?: Timestamp;
-  completed_at?: Timestamp;
-  /** Drives the collection's TTL policy: 72 h after completion or claim. */
-  expire_at: Timestamp;
-}
+import { ackDeadlineNanos, ClaimLostError, DefaultKeepAliveMs, keepAliveRun, LeaseIntervals, type ConsumerTiming } from "./keepalive.js";
+import { DefaultCountFlushMs, DefaultPredictionsRefreshMs, Publisher, type Published } from "./publish.js";
+import { fields, idempotencyDocID, legacyIdempotencyDocID } from "./replay.js";
+import {
+  BadAnswerError, checkAnswer, triageActor, TriageDecidedError, TriageNotFoundError, triageOf, TriageRefusedError, TriageUnfinishedError,
+  type Answerer, type Decide, type TriageAnswer, type TriageOutcome, type TriageTask,
+} from "./triage.js";
 
 /** The record (payload plus headers) would exceed the server's max payload; the failure was recorded with fail and the message NAKed instead. */
 export class RecordTooLargeError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = "RecordTooLargeError";
-  }
-}
-
-/** Another worker holds the idempotency claim of the key: NAK with a delay. */
-export class InProgressError extends Error {
-  constructor(readonly key: string) {
-    super(`key ${JSON.stringify(key)}: agentkit: task in progress elsewhere`);
-    this.name = "InProgressError";
-  }
-}
-
-/** once was given a task it cannot record: no tenant or key, text that is not well-formed, or spaces jsdlq trims away. */
-export class InvalidTaskError extends Error {
-  constructor(message: string) {
-    super(`agentkit: invalid task: ${message}`);
-    this.name = "InvalidTaskError";
   }
 }
 
@@ -133,7 +78,20 @@ export interface KitOptions {
   failureBucket?: string;
   /** once's collection (default task-idempotency). */
   idempotencyCollection?: string;
-  /** How long a once claim blocks duplicates, ms (default 5 min); at least the consumer's ack wait. */
+  /**
+   * How often a running task is kept alive (in-progress ack and claim
+   * renewal), ms. Default: half the delivery's ack deadline (its
+   * consumer's AckWait, or its BackOff entry for the delivery), read once
+   * per consumer; DefaultKeepAliveMs when that cannot be read or once has
+   * no delivery.
+   */
+  keepAliveMs?: number;
+  /**
+   * Overrides how long a once claim blocks duplicates without a renewal,
+   * ms. Default: LeaseIntervals keep-alive intervals (the claim is renewed
+   * every interval while fn runs, so the lease only bounds how long a
+   * worker that died holds the task).
+   */
   leaseMs?: number;
   /**
    * Ends the window in which once also honours the records older kits wrote
@@ -148,17 +106,20 @@ export interface KitOptions {
   clock?: () => Date;
   /** A JetStream client of nc with options of its own (a domain, an API prefix). */
   jetstream?: JetStreamClient;
-}
-
-interface ConsumerRetry {
-  backoffNanos: number[];
-  maxDeliver: number;
+  /**
+   * Turns publish's pre-flight on (docs/predictions.md): the model is read
+   * every refreshMs (default 5 min) with the work stream's pending tasks,
+   * and the tasks published are counted for the learner. Needs firestore.
+   */
+  predictions?: { refreshMs?: number };
+  /** How often the pre-flight writes its task counts, ms (default one minute); close writes the rest. */
+  countFlushMs?: number;
+  /** The stream publish publishes tasks to (default TASKS); a task routed to the DLQ is recorded as a task of it. */
+  workStream?: string;
 }
 
 const silent: Logger = { warn() {} };
 const encoder = new TextEncoder();
-// Go's zero time.Time, as Firestore stores it.
-const zeroSeconds = -62135596800;
 
 /** Kit binds agentkit to a NATS connection and an agent name. */
 export class Kit {
@@ -166,7 +127,8 @@ export class Kit {
   readonly recordStream: string;
   readonly failureBucket: string;
   readonly idempotencyCollection: string;
-  readonly leaseMs: number;
+  readonly keepAliveMs: number | undefined;
+  readonly leaseMs: number | undefined;
   readonly legacyCompletionsUntil: Date | undefined;
   private readonly nc: NatsConnection;
   private readonly js: JetStreamClient;
@@ -175,7 +137,8 @@ export class Kit {
   private readonly now: () => Date;
   private kv: Promise<KV> | undefined;
   private jsm: Promise<JetStreamManager> | undefined;
-  private readonly consumers = new Map<string, ConsumerRetry>();
+  private readonly consumers = new Map<string, ConsumerTiming>();
+  private readonly publisher: Publisher;
 
   constructor(nc: NatsConnection, opts: KitOptions = {}) {
     this.nc = nc;
@@ -185,10 +148,76 @@ export class Kit {
     this.recordStream = opts.recordStream ?? DefaultRecordStream;
     this.failureBucket = opts.failureBucket ?? DefaultFailureBucket;
     this.idempotencyCollection = opts.idempotencyCollection ?? DefaultIdempotencyCollection;
-    this.leaseMs = opts.leaseMs ?? DefaultLeaseMs;
+    this.keepAliveMs = opts.keepAliveMs;
+    this.leaseMs = opts.leaseMs;
     this.legacyCompletionsUntil = opts.legacyCompletionsUntil;
     this.log = opts.logger ?? silent;
     this.now = opts.clock ?? (() => new Date());
+    this.publisher = new Publisher({
+      js: this.js, jsm: () => this.manager(), maxPayload: () => this.nc.info?.max_payload ?? 0, fs: this.fs,
+      recordStream: this.recordStream, workStream: opts.workStream ?? DefaultWorkStream,
+      refreshMs: opts.predictions ? (opts.predictions.refreshMs ?? DefaultPredictionsRefreshMs) : undefined,
+      countFlushMs: opts.countFlushMs ?? DefaultCountFlushMs, now: this.now, warn: (m, a) => this.log.warn(m, a),
+    });
+  }
+
+  // manager is the JetStream manager, made once (again after a failure).
+  private manager(): Promise<JetStreamManager> {
+    if (!this.jsm) {
+      const p = this.js.jetstreamManager();
+      this.jsm = p;
+      p.catch(() => {
+        if (this.jsm === p) this.jsm = undefined;
+      });
+    }
+    return this.jsm;
+  }
+
+  /**
+   * publish publishes a task (payload and headers) to subject on the work
+   * stream and waits for the ack. A task with an idempotency key is
+   * published with Nats-Msg-Id = idempotencyDocID(tenant, key) unless the
+   * caller set one: a retry of the publish within the work stream's
+   * duplicate window is dropped by JetStream (one task), while two tenants'
+   * tasks with one key are two tasks. A task without a key gets no
+   * Nats-Msg-Id: every publish of it is a new task.
+   *
+   * With the predictions option (as the Go kit's Publish):
+   *
+   *   - no prediction: published as it is, marked counted (Jsdlq-Counted)
+   *     and with the agent's pending tasks (Jsdlq-Pending), and counted;
+   *   - an advisory prediction: the same, plus the Jsdlq-Predicted-* headers;
+   *   - action strategy: the strategy's Jsdlq-* headers (as a replay would
+   *     carry them, to the other agent's subject if it names one) and the
+   *     Jsdlq-Predicted-* headers; not counted;
+   *   - action dlq: the full task is recorded on the DLQ record stream
+   *     (reason predicted_failure), acknowledged there, never published to
+   *     the work stream; a record the server cannot take (too large) is
+   *     published to the work stream instead: no prediction drops a task.
+   *
+   * Jsdlq-* headers the caller passes are then dropped: they are jsdlq's.
+   */
+  publish(subject: string, payload: Uint8Array | string, headers?: MsgHdrs | HeaderMap): Promise<Published> {
+    return this.publisher.publish(subject, typeof payload === "string" ? encoder.encode(payload) : payload, headers);
+  }
+
+  /**
+   * refreshPredictions reads the model and the work stream's pending tasks
+   * now (the timer does every refreshMs). On an error the last model read
+   * stays in use: publishing never waits for it.
+   */
+  refreshPredictions(): Promise<void> {
+    return this.publisher.refresh();
+  }
+
+  /** flushCounts writes the task counts kept since the last flush (the timer does every countFlushMs). */
+  flushCounts(): Promise<void> {
+    return this.publisher.flush();
+  }
+
+  /** close stops the pre-flight's timers and writes the counts not yet written. */
+  close(): Promise<void> {
+    return this.publisher.close();
   }
 
   private failure(info: DeliveryInfo, f: Failure): Failure {
@@ -294,24 +323,59 @@ export class Kit {
    * deliveries advisory; waiting would just delay it).
    */
   async backoffMs(info: DeliveryInfo): Promise<number> {
+    const r = await this.consumer(info);
+    const n = info.deliveryCount;
+    if (!r || r.backoffNanos.length === 0 || n === 0 || (r.maxDeliver > 0 && n >= r.maxDeliver)) return 0;
+    return r.backoffNanos[Math.min(n - 1, r.backoffNanos.length - 1)]! / 1e6;
+  }
+
+  // consumer is the configuration of the delivery's consumer, read once per
+  // consumer; undefined when it cannot be read (logged).
+  private async consumer(info: DeliveryInfo): Promise<ConsumerTiming | undefined> {
     const key = `${info.stream}/${info.consumer}`;
     let r = this.consumers.get(key);
-    if (!r) {
-      try {
-        if (!this.jsm) this.jsm = this.js.jetstreamManager();
-        const ci = await (await this.jsm).consumers.info(info.stream, info.consumer);
-        r = { backoffNanos: (ci.config.backoff ?? []).map(Number), maxDeliver: ci.config.max_deliver ?? 0 };
-        this.consumers.set(key, r);
-      } catch (err) {
-        this.jsm = undefined;
-        this.log.warn("consumer info unavailable; NAK without delay",
-          { stream: info.stream, consumer: info.consumer, error: errMessage(err) });
-        return 0;
-      }
+    if (r) return r;
+    try {
+      const ci = await (await this.manager()).consumers.info(info.stream, info.consumer);
+      r = { backoffNanos: (ci.config.backoff ?? []).map(Number), maxDeliver: ci.config.max_deliver ?? 0,
+        ackWaitNanos: Number(ci.config.ack_wait ?? 0) };
+      this.consumers.set(key, r);
+      return r;
+    } catch (err) {
+      this.log.warn("consumer info unavailable; NAK without delay, keep-alive at the default interval",
+        { stream: info.stream, consumer: info.consumer, error: errMessage(err) });
+      return undefined;
     }
-    const n = info.deliveryCount;
-    if (r.backoffNanos.length === 0 || n === 0 || (r.maxDeliver > 0 && n >= r.maxDeliver)) return 0;
-    return r.backoffNanos[Math.min(n - 1, r.backoffNanos.length - 1)]! / 1e6;
+  }
+
+  // intervalNanos is the keep-alive interval of msg's delivery (keepAliveMs).
+  private async intervalNanos(msg: JsMsg | undefined): Promise<bigint> {
+    if (this.keepAliveMs !== undefined && this.keepAliveMs > 0) return BigInt(Math.round(this.keepAliveMs * 1e6));
+    const fallback = BigInt(DefaultKeepAliveMs) * 1_000_000n;
+    if (!msg) return fallback;
+    const r = await this.consumer(msg.info);
+    if (!r) return fallback;
+    const d = ackDeadlineNanos(r, msg.info.deliveryCount) / 2n;
+    return d > 0n ? d : fallback;
+  }
+
+  // leaseNanos is the lease of a claim kept alive every interval: leaseMs,
+  // else LeaseIntervals intervals.
+  private leaseNanos(intervalNanos: bigint): bigint {
+    if (this.leaseMs !== undefined && this.leaseMs > 0) return BigInt(Math.round(this.leaseMs * 1e6));
+    return BigInt(LeaseIntervals) * intervalNanos;
+  }
+
+  /**
+   * keepAlive runs fn while keeping msg alive: an in-progress ack every
+   * keep-alive interval, so a task that outlives its consumer's AckWait is
+   * not redelivered mid-work. It resolves or rejects as fn does; settling
+   * msg is the caller's. once does this itself (with claim renewal) for a
+   * task from taskOf. Bound fn yourself: the keep-alive lasts as long as fn
+   * does, and a task that hangs is never redelivered.
+   */
+  async keepAlive<T>(msg: JsMsg, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    return keepAliveRun(await this.intervalNanos(msg), msg, undefined, (m, a) => this.log.warn(m, a), fn);
   }
 
   private async nak(msg: JsMsg): Promise<void> {
@@ -325,6 +389,75 @@ export class Kit {
       await this.nak(msg);
     } catch (err) {
       this.log.warn("nak failed; the message is redelivered after its ack wait", { error: errMessage(err) });
+    }
+  }
+
+  /**
+   * answer applies a to task's entry through answerer, as this kit's agent
+   * (the task's triage agent when the kit has no name).
+   */
+  async answer(answerer: Answerer, task: TriageTask, a: TriageAnswer): Promise<string> {
+    checkAnswer(a, task);
+    return answerer.answerTriage(task, a, triageActor(this.agent || task.agent || "ceo"));
+  }
+
+  /**
+   * handleTriage answers one triage task message and settles it, as the Go
+   * kit's HandleTriage:
+   *
+   *   - a malformed task is terminated through terminate (schema_invalid),
+   *     so it is recorded like any dead task and a person sees it;
+   *   - decide runs kept alive (keepAlive); its error NAKs the message with
+   *     the consumer's backoff;
+   *   - the answer goes through answerer (TriageClient); applied (or found
+   *     decided already: a redelivered task, a person who answered first)
+   *     it is acked; refused for good it is acked too, the entry staying
+   *     with the people its notification reached; a failure a retry can
+   *     help NAKs.
+   *
+   * error says what went wrong when the outcome is not "answered" (an
+   * answer recorded whose replay task was left to reconcile is "answered"
+   * with a TriageUnfinishedError).
+   */
+  async handleTriage(msg: JsMsg, answerer: Answerer, decide: Decide): Promise<{ outcome: TriageOutcome; error?: unknown }> {
+    let task: TriageTask;
+    try {
+      task = triageOf(msg);
+    } catch (err) {
+      try {
+        await this.terminate(msg, { code: "schema_invalid", detail: errMessage(err) });
+      } catch (terr) {
+        return { outcome: "malformed", error: new AggregateError([err, terr], `${errMessage(err)}; ${errMessage(terr)}`) };
+      }
+      return { outcome: "malformed", error: err };
+    }
+    let a: TriageAnswer;
+    try {
+      // A decision may take a model longer than the consumer's AckWait.
+      a = await this.keepAlive(msg, (signal) => decide(task, signal));
+    } catch (err) {
+      await this.nakQuietly(msg);
+      return { outcome: "retry", error: new Error(`agentkit: decide on entry ${task.entry_id}: ${errMessage(err)}`, { cause: err }) };
+    }
+    try {
+      await this.answer(answerer, task, a);
+      msg.ack();
+      return { outcome: "answered" };
+    } catch (err) {
+      if (err instanceof TriageUnfinishedError) {
+        msg.ack();
+        return { outcome: "answered", error: err };
+      }
+      if (err instanceof TriageDecidedError) {
+        msg.ack();
+        return { outcome: "already_decided", error: err };
+      }
+      if (err instanceof BadAnswerError || err instanceof TriageRefusedError || err instanceof TriageNotFoundError) {
+        msg.ack();
+        return { outcome: "refused", error: err };
+      }
+      await this.nakQuietly(msg);
+      return { outcome: "retry", error: err };
     }
   }
 
@@ -346,9 +479,20 @@ export class Kit {
    *   - claimed by another live attempt: throws InProgressError — NAK with
    *     a delay and let the redelivery find it completed;
    *   - otherwise it claims the task in a transaction (create if absent or
-   *     take over an expired claim), runs fn, and records completion
-   *     (completed_at, expire_at = +72 h) before resolving to true: ack
-   *     after that.
+   *     take over an expired claim), runs fn while keeping it alive, and
+   *     records completion (completed_at, expire_at = +72 h) in a
+   *     transaction that checks the claim is still this attempt's, before
+   *     resolving to true: ack after that.
+   *
+   * While fn runs, one timer every keep-alive interval (keepAliveMs: by
+   * default half the delivery's ack deadline) sends task.msg's in-progress
+   * ack, so the server does not redeliver a task that outlives its AckWait,
+   * and renews the claim's lease (LeaseIntervals intervals, or leaseMs) in a
+   * transaction that checks the claim is still this attempt's. A renewal
+   * that finds the claim taken over or completed by another attempt, or that
+   * has failed until the lease ran out, aborts fn's signal and once rejects
+   * with ClaimLostError: nothing is recorded, and the message must be
+   * neither acked nor NAKed (ClaimLostError says why).
    *
    * Get the task from the message with taskOf. Two tenants' tasks with the
    * same key each run. While the migration window lasts
@@ -356,140 +500,53 @@ export class Kit {
    * recorded under the key alone counts too, when recordFor says it speaks
    * for the task.
    *
-   * If fn throws, the claim is released and fn's error rethrown; the next
-   * delivery runs fn again. fn can run twice for one task only when the
-   * process dies (or loses Firestore) between fn's side effects and the
-   * completion write and a redelivery comes after the lease, or when fn runs
-   * longer than the lease: size leaseMs above the longest fn.
+   * If fn throws, the claim is released and the error rethrown; the next
+   * delivery runs fn again. A task longer than the lease no longer runs
+   * twice: its claim is renewed as long as fn runs. fn can run twice for one
+   * task only when the process dies (or loses Firestore for the whole
+   * lease) between fn's side effects and the completion write: the claim
+   * then lapses and a redelivery runs fn again.
    */
-  async once(task: Task, fn: () => Promise<void>): Promise<boolean> {
+  async once(task: Task, fn: (signal: AbortSignal) => Promise<void>): Promise<boolean> {
     const fs = this.fs;
     if (!fs) throw new NoFirestoreError();
     checkTask(task);
     const coll = fs.collection(this.idempotencyCollection);
-    const ref = coll.doc(idempotencyDocID(task.tenant, task.key));
-    const refs = [ref];
-    if (legacyCompletionsOn(this.legacyCompletionsUntil, this.now())) refs.push(coll.doc(legacyIdempotencyDocID(task.key)));
-    const owner = randomBytes(8).toString("hex");
+    const interval = await this.intervalNanos(task.msg);
+    const claim = new Claim({
+      fs, task, agent: this.agent, leaseNanos: this.leaseNanos(interval), now: this.now,
+      ref: coll.doc(idempotencyDocID(task.tenant, task.key)),
+      legacy: legacyCompletionsOn(this.legacyCompletionsUntil, this.now()) ? coll.doc(legacyIdempotencyDocID(task.key)) : undefined,
+    });
     const name = `tenant ${JSON.stringify(task.tenant)} key ${JSON.stringify(task.key)}`;
-    let done = false;
+    let done: boolean;
     try {
-      await fs.runTransaction(async (tx) => {
-        done = false;
-        const now = this.now();
-        const snaps = await tx.getAll(...refs);
-        for (const snap of snaps) {
-          if (!snap.exists) continue;
-          const cur = snap.data() as Partial<IdempotencyRecord>;
-          if (!recordFor(cur, task)) continue;
-          if (completed(cur)) {
-            done = true;
-            return;
-          }
-          if (cur.lease_until instanceof Timestamp && cur.lease_until.toMillis() > now.getTime()) {
-            throw new InProgressError(task.key);
-          }
-        }
-        tx.set(ref, this.doc(task, StatusInProgress, owner, {
-          claimed_at: Timestamp.fromDate(now),
-          lease_until: Timestamp.fromMillis(now.getTime() + this.leaseMs),
-          expire_at: Timestamp.fromMillis(now.getTime() + DefaultIdempotencyTTLMs),
-        }));
-      });
+      done = await claim.take();
     } catch (err) {
       if (err instanceof InProgressError) throw err;
       throw new Error(`agentkit: claim ${name}: ${errMessage(err)}`, { cause: err });
     }
     if (done) return false;
+    const warn = (m: string, a: Record<string, unknown>) => this.log.warn(m, { tenant: task.tenant, key: task.key, ...a });
     try {
-      await fn();
+      await keepAliveRun(interval, task.msg, () => claim.renew(), warn, fn);
     } catch (err) {
+      if (err instanceof ClaimLostError) throw err;
       try {
-        await this.release(fs, ref, owner);
+        await claim.release();
       } catch (rerr) {
-        this.log.warn("could not release idempotency claim; it expires with its lease",
-          { tenant: task.tenant, key: task.key, error: errMessage(rerr) });
+        warn("could not release idempotency claim; it expires with its lease", { error: errMessage(rerr) });
       }
       throw err;
     }
-    const now = this.now();
     try {
-      await ref.set(this.doc(task, StatusCompleted, owner, {
-        completed_at: Timestamp.fromDate(now),
-        expire_at: Timestamp.fromMillis(now.getTime() + DefaultIdempotencyTTLMs),
-      }));
+      await claim.complete();
     } catch (err) {
+      if (err instanceof ClaimLostError) throw err;
       throw new Error(`agentkit: record completion of ${name} (do not ack; the claim expires in ` +
-        `${this.leaseMs} ms): ${errMessage(err)}`, { cause: err });
+        `${claim.leaseNanos / 1_000_000n} ms): ${errMessage(err)}`, { cause: err });
     }
     return true;
-  }
-
-  // doc is an idempotency document as the Go kit writes it: agent and owner
-  // left out when empty.
-  private doc(task: Task, status: string, owner: string,
-    times: Pick<IdempotencyRecord, "expire_at" | "claimed_at" | "lease_until" | "completed_at">): IdempotencyRecord {
-    const d: IdempotencyRecord = { key: task.key, tenant: task.tenant, status, ...times };
-    if (this.agent) d.agent = this.agent;
-    if (owner) d.owner = owner;
-    return d;
-  }
-
-  // release deletes the claim if it is still ours.
-  private async release(fs: Firestore, ref: DocumentReference, owner: string): Promise<void> {
-    await fs.runTransaction(async (tx) => {
-      const snap = await tx.get(ref);
-      if (!snap.exists) return;
-      const cur = snap.data() as Partial<IdempotencyRecord>;
-      if (cur.owner !== owner || cur.status !== StatusInProgress) return;
-      tx.delete(ref);
-    });
-  }
-}
-
-function isZero(t: unknown): t is undefined {
-  return !(t instanceof Timestamp) || (t.seconds === zeroSeconds && t.nanoseconds === 0);
-}
-
-function completed(r: Partial<IdempotencyRecord>): boolean {
-  return r.status === StatusCompleted || !isZero(r.completed_at);
-}
-
-function nanosOfTimestamp(t: Timestamp): bigint {
-  return BigInt(t.seconds) * 1_000_000_000n + BigInt(t.nanoseconds);
-}
-
-/**
- * recordFor reports whether r speaks for task. A record of this kit does
- * when it names the task's tenant and key. A record an older kit wrote names
- * no tenant, so any tenant's task with the key may have written it; it
- * speaks for the task only when written (completed, or else claimed) at or
- * after the task was published: one written before belongs to another
- * task. The Go kit and the server decide alike (IdempotencyRecord.For).
- */
-export function recordFor(r: Partial<IdempotencyRecord>, task: Task): boolean {
-  if (r.key !== task.key) return false;
-  if (r.tenant) return r.tenant === task.tenant;
-  const written = !isZero(r.completed_at) ? r.completed_at : r.claimed_at;
-  return task.publishedAt !== undefined && task.publishedAt > 0n && !isZero(written) &&
-    nanosOfTimestamp(written as Timestamp) >= task.publishedAt;
-}
-
-/** legacyCompletionsOn reports whether older kits' records are read at now, the window ending at until. */
-export function legacyCompletionsOn(until: Date | undefined, now: Date): boolean {
-  return until === undefined || now.getTime() < until.getTime();
-}
-
-// A UTF-16 surrogate without its pair: text no UTF-8 encoding can carry.
-const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-// checkTask refuses a task whose record jsdlq would never find: the readers
-// name the task as the headers give it, trimmed and never empty.
-function checkTask(task: Task): void {
-  for (const [name, v] of [["tenant", task.tenant], ["key", task.key]] as const) {
-    if (!v) throw new InvalidTaskError(`no ${name} (taskOf reads it from the message)`);
-    if (loneSurrogate.test(v)) throw new InvalidTaskError(`${name} ${JSON.stringify(v)} is not well-formed Unicode`);
-    if (trimSpace(v) !== v) throw new InvalidTaskError(`${name} ${JSON.stringify(v)} has leading or trailing space, which jsdlq trims`);
   }
 }
 
@@ -507,15 +564,6 @@ export function termReason(f: Failure): string {
   let end = 256;
   while (end > 0 && (b[end]! & 0xc0) === 0x80) end--; // the start of the cut character
   return b.subarray(0, end).toString("utf8") + "\ufffd".repeat(256 - end);
-}
-
-/** recordSize is the size of the record message as the server counts it against max_payload. */
-export function recordSize(subject: string, h: MsgHdrs, data: Uint8Array): number {
-  let n = data.length + utf8Length(subject) + "NATS/1.0\r\n\r\n".length;
-  for (const k of h.keys()) {
-    for (const v of h.values(k)) n += utf8Length(k) + utf8Length(v) + 4;
-  }
-  return n;
 }
 
 function errMessage(err: unknown): string {

@@ -6,7 +6,7 @@ import { randomBytes } from "node:crypto";
 import { Firestore } from "@google-cloud/firestore";
 import {
   AckPolicy, jetstream, jetstreamManager, RetentionPolicy,
-  type JetStreamClient, type JetStreamManager, type JsMsg,
+  type ConsumerConfig, type JetStreamClient, type JetStreamManager, type JsMsg,
 } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { connect, nanos, type NatsConnection, type Subscription } from "@nats-io/transport-node";
@@ -17,14 +17,15 @@ export function natsURL(): string {
   return u;
 }
 
-export function firestore(): Firestore {
+export function firestore(projectId = "ts-" + randomBytes(6).toString("hex")): Firestore {
   if (!process.env.FIRESTORE_EMULATOR_HOST) {
     throw new Error("FIRESTORE_EMULATOR_HOST is not set: run the tests through go test ./internal/kitcompat (or make test)");
   }
   // On the emulator there is no metadata server to ask for credentials.
   process.env.METADATA_SERVER_DETECTION ??= "none";
-  // A project of its own keeps this run's documents apart in the shared emulator.
-  return new Firestore({ projectId: "ts-" + randomBytes(6).toString("hex") });
+  // A project of its own (by default) keeps this run's documents apart in
+  // the shared emulator.
+  return new Firestore({ projectId });
 }
 
 export interface Fixture {
@@ -36,7 +37,7 @@ export interface Fixture {
   close(): Promise<void>;
 }
 
-/** AckLog collects the acknowledgements sent for deliveries of the work stream. */
+/** AckLog collects the acknowledgements sent for deliveries of the work stream ("+ACK", "-NAK", "+WPI", "+TERM …"). */
 export class AckLog {
   readonly payloads: string[] = [];
   private readonly sub: Subscription;
@@ -50,6 +51,15 @@ export class AckLog {
     await agent.flush();
     await this.monitor.flush();
   }
+  /** kinds counts the acknowledgements seen by kind ("+ACK", "+WPI", …). */
+  kinds(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const p of this.payloads) {
+      const k = p.split(" ")[0]!;
+      out[k] = (out[k] ?? 0) + 1;
+    }
+    return out;
+  }
   stop(): void {
     this.sub.unsubscribe();
   }
@@ -58,16 +68,16 @@ export class AckLog {
 /**
  * fixture connects and makes a clean JetStream: TASKS (agents.>, the given
  * retention) with the consumer "backend" (MaxDeliver 3, BackOff 100 ms,
- * 200 ms), and, with dlq, the record stream and the failure bucket the
- * bridge creates.
+ * 200 ms, or the consumer settings given), and, with dlq, the record stream
+ * and the failure bucket the bridge creates.
  */
-export async function fixture(opts: { dlq: boolean; retention?: RetentionPolicy }): Promise<Fixture> {
+export async function fixture(opts: { dlq: boolean; retention?: RetentionPolicy; consumer?: Partial<ConsumerConfig> }): Promise<Fixture> {
   const nc = await connect({ servers: natsURL() });
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
   for await (const name of jsm.streams.names()) await jsm.streams.delete(name);
   await jsm.streams.add({ name: "TASKS", subjects: ["agents.>"], retention: opts.retention ?? RetentionPolicy.Workqueue });
-  await jsm.consumers.add("TASKS", {
+  await jsm.consumers.add("TASKS", opts.consumer ? { durable_name: "backend", ack_policy: AckPolicy.Explicit, ...opts.consumer } : {
     durable_name: "backend", ack_policy: AckPolicy.Explicit, max_deliver: 3, ack_wait: nanos(30_000),
     backoff: [nanos(100), nanos(200)],
   });
@@ -94,4 +104,19 @@ export async function next(js: JetStreamClient, expiresMs = 5000): Promise<JsMsg
   const m = await c.next({ expires: expiresMs });
   if (!m) throw new Error(`no delivery within ${expiresMs} ms`);
   return m;
+}
+
+/**
+ * waitFor asks probe until it returns a value and throws, naming what it
+ * awaited, once timeoutMs have passed: a test waits on servers that settle
+ * in their own time, never without bound.
+ */
+export async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`after ${timeoutMs} ms: still waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }

@@ -9,8 +9,10 @@
 #   CONSOLE_OPERATORS, CONSOLE_APPROVERS).
 # - <name>-api: the tenant recovery API (CONSOLE_SERVE=api). Tenants are
 #   not Google identities: each request carries a tenant key the console
-#   checks against Firestore, so Cloud Run's invoker check is turned off
-#   for this service (invoker_iam_disabled) instead of granting run.invoker
+#   checks against Firestore (or, on the triage endpoint, a triage agent's
+#   Google ID token it verifies: triage_agents), so Cloud Run's invoker
+#   check is turned off for this service (invoker_iam_disabled) instead of
+#   granting run.invoker
 #   to allUsers. It serves no operator page.
 #
 # Each service answers requests for its own URL only (CONSOLE_URLS, the
@@ -48,8 +50,11 @@ locals {
     },
     var.tenant_api_enabled ? {
       api = {
-        name          = "${var.name}-api"
-        env           = { CONSOLE_SERVE = "api", CONSOLE_URLS = var.urls.api }
+        name = "${var.name}-api"
+        # The triage endpoint's callers (docs/console.md): their ID tokens'
+        # audience defaults to the API's URL, CONSOLE_URLS.
+        env = merge({ CONSOLE_SERVE = "api", CONSOLE_URLS = var.urls.api },
+        length(var.triage_agents) > 0 ? { CONSOLE_TRIAGE_AGENTS = join(",", sort(var.triage_agents)) } : {})
         iap           = false
         cpu_idle      = true
         min_instances = 0

@@ -78,6 +78,22 @@ variable "tenant_api_enabled" {
   description = "Whether to deploy the tenant recovery API (<name>-api). It authenticates every request by a tenant key in code; Cloud Run's invoker check is off for it (invoker_iam_disabled), no allUsers binding is made."
 }
 
+variable "triage_agents" {
+  type        = set(string)
+  description = "Emails of the identities (service accounts) of the triage agents that answer triage tasks through the tenant API service's triage endpoint (CONSOLE_TRIAGE_AGENTS; docs/console.md, \"The triage endpoint\"): the console verifies their Google ID tokens, whose audience is the API's URL, in code. Empty: the endpoint is not served. Needs tenant_api_enabled."
+  default     = []
+
+  validation {
+    condition     = alltrue([for e in var.triage_agents : can(regex("^[^\\s,\"\\\\@:]+@[^\\s,\"\\\\@]+\\.[^\\s,\"\\\\@]+$", e))])
+    error_message = "triage_agents must be bare emails (ceo-agent@PROJECT.iam.gserviceaccount.com), not principals."
+  }
+
+  validation {
+    condition     = length(var.triage_agents) == 0 || var.tenant_api_enabled
+    error_message = "triage_agents needs tenant_api_enabled: the triage endpoint is a route of the tenant API service."
+  }
+}
+
 variable "environment" {
   type        = map(string)
   description = "Environment both services share (docs/configuration.md): GOOGLE_CLOUD_PROJECT, TASKS_QUEUE, REPLAY_URL, TASKS_SERVICE_ACCOUNT. CONSOLE_SERVE, CONSOLE_AUTH, CONSOLE_IAP_AUDIENCE, CONSOLE_URLS and the role variables (CONSOLE_VIEWERS, CONSOLE_OPERATORS, CONSOLE_APPROVERS) are set by the module."
@@ -88,8 +104,8 @@ variable "environment" {
   }
 
   validation {
-    condition     = length(setintersection(keys(var.environment), ["PORT", "CONSOLE_SERVE", "CONSOLE_AUTH", "CONSOLE_IAP_AUDIENCE", "CONSOLE_URLS", "CONSOLE_VIEWERS", "CONSOLE_OPERATORS", "CONSOLE_APPROVERS", "CONSOLE_OPERATOR", "CONSOLE_ROLE", "FIRESTORE_EMULATOR_HOST", "CLOUD_TASKS_EMULATOR_HOST"])) == 0
-    error_message = "environment must not set PORT (Cloud Run's), the CONSOLE_SERVE/CONSOLE_AUTH/CONSOLE_IAP_AUDIENCE/CONSOLE_URLS and role variables the module sets (viewers, operators, approvers), CONSOLE_OPERATOR/CONSOLE_ROLE (local mode only) or emulator hosts."
+    condition     = length(setintersection(keys(var.environment), ["PORT", "CONSOLE_SERVE", "CONSOLE_AUTH", "CONSOLE_IAP_AUDIENCE", "CONSOLE_URLS", "CONSOLE_VIEWERS", "CONSOLE_OPERATORS", "CONSOLE_APPROVERS", "CONSOLE_OPERATOR", "CONSOLE_ROLE", "CONSOLE_TRIAGE_AGENTS", "CONSOLE_TRIAGE_AUDIENCE", "CONSOLE_TRIAGE_AUTH", "FIRESTORE_EMULATOR_HOST", "CLOUD_TASKS_EMULATOR_HOST"])) == 0
+    error_message = "environment must not set PORT (Cloud Run's), the CONSOLE_SERVE/CONSOLE_AUTH/CONSOLE_IAP_AUDIENCE/CONSOLE_URLS, role and triage agent variables the module sets (viewers, operators, approvers, triage_agents), CONSOLE_OPERATOR/CONSOLE_ROLE (local mode only) or emulator hosts."
   }
 }
 
