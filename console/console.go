@@ -8,7 +8,7 @@
 //
 // The tenant API (api.go) is scoped by the key's tenant inside every query
 // and action; another tenant's entry answers 404 exactly like a missing one.
-// The operator UI (ui.go) is server-rendered html/template with embedded
+// The operator UI (ui.go and a file per page) is server-rendered html/template with embedded
 // assets; every state-changing form carries a CSRF token (csrf.go).
 package console
 
