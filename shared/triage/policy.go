@@ -279,6 +279,10 @@ func (p *Policy) Canonical() []byte { return bytes.Clone(p.canonical) }
 // EscalationTarget is where escalations go by default.
 func (p *Policy) EscalationTarget() string { return p.doc.Defaults.EscalationTarget }
 
+// ReasonCodes are the reason codes the policy names, sorted: the
+// vocabulary an operator's reason filter is checked against.
+func (p *Policy) ReasonCodes() []string { return slices.Sorted(maps.Keys(p.doc.Reasons)) }
+
 // Category returns the category the policy gives a reason code.
 func (p *Policy) Category(code string) Category {
 	if c, ok := p.doc.Reasons[code]; ok {
