@@ -83,7 +83,7 @@ func (s *Server) routeBulk(mux *http.ServeMux) {
 	cop := http.NewCrossOriginProtection()
 	mux.Handle("GET /bulk", s.page(s.bulkPlan))
 	mux.Handle("POST /bulk", cop.Handler(s.form(s.bulkConfirm)))
-	mux.Handle("GET /bulk/runs", s.page(s.bulkRuns))
+	mux.Handle("GET /bulk/runs", s.livePage(s.bulkRuns))
 	mux.Handle("GET /bulk/{run}", s.page(s.bulkRun))
 	mux.Handle("GET /bulk/{run}/progress", http.HandlerFunc(s.bulkProgress))
 	mux.Handle("POST /bulk/{run}/cancel", cop.Handler(s.form(s.bulkCancel)))
@@ -180,7 +180,7 @@ type count struct {
 func viewPlan(p store.RedrivePlan, include []string) planView {
 	v := planView{P: p, ByTenant: counts(p.ByTenant), ByCat: counts(p.ByCategory), ByStatus: counts(p.ByStatus),
 		Stops: counts(p.PolicyStops), Breakers: counts(p.BreakerHeld), Excluded: counts(p.Excluded), Denied: counts(p.Denied),
-		OptedIn: len(include) > 0}
+		OptedIn: slices.Contains(include, redrive.OptInApproverRules)}
 	v.Stopped, v.HeldByBrk, v.LeftAlone = p.PolicyStopped(), p.BreakerHolds(), p.LeftAlone()
 	return v
 }
@@ -227,6 +227,10 @@ type bulkPlanData struct {
 	// with the opt-in OptIn.
 	MayRedrive, MayOptIn bool
 	OptIn                string
+	// First are the first entries the redrive acts on (of Acts); ETA is
+	// how long it takes at the form's rate.
+	First []string
+	ETA   string
 }
 
 // mayOptIn is nil when who may opt a redrive into the entries whose rule
@@ -255,7 +259,7 @@ func (s *Server) bulkPlan(r *http.Request) (string, string, any, error) {
 	}
 	d := bulkPlanData{Form: f, Plan: viewPlan(p.RedrivePlan, f.Include), Filter: filterText(f.F), MaxRate: MaxBulkRate,
 		ConfirmOK: p.Acts() > 0, MayRedrive: authority.May(who, authority.Redrive, authority.Grant{}) == nil, MayOptIn: mayOptIn(who) == nil,
-		OptIn: redrive.OptInApproverRules}
+		OptIn: redrive.OptInApproverRules, First: p.First, ETA: humanDuration(time.Duration(float64(p.Acts()) / f.Rate * float64(time.Second)))}
 	return "bulkplan", "Bulk redrive: plan", d, nil
 }
 
@@ -289,26 +293,41 @@ func (s *Server) bulkConfirm(_ http.ResponseWriter, r *http.Request, who authori
 	if err != nil {
 		return "", err
 	}
-	p, err := redrive.NewPlan(r.Context(), s.store, s.actions, who, f.Filter.Query(), f.Include, "")
+	run, err := s.startBulkRun(r.Context(), who, f.Filter, f.Include, f.Rate, why, filterText(f.F))
 	if err != nil {
 		return "", err
 	}
-	if p.Acts() == 0 {
+	if run == nil {
 		return "", uiBad("nothing to do: the plan acts on no entry")
+	}
+	next, err := consolePath("bulk", run.ID)
+	return next + "?done=bulk-confirmed", err
+}
+
+// startBulkRun plans a redrive of filter by who, as things stand now, and
+// stores it as a run for the runner (nil when the plan acts on nothing):
+// a confirmed bulk redrive, and the release of a closed breaker's held
+// entries. filterText names the filter in the log.
+func (s *Server) startBulkRun(ctx context.Context, who authority.Actor, filter store.BulkFilter, include []string, rate float64, why, filterText string) (*store.BulkRun, error) {
+	p, err := redrive.NewPlan(ctx, s.store, s.actions, who, filter.Query(), include, "")
+	if err != nil {
+		return nil, err
+	}
+	if p.Acts() == 0 {
+		return nil, nil
 	}
 	// The run acts on what the operator confirmed: a runner may get to it
 	// much later, and its filter must not take in the failures recorded
 	// meanwhile (among them its own replays' deaths).
-	f.Filter = p.Until(f.Filter)
+	filter = p.Until(filter)
 	trimTenants(&p.RedrivePlan)
-	run := &store.BulkRun{Filter: f.Filter, Include: f.Include, Rate: f.Rate, Actor: who.Name, Role: who.Role, Reason: why, Plan: p.RedrivePlan, Total: p.Matched}
-	if err := s.store.CreateBulkRun(r.Context(), run); err != nil {
-		return "", err
+	run := &store.BulkRun{Filter: filter, Include: include, Rate: rate, Actor: who.Name, Role: who.Role, Reason: why, Plan: p.RedrivePlan, Total: p.Matched}
+	if err := s.store.CreateBulkRun(ctx, run); err != nil {
+		return nil, err
 	}
-	s.log.InfoContext(r.Context(), "bulk redrive confirmed", "run", run.ID, "operator", who.Name, "role", string(who.Role), "filter", filterText(f.F),
-		"acts", p.Acts(), "rate", f.Rate)
-	next, err := consolePath("bulk", run.ID)
-	return next + "?done=bulk-confirmed", err
+	s.log.InfoContext(ctx, "bulk redrive confirmed", "run", run.ID, "operator", who.Name, "role", string(who.Role), "filter", filterText,
+		"acts", p.Acts(), "rate", rate, "include", strings.Join(include, ","))
+	return run, nil
 }
 
 // bulkRunData is a run's page.
@@ -404,14 +423,24 @@ func (s *Server) bulkCancel(_ http.ResponseWriter, r *http.Request, who authorit
 }
 
 // bulkRunsData is the list of recent runs.
-type bulkRunsData struct{ Runs []*store.BulkRun }
+type bulkRunsData struct{ Runs []bulkRunLine }
+
+// bulkRunLine is a run as the list shows it, its filter in words.
+type bulkRunLine struct {
+	*store.BulkRun
+	Filter string
+}
 
 func (s *Server) bulkRuns(r *http.Request) (string, string, any, error) {
 	runs, err := s.store.ListBulkRuns(r.Context(), 50)
 	if err != nil {
 		return "", "", nil, err
 	}
-	return "bulkruns", "Bulk redrives", bulkRunsData{Runs: runs}, nil
+	d := bulkRunsData{}
+	for _, run := range runs {
+		d.Runs = append(d.Runs, bulkRunLine{run, bulkFilterText(run.Filter)})
+	}
+	return "bulkruns", "Bulk redrives", d, nil
 }
 
 // RunBulk works on bulk runs until ctx ends: at once and then every poll

@@ -90,7 +90,18 @@ func (s *Server) entry(r *http.Request) (string, string, any, error) {
 		d.Chain = p.Entries
 		sort.SliceStable(d.Chain, func(i, j int) bool { return d.Chain[i].CreatedAt.Before(d.Chain[j].CreatedAt) })
 	}
-	d.Task = "—"
+	// The replay task in words: its name and whether Cloud Tasks still
+	// has it, or why the entry has none.
+	switch {
+	case e.TaskName == "" && e.Status == store.Held:
+		d.Task = "none: held by its tenant's breaker, which releases it"
+	case e.TaskName == "" && e.Status.Terminal():
+		d.Task = "none: the entry is " + string(e.Status)
+	case e.TaskName == "":
+		d.Task = "none"
+	case s.tasks == nil:
+		d.Task = "its state in Cloud Tasks is not known to this console"
+	}
 	if s.tasks != nil && e.TaskName != "" {
 		ok, err := s.tasks.Exists(r.Context(), e.TaskName)
 		switch {
@@ -163,6 +174,9 @@ func (s *Server) entryAction(w http.ResponseWriter, r *http.Request, who authori
 		reason, err := reasonOf(r.PostFormValue("reason"), "a discard")
 		if err != nil {
 			return "", err
+		}
+		if r.PostFormValue("confirm") != "yes" {
+			return "", uiBad("a discard needs its confirmation box ticked: it cannot be undone")
 		}
 		if _, err := s.actions.Discard(ctx, store.AllTenants, id, reason, who); err != nil {
 			return "", err

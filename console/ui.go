@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -36,12 +37,21 @@ var pages = template.Must(template.New("").Funcs(linkFuncs).Funcs(template.FuncM
 		if t.IsZero() {
 			return "—"
 		}
-		return time.Since(t).Round(time.Minute).String()
+		return humanDuration(time.Since(t))
 	},
-	"join":      strings.Join,
-	"pct":       pct,
-	"retention": triage.FormatRetention,
-	"add":       func(a, b int) int { return a + b },
+	"duration": humanDuration,
+	// took is the time from a to b in words.
+	"took":    func(a, b time.Time) string { return humanDuration(b.Sub(a)) },
+	"plural":  plural,
+	"rate":    humanRate,
+	"join":    strings.Join,
+	"maxRate": func() float64 { return MaxBulkRate },
+	// discardable names the statuses a discard applies to (the operator's
+	// rule, operator.Discardable).
+	"discardable": func() string { return joinNames(operator.Discardable) },
+	"pct":         pct,
+	"retention":   triage.FormatRetention,
+	"add":         func(a, b int) int { return a + b },
 	// isTrue reads an optional flag (a set false is not nil).
 	"isTrue": func(b *bool) bool { return b != nil && *b },
 	// dict passes several values to a template: "key", value, ….
@@ -72,16 +82,17 @@ var pages = template.Must(template.New("").Funcs(linkFuncs).Funcs(template.FuncM
 func (s *Server) routeUI(mux *http.ServeMux) {
 	static := http.FileServerFS(assets)
 	mux.Handle("GET /static/", static)
-	mux.Handle("GET /{$}", s.page(s.overview))
-	mux.Handle("GET /entries", s.page(s.entries))
+	mux.Handle("GET /{$}", s.livePage(s.overview))
+	mux.Handle("GET /entries", s.livePage(s.entries))
 	mux.Handle("GET /entries/{entry}", s.page(s.entry))
 	mux.Handle("GET /entries/{entry}/payload", http.HandlerFunc(s.payloadDownload))
-	mux.Handle("GET /tenants", s.page(s.tenants))
+	mux.Handle("GET /tenants", s.livePage(s.tenants))
 	mux.Handle("GET /audits", s.page(s.audits))
 	mux.Handle("GET /audits/{run}", s.page(s.auditReport))
 	mux.Handle("GET /policy", s.page(s.policy))
 	mux.Handle("GET /predictions", s.page(s.predictions))
 	cop := http.NewCrossOriginProtection()
+	mux.Handle("POST /selected-entries", cop.Handler(s.form(s.selectedAction)))
 	mux.Handle("POST /entries/{entry}/{action}", cop.Handler(s.form(s.entryAction)))
 	mux.Handle("POST /tenants/{tenant}/{action}", cop.Handler(s.form(s.breakerAction)))
 }
@@ -94,6 +105,69 @@ type pageData struct {
 	Nav      string
 	Flash    string
 	Body     any
+	// Refresh is the auto-refresh toggle of a live page (livePage); nil
+	// on the others.
+	Refresh *refreshLink
+}
+
+// refreshEvery is how often a live page reloads itself with auto-refresh
+// on (a meta refresh: the console runs no script).
+const refreshEvery = 30
+
+// refreshLink is a live page's auto-refresh: on or off, and the link that
+// turns it the other way (the page's own query, refresh added or removed).
+type refreshLink struct {
+	On      bool
+	Every   int
+	Toggle  template.URL
+	Enabled bool // the toggle is shown (a live page)
+}
+
+type refreshKey struct{}
+
+// livePage is page for the pages an operator watches (the overview and
+// the lists): ?refresh=on reloads them every refreshEvery seconds, and
+// their links keep it. The parameter is taken off before h reads the
+// query, so no page's own parameter check needs to know it.
+func (s *Server) livePage(h func(r *http.Request) (name, title string, body any, err error)) http.Handler {
+	inner := s.page(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		vals, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			inner.ServeHTTP(w, r) // h refuses the malformed query
+			return
+		}
+		rl := refreshLink{Enabled: true, Every: refreshEvery}
+		switch v := vals["refresh"]; {
+		case len(v) == 0:
+		case len(v) == 1 && (v[0] == "on" || v[0] == "off"):
+			rl.On = v[0] == "on"
+		default:
+			inner.ServeHTTP(w, r) // h refuses refresh as an unknown parameter
+			return
+		}
+		vals.Del("refresh")
+		r2 := r.Clone(r.Context())
+		r2.URL.RawQuery = vals.Encode()
+		vals.Del("done")
+		if !rl.On {
+			vals.Set("refresh", "on")
+		}
+		rl.Toggle = template.URL(r.URL.Path)
+		if len(vals) > 0 {
+			rl.Toggle += template.URL("?" + vals.Encode())
+		}
+		inner.ServeHTTP(w, r2.WithContext(context.WithValue(r2.Context(), refreshKey{}, &rl)))
+	})
+}
+
+// refreshOf is the request's auto-refresh (livePage's), for the links a
+// page builds itself.
+func refreshOf(r *http.Request) refreshLink {
+	if rl, ok := r.Context().Value(refreshKey{}).(*refreshLink); ok {
+		return *rl
+	}
+	return refreshLink{}
 }
 
 // uiError is a refusal a page shows with its status.
@@ -153,7 +227,11 @@ func (s *Server) page(h func(r *http.Request) (name, title string, body any, err
 			s.uiFail(w, r, who, csrf, err)
 			return
 		}
-		s.render(w, http.StatusOK, name, pageData{Title: title, Operator: who, CSRF: csrf, Nav: name, Flash: flashes[r.URL.Query().Get("done")], Body: body})
+		d := pageData{Title: title, Operator: who, CSRF: csrf, Nav: name, Flash: flashes[r.URL.Query().Get("done")], Body: body}
+		if rl, ok := r.Context().Value(refreshKey{}).(*refreshLink); ok {
+			d.Refresh = rl
+		}
+		s.render(w, http.StatusOK, name, d)
 	})
 }
 
@@ -247,15 +325,16 @@ func (s *Server) render(w http.ResponseWriter, code int, name string, d pageData
 // flashes are the messages an action's redirect shows (?done=<key>): a
 // fixed set, so a link cannot put words of its own on an operator's page.
 var flashes = map[string]string{
-	"replay-requested":      "replay requested",
-	"replay-task-pending":   "replay requested; its task could not be created yet: reconcile's next run creates it (or replay now again)",
-	"discarded":             "discarded",
-	"probe-sent":            "probe sent",
-	"approved":              "approved",
-	"approved-task-pending": "approved; its replay task could not be created yet: reconcile's next run creates it (or replay now)",
-	"breaker-closed":        "breaker closed",
-	"bulk-confirmed":        "bulk redrive confirmed",
-	"cancel-asked":          "cancel asked",
+	"replay-requested":         "replay requested",
+	"replay-task-pending":      "replay requested; its task could not be created yet: reconcile's next run creates it (or replay now again)",
+	"discarded":                "discarded",
+	"probe-sent":               "probe sent",
+	"approved":                 "approved",
+	"approved-task-pending":    "approved; its replay task could not be created yet: reconcile's next run creates it (or replay now)",
+	"breaker-closed":           "breaker closed",
+	"breaker-closed-releasing": "breaker closed; this bulk run releases the tenant's held entries, each meeting the gates as any replay",
+	"bulk-confirmed":           "bulk redrive confirmed",
+	"cancel-asked":             "cancel asked",
 }
 
 // recorded is where an action that may leave its replay task uncreated goes:

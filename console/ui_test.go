@@ -176,7 +176,12 @@ func TestConsolePagesAndActions(t *testing.T) {
 	}
 
 	// Discard with a reason; tenants page renders.
-	if code, _, body := b.post("/entries/TASKS.2/discard", url.Values{"csrf": {b.csrf}, "reason": {"duplicate"}}); code != http.StatusSeeOther {
+	// A discard cannot be undone: without its confirmation box it is
+	// refused, and the entry stays as it was.
+	if code, _, _ := b.post("/entries/TASKS.2/discard", url.Values{"csrf": {b.csrf}, "reason": {"duplicate"}}); code != http.StatusBadRequest {
+		t.Errorf("discard without confirm = %d, want 400", code)
+	}
+	if code, _, body := b.post("/entries/TASKS.2/discard", url.Values{"csrf": {b.csrf}, "reason": {"duplicate"}, "confirm": {"yes"}}); code != http.StatusSeeOther {
 		t.Errorf("discard = %d %s", code, body)
 	}
 	if code, body := b.get("/tenants"); code != 200 || !strings.Contains(body, "acme") {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -342,4 +343,64 @@ func pct(r float64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.2f %%", 100*r)
+}
+
+// humanDuration is d as an operator reads it: 394ms, 1.2s, 4m 10s,
+// 2h 5m, 3d 4h (two units at most; the rest is noise on a page).
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + humanDuration(-d)
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+	case d < time.Hour:
+		d = d.Round(time.Second)
+		return twoUnits(int(d/time.Minute), "m", int(d%time.Minute/time.Second), "s")
+	case d < 24*time.Hour:
+		d = d.Round(time.Minute)
+		return twoUnits(int(d/time.Hour), "h", int(d%time.Hour/time.Minute), "m")
+	}
+	d = d.Round(time.Hour)
+	return twoUnits(int(d/(24*time.Hour)), "d", int(d%(24*time.Hour)/time.Hour), "h")
+}
+
+func twoUnits(a int, au string, b int, bu string) string {
+	if b == 0 {
+		return strconv.Itoa(a) + au
+	}
+	return strconv.Itoa(a) + au + " " + strconv.Itoa(b) + bu
+}
+
+// plural is n and the noun, in the plural unless n is 1 ("1 finding",
+// "3 findings"); the plural is the noun with an s unless given.
+func plural(n any, noun string, pluralForm ...string) string {
+	var i int64
+	switch v := n.(type) {
+	case int:
+		i = int64(v)
+	case int64:
+		i = v
+	}
+	if i != 1 {
+		noun += "s"
+		if len(pluralForm) > 0 {
+			noun = pluralForm[0]
+		}
+	}
+	return strconv.FormatInt(i, 10) + " " + noun
+}
+
+// humanRate is a rate in actions per second as the forms take it: per
+// second from one a second up, per minute below, per hour below that.
+func humanRate(perSecond float64) string {
+	num := func(f float64) string { return strconv.FormatFloat(f, 'g', 3, 64) }
+	switch {
+	case perSecond >= 1:
+		return num(perSecond) + "/s"
+	case perSecond*60 >= 1:
+		return num(perSecond*60) + "/m"
+	}
+	return num(perSecond*3600) + "/h"
 }
