@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -217,97 +216,6 @@ func foldDiff(d []diffLine, context int) []diffLine {
 		i = j
 	}
 	return out
-}
-
-// chart is a stacked bar chart of dead tasks per hour by category, drawn
-// as inline SVG by the template (no script).
-type chart struct {
-	Width, Height int
-	// Plot is the height of the bars' area; the axis labels go below.
-	Plot   int
-	Bars   []bar
-	Ticks  []tick
-	Legend []legendItem
-	Max    int64
-	Total  int64
-}
-
-type bar struct {
-	X, Width int
-	Label    string
-	Segments []segment
-}
-
-type segment struct {
-	Y, Height int
-	Class     string
-	Title     string
-}
-
-// tick labels the axis at the start of an hour.
-type tick struct {
-	X     int
-	Label string
-}
-
-type legendItem struct {
-	Class, Name string
-	Total       int64
-}
-
-// newChart draws hours (oldest first) as bars width pixels wide in all; a
-// label every tickEvery hours (at hours of the day divisible by it).
-func newChart(hours []store.Rollup, width, tickEvery int) chart {
-	const plot, axis = 160, 18
-	c := chart{Width: width, Height: plot + axis, Plot: plot}
-	totals := map[string]int64{}
-	for _, m := range hours {
-		c.Max = max(c.Max, m.Total)
-		c.Total += m.Total
-		for cat, n := range m.ByCategory {
-			totals[cat] += n
-		}
-	}
-	cats := make([]string, 0, len(totals))
-	for cat := range totals {
-		cats = append(cats, cat)
-	}
-	sort.Strings(cats)
-	class := map[string]string{}
-	for i, cat := range cats {
-		class[cat] = fmt.Sprintf("c%d", i%8)
-		c.Legend = append(c.Legend, legendItem{Class: class[cat], Name: cat, Total: totals[cat]})
-	}
-	if len(hours) == 0 {
-		return c
-	}
-	bw := width / len(hours)
-	gap := 1
-	if bw > 8 {
-		gap = 2
-	}
-	for i, m := range hours {
-		b := bar{X: i * bw, Width: max(1, bw-gap), Label: m.Hour}
-		if t, err := time.Parse(store.HourLayout, m.Hour); err == nil && tickEvery > 0 && t.Hour()%tickEvery == 0 {
-			label := t.Format("15:00")
-			if t.Hour() == 0 {
-				label = t.Format("Jan 2")
-			}
-			c.Ticks = append(c.Ticks, tick{X: i * bw, Label: label})
-		}
-		y := plot
-		for _, cat := range cats {
-			n := m.ByCategory[cat]
-			if n == 0 || c.Max == 0 {
-				continue
-			}
-			h := max(1, int(n*int64(plot)/c.Max))
-			y -= h
-			b.Segments = append(b.Segments, segment{Y: y, Height: h, Class: class[cat], Title: fmt.Sprintf("%s %s: %d", m.Hour, cat, n)})
-		}
-		c.Bars = append(c.Bars, b)
-	}
-	return c
 }
 
 // rates are the overview's DLQ and recovery rates over a window of hours.
