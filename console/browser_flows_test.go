@@ -156,7 +156,7 @@ func TestBrowserOperatorFlows(t *testing.T) {
 	if rows := c.text("read the rows", "table.entries tbody"); !strings.Contains(rows, "TASKS.2") || strings.Contains(rows, "TASKS.3") {
 		t.Errorf("filtered rows = %q, want TASKS.1 and TASKS.2, not the transient TASKS.3", rows)
 	}
-	c.shot("entries")
+	c.shot("entries-any-case")
 	c.a11y(axe, "the filtered entries")
 
 	// Select one row and replay it: an escalated entry is approved.
@@ -186,7 +186,7 @@ func TestBrowserOperatorFlows(t *testing.T) {
 	if st := status("TASKS.2"); st != store.Escalated {
 		t.Errorf("after an unconfirmed discard TASKS.2 is %s, want escalated", st)
 	}
-	c.shot("entry")
+	c.shot("entry-discard")
 	c.a11y(axe, "an entry")
 	c.do("discard confirmed",
 		chromedp.Click(chromedp.ID("discard-confirm")),
@@ -202,7 +202,7 @@ func TestBrowserOperatorFlows(t *testing.T) {
 	if ids := c.text("read the plan's ids", "#bulk-first"); !strings.Contains(ids, "TASKS.4") || !strings.Contains(ids, "TASKS.5") {
 		t.Errorf("plan lists %q, want TASKS.4 and TASKS.5", ids)
 	}
-	c.shot("bulk-plan")
+	c.shot("bulk-confirm")
 	c.a11y(axe, "a bulk plan")
 	c.do("confirm at 1/m",
 		chromedp.Clear(chromedp.ID("bulk-rate")),
@@ -218,12 +218,12 @@ func TestBrowserOperatorFlows(t *testing.T) {
 	if runs[0].Rate != 1.0/60 || runs[0].Reason != "the agents are fixed" {
 		t.Errorf("run rate %g reason %q, want 1/60 per second (1/m typed in the confirm form) and the reason", runs[0].Rate, runs[0].Reason)
 	}
-	c.shot("bulk")
 	c.do("cancel the slow run", chromedp.Click(chromedp.ID("bulk-cancel")), chromedp.WaitVisible(chromedp.ID("flash")))
 	c.do("open the runs", chromedp.Navigate(base+"/bulk/runs"), chromedp.WaitVisible(chromedp.ID("bulk-runs")))
 	if row := c.text("read the runs", "#bulk-runs tbody"); !strings.Contains(row, "tenant=acme") || !strings.Contains(row, "the agents are fixed") || !strings.Contains(row, "1/m") {
 		t.Errorf("runs list = %q, want the filter, the reason and the rate", row)
 	}
+	c.shot("bulk-runs")
 	c.a11y(axe, "the bulk runs")
 
 	// Breakers: closing globex's releases its two held entries.
@@ -234,7 +234,7 @@ func TestBrowserOperatorFlows(t *testing.T) {
 	if held := c.text("read globex's held count", `#tenants tbody tr:first-child td.num`); held != "2" {
 		t.Errorf("globex held = %q, want 2", held)
 	}
-	c.shot("tenants")
+	c.shot("tenants-held")
 	c.a11y(axe, "the tenants")
 	c.do("close globex's breaker",
 		chromedp.SendKeys(chromedp.CSS(`#tenants tbody tr:first-child input[name="reason"]`), "the provider is back"),

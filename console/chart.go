@@ -18,15 +18,16 @@ import (
 // chart is a stacked bar chart of dead tasks per hour by category.
 type chart struct {
 	Width, Height int
-	// Left is the y axis' margin; the bars start there. Plot is the
-	// height of the bars' area; the hour labels go below it.
-	Left, Plot int
-	Bars       []bar
-	Ticks      []tick
-	YTicks     []tick
-	Legend     []legendItem
-	Max        int64
-	Total      int64
+	// Left is the y axis' margin; the bars start there. Top is the
+	// margin above the bars' area (the y axis' title), Plot its height;
+	// the hour labels go below it.
+	Left, Top, Plot int
+	Bars            []bar
+	Ticks           []tick
+	YTicks          []tick
+	Legend          []legendItem
+	Max             int64
+	Total           int64
 }
 
 type bar struct {
@@ -81,8 +82,8 @@ func niceMax(max int64) int64 {
 // newChart draws hours (oldest first) as bars width pixels wide in all; a
 // label every tickEvery hours (at hours of the day divisible by it).
 func newChart(hours []store.Rollup, width, tickEvery int) chart {
-	const plot, axis, left = 160, 34, 40
-	c := chart{Width: width + left, Height: plot + axis, Left: left, Plot: plot}
+	const plot, axis, left, top = 160, 34, 40, 18
+	c := chart{Width: width + left, Height: top + plot + axis, Left: left, Top: top, Plot: plot}
 	totals := map[string]int64{}
 	for _, m := range hours {
 		c.Max = max(c.Max, m.Total)
@@ -99,13 +100,13 @@ func newChart(hours []store.Rollup, width, tickEvery int) chart {
 	for _, cat := range cats {
 		c.Legend = append(c.Legend, legendItem{Class: categoryClass(cat), Name: cat, Total: totals[cat]})
 	}
-	top := niceMax(c.Max)
+	yMax := niceMax(c.Max)
 	for _, f := range []int64{0, 1, 2} {
-		v := top * f / 2
-		if f == 1 && top%2 != 0 {
+		v := yMax * f / 2
+		if f == 1 && yMax%2 != 0 {
 			continue // no half of 1
 		}
-		c.YTicks = append(c.YTicks, tick{X: plot - int(v*int64(plot)/top), Label: strconv.FormatInt(v, 10)})
+		c.YTicks = append(c.YTicks, tick{X: plot - int(v*int64(plot)/yMax), Label: strconv.FormatInt(v, 10)})
 	}
 	if len(hours) == 0 {
 		return c
@@ -130,7 +131,7 @@ func newChart(hours []store.Rollup, width, tickEvery int) chart {
 			if n == 0 {
 				continue
 			}
-			h := max(1, int(n*int64(plot)/top))
+			h := max(1, int(n*int64(plot)/yMax))
 			y -= h
 			b.Segments = append(b.Segments, segment{Y: y, Height: h, Class: categoryClass(cat), Title: fmt.Sprintf("%s %s: %d", m.Hour, cat, n)})
 		}
