@@ -22,8 +22,8 @@ import (
 // This file is the console's bulk redrive: a filter's plan (counts and what
 // each gate will do, the shared/redrive engine's as dlqctl prints it), a
 // confirmed run stored in Firestore (store.BulkRun), a runner in the
-// console process that works on runs under a lease, live progress and
-// cancel. A run does not live in a browser tab or in one console instance:
+// console process that works on runs under a lease (bulkrunner.go), live
+// progress and cancel. A run does not live in a browser tab or in one console instance:
 // whichever instance holds its lease works on it, and when that instance
 // stops, another (or the restarted one) claims it once the lease expires
 // and continues after its cursor.
