@@ -223,3 +223,46 @@ func TestSelectedEntries(t *testing.T) {
 		t.Errorf("%d replays published, want 1 (TASKS.1 once)", got)
 	}
 }
+
+// Auto-refresh: off by default; ?refresh=on makes a live page reload
+// itself, and its toggle and links keep or drop it. Pages that are not
+// live take no such parameter.
+func TestAutoRefresh(t *testing.T) {
+	e := newEnv(t, console.LocalAuth("ops@example.com"))
+	for i := range console.DefaultPageSize + 1 {
+		e.seed(t, "acme", "TASKS."+strconv.Itoa(i+1), store.Escalated, `{}`)
+	}
+	b := newBrowser(t, e.srv.URL)
+	const meta = `<meta http-equiv="refresh" content="30">`
+	toggle := regexp.MustCompile(`id="refresh-toggle" href="([^"]+)"`)
+	tests := []struct {
+		path       string
+		refreshing bool
+		toggleTo   string
+	}{
+		{"/", false, "/?refresh=on"},
+		{"/?refresh=on", true, "/"},
+		{"/entries?tenant=acme", false, "/entries?refresh=on&tenant=acme"},
+		{"/entries?tenant=acme&refresh=on", true, "/entries?tenant=acme"},
+		{"/tenants?refresh=on", true, "/tenants"},
+		{"/bulk/runs?refresh=off", false, "/bulk/runs?refresh=on"},
+	}
+	for _, tt := range tests {
+		code, body := b.get(tt.path)
+		if code != 200 || strings.Contains(body, meta) != tt.refreshing {
+			t.Errorf("GET %s = %d, reloads itself %v, want 200 and %v", tt.path, code, strings.Contains(body, meta), tt.refreshing)
+		}
+		if m := toggle.FindStringSubmatch(body); m == nil || html.UnescapeString(m[1]) != tt.toggleTo {
+			t.Errorf("GET %s toggle = %v, want %q", tt.path, m, tt.toggleTo)
+		}
+	}
+	_, body := b.get("/entries?tenant=acme&refresh=on")
+	if m := nextLink.FindStringSubmatch(body); m == nil || !strings.Contains(html.UnescapeString(m[1]), "refresh=on") {
+		t.Errorf("the next page link of a refreshing list = %v, want it to keep refresh=on", m)
+	}
+	for _, path := range []string{"/audits?refresh=on", "/policy?refresh=on", "/entries?refresh=maybe"} {
+		if code, _ := b.get(path); code != http.StatusBadRequest {
+			t.Errorf("GET %s = %d, want 400", path, code)
+		}
+	}
+}
