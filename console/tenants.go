@@ -196,7 +196,10 @@ func (s *Server) breakerAction(_ http.ResponseWriter, r *http.Request, who autho
 // No run when nothing is held (nil).
 func (s *Server) releaseHeld(ctx context.Context, tenant string, who authority.Actor, reason string) (*store.BulkRun, error) {
 	filter := store.BulkFilter{Tenant: tenant, Status: store.Held}
-	include := []string{redrive.OptInReleaseHeld}
+	// Every held entry, those of rules kept for approvers too: each is
+	// run now, never approved, so its replay still meets the policy, as
+	// when reconcile releases it.
+	include := []string{redrive.OptInApproverRules, redrive.OptInReleaseHeld}
 	why := "release the held entries after the breaker's close: " + reason
 	return s.startBulkRun(ctx, who, filter, include, DefaultBulkRate, why, "tenant="+tenant+", status=held")
 }
