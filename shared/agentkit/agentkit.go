@@ -318,7 +318,7 @@ func (k *Kit) consumer(ctx context.Context, md *jetstream.MsgMetadata) (consumer
 	c, err := k.js.Consumer(ctx, md.Stream, md.Consumer)
 	if err != nil {
 		k.log.Warn("consumer info unavailable; NAK without delay, keep-alive at the default interval",
-			"stream", md.Stream, "consumer", md.Consumer, "error", err)
+			"stream", event.Wire(md.Stream), "consumer", event.Wire(md.Consumer), "error", err)
 		return consumerTiming{}, false
 	}
 	cfg := c.CachedInfo().Config

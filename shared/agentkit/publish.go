@@ -330,7 +330,7 @@ func (k *Kit) Publish(ctx context.Context, subject string, payload []byte, heade
 		if !errors.Is(err, ErrRecordTooLarge) {
 			return res, err
 		}
-		k.log.Warn("task predicted to fail is too large to record; published to run instead", "subject", subject, "error", err)
+		k.log.Warn("task predicted to fail is too large to record; published to run instead", "subject", event.Wire(subject), "error", err)
 		out.Routed = false
 	}
 	ack, err := k.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(k.work))
