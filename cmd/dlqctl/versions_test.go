@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jsdlq/jsdlq/internal/storetest"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -40,7 +41,7 @@ func TestShowVersions(t *testing.T) {
 		t.Fatalf("approve --confirm-invalid-json = %d %q %q, want payload version 2", code, out, stderr)
 	}
 	// The replay was refused (as replay would, say, for its size): a second edit.
-	if _, err := e.st.Transition(testenv.Context(t), "TASKS.60", store.Change{From: []store.Status{store.Scheduled}, To: store.Escalated, By: "replay"}); err != nil {
+	if _, err := storetest.Refuse(testenv.Context(t), e.st, "TASKS.60", store.Escalated, "replay", ""); err != nil {
 		t.Fatal(err)
 	}
 	third := filepath.Join(dir, "third.json")
