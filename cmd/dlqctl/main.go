@@ -55,7 +55,7 @@ Pipeline
   audit    [--dry-run] [--json]
          | --recount [--since T] [--until T] [--budget D] [--page N] [--dry-run] [--json]
 Policy
-  policy show [--json] | validate FILE | apply FILE
+  policy show [--json] | diff [FILE] [--json] | validate FILE | apply FILE
          | test FILE|current (EVENT.json | --entry ID) [--chain code:strategy,…] [--json]
   predictions [--json]   the model the agents' pre-flight acts on, and the policy's view of it
 Tenant API keys

@@ -228,6 +228,7 @@ type Policy struct {
 	rules     []rule
 	toolRE    *regexp.Regexp
 	retryable Strategy            // defaults.retryable_strategy; Name "" when unset
+	overlaid  *Overlaid           // what an override changed (overlay.go); nil when parsed alone
 	byTask    map[string][]string // task type -> agents able to do it, sorted
 	retention retention
 	predict   predictions
