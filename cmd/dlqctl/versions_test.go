@@ -30,8 +30,9 @@ func TestShowVersions(t *testing.T) {
 	vars := map[string]string{"DLQCTL_ACTOR": "alice"}
 	// The original is JSON and the edit is not: refused without the flag.
 	code, _, stderr := e.run(vars, "approve", "TASKS.60", "--edit-payload", edit)
-	if code != exitConflict || !strings.Contains(stderr, "--confirm-invalid-json") || !strings.Contains(stderr, "nothing changed") {
-		t.Errorf("approve of a binary edit over JSON = %d %q, want %d naming --confirm-invalid-json", code, stderr, exitConflict)
+	// An edit without its confirmation is bad input: exit 2, the console's 400.
+	if code != exitUsage || !strings.Contains(stderr, "--confirm-invalid-json") || !strings.Contains(stderr, "nothing changed") {
+		t.Errorf("approve of a binary edit over JSON = %d %q, want %d naming --confirm-invalid-json", code, stderr, exitUsage)
 	}
 	if got := e.entry("TASKS.60"); got.Status != store.Quarantined || len(got.Versions()) != 1 {
 		t.Fatalf("the refused approval changed the entry: %s, %d versions", got.Status, len(got.Versions()))
@@ -97,8 +98,8 @@ func TestApproveEmptyNeedsConfirmation(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, stderr := e.run(nil, "approve", "TASKS.61", "--edit-payload", empty); code != exitConflict || !strings.Contains(stderr, "empty") {
-		t.Errorf("approve of an empty payload = %d %q, want %d saying it is empty", code, stderr, exitConflict)
+	if code, _, stderr := e.run(nil, "approve", "TASKS.61", "--edit-payload", empty); code != exitUsage || !strings.Contains(stderr, "empty") {
+		t.Errorf("approve of an empty payload = %d %q, want %d saying it is empty", code, stderr, exitUsage)
 	}
 	if got := e.entry("TASKS.61"); got.Status != store.Escalated || len(got.History) != 1 {
 		t.Fatalf("the refused approval changed the entry: %s, %d transitions", got.Status, len(got.History))
