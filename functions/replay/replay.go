@@ -34,7 +34,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -330,10 +329,10 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 	// recovered the entry finishes that recovery (finishRecovery).
 	var reentered, recovered *store.Entry
 	e, err := h.store.Transition(ctx, entryID, store.Change{
-		// Replaying and recovered are read, never moved: Apply ends the
-		// claim of a redelivery of this task (the status table has no
-		// such move).
-		From: append(slices.Clone(store.MoveClaim.From), store.Replaying, store.Recovered),
+		// Every status that keeps the task is read; only scheduled is
+		// moved (store.MoveClaim): Apply ends the claim of a redelivery
+		// of this task, replaying or recovered.
+		From: store.StatusesWhere(store.Status.KeepsTask),
 		To:   store.Replaying,
 		By:   By,
 		Note: "task " + taskName,

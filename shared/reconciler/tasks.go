@@ -116,7 +116,7 @@ func orphanReason(e *store.Entry, task string, now time.Time, grace time.Duratio
 		return "" // changed just now: let the replay or classify finish
 	case shortTask(e.TaskName) != task:
 		return fmt.Sprintf("entry waits for task %q", e.TaskName)
-	case e.Status != store.Scheduled && e.Status != store.Replaying && e.Status != store.Recovered:
+	case !e.Status.KeepsTask():
 		return "entry is " + string(e.Status)
 	}
 	return ""

@@ -38,6 +38,9 @@ type statusFacts struct {
 	settled bool
 	// pending: a replay is wanted and not yet published.
 	pending bool
+	// keepsTask: the replay task the entry's task_name names is still
+	// the entry's.
+	keepsTask bool
 }
 
 type statusRow struct {
@@ -47,10 +50,10 @@ type statusRow struct {
 
 // statuses is the table: every status, in the order AllStatuses lists them.
 var statuses = []statusRow{
-	{Scheduled, statusFacts{pending: true}},
-	{Replaying, statusFacts{pending: true}},
+	{Scheduled, statusFacts{pending: true, keepsTask: true}},
+	{Replaying, statusFacts{pending: true, keepsTask: true}},
 	{Replayed, statusFacts{}},
-	{Recovered, statusFacts{settled: true}},
+	{Recovered, statusFacts{settled: true, keepsTask: true}},
 	{AwaitingApproval, statusFacts{needsHuman: true}},
 	{Quarantined, statusFacts{needsHuman: true, settled: true}},
 	{Held, statusFacts{pending: true}},
@@ -106,6 +109,13 @@ func (st Status) AsksTriage() bool { return st.NeedsHuman() && entryKinds[st].Tr
 // Pending reports whether a replay of an entry in st is wanted and not yet
 // published: scheduled, replaying, or held by its tenant's breaker.
 func (st Status) Pending() bool { return st.facts().pending }
+
+// KeepsTask reports whether the replay task an entry in st names is still
+// the entry's: it is due (scheduled), running (replaying), or it recovered
+// the entry and a redelivery of it finishes that recovery (recovered). The
+// replay's claim reads an entry in any of them; reconcile deletes the task
+// of an entry in any other status as an orphan.
+func (st Status) KeepsTask() bool { return st.facts().keepsTask }
 
 // Terminal reports whether no move leaves st (recovered, discarded).
 func (st Status) Terminal() bool {

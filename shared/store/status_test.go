@@ -15,12 +15,12 @@ import (
 // Each status's meaning, as the table answers every caller (operator,
 // notifications, reconcile's tenant health, dlqctl stats, the demo).
 func TestStatusPredicates(t *testing.T) {
-	type facts struct{ NeedsHuman, Settled, Pending, Terminal, AsksTriage, Notifies, Known bool }
+	type facts struct{ NeedsHuman, Settled, Pending, KeepsTask, Terminal, AsksTriage, Notifies, Known bool }
 	want := map[Status]facts{
-		Scheduled:        {Pending: true, Known: true},
-		Replaying:        {Pending: true, Known: true},
+		Scheduled:        {Pending: true, KeepsTask: true, Known: true},
+		Replaying:        {Pending: true, KeepsTask: true, Known: true},
 		Replayed:         {Known: true},
-		Recovered:        {Settled: true, Terminal: true, Known: true},
+		Recovered:        {Settled: true, KeepsTask: true, Terminal: true, Known: true},
 		AwaitingApproval: {NeedsHuman: true, AsksTriage: true, Notifies: true, Known: true},
 		Quarantined:      {NeedsHuman: true, Settled: true, Notifies: true, Known: true},
 		Held:             {Pending: true, Known: true},
@@ -29,7 +29,7 @@ func TestStatusPredicates(t *testing.T) {
 		"bogus":          {Terminal: true},
 	}
 	for st, w := range want {
-		got := facts{st.NeedsHuman(), st.Settled(), st.Pending(), st.Terminal(), st.AsksTriage(), Notifies(st), st.Known()}
+		got := facts{st.NeedsHuman(), st.Settled(), st.Pending(), st.KeepsTask(), st.Terminal(), st.AsksTriage(), Notifies(st), st.Known()}
 		if got != w {
 			t.Errorf("facts(%s) = %+v, want %+v", st, got, w)
 		}
