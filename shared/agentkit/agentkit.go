@@ -50,10 +50,10 @@ const (
 	DefaultIdempotencyTTL        = 72 * time.Hour
 )
 
-// Reason codes agentkit itself produces; the triage policy categorises them
-// (docs/policy.md).
+// Reason codes agentkit itself produces (event's registry); the triage
+// policy categorises them (docs/policy.md).
 const (
-	CodeContextWindowOverflow = "context_window_overflow"
+	CodeContextWindowOverflow = event.ReasonContextWindowOverflow
 )
 
 // Errors.
