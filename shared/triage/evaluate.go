@@ -3,6 +3,7 @@ package triage
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/textproto"
 	"slices"
@@ -137,7 +138,7 @@ func (p *Policy) Evaluate(in Input, chain Chain) Decision {
 	}
 	s := r.strategy
 	d.Strategy = s.Name
-	if _, server := ServerTerminated[d.ReasonCode]; server && d.Action == AutoReplay {
+	if serverTerminated(d.ReasonCode) && d.Action == AutoReplay {
 		// A policy override must not make the server's own deletions replay.
 		d.Action = Escalate
 		d.Note = "server-terminated messages are never replayed automatically"
@@ -177,7 +178,7 @@ func (p *Policy) agentRetryable(d *Decision, retryable bool, s Strategy) Strateg
 		d.Action = Escalate
 		d.Note = "the agent marked the failure not retryable"
 	case retryable && d.Action == Escalate && d.Category == Permanent && d.Note == "" && p.retryable.Name != "":
-		if _, server := ServerTerminated[d.ReasonCode]; server {
+		if serverTerminated(d.ReasonCode) {
 			return s
 		}
 		d.Action = AutoReplay
@@ -301,6 +302,10 @@ func (p *Policy) detect(in Input) (code, route, detail string) {
 
 // normalise keeps codes the policy does not know (the taxonomy is
 // extensible) but folds case and surrounding space.
+// ReasonCodes are the reason codes the policy names, sorted: the
+// vocabulary an operator's reason filter is checked against.
+func (p *Policy) ReasonCodes() []string { return slices.Sorted(maps.Keys(p.doc.Reasons)) }
+
 func (p *Policy) normalise(code string) string {
 	return strings.ToLower(strings.TrimSpace(code))
 }
