@@ -66,7 +66,10 @@ func newChrome(t *testing.T) *chrome {
 		chromedp.Flag("no-sandbox", os.Geteuid() == 0),
 		chromedp.UserDataDir(t.TempDir()),
 	)
-	ctx, cancel := context.WithTimeout(testenv.Context(t), 2*time.Minute)
+	// A generous bound on the whole browser session (the flows and the
+	// accessibility scans take minutes on a busy machine); each step has
+	// its own (do).
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	t.Cleanup(cancel)
 	ctx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	t.Cleanup(cancelAlloc)

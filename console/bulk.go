@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/shared/authority"
-	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/redrive"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -24,8 +22,8 @@ import (
 // This file is the console's bulk redrive: a filter's plan (counts and what
 // each gate will do, the shared/redrive engine's as dlqctl prints it), a
 // confirmed run stored in Firestore (store.BulkRun), a runner in the
-// console process that works on runs under a lease, live progress and
-// cancel. A run does not live in a browser tab or in one console instance:
+// console process that works on runs under a lease (bulkrunner.go), live
+// progress and cancel. A run does not live in a browser tab or in one console instance:
 // whichever instance holds its lease works on it, and when that instance
 // stops, another (or the restarted one) claims it once the lease expires
 // and continues after its cursor.
@@ -83,7 +81,7 @@ func (s *Server) routeBulk(mux *http.ServeMux) {
 	cop := http.NewCrossOriginProtection()
 	mux.Handle("GET /bulk", s.page(s.bulkPlan))
 	mux.Handle("POST /bulk", cop.Handler(s.form(s.bulkConfirm)))
-	mux.Handle("GET /bulk/runs", s.page(s.bulkRuns))
+	mux.Handle("GET /bulk/runs", s.livePage(s.bulkRuns))
 	mux.Handle("GET /bulk/{run}", s.page(s.bulkRun))
 	mux.Handle("GET /bulk/{run}/progress", http.HandlerFunc(s.bulkProgress))
 	mux.Handle("POST /bulk/{run}/cancel", cop.Handler(s.form(s.bulkCancel)))
@@ -180,7 +178,7 @@ type count struct {
 func viewPlan(p store.RedrivePlan, include []string) planView {
 	v := planView{P: p, ByTenant: counts(p.ByTenant), ByCat: counts(p.ByCategory), ByStatus: counts(p.ByStatus),
 		Stops: counts(p.PolicyStops), Breakers: counts(p.BreakerHeld), Excluded: counts(p.Excluded), Denied: counts(p.Denied),
-		OptedIn: len(include) > 0}
+		OptedIn: slices.Contains(include, redrive.OptInApproverRules)}
 	v.Stopped, v.HeldByBrk, v.LeftAlone = p.PolicyStopped(), p.BreakerHolds(), p.LeftAlone()
 	return v
 }
@@ -227,6 +225,10 @@ type bulkPlanData struct {
 	// with the opt-in OptIn.
 	MayRedrive, MayOptIn bool
 	OptIn                string
+	// First are the first entries the redrive acts on (of Acts); ETA is
+	// how long it takes at the form's rate.
+	First []string
+	ETA   string
 }
 
 // mayOptIn is nil when who may opt a redrive into the entries whose rule
@@ -255,7 +257,7 @@ func (s *Server) bulkPlan(r *http.Request) (string, string, any, error) {
 	}
 	d := bulkPlanData{Form: f, Plan: viewPlan(p.RedrivePlan, f.Include), Filter: filterText(f.F), MaxRate: MaxBulkRate,
 		ConfirmOK: p.Acts() > 0, MayRedrive: authority.May(who, authority.Redrive, authority.Grant{}) == nil, MayOptIn: mayOptIn(who) == nil,
-		OptIn: redrive.OptInApproverRules}
+		OptIn: redrive.OptInApproverRules, First: p.First, ETA: humanDuration(time.Duration(float64(p.Acts()) / f.Rate * float64(time.Second)))}
 	return "bulkplan", "Bulk redrive: plan", d, nil
 }
 
@@ -289,26 +291,41 @@ func (s *Server) bulkConfirm(_ http.ResponseWriter, r *http.Request, who authori
 	if err != nil {
 		return "", err
 	}
-	p, err := redrive.NewPlan(r.Context(), s.store, s.actions, who, f.Filter.Query(), f.Include, "")
+	run, err := s.startBulkRun(r.Context(), who, f.Filter, f.Include, f.Rate, why, filterText(f.F))
 	if err != nil {
 		return "", err
 	}
-	if p.Acts() == 0 {
+	if run == nil {
 		return "", uiBad("nothing to do: the plan acts on no entry")
+	}
+	next, err := consolePath("bulk", run.ID)
+	return next + "?done=bulk-confirmed", err
+}
+
+// startBulkRun plans a redrive of filter by who, as things stand now, and
+// stores it as a run for the runner (nil when the plan acts on nothing):
+// a confirmed bulk redrive, and the release of a closed breaker's held
+// entries. filterText names the filter in the log.
+func (s *Server) startBulkRun(ctx context.Context, who authority.Actor, filter store.BulkFilter, include []string, rate float64, why, filterText string) (*store.BulkRun, error) {
+	p, err := redrive.NewPlan(ctx, s.store, s.actions, who, filter.Query(), include, "")
+	if err != nil {
+		return nil, err
+	}
+	if p.Acts() == 0 {
+		return nil, nil
 	}
 	// The run acts on what the operator confirmed: a runner may get to it
 	// much later, and its filter must not take in the failures recorded
 	// meanwhile (among them its own replays' deaths).
-	f.Filter = p.Until(f.Filter)
+	filter = p.Until(filter)
 	trimTenants(&p.RedrivePlan)
-	run := &store.BulkRun{Filter: f.Filter, Include: f.Include, Rate: f.Rate, Actor: who.Name, Role: who.Role, Reason: why, Plan: p.RedrivePlan, Total: p.Matched}
-	if err := s.store.CreateBulkRun(r.Context(), run); err != nil {
-		return "", err
+	run := &store.BulkRun{Filter: filter, Include: include, Rate: rate, Actor: who.Name, Role: who.Role, Reason: why, Plan: p.RedrivePlan, Total: p.Matched}
+	if err := s.store.CreateBulkRun(ctx, run); err != nil {
+		return nil, err
 	}
-	s.log.InfoContext(r.Context(), "bulk redrive confirmed", "run", run.ID, "operator", who.Name, "role", string(who.Role), "filter", filterText(f.F),
-		"acts", p.Acts(), "rate", f.Rate)
-	next, err := consolePath("bulk", run.ID)
-	return next + "?done=bulk-confirmed", err
+	s.log.InfoContext(ctx, "bulk redrive confirmed", "run", run.ID, "operator", who.Name, "role", string(who.Role), "filter", filterText,
+		"acts", p.Acts(), "rate", rate, "include", strings.Join(include, ","))
+	return run, nil
 }
 
 // bulkRunData is a run's page.
@@ -404,187 +421,22 @@ func (s *Server) bulkCancel(_ http.ResponseWriter, r *http.Request, who authorit
 }
 
 // bulkRunsData is the list of recent runs.
-type bulkRunsData struct{ Runs []*store.BulkRun }
+type bulkRunsData struct{ Runs []bulkRunLine }
+
+// bulkRunLine is a run as the list shows it, its filter in words.
+type bulkRunLine struct {
+	*store.BulkRun
+	Filter string
+}
 
 func (s *Server) bulkRuns(r *http.Request) (string, string, any, error) {
 	runs, err := s.store.ListBulkRuns(r.Context(), 50)
 	if err != nil {
 		return "", "", nil, err
 	}
-	return "bulkruns", "Bulk redrives", bulkRunsData{Runs: runs}, nil
-}
-
-// RunBulk works on bulk runs until ctx ends: at once and then every poll
-// interval it claims a run no instance holds (a new one, or one whose
-// instance stopped and whose lease expired) and works on it to its end.
-// It returns when ctx ends, releasing the lease of the run in hand so
-// another instance continues at once.
-func (s *Server) RunBulk(ctx context.Context) {
-	for {
-		run, err := s.store.ClaimBulkRun(ctx, s.bulk.instance, s.bulk.lease)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			s.log.ErrorContext(ctx, "claim bulk run", "error", err.Error())
-		case run != nil:
-			if s.workBulk(ctx, run) {
-				continue // look for the next at once
-			}
-		}
-		t := time.NewTimer(s.bulk.poll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
+	d := bulkRunsData{}
+	for _, run := range runs {
+		d.Runs = append(d.Runs, bulkRunLine{run, bulkFilterText(run.Filter)})
 	}
-}
-
-// workBulk runs a claimed run until it ends, is cancelled, loses its lease
-// or ctx ends. It reports whether the runner may claim the next run at
-// once (false after an error: it waits a poll interval first).
-func (s *Server) workBulk(ctx context.Context, run *store.BulkRun) bool {
-	log := s.log.With("run", run.ID, "instance", s.bulk.instance)
-	owner := s.bulk.instance
-	rctx, stop := context.WithCancel(ctx)
-	defer stop()
-	// A run confirmed before roles existed acts as an operator: the least
-	// role that could confirm it now.
-	by := authority.Actor{Name: run.Actor, Role: cmp.Or(run.Role, authority.Operator)}
-	rd := &redrive.Run{Store: s.store, Actions: s.actions, Query: run.Filter.Query(), Include: run.Include, Scope: store.AllTenants,
-		By: by, Rate: run.Rate, Progress: &run.Progress,
-		Failed: func(id string, err error) {
-			if errors.Is(err, operator.ErrTaskNotCreated) {
-				log.WarnContext(ctx, "bulk redrive action recorded, its replay task left to reconcile", "entry", id, "error", err.Error())
-				return
-			}
-			log.WarnContext(ctx, "bulk redrive action failed", "entry", id, "error", err.Error())
-		},
-	}
-	// Save is the write-ahead and the cancel check in one transaction: a
-	// run cancelled meanwhile is marked cancelled with the progress so far
-	// and without the entry in hand, which is then not acted on.
-	rd.Save = func(ctx context.Context) error {
-		stopped := false
-		_, err := s.store.UpdateBulkRun(ctx, run.ID, owner, func(cur *store.BulkRun) error {
-			cur.Progress = *rd.Progress
-			if cur.State == store.BulkCancelling {
-				stopped = true
-				cur.Progress.Pending = nil
-				cur.State, cur.FinishedAt, cur.LeaseOwner, cur.LeaseUntil = store.BulkCancelled, s.store.Now(), "", time.Time{}
-				return nil
-			}
-			cur.LeaseUntil = s.store.Now().Add(s.bulk.lease)
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if stopped {
-			return redrive.ErrStopped
-		}
-		return nil
-	}
-	if run.State == store.BulkCancelling {
-		// Cancelled while no instance worked on it: decide the entry in
-		// hand without acting, and end it.
-		if err := rd.SettleUnacted(ctx); err != nil {
-			log.ErrorContext(ctx, "settle a cancelled bulk run", "error", err.Error())
-			s.releaseBulk(run.ID, owner, log)
-			return false
-		}
-		if err := rd.Save(ctx); err != nil && !errors.Is(err, redrive.ErrStopped) {
-			log.ErrorContext(ctx, "end a cancelled bulk run", "error", err.Error())
-			return false
-		}
-		return true
-	}
-	// The lease is renewed while the run waits between actions (a slow
-	// rate) or passes entries it leaves alone; a cancel seen here stops
-	// the wait at once.
-	beat := make(chan struct{})
-	go func() {
-		defer close(beat)
-		t := time.NewTicker(s.bulk.lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-rctx.Done():
-				return
-			case <-t.C:
-			}
-			var cancelling bool
-			_, err := s.store.UpdateBulkRun(rctx, run.ID, owner, func(cur *store.BulkRun) error {
-				cancelling = cur.State == store.BulkCancelling
-				cur.LeaseUntil = s.store.Now().Add(s.bulk.lease)
-				return nil
-			})
-			if errors.Is(err, store.ErrLeaseLost) || cancelling {
-				stop()
-				return
-			}
-		}
-	}()
-	log.InfoContext(ctx, "bulk redrive working", "seen", run.Progress.Seen, "total", run.Total)
-	err := rd.Do(rctx)
-	stop()
-	<-beat // no renewal after this point, whatever ends the run
-	switch {
-	case err == nil:
-		_, err = s.store.UpdateBulkRun(context.WithoutCancel(ctx), run.ID, owner, func(cur *store.BulkRun) error {
-			cur.Progress = *rd.Progress
-			cur.State, cur.FinishedAt, cur.LeaseOwner, cur.LeaseUntil = store.BulkDone, s.store.Now(), "", time.Time{}
-			return nil
-		})
-		if err != nil {
-			log.ErrorContext(ctx, "finish bulk run", "error", err.Error())
-			return false
-		}
-		log.InfoContext(ctx, "bulk redrive done", "summary", redrive.Summary(rd.Progress))
-		return true
-	case errors.Is(err, redrive.ErrStopped):
-		if ctx.Err() != nil || !s.cancelled(run.ID) {
-			s.releaseBulk(run.ID, owner, log)
-		}
-		log.InfoContext(ctx, "bulk redrive stopped", "seen", rd.Progress.Seen, "summary", redrive.Summary(rd.Progress))
-		return true
-	case errors.Is(err, store.ErrLeaseLost):
-		log.WarnContext(ctx, "bulk run taken over by another instance; stopped here", "error", err.Error())
-		return true
-	case errors.Is(err, store.ErrBadQuery):
-		// The filter cannot be queried: running it again cannot help.
-		_, uerr := s.store.UpdateBulkRun(context.WithoutCancel(ctx), run.ID, owner, func(cur *store.BulkRun) error {
-			cur.State, cur.Error, cur.FinishedAt, cur.LeaseOwner, cur.LeaseUntil = store.BulkFailed, err.Error(), s.store.Now(), "", time.Time{}
-			return nil
-		})
-		log.ErrorContext(ctx, "bulk run failed", "error", err.Error(), "update_error", fmt.Sprint(uerr))
-		return true
-	default:
-		// Firestore or Cloud Tasks trouble: the progress up to the last
-		// save stands; the next claim continues from it.
-		log.ErrorContext(ctx, "bulk run interrupted; it is resumed on the next claim", "error", err.Error())
-		s.releaseBulk(run.ID, owner, log)
-		return false
-	}
-}
-
-// cancelled reports whether the run has been marked cancelled.
-func (s *Server) cancelled(id string) bool {
-	r, err := s.store.GetBulkRun(context.Background(), id)
-	return err == nil && r.State == store.BulkCancelled
-}
-
-// releaseBulk gives up the lease of a run still going on, so another
-// instance (or this one's next claim) continues it without waiting for the
-// lease to expire.
-func (s *Server) releaseBulk(id, owner string, log *slog.Logger) {
-	_, err := s.store.UpdateBulkRun(context.Background(), id, owner, func(cur *store.BulkRun) error {
-		cur.LeaseOwner, cur.LeaseUntil = "", time.Time{}
-		return nil
-	})
-	if err != nil && !errors.Is(err, store.ErrLeaseLost) {
-		log.Error("release bulk run lease", "run", id, "error", err.Error())
-	}
+	return "bulkruns", "Bulk redrives", d, nil
 }

@@ -8,7 +8,7 @@
 //
 // The tenant API (api.go) is scoped by the key's tenant inside every query
 // and action; another tenant's entry answers 404 exactly like a missing one.
-// The operator UI (ui.go) is server-rendered html/template with embedded
+// The operator UI (ui.go and a file per page) is server-rendered html/template with embedded
 // assets; every state-changing form carries a CSRF token (csrf.go).
 package console
 
@@ -109,14 +109,15 @@ func (s *Server) Handler() http.Handler {
 }
 
 // securityHeaders are sent with every answer: no framing, no sniffing, no
-// script but the console's own (it has none), no referrer leaking ids.
+// script but the console's own (static/console.js: the copy button; every
+// page works without it), no referrer leaking ids.
 func securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("Cache-Control", "no-store")
 		next.ServeHTTP(w, r)
 	})

@@ -59,7 +59,7 @@ func TestHostCheckRefusesDNSRebinding(t *testing.T) {
 	if code, _ := open.get("/entries/TASKS.2"); code != http.StatusOK || open.csrf == "" {
 		t.Fatalf("unchecked console: rebound GET = %d, token %q", code, open.csrf)
 	}
-	if code, _, _ := open.post("/entries/TASKS.2/discard", url.Values{"csrf": {open.csrf}, "reason": {"rebound"}}); code != http.StatusSeeOther {
+	if code, _, _ := open.post("/entries/TASKS.2/discard", url.Values{"csrf": {open.csrf}, "reason": {"rebound"}, "confirm": {"yes"}}); code != http.StatusSeeOther {
 		t.Fatalf("unchecked console: rebound discard = %d, want 303 (the attack the check stops)", code)
 	}
 
@@ -91,7 +91,7 @@ func TestHostCheckRefusesDNSRebinding(t *testing.T) {
 		t.Errorf("refused requests changed the store (-before +after):\n%s", diff)
 	}
 	// The operator's own browser, at the console's address, still acts.
-	if code, _, _ := local.post("/entries/TASKS.1/discard", url.Values{"csrf": {local.csrf}, "reason": {"operator"}}); code != http.StatusSeeOther {
+	if code, _, _ := local.post("/entries/TASKS.1/discard", url.Values{"csrf": {local.csrf}, "reason": {"operator"}, "confirm": {"yes"}}); code != http.StatusSeeOther {
 		t.Errorf("operator discard = %d, want 303", code)
 	}
 }

@@ -175,8 +175,9 @@ func TestConsoleRoles(t *testing.T) {
 		"/entries/TASKS.1/approve":                     {"step": {"confirm"}},
 		"/entries/TASKS.2/approve":                     {"step": {"preview"}},
 		"/entries/TASKS.3/replay":                      {},
-		"/entries/TASKS.2/discard":                     {"reason": {"looked at it"}},
+		"/entries/TASKS.2/discard":                     {"reason": {"looked at it"}, "confirm": {"yes"}},
 		"/entries/TASKS.3/probe":                       {"reason": {"try"}},
+		"/selected-entries":                            {"id": {"TASKS.3"}, "action": {"replay"}},
 		"/tenants/acme/close":                          {"reason": {"fine"}},
 		"/bulk":                                        {"tenant": {"acme"}, "why": {"all of them"}},
 		"/bulk/" + strings.Repeat("a", 32) + "/cancel": {},
@@ -226,7 +227,7 @@ func TestConsoleRoles(t *testing.T) {
 	if code, _, body := operator.post("/entries/TASKS.2/approve", url.Values{"csrf": {operator.csrf}, "step": {"confirm"}}); code != http.StatusSeeOther {
 		t.Errorf("operator approves permanent = %d, want 303:\n%.300s", code, body)
 	}
-	if code, _, body := operator.post("/entries/TASKS.4/discard", url.Values{"csrf": {operator.csrf}, "reason": {"broken for good"}}); code != http.StatusSeeOther {
+	if code, _, body := operator.post("/entries/TASKS.4/discard", url.Values{"csrf": {operator.csrf}, "reason": {"broken for good"}, "confirm": {"yes"}}); code != http.StatusSeeOther {
 		t.Errorf("operator discards poison = %d, want 303:\n%.300s", code, body)
 	}
 

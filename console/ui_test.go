@@ -176,7 +176,12 @@ func TestConsolePagesAndActions(t *testing.T) {
 	}
 
 	// Discard with a reason; tenants page renders.
-	if code, _, body := b.post("/entries/TASKS.2/discard", url.Values{"csrf": {b.csrf}, "reason": {"duplicate"}}); code != http.StatusSeeOther {
+	// A discard cannot be undone: without its confirmation box it is
+	// refused, and the entry stays as it was.
+	if code, _, _ := b.post("/entries/TASKS.2/discard", url.Values{"csrf": {b.csrf}, "reason": {"duplicate"}}); code != http.StatusBadRequest {
+		t.Errorf("discard without confirm = %d, want 400", code)
+	}
+	if code, _, body := b.post("/entries/TASKS.2/discard", url.Values{"csrf": {b.csrf}, "reason": {"duplicate"}, "confirm": {"yes"}}); code != http.StatusSeeOther {
 		t.Errorf("discard = %d %s", code, body)
 	}
 	if code, body := b.get("/tenants"); code != 200 || !strings.Contains(body, "acme") {
@@ -373,8 +378,10 @@ func TestOverviewRatesAndCharts(t *testing.T) {
 	if old := store.Hour(hour(30)) + " permanent: 10"; !strings.Contains(week, old) || strings.Contains(day, old) {
 		t.Errorf("the bar of hour -30 (%q) belongs to the 7-day chart only", old)
 	}
-	// A bar a day is 5 pixels wide here: 168 of them across 840.
-	if !strings.Contains(week, `x="835"`) || strings.Contains(week, `x="840"`) {
+	// A bar an hour is 5 pixels wide here: 168 of them across 840, after
+	// the y axis' 40.
+	barAt := func(x string) bool { return regexp.MustCompile(`<rect class="c\d" x="` + x + `"`).MatchString(week) }
+	if !barAt("875") || barAt("880") {
 		t.Errorf("7-day chart: the current hour's bar is not the 168th")
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -218,97 +218,6 @@ func foldDiff(d []diffLine, context int) []diffLine {
 	return out
 }
 
-// chart is a stacked bar chart of dead tasks per hour by category, drawn
-// as inline SVG by the template (no script).
-type chart struct {
-	Width, Height int
-	// Plot is the height of the bars' area; the axis labels go below.
-	Plot   int
-	Bars   []bar
-	Ticks  []tick
-	Legend []legendItem
-	Max    int64
-	Total  int64
-}
-
-type bar struct {
-	X, Width int
-	Label    string
-	Segments []segment
-}
-
-type segment struct {
-	Y, Height int
-	Class     string
-	Title     string
-}
-
-// tick labels the axis at the start of an hour.
-type tick struct {
-	X     int
-	Label string
-}
-
-type legendItem struct {
-	Class, Name string
-	Total       int64
-}
-
-// newChart draws hours (oldest first) as bars width pixels wide in all; a
-// label every tickEvery hours (at hours of the day divisible by it).
-func newChart(hours []store.Rollup, width, tickEvery int) chart {
-	const plot, axis = 160, 18
-	c := chart{Width: width, Height: plot + axis, Plot: plot}
-	totals := map[string]int64{}
-	for _, m := range hours {
-		c.Max = max(c.Max, m.Total)
-		c.Total += m.Total
-		for cat, n := range m.ByCategory {
-			totals[cat] += n
-		}
-	}
-	cats := make([]string, 0, len(totals))
-	for cat := range totals {
-		cats = append(cats, cat)
-	}
-	sort.Strings(cats)
-	class := map[string]string{}
-	for i, cat := range cats {
-		class[cat] = fmt.Sprintf("c%d", i%8)
-		c.Legend = append(c.Legend, legendItem{Class: class[cat], Name: cat, Total: totals[cat]})
-	}
-	if len(hours) == 0 {
-		return c
-	}
-	bw := width / len(hours)
-	gap := 1
-	if bw > 8 {
-		gap = 2
-	}
-	for i, m := range hours {
-		b := bar{X: i * bw, Width: max(1, bw-gap), Label: m.Hour}
-		if t, err := time.Parse(store.HourLayout, m.Hour); err == nil && tickEvery > 0 && t.Hour()%tickEvery == 0 {
-			label := t.Format("15:00")
-			if t.Hour() == 0 {
-				label = t.Format("Jan 2")
-			}
-			c.Ticks = append(c.Ticks, tick{X: i * bw, Label: label})
-		}
-		y := plot
-		for _, cat := range cats {
-			n := m.ByCategory[cat]
-			if n == 0 || c.Max == 0 {
-				continue
-			}
-			h := max(1, int(n*int64(plot)/c.Max))
-			y -= h
-			b.Segments = append(b.Segments, segment{Y: y, Height: h, Class: class[cat], Title: fmt.Sprintf("%s %s: %d", m.Hour, cat, n)})
-		}
-		c.Bars = append(c.Bars, b)
-	}
-	return c
-}
-
 // rates are the overview's DLQ and recovery rates over a window of hours.
 type rates struct {
 	Window string
@@ -342,4 +251,64 @@ func pct(r float64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.2f %%", 100*r)
+}
+
+// humanDuration is d as an operator reads it: 394ms, 1.2s, 4m 10s,
+// 2h 5m, 3d 4h (two units at most; the rest is noise on a page).
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + humanDuration(-d)
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+	case d < time.Hour:
+		d = d.Round(time.Second)
+		return twoUnits(int(d/time.Minute), "m", int(d%time.Minute/time.Second), "s")
+	case d < 24*time.Hour:
+		d = d.Round(time.Minute)
+		return twoUnits(int(d/time.Hour), "h", int(d%time.Hour/time.Minute), "m")
+	}
+	d = d.Round(time.Hour)
+	return twoUnits(int(d/(24*time.Hour)), "d", int(d%(24*time.Hour)/time.Hour), "h")
+}
+
+func twoUnits(a int, au string, b int, bu string) string {
+	if b == 0 {
+		return strconv.Itoa(a) + au
+	}
+	return strconv.Itoa(a) + au + " " + strconv.Itoa(b) + bu
+}
+
+// plural is n and the noun, in the plural unless n is 1 ("1 finding",
+// "3 findings"); the plural is the noun with an s unless given.
+func plural(n any, noun string, pluralForm ...string) string {
+	var i int64
+	switch v := n.(type) {
+	case int:
+		i = int64(v)
+	case int64:
+		i = v
+	}
+	if i != 1 {
+		noun += "s"
+		if len(pluralForm) > 0 {
+			noun = pluralForm[0]
+		}
+	}
+	return strconv.FormatInt(i, 10) + " " + noun
+}
+
+// humanRate is a rate in actions per second as the forms take it: per
+// second from one a second up, per minute below, per hour below that.
+func humanRate(perSecond float64) string {
+	num := func(f float64) string { return strconv.FormatFloat(f, 'g', 3, 64) }
+	switch {
+	case perSecond >= 1:
+		return num(perSecond) + "/s"
+	case perSecond*60 >= 1:
+		return num(perSecond*60) + "/m"
+	}
+	return num(perSecond*3600) + "/h"
 }

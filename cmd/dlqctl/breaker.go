@@ -47,7 +47,7 @@ func (a *app) breakerLs(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := a.store(ctx)
+	st, err := a.listingStore(ctx)
 	if err != nil {
 		return err
 	}
@@ -76,6 +76,7 @@ func (a *app) breakerLs(ctx context.Context, args []string) error {
 	}
 	if len(out) == 0 {
 		fmt.Fprintln(a.stdout, "no breaker is open or half-open")
+		a.warnIfEmpty(ctx, st)
 		return nil
 	}
 	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/jsdlq/jsdlq/shared/authority"
+	"github.com/jsdlq/jsdlq/shared/redrive"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -108,6 +110,11 @@ func loadCheckpoint(path string) (*checkpoint, error) {
 	var cp checkpoint
 	if err := json.Unmarshal(b, &cp); err != nil {
 		return nil, usagef("%s is not a dlqctl redrive checkpoint: %v", path, err)
+	}
+	// Releasing held entries is a breaker close's own run (the console's),
+	// never a redrive's: a checkpoint asking for it was not written here.
+	if slices.Contains(cp.Include, redrive.OptInReleaseHeld) {
+		return nil, usagef("%s asks for %s, which no dlqctl redrive does", path, redrive.OptInReleaseHeld)
 	}
 	return &cp, nil
 }

@@ -141,6 +141,45 @@ func (a *app) store(ctx context.Context) (*store.Store, error) {
 	return a.st, nil
 }
 
+// listingStore is the store for a listing, whose first line (on stderr,
+// so stdout stays the listing) names the project and the emulator it
+// reads: a shell pointed at another store than the operator meant shows it
+// before its "no entries match".
+func (a *app) listingStore(ctx context.Context) (*store.Store, error) {
+	st, err := a.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	outf(a.stderr, "dlqctl: reading %s\n", a.source())
+	return st, nil
+}
+
+// source names the store dlqctl reads: the project and where it is.
+func (a *app) source() string {
+	cfg := a.config()
+	project := cfg.Project
+	if project == "" {
+		project = "(GOOGLE_CLOUD_PROJECT unset)"
+	}
+	if cfg.FirestoreEmulator != "" {
+		return fmt.Sprintf("project %s on the Firestore emulator at %s", project, cfg.FirestoreEmulator)
+	}
+	return fmt.Sprintf("project %s on Firestore in Google Cloud", project)
+}
+
+// warnIfEmpty warns, after a listing that found nothing, when the store
+// holds no jsdlq data at all: more likely the wrong store (another
+// project, another process on the emulator's port) than a quiet pipeline.
+func (a *app) warnIfEmpty(ctx context.Context, st *store.Store) {
+	holds, err := st.HoldsData(ctx)
+	switch {
+	case err != nil:
+		outf(a.stderr, "dlqctl: warning: could not tell whether %s holds jsdlq data: %v\n", a.source(), err)
+	case !holds:
+		outf(a.stderr, "dlqctl: warning: %s holds no jsdlq data at all: is it the store you meant? (for the local stack that runs: eval \"$(make -s env)\")\n", a.source())
+	}
+}
+
 // scheduler returns the Cloud Tasks scheduler of TASKS_QUEUE.
 func (a *app) scheduler() (*tasks.Scheduler, error) {
 	a.mu.Lock()

@@ -178,7 +178,7 @@ func (a *app) cmdLs(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := a.store(ctx)
+	st, err := a.listingStore(ctx)
 	if err != nil {
 		return err
 	}
@@ -204,6 +204,9 @@ func (a *app) cmdLs(ctx context.Context, args []string) error {
 	}
 	if len(entries) == 0 {
 		outf(a.stderr, "no entries match %s\n", f)
+		if *token == "" {
+			a.warnIfEmpty(ctx, st)
+		}
 	}
 	return nil
 }

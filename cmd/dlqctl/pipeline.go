@@ -38,7 +38,7 @@ func (a *app) cmdStats(ctx context.Context, args []string) error {
 	if *hours < 1 || *hours > 720 {
 		return usagef("stats [--hours 1-720] [--json]")
 	}
-	st, err := a.store(ctx)
+	st, err := a.listingStore(ctx)
 	if err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ func (a *app) cmdHealth(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := a.store(ctx)
+	st, err := a.listingStore(ctx)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,8 @@ const usage = `usage: stackctl COMMAND
   down     stop everything 'up' started
   status   show what runs where (exit 3 when something is down)
   logs     print the end of each log: logs [-n LINES] [NAME...]
-  env      print the environment variables that point clients at the stack
+  env      print the environment variables that point clients at the running stack
+           (the ports it was started with; the defaults when none runs)
   with -- COMMAND [ARGS...]
            start the Firestore and Pub/Sub emulators on free ports, run COMMAND
            with FIRESTORE_EMULATOR_HOST and PUBSUB_EMULATOR_HOST set, stop them
@@ -68,7 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		err = s.logs(stdout, *n, fs.Args())
 	case "env":
-		s.printEnv(stdout)
+		s.printEnv(stdout, stderr)
 	case "with":
 		rest := args[1:]
 		if len(rest) > 0 && rest[0] == "--" {

@@ -33,6 +33,8 @@ type service struct {
 	build string
 	// skip explains why the service is not started yet (a part not built).
 	skip string
+	// live: the service runs, on port (adoptRunning read its state file).
+	live bool
 	spec func(s *localStack, addr string) stack.Spec
 }
 
@@ -50,6 +52,8 @@ type state struct {
 	ReadyPath string    `json:"ready_path,omitempty"`
 	Log       string    `json:"log"`
 	Started   time.Time `json:"started"`
+	// Project is the project the stack was started for: env prints it.
+	Project string `json:"project,omitempty"`
 }
 
 func envPort(name string, def int) (int, error) {
@@ -130,6 +134,7 @@ func newStack(root string) (*localStack, error) {
 				Env: append(s.clientEnv(), "PORT="+port, "CONSOLE_AUTH="+console.AuthLocal, "CONSOLE_OPERATOR="+localOperator, "CONSOLE_ROLE="+string(authority.Approver))}
 		}},
 	}
+	s.adoptRunning()
 	for i, svc := range s.services {
 		if strings.HasPrefix(svc.build, "./") {
 			if _, err := os.Stat(filepath.Join(abs, svc.build, "main.go")); err != nil {
@@ -138,6 +143,37 @@ func newStack(root string) (*localStack, error) {
 		}
 	}
 	return s, nil
+}
+
+// adoptRunning takes each running service's port from its state file: a
+// stack started with other ports (FIRESTORE_PORT=…) is where env, with and
+// every client must point, whatever this shell's variables say, or a client
+// in a new shell would talk to whatever holds the default port.
+func (s *localStack) adoptRunning() {
+	for i, svc := range s.services {
+		st, ok := s.readState(svc.name)
+		if !ok || !stack.GroupAlive(st.Pgid) {
+			continue
+		}
+		_, port, err := net.SplitHostPort(st.Addr)
+		if p, perr := strconv.Atoi(port); err == nil && perr == nil && p > 0 && p <= 65535 {
+			s.services[i].port, s.services[i].live = p, true
+		}
+		if st.Project != "" {
+			s.project = st.Project
+		}
+	}
+}
+
+// live reports whether any service of the stack runs (its state file names
+// a live process group).
+func (s *localStack) live() bool {
+	for _, svc := range s.services {
+		if svc.live {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *localStack) bin(name string) string     { return filepath.Join(s.binDir, name) }
@@ -183,7 +219,13 @@ func (s *localStack) secretsKey() string { return filepath.Join(s.root, ".local"
 // localOperator is who acts in the local console's entry history.
 const localOperator = "local-operator"
 
-func (s *localStack) printEnv(w io.Writer) {
+// printEnv writes the client variables of the running stack (its ports,
+// adoptRunning), or, when none runs, of the stack up would start; stderr
+// then says so, since a client pointed at nothing would find nothing.
+func (s *localStack) printEnv(w, stderr io.Writer) {
+	if !s.live() {
+		fmt.Fprintln(stderr, "stackctl: no local stack is running here (make up): these are the ports it would use")
+	}
 	env := s.clientEnv()
 	if s.running("console") {
 		env = append(env, "CONSOLE_URL=http://"+s.addr("console"))
@@ -344,7 +386,7 @@ func (s *localStack) start(ctx context.Context, svc service, w io.Writer) error 
 		return err
 	}
 	fmt.Fprintf(w, "ready in %.1fs (pgid %d, log %s)\n", time.Since(t0).Seconds(), p.Pgid, rel(s.root, spec.LogFile))
-	st := state{Name: svc.name, Pgid: p.Pgid, Addr: addr, ReadyPath: svc.readyPath, Log: spec.LogFile, Started: time.Now().UTC()}
+	st := state{Name: svc.name, Pgid: p.Pgid, Addr: addr, ReadyPath: svc.readyPath, Log: spec.LogFile, Started: time.Now().UTC(), Project: s.project}
 	b, _ := json.Marshal(st)
 	if err := os.WriteFile(s.statePath(svc.name), b, 0o644); err != nil {
 		_ = stack.StopGroup(p.Pgid, 5*time.Second)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -63,7 +64,7 @@ func TestEnvExportsConsoleURL(t *testing.T) {
 		t.Fatalf("newStack() = %v", err)
 	}
 	var b bytes.Buffer
-	s.printEnv(&b)
+	s.printEnv(&b, io.Discard)
 	if want := `export CONSOLE_URL="http://127.0.0.1:8070"`; !strings.Contains(b.String(), want+"\n") {
 		t.Errorf("printEnv() = %s, want a line %s", b.String(), want)
 	}

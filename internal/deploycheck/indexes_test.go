@@ -352,6 +352,12 @@ func sweepQueries(t *testing.T, ctx context.Context, st *store.Store) {
 				}
 			}
 			send(q, ranged)
+			// FoldCase reads tenant_fold and agent_fold for the tenant
+			// and agent: their own indexes.
+			if q.Tenant != "" || q.Agent != "" {
+				q.FoldCase = true
+				send(q, ranged)
+			}
 		}
 	}
 	// Statuses (status in …) stands for Status: the same shape, so the

@@ -529,6 +529,10 @@ func LoadFunctions(lookup Lookup) (Functions, error) {
 // TASKS_QUEUE does not stop dlqctl ls), so LoadDlqctl reports nothing.
 type Dlqctl struct {
 	Project string
+	// FirestoreEmulator is FIRESTORE_EMULATOR_HOST ("" = Firestore on
+	// Google Cloud): listings name it, so an operator sees which store
+	// answered (the client library reads the variable itself).
+	FirestoreEmulator string
 	// Tasks is where replays are scheduled; its fields are empty when
 	// unset, and EmulatorHost also points dlqctl's own Cloud Tasks client
 	// (replay --now) at the emulator.
@@ -550,7 +554,8 @@ func LoadDlqctl(lookup Lookup) Dlqctl {
 	local := Common{FirestoreEmulatorHost: r.String("FIRESTORE_EMULATOR_HOST", ""),
 		CloudTasksEmulatorHost: r.String("CLOUD_TASKS_EMULATOR_HOST", ""), OnGoogleCloud: r.String("K_SERVICE", "") != ""}
 	return Dlqctl{
-		Project: r.String("GOOGLE_CLOUD_PROJECT", ""),
+		Project:           r.String("GOOGLE_CLOUD_PROJECT", ""),
+		FirestoreEmulator: local.FirestoreEmulatorHost,
 		Tasks: tasks.Config{
 			Queue:          r.String("TASKS_QUEUE", ""),
 			ReplayURL:      r.String("REPLAY_URL", ""),

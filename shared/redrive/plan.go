@@ -16,6 +16,9 @@ type Plan struct {
 	store.RedrivePlan
 	// Breakers are the breakers of the tenants acted on, as read.
 	Breakers map[string]*store.Breaker
+	// First are the ids of the first MaxPlanFirst entries the redrive
+	// acts on, in its order: what an operator checks before confirming.
+	First []string
 	// Newest is the creation time of the newest entry matched (zero when
 	// none): a run of this plan ends there (Until), whatever the clocks of
 	// the machines that plan and record.
@@ -35,6 +38,9 @@ func (p *Plan) Until(f store.BulkFilter) store.BulkFilter {
 	}
 	return f
 }
+
+// MaxPlanFirst is how many of the entries acted on a plan names (First).
+const MaxPlanFirst = 50
 
 // NewPlan pages through q (its order and view are the plan's: newest
 // first, after q.After) and works out what a redrive of it by by, with the
@@ -83,6 +89,9 @@ func NewPlan(ctx context.Context, st *store.Store, auth Authority, by authority.
 			}
 			if s.Action != "" {
 				acts = append(acts, e)
+				if len(p.First) < MaxPlanFirst {
+					p.First = append(p.First, e.ID)
+				}
 			}
 		}
 		if err := p.gates(ctx, st, acts); err != nil {

@@ -60,6 +60,14 @@ const (
 // runs the scheduled ones now.
 const OptInApproverRules = "approver-rules"
 
+// OptInReleaseHeld takes a breaker's held entries into a redrive, each
+// released with RunNow (operator.ReplayNowIn: a new task due now, which
+// still meets all three gates). Only the breaker's own override sets it:
+// the console's Close starts such a run for the tenant's held entries, the
+// breaker having just been closed by an operator; no form or flag can ask
+// for it, since a redrive never releases what an open breaker holds.
+const OptInReleaseHeld = "release-held"
+
 // OptInFlag is dlqctl's flag of the opt-in.
 const OptInFlag = "include-approver-rules"
 
@@ -121,8 +129,10 @@ var actions = map[string]authority.Action{Approve: authority.Approve, RunNow: au
 func StepFor(ctx context.Context, auth Authority, by authority.Actor, e *store.Entry, include []string) (Step, error) {
 	var s Step
 	switch {
-	case e.Status == store.Held:
+	case e.Status == store.Held && !slices.Contains(include, OptInReleaseHeld):
 		return Step{Leave: LeaveHeld}, nil
+	case e.Status == store.Held:
+		s = Step{Action: RunNow}
 	case slices.Contains(operator.Approvable, e.Status):
 		s = Step{Action: Approve}
 	case e.Status == store.Scheduled:

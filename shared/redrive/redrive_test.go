@@ -79,6 +79,13 @@ func TestStepFor(t *testing.T) {
 		// those.
 		{boss, store.Quarantined, "poison", triage.Poison, []string{string(triage.Governance)}, Step{Leave: LeaveExcluded}},
 		{boss, store.Quarantined, "poison", triage.Poison, []string{string(triage.Poison)}, Step{Action: Approve}},
+		// Held entries are released only by a breaker close's own run
+		// (OptInReleaseHeld), and then as any run now: by the same rule.
+		{ops, store.Held, "transient", triage.Transient, []string{OptInReleaseHeld}, Step{Action: RunNow}},
+		{ops, store.Held, "governance", triage.Governance, []string{OptInReleaseHeld}, Step{Leave: LeaveExcluded}},
+		{ops, store.Held, "governance", triage.Governance, []string{OptInReleaseHeld, OptInApproverRules}, Step{Action: RunNow}},
+		{viewer, store.Held, "transient", triage.Transient, []string{OptInReleaseHeld}, Step{Leave: LeaveDenied}},
+		{ops, store.Scheduled, "transient", triage.Transient, []string{OptInReleaseHeld}, Step{Action: RunNow}},
 		// A viewer acts on nothing.
 		{viewer, store.Escalated, "permanent", triage.Permanent, nil, Step{Leave: LeaveDenied}},
 		{viewer, store.Scheduled, "transient", triage.Transient, in, Step{Leave: LeaveDenied}},

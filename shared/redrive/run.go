@@ -143,13 +143,20 @@ func (r *Run) Do(ctx context.Context) error {
 // listed once and acted on at the rate, so long after for a slow one): an
 // entry moved on meanwhile is ErrWrongStatus, counted as skipped.
 func (r *Run) act(ctx context.Context, id, action string, listed store.Status) error {
+	return Act(ctx, r.Actions, r.Scope, r.By, id, action, listed)
+}
+
+// Act performs one redrive action (a Step's) on entry id of scope by by,
+// provided the entry is still in the status listed it was decided for: the
+// one way a redrive acts, for a run and for the console's selected rows.
+func Act(ctx context.Context, a Actions, scope string, by authority.Actor, id, action string, listed store.Status) error {
 	asked := operator.Asked{Only: []store.Status{listed}}
 	var err error
 	switch action {
 	case Approve:
-		_, err = r.Actions.Approve(ctx, r.Scope, id, operator.Edits{By: r.By, Asked: asked})
+		_, err = a.Approve(ctx, scope, id, operator.Edits{By: by, Asked: asked})
 	case RunNow:
-		_, err = r.Actions.ReplayNowIn(ctx, r.Scope, id, r.By, asked)
+		_, err = a.ReplayNowIn(ctx, scope, id, by, asked)
 	default:
 		err = fmt.Errorf("redrive: unknown action %q", action)
 	}

@@ -62,20 +62,22 @@ type BulkFilter struct {
 	TaskType    string    `firestore:"task_type,omitempty" json:"task_type,omitempty"`
 	CreatedFrom time.Time `firestore:"created_from,omitempty" json:"since,omitzero"`
 	CreatedTo   time.Time `firestore:"created_to,omitempty" json:"until,omitzero"`
+	// FoldCase: Tenant and Agent match whatever their case (Query.FoldCase).
+	FoldCase bool `firestore:"fold_case,omitempty" json:"fold_case,omitempty"`
 }
 
 // BulkFilterOf is the filter of query q (its order, view, page and limit
 // are a run's own).
 func BulkFilterOf(q Query) BulkFilter {
 	return BulkFilter{Tenant: q.Tenant, Status: q.Status, Category: q.Category, Reason: q.Reason, Agent: q.Agent, TaskType: q.TaskType,
-		CreatedFrom: q.CreatedFrom, CreatedTo: q.CreatedTo}
+		CreatedFrom: q.CreatedFrom, CreatedTo: q.CreatedTo, FoldCase: q.FoldCase}
 }
 
 // Query is the filter as a query, newest first (the order a redrive's
 // cursor is made in).
 func (f BulkFilter) Query() Query {
 	return Query{Tenant: f.Tenant, Status: f.Status, Category: f.Category, Reason: f.Reason, Agent: f.Agent, TaskType: f.TaskType,
-		CreatedFrom: f.CreatedFrom, CreatedTo: f.CreatedTo, Order: NewestFirst}
+		CreatedFrom: f.CreatedFrom, CreatedTo: f.CreatedTo, FoldCase: f.FoldCase, Order: NewestFirst}
 }
 
 // RedrivePlan is what a redrive will do, worked out before it acts

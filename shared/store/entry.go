@@ -127,6 +127,11 @@ type Entry struct {
 	// naming rule (docs/contracts.md, "Names"): it is recorded under
 	// event.ReservedTenant, and these are the names it carried.
 	InvalidNames []event.InvalidName `firestore:"invalid_names,omitempty" json:"invalid_names,omitempty"`
+	// TenantFold and AgentFold are Tenant and Agent in lower case, which
+	// a query with FoldCase matches (an operator's "t05" finds "T05"):
+	// written with every write of the entry (foldNames), never shown.
+	TenantFold string `firestore:"tenant_fold,omitempty" json:"-"`
+	AgentFold  string `firestore:"agent_fold,omitempty" json:"-"`
 	// TaskTenant is, on an entry under the reserved tenant, the tenant its
 	// message's headers name as an agent's kit reads them: the tenant of
 	// the task's completion record (Task). Empty when the headers were not
@@ -219,11 +224,23 @@ func decodeEntry(snap *firestore.DocumentSnapshot) (*Entry, error) {
 	// Every stored entry has a plan, and no view reads it: without one,
 	// the entry is a projection, which only Entries can name.
 	e.seen = snap.UpdateTime
+	// An entry written before the fold fields gets them with its next
+	// write, since every write sets the document it read.
+	e.foldNames()
 	if _, err := snap.DataAt("plan"); err != nil {
 		e.view = partialView
 	}
 	return e, nil
 }
+
+// foldNames sets the case-folded copies of the names a FoldCase query
+// matches; called before every write that may change them.
+func (e *Entry) foldNames() {
+	e.TenantFold, e.AgentFold = FoldName(e.Tenant), FoldName(e.Agent)
+}
+
+// FoldName is a tenant or agent name as a FoldCase query compares it.
+func FoldName(name string) string { return strings.ToLower(name) }
 
 // Change is a status transition of an entry.
 type Change struct {

@@ -89,6 +89,11 @@ type Query struct {
 	// shape (an equality on status, to the indexes), so it is served by
 	// the indexes Status is.
 	Statuses []Status
+	// FoldCase matches Tenant and Agent whatever their case (the
+	// entries' tenant_fold and agent_fold, FoldName): what an operator
+	// types. Entries written before those fields existed get them with
+	// their next write; until then only an exact filter finds them.
+	FoldCase bool
 	// CreatedFrom and CreatedTo bound created_at: from inclusive, to
 	// exclusive; zero is unbounded.
 	CreatedFrom, CreatedTo time.Time
@@ -173,6 +178,28 @@ func (s *Store) Count(ctx context.Context, q Query) (int64, error) {
 	return s.count(ctx, fq, FailureLog)
 }
 
+// EntriesByIDPrefix lists, in id order, at most limit entries whose id
+// begins with prefix (an entry id as the console shows it, or its start):
+// a range on the document id, which Firestore's automatic index serves.
+func (s *Store) EntriesByIDPrefix(ctx context.Context, prefix string, limit int) ([]*Entry, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: limit %d, want at least 1", ErrBadQuery, limit)
+	}
+	if prefix == "" || len(prefix) > MaxIDBytes || strings.Trim(prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_%") != "" {
+		return nil, fmt.Errorf("%w: %q is not the start of an entry id", ErrBadQuery, prefix)
+	}
+	coll := s.fs.Collection(FailureLog)
+	// Every id character sorts below U+F8FF, so the range holds exactly
+	// the ids that begin with prefix.
+	fq := coll.Where(firestore.DocumentID, ">=", coll.Doc(prefix)).Where(firestore.DocumentID, "<", coll.Doc(prefix+"\uf8ff")).
+		OrderBy(firestore.DocumentID, firestore.Asc).Select(viewFields[ListView]...)
+	entries, _, err := pageDocs(ctx, s, fq, limit, FailureLog+" by id prefix", decodeEntry)
+	for _, e := range entries {
+		e.view = ListView
+	}
+	return entries, err
+}
+
 func (s *Store) filter(q Query) (firestore.Query, error) {
 	fq := s.fs.Collection(FailureLog).Query
 	switch q.Order {
@@ -193,9 +220,14 @@ func (s *Store) filter(q Query) (firestore.Query, error) {
 	if _, ok := viewFields[q.View]; !ok && q.View != FullView {
 		return fq, fmt.Errorf("%w: unknown view %d", ErrBadQuery, q.View)
 	}
+	tenant, agent := struct{ field, value string }{"tenant", q.Tenant}, struct{ field, value string }{"agent", q.Agent}
+	if q.FoldCase {
+		tenant.field, tenant.value = "tenant_fold", FoldName(q.Tenant)
+		agent.field, agent.value = "agent_fold", FoldName(q.Agent)
+	}
 	for _, eq := range [...]struct{ field, value string }{
-		{"tenant", q.Tenant}, {"status", string(q.Status)}, {"category", q.Category}, {"reason_code", q.Reason},
-		{"agent", q.Agent}, {"task_type", q.TaskType}, {"task_id", q.TaskID}, {"root_id", q.RootID},
+		tenant, {"status", string(q.Status)}, {"category", q.Category}, {"reason_code", q.Reason},
+		agent, {"task_type", q.TaskType}, {"task_id", q.TaskID}, {"root_id", q.RootID},
 	} {
 		if eq.value == "" {
 			continue

@@ -158,6 +158,7 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 		if e.Status.Settled() {
 			e.ResolvedAt = now
 		}
+		e.foldNames()
 		if err := tx.Create(s.entryRef(e.ID), e); err != nil {
 			return err
 		}
@@ -248,6 +249,7 @@ func (s *Store) merge(ctx context.Context, in *Entry) (RecordResult, error) {
 				return err
 			}
 		}
+		cur.foldNames()
 		s.wrote(1)
 		return tx.Set(s.entryRef(in.ID), cur)
 	})

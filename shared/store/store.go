@@ -16,6 +16,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -138,3 +139,23 @@ func txError(op string, err error) error {
 
 // isNotFound reports whether a Firestore read found no document.
 func isNotFound(err error) bool { return status.Code(err) == codes.NotFound }
+
+// HoldsData reports whether the store holds anything jsdlq keeps: an
+// entry, a breaker or an audit report (the metrics are subcollections,
+// whose parents no query lists). A client that finds
+// nothing asks it to tell an empty pipeline from a store that is not the
+// one it meant (another project, or another process on an emulator's
+// port); it reads at most one document of each.
+func (s *Store) HoldsData(ctx context.Context) (bool, error) {
+	for _, coll := range []string{FailureLog, Breakers, Audits} {
+		docs, err := s.fs.Collection(coll).Limit(1).Select().Documents(ctx).GetAll()
+		s.read(max(1, len(docs)))
+		if err != nil {
+			return false, fmt.Errorf("firestore look into %s: %w", coll, err)
+		}
+		if len(docs) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -3,6 +3,7 @@ package triage
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/textproto"
 	"slices"
@@ -301,6 +302,10 @@ func (p *Policy) detect(in Input) (code, route, detail string) {
 
 // normalise keeps codes the policy does not know (the taxonomy is
 // extensible) but folds case and surrounding space.
+// ReasonCodes are the reason codes the policy names, sorted: the
+// vocabulary an operator's reason filter is checked against.
+func (p *Policy) ReasonCodes() []string { return slices.Sorted(maps.Keys(p.doc.Reasons)) }
+
 func (p *Policy) normalise(code string) string {
 	return strings.ToLower(strings.TrimSpace(code))
 }

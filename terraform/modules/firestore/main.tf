@@ -9,6 +9,9 @@ locals {
     tenant_created_at    = [{ field = "tenant", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
     category_created_at  = [{ field = "category", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
     agent_created_at     = [{ field = "agent", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
+    # The console's case-insensitive tenant and agent filters (store.Query.FoldCase).
+    tenant_fold_created_at = [{ field = "tenant_fold", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
+    agent_fold_created_at  = [{ field = "agent_fold", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
     # dlqctl ls / redrive filter on these too, newest first; Firestore merges
     # the (field, created_at) indexes for several equality filters at once.
     status_created_at      = [{ field = "status", order = "ASCENDING" }, { field = "created_at", order = "DESCENDING" }]
@@ -30,7 +33,7 @@ locals {
   # One (field, created_at ASC) and one (field, next_retry_at ASC) index per
   # filter field lets Firestore merge them for any combination of filters;
   # internal/deploycheck checks every combination against this list.
-  query_filter_fields = ["tenant", "status", "category", "reason_code", "agent", "task_type", "task_id", "root_id"]
+  query_filter_fields = ["tenant", "status", "category", "reason_code", "agent", "task_type", "task_id", "root_id", "tenant_fold", "agent_fold"]
   failure_log_filter_indexes = merge(
     { for f in local.query_filter_fields : "${f}_created_at_asc" => [{ field = f, order = "ASCENDING" }, { field = "created_at", order = "ASCENDING" }] if f != "status" },
     { for f in local.query_filter_fields : "${f}_next_retry_at" => [{ field = f, order = "ASCENDING" }, { field = "next_retry_at", order = "ASCENDING" }] if f != "status" },
