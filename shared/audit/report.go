@@ -39,6 +39,9 @@ const (
 	// break the naming rule were recorded in the window under the
 	// reserved tenant (event.ReservedTenant), flagged, for an operator.
 	AlertInvalidNames = "invalid_names"
+	// AlertCaptureStreamFilling: a capture stream (advisories, records) is
+	// at least 80 % full; when full it refuses new dead messages.
+	AlertCaptureStreamFilling = "capture_stream_filling"
 	// FindingReplayedCompleted is a repair without an alert: a replayed
 	// entry whose task completed is marked recovered.
 	FindingReplayedCompleted = "replayed_completed"
@@ -74,6 +77,7 @@ var severity = map[string]string{
 	AlertAgentDeadPerHour:         SevWarning,
 	AlertNotificationsUnpublished: SevWarning,
 	AlertInvalidNames:             SevWarning,
+	AlertCaptureStreamFilling:     SevError,
 	FindingReplayedCompleted:      SevInfo,
 	FindingHeldReleased:           SevInfo,
 	FindingProbeSettled:           SevInfo,

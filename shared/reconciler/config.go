@@ -12,6 +12,8 @@ func ReadConfig(r *config.Reader) Config {
 	c.TimeBudget = r.Duration("RECONCILE_TIME_BUDGET", 0)
 	c.ProbeTimeout = r.Duration("RECONCILE_PROBE_TIMEOUT", 0)
 	c.AdvisoryStream, c.RecordStream = config.ReadCaptureStreams(r)
+	c.BridgeConsumer = r.String("BRIDGE_CONSUMER", "")
+	c.CaptureFillAlert = float64(r.Int("RECONCILE_CAPTURE_FILL_ALERT_PERCENT", 0, 0, 100)) / 100
 	c.Predict = readPredictConfig(r)
 	return c
 }

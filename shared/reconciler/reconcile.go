@@ -44,9 +44,13 @@ const By = store.ByReconcile
 // Config is what reconcile reads from its environment, plus thresholds whose
 // defaults docs/reconcile.md ("Configuration") lists.
 type Config struct {
-	AdvisoryStream string   // default DLQ_ADVISORIES
-	RecordStream   string   // default DLQ_RECORDS
-	WorkStreams    []string // sampled for the traffic table; none: no table
+	AdvisoryStream string // default DLQ_ADVISORIES
+	RecordStream   string // default DLQ_RECORDS
+	BridgeConsumer string // the bridge's consumer on both; default dlq-bridge
+	// CaptureFillAlert is the fill of a capture stream that alerts
+	// (default DefaultCaptureFillAlert).
+	CaptureFillAlert float64
+	WorkStreams      []string // sampled for the traffic table; none: no table
 	// TimeBudget bounds a run (default 4 min); scans stop at it and resume
 	// in the next run.
 	TimeBudget time.Duration
@@ -114,6 +118,12 @@ func (c *Config) defaults() {
 	}
 	if c.RecordStream == "" {
 		c.RecordStream = event.DefaultRecordStream
+	}
+	if c.BridgeConsumer == "" {
+		c.BridgeConsumer = event.DefaultBridgeConsumer
+	}
+	if c.CaptureFillAlert <= 0 {
+		c.CaptureFillAlert = DefaultCaptureFillAlert
 	}
 	if c.Conventions == (event.Conventions{}) {
 		c.Conventions = event.DefaultConventions
@@ -435,6 +445,7 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*audit.Report, error) {
 	r.section(ctx, SectionTraffic, r.traffic)
 	r.section(ctx, SectionBreakers, r.breakers)
 	r.section(ctx, SectionConsumers, r.consumers)
+	r.section(ctx, SectionStreams, r.captureStreams)
 	order := ring
 	if i := slices.Index(ring, st.Resume); i > 0 {
 		order = append(append([]string{}, ring[i:]...), ring[:i]...)
