@@ -42,6 +42,13 @@ const (
 	// AlertCaptureStreamFilling: a capture stream (advisories, records) is
 	// at least 80 % full; when full it refuses new dead messages.
 	AlertCaptureStreamFilling = "capture_stream_filling"
+	// AlertConsumerNeverGivesUp: a work consumer with unlimited
+	// deliveries; a task that always fails never reaches the DLQ.
+	AlertConsumerNeverGivesUp = "consumer_never_gives_up"
+	// AlertAcksWithoutOutcome: in the last complete hour the work streams'
+	// consumers acknowledged more tasks than completions and deaths were
+	// recorded, beyond the tolerance: failures swallowed without a trace.
+	AlertAcksWithoutOutcome = "acks_without_outcome"
 	// FindingReplayedCompleted is a repair without an alert: a replayed
 	// entry whose task completed is marked recovered.
 	FindingReplayedCompleted = "replayed_completed"
@@ -78,6 +85,8 @@ var severity = map[string]string{
 	AlertNotificationsUnpublished: SevWarning,
 	AlertInvalidNames:             SevWarning,
 	AlertCaptureStreamFilling:     SevError,
+	AlertConsumerNeverGivesUp:     SevWarning,
+	AlertAcksWithoutOutcome:       SevError,
 	FindingReplayedCompleted:      SevInfo,
 	FindingHeldReleased:           SevInfo,
 	FindingProbeSettled:           SevInfo,

@@ -14,6 +14,8 @@ func ReadConfig(r *config.Reader) Config {
 	c.AdvisoryStream, c.RecordStream = config.ReadCaptureStreams(r)
 	c.BridgeConsumer = r.String("BRIDGE_CONSUMER", "")
 	c.CaptureFillAlert = float64(r.Int("RECONCILE_CAPTURE_FILL_ALERT_PERCENT", 0, 0, 100)) / 100
+	c.OutcomeTolerance = float64(r.Int("RECONCILE_OUTCOME_TOLERANCE_PERCENT", 0, 0, 100)) / 100
+	c.OutcomeMinGap = r.Int("RECONCILE_OUTCOME_MIN_GAP", 0, 0, 1_000_000)
 	c.Predict = readPredictConfig(r)
 	return c
 }

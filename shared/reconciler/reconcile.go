@@ -50,6 +50,12 @@ type Config struct {
 	// CaptureFillAlert is the fill of a capture stream that alerts
 	// (default DefaultCaptureFillAlert).
 	CaptureFillAlert float64
+	// OutcomeTolerance and OutcomeMinGap: acks_without_outcome alerts when
+	// an hour's acknowledged tasks exceed its outcomes by more than the
+	// larger of OutcomeMinGap and OutcomeTolerance of the acknowledged
+	// (defaults DefaultOutcomeTolerance, DefaultOutcomeMinGap).
+	OutcomeTolerance float64
+	OutcomeMinGap    int
 	WorkStreams      []string // sampled for the traffic table; none: no table
 	// TimeBudget bounds a run (default 4 min); scans stop at it and resume
 	// in the next run.
@@ -124,6 +130,12 @@ func (c *Config) defaults() {
 	}
 	if c.CaptureFillAlert <= 0 {
 		c.CaptureFillAlert = DefaultCaptureFillAlert
+	}
+	if c.OutcomeTolerance <= 0 {
+		c.OutcomeTolerance = DefaultOutcomeTolerance
+	}
+	if c.OutcomeMinGap <= 0 {
+		c.OutcomeMinGap = DefaultOutcomeMinGap
 	}
 	if c.Conventions == (event.Conventions{}) {
 		c.Conventions = event.DefaultConventions
