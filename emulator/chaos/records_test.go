@@ -160,4 +160,3 @@ func hasFinding(rep *audit.Report, name string) bool {
 	}
 	return false
 }
-
