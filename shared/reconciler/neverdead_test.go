@@ -12,6 +12,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/notify"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
@@ -103,10 +104,34 @@ func TestConsumerNeverGivesUp(t *testing.T) {
 func TestAcksWithoutOutcome(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, true)
-	worker, err := f.js.CreateOrUpdateConsumer(f.ctx, workStream, jetstream.ConsumerConfig{Durable: "worker",
+	worker, err := f.js.CreateOrUpdateConsumer(f.ctx, workStream, jetstream.ConsumerConfig{Durable: "worker", FilterSubject: "agents.backend.>",
 		AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 3, BackOff: []time.Duration{time.Second, time.Minute}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The triage agent acks its tasks once answered: their outcome is the
+	// entry's decision, neither a completion nor a death.
+	triageSubject := event.DefaultConventions.TaskSubject("ceo", event.TriageTaskType)
+	triager, err := f.js.CreateOrUpdateConsumer(f.ctx, workStream, jetstream.ConsumerConfig{Durable: "ceo-triage",
+		FilterSubject: triageSubject, AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 3, BackOff: []time.Duration{time.Second, time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := func(n int) {
+		for i := range n {
+			if _, err := f.js.Publish(f.ctx, triageSubject, fmt.Appendf(nil, `{"triage":%d}`, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		batch, err := triager.Fetch(n, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			if err := m.DoubleAck(f.ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	// work publishes n tasks and lets the worker ack them all; completed,
 	// when not zero, is when their completions are recorded.
@@ -148,7 +173,7 @@ func TestAcksWithoutOutcome(t *testing.T) {
 		{name: "first sample", at: hour.Add(5 * time.Minute)},
 		{name: "10 acked, no outcome; the hour not over", setup: func() { work(10, time.Time{}) }, at: hour.Add(35 * time.Minute)},
 		{name: "the hour over: raised", at: hour.Add(65 * time.Minute), count: 10, pub: []string{raised}},
-		{name: "the agent fixed: 10 acked, 10 completed", setup: func() { work(10, hour.Add(70*time.Minute)) },
+		{name: "the agent fixed: 10 acked, 10 completed; 8 triage answers", setup: func() { work(10, hour.Add(70*time.Minute)); answer(8) },
 			at: hour.Add(95 * time.Minute), count: 10, pub: []string{raised}},
 		{name: "that hour over: cleared", at: hour.Add(125 * time.Minute), pub: []string{raised, cleared}},
 	})

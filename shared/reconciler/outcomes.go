@@ -2,11 +2,16 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -31,7 +36,7 @@ const (
 // Only the last complete hour is judged, so the alert clears in the hour
 // after the agent is fixed; an hour is complete once CaptureGrace has
 // passed after it, time for its deaths to become entries.
-func (r *run) acksWithoutOutcome(ctx context.Context, sec *audit.Section, samples map[string][]store.MetricsSample) error {
+func (r *run) acksWithoutOutcome(ctx context.Context, sec *audit.Section, js jetstream.JetStream, samples map[string][]store.MetricsSample) error {
 	cutoff := r.now().Add(-r.h.cfg.CaptureGrace)
 	var hour time.Time
 	for _, name := range r.h.cfg.WorkStreams {
@@ -46,8 +51,12 @@ func (r *run) acksWithoutOutcome(ctx context.Context, sec *audit.Section, sample
 		addNote(sec, "no complete hour sampled twice yet: acknowledged tasks not compared with outcomes")
 		return nil
 	}
+	triage, err := r.triageConsumers(ctx, js)
+	if err != nil {
+		return err
+	}
 	var from, to time.Time
-	var acked int64
+	var acked, triaged int64
 	for _, name := range r.h.cfg.WorkStreams {
 		for _, s := range samples[name] {
 			if !s.FirstAt.UTC().Truncate(time.Hour).Equal(hour) {
@@ -60,7 +69,12 @@ func (r *run) acksWithoutOutcome(ctx context.Context, sec *audit.Section, sample
 				to = s.LastAt
 			}
 			for c, cs := range s.Consumers {
-				if first, ok := s.FirstAckFloors[c]; ok {
+				first, ok := s.FirstAckFloors[c]
+				switch {
+				case !ok:
+				case triage[name+"/"+c]:
+					triaged += cs.AckFloor - min(cs.AckFloor, first)
+				default:
 					acked += cs.AckFloor - min(cs.AckFloor, first)
 				}
 			}
@@ -75,6 +89,7 @@ func (r *run) acksWithoutOutcome(ctx context.Context, sec *audit.Section, sample
 		return err
 	}
 	sec.Add("hour_acked", acked)
+	sec.Add("hour_triage_acked", triaged)
 	sec.Add("hour_completed", completed)
 	sec.Add("hour_dead", dead)
 	gap := acked - completed - dead
@@ -88,4 +103,47 @@ func (r *run) acksWithoutOutcome(ctx context.Context, sec *audit.Section, sample
 	f.Count = int(gap)
 	f.Value, f.Threshold = float64(gap), allowed
 	return nil
+}
+
+// triageConsumers are the work streams' consumers ("<stream>/<consumer>")
+// that receive only triage tasks: a triage agent acknowledges a task once
+// it answered, and the answer's outcome is the entry's decision, not a
+// completion or a death, so their acknowledgements are left out (counted
+// as hour_triage_acked). A consumer that receives triage tasks among
+// others cannot be told apart; the tolerance covers its answers.
+func (r *run) triageConsumers(ctx context.Context, js jetstream.JetStream) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, name := range r.h.cfg.WorkStreams {
+		names, err := askJetStream(ctx, r.h, func(ctx context.Context) ([]string, error) {
+			str, err := js.Stream(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			var only []string
+			lister := str.ListConsumers(ctx)
+			for ci := range lister.Info() {
+				filters := ci.Config.FilterSubjects
+				if len(filters) == 0 {
+					filters = []string{ci.Config.FilterSubject}
+				}
+				if !slices.ContainsFunc(filters, func(f string) bool {
+					s, ok := r.h.cfg.Conventions.ParseSubject(f)
+					return !ok || s.TaskType != event.TriageTaskType
+				}) {
+					only = append(only, ci.Name)
+				}
+			}
+			return only, lister.Err()
+		})
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("consumers of %s: %w", name, err)
+		}
+		for _, c := range names {
+			out[name+"/"+c] = true
+		}
+	}
+	return out, nil
 }

@@ -47,7 +47,7 @@ func (r *run) traffic(ctx context.Context, sec *audit.Section) error {
 	if err != nil {
 		return err
 	}
-	if err := r.acksWithoutOutcome(ctx, sec, samples); err != nil {
+	if err := r.acksWithoutOutcome(ctx, sec, js, samples); err != nil {
 		return err
 	}
 	t := &audit.Traffic{From: from, To: now}
