@@ -101,7 +101,7 @@ func TestKeylessValidation(t *testing.T) {
 		want string // in the error; "" parses
 	}{
 		{"not a bool", bytes.Replace(defaultYAML, []byte("defaults:\n"), []byte("defaults:\n  require_idempotency_key: sometimes\n"), 1),
-			"line 6: cannot unmarshal !!str `sometimes` into bool"},
+			"cannot unmarshal !!str `sometimes` into bool"},
 		{"on a predictions switch", testenv.WithRules(t, defaultYAML,
 			"  - name: switch\n    match: {agent: [devops]}\n    predictions: off\n    require_idempotency_key: false\n"),
 			"rule 1 (name switch): require_idempotency_key: a rule with no action decides no replay"},
