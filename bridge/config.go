@@ -45,6 +45,9 @@ type Config struct {
 	// (default min(20 s, AckWait/2)); the message is then NAKed and waits
 	// in JetStream.
 	PublishTimeout time.Duration
+	// AdvisoryLimits and RecordLimits size the capture streams the bridge
+	// creates (zero: DefaultAdvisoryLimits, DefaultRecordLimits).
+	AdvisoryLimits, RecordLimits StreamLimits
 	// Conventions names the tenant and agent headers.
 	Conventions event.Conventions
 	// Now is the clock (tests); default time.Now.
@@ -79,6 +82,12 @@ func (c *Config) defaults() error {
 	if c.AckWait < c.PublishTimeout+2*c.FetchTimeout {
 		return fmt.Errorf("bridge: ack wait %s must exceed the publish timeout %s plus two fetch timeouts %s",
 			c.AckWait, c.PublishTimeout, c.FetchTimeout)
+	}
+	if c.AdvisoryLimits == (StreamLimits{}) {
+		c.AdvisoryLimits = DefaultAdvisoryLimits
+	}
+	if c.RecordLimits == (StreamLimits{}) {
+		c.RecordLimits = DefaultRecordLimits
 	}
 	if c.Conventions.TenantHeader == "" {
 		c.Conventions = event.DefaultConventions
@@ -119,5 +128,21 @@ func LoadEnv(lookup config.Lookup) (Env, error) {
 	// Zero when unset: Config's default (45 s) applies.
 	e.AckWait = r.Duration("BRIDGE_ACK_WAIT", 0)
 	r.Check(e.AckWait == 0 || e.AckWait >= 5*time.Second, "BRIDGE_ACK_WAIT", "%s is below the 5s minimum", e.AckWait)
+	e.AdvisoryLimits = readLimits(r, "ADVISORY_STREAM", DefaultAdvisoryLimits)
+	e.RecordLimits = readLimits(r, "RECORD_STREAM", DefaultRecordLimits)
 	return e, r.Err()
+}
+
+// readLimits reads <prefix>_MAX_MSGS, _MAX_BYTES and _MAX_AGE: the limits of
+// a capture stream the bridge creates. A stream must be bounded by count or
+// size; an age limit is allowed but warned about (Ensure), since it deletes
+// what the bridge has not forwarded yet.
+func readLimits(r *config.Reader, prefix string, def StreamLimits) StreamLimits {
+	l := StreamLimits{
+		MaxMsgs:  int64(r.Int(prefix+"_MAX_MSGS", int(def.MaxMsgs), 0, 1<<40)),
+		MaxBytes: int64(r.Int(prefix+"_MAX_BYTES", int(def.MaxBytes), 0, 1<<50)),
+		MaxAge:   r.Duration(prefix+"_MAX_AGE", def.MaxAge),
+	}
+	r.Check(l.MaxMsgs > 0 || l.MaxBytes > 0, prefix+"_MAX_MSGS", "and %s_MAX_BYTES are both 0: the stream would grow without bound", prefix)
+	return l
 }

@@ -24,6 +24,7 @@ func TestLoadEnvDefaults(t *testing.T) {
 			Topic:    "dlq-events",
 			Names:    bridge.DefaultNames,
 			Consumer: "dlq-bridge", MaxInFlight: 256,
+			AdvisoryLimits: bridge.DefaultAdvisoryLimits, RecordLimits: bridge.DefaultRecordLimits,
 		},
 		Port: 8090,
 	}
@@ -94,6 +95,38 @@ func TestLoadEnvAckWait(t *testing.T) {
 		}
 		if err == nil && c.AckWait != tt.want {
 			t.Errorf("LoadEnv(BRIDGE_ACK_WAIT=%q).AckWait = %v, want %v", tt.env, c.AckWait, tt.want)
+		}
+	}
+}
+
+func TestLoadEnvStreamLimits(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		env      map[string]string
+		adv, rec bridge.StreamLimits
+		ok       bool
+	}{
+		{env: map[string]string{"RECORD_STREAM_MAX_MSGS": "50", "RECORD_STREAM_MAX_BYTES": "1048576", "RECORD_STREAM_MAX_AGE": "72h"},
+			adv: bridge.DefaultAdvisoryLimits, rec: bridge.StreamLimits{MaxMsgs: 50, MaxBytes: 1 << 20, MaxAge: 72 * time.Hour}, ok: true},
+		{env: map[string]string{"ADVISORY_STREAM_MAX_MSGS": "0"}, // bytes still bound it
+			adv: bridge.StreamLimits{MaxBytes: bridge.DefaultAdvisoryLimits.MaxBytes}, rec: bridge.DefaultRecordLimits, ok: true},
+		{env: map[string]string{"RECORD_STREAM_MAX_MSGS": "0", "RECORD_STREAM_MAX_BYTES": "0"}}, // unbounded
+		{env: map[string]string{"RECORD_STREAM_MAX_MSGS": "-1"}},
+		{env: map[string]string{"ADVISORY_STREAM_MAX_BYTES": "lots"}},
+		{env: map[string]string{"ADVISORY_STREAM_MAX_AGE": "forever"}},
+	}
+	for _, tt := range tests {
+		env := map[string]string{"GOOGLE_CLOUD_PROJECT": "p"}
+		for k, v := range tt.env {
+			env[k] = v
+		}
+		c, err := bridge.LoadEnv(config.MapLookup(env))
+		if tt.ok != (err == nil) {
+			t.Errorf("LoadEnv(%v) error = %v, want ok=%v", tt.env, err, tt.ok)
+			continue
+		}
+		if err == nil && (c.AdvisoryLimits != tt.adv || c.RecordLimits != tt.rec) {
+			t.Errorf("LoadEnv(%v) limits = %+v, %+v, want %+v, %+v", tt.env, c.AdvisoryLimits, c.RecordLimits, tt.adv, tt.rec)
 		}
 	}
 }

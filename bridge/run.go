@@ -17,7 +17,7 @@ const recordReadAheadBytes = 32 << 20
 // ctx ends; it then stops pulling, finishes what is in flight (bounded by
 // DrainTimeout) and flushes the publisher.
 func (b *Bridge) Run(ctx context.Context) error {
-	if err := Ensure(ctx, b.js, b.cfg.Names, b.log); err != nil {
+	if err := Ensure(ctx, b.js, b.cfg.Names, b.log, WithLimits(b.cfg.AdvisoryLimits, b.cfg.RecordLimits)); err != nil {
 		return err
 	}
 	kv, err := b.js.KeyValue(ctx, b.cfg.FailureBucket)

@@ -22,15 +22,43 @@ const (
 
 // Defaults of what Ensure creates. The advisory stream keeps advisories
 // through a bridge outage (no age limit); the record stream holds explicit
-// records, which carry payloads, so it is bounded tighter (10 000 messages,
-// discard old, 5 min dedup window; docs/bridge.md, "What the bridge sets up").
-// Both are file-backed: memory storage would lose them in a server restart.
+// records, which carry payloads, so it is bounded tighter. Both refuse new
+// messages when full (discard new) instead of dropping the oldest: a refused
+// record fails agentkit's copy, so the task is NAKed and kept in its work
+// stream, where a dropped one was lost with its payload. Reconcile trims what
+// the bridge forwarded and the capture audit checked, and alerts at 80 %
+// fill (docs/bridge.md, "What the bridge sets up"). Both are file-backed:
+// memory storage would lose them in a server restart.
 const (
-	DefaultAdvisoryMaxMsgs = 100_000
-	DefaultRecordMaxMsgs   = 10_000
-	DefaultRecordDedup     = 5 * time.Minute
-	DefaultFailureTTL      = 7 * 24 * time.Hour
+	DefaultRecordDedup = 5 * time.Minute
+	DefaultFailureTTL  = 7 * 24 * time.Hour
 )
+
+// StreamLimits size a capture stream; 0 is no limit of that kind. An age
+// limit deletes what the bridge has not forwarded yet once it is that old,
+// so the defaults have none.
+type StreamLimits struct {
+	MaxMsgs  int64
+	MaxBytes int64
+	MaxAge   time.Duration
+}
+
+// Default limits of the capture streams (ADVISORY_STREAM_MAX_*,
+// RECORD_STREAM_MAX_*).
+var (
+	DefaultAdvisoryLimits = StreamLimits{MaxMsgs: 100_000, MaxBytes: 256 << 20}
+	DefaultRecordLimits   = StreamLimits{MaxMsgs: 10_000, MaxBytes: 1 << 30}
+)
+
+func (l StreamLimits) apply(c *jetstream.StreamConfig) {
+	c.MaxMsgs, c.MaxBytes, c.MaxAge = max(l.MaxMsgs, 0), max(l.MaxBytes, 0), max(l.MaxAge, 0)
+	if c.MaxMsgs == 0 {
+		c.MaxMsgs = -1
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = -1
+	}
+}
 
 // ErrIncompatible is returned when a stream or bucket exists with a
 // configuration the bridge cannot work with. The bridge never changes an
@@ -53,31 +81,43 @@ var DefaultNames = Names{
 }
 
 // AdvisoryStreamConfig is the configuration Ensure creates for the advisory stream.
-func AdvisoryStreamConfig(name string) jetstream.StreamConfig {
-	return jetstream.StreamConfig{
+func AdvisoryStreamConfig(name string, l StreamLimits) jetstream.StreamConfig {
+	c := jetstream.StreamConfig{
 		Name:        name,
 		Description: "jsdlq: consumer advisories of dead messages (max deliveries, terminated)",
 		Subjects:    []string{SubjectMaxDeliveries, SubjectTerminated},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
-		MaxMsgs:     DefaultAdvisoryMaxMsgs,
-		Discard:     jetstream.DiscardOld,
-		MaxAge:      0,
+		Discard:     jetstream.DiscardNew,
 	}
+	l.apply(&c)
+	return c
 }
 
 // RecordStreamConfig is the configuration Ensure creates for the record stream.
-func RecordStreamConfig(name string) jetstream.StreamConfig {
-	return jetstream.StreamConfig{
+func RecordStreamConfig(name string, l StreamLimits) jetstream.StreamConfig {
+	c := jetstream.StreamConfig{
 		Name:        name,
 		Description: "jsdlq: explicit DLQ records copied by agentkit before a TERM",
 		Subjects:    []string{event.RecordSubjectPrefix + ".>"},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
-		MaxMsgs:     DefaultRecordMaxMsgs,
-		Discard:     jetstream.DiscardOld,
+		Discard:     jetstream.DiscardNew,
 		Duplicates:  DefaultRecordDedup,
 	}
+	l.apply(&c)
+	return c
+}
+
+// EnsureOption configures Ensure.
+type EnsureOption func(*ensureOptions)
+
+type ensureOptions struct{ advisory, record StreamLimits }
+
+// WithLimits sets the limits of the streams Ensure creates (default
+// DefaultAdvisoryLimits, DefaultRecordLimits).
+func WithLimits(advisory, record StreamLimits) EnsureOption {
+	return func(o *ensureOptions) { o.advisory, o.record = advisory, record }
 }
 
 // FailureBucketConfig is the configuration Ensure creates for the failure bucket.
@@ -93,15 +133,22 @@ func FailureBucketConfig(name string) jetstream.KeyValueConfig {
 
 // Ensure creates the advisory stream, the record stream and the failure
 // bucket when absent, and verifies them when present. A present resource is
-// never updated; one the bridge cannot work with is reported with every
+// never resized; one the bridge cannot work with is reported with every
 // difference in an error wrapping ErrIncompatible. Harmless differences
-// (limits an operator tuned) are logged.
-func Ensure(ctx context.Context, js jetstream.JetStream, n Names, log *slog.Logger) error {
+// (limits an operator tuned) are logged. The one change made to a present
+// stream is its discard policy: a capture stream that discards the oldest
+// message when full (the default before) is moved to discard new, which
+// deletes nothing (migrateDiscard).
+func Ensure(ctx context.Context, js jetstream.JetStream, n Names, log *slog.Logger, opts ...EnsureOption) error {
+	o := ensureOptions{advisory: DefaultAdvisoryLimits, record: DefaultRecordLimits}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	var errs []error
-	if err := ensureStream(ctx, js, AdvisoryStreamConfig(n.AdvisoryStream), log); err != nil {
+	if err := ensureStream(ctx, js, AdvisoryStreamConfig(n.AdvisoryStream, o.advisory), log); err != nil {
 		errs = append(errs, err)
 	}
-	if err := ensureStream(ctx, js, RecordStreamConfig(n.RecordStream), log); err != nil {
+	if err := ensureStream(ctx, js, RecordStreamConfig(n.RecordStream, o.record), log); err != nil {
 		errs = append(errs, err)
 	}
 	if err := ensureBucket(ctx, js, FailureBucketConfig(n.FailureBucket), log); err != nil {
@@ -147,14 +194,36 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 		log.Warn("stream has an age limit: dead messages older than it are lost if the bridge is down that long",
 			"stream", want.Name, "max_age", got.MaxAge.String())
 	}
-	if got.MaxMsgs != want.MaxMsgs || got.Discard != want.Discard {
-		log.Info("stream limits differ from the defaults; keeping them", "stream", want.Name,
-			"max_msgs", got.MaxMsgs, "discard", got.Discard.String())
+	if got.MaxMsgs != want.MaxMsgs || got.MaxBytes != want.MaxBytes {
+		log.Info("stream limits differ from the configured ones; keeping them (resize with nats stream edit)", "stream", want.Name,
+			"max_msgs", got.MaxMsgs, "max_bytes", got.MaxBytes, "configured_max_msgs", want.MaxMsgs, "configured_max_bytes", want.MaxBytes)
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: stream %s: %s", ErrIncompatible, want.Name, strings.Join(problems, "; "))
 	}
+	if got.Discard != jetstream.DiscardNew {
+		migrateDiscard(ctx, js, got, log)
+	}
 	return nil
+}
+
+// migrateDiscard moves a capture stream made to discard its oldest message
+// when full to discard new. The change deletes nothing and keeps every
+// limit: only what happens at the limit changes, from a silent loss of the
+// oldest record to a refused publish the publisher sees (agentkit NAKs the
+// task and keeps it). A NATS user without the right to edit the stream
+// leaves it as it is, logged with the command that does it; the bridge
+// works either way, and reconcile reports the stream's discard policy.
+func migrateDiscard(ctx context.Context, js jetstream.JetStream, got jetstream.StreamConfig, log *slog.Logger) {
+	cfg := got
+	cfg.Discard = jetstream.DiscardNew
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		log.Error("capture stream discards the oldest message when full (a silent loss) and could not be moved to discard new; "+
+			"run: nats stream edit "+got.Name+" --discard new", "stream", got.Name, "error", err.Error())
+		return
+	}
+	log.Warn("capture stream moved from discard old to discard new: when full it now refuses new messages instead of dropping the oldest",
+		"stream", got.Name, "max_msgs", got.MaxMsgs, "max_bytes", got.MaxBytes)
 }
 
 func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, log *slog.Logger) error {

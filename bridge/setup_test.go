@@ -23,16 +23,16 @@ func TestEnsureCreatesThenAccepts(t *testing.T) {
 		t.Fatalf("Ensure on an empty server = %v", err)
 	}
 	for name, want := range map[string]jetstream.StreamConfig{
-		"DLQ_ADVISORIES": bridge.AdvisoryStreamConfig("DLQ_ADVISORIES"),
-		"DLQ_RECORDS":    bridge.RecordStreamConfig("DLQ_RECORDS"),
+		"DLQ_ADVISORIES": bridge.AdvisoryStreamConfig("DLQ_ADVISORIES", bridge.DefaultAdvisoryLimits),
+		"DLQ_RECORDS":    bridge.RecordStreamConfig("DLQ_RECORDS", bridge.DefaultRecordLimits),
 	} {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := s.CachedInfo().Config
-		if got.Retention != want.Retention || got.Storage != jetstream.FileStorage || got.MaxMsgs != want.MaxMsgs ||
-			got.Discard != jetstream.DiscardOld || got.MaxAge != 0 || got.Duplicates < want.Duplicates {
+		if got.Retention != want.Retention || got.Storage != jetstream.FileStorage || got.MaxMsgs != want.MaxMsgs || got.MaxBytes != want.MaxBytes ||
+			got.Discard != jetstream.DiscardNew || got.MaxAge != 0 || got.Duplicates < want.Duplicates {
 			t.Errorf("%s created as %+v", name, got)
 		}
 	}
@@ -55,7 +55,7 @@ func TestEnsureKeepsTunedLimits(t *testing.T) {
 	n := testenv.NewNATS(t)
 	_, js := n.Connect(t)
 	ctx := testenv.Context(t)
-	tuned := bridge.AdvisoryStreamConfig("DLQ_ADVISORIES")
+	tuned := bridge.AdvisoryStreamConfig("DLQ_ADVISORIES", bridge.DefaultAdvisoryLimits)
 	tuned.MaxMsgs = 5_000_000
 	if _, err := js.CreateStream(ctx, tuned); err != nil {
 		t.Fatal(err)
@@ -66,6 +66,65 @@ func TestEnsureKeepsTunedLimits(t *testing.T) {
 	s, _ := js.Stream(ctx, "DLQ_ADVISORIES")
 	if got := s.CachedInfo().Config.MaxMsgs; got != 5_000_000 {
 		t.Errorf("max_msgs after Ensure = %d, want the operator's 5000000", got)
+	}
+}
+
+// The limits configured (ADVISORY_STREAM_MAX_*, RECORD_STREAM_MAX_*) size
+// the streams Ensure creates.
+func TestEnsureCreatesConfiguredLimits(t *testing.T) {
+	t.Parallel()
+	_, js := testenv.NewNATS(t).Connect(t)
+	ctx := testenv.Context(t)
+	adv, rec := bridge.StreamLimits{MaxMsgs: 50}, bridge.StreamLimits{MaxBytes: 1 << 20, MaxAge: 48 * time.Hour}
+	if err := bridge.Ensure(ctx, js, bridge.DefaultNames, obs.Discard(), bridge.WithLimits(adv, rec)); err != nil {
+		t.Fatalf("Ensure = %v", err)
+	}
+	for name, want := range map[string][3]int64{"DLQ_ADVISORIES": {50, -1, 0}, "DLQ_RECORDS": {-1, 1 << 20, int64(48 * time.Hour)}} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := s.CachedInfo().Config
+		if got := [3]int64{c.MaxMsgs, c.MaxBytes, int64(c.MaxAge)}; got != want || c.Discard != jetstream.DiscardNew {
+			t.Errorf("%s limits = %v discard %s, want %v discard new", name, got, c.Discard, want)
+		}
+	}
+}
+
+// A capture stream made before discard new (discard old, the old default) is
+// moved to discard new, its limits and every message it holds kept; a full
+// one then refuses a new record instead of dropping the oldest.
+func TestEnsureMigratesDiscardOld(t *testing.T) {
+	t.Parallel()
+	_, js := testenv.NewNATS(t).Connect(t)
+	ctx := testenv.Context(t)
+	old := bridge.RecordStreamConfig("DLQ_RECORDS", bridge.StreamLimits{MaxMsgs: 3})
+	old.Discard = jetstream.DiscardOld
+	if _, err := js.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := js.Publish(ctx, "dlq.records.TASKS", []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bridge.Ensure(ctx, js, bridge.DefaultNames, obs.Discard()); err != nil {
+		t.Fatalf("Ensure over a discard-old stream = %v", err)
+	}
+	s, err := js.Stream(ctx, "DLQ_RECORDS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := s.CachedInfo()
+	if info.Config.Discard != jetstream.DiscardNew || info.Config.MaxMsgs != 3 || info.State.Msgs != 3 || info.State.FirstSeq != 1 {
+		t.Fatalf("after Ensure: discard %s max_msgs %d, %d messages from seq %d; want discard new, the 3 kept",
+			info.Config.Discard, info.Config.MaxMsgs, info.State.Msgs, info.State.FirstSeq)
+	}
+	if _, err := js.Publish(ctx, "dlq.records.TASKS", []byte("one too many")); err == nil {
+		t.Errorf("publish into the full stream = nil, want it refused")
+	}
+	if info, _ := s.Info(ctx); info.State.FirstSeq != 1 || info.State.Msgs != 3 {
+		t.Errorf("after the refused publish: %d messages from seq %d, want the 3 from seq 1", info.State.Msgs, info.State.FirstSeq)
 	}
 }
 

@@ -95,9 +95,11 @@ locals {
     classify = local.pipeline_env
     replay   = merge(local.pipeline_env, local.oidc_env.replay)
     reconcile = merge(local.pipeline_env, local.oidc_env.reconcile, {
-      ADVISORY_STREAM = var.advisory_stream
-      RECORD_STREAM   = var.record_stream
-      WORK_STREAMS    = join(",", var.work_streams)
+      ADVISORY_STREAM                      = var.advisory_stream
+      RECORD_STREAM                        = var.record_stream
+      WORK_STREAMS                         = join(",", var.work_streams)
+      BRIDGE_CONSUMER                      = var.bridge_consumer
+      RECONCILE_CAPTURE_FILL_ALERT_PERCENT = tostring(var.capture_fill_alert_percent)
       # Finish and store the report well before the platform cuts the
       # request off.
       RECONCILE_TIME_BUDGET = "${max(30, local.reconcile_timeout - 60)}s"
@@ -357,13 +359,18 @@ module "bridge" {
   image                 = var.bridge_image
   service_account_email = google_service_account.component["bridge"].email
   environment = merge(local.nats_env, {
-    GOOGLE_CLOUD_PROJECT = var.project_id
-    DLQ_TOPIC            = module.events.topic_name
-    ADVISORY_STREAM      = var.advisory_stream
-    RECORD_STREAM        = var.record_stream
-    FAILURE_BUCKET       = var.failure_bucket
-    BRIDGE_CONSUMER      = var.bridge_consumer
-  })
+    GOOGLE_CLOUD_PROJECT      = var.project_id
+    DLQ_TOPIC                 = module.events.topic_name
+    ADVISORY_STREAM           = var.advisory_stream
+    RECORD_STREAM             = var.record_stream
+    FAILURE_BUCKET            = var.failure_bucket
+    BRIDGE_CONSUMER           = var.bridge_consumer
+    ADVISORY_STREAM_MAX_MSGS  = tostring(var.advisory_stream_limits.max_msgs)
+    ADVISORY_STREAM_MAX_BYTES = tostring(var.advisory_stream_limits.max_bytes)
+    RECORD_STREAM_MAX_MSGS    = tostring(var.record_stream_limits.max_msgs)
+    RECORD_STREAM_MAX_BYTES   = tostring(var.record_stream_limits.max_bytes)
+    }, var.advisory_stream_limits.max_age == "" ? {} : { ADVISORY_STREAM_MAX_AGE = var.advisory_stream_limits.max_age },
+  var.record_stream_limits.max_age == "" ? {} : { RECORD_STREAM_MAX_AGE = var.record_stream_limits.max_age })
   secret_files        = local.nats_files
   min_instances       = var.bridge_min_instances
   max_instances       = var.bridge_max_instances

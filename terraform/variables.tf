@@ -118,6 +118,51 @@ variable "record_stream" {
   default     = "DLQ_RECORDS"
 }
 
+variable "advisory_stream_limits" {
+  type = object({
+    max_msgs  = number
+    max_bytes = number
+    max_age   = optional(string, "")
+  })
+  description = "Limits the bridge gives the advisory stream it creates (ADVISORY_STREAM_MAX_MSGS, _MAX_BYTES, _MAX_AGE; 0 = no limit of that kind). When full the stream refuses new advisories (discard new); reconcile alerts at capture_fill_alert_percent. An existing stream keeps its limits: resize it with nats stream edit. An age limit deletes advisories the bridge has not forwarded yet, so the default has none."
+  default     = { max_msgs = 100000, max_bytes = 268435456 }
+
+  validation {
+    condition = (var.advisory_stream_limits.max_msgs >= 0 && var.advisory_stream_limits.max_bytes >= 0 &&
+      var.advisory_stream_limits.max_msgs + var.advisory_stream_limits.max_bytes > 0 &&
+    (var.advisory_stream_limits.max_age == "" || can(regex("^[0-9]+(h|m|s)$", var.advisory_stream_limits.max_age))))
+    error_message = "advisory_stream_limits: max_msgs and max_bytes must not be negative and not both 0 (an unbounded stream); max_age is empty or a duration like 168h."
+  }
+}
+
+variable "record_stream_limits" {
+  type = object({
+    max_msgs  = number
+    max_bytes = number
+    max_age   = optional(string, "")
+  })
+  description = "Limits the bridge gives the record stream it creates (RECORD_STREAM_MAX_MSGS, _MAX_BYTES, _MAX_AGE; 0 = no limit of that kind). Records carry payloads. When full the stream refuses agentkit's copy, which NAKs the task and keeps it; reconcile alerts at capture_fill_alert_percent. An existing stream keeps its limits: resize it with nats stream edit."
+  default     = { max_msgs = 10000, max_bytes = 1073741824 }
+
+  validation {
+    condition = (var.record_stream_limits.max_msgs >= 0 && var.record_stream_limits.max_bytes >= 0 &&
+      var.record_stream_limits.max_msgs + var.record_stream_limits.max_bytes > 0 &&
+    (var.record_stream_limits.max_age == "" || can(regex("^[0-9]+(h|m|s)$", var.record_stream_limits.max_age))))
+    error_message = "record_stream_limits: max_msgs and max_bytes must not be negative and not both 0 (an unbounded stream); max_age is empty or a duration like 168h."
+  }
+}
+
+variable "capture_fill_alert_percent" {
+  type        = number
+  description = "Fill of a capture stream (of its message or byte limit) at which reconcile raises capture_stream_filling (RECONCILE_CAPTURE_FILL_ALERT_PERCENT)."
+  default     = 80
+
+  validation {
+    condition     = var.capture_fill_alert_percent >= 1 && var.capture_fill_alert_percent <= 100 && floor(var.capture_fill_alert_percent) == var.capture_fill_alert_percent
+    error_message = "capture_fill_alert_percent must be a whole number from 1 to 100."
+  }
+}
+
 variable "work_streams" {
   type        = list(string)
   description = "JetStream work streams whose sequences and consumer ack floors reconcile samples (WORK_STREAMS)."

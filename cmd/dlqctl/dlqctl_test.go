@@ -25,6 +25,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
+	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -542,7 +543,7 @@ func TestPolicy(t *testing.T) {
 		t.Fatalf("validate = %d %q %q", code, out, stderr)
 	}
 	ev := event.Event{Schema: event.Schema, ID: "TASKS.7", Kind: event.KindExplicit, Stream: "TASKS", StreamSeq: 7, Tenant: "acme", Agent: "backend",
-		Message:    event.Message{Subject: "agents.backend.tasks.code_review", Headers: map[string][]string{"X-Tenant-ID": {"acme"}}, Data: []byte("{}"), Size: 2, SHA256: store.PayloadSum([]byte("{}"))},
+		Message:    event.Message{Subject: "agents.backend.tasks.code_review", Headers: map[string][]string{"X-Tenant-ID": {"acme"}, "X-Task-ID": {"task-7"}}, Data: []byte("{}"), Size: 2, SHA256: store.PayloadSum([]byte("{}"))},
 		Failure:    &event.Failure{Code: "context_window_overflow", Detail: "prompt of 160000 tokens", Agent: "backend"},
 		ObservedAt: time.Now().UTC()}
 	raw, err := event.Encode(ev)
@@ -563,6 +564,17 @@ func TestPolicy(t *testing.T) {
 	var tr testResult
 	if err := json.Unmarshal([]byte(out), &tr); code != 0 || err != nil || tr.Rule != "second-context-overflow" || tr.Action != "quarantine" || tr.Retention != "30d" {
 		t.Errorf("policy test with a chain = %d %+v, want second-context-overflow / quarantine, kept 30d", code, tr)
+	}
+	// The same task without a key waits for a human, and says why.
+	keyless := ev
+	keyless.Message.Headers = map[string][]string{"X-Tenant-ID": {"acme"}}
+	rawKeyless, err := event.Encode(keyless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = e.run(nil, "policy", "test", fast, write("keyless.json", string(rawKeyless)))
+	if code != 0 || !strings.Contains(out, "action      require_approval") || !strings.Contains(out, triage.NoteKeyless) {
+		t.Errorf("policy test of a keyless task = %d, want require_approval with the keyless note:\n%s", code, out)
 	}
 	// A governance denial: its rule keeps approval for approvers.
 	gov := ev

@@ -174,6 +174,7 @@ func TestChaos(t *testing.T) {
 		return r
 	})
 
+	scenario(true, func() result { return s.recordStreamFull(t, n) })
 	scenario(true, func() result { return s.pubsubTenTimes(t) })
 	scenario(true, func() result { return s.taskThreeTimes(t) })
 	scenario(true, func() result { return s.twoReconciles(t, n) })

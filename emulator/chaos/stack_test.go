@@ -141,7 +141,7 @@ func startStack(t *testing.T, ownFirestore bool) *chaosStack {
 	s.specs["functions"] = stack.Spec{Name: "functions", Path: bin["functions"], Addr: s.addr["functions"], LogFile: logf("functions"),
 		Env: append(s.clientEnv(), "PORT="+fnPort)}
 	s.specs["bridge"] = stack.Spec{Name: "bridge", Path: bin["bridge"], Addr: s.addr["bridge"], ReadyPath: "/healthz", LogFile: logf("bridge"),
-		Env: append(s.clientEnv(), "PORT="+brPort, "BRIDGE_ACK_WAIT=5s")}
+		Env: append(s.clientEnv(), "PORT="+brPort, "BRIDGE_ACK_WAIT=5s", fmt.Sprint("RECORD_STREAM_MAX_MSGS=", recordCapacity()))}
 	for _, n := range []string{"nats", "tasks", "functions"} {
 		s.start(n)
 	}

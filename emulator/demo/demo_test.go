@@ -140,6 +140,9 @@ func TestDemoPolicy(t *testing.T) {
 			triage.Chain{}, "consumer-filter-rejection", triage.Permanent, triage.Escalate},
 	}
 	for _, tc := range tests {
+		// Every demo task carries X-Task-ID (plan.go), so every entry has
+		// an idempotency key: the keyless rule never holds one.
+		tc.in.IdempotencyKey = "demo-task-v1"
 		d := p.Evaluate(tc.in, tc.chain)
 		if d.Rule != tc.rule || d.Category != tc.category || d.Action != tc.action {
 			t.Errorf("%s: Evaluate = rule %s category %s action %s, want %s %s %s", tc.name, d.Rule, d.Category, d.Action, tc.rule, tc.category, tc.action)

@@ -77,7 +77,7 @@ func TestLargeAndOddInputIsKeptWhole(t *testing.T) {
 	for i := range 512 {
 		headers[fmt.Sprintf("X-H-%d-\xff", i)] = []string{strings.Repeat("v", 1000) + "\xfe\xff"}
 	}
-	big := explicit(11, "timeout", "", msg{payload: payload, headers: headers})
+	big := explicit(11, "timeout", "", msg{payload: payload, headers: headers, keyless: true})
 	odd := explicit(12, "timeout", "", msg{subject: "nobody.listens.here", payload: []byte("x")})
 	odd.ID, odd.Stream = jevent.ID("NO_SUCH_STREAM", 12), "NO_SUCH_STREAM"
 	for _, ev := range []jevent.Event{big, odd} {
@@ -118,7 +118,7 @@ func TestHeavyHeadersMoveThePayloadOut(t *testing.T) {
 		headers[fmt.Sprintf("X-H-%d", i)] = []string{strings.Repeat("\xff", 1000)}
 	}
 	payload := bytes.Repeat([]byte("p"), 200<<10)
-	ev := explicit(80, "timeout", "", msg{payload: payload, headers: headers})
+	ev := explicit(80, "timeout", "", msg{payload: payload, headers: headers, keyless: true})
 	if err := e.h.Handle(testenv.Context(t), cloudEvent(t, ev)); err != nil {
 		t.Fatalf("Handle(an event whose entry would exceed 1 MiB inline) = %v, want it recorded", err)
 	}

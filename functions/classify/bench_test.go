@@ -15,6 +15,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/notify"
+	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -189,4 +192,88 @@ func (r *rawTx) one(ctx context.Context) error {
 		}
 		return tx.Set(breaker, map[string]any{"state": "closed", "failures": []time.Time{now}, "updated_at": now})
 	})
+}
+
+// blackhole is a notification destination that never answers (a host that
+// drops packets): a publish returns only when its context ends.
+type blackhole struct{}
+
+func (blackhole) Publish(ctx context.Context, _ []byte, _ map[string]string) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (blackhole) tasks(ctx context.Context) (notify.Tasks, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// BenchmarkClassifyNotificationsDown measures what an outage of the whole
+// notification path (the Pub/Sub topic and the triage agent's stream both
+// unreachable, never answering) adds to each event classify captures. Every
+// event escalates, so each commit stages a notification with a triage task.
+// Rounds alternate between classify without notifications and classify
+// with the flusher it runs in production (notify.AfterCommitOptions: the
+// post-commit budget and the pause after a failure); added-ms/event is the
+// difference of the medians. pause=off shows the same outage without the
+// pause: every event then waits the whole budget.
+//
+//	go test ./functions/classify -run '^$' -bench NotificationsDown -benchtime 300x
+func BenchmarkClassifyNotificationsDown(b *testing.B) {
+	for _, pause := range []time.Duration{config.DefaultPauseAfterFailure, 0} {
+		name := "pause=" + pause.String()
+		if pause == 0 {
+			name = "pause=off"
+		}
+		b.Run(name, func(b *testing.B) {
+			const rounds = 3
+			e := setup(b)
+			ctx := testenv.Context(b)
+			cfg := config.Notifications{AfterCommitBudget: config.DefaultAfterCommitBudget, PauseAfterFailure: pause}
+			down := notify.New(e.store, blackhole{}, append(notify.AfterCommitOptions(cfg), notify.WithTasks(blackhole{}.tasks))...)
+			quiet := New(Config{}, Deps{Logger: obs.Discard(), Store: e.store, Policy: e.policy, Scheduler: e.sched, Now: e.clock.Now})
+			loud := New(Config{}, Deps{Logger: obs.Discard(), Store: e.store, Policy: e.policy, Scheduler: e.sched, Now: e.clock.Now, Notify: down})
+			var seq atomic.Uint64
+			one := func(h *Handler) (time.Duration, error) {
+				n := seq.Add(1)
+				ev := explicit(n, "impossible_task", "the task cannot be done", msg{payload: make([]byte, 1024)})
+				ev.Tenant = fmt.Sprint("bench-", n)
+				start := time.Now()
+				err := h.Handle(ctx, cloudEvent(b, ev))
+				return time.Since(start), err
+			}
+			per := max(1, b.N/rounds)
+			var quietMs, loudMs []float64
+			var first time.Duration
+			b.ResetTimer()
+			for r := range rounds {
+				for _, h := range []*Handler{quiet, loud} {
+					var sum time.Duration
+					for i := range per {
+						d, err := one(h)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if h == loud && r == 0 && i == 0 {
+							first = d
+						}
+						sum += d
+					}
+					ms := float64(sum.Microseconds()) / 1000 / float64(per)
+					if h == quiet {
+						quietMs = append(quietMs, ms)
+					} else {
+						loudMs = append(loudMs, ms)
+					}
+				}
+			}
+			b.StopTimer()
+			slices.Sort(quietMs)
+			slices.Sort(loudMs)
+			b.ReportMetric(quietMs[rounds/2], "ms/event-without")
+			b.ReportMetric(loudMs[rounds/2], "ms/event-down")
+			b.ReportMetric(loudMs[rounds/2]-quietMs[rounds/2], "added-ms/event")
+			b.ReportMetric(float64(first.Microseconds())/1000, "first-down-event-ms")
+		})
+	}
 }

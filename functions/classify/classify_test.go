@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -85,11 +86,21 @@ type msg struct {
 	subject string
 	headers map[string][]string
 	payload []byte
+	// keyless leaves the task without an idempotency key; every other
+	// message gets the task id task-<seq> unless its headers name a key.
+	keyless bool
 }
 
 func baseEvent(seq uint64, m msg) jevent.Event {
 	if m.subject == "" {
 		m.subject = "agents.backend.tasks.code_review"
+	}
+	if !m.keyless && jevent.DefaultConventions.IdempotencyKey(m.headers) == "" {
+		m.headers = maps.Clone(m.headers)
+		if m.headers == nil {
+			m.headers = map[string][]string{}
+		}
+		m.headers[jevent.HeaderTaskID] = []string{fmt.Sprint("task-", seq)}
 	}
 	ev := jevent.Event{
 		Schema: jevent.Schema, ID: jevent.ID("TASKS", seq), Stream: "TASKS", StreamSeq: seq, Consumer: "backend",
@@ -167,6 +178,10 @@ func TestStatusFollowsTheDecision(t *testing.T) {
 		{"server deleted unacked", advisory(8, jevent.KindTerminated, "Unacknowledged message was deleted", msg{payload: []byte("h")}), store.Escalated, triage.Escalate, triage.Permanent, false},
 		{"consumer filter rejection", explicit(9, "consumer_filter_rejection", "", msg{payload: []byte("i")}), store.Escalated, triage.Escalate, triage.Permanent, false},
 		{"context overflow by text", advisory(10, jevent.KindTerminated, "prompt exceeds the context window", msg{payload: []byte("j")}), store.Scheduled, triage.AutoReplay, triage.ConditionallyRecoverable, true},
+		// Nothing could tell whether a keyless task already ran: a
+		// human decides (triage.NoteKeyless).
+		{"keyless transient", explicit(11, "llm_provider_timeout", "", msg{payload: []byte("k"), keyless: true}), store.AwaitingApproval, triage.RequireApproval, triage.Transient, false},
+		{"keyless permanent", explicit(12, "impossible_task", "", msg{payload: []byte("l"), keyless: true}), store.Escalated, triage.Escalate, triage.Permanent, false},
 	}
 	for i, tc := range tests {
 		// One tenant per case: ten failures of one tenant would open its breaker.
@@ -186,6 +201,9 @@ func TestStatusFollowsTheDecision(t *testing.T) {
 		if tc.task && (got.TaskName != tasks.Name(got.ID, 1) || got.NextRetryAt.Before(got.CreatedAt)) {
 			t.Errorf("%s: task_name %q next_retry_at %v", tc.name, got.TaskName, got.NextRetryAt)
 		}
+	}
+	if got := e.entry(t, jevent.ID("TASKS", 11)); got.Plan.Note != triage.NoteKeyless || got.Plan.Budget != 3 {
+		t.Errorf("keyless plan = note %q budget %d, want note %q and the transient budget 3 for the approval", got.Plan.Note, got.Plan.Budget, triage.NoteKeyless)
 	}
 	overflow := e.entry(t, jevent.ID("TASKS", 10))
 	if overflow.Plan.MaxContextTokens != 80000 || overflow.Plan.TargetModel != "large-context" || len(overflow.Plan.Instructions) != 1 {
@@ -639,4 +657,37 @@ func firestoreFor(t testing.TB, project string) *firestore.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// A policy that lets a rule's keyless tasks replay (require_idempotency_key:
+// false) schedules them like any other; the rest still wait.
+func TestKeylessOverride(t *testing.T) {
+	e := setup(t)
+	ctx := testenv.Context(t)
+	doc := testenv.WithRules(t, triage.DefaultYAML(), testenv.KeylessOKMarketing)
+	if _, err := triage.SaveOverride(ctx, e.fs, doc); err != nil {
+		t.Fatalf("SaveOverride() = %v", err)
+	}
+	tests := []struct {
+		name    string
+		subject string
+		status  store.Status
+		rule    string
+	}{
+		{"rule lets keyless replay", "agents.marketing.tasks.content_creation", store.Scheduled, "keyless-ok-marketing"},
+		{"other agent waits", "agents.backend.tasks.code_review", store.AwaitingApproval, "transient"},
+	}
+	for i, tt := range tests {
+		ev := explicit(uint64(700+i), "llm_provider_timeout", "", msg{subject: tt.subject, payload: []byte("x"), keyless: true})
+		ev.Tenant = fmt.Sprint("tenant-", i)
+		e.handle(t, cloudEvent(t, ev))
+		got := e.entry(t, ev.ID)
+		if got.Status != tt.status || got.Rule != tt.rule || got.IdempotencyKey != "" {
+			t.Errorf("%s: entry = %s by %s (key %q), want %s by %s without a key", tt.name, got.Status, got.Rule, got.IdempotencyKey, tt.status, tt.rule)
+		}
+		exists, err := e.sched.Exists(ctx, tasks.Name(got.ID, 1))
+		if err != nil || exists != (tt.status == store.Scheduled) {
+			t.Errorf("%s: replay task exists = %v, %v, want %v", tt.name, exists, err, tt.status == store.Scheduled)
+		}
+	}
 }

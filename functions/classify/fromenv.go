@@ -48,6 +48,6 @@ func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) (*Handle
 		Scheduler: tasks.New(cfg.Tasks),
 		// The outbox right after a commit that staged a notification.
 		Notify: notify.FromConfig(st, cfg.Project, cfg.PubSubEmulatorHost, cfg.Notifications, js.JetStream, log,
-			notify.WithBatch(notify.AfterCommitBatch)),
+			notify.AfterCommitOptions(cfg.Notifications)...),
 	}), nil
 }

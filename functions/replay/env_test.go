@@ -203,7 +203,13 @@ func (e *env) newEntry(t testing.TB, s spec) *store.Entry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := triage.Default().Evaluate(in, triage.Chain{})
+	pol := triage.Default()
+	if s.keyless {
+		// A scheduled keyless entry: classified under a policy that let
+		// keyless tasks replay (keylessOK), or before the keyless rule.
+		pol = keylessOK(t)
+	}
+	d := pol.Evaluate(in, triage.Chain{})
 	if d.Action != triage.AutoReplay {
 		t.Fatalf("default policy: %s -> %s, want auto_replay", s.code, d.Action)
 	}
@@ -338,6 +344,21 @@ func (e *env) breaker(t *testing.T, b store.Breaker) {
 	if _, err := e.fs.Collection(store.Breakers).Doc(id).Set(e.ctx, b); err != nil {
 		t.Fatalf("set breaker: %v", err)
 	}
+}
+
+// keylessYAML is the default policy letting keyless tasks replay on their
+// own (defaults.require_idempotency_key: false).
+func keylessYAML() []byte {
+	return []byte(strings.Replace(string(triage.DefaultYAML()), "defaults:\n", "defaults:\n  require_idempotency_key: false\n", 1))
+}
+
+func keylessOK(t testing.TB) *triage.Policy {
+	t.Helper()
+	p, err := triage.Parse(keylessYAML())
+	if err != nil {
+		t.Fatalf("Parse(keyless allowed) = %v", err)
+	}
+	return p
 }
 
 // overrideTransient saves, as the policy override, the default policy with

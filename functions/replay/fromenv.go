@@ -51,6 +51,6 @@ func build(cfg env, fs *firestore.Client, log *slog.Logger) (http.Handler, error
 		Policy:    triage.NewLoader(fs, log),
 		Publisher: js,
 		Notify: notify.FromConfig(st, cfg.Project, cfg.PubSubEmulatorHost, cfg.Notifications, js.JetStream, log,
-			notify.WithBatch(notify.AfterCommitBatch)),
+			notify.AfterCommitOptions(cfg.Notifications)...),
 	}), nil
 }

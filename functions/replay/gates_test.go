@@ -2,10 +2,13 @@ package replay_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jsdlq/jsdlq/shared/authority"
+	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/redrive"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
@@ -14,6 +17,66 @@ import (
 // needsGovernance is a transient rule that moves transient failures into
 // governance, which only an explicit opt-in may redrive.
 const needsGovernance = "    set_category: governance\n    action: require_approval\n    strategy: none"
+
+// keylessTransient lets the transient rule's keyless tasks replay on their
+// own.
+const keylessTransient = "    action: auto_replay\n    strategy: transient\n    require_idempotency_key: false"
+
+// Replay's re-evaluation applies the keyless rule too: a keyless entry
+// scheduled earlier (under a policy that let it replay, or before the rule
+// existed) waits for a human once the policy in force requires a key; a
+// rule that lets keyless tasks replay publishes it; an approval answers the
+// policy's question for it like for any other.
+func TestKeylessReevaluation(t *testing.T) {
+	tests := []struct {
+		name     string
+		override []byte // the policy in force; nil the default
+		approve  bool
+		want     store.Status
+		msgs     int
+	}{
+		{name: "default policy holds it", want: store.AwaitingApproval},
+		{name: "rule lets it replay", override: []byte(strings.Replace(string(triage.DefaultYAML()),
+			"  - name: transient\n    match: {category: [transient]}\n    action: auto_replay\n    strategy: transient",
+			"  - name: transient\n    match: {category: [transient]}\n"+keylessTransient, 1)), want: store.Replayed, msgs: 1},
+		{name: "defaults let it replay", override: keylessYAML(), want: store.Replayed, msgs: 1},
+		{name: "held, then approved", approve: true, want: store.Replayed, msgs: 1},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := setup(t)
+			en := e.newEntry(t, spec{id: fmt.Sprint("TASKS.13", i), keyless: true})
+			if tt.override != nil {
+				if _, err := triage.SaveOverride(e.ctx, e.fs, tt.override); err != nil {
+					t.Fatalf("SaveOverride() = %v", err)
+				}
+			}
+			first := tt.want
+			if tt.approve {
+				first = store.AwaitingApproval
+			}
+			got := e.settled(t, e.schedule(t, en.ID), en.ID, first)
+			if tt.override == nil && !strings.Contains(lastNote(got), triage.NoteKeyless) {
+				t.Errorf("note = %q, want it to say why (%q)", lastNote(got), triage.NoteKeyless)
+			}
+			if tt.approve {
+				if _, err := e.op.Approve(e.ctx, tenant, en.ID, operator.Edits{By: alice}); err != nil {
+					t.Fatalf("Approve() = %v", err)
+				}
+				e.waitStatus(t, en.ID, tt.want)
+			}
+			e.wantMsgs(t, tt.msgs)
+		})
+	}
+}
+
+// lastNote is the note of the entry's last transition.
+func lastNote(e *store.Entry) string {
+	if len(e.History) == 0 {
+		return ""
+	}
+	return e.History[len(e.History)-1].Note
+}
 
 // Replay's re-evaluation records the category the policy now gives the
 // entry, not only its rule and action: otherwise an entry the policy moved
@@ -76,7 +139,7 @@ func TestUnpublishedProbeIsReleased(t *testing.T) {
 		want     store.Status
 	}{
 		{name: "publish refused for good, keyless",
-			spec: spec{id: "TASKS.1201", keyless: true, stream: "OTHER"}, want: store.Escalated},
+			spec: spec{id: "TASKS.1201", keyless: true, stream: "OTHER"}, override: keylessTransient, want: store.Escalated},
 		{name: "publish refused for good, keyed",
 			spec: spec{id: "TASKS.1202", stream: "OTHER"}, want: store.Escalated},
 		{name: "admitted earlier, then gated by the policy",

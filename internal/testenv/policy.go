@@ -26,6 +26,15 @@ const (
 	// NoPredictionsDevops switches predictions off for agent devops; it
 	// decides nothing else, so the rules below it still classify.
 	NoPredictionsDevops = "  - name: no-predictions-devops\n    match: {agent: [devops]}\n    predictions: off\n"
+	// KeylessOKMarketing replays transient failures of agent marketing
+	// even without an idempotency key (their effects may happen twice);
+	// every other keyless task waits for a human, the default.
+	KeylessOKMarketing = `  - name: keyless-ok-marketing
+    match: {agent: [marketing], category: [transient]}
+    action: auto_replay
+    strategy: transient
+    require_idempotency_key: false
+`
 )
 
 // WithRules is the policy document doc with rules placed before its own,

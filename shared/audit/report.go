@@ -39,6 +39,16 @@ const (
 	// break the naming rule were recorded in the window under the
 	// reserved tenant (event.ReservedTenant), flagged, for an operator.
 	AlertInvalidNames = "invalid_names"
+	// AlertCaptureStreamFilling: a capture stream (advisories, records) is
+	// at least 80 % full; when full it refuses new dead messages.
+	AlertCaptureStreamFilling = "capture_stream_filling"
+	// AlertConsumerNeverGivesUp: a work consumer with unlimited
+	// deliveries; a task that always fails never reaches the DLQ.
+	AlertConsumerNeverGivesUp = "consumer_never_gives_up"
+	// AlertAcksWithoutOutcome: in the last complete hour the work streams'
+	// consumers acknowledged more tasks than completions and deaths were
+	// recorded, beyond the tolerance: failures swallowed without a trace.
+	AlertAcksWithoutOutcome = "acks_without_outcome"
 	// FindingReplayedCompleted is a repair without an alert: a replayed
 	// entry whose task completed is marked recovered.
 	FindingReplayedCompleted = "replayed_completed"
@@ -74,6 +84,9 @@ var severity = map[string]string{
 	AlertAgentDeadPerHour:         SevWarning,
 	AlertNotificationsUnpublished: SevWarning,
 	AlertInvalidNames:             SevWarning,
+	AlertCaptureStreamFilling:     SevError,
+	AlertConsumerNeverGivesUp:     SevWarning,
+	AlertAcksWithoutOutcome:       SevError,
 	FindingReplayedCompleted:      SevInfo,
 	FindingHeldReleased:           SevInfo,
 	FindingProbeSettled:           SevInfo,

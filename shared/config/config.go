@@ -382,7 +382,14 @@ type Notifications struct {
 	// Webhooks is where a flush fans tenant notifications out to
 	// (WEBHOOKS_QUEUE unset: no fan-out by this component).
 	Webhooks Webhooks
+	// AfterCommitBudget (NOTIFY_AFTER_COMMIT_BUDGET, ≤ 10s) bounds the publish
+	// after a commit in classify and replay; PauseAfterFailure
+	// (NOTIFY_PAUSE_AFTER_FAILURE, ≤ 1h): how long they skip a failed destination.
+	AfterCommitBudget, PauseAfterFailure time.Duration
 }
+
+// Defaults of Notifications' AfterCommitBudget and PauseAfterFailure.
+const DefaultAfterCommitBudget, DefaultPauseAfterFailure = 250 * time.Millisecond, 30 * time.Second
 
 // ReadNotifications reads where notifications go. The webhook settings
 // need only the Cloud Tasks emulator of the common variables, which are
@@ -393,11 +400,16 @@ func ReadNotifications(r *Reader) Notifications {
 		CloudTasksEmulatorHost: r.String("CLOUD_TASKS_EMULATOR_HOST", ""),
 		OnGoogleCloud:          r.String("K_SERVICE", "") != "",
 	}
-	return Notifications{
-		Topic:      r.String("NOTIFICATIONS_TOPIC", event.DefaultNotificationsTopic),
-		ConsoleURL: r.URL("CONSOLE_URL", false, "https", "http"),
-		Webhooks:   ReadWebhooks(r, common, false),
+	n := Notifications{
+		Topic:             r.String("NOTIFICATIONS_TOPIC", event.DefaultNotificationsTopic),
+		ConsoleURL:        r.URL("CONSOLE_URL", false, "https", "http"),
+		Webhooks:          ReadWebhooks(r, common, false),
+		AfterCommitBudget: r.Duration("NOTIFY_AFTER_COMMIT_BUDGET", DefaultAfterCommitBudget),
+		PauseAfterFailure: r.Duration("NOTIFY_PAUSE_AFTER_FAILURE", DefaultPauseAfterFailure),
 	}
+	r.Check(n.AfterCommitBudget <= 10*time.Second, "NOTIFY_AFTER_COMMIT_BUDGET", "%s is more than 10s", n.AfterCommitBudget)
+	r.Check(n.PauseAfterFailure <= time.Hour, "NOTIFY_PAUSE_AFTER_FAILURE", "%s is more than 1h", n.PauseAfterFailure)
+	return n
 }
 
 // Webhooks is how tenant webhooks are delivered and which endpoints are

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -24,9 +23,6 @@ type stagedOutbox interface {
 	FlushStaged(ctx context.Context, staged []*store.Outbox) (Result, error)
 }
 
-// AfterCommitTimeout bounds the publish of the outbox right after a commit.
-const AfterCommitTimeout = 10 * time.Second
-
 // AfterCommit publishes the outbox right after the commit of a transition
 // that staged a notification (entryID's), so it leaves at once instead of at
 // the next reconcile run: what the commit staged (staged, when the store
@@ -34,18 +30,30 @@ const AfterCommitTimeout = 10 * time.Second
 // by design: the transition is committed and must not be retried for its
 // notification, so nothing is returned; what is left pending is logged and
 // a later flush or reconcile publishes it. ctx's cancellation (the request
-// ending) does not cut the publish short.
+// ending) does not cut the publish short; the flusher's budget does
+// (WithAfterCommitBudget, DefaultAfterCommitBudget for another Outbox), so
+// the caller, who answers once this returns, never waits on a notification
+// destination longer than that, and not at all while one is paused
+// (WithPause).
 func AfterCommit(ctx context.Context, o Outbox, log *slog.Logger, component, entryID string, staged []*store.Outbox) {
 	if o == nil {
 		return
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AfterCommitTimeout)
+	budget := DefaultAfterCommitBudget
+	if f, ok := o.(*Flusher); ok {
+		budget = f.budget
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 	defer cancel()
 	flush := o.Flush
 	if so, ok := o.(stagedOutbox); ok && len(staged) > 0 {
 		flush = func(ctx context.Context) (Result, error) { return so.FlushStaged(ctx, staged) }
 	}
 	res, err := flush(fctx)
+	if res.Paused > 0 {
+		log.InfoContext(ctx, component+": notifications left in the outbox while their destination is paused after a failure; a later flush or reconcile publishes them",
+			"entry_id", entryID, "paused", res.Paused)
+	}
 	if err != nil || res.Failed > 0 {
 		log.WarnContext(ctx, component+": notifications not all published; a later flush or reconcile publishes them", "entry_id", entryID,
 			"published", res.Published, "failed", res.Failed, "errors", res.Errors, "error", fmt.Sprint(err))

@@ -81,6 +81,10 @@ type Flusher struct {
 	// lastSweep is when it last did (unix nanoseconds, the store's clock).
 	sweepEvery time.Duration
 	lastSweep  atomic.Int64
+	// pauses skip a destination for a while after it failed (WithPause);
+	// budget bounds AfterCommit (WithAfterCommitBudget).
+	pauses *pauses
+	budget time.Duration
 }
 
 // Option configures New.
@@ -131,7 +135,7 @@ func New(st *store.Store, topic Topic, opts ...Option) *Flusher {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	f := &Flusher{store: st, topic: topic, conv: event.DefaultConventions, owner: "flusher-" + hex.EncodeToString(b),
-		lease: 2 * time.Minute, batch: 500, log: obs.Discard(), sweepEvery: DefaultSweepEvery}
+		lease: 2 * time.Minute, batch: 500, log: obs.Discard(), sweepEvery: DefaultSweepEvery, budget: DefaultAfterCommitBudget}
 	f.lastSweep.Store(neverSwept)
 	for _, o := range opts {
 		o(f)
@@ -144,6 +148,9 @@ type Result struct {
 	Published int // notifications published and marked so
 	Triaged   int // triage tasks published
 	Failed    int // notifications left pending for the next flush
+	// Paused counts notifications not tried because a destination they
+	// need is paused (WithPause); they stay pending too.
+	Paused int
 	// Errors are the failures' causes, one per failed notification.
 	Errors []string
 	// Webhooks counts the webhook deliveries created (WithWebhooks);
@@ -158,8 +165,13 @@ type Result struct {
 // error is for a failure to claim at all.
 func (f *Flusher) Flush(ctx context.Context) (Result, error) {
 	var res Result
-	err := f.publishPending(ctx, &res)
-	if f.hooks != nil {
+	var err error
+	// Every notification goes to the topic: while it is paused nothing
+	// is claimed (and nothing counted failed: nothing was tried).
+	if f.skip(DestinationTopic) == nil {
+		err = f.publishPending(ctx, &res)
+	}
+	if f.hooks != nil && f.skip(DestinationWebhooks) == nil {
 		// The fan-out does not wait for the topic: a notification reaches
 		// its tenant's webhooks even while Pub/Sub refuses it.
 		f.fanOut(ctx, &res)
@@ -179,6 +191,12 @@ func (f *Flusher) FlushStaged(ctx context.Context, staged []*store.Outbox) (Resu
 	var errs []error
 	var fanOut []*store.Outbox
 	for _, o := range staged {
+		if err := f.paused(o); err != nil {
+			// Not even claimed: it stays pending, for a later flush or
+			// reconcile, at no cost to the commit's caller.
+			res.Paused++
+			continue
+		}
 		claim, err := f.store.ClaimStaged(ctx, o, f.owner, f.lease)
 		switch {
 		case err != nil:
@@ -192,10 +210,10 @@ func (f *Flusher) FlushStaged(ctx context.Context, staged []*store.Outbox) (Resu
 			f.publishClaimed(ctx, claim, &res)
 		}
 	}
-	if f.hooks != nil {
+	if f.hooks != nil && f.skip(DestinationWebhooks) == nil {
 		f.fanOutList(ctx, fanOut, &res)
 	}
-	if f.sweepDue() {
+	if f.skip(DestinationTopic) == nil && f.sweepDue() {
 		swept, err := f.Flush(ctx)
 		res.add(swept)
 		errs = append(errs, err)
@@ -223,6 +241,7 @@ func (r *Result) add(o Result) {
 	r.Published += o.Published
 	r.Triaged += o.Triaged
 	r.Failed += o.Failed
+	r.Paused += o.Paused
 	r.Errors = append(r.Errors, o.Errors...)
 	r.Webhooks += o.Webhooks
 	r.WebhookErrors = append(r.WebhookErrors, o.WebhookErrors...)
@@ -285,11 +304,8 @@ func (f *Flusher) publish(ctx context.Context, o *store.Outbox) (triaged bool, e
 	if err != nil {
 		return false, err
 	}
-	// A triage task that itself died is escalated like any task, but to a
-	// human by its notification only: another triage task for it could
-	// loop for as long as the triage agent fails.
-	if n.Kind.Triage() && !o.TriagePublished && o.TaskType != event.TriageTaskType {
-		if err := f.triage(ctx, o, n); err != nil {
+	if needsTriage(o, n) {
+		if err := f.call(ctx, DestinationTriage, func(ctx context.Context) error { return f.triage(ctx, o, n) }); err != nil {
 			return false, err
 		}
 		triaged = true
@@ -297,10 +313,32 @@ func (f *Flusher) publish(ctx context.Context, o *store.Outbox) (triaged bool, e
 			return triaged, err
 		}
 	}
-	if err := f.topic.Publish(ctx, []byte(o.Notification), n.Attributes()); err != nil {
+	if err := f.call(ctx, DestinationTopic, func(ctx context.Context) error {
+		return f.topic.Publish(ctx, []byte(o.Notification), n.Attributes())
+	}); err != nil {
 		return triaged, fmt.Errorf("publish to the notifications topic: %w", err)
 	}
 	return triaged, f.store.NotificationPublished(ctx, o, f.owner)
+}
+
+// needsTriage reports whether o's triage task is still to be sent. A triage
+// task that itself died is escalated like any task, but to a human by its
+// notification only: another triage task for it could loop for as long as
+// the triage agent fails.
+func needsTriage(o *store.Outbox, n event.Notification) bool {
+	return n.Kind.Triage() && !o.TriagePublished && o.TaskType != event.TriageTaskType
+}
+
+// paused is the error of a staged notification a paused destination keeps
+// from being tried now, nil when every destination it needs may be called.
+func (f *Flusher) paused(o *store.Outbox) error {
+	if err := f.skip(DestinationTopic); err != nil {
+		return err
+	}
+	if n, err := o.Event(); err == nil && needsTriage(o, n) {
+		return f.skip(DestinationTriage)
+	}
+	return nil
 }
 
 // TriageMsg is the triage task of the entry notification n: on the triage

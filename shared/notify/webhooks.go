@@ -144,7 +144,11 @@ func (f *Flusher) fanOutOne(ctx context.Context, o *store.Outbox, endpoints map[
 			if !w.Enabled {
 				continue
 			}
-			created, err := f.hooks.CreateDelivery(ctx, WebhookTask{WebhookID: w.ID, NotificationID: n.ID})
+			var created bool
+			err := f.call(ctx, DestinationWebhooks, func(ctx context.Context) (err error) {
+				created, err = f.hooks.CreateDelivery(ctx, WebhookTask{WebhookID: w.ID, NotificationID: n.ID})
+				return err
+			})
 			if err != nil {
 				return err
 			}

@@ -12,6 +12,10 @@ func ReadConfig(r *config.Reader) Config {
 	c.TimeBudget = r.Duration("RECONCILE_TIME_BUDGET", 0)
 	c.ProbeTimeout = r.Duration("RECONCILE_PROBE_TIMEOUT", 0)
 	c.AdvisoryStream, c.RecordStream = config.ReadCaptureStreams(r)
+	c.BridgeConsumer = r.String("BRIDGE_CONSUMER", "")
+	c.CaptureFillAlert = float64(r.Int("RECONCILE_CAPTURE_FILL_ALERT_PERCENT", 0, 0, 100)) / 100
+	c.OutcomeTolerance = float64(r.Int("RECONCILE_OUTCOME_TOLERANCE_PERCENT", 0, 0, 100)) / 100
+	c.OutcomeMinGap = r.Int("RECONCILE_OUTCOME_MIN_GAP", 0, 0, 1_000_000)
 	c.Predict = readPredictConfig(r)
 	return c
 }

@@ -84,6 +84,7 @@ func (r *run) consumersOf(ctx context.Context, sec *audit.Section, js jetstream.
 		return err
 	}
 	sec.Add("consumers_"+name, int64(n))
+	r.neverGiveUp(sec, name, cs.endless)
 	if n == 0 {
 		// Workers may consume through ephemeral consumers that exist only
 		// while they run: no consumer now says nothing about the subjects.
@@ -235,6 +236,32 @@ func (r *run) consumersOf(ctx context.Context, sec *audit.Section, js jetstream.
 type streamConsumers struct {
 	filters []string
 	n       int
+	// endless are the consumers that never give a task up: unlimited
+	// deliveries (MaxDeliver <= 0) with acknowledgements on.
+	endless []string
+}
+
+// neverGiveUp reports the stream's consumers that redeliver a failing task
+// forever: it never exhausts MaxDeliver, so no advisory, no entry and no
+// replay ever tells anyone (one finding over the work streams).
+func (r *run) neverGiveUp(sec *audit.Section, stream string, endless []string) {
+	if len(endless) == 0 {
+		return
+	}
+	sec.Add("endless_consumers_"+stream, int64(len(endless)))
+	var f *audit.Finding
+	for _, x := range r.rep.Findings {
+		if x.Name == audit.AlertConsumerNeverGivesUp {
+			f = x
+		}
+	}
+	if f == nil {
+		f = r.finding(audit.AlertConsumerNeverGivesUp, SectionConsumers, "",
+			"work consumers with unlimited deliveries: a task that keeps failing is redelivered forever and never reaches the DLQ; set max_deliver (and a backoff)")
+	}
+	for _, c := range endless {
+		f.Example(stream + "/" + c)
+	}
 }
 
 // consumerFilters lists a stream's consumers.
@@ -243,6 +270,13 @@ func consumerFilters(ctx context.Context, str jetstream.Stream) (streamConsumers
 	lister := str.ListConsumers(ctx)
 	for ci := range lister.Info() {
 		c.n++
+		if cfg := ci.Config; cfg.MaxDeliver <= 0 && cfg.AckPolicy != jetstream.AckNonePolicy {
+			backoff := "no backoff: redelivered every ack wait (" + cfg.AckWait.String() + ")"
+			if len(cfg.BackOff) > 0 {
+				backoff = "backoff up to " + cfg.BackOff[len(cfg.BackOff)-1].String()
+			}
+			c.endless = append(c.endless, fmt.Sprintf("%s (max_deliver %d, %s)", ci.Name, cfg.MaxDeliver, backoff))
+		}
 		if cfg := ci.Config; len(cfg.FilterSubjects) > 0 {
 			c.filters = append(c.filters, cfg.FilterSubjects...)
 		} else {

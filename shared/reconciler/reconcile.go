@@ -44,9 +44,19 @@ const By = store.ByReconcile
 // Config is what reconcile reads from its environment, plus thresholds whose
 // defaults docs/reconcile.md ("Configuration") lists.
 type Config struct {
-	AdvisoryStream string   // default DLQ_ADVISORIES
-	RecordStream   string   // default DLQ_RECORDS
-	WorkStreams    []string // sampled for the traffic table; none: no table
+	AdvisoryStream string // default DLQ_ADVISORIES
+	RecordStream   string // default DLQ_RECORDS
+	BridgeConsumer string // the bridge's consumer on both; default dlq-bridge
+	// CaptureFillAlert is the fill of a capture stream that alerts
+	// (default DefaultCaptureFillAlert).
+	CaptureFillAlert float64
+	// OutcomeTolerance and OutcomeMinGap: acks_without_outcome alerts when
+	// an hour's acknowledged tasks exceed its outcomes by more than the
+	// larger of OutcomeMinGap and OutcomeTolerance of the acknowledged
+	// (defaults DefaultOutcomeTolerance, DefaultOutcomeMinGap).
+	OutcomeTolerance float64
+	OutcomeMinGap    int
+	WorkStreams      []string // sampled for the traffic table; none: no table
 	// TimeBudget bounds a run (default 4 min); scans stop at it and resume
 	// in the next run.
 	TimeBudget time.Duration
@@ -114,6 +124,18 @@ func (c *Config) defaults() {
 	}
 	if c.RecordStream == "" {
 		c.RecordStream = event.DefaultRecordStream
+	}
+	if c.BridgeConsumer == "" {
+		c.BridgeConsumer = event.DefaultBridgeConsumer
+	}
+	if c.CaptureFillAlert <= 0 {
+		c.CaptureFillAlert = DefaultCaptureFillAlert
+	}
+	if c.OutcomeTolerance <= 0 {
+		c.OutcomeTolerance = DefaultOutcomeTolerance
+	}
+	if c.OutcomeMinGap <= 0 {
+		c.OutcomeMinGap = DefaultOutcomeMinGap
 	}
 	if c.Conventions == (event.Conventions{}) {
 		c.Conventions = event.DefaultConventions
@@ -435,6 +457,7 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*audit.Report, error) {
 	r.section(ctx, SectionTraffic, r.traffic)
 	r.section(ctx, SectionBreakers, r.breakers)
 	r.section(ctx, SectionConsumers, r.consumers)
+	r.section(ctx, SectionStreams, r.captureStreams)
 	order := ring
 	if i := slices.Index(ring, st.Resume); i > 0 {
 		order = append(append([]string{}, ring[i:]...), ring[:i]...)

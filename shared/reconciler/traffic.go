@@ -47,6 +47,9 @@ func (r *run) traffic(ctx context.Context, sec *audit.Section) error {
 	if err != nil {
 		return err
 	}
+	if err := r.acksWithoutOutcome(ctx, sec, js, samples); err != nil {
+		return err
+	}
 	t := &audit.Traffic{From: from, To: now}
 	for _, name := range r.h.cfg.WorkStreams {
 		row := rows[name]

@@ -105,7 +105,7 @@ func (e *Entry) PolicyInput() (triage.Input, error) {
 	return triage.Input{
 		Kind: e.Kind, Stream: e.Stream, Subject: e.Subject, Tenant: e.Tenant, Agent: e.Agent,
 		TaskType: e.TaskType, Headers: headers, TermReason: e.TermReason, Deliveries: e.Deliveries,
-		Failure: e.Failure,
+		Failure: e.Failure, IdempotencyKey: e.IdempotencyKey,
 	}, nil
 }
 

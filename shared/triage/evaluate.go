@@ -27,6 +27,10 @@ type Input struct {
 	TermReason string         // the advisory's reason, as the server sent it
 	Failure    *event.Failure // the agentkit record, if any
 	Deliveries int
+	// IdempotencyKey is the key the task's completion is recorded under
+	// (event.Conventions.IdempotencyKey); "" for a keyless task, which
+	// the policy may keep from replaying on its own (keyless.go).
+	IdempotencyKey string
 }
 
 // Chain is what earlier entries of the same replay chain tell: the entry
@@ -163,6 +167,7 @@ func (p *Policy) Evaluate(in Input, chain Chain) Decision {
 	}
 	d.Delay = p.delay(s, d.Attempt)
 	d.Modifications = p.modifications(s, in, d)
+	p.holdKeyless(&d, r, in)
 	return d
 }
 

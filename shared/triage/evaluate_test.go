@@ -129,6 +129,7 @@ func TestEvaluateReasonCodes(t *testing.T) {
 // delays of those two decisions.
 func checkDecision(t *testing.T, base *Policy, name string, in Input, chain Chain, w want) {
 	t.Helper()
+	in = keyed(in)
 	var delays []time.Duration
 	for _, r := range []float64{0, 0.999999} {
 		p := *base
@@ -333,7 +334,7 @@ func TestEvaluateTransientCap(t *testing.T) {
 	chain := Chain{}
 	var delays []time.Duration
 	for i := 0; i < 6; i++ {
-		d := p.Evaluate(Input{Failure: &event.Failure{Code: "network_transient"}}, Chain{Codes: chain.Codes, Strategies: chain.Strategies})
+		d := p.Evaluate(keyed(Input{Failure: &event.Failure{Code: "network_transient"}}), Chain{Codes: chain.Codes, Strategies: chain.Strategies})
 		delays = append(delays, d.Delay)
 		chain.Codes = append(chain.Codes, "x")
 		chain.Strategies = append(chain.Strategies, "transient")
@@ -396,12 +397,12 @@ func TestEvaluateRuleMatchers(t *testing.T) {
 		{"reason text", Input{TermReason: "monthly quota gone"}, "text", Escalate, "ceo"},
 	}
 	for _, tc := range tests {
-		d := p.Evaluate(tc.in, Chain{})
+		d := p.Evaluate(keyed(tc.in), Chain{})
 		if d.Rule != tc.rule || d.Action != tc.action || d.EscalateTo != tc.escalateTo {
 			t.Errorf("%s: Evaluate() = rule %q action %q escalate_to %q, want %q %q %q", tc.name, d.Rule, d.Action, d.EscalateTo, tc.rule, tc.action, tc.escalateTo)
 		}
 	}
-	d := p.Evaluate(Input{Stream: "TASKS", Headers: map[string][]string{"x-priority": {"urgent"}}}, Chain{})
+	d := p.Evaluate(keyed(Input{Stream: "TASKS", Headers: map[string][]string{"x-priority": {"urgent"}}}), Chain{})
 	if d.Strategy != "urgent" || d.Delay != time.Second || d.ReplayBudget != 5 {
 		t.Errorf("inline strategy: got %s %v budget %d, want urgent 1s budget 5", d.Strategy, d.Delay, d.ReplayBudget)
 	}
@@ -586,7 +587,7 @@ func TestAgentRetryable(t *testing.T) {
 		{"permanent marked not retryable", "impossible_task", &no, Chain{}, Escalate, "none"},
 	}
 	for _, tt := range tests {
-		in := Input{Kind: "explicit", Failure: &event.Failure{Code: tt.code, Retryable: tt.retryable}}
+		in := keyed(Input{Kind: "explicit", Failure: &event.Failure{Code: tt.code, Retryable: tt.retryable}})
 		d := p.Evaluate(in, tt.chain)
 		if d.Action != tt.action || d.Strategy != tt.strategy {
 			t.Errorf("%s: Evaluate(%s, retryable %v) = %s/%s, want %s/%s (note %q)", tt.name, tt.code, tt.retryable, d.Action, d.Strategy, tt.action, tt.strategy, d.Note)

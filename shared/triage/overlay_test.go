@@ -64,7 +64,7 @@ func TestNewDefaultCodeReachesAnOlderOverride(t *testing.T) {
 		{"after: the override's own rule stays", after, Input{Kind: "terminated", TermReason: "timeout"},
 			Decision{ReasonCode: "timeout", Category: Transient, Rule: "transient", Action: AutoReplay, Strategy: "default"}},
 	} {
-		d := tc.p.Evaluate(tc.in, Chain{})
+		d := tc.p.Evaluate(keyed(tc.in), Chain{})
 		got := Decision{ReasonCode: d.ReasonCode, Category: d.Category, Rule: d.Rule, Action: d.Action}
 		if tc.want.Strategy != "" {
 			got.Strategy = d.Strategy

@@ -17,7 +17,6 @@ import (
 	"net/textproto"
 	"regexp"
 	"slices"
-	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -112,6 +111,9 @@ type defaults struct {
 	Retention         string            `yaml:"retention,omitempty"`
 	RetentionByAgent  map[string]string `yaml:"retention_by_agent,omitempty"`
 	RetentionByTenant map[string]string `yaml:"retention_by_tenant,omitempty"`
+	// RequireIdempotencyKey: a keyless task waits for a human instead of
+	// replaying on its own (keyless.go); unset is true.
+	RequireIdempotencyKey *bool `yaml:"require_idempotency_key,omitempty"`
 }
 
 type patternDoc struct {
@@ -216,6 +218,9 @@ type ruleDoc struct {
 	Predictions Switch `yaml:"predictions,omitempty"`
 	// Approvers may approve the rule's entries (approvers.go).
 	Approvers approverList `yaml:"approvers,omitempty"`
+	// RequireIdempotencyKey overrides defaults.require_idempotency_key
+	// for the rule's entries (keyless.go).
+	RequireIdempotencyKey *bool `yaml:"require_idempotency_key,omitempty"`
 }
 
 // Policy is a validated, compiled policy. It is immutable and safe for
@@ -457,6 +462,7 @@ func (p *Policy) compile(v *validator) {
 			r.retention, r.strategy = p.compileAction(v, where, rd)
 		}
 		checkApprovers(v, where, rd)
+		checkKeyless(v, where, rd, r.switchOnly)
 		m := rd.Match
 		for _, code := range append(append([]string{}, m.ReasonCode...), m.SeenInChain...) {
 			if _, ok := d.Reasons[code]; !ok {
@@ -569,42 +575,4 @@ func validateStrategy(v *validator, where string, s Strategy) {
 	if s.MaxContextTokens < 0 {
 		v.add(where+".max_context_tokens", "must not be negative")
 	}
-}
-
-func validSubjectPattern(s string) bool {
-	if s == "" {
-		return false
-	}
-	toks := strings.Split(s, ".")
-	for i, t := range toks {
-		if t == "" || strings.ContainsAny(t, " \t\r\n") {
-			return false
-		}
-		if strings.Contains(t, ">") && (t != ">" || i != len(toks)-1) {
-			return false
-		}
-		if strings.Contains(t, "*") && t != "*" {
-			return false
-		}
-	}
-	return true
-}
-
-// SubjectMatches reports whether a NATS subject matches a pattern with the
-// wildcards * (one token) and > (one or more trailing tokens).
-func SubjectMatches(pattern, subject string) bool {
-	pt := strings.Split(pattern, ".")
-	st := strings.Split(subject, ".")
-	for i, p := range pt {
-		if p == ">" {
-			return len(st) > i
-		}
-		if i >= len(st) {
-			return false
-		}
-		if p != "*" && p != st[i] {
-			return false
-		}
-	}
-	return len(pt) == len(st)
 }
