@@ -31,7 +31,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/internal/testenv"
-	"github.com/jsdlq/jsdlq/shared/tasksemu"
+	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
@@ -150,7 +150,7 @@ func startStack(t *testing.T, ownFirestore bool) *chaosStack {
 		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials()))); err != nil {
 		t.Fatal(err)
 	}
-	if s.ct, err = cloudtasks.NewClient(ctx, tasksemu.ClientOptions(s.addr["tasks"])...); err != nil {
+	if s.ct, err = cloudtasks.NewClient(ctx, clientopt.CloudTasksOptions(s.addr["tasks"])...); err != nil {
 		t.Fatal(err)
 	}
 	if s.nc, err = nats.Connect("nats://"+s.addr["nats"], nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond)); err != nil {

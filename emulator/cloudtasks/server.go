@@ -5,7 +5,7 @@
 // headers, OIDC tokens, rate limits and retry schedule of the real service.
 //
 // Google ships no Cloud Tasks emulator; the project's code switches to this
-// one when CLOUD_TASKS_EMULATOR_HOST is set (see tasksemu.ClientOptions).
+// one when CLOUD_TASKS_EMULATOR_HOST is set (see clientopt.CloudTasksOptions).
 package cloudtasks
 
 import (
@@ -190,7 +190,7 @@ func (s *Server) Close() error {
 	return s.store.close()
 }
 
-// Serve answers gRPC on grpcLis and serves the JWKS (tasksemu.JWKSPath) and /healthz
+// Serve answers gRPC on grpcLis and serves the JWKS (clientopt.CloudTasksJWKSPath) and /healthz
 // on httpLis (may be nil) until ctx is done, then stops gracefully: in-flight
 // dispatches are cancelled and, having been recorded before they were sent,
 // are dispatched again by the next run on the same data directory.

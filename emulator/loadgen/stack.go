@@ -20,8 +20,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/jsdlq/jsdlq/emulator/stack"
+	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/event"
-	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
 // benchStack is a private local stack on free ports: the driver never
@@ -187,7 +187,7 @@ func (s *benchStack) provision(ctx context.Context) error {
 }
 
 func (s *benchStack) tasksClient(ctx context.Context) (*cloudtasks.Client, error) {
-	c, err := cloudtasks.NewClient(ctx, tasksemu.ClientOptions(s.tasks)...)
+	c, err := cloudtasks.NewClient(ctx, clientopt.CloudTasksOptions(s.tasks)...)
 	if err != nil {
 		return nil, fmt.Errorf("cloud tasks client: %w", err)
 	}

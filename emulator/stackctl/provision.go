@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/jsdlq/jsdlq/emulator/stack"
-	"github.com/jsdlq/jsdlq/shared/tasksemu"
+	"github.com/jsdlq/jsdlq/shared/clientopt"
 )
 
 // provision creates what the pipeline expects to exist once service name is
@@ -73,7 +73,7 @@ func (s *localStack) provisionPubSub(ctx context.Context, w io.Writer) error {
 }
 
 func (s *localStack) provisionQueue(ctx context.Context, w io.Writer) error {
-	ct, err := cloudtasks.NewClient(ctx, tasksemu.ClientOptions(s.addr("cloudtasks"))...)
+	ct, err := cloudtasks.NewClient(ctx, clientopt.CloudTasksOptions(s.addr("cloudtasks"))...)
 	if err != nil {
 		return fmt.Errorf("cloud tasks client: %w", err)
 	}

@@ -1,4 +1,12 @@
-package tasksemu
+// Package keyset verifies Google-style RS256 ID tokens against the keys a JWKS
+// document publishes, and holds the types of both. shared/auth's
+// AUTH_MODE=emulator (and the console's CONSOLE_TRIAGE_AUTH=emulator)
+// verifies the tokens the local Cloud Tasks emulator signs with it; the
+// emulator signs and publishes with its types. It is token verification with
+// nothing of the emulator in it, so a binary that runs both locally and
+// deployed links it and never the emulator. A leaf: it imports nothing of the
+// module.
+package keyset
 
 import (
 	"context"
@@ -9,63 +17,31 @@ import (
 	"fmt"
 	"io"
 	"math/big"
-	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// OIDC tokens the emulator attaches to tasks with an oidc_token. The issuer
-// is Google's so verifiers written for real Cloud Tasks tokens accept them
-// unchanged once pointed at the emulator's JWKS.
-const (
-	Issuer   = "https://accounts.google.com"
-	JWKSPath = "/jwks.json"
-)
+// GoogleIssuer is the issuer Google writes into the ID tokens Cloud Tasks and
+// Cloud Scheduler send; the local emulator signs its tokens as Google.
+const GoogleIssuer = "https://accounts.google.com"
 
-// ErrToken is wrapped by every token verification failure.
-var ErrToken = errors.New("tasksemu: invalid token")
+// ErrToken is wrapped by every error about the token itself (signature,
+// issuer, audience, expiry, unknown key); other errors are about fetching
+// the keys, worth a retry.
+var ErrToken = errors.New("keyset: invalid token")
 
-// JWKSURL returns the JWKS address the emulator serves by default for a
-// gRPC listener on grpcHostPort: same host, port+1, path JWKSPath; e.g.
-// 127.0.0.1:8123 gives http://127.0.0.1:8124/jwks.json.
-func JWKSURL(grpcHostPort string) (string, error) {
-	hp, err := DefaultJWKSHostPort(grpcHostPort)
-	if err != nil {
-		return "", err
-	}
-	return "http://" + hp + JWKSPath, nil
-}
-
-// DefaultJWKSHostPort is the JWKS listener address paired with a gRPC
-// address: the next port on the same host.
-func DefaultJWKSHostPort(grpcHostPort string) (string, error) {
-	host, port, err := net.SplitHostPort(grpcHostPort)
-	if err != nil {
-		return "", fmt.Errorf("tasksemu: host-port %q: %w", grpcHostPort, err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p < 0 || p >= 65535 {
-		return "", fmt.Errorf("tasksemu: host-port %q: bad port", grpcHostPort)
-	}
-	if p == 0 {
-		return net.JoinHostPort(host, "0"), nil
-	}
-	return net.JoinHostPort(host, strconv.Itoa(p+1)), nil
-}
-
-// IDTokenClaims are the claims of the OIDC tokens the emulator signs, the
-// same set Google puts into Cloud Tasks OIDC tokens.
+// IDTokenClaims are the claims of a Google-style OIDC ID token, the set
+// Cloud Tasks puts into its tokens (and the local emulator into its own).
 type IDTokenClaims struct {
 	Email         string `json:"email"`
 	EmailVerified bool   `json:"email_verified"`
 	jwt.RegisteredClaims
 }
 
-// JWK is one RSA public key of the emulator's JWKS.
+// JWK is one RSA public key of a JWKS document (RFC 7517).
 type JWK struct {
 	Kty string `json:"kty"`
 	Alg string `json:"alg"`
@@ -75,15 +51,16 @@ type JWK struct {
 	E   string `json:"e"`
 }
 
-// JWKSet is the JWKS document the emulator serves at JWKSPath.
+// JWKSet is a JWKS document: what a token issuer publishes and a
+// Verifier reads.
 type JWKSet struct {
 	Keys []JWK `json:"keys"`
 }
 
-// Verifier checks OIDC tokens issued by the emulator against its JWKS; the
-// replay function uses it when AUTH_MODE=emulator. Keys are fetched lazily
-// and refetched when a token names an unknown kid (the emulator restarted
-// without --data-dir).
+// Verifier checks ID tokens against the keys of one JWKS document. Keys
+// are fetched lazily and refetched when a token names an unknown kid (the
+// issuer rotated its key, or the local emulator restarted without
+// --data-dir).
 type Verifier struct {
 	url    string
 	client *http.Client
@@ -112,7 +89,8 @@ func WithVerifierClock(now func() time.Time) VerifierOption {
 	return func(v *Verifier) { v.now = now }
 }
 
-// NewVerifier returns a Verifier for the JWKS at jwksURL (see JWKSURL).
+// NewVerifier returns a Verifier for the JWKS at jwksURL (the local
+// emulator's is clientopt.CloudTasksJWKSURL).
 func NewVerifier(jwksURL string, opts ...VerifierOption) *Verifier {
 	v := &Verifier{url: jwksURL, client: &http.Client{Timeout: 10 * time.Second}, now: time.Now}
 	for _, o := range opts {
@@ -121,8 +99,9 @@ func NewVerifier(jwksURL string, opts ...VerifierOption) *Verifier {
 	return v
 }
 
-// Verify checks the signature, issuer, audience, expiry and email_verified
-// of raw (without the "Bearer " prefix) and returns its claims.
+// Verify checks the signature, issuer (Google's), audience, expiry and
+// email_verified of raw (without the "Bearer " prefix) and returns its
+// claims. A bad token's error wraps ErrToken.
 func (v *Verifier) Verify(ctx context.Context, raw, audience string) (*IDTokenClaims, error) {
 	claims := &IDTokenClaims{}
 	var fetchErr error
@@ -136,7 +115,7 @@ func (v *Verifier) Verify(ctx context.Context, raw, audience string) (*IDTokenCl
 	}
 	_, err := jwt.ParseWithClaims(raw, claims, keyFunc,
 		jwt.WithValidMethods([]string{jwt.SigningMethodRS256.Alg()}),
-		jwt.WithIssuer(Issuer),
+		jwt.WithIssuer(GoogleIssuer),
 		jwt.WithAudience(audience),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
@@ -182,19 +161,19 @@ func (v *Verifier) fetch(ctx context.Context) (map[string]*rsa.PublicKey, error)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("tasksemu: fetch jwks %s: %w", v.url, err)
+		return nil, fmt.Errorf("keyset: fetch jwks %s: %w", v.url, err)
 	}
 	resp, err := v.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("tasksemu: fetch jwks %s: %w", v.url, err)
+		return nil, fmt.Errorf("keyset: fetch jwks %s: %w", v.url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("tasksemu: fetch jwks %s: HTTP %d", v.url, resp.StatusCode)
+		return nil, fmt.Errorf("keyset: fetch jwks %s: HTTP %d", v.url, resp.StatusCode)
 	}
 	var set JWKSet
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&set); err != nil {
-		return nil, fmt.Errorf("tasksemu: decode jwks %s: %w", v.url, err)
+		return nil, fmt.Errorf("keyset: decode jwks %s: %w", v.url, err)
 	}
 	keys := make(map[string]*rsa.PublicKey, len(set.Keys))
 	for _, k := range set.Keys {
@@ -204,7 +183,7 @@ func (v *Verifier) fetch(ctx context.Context) (map[string]*rsa.PublicKey, error)
 		n, err1 := base64.RawURLEncoding.DecodeString(k.N)
 		e, err2 := base64.RawURLEncoding.DecodeString(k.E)
 		if err1 != nil || err2 != nil || len(e) == 0 || len(e) > 4 {
-			return nil, fmt.Errorf("tasksemu: jwks %s: malformed key %q", v.url, k.Kid)
+			return nil, fmt.Errorf("keyset: jwks %s: malformed key %q", v.url, k.Kid)
 		}
 		keys[k.Kid] = &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(new(big.Int).SetBytes(e).Int64())}
 	}
