@@ -70,7 +70,7 @@ func (s *chaosStack) injected(t *testing.T, n int) result {
 	ctx := context.Background()
 	fs := s.fs
 	st := store.New(fs)
-	policy := triage.NewLoader(fs, obs.Discard())
+	policy := triage.NewLoader(store.New(fs), obs.Discard())
 
 	var h http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))

@@ -32,6 +32,7 @@ import (
 	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/clientopt"
+	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
@@ -171,7 +172,7 @@ func startStack(t *testing.T, ownFirestore bool) *chaosStack {
 		t.Fatalf("the default policy's transient strategy changed; update the chaos override")
 	}
 	policy := strings.Replace(def, transient, "delay: {base: 1s, factor: 1, max: 1s}\n    max_replays: 3", 1)
-	if _, err := triage.SaveOverride(ctx, s.fs, []byte(policy)); err != nil {
+	if _, err := store.New(s.fs).SavePolicyOverride(ctx, []byte(policy)); err != nil {
 		t.Fatalf("policy override: %v", err)
 	}
 	s.provisionPubSub()

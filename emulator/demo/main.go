@@ -175,7 +175,7 @@ func (d *demo) execute(ctx context.Context) (*summary, error) {
 	if err := d.prepareStreams(ctx); err != nil {
 		return nil, err
 	}
-	pol, err := d.applyPolicy(ctx, fs, false)
+	pol, err := d.applyPolicy(ctx, false)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func (d *demo) execute(ctx context.Context) (*summary, error) {
 	var learnt predictionFigures // the model learnt between the phases
 	for i, p := range phases {
 		if i == 1 {
-			if pol, err = d.applyPolicy(ctx, fs, true); err != nil {
+			if pol, err = d.applyPolicy(ctx, true); err != nil {
 				return nil, err
 			}
 			res, err := d.learn(ctx, pol, true)

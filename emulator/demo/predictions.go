@@ -8,8 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"cloud.google.com/go/firestore"
-
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/predict"
 	"github.com/jsdlq/jsdlq/shared/predict/learner"
@@ -53,12 +51,12 @@ func (d *demo) publish(ctx context.Context, p *phase) error {
 
 // applyPolicy stores the demo policy with the predictions on or off and
 // returns it parsed.
-func (d *demo) applyPolicy(ctx context.Context, fs *firestore.Client, predictions bool) (*triage.Policy, error) {
+func (d *demo) applyPolicy(ctx context.Context, predictions bool) (*triage.Policy, error) {
 	doc, err := demoPolicy(predictions)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := triage.SaveOverride(ctx, fs, doc); err != nil {
+	if _, err := d.st.SavePolicyOverride(ctx, doc); err != nil {
 		return nil, fmt.Errorf("apply the demo policy: %w", err)
 	}
 	return triage.Parse(doc)

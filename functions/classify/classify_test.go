@@ -56,7 +56,7 @@ func setup(t testing.TB) *env {
 	e.sched = tasks.New(tasks.Config{Queue: queue, ReplayURL: "http://127.0.0.1:9/Replay", ServiceAccount: "tasks@p.iam.gserviceaccount.com", EmulatorHost: emu.Host},
 		tasks.WithClock(c.Now))
 	t.Cleanup(func() { e.sched.Close() })
-	e.policy = triage.NewLoader(fs, log)
+	e.policy = triage.NewLoader(store.New(fs), log)
 	e.h = New(Config{}, Deps{Logger: log, Store: e.store, Policy: e.policy, Scheduler: e.sched, Now: c.Now})
 	return e
 }
