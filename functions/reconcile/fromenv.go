@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 
-	"cloud.google.com/go/firestore"
-
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/httpfunc"
@@ -50,9 +48,9 @@ func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) http.Han
 	}, build)
 }
 
-func build(e env, fs *firestore.Client, log *slog.Logger) (http.Handler, error) {
+func build(e env, db *store.Client, log *slog.Logger) (http.Handler, error) {
 	js := natsconn.NewLazy(e.NATS.Named("jsdlq-reconcile", log))
-	st := store.New(fs, store.WithLegacyCompletionsUntil(e.LegacyCompletionsUntil))
+	st := store.New(db, store.WithLegacyCompletionsUntil(e.LegacyCompletionsUntil))
 	conv := e.Config.Conventions
 	if conv == (event.Conventions{}) {
 		conv = event.DefaultConventions

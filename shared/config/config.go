@@ -338,23 +338,6 @@ func checkQueue(r *Reader, name, queue string) {
 	}
 }
 
-// Classify is the classify function's configuration.
-type Classify struct {
-	Common
-	Tasks tasks.Config
-	// Notifications: classify publishes the notifications its commits
-	// stage right away (reconcile catches up on what it could not).
-	Notifications Notifications
-}
-
-// LoadClassify reads the classify function's configuration.
-func LoadClassify(lookup Lookup) (Classify, error) {
-	r := NewReader(lookup)
-	common := ReadCommon(r)
-	c := Classify{Common: common, Tasks: ReadTasks(r, common), Notifications: ReadNotifications(r)}
-	return c, r.Err()
-}
-
 // HTTPFunction is the configuration replay and reconcile share: they
 // authenticate their callers and read the scheduling variables too, so both
 // have one deployment contract.
@@ -474,32 +457,6 @@ func ReadWebhooks(r *Reader, common Common, required bool) Webhooks {
 	}
 	w.OwnURLs = append(w.OwnURLs, r.List("WEBHOOK_DENY_URLS")...)
 	return w
-}
-
-// Deliver is the deliver function's configuration: it authenticates Cloud
-// Tasks' calls by WEBHOOK_DELIVER_URL (its audience) and
-// WEBHOOK_SERVICE_ACCOUNT (the one account allowed), not by AUTH_AUDIENCE
-// and AUTH_ALLOWED_EMAILS, so the fan-out and the deliverer cannot
-// disagree; AUTH_MODE applies as for every HTTP function.
-type Deliver struct {
-	Common
-	Auth
-	Webhooks Webhooks
-	// Secrets opens the endpoints' sealed signing secrets (required).
-	Secrets Secrets
-}
-
-// LoadDeliver reads the deliver function's configuration.
-func LoadDeliver(lookup Lookup) (Deliver, error) {
-	r := NewReader(lookup)
-	common := ReadCommon(r)
-	d := Deliver{Common: common, Webhooks: ReadWebhooks(r, common, true), Secrets: ReadSecrets(r, common, true)}
-	d.Auth = Auth{Mode: r.OneOf("AUTH_MODE", AuthOIDC, AuthOIDC, AuthEmulator, AuthNone), Audience: d.Webhooks.DeliverURL}
-	if d.Webhooks.ServiceAccount != "" {
-		d.AllowedEmails = []string{d.Webhooks.ServiceAccount}
-	}
-	CheckAuth(r, common, d.Auth, AuthVars{Mode: "AUTH_MODE", Audience: "WEBHOOK_DELIVER_URL", Allowed: "WEBHOOK_SERVICE_ACCOUNT"})
-	return d, r.Err()
 }
 
 // Functions is the local functions host's configuration (cmd/functions).

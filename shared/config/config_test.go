@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -11,52 +10,6 @@ import (
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 )
-
-func TestLoadClassifyReportsEveryProblemAtOnce(t *testing.T) {
-	_, err := LoadClassify(MapLookup(map[string]string{
-		"FIRESTORE_EMULATOR_HOST": "no-port",
-		"REPLAY_URL":              "ftp://x",
-		"TASKS_QUEUE":             "queues/q",
-	}))
-	if !errors.Is(err, ErrInvalid) {
-		t.Fatalf("LoadClassify(bad) = %v, want ErrInvalid", err)
-	}
-	for _, want := range []string{
-		"GOOGLE_CLOUD_PROJECT: required but not set",
-		`FIRESTORE_EMULATOR_HOST: "no-port" is not host:port`,
-		`REPLAY_URL: "ftp://x" is not an absolute http/https URL`,
-		`TASKS_QUEUE: "queues/q" is not projects/P/locations/L/queues/Q`,
-		"TASKS_SERVICE_ACCOUNT: required but not set",
-	} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("LoadClassify(bad) error lacks %q:\n%v", want, err)
-		}
-	}
-}
-
-func TestLoadClassify(t *testing.T) {
-	got, err := LoadClassify(MapLookup(map[string]string{
-		"GOOGLE_CLOUD_PROJECT":      "p",
-		"CLOUD_TASKS_EMULATOR_HOST": "127.0.0.1:8123",
-		"TASKS_QUEUE":               "projects/p/locations/l/queues/dlq-replay",
-		"REPLAY_URL":                "http://127.0.0.1:8080/Replay",
-		"TASKS_SERVICE_ACCOUNT":     "tasks@p.iam.gserviceaccount.com",
-	}))
-	if err != nil {
-		t.Fatalf("LoadClassify() = %v", err)
-	}
-	want := Classify{
-		Common: Common{Project: "p", CloudTasksEmulatorHost: "127.0.0.1:8123", NATS: natsconn.Config{URL: "nats://127.0.0.1:4222"}},
-		// The scheduler's own Config, emulator included: nothing to copy.
-		Tasks: tasks.Config{Queue: "projects/p/locations/l/queues/dlq-replay", ReplayURL: "http://127.0.0.1:8080/Replay",
-			ServiceAccount: "tasks@p.iam.gserviceaccount.com", EmulatorHost: "127.0.0.1:8123"},
-		Notifications: Notifications{Topic: "dlq-notifications", Webhooks: Webhooks{EmulatorHost: "127.0.0.1:8123",
-			DisableAfter: DefaultWebhookDisableAfter, Timeout: DefaultWebhookTimeout, OwnURLs: []string{"http://127.0.0.1:8080/Replay"}}},
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("LoadClassify() mismatch (-want +got):\n%s", diff)
-	}
-}
 
 func TestAuthModes(t *testing.T) {
 	base := map[string]string{
@@ -232,70 +185,6 @@ func TestLoadCloudTasksEmulator(t *testing.T) {
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, LoadCloudTasksEmulator(MapLookup(tt.env))); diff != "" {
 			t.Errorf("LoadCloudTasksEmulator(%v) mismatch (-want +got):\n%s", tt.env, diff)
-		}
-	}
-}
-
-func TestLoadDeliver(t *testing.T) {
-	env := map[string]string{
-		"GOOGLE_CLOUD_PROJECT":      "p",
-		"FIRESTORE_EMULATOR_HOST":   "127.0.0.1:8681",
-		"CLOUD_TASKS_EMULATOR_HOST": "127.0.0.1:8123",
-		"AUTH_MODE":                 "emulator",
-		// Replay's audience in a shared environment is not deliver's.
-		"AUTH_AUDIENCE":           "http://127.0.0.1:8080/Replay",
-		"AUTH_ALLOWED_EMAILS":     "tasks@p",
-		"REPLAY_URL":              "http://127.0.0.1:8080/Replay",
-		"CONSOLE_URL":             "http://127.0.0.1:8070",
-		"WEBHOOKS_QUEUE":          "projects/p/locations/l/queues/dlq-webhooks",
-		"WEBHOOK_DELIVER_URL":     "http://127.0.0.1:8080/Deliver",
-		"WEBHOOK_SERVICE_ACCOUNT": "hooks@p",
-		"WEBHOOK_DISABLE_AFTER":   "3",
-		"WEBHOOK_TIMEOUT":         "2s",
-		"WEBHOOK_LOCAL":           "true",
-		"WEBHOOK_DENY_URLS":       "https://classify.example, https://api.example",
-		"SECRETS_LOCAL_KEY_FILE":  "/w/.local/secrets.key",
-	}
-	got, err := LoadDeliver(MapLookup(env))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := Deliver{
-		Common: Common{Project: "p", FirestoreEmulatorHost: "127.0.0.1:8681", CloudTasksEmulatorHost: "127.0.0.1:8123",
-			NATS: natsconn.Config{URL: DefaultNATSURL}},
-		Auth: Auth{Mode: AuthEmulator, Audience: "http://127.0.0.1:8080/Deliver", AllowedEmails: []string{"hooks@p"}},
-		Webhooks: Webhooks{Queue: "projects/p/locations/l/queues/dlq-webhooks", DeliverURL: "http://127.0.0.1:8080/Deliver",
-			ServiceAccount: "hooks@p", EmulatorHost: "127.0.0.1:8123", DisableAfter: 3, Timeout: 2 * time.Second, Local: true,
-			OwnURLs: []string{"http://127.0.0.1:8080/Replay", "http://127.0.0.1:8080/Deliver", "http://127.0.0.1:8070",
-				"https://classify.example", "https://api.example"}},
-		Secrets: Secrets{LocalKeyFile: "/w/.local/secrets.key"},
-	}
-	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("LoadDeliver() (-want +got):\n%s", d)
-	}
-
-	_, err = LoadDeliver(MapLookup(map[string]string{
-		"GOOGLE_CLOUD_PROJECT": "p", "K_SERVICE": "deliver", "AUTH_MODE": "none", "WEBHOOKS_QUEUE": "dlq-webhooks",
-		"WEBHOOK_DELIVER_URL": "ftp://x", "WEBHOOK_DISABLE_AFTER": "0", "WEBHOOK_TIMEOUT": "10m", "WEBHOOK_LOCAL": "yes",
-	}))
-	for _, want := range []string{
-		`WEBHOOKS_QUEUE: "dlq-webhooks" is not projects/P/locations/L/queues/Q`,
-		`WEBHOOK_DELIVER_URL: "ftp://x" is not an absolute http/https URL`,
-		"WEBHOOK_SERVICE_ACCOUNT: required but not set",
-		`WEBHOOK_DISABLE_AFTER: "0" is not an integer in [1, 1000]`,
-		"WEBHOOK_TIMEOUT: 10m0s is over 5m0s",
-		`WEBHOOK_LOCAL: "yes" is not a boolean`,
-		`AUTH_MODE: "none" is for local emulators only`,
-		"SECRETS_KMS_KEY: required",
-	} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("LoadDeliver(bad) error lacks %q:\n%v", want, err)
-		}
-	}
-	_, err = LoadDeliver(MapLookup(map[string]string{"GOOGLE_CLOUD_PROJECT": "p", "WEBHOOK_LOCAL": "true"}))
-	for _, want := range []string{"WEBHOOKS_QUEUE: required but not set", "WEBHOOK_LOCAL: is for the local stack only"} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("LoadDeliver(no queue, local without emulators) error lacks %q:\n%v", want, err)
 		}
 	}
 }
