@@ -33,7 +33,6 @@ import (
 	"syscall"
 	"time"
 
-	"cloud.google.com/go/firestore"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -151,9 +150,9 @@ func (d *demo) execute(ctx context.Context) (*summary, error) {
 	if project == "" || os.Getenv("FIRESTORE_EMULATOR_HOST") == "" {
 		return nil, errors.New(`the stack's environment is not set: eval "$(go run ./emulator/stackctl env)" (make demo does)`)
 	}
-	fs, err := firestore.NewClient(ctx, project)
+	fs, err := store.Open(ctx, project)
 	if err != nil {
-		return nil, fmt.Errorf("firestore: %w", err)
+		return nil, err
 	}
 	defer fs.Close()
 	d.st = store.New(fs)
