@@ -4,21 +4,25 @@
 // text, its subject agents.<name>.tasks.summarise.
 //
 // What the kit does for it:
+//
 //   - agentkit.Kit.Once runs the work at most once per tenant and
 //     idempotency key, and records the completion before the ack, so a
 //     replay of a task that already ran does nothing again;
+//
 //   - a replay's strategy arrives as Jsdlq-* headers (agentkit.ReplayOf):
 //     a smaller context budget, a different model, instructions;
+//
 //   - a failure a retry may fix is recorded with agentkit.Kit.Fail (and the
 //     message NAKed with the consumer's backoff); one it cannot fix with
 //     agentkit.Kit.Terminate, which copies the task to the DLQ record stream
 //     first, so its payload survives a WorkQueue stream;
+//
 //   - with --triage-url the agent also answers the dlq_triage tasks jsdlq
 //     sends it, through the console's triage endpoint
 //     (agentkit.NewTriageClient), with a Google ID token of its service
 //     account.
 //
-//	go run ./examples/agent --name writer
+//     go run ./examples/agent --name writer
 //
 // The local demo's fleet is the richer tools/agent, which stages failures
 // on purpose.
