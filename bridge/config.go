@@ -45,8 +45,6 @@ type Config struct {
 	// (default min(20 s, AckWait/2)); the message is then NAKed and waits
 	// in JetStream.
 	PublishTimeout time.Duration
-	// Conventions names the tenant and agent headers.
-	Conventions event.Conventions
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
 }
@@ -79,9 +77,6 @@ func (c *Config) defaults() error {
 	if c.AckWait < c.PublishTimeout+2*c.FetchTimeout {
 		return fmt.Errorf("bridge: ack wait %s must exceed the publish timeout %s plus two fetch timeouts %s",
 			c.AckWait, c.PublishTimeout, c.FetchTimeout)
-	}
-	if c.Conventions.TenantHeader == "" {
-		c.Conventions = event.DefaultConventions
 	}
 	if c.Now == nil {
 		c.Now = time.Now

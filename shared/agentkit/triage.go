@@ -111,8 +111,8 @@ func ParseTriage(h map[string][]string, data []byte) (event.TriageTask, error) {
 	if v := event.Header(h, event.HeaderTriageEntry); v != t.EntryID {
 		return bad("header %s is %q, the body names %q", event.HeaderTriageEntry, v, t.EntryID)
 	}
-	if v := event.Header(h, event.DefaultConventions.TenantHeader); v != "" && v != t.Tenant {
-		return bad("header %s is %q, the body's tenant is %q", event.DefaultConventions.TenantHeader, v, t.Tenant)
+	if v := event.Header(h, event.HeaderTenant); v != "" && v != t.Tenant {
+		return bad("header %s is %q, the body's tenant is %q", event.HeaderTenant, v, t.Tenant)
 	}
 	return t, nil
 }
