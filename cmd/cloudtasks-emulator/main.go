@@ -24,7 +24,6 @@ import (
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
 	"github.com/jsdlq/jsdlq/shared/clientopt"
-	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/obs"
 )
 
@@ -44,7 +43,7 @@ func main() {
 func run(ctx context.Context, args []string, out io.Writer, ready chan<- [2]string) error {
 	fs := flag.NewFlagSet("cloudtasks-emulator", flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
-	env := config.LoadCloudTasksEmulator(os.LookupEnv)
+	env := loadConfig(os.LookupEnv)
 	hostPort := fs.String("host-port", cmp.Or(env.HostPort, cloudtasks.DefaultHostPort), "gRPC listen address (default $"+cloudtasks.EnvHost+" or "+cloudtasks.DefaultHostPort+")")
 	jwksHostPort := fs.String("jwks-host-port", "", "HTTP listen address for "+clientopt.CloudTasksJWKSPath+" and /healthz (default: gRPC port + 1)")
 	dataDir := fs.String("data-dir", env.DataDir, "directory keeping queues, tasks and the signing key across restarts (default: in memory)")

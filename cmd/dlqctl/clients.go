@@ -74,7 +74,7 @@ func (a *app) clock() time.Time {
 }
 
 // config is dlqctl's configuration; each command checks what it needs.
-func (a *app) config() config.Dlqctl { return config.LoadDlqctl(a.lookup) }
+func (a *app) config() dlqctlConfig { return loadConfig(a.lookup) }
 
 // actor is who acts, recorded in entry history: --by, else DLQCTL_ACTOR,
 // else dlqctl:<user>, in the approver role. dlqctl holds the store's and

@@ -6,9 +6,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/jsdlq/jsdlq/shared/natsconn"
-	"github.com/jsdlq/jsdlq/shared/tasks"
 )
 
 func TestAuthModes(t *testing.T) {
@@ -114,77 +111,5 @@ func TestLegacyCompletionsUntil(t *testing.T) {
 	}
 }
 
-func TestLoadFunctions(t *testing.T) {
-	tests := []struct {
-		env     map[string]string
-		want    Functions
-		wantErr bool
-	}{
-		{map[string]string{}, Functions{Host: "127.0.0.1", Port: 8080, RequestTimeout: DefaultFunctionsRequestTimeout}, false},
-		{map[string]string{"HOST": "0.0.0.0", "PORT": "9000", "FUNCTIONS_REQUEST_TIMEOUT": "2m"},
-			Functions{Host: "0.0.0.0", Port: 9000, RequestTimeout: 2 * time.Minute}, false},
-		{map[string]string{"PORT": "http"}, Functions{Host: "127.0.0.1", Port: 8080, RequestTimeout: DefaultFunctionsRequestTimeout}, true},
-		{map[string]string{"FUNCTIONS_REQUEST_TIMEOUT": "2h"}, Functions{Host: "127.0.0.1", Port: 8080, RequestTimeout: 2 * time.Hour}, true},
-		{map[string]string{"FUNCTIONS_REQUEST_TIMEOUT": "soon"}, Functions{Host: "127.0.0.1", Port: 8080, RequestTimeout: DefaultFunctionsRequestTimeout}, true},
-	}
-	for _, tt := range tests {
-		got, err := LoadFunctions(MapLookup(tt.env))
-		if (err != nil) != tt.wantErr {
-			t.Errorf("LoadFunctions(%v) error = %v, want error %v", tt.env, err, tt.wantErr)
-		}
-		if diff := cmp.Diff(tt.want, got); diff != "" {
-			t.Errorf("LoadFunctions(%v) mismatch (-want +got):\n%s", tt.env, diff)
-		}
-	}
-}
-
 // dlqctl checks each setting when a command needs it, so nothing is
 // required here and an unset variable is empty (NATS_URL: the local stack).
-func TestLoadDlqctl(t *testing.T) {
-	tests := []struct {
-		name string
-		env  map[string]string
-		want Dlqctl
-	}{
-		{"nothing set", map[string]string{}, Dlqctl{NATS: natsconn.Config{URL: DefaultNATSURL},
-			Webhooks: Webhooks{DisableAfter: DefaultWebhookDisableAfter, Timeout: DefaultWebhookTimeout}}},
-		{"everything set", map[string]string{
-			"GOOGLE_CLOUD_PROJECT": "p", "TASKS_QUEUE": "projects/p/locations/l/queues/q", "REPLAY_URL": "https://r",
-			"TASKS_SERVICE_ACCOUNT": "t@p", "CLOUD_TASKS_EMULATOR_HOST": "127.0.0.1:8123", "NATS_URL": "nats://n:4222",
-			"NATS_CREDS": "/c", "DLQCTL_TENANT": "acme", "DLQCTL_ACTOR": "ops", "USER": "ann",
-		}, Dlqctl{
-			Project: "p",
-			Tasks: tasks.Config{Queue: "projects/p/locations/l/queues/q", ReplayURL: "https://r", ServiceAccount: "t@p",
-				EmulatorHost: "127.0.0.1:8123"},
-			NATS: natsconn.Config{URL: "nats://n:4222", Creds: "/c"},
-			Webhooks: Webhooks{EmulatorHost: "127.0.0.1:8123", DisableAfter: DefaultWebhookDisableAfter, Timeout: DefaultWebhookTimeout,
-				OwnURLs: []string{"https://r"}},
-			Tenant: "acme", Actor: "ops", User: "ann",
-		}},
-		{"webhook local without the emulators stays off", map[string]string{"WEBHOOK_LOCAL": "true"}, Dlqctl{
-			NATS:     natsconn.Config{URL: DefaultNATSURL},
-			Webhooks: Webhooks{DisableAfter: DefaultWebhookDisableAfter, Timeout: DefaultWebhookTimeout},
-		}},
-	}
-	for _, tt := range tests {
-		if diff := cmp.Diff(tt.want, LoadDlqctl(MapLookup(tt.env))); diff != "" {
-			t.Errorf("LoadDlqctl(%s) mismatch (-want +got):\n%s", tt.name, diff)
-		}
-	}
-}
-
-func TestLoadCloudTasksEmulator(t *testing.T) {
-	tests := []struct {
-		env  map[string]string
-		want CloudTasksEmulator
-	}{
-		{map[string]string{}, CloudTasksEmulator{}},
-		{map[string]string{"CLOUD_TASKS_EMULATOR_HOST": "127.0.0.1:9123", "CLOUD_TASKS_EMULATOR_DATA_DIR": "/d"},
-			CloudTasksEmulator{HostPort: "127.0.0.1:9123", DataDir: "/d"}},
-	}
-	for _, tt := range tests {
-		if diff := cmp.Diff(tt.want, LoadCloudTasksEmulator(MapLookup(tt.env))); diff != "" {
-			t.Errorf("LoadCloudTasksEmulator(%v) mismatch (-want +got):\n%s", tt.env, diff)
-		}
-	}
-}
