@@ -59,7 +59,7 @@ func (d *demo) build(ctx context.Context) error {
 	// toolchains, built side by side.
 	built := make(chan error, 1)
 	go func() {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", d.binDir+"/", "./emulator/agent", "./cmd/dlqctl")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", d.binDir+"/", "./examples/agent", "./cmd/dlqctl")
 		cmd.Dir = root
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -81,6 +81,10 @@ func (d *demo) agentLog(name string) string {
 }
 
 func (d *demo) startAgents(ctx context.Context) error {
+	triageArgs, triageEnv, err := d.triageAgent(ctx)
+	if err != nil {
+		return err
+	}
 	for i, name := range fleet {
 		logFile := d.agentLog(name)
 		_ = os.Remove(logFile)
@@ -89,15 +93,16 @@ func (d *demo) startAgents(ctx context.Context) error {
 		// so the long tasks (longWork) need agentkit's keep-alive.
 		args := []string{"--name", name, "--stream", workStream, "--create-stream=false", "--max-deliver", "3", "--backoff", "1s,2s",
 			"--ack-wait", ackDeadline.String(), "--work-time", "20ms", "--seed", strconv.FormatUint(d.o.seed+uint64(i)+1, 10)}
-		if name == event.DefaultTriageAgent {
-			args = append(args, "--triage") // it answers the triage tasks
+		var env []string
+		if name == event.DefaultTriageAgent { // it answers the triage tasks
+			args, env = append(args, triageArgs...), triageEnv
 		}
 		path := filepath.Join(d.binDir, "agent")
 		if name == typescriptAgent { // same flags, same logs, the TypeScript kit
 			path, args = "node", append([]string{filepath.Join(d.tsDir, tsagent.AgentScript)}, args...)
 		}
 		p, err := stack.Start(ctx, stack.Spec{Name: "agent-" + name, Path: path, LogFile: logFile, Watch: true,
-			Args: args})
+			Args: args, Env: env})
 		if err != nil {
 			return err
 		}
@@ -112,7 +117,7 @@ func (d *demo) startAgents(ctx context.Context) error {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	d.logf("fleet of %d agents ready (emulator/agent: MaxDeliver 3, BackOff 1s/2s (AckWait %s), MaxAckPending 1; one task per agent and phase works %s, kept alive by agentkit; %s answers the triage tasks; %s runs on the TypeScript agentkit; logs .local/log/demo-agent-*.log)",
+	d.logf("fleet of %d agents ready (examples/agent: MaxDeliver 3, BackOff 1s/2s (AckWait %s), MaxAckPending 1; one task per agent and phase works %s, kept alive by agentkit; %s answers the triage tasks; %s runs on the TypeScript agentkit; logs .local/log/demo-agent-*.log)",
 		len(fleet), ackDeadline, longWork, event.DefaultTriageAgent, typescriptAgent)
 	return nil
 }
@@ -127,4 +132,21 @@ func (d *demo) stopAgents() {
 func logHas(path, s string) bool {
 	b, err := os.ReadFile(path)
 	return err == nil && strings.Contains(string(b), s)
+}
+
+// triageAgent is how the fleet's triage agent answers: as a user's would,
+// through the console's triage endpoint (the example agent knows no other
+// way), proving the identity the local console accepts with a token the
+// Cloud Tasks emulator signs (stack.Endpoints.MintToken).
+func (d *demo) triageAgent(ctx context.Context) (args, env []string, err error) {
+	consoleURL := os.Getenv("CONSOLE_URL")
+	if consoleURL == "" {
+		return nil, nil, errors.New("CONSOLE_URL is not set: the triage agent answers through the console's triage endpoint; start the stack with its console (make up)")
+	}
+	e := stack.Endpoints{Project: os.Getenv("GOOGLE_CLOUD_PROJECT"), CloudTasks: os.Getenv("CLOUD_TASKS_EMULATOR_HOST"), Queue: os.Getenv("TASKS_QUEUE")}
+	token, err := e.MintToken(ctx, e.TriageAccount(), consoleURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the triage agent's token: %w", err)
+	}
+	return []string{"--triage-url", consoleURL}, []string{"TRIAGE_TOKEN=" + token}, nil
 }

@@ -1,6 +1,6 @@
 // Command demo is `make demo`: on a running local stack (make up) it creates
 // the TASKS work stream, applies a demo policy with short delays, runs the
-// example agent (emulator/agent) as a fleet of seven, publishes a few hundred
+// example agent (examples/agent) as a fleet of seven, publishes a few hundred
 // tasks through agentkit's Publish, of which a quarter fail in the field
 // figures' proportions (docs/SCALING.md) and two learnable classes fail by
 // what they are, waits until every task has settled (the fleet's "ceo" answers
@@ -44,7 +44,7 @@ import (
 const workStream = event.DefaultWorkStream
 
 // typescriptAgent is the agent of the fleet that runs on the TypeScript
-// agentkit (clients/typescript/examples/agent.ts) instead of emulator/agent.
+// agentkit (clients/typescript/examples/agent.ts) instead of examples/agent.
 const typescriptAgent = "frontend"
 
 type options struct {

@@ -27,7 +27,7 @@ var capabilities = map[string][]string{
 	"ceo":       {"planning"},
 }
 
-// Failure modes of emulator/agent (X-Demo-Fail) the demo uses.
+// Failure modes of examples/agent (X-Demo-Fail) the demo uses.
 const (
 	modeTransient     = "transient"
 	modeSilent        = "silent" // NAKs without a reason on every delivery, replays included

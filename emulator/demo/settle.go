@@ -232,7 +232,7 @@ func (d *demo) reconcile(ctx context.Context, final bool) (*audit.Report, error)
 }
 
 // executions counts, per task id, how often an agent ran the task's work
-// (emulator/agent logs outcome "done" when agentkit.Once ran it), the
+// (examples/agent logs outcome "done" when agentkit.Once ran it), the
 // steps each run skipped because its replay said the failed attempt had
 // done them (Jsdlq-Completed-Steps), and the deliveries that did not
 // complete the work (a NAK after a failure, a terminate); redelivered are

@@ -25,6 +25,24 @@ func (e Endpoints) TasksAccount() string {
 	return "jsdlq-tasks@" + e.Project + ".iam.gserviceaccount.com"
 }
 
+// TriageAccount is the triage agent's service account: the one identity the
+// local console's triage endpoint accepts answers from (ConsoleTriageEnv),
+// and the one MintTriageToken proves.
+func (e Endpoints) TriageAccount() string {
+	return "jsdlq-triage-agent@" + e.Project + ".iam.gserviceaccount.com"
+}
+
+// ConsoleTriageEnv turns on the triage endpoint of the console reached at
+// consoleURL: tokens the Cloud Tasks emulator signed for TriageAccount, for
+// the console's URL (docs/console.md, "The triage endpoint").
+func (e Endpoints) ConsoleTriageEnv(consoleURL string) []string {
+	return []string{
+		"CONSOLE_TRIAGE_AGENTS=" + e.TriageAccount(),
+		"CONSOLE_TRIAGE_AUTH=emulator",
+		"CONSOLE_TRIAGE_AUDIENCE=" + consoleURL,
+	}
+}
+
 // ClientEnv points every client of the pipeline at the stack: the emulator
 // hosts, NATS, the queue and replay's URL, and the emulator's OIDC mode on
 // the replay side, the webhook settings when there is a webhook queue and

@@ -124,10 +124,13 @@ func newStack(root string) (*localStack, error) {
 		// The console acts as one fixed local operator, an approver (the
 		// local stack's operator may do everything): CONSOLE_AUTH=local is
 		// refused without the emulators and on Cloud Run (docs/console.md).
+		// Its triage endpoint takes the triage agent's answers, proven by
+		// tokens the Cloud Tasks emulator signs (stack.MintTriageToken).
 		{name: "console", port: ports["console"], readyPath: "/healthz", build: "./cmd/console", spec: func(s *localStack, addr string) stack.Spec {
 			host, port, _ := net.SplitHostPort(addr)
+			env := append(s.clientEnv(), "PORT="+port, "CONSOLE_AUTH="+console.AuthLocal, "CONSOLE_OPERATOR="+localOperator, "CONSOLE_ROLE="+string(authority.Approver))
 			return stack.Spec{Path: s.bin("console"), Args: []string{"--host", host},
-				Env: append(s.clientEnv(), "PORT="+port, "CONSOLE_AUTH="+console.AuthLocal, "CONSOLE_OPERATOR="+localOperator, "CONSOLE_ROLE="+string(authority.Approver))}
+				Env: append(env, s.endpoints().ConsoleTriageEnv("http://"+addr)...)}
 		}},
 	}
 	for i, svc := range s.services {
@@ -160,12 +163,17 @@ func (s *localStack) webhookQueue() string {
 	return fmt.Sprintf("projects/%s/locations/%s/queues/dlq-webhooks", s.project, s.location)
 }
 
+// endpoints are where the local stack's servers listen.
+func (s *localStack) endpoints() stack.Endpoints {
+	return stack.Endpoints{Project: s.project, Firestore: s.addr("firestore"), PubSub: s.addr("pubsub"),
+		CloudTasks: s.addr("cloudtasks"), NATS: s.addr("nats"), Functions: s.addr("functions"), Queue: s.queue(),
+		WebhookQueue: s.webhookQueue(), SecretsKeyFile: s.secretsKey()}
+}
+
 // clientEnv points every client at the local stack (docs/configuration.md,
 // "Everywhere").
 func (s *localStack) clientEnv() []string {
-	env := stack.Endpoints{Project: s.project, Firestore: s.addr("firestore"), PubSub: s.addr("pubsub"),
-		CloudTasks: s.addr("cloudtasks"), NATS: s.addr("nats"), Functions: s.addr("functions"), Queue: s.queue(),
-		WebhookQueue: s.webhookQueue(), SecretsKeyFile: s.secretsKey()}.ClientEnv()
+	env := s.endpoints().ClientEnv()
 	// Local mode allows loopback endpoints: every port of the stack itself
 	// stays refused.
 	var own []string

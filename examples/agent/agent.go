@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,115 +18,275 @@ import (
 	"github.com/jsdlq/jsdlq/shared/event"
 )
 
-// Outcomes of one message, for the log.
+// Demo headers that drive the fake work.
 const (
-	Done       = "done"       // the work ran now and its completion is recorded
-	Skipped    = "skipped"    // the task had already completed: acked, not run again
-	Failed     = "failed"     // a retryable failure, recorded; the server redelivers
-	Terminated = "terminated" // a failure no retry fixes, copied to the DLQ and terminated
-	Triaged    = "triaged"    // a dlq_triage task, answered
+	HeaderFail          = "X-Demo-Fail"             // failure mode, see modes
+	HeaderFailProb      = "X-Demo-Fail-Probability" // 0..1, default 1
+	HeaderFailCode      = "X-Demo-Fail-Code"        // overrides the mode's reason code
+	HeaderContextTokens = "X-Demo-Context-Tokens"   // context the task needs (context_window_overflow)
+	HeaderWorkTime      = "X-Demo-Work-Time"        // how long the fake work takes (a Go duration), instead of --work-time
 )
 
-// ErrUnavailable is a failure a retry may fix (the model provider did not
-// answer); other errors of Work are permanent.
-var ErrUnavailable = errors.New("agent: the model is unavailable")
+// Failure modes. A replay that carries the strategy's modification headers
+// (docs/contracts.md, "Message headers") succeeds where the original failed,
+// as a real agent would.
+const (
+	ModeNone          = "none"
+	ModeTransient     = "transient"               // Fail (NAK) on every original delivery; a replay succeeds
+	ModeContext       = "context_window_overflow" // pre-flight refuses; succeeds with Jsdlq-Max-Context-Tokens or a larger model
+	ModeHallucination = "hallucination_loop"      // succeeds with Jsdlq-Instruction or Jsdlq-Target-Model
+	ModeTokenBudget   = "token_budget_exceeded"   // succeeds with Jsdlq-Max-Output-Tokens
+	ModePermanent     = "permanent"               // impossible_task, always
+	ModePoison        = "poison"                  // payload_unmarshal_failed unless the payload is JSON
+	ModeGovernance    = "governance"              // approval_required, always
+	ModePartial       = "partial_write"           // unknown_commit_state with a completed step
+	ModeBareTerm      = "bare_term"               // TERM without agentkit: the payload is lost on WorkQueue streams
+	ModeSilent        = "silent"                  // NAK without a failure record: max deliveries, reason unknown
+)
 
-// Work is the agent's work on one task: the text and the limits the
-// replay's strategy set.
-type Work func(ctx context.Context, text string, replay event.Replay) error
+var modes = []string{ModeNone, ModeTransient, ModeContext, ModeHallucination, ModeTokenBudget, ModePermanent,
+	ModePoison, ModeGovernance, ModePartial, ModeBareTerm, ModeSilent}
 
-// Agent handles one task at a time through the kit.
+// Agent does fake work for tasks of one agent name.
 type Agent struct {
-	Kit *agentkit.Kit
-	// Window is the model's context window in tokens.
-	Window int
-	Work   Work
-	// Triage answers dlq_triage tasks; nil leaves them to the server's
-	// redelivery and, in the end, to the operators.
+	Name          string
+	Kit           *agentkit.Kit
+	Log           *slog.Logger
+	DefaultMode   string  // when a task has no X-Demo-Fail
+	DefaultProb   float64 // when a task has no X-Demo-Fail-Probability
+	ContextWindow int     // tokens of the agent's model
+	WorkTime      time.Duration
+	Idempotent    bool // use Kit.Once (needs Firestore)
+	Rand          *rand.Rand
+	// Triage, when set, makes the agent a triage agent: it answers the
+	// dlq_triage tasks it receives through agentkit (HandleTriage).
 	Triage agentkit.Answerer
 }
 
-// Handle runs one message and settles it (ack, NAK or terminate).
-func (a *Agent) Handle(ctx context.Context, m jetstream.Msg) (string, error) {
-	if event.Header(m.Headers(), event.HeaderTaskType) == event.TriageTaskType {
-		return a.handleTriage(ctx, m)
-	}
-	text := string(m.Data())
-	replay := agentkit.ReplayOf(m)
-	// A replay may carry a smaller budget (Jsdlq-Max-Context-Tokens): the
-	// pre-flight checks the task against it before any token is spent.
-	if _, err := a.Kit.Preflight(agentkit.BudgetFromHeaders(m.Headers(), a.Window), text); err != nil {
-		var over *agentkit.OverflowError
-		if errors.As(err, &over) {
-			return Terminated, a.Kit.Terminate(ctx, m, over.Failure())
+// Steps are the fake work of every task, in order. A failure records the
+// steps it completed (agentkit.Failure.CompletedSteps); the replay carries
+// them (Jsdlq-Completed-Steps) and the agent skips them.
+var Steps = []string{"gather_context", "draft", "deliver"}
+
+// SkippedSteps are the steps of Steps a replay says are done already.
+func SkippedSteps(m jetstream.Msg) []string {
+	done := agentkit.ReplayOf(m).CompletedSteps
+	var out []string
+	for _, s := range Steps {
+		if slices.Contains(done, s) {
+			out = append(out, s)
 		}
-		return Failed, err
 	}
-	ran, err := a.Kit.Once(ctx, agentkit.TaskOf(m), func(ctx context.Context) error {
-		return a.Work(ctx, text, replay)
-	})
+	return out
+}
+
+// Outcome is what Handle did with a task, for logs and tests.
+type Outcome string
+
+// Outcomes.
+const (
+	Done       Outcome = "done"
+	Skipped    Outcome = "skipped_completed"
+	Failed     Outcome = "failed_nak"
+	Terminated Outcome = "terminated"
+	Busy       Outcome = "in_progress_elsewhere"
+	// Lost: the task's claim was lost mid-work; the message is left
+	// unsettled for the server to redeliver (agentkit.ErrClaimLost).
+	Lost Outcome = "claim_lost"
+)
+
+func header(m jetstream.Msg, name string) string { return event.Header(m.Headers(), name) }
+
+func isReplayFixed(m jetstream.Msg, names ...string) bool {
+	for _, n := range names {
+		if header(m, n) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// Handle processes one task message and always settles it (ack, NAK or TERM).
+func (a *Agent) Handle(ctx context.Context, m jetstream.Msg) (Outcome, error) {
+	mode := header(m, HeaderFail)
+	if mode == "" {
+		mode = a.DefaultMode
+	}
+	prob := a.DefaultProb
+	if v := header(m, HeaderFailProb); v != "" {
+		if p, err := strconv.ParseFloat(v, 64); err == nil {
+			prob = p
+		}
+	}
+	fails := mode != "" && mode != ModeNone && a.Rand.Float64() < prob
+	code := func(def string) string {
+		if c := header(m, HeaderFailCode); c != "" {
+			return c
+		}
+		return def
+	}
+	replay := header(m, event.HeaderReplayOf) != ""
+
+	if fails {
+		switch mode {
+		case ModeTransient:
+			if !replay {
+				return Failed, a.Kit.Fail(ctx, m, agentkit.Failure{Code: code("llm_provider_timeout"), Detail: "provider did not answer in 60s",
+					CompletedSteps: Steps[:1]})
+			}
+		case ModeContext:
+			window := a.ContextWindow
+			if header(m, event.HeaderTargetModel) != "" {
+				window *= 4 // a larger-context model
+			}
+			need := 2 * a.ContextWindow
+			if v, err := strconv.Atoi(header(m, HeaderContextTokens)); err == nil && v > 0 {
+				need = v
+			}
+			// A replay's Jsdlq-Max-Context-Tokens makes the agent compress
+			// its context to that many tokens.
+			if c := agentkit.BudgetFromHeaders(m.Headers(), 0).MaxTokens; c > 0 && c < need {
+				need = c
+			}
+			prompt := strings.Repeat("tokn", need) // ≈ need tokens
+			if _, err := a.Kit.Preflight(agentkit.Budget{MaxTokens: window}, prompt); err != nil {
+				var oe *agentkit.OverflowError
+				if errors.As(err, &oe) {
+					return Terminated, a.Kit.Terminate(ctx, m, oe.Failure())
+				}
+				return Failed, err
+			}
+		case ModeHallucination:
+			if !isReplayFixed(m, event.HeaderInstruction, event.HeaderTargetModel) {
+				return Terminated, a.Kit.Terminate(ctx, m, agentkit.Failure{Code: code("hallucination_loop"),
+					Detail: "the same tool call repeated 5 times with invented arguments", CompletedSteps: nil})
+			}
+		case ModeTokenBudget:
+			if !isReplayFixed(m, event.HeaderMaxOutputTokens) {
+				return Terminated, a.Kit.Terminate(ctx, m, agentkit.Failure{Code: code("token_budget_exceeded"),
+					Detail: "output budget of 4000 tokens exhausted while drafting", CompletedSteps: Steps[:1]})
+			}
+		case ModePermanent:
+			return Terminated, a.Kit.Terminate(ctx, m, agentkit.Failure{Code: code("impossible_task"), Detail: "the repository does not exist"})
+		case ModePoison:
+			if !json.Valid(m.Data()) {
+				return Terminated, a.Kit.Terminate(ctx, m, agentkit.Failure{Code: code("payload_unmarshal_failed"), Detail: "payload is not JSON"})
+			}
+		case ModeGovernance:
+			return Terminated, a.Kit.Terminate(ctx, m, agentkit.Failure{Code: code("approval_required"), Detail: "production deploy needs approval"})
+		case ModePartial:
+			return Terminated, a.Kit.Terminate(ctx, m, agentkit.Failure{Code: code("partial_external_write"),
+				Detail: "tool call failed after the PR comment was posted", CompletedSteps: []string{"post_pr_comment"}})
+		case ModeBareTerm:
+			return Terminated, m.TermWithReason(code("impossible_task") + ": terminated without agentkit")
+		case ModeSilent:
+			return Failed, m.Nak()
+		default:
+			a.Log.Warn("unknown demo failure mode; treating the task as healthy", "mode", mode)
+		}
+	}
+	return a.complete(ctx, m)
+}
+
+// task is m's task for Once: a message without an idempotency key is keyed
+// by its stream and sequence, so its redeliveries still run once.
+func (a *Agent) task(m jetstream.Msg) agentkit.Task {
+	t := agentkit.TaskOf(m)
+	if t.Key != "" {
+		return t
+	}
+	if md, err := m.Metadata(); err == nil {
+		t.Key = event.ID(md.Stream, md.Sequence.Stream)
+	}
+	return t
+}
+
+// workTime is how long m's fake work takes: its X-Demo-Work-Time, else
+// the agent's.
+func (a *Agent) workTime(m jetstream.Msg) time.Duration {
+	if d, err := time.ParseDuration(header(m, HeaderWorkTime)); err == nil && d > 0 {
+		return d
+	}
+	return a.WorkTime
+}
+
+// complete does m's work and settles it. The work is kept alive (agentkit
+// sends in-progress acks and renews Once's claim), so a task longer than
+// the consumer's AckWait is neither redelivered mid-work nor run twice.
+func (a *Agent) complete(ctx context.Context, m jetstream.Msg) (Outcome, error) {
+	skip := SkippedSteps(m)
+	perStep := a.workTime(m) / time.Duration(len(Steps))
+	work := func(ctx context.Context) error {
+		for _, step := range Steps {
+			if slices.Contains(skip, step) {
+				continue // done by the attempt that failed
+			}
+			select {
+			case <-time.After(perStep):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
+	if !a.Idempotent {
+		if err := a.Kit.KeepAlive(ctx, m, work); err != nil {
+			return Failed, errors.Join(err, m.Nak())
+		}
+		return Done, m.Ack()
+	}
+	ran, err := a.Kit.Once(ctx, a.task(m), work)
 	switch {
-	case errors.Is(err, ErrUnavailable):
-		if ferr := a.Kit.Fail(ctx, m, agentkit.Failure{Code: "provider_unavailable", Detail: err.Error()}); ferr != nil {
-			return Failed, errors.Join(err, ferr)
-		}
-		md, _ := m.Metadata()
-		return Failed, m.NakWithDelay(a.Kit.Backoff(ctx, md))
+	case errors.Is(err, agentkit.ErrClaimLost):
+		return Lost, nil // neither ack nor NAK: the server redelivers it (ErrClaimLost says why)
+	case errors.Is(err, agentkit.ErrInProgress):
+		return Busy, m.NakWithDelay(5 * time.Second)
 	case err != nil:
-		retryable := false
-		return Terminated, a.Kit.Terminate(ctx, m, agentkit.Failure{Code: "impossible_task", Detail: err.Error(), Retryable: &retryable})
+		return Failed, errors.Join(err, m.NakWithDelay(time.Second))
 	case !ran:
 		return Skipped, m.Ack()
 	}
-	return Done, m.Ack()
+	if err := m.Ack(); err != nil {
+		return Done, fmt.Errorf("ack after completion (a redelivery will be skipped): %w", err)
+	}
+	return Done, nil
 }
 
-// handleTriage answers a triage task: jsdlq asks because the entry needs a
-// decision it is not allowed to make alone (the policy escalated it, or it
-// waits for approval).
-func (a *Agent) handleTriage(ctx context.Context, m jetstream.Msg) (string, error) {
-	if a.Triage == nil {
-		return Failed, m.NakWithDelay(time.Minute)
+// DecideTriage is the demo's triage agent ("ceo"): deterministic, from the
+// task alone. An impossible task is discarded; what a human can fix (a
+// filter rejection, a provider that never answered) is fixed — the
+// X-Demo-Fail: none header edit stands for the repair — and replayed (an
+// escalated entry) or approved (one awaiting approval).
+func DecideTriage(_ context.Context, t event.TriageTask) (agentkit.TriageAnswer, error) {
+	fix := map[string]string{HeaderFail: ModeNone}
+	switch {
+	case t.Reason == "impossible_task":
+		return agentkit.Discard("impossible task, nothing to fix: " + t.Summary), nil
+	case slices.Contains(t.Answers, event.AnswerApprove):
+		return agentkit.Approve(nil, fix), nil
 	}
-	out, err := a.Kit.HandleTriage(ctx, m, a.Triage, decide)
-	if err != nil {
-		return string(out), err
-	}
-	return Triaged, nil
+	return agentkit.ReplayAnswer(nil, fix), nil
 }
 
-// decide discards what no replay can fix and replays (or approves) the rest
-// unchanged: a real triage agent would ask its model here.
-func decide(_ context.Context, t event.TriageTask) (agentkit.TriageAnswer, error) {
-	if t.Reason == "impossible_task" {
-		return agentkit.Discard("nothing to fix: " + t.Summary), nil
-	}
-	for _, answer := range t.Answers {
-		if answer == event.AnswerApprove {
-			return agentkit.Approve(nil, nil), nil
-		}
-	}
-	return agentkit.ReplayAnswer(nil, nil), nil
-}
+// IsTriage reports whether m is a triage task.
+func IsTriage(m jetstream.Msg) bool { return header(m, event.HeaderTaskType) == event.TriageTaskType }
 
-// summarise is the example's work: a summary of the text's first sentence,
-// within the output budget a replay may set. An empty text is permanent.
-func summarise(ctx context.Context, text string, replay event.Replay) error {
-	text = strings.TrimSpace(text)
-	if text == "" {
-		return errors.New("nothing to summarise")
+// HandleTriage answers a triage task through agentkit and a.Triage (the
+// console's triage endpoint, agentkit.TriageClient). An answer refused for good (a replay of an entry
+// without its payload) becomes a discard that says why, so no entry waits
+// on an answer that cannot come. An entry the policy keeps from the triage
+// agent (its rule does not grant triage_agent) is left to its approvers.
+func (a *Agent) HandleTriage(ctx context.Context, m jetstream.Msg) (agentkit.TriageOutcome, error) {
+	out, err := a.Kit.HandleTriage(ctx, m, a.Triage, DecideTriage)
+	if out != agentkit.TriageRefused || !errors.Is(err, agentkit.ErrTriageRefused) || errors.Is(err, agentkit.ErrPermissionDenied) {
+		return out, err
 	}
-	first, _, _ := strings.Cut(text, ".")
-	limit := 200
-	if replay.MaxOutputTokens > 0 {
-		limit = min(limit, replay.MaxOutputTokens*4)
+	task, perr := agentkit.TriageOf(m)
+	if perr != nil {
+		return out, errors.Join(err, perr)
 	}
-	summary := first[:min(len(first), limit)]
-	select {
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
-	default:
+	if _, derr := a.Kit.Answer(ctx, a.Triage, task, agentkit.Discard("cannot replay: "+err.Error())); derr != nil {
+		return out, errors.Join(err, derr)
 	}
-	_ = summary // a real agent publishes or stores its result here
-	return nil
+	return agentkit.TriageAnswered, nil
 }

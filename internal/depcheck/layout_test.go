@@ -25,8 +25,7 @@ var firestoreAllowed = map[string]string{
 	module + "/emulator/loadgen": "the load driver's measurements",
 	// An agent builds the client it hands the kit (agentkit.WithFirestore),
 	// as a user's agent does.
-	module + "/emulator/agent": "an agent's client for its kit",
-	module + "/examples/":      "an agent's client for its kit",
+	module + "/examples/": "an agent's client for its kit",
 }
 
 // Only the store reads and writes Firestore documents: everything else asks
