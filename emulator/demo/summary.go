@@ -316,7 +316,7 @@ func (s summary) printDecisions(w io.Writer) {
 		after = append(after, d.After)
 	}
 	slices.Sort(after)
-	fmt.Fprintf(w, "human decisions (the triage agent %q, through agentkit and the operator package): %d entries needed one; approved/replayed %d, discarded %d\n",
+	fmt.Fprintf(w, "human decisions (the triage agent %q, through agentkit and the console's triage endpoint): %d entries needed one; approved/replayed %d, discarded %d\n",
 		event.DefaultTriageAgent, len(s.Decisions), approved, discarded)
 	if len(after) > 0 {
 		fmt.Fprintf(w, "  time from dead to decision: median %s, p95 %s (field: a median of 4.2 hours with a human triager)\n",
