@@ -4,8 +4,8 @@
 // each scenario counts events in, entries out, replays published, duplicate
 // executions and losses. The scenarios are tests (chaos_test.go):
 //
-//	go test ./emulator/chaos                      # short form, part of make test
-//	JSDLQ_CHAOS=full go test -v ./emulator/chaos  # full counts (make chaos)
+//	go test ./internal/chaos                      # short form, part of make test
+//	JSDLQ_CHAOS=full go test -v ./internal/chaos  # full counts (make chaos)
 //
 // With JSDLQ_CHAOS_REPORT=path the measured table replaces the block between
 // the chaos markers in that file (docs/RELIABILITY.md).

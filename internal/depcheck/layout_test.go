@@ -22,7 +22,7 @@ var firestoreAllowed = map[string]string{
 	module + "/internal/": "test infrastructure",
 	// The load driver measures the database itself: when each entry was
 	// created, as Firestore stamped it.
-	module + "/emulator/loadgen": "the load driver's measurements",
+	module + "/tools/loadgen": "the load driver's measurements",
 	// An agent builds the client it hands the kit (agentkit.WithFirestore),
 	// as a user's agent does.
 	module + "/examples/": "an agent's client for its kit",

@@ -14,9 +14,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jsdlq/jsdlq/emulator/stack"
-	"github.com/jsdlq/jsdlq/emulator/tsagent"
 	"github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/tools/stack"
+	"github.com/jsdlq/jsdlq/tools/tsagent"
 )
 
 // The demo's fleet: its work stream, its binaries and its agents.

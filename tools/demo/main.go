@@ -12,7 +12,7 @@
 // settle in time, or when the predictions did not halve the learnable classes'
 // dead tasks.
 //
-//	eval "$(go run ./emulator/stackctl env)"; go run ./emulator/demo [--tasks 300] [--dead-rate 0.25]
+//	eval "$(go run ./tools/stackctl env)"; go run ./tools/demo [--tasks 300] [--dead-rate 0.25]
 package main
 
 import (
@@ -31,7 +31,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/event"
@@ -39,6 +38,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/notify"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
+	"github.com/jsdlq/jsdlq/tools/stack"
 )
 
 const workStream = event.DefaultWorkStream
@@ -139,7 +139,7 @@ func run(ctx context.Context, o options, out io.Writer) int {
 func (d *demo) execute(ctx context.Context) (*summary, error) {
 	project := os.Getenv("GOOGLE_CLOUD_PROJECT")
 	if project == "" || os.Getenv("FIRESTORE_EMULATOR_HOST") == "" {
-		return nil, errors.New(`the stack's environment is not set: eval "$(go run ./emulator/stackctl env)" (make demo does)`)
+		return nil, errors.New(`the stack's environment is not set: eval "$(go run ./tools/stackctl env)" (make demo does)`)
 	}
 	fs, err := store.Open(ctx, project)
 	if err != nil {
@@ -266,7 +266,7 @@ func (d *demo) execute(ctx context.Context) (*summary, error) {
 func (d *demo) printExplore() {
 	fmt.Fprintf(d.out, `
 KEEP=1: the stack stays up. Explore it with dlqctl (built into .local/bin):
-  eval "$(go run ./emulator/stackctl env)"
+  eval "$(go run ./tools/stackctl env)"
   .local/bin/dlqctl ls --category conditionally_recoverable
   .local/bin/dlqctl ls --status escalated --limit 5
   .local/bin/dlqctl show <ID>              # an id from ls: payload, chain, history

@@ -39,11 +39,11 @@ func demoPolicy(predictions bool) ([]byte, error) {
 	}
 	for _, e := range edits {
 		if !strings.Contains(doc, e.old) {
-			return nil, fmt.Errorf("demo policy: the default policy no longer contains %q; update emulator/demo/policy.go", e.old)
+			return nil, fmt.Errorf("demo policy: the default policy no longer contains %q; update tools/demo/policy.go", e.old)
 		}
 		doc = strings.ReplaceAll(doc, e.old, e.new)
 	}
-	doc = "# jsdlq demo policy: the default with delays of seconds (emulator/demo/policy.go).\n" + doc
+	doc = "# jsdlq demo policy: the default with delays of seconds (tools/demo/policy.go).\n" + doc
 	if _, err := triage.Parse([]byte(doc)); err != nil {
 		return nil, fmt.Errorf("demo policy: %w", err)
 	}

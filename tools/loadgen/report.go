@@ -93,7 +93,7 @@ func render(ctx context.Context, root string, o options, r *results, g *goBench)
 			measure, rate, limit, limitRate, ratio, target, verdict(ratio >= target, fmt.Sprintf("by %.2f×", target-ratio)))
 	}
 	w("# Performance\n\n")
-	w("Written by `make bench` (`go test -bench` on the emulators, then `go run ./emulator/loadgen` on a private\n")
+	w("Written by `make bench` (`go test -bench` on the emulators, then `go run ./tools/loadgen` on a private\n")
 	w("stack on free ports). Do not edit the tables by hand: rerun `make bench`. The section \"Hot-spot fixes\"\n")
 	w("at the end is kept across runs.\n\n")
 	w("Every figure stands next to its physical limit measured in the same run on the same machine: this is a\n")

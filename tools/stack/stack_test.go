@@ -144,11 +144,11 @@ func TestGroupCPUGrowsWithWork(t *testing.T) {
 func TestBuild(t *testing.T) {
 	root := filepath.Join("..", "..")
 	out := filepath.Join(t.TempDir(), "stackctl")
-	if err := Build(t.Context(), root, out, "./emulator/stackctl"); err != nil {
-		t.Fatalf("Build(./emulator/stackctl) = %v", err)
+	if err := Build(t.Context(), root, out, "./tools/stackctl"); err != nil {
+		t.Fatalf("Build(./tools/stackctl) = %v", err)
 	}
 	if fi, err := os.Stat(out); err != nil || fi.Mode()&0o111 == 0 {
-		t.Errorf("Build(./emulator/stackctl) wrote %v, %v; want an executable", fi, err)
+		t.Errorf("Build(./tools/stackctl) wrote %v, %v; want an executable", fi, err)
 	}
 	err := Build(t.Context(), root, filepath.Join(t.TempDir(), "x"), "./no/such/package")
 	if err == nil || !strings.Contains(err.Error(), "go build ./no/such/package") || !strings.Contains(err.Error(), "directory not found") {

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/shared/clientopt"
+	"github.com/jsdlq/jsdlq/tools/stack"
 )
 
 // provision creates what the pipeline expects to exist once service name is

@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/console"
-	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/secretbox"
+	"github.com/jsdlq/jsdlq/tools/stack"
 )
 
 // service is one server of the local stack.
@@ -328,7 +328,7 @@ func (s *localStack) up(ctx context.Context, w io.Writer) error {
 			return fmt.Errorf("%w\n(stack stopped again)", err)
 		}
 	}
-	fmt.Fprintln(w, "\nthe local stack is up; point a shell at it with:  eval \"$(go run ./emulator/stackctl env)\"")
+	fmt.Fprintln(w, "\nthe local stack is up; point a shell at it with:  eval \"$(go run ./tools/stackctl env)\"")
 	if s.running("console") {
 		fmt.Fprintf(w, "the operator console (local mode, acting as %s): http://%s\n", localOperator, s.addr("console"))
 	}

@@ -41,7 +41,7 @@ func newRig(t *testing.T, schemaFile string, providers []provider, opts ...rigOp
 	if err != nil {
 		t.Skip("terraform is not on PATH; skipping the end-to-end tests of the schema provider")
 	}
-	plugin := testenv.Binary(t, "github.com/jsdlq/jsdlq/emulator/tfschema/cmd/terraform-provider-tfschema")
+	plugin := testenv.Binary(t, "github.com/jsdlq/jsdlq/tools/tfschema/cmd/terraform-provider-tfschema")
 	root := t.TempDir()
 
 	platform := runtime.GOOS + "_" + runtime.GOARCH

@@ -4,7 +4,7 @@
 # schema -json` prints (terraform/README.md says how to make it): where
 # TF_PROVIDERS_SCHEMA points, else shared/terraform/providers-schema.json
 # beside the checkout (one file for every checkout, read where it lies; no
-# copy of it belongs in the repository). It is served by emulator/tfschema
+# copy of it belongs in the repository). It is served by tools/tfschema
 # (internal/testenv.ProvidersSchema looks in the same places), so no
 # Terraform registry is needed. Without that file the script says so and
 # uses the real providers from the registry instead.
@@ -49,7 +49,7 @@ if compgen -G "$repo/*.go" >/dev/null; then
 	step "deploy root: no imports from directories left out of the function bundle"
 	deps=$(cd "$repo" && go list -deps -f '{{.ImportPath}}' .) || die "go list of the deploy root failed"
 	module=$(cd "$repo" && go list -m)
-	bad=$(grep -E "^$module/(emulator|internal|cmd|terraform|docs)(/|$)" <<<"$deps" || true)
+	bad=$(grep -E "^$module/(emulator|tools|examples|internal|cmd|terraform|docs)(/|$)" <<<"$deps" || true)
 	[ -z "$bad" ] || die "the deploy root imports packages excluded from the function bundle: $bad"
 fi
 
@@ -67,9 +67,9 @@ terraform fmt -check -recursive -diff "$tfroot" || die "terraform fmt: run 'terr
 if [ -f "$schema" ]; then
 	step "offline providers from $schema"
 	platform="$(go env GOOS)_$(go env GOARCH)"
-	step "building emulator/tfschema plugin"
-	(cd "$repo" && go build -o "$work/bin/terraform-provider-tfschema" ./emulator/tfschema/cmd/terraform-provider-tfschema &&
-		go build -o "$work/bin/tfpolicy" ./emulator/tfschema/cmd/tfpolicy)
+	step "building tools/tfschema plugin"
+	(cd "$repo" && go build -o "$work/bin/terraform-provider-tfschema" ./tools/tfschema/cmd/terraform-provider-tfschema &&
+		go build -o "$work/bin/tfpolicy" ./tools/tfschema/cmd/tfpolicy)
 	schema_abs=$(cd "$(dirname "$schema")" && pwd)/$(basename "$schema")
 	includes=""
 	for entry in "${providers[@]}"; do

@@ -9,7 +9,7 @@
 //	TFSCHEMA_DATA      "placeholder" lets data sources be read (with
 //	                   placeholder values) so `terraform plan` runs offline
 //
-// emulator/tfschema/validate.sh installs it behind a wrapper script that
+// tools/tfschema/validate.sh installs it behind a wrapper script that
 // sets both variables.
 package main
 
@@ -20,7 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 
-	"github.com/jsdlq/jsdlq/emulator/tfschema"
+	"github.com/jsdlq/jsdlq/tools/tfschema"
 )
 
 func main() {

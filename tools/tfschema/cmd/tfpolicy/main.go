@@ -1,7 +1,7 @@
 // Command tfpolicy checks a Terraform plan against the IAM rules of
 // terraform/README.md (no public principals; project-level roles only
 // logging.logWriter, monitoring.metricWriter and those the README lists
-// with a reason). emulator/tfschema/validate.sh runs it:
+// with a reason). tools/tfschema/validate.sh runs it:
 //
 //	terraform show -json PLANFILE | tfpolicy -readme terraform/README.md
 package main
@@ -12,7 +12,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/jsdlq/jsdlq/emulator/tfschema"
+	"github.com/jsdlq/jsdlq/tools/tfschema"
 )
 
 func main() {
