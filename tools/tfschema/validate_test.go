@@ -20,7 +20,7 @@ import (
 func TestValidateScript(t *testing.T) {
 	t.Parallel()
 	testenv.SkipShort(t, "terraform")
-	script := filepath.Join(testenv.ModuleRoot(t), "emulator", "tfschema", "validate.sh")
+	script := filepath.Join(testenv.ModuleRoot(t), "tools", "tfschema", "validate.sh")
 	// A bound for a loaded machine: the script plans three times.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
