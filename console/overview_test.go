@@ -83,7 +83,8 @@ func TestOverviewReadsBoundedDocuments(t *testing.T) {
 	}
 	// After the folds, moves of older entries again.
 	for _, id := range older {
-		move(id, store.Scheduled, store.Escalated)
+		move(id, store.Scheduled, store.Replaying)
+		move(id, store.Replaying, store.Escalated)
 	}
 	// Thirty more waiting than the page lists, twelve breakers open (the
 	// default breaker opens after ten failures).

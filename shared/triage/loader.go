@@ -23,8 +23,9 @@ type OverrideSource interface {
 // long an operator waits for a change to take effect.
 const DefaultRefresh = 30 * time.Second
 
-// Loader returns the policy in force: the stored override when there is a
-// valid one, else the embedded default. A broken override never
+// Loader returns the policy in force: the stored override laid over the
+// embedded default (ParseOverride) when it is valid, else the default. A
+// broken override never
 // replaces a working policy: the previous good one stays in force and the
 // error is logged and kept for LastError.
 type Loader struct {
@@ -109,7 +110,7 @@ func (l *Loader) reload(ctx context.Context) error {
 	if l.hasRaw && sum == l.rawSum {
 		return nil
 	}
-	p, err := Parse(raw, l.opts...)
+	p, err := ParseOverride(raw, l.opts...)
 	if err != nil {
 		err = fmt.Errorf("triage: invalid policy override: %w", err)
 		if sum != l.badRawSum {

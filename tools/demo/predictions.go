@@ -59,7 +59,7 @@ func (d *demo) applyPolicy(ctx context.Context, predictions bool) (*triage.Polic
 	if _, err := d.st.SavePolicyOverride(ctx, doc); err != nil {
 		return nil, fmt.Errorf("apply the demo policy: %w", err)
 	}
-	return triage.Parse(doc)
+	return triage.ParseOverride(doc)
 }
 
 // learn runs the learner reconcile runs at the end of its runs, forced,
