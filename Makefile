@@ -3,12 +3,12 @@
 #   make test   vet + every unit and integration test against real servers
 SHELL := /bin/bash
 GO    ?= go
-STACK := $(GO) run ./emulator/stackctl
+STACK := $(GO) run ./tools/stackctl
 # Packages whose tests run; go test starts the emulators it needs per binary,
 # but `stackctl with` gives the whole run one pair (faster, less memory).
 # go test starts packages in the order given: the longest run first, so they
 # overlap everything else instead of ending the run alone.
-SLOW_PKGS := ./emulator/chaos ./internal/deploycheck ./emulator/tfschema ./bridge ./console ./shared/reconciler ./internal/kitcompat
+SLOW_PKGS := ./internal/chaos ./internal/deploycheck ./tools/tfschema ./bridge ./console ./shared/reconciler ./internal/kitcompat
 PKGS  ?= $(SLOW_PKGS) ./...
 TEST_TIMEOUT ?= 14m
 # Test binaries (and compiles) at once: most integration tests wait on
@@ -47,7 +47,7 @@ demo: ## the pipeline end to end: stack, 7-agent fleet, 300 tasks twice (learnin
 	if $(STACK) status >/dev/null 2>&1; then echo "demo: using the stack that is already up (left running)"; \
 	else $(STACK) up || exit 1; started=1; fi; \
 	eval "$$($(STACK) env)"; \
-	$(GO) run ./emulator/demo $(DEMO_FLAGS); rc=$$?; \
+	$(GO) run ./tools/demo $(DEMO_FLAGS); rc=$$?; \
 	if [ "$$started" = 1 ] && [ "$(KEEP)" != 1 ]; then echo; $(STACK) down; fi; \
 	exit $$rc
 
@@ -57,7 +57,7 @@ vet:
 # One go test run does it all. go vet runs inside it (-vet=all: every
 # analyzer `go vet` runs, on every package, test files included), so the
 # tests of one package start while others still compile instead of after a
-# vet of everything; tf-validate's script runs as a test of emulator/tfschema
+# vet of everything; tf-validate's script runs as a test of tools/tfschema
 # (TestValidateScript), beside the others instead of after them. The output
 # is plain go test's, then the ten slowest tests and packages and the test
 # counts; the status is go test's (pipefail).
@@ -94,7 +94,7 @@ bench: ## benchmarks side by side with their physical limits -> docs/PERFORMANCE
 	  $(GO) test ./console -run "^$$" -bench "Pages$$" -benchtime 100x -timeout 30m' \
 	  2>&1 | tee $(BENCH_DIR)/go-bench.txt
 	@echo "bench 2/2: load driver on a private stack"
-	$(GO) run ./emulator/loadgen -go-bench $(BENCH_DIR)/go-bench.txt -out docs/PERFORMANCE.md $(LOADGEN_FLAGS)
+	$(GO) run ./tools/loadgen -go-bench $(BENCH_DIR)/go-bench.txt -out docs/PERFORMANCE.md $(LOADGEN_FLAGS)
 
 # Every fuzz target (func FuzzX in a *_test.go file) for FUZZTIME each. Their
 # seed corpora (f.Add and testdata/fuzz/FuzzX) run in every `make test`; a
@@ -117,10 +117,10 @@ fuzz: ## run each fuzz target for FUZZTIME (default 10s)
 CHAOS_TIMEOUT ?= 40m
 chaos: ## fault scenarios at full size -> docs/RELIABILITY.md
 	JSDLQ_CHAOS=full JSDLQ_CHAOS_REPORT=$(CURDIR)/docs/RELIABILITY.md \
-	  $(GO) test -count=1 -v -timeout $(CHAOS_TIMEOUT) -run 'TestChaos' ./emulator/chaos
+	  $(GO) test -count=1 -v -timeout $(CHAOS_TIMEOUT) -run 'TestChaos' ./internal/chaos
 
 tf-validate:
-	bash emulator/tfschema/validate.sh
+	bash tools/tfschema/validate.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -139,7 +139,7 @@ func (b *Bridge) fromAdvisories(ctx context.Context, msgs []jetstream.Msg) []bui
 		// read, they could be no Pub/Sub attribute (over 1,024 bytes, not
 		// UTF-8) and the publish would be retried for ever. The headers
 		// carry the originals to classify.
-		names := b.cfg.Conventions.Names(ev.Message.Subject, headers, failureAgent)
+		names := event.DefaultConventions.Names(ev.Message.Subject, headers, failureAgent)
 		ev.Tenant, ev.Agent = names.Tenant, names.Agent
 		b.warnReserved(*ev)
 	}

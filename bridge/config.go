@@ -48,8 +48,6 @@ type Config struct {
 	// AdvisoryLimits and RecordLimits size the capture streams the bridge
 	// creates (zero: DefaultAdvisoryLimits, DefaultRecordLimits).
 	AdvisoryLimits, RecordLimits StreamLimits
-	// Conventions names the tenant and agent headers.
-	Conventions event.Conventions
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
 }
@@ -88,9 +86,6 @@ func (c *Config) defaults() error {
 	}
 	if c.RecordLimits == (StreamLimits{}) {
 		c.RecordLimits = DefaultRecordLimits
-	}
-	if c.Conventions.TenantHeader == "" {
-		c.Conventions = event.DefaultConventions
 	}
 	if c.Now == nil {
 		c.Now = time.Now

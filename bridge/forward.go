@@ -206,7 +206,7 @@ func (b *Bridge) fromRecords(_ context.Context, msgs []jetstream.Msg) []built {
 			out[i].err = reject("malformed_record", err)
 			continue
 		}
-		out[i].ev = r.Event(b.cfg.Conventions, b.cfg.Now())
+		out[i].ev = r.Event(event.DefaultConventions, b.cfg.Now())
 		b.warnReserved(out[i].ev)
 	}
 	return out

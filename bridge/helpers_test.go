@@ -10,9 +10,9 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/jsdlq/jsdlq/bridge"
+	"github.com/jsdlq/jsdlq/internal/eventschema"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/event"
-	"github.com/jsdlq/jsdlq/shared/event/eventschema"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"

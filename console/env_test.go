@@ -46,7 +46,7 @@ func newEnv(t testing.TB, auth console.Authenticator, opts ...console.Option) *e
 	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: jevent.DefaultWorkStream, Subjects: []string{"agents.>"}, Duplicates: time.Hour}); err != nil {
 		t.Fatalf("create work stream: %v", err)
 	}
-	target := httptest.NewServer(replay.New(replay.Config{}, replay.Deps{Logger: log, Store: e.st, Policy: triage.NewLoader(fs, log), Publisher: e.js}))
+	target := httptest.NewServer(replay.New(replay.Config{}, replay.Deps{Logger: log, Store: e.st, Policy: triage.NewLoader(store.New(fs), log), Publisher: e.js}))
 	t.Cleanup(target.Close)
 	e.ct = testenv.NewCloudTasks(t)
 	e.queue = e.ct.Queue(t, project, "dlq-replay")

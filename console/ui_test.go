@@ -586,7 +586,7 @@ func TestPolicyPage(t *testing.T) {
 	}
 
 	// An invalid override is not in force: the default is, and why is shown.
-	if _, err := e.fs.Collection(triage.OverrideCollection).Doc(triage.OverrideDoc).Set(ctx, map[string]any{triage.OverrideField: "reasons: ["}); err != nil {
+	if _, err := e.fs.Collection(store.PolicyOverrideCollection).Doc(store.PolicyOverrideDoc).Set(ctx, map[string]any{store.PolicyOverrideField: "reasons: ["}); err != nil {
 		t.Fatal(err)
 	}
 	code, body = b.get("/policy")

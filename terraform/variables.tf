@@ -348,7 +348,7 @@ variable "function_source_excludes" {
   default = [
     ".git", ".git/**",
     ".local/**", "bin/**",
-    "terraform/**", "emulator/**", "internal/**", "docs/**", "cmd/**", "clients/**",
+    "terraform/**", "emulator/**", "tools/**", "examples/**", "internal/**", "docs/**", "cmd/**", "clients/**",
     "**/testdata/**", "**/*_test.go",
     "*.zip", "*.out", "*.test",
   ]

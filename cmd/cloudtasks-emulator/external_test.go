@@ -10,7 +10,8 @@ import (
 	ctapi "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 
-	"github.com/jsdlq/jsdlq/shared/tasksemu"
+	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+	"github.com/jsdlq/jsdlq/shared/clientopt"
 )
 
 // TestExternalEmulator drives an emulator started separately, e.g.
@@ -20,9 +21,9 @@ import (
 //
 // It is skipped when CLOUD_TASKS_EMULATOR_HOST is unset.
 func TestExternalEmulator(t *testing.T) {
-	opts := tasksemu.ClientOptions(os.Getenv(tasksemu.EnvHost)) // nil when unset
+	opts := clientopt.CloudTasksOptions(os.Getenv(cloudtasks.EnvHost)) // nil when unset
 	if opts == nil {
-		t.Skip(tasksemu.EnvHost + " not set")
+		t.Skip(cloudtasks.EnvHost + " not set")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -31,7 +32,7 @@ func TestExternalEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	jwks, err := tasksemu.JWKSURL(os.Getenv(tasksemu.EnvHost))
+	jwks, err := clientopt.CloudTasksJWKSURL(os.Getenv(cloudtasks.EnvHost))
 	if err != nil {
 		t.Fatal(err)
 	}

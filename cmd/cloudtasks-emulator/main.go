@@ -23,9 +23,8 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
-	"github.com/jsdlq/jsdlq/shared/config"
+	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/obs"
-	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
 func main() {
@@ -44,9 +43,9 @@ func main() {
 func run(ctx context.Context, args []string, out io.Writer, ready chan<- [2]string) error {
 	fs := flag.NewFlagSet("cloudtasks-emulator", flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
-	env := config.LoadCloudTasksEmulator(os.LookupEnv)
-	hostPort := fs.String("host-port", cmp.Or(env.HostPort, tasksemu.DefaultHostPort), "gRPC listen address (default $"+tasksemu.EnvHost+" or "+tasksemu.DefaultHostPort+")")
-	jwksHostPort := fs.String("jwks-host-port", "", "HTTP listen address for "+tasksemu.JWKSPath+" and /healthz (default: gRPC port + 1)")
+	env := loadConfig(os.LookupEnv)
+	hostPort := fs.String("host-port", cmp.Or(env.HostPort, cloudtasks.DefaultHostPort), "gRPC listen address (default $"+cloudtasks.EnvHost+" or "+cloudtasks.DefaultHostPort+")")
+	jwksHostPort := fs.String("jwks-host-port", "", "HTTP listen address for "+clientopt.CloudTasksJWKSPath+" and /healthz (default: gRPC port + 1)")
 	dataDir := fs.String("data-dir", env.DataDir, "directory keeping queues, tasks and the signing key across restarts (default: in memory)")
 	tombstone := fs.Duration("queue-tombstone", cloudtasks.DefaultQueueTombstone, "refuse to recreate a deleted queue's name for this long (FAILED_PRECONDITION), like the real service; 0 = off")
 	reservation := fs.Duration("name-reservation", cloudtasks.DefaultNameReservation, "how long a finished or deleted task's name stays taken")
@@ -64,7 +63,7 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- [2]stri
 	log := obs.NewLogger(out, obs.WithComponent("cloudtasks-emulator"), obs.WithLevel(level))
 
 	if *jwksHostPort == "" {
-		hp, err := tasksemu.DefaultJWKSHostPort(*hostPort)
+		hp, err := clientopt.CloudTasksJWKSHostPort(*hostPort)
 		if err != nil {
 			return err
 		}
@@ -92,10 +91,10 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- [2]stri
 	grpcAddr, jwksAddr := grpcLis.Addr().String(), httpLis.Addr().String()
 	log.Info("listening",
 		"grpc", grpcAddr,
-		"jwks_url", "http://"+jwksAddr+tasksemu.JWKSPath,
+		"jwks_url", "http://"+jwksAddr+clientopt.CloudTasksJWKSPath,
 		"healthz", "http://"+jwksAddr+"/healthz",
 		"data_dir", *dataDir,
-		"env", tasksemu.EnvHost+"="+grpcAddr,
+		"env", cloudtasks.EnvHost+"="+grpcAddr,
 	)
 	if ready != nil {
 		ready <- [2]string{grpcAddr, jwksAddr}

@@ -13,7 +13,8 @@ import (
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
-	"github.com/jsdlq/jsdlq/shared/tasksemu"
+	"github.com/jsdlq/jsdlq/shared/auth/keyset"
+	"github.com/jsdlq/jsdlq/shared/clientopt"
 )
 
 // The binary's run: it logs the readiness line, the official client creates
@@ -40,18 +41,18 @@ func TestRunServesOfficialClient(t *testing.T) {
 	if err := json.Unmarshal([]byte(strings.SplitN(out.String(), "\n", 2)[0]), &line); err != nil {
 		t.Fatalf("first log line %q: %v", out.String(), err)
 	}
-	if line["message"] != "listening" || line["grpc"] != addrs[0] || line["jwks_url"] != "http://"+addrs[1]+tasksemu.JWKSPath {
+	if line["message"] != "listening" || line["grpc"] != addrs[0] || line["jwks_url"] != "http://"+addrs[1]+clientopt.CloudTasksJWKSPath {
 		t.Errorf("readiness line = %v, want message listening with grpc %s and jwks_url", line, addrs[0])
 	}
 
-	client, err := ctapi.NewClient(ctx, tasksemu.ClientOptions(addrs[0])...)
+	client, err := ctapi.NewClient(ctx, clientopt.CloudTasksOptions(addrs[0])...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Close()
 	dispatchCtx, stop := context.WithTimeout(ctx, 20*time.Second)
 	defer stop()
-	dispatchVerified(t, dispatchCtx, client, "projects/p/locations/l", "replay", "sa@p.iam.gserviceaccount.com", "http://"+addrs[1]+tasksemu.JWKSPath)
+	dispatchVerified(t, dispatchCtx, client, "projects/p/locations/l", "replay", "sa@p.iam.gserviceaccount.com", "http://"+addrs[1]+clientopt.CloudTasksJWKSPath)
 	resp, err := http.Get("http://" + addrs[1] + "/healthz")
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /healthz = %v, %v; want 200", resp, err)
@@ -107,7 +108,7 @@ func dispatchVerified(t *testing.T, ctx context.Context, client *ctapi.Client, p
 	select {
 	case r := <-got:
 		raw := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		claims, err := tasksemu.NewVerifier(jwks).Verify(ctx, raw, tg.URL+"/Replay")
+		claims, err := keyset.NewVerifier(jwks).Verify(ctx, raw, tg.URL+"/Replay")
 		if err != nil {
 			t.Fatalf("Verify(dispatched token) against %s = %v", jwks, err)
 		}

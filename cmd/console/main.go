@@ -15,12 +15,9 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"log/slog"
 	"os"
 	"time"
-
-	"cloud.google.com/go/firestore"
 
 	"github.com/jsdlq/jsdlq/console"
 	"github.com/jsdlq/jsdlq/shared/auth"
@@ -62,9 +59,9 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 		return err
 	}
 
-	fsc, err := firestore.NewClient(ctx, cfg.Project)
+	fsc, err := store.Open(ctx, cfg.Project)
 	if err != nil {
-		return fmt.Errorf("firestore client for project %s: %w", cfg.Project, err)
+		return err
 	}
 	defer fsc.Close()
 	st := store.New(fsc, store.WithLegacyCompletionsUntil(cfg.LegacyCompletionsUntil))

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"cloud.google.com/go/firestore"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/term"
 
@@ -44,7 +43,7 @@ type app struct {
 	scope                      string // tenant the caller is limited to; "" = every tenant
 
 	// Clients; tests set them, otherwise built lazily from the environment.
-	fs        *firestore.Client
+	fs        *store.Client
 	st        *store.Store
 	sched     *tasks.Scheduler
 	box       *secretbox.Box
@@ -76,7 +75,7 @@ func (a *app) clock() time.Time {
 }
 
 // config is dlqctl's configuration; each command checks what it needs.
-func (a *app) config() config.Dlqctl { return config.LoadDlqctl(a.lookup) }
+func (a *app) config() dlqctlConfig { return loadConfig(a.lookup) }
 
 // actor is who acts, recorded in entry history: --by, else DLQCTL_ACTOR,
 // else dlqctl:<user>, in the approver role. dlqctl holds the store's and
@@ -130,9 +129,9 @@ func (a *app) store(ctx context.Context) (*store.Store, error) {
 		if project == "" {
 			return nil, errors.New("GOOGLE_CLOUD_PROJECT is not set (eval \"$(make -s env)\" for the local stack)")
 		}
-		fs, err := firestore.NewClient(ctx, project)
+		fs, err := store.Open(ctx, project)
 		if err != nil {
-			return nil, fmt.Errorf("firestore client for project %s: %w", project, err)
+			return nil, err
 		}
 		a.fs = fs
 		a.closers = append(a.closers, fs.Close)

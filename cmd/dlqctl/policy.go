@@ -43,7 +43,7 @@ func (a *app) currentPolicy(ctx context.Context) (policyInForce, error) {
 	}
 	out := policyInForce{Source: "embedded default", Version: in.Policy.Version(), Valid: in.Invalid == nil, YAML: string(triage.DefaultYAML()), policy: in.Policy}
 	if in.Stored {
-		out.Source, out.YAML, out.UpdatedAt = "firestore "+triage.OverrideCollection+"/"+triage.OverrideDoc, in.Override.YAML, in.Override.UpdatedAt
+		out.Source, out.YAML, out.UpdatedAt = "firestore "+store.PolicyOverrideCollection+"/"+store.PolicyOverrideDoc, in.Override.YAML, in.Override.UpdatedAt
 	}
 	if in.Invalid != nil {
 		out.Error = in.Invalid.Error()

@@ -120,7 +120,7 @@ func TestPredictions(t *testing.T) {
 func TestInvalidOverrideIsNotInForce(t *testing.T) {
 	e := newEnv(t)
 	ctx := testenv.Context(t)
-	if _, err := e.fs.Collection(triage.OverrideCollection).Doc(triage.OverrideDoc).Set(ctx, map[string]any{triage.OverrideField: "reasons: ["}); err != nil {
+	if _, err := e.fs.Collection(store.PolicyOverrideCollection).Doc(store.PolicyOverrideDoc).Set(ctx, map[string]any{store.PolicyOverrideField: "reasons: ["}); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := event.Encode(event.Event{Schema: event.Schema, ID: "TASKS.7", Kind: event.KindExplicit, Stream: "TASKS", StreamSeq: 7, Tenant: "acme",

@@ -36,14 +36,13 @@ import (
 	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 
 	_ "github.com/jsdlq/jsdlq" // registers the functions
-	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/obs"
 )
 
 func main() { obs.Command("functions-host", run) }
 
 func run(ctx context.Context, log *slog.Logger, _ []string) error {
-	cfg, err := config.LoadFunctions(os.LookupEnv)
+	cfg, err := loadConfig(os.LookupEnv)
 	if err != nil {
 		return err
 	}

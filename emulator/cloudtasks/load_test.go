@@ -22,8 +22,8 @@ import (
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/auth/keyset"
 	"github.com/jsdlq/jsdlq/shared/obs"
-	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
 // createConcurrently creates tasks with a few client goroutines, in the
@@ -222,7 +222,7 @@ func TestRestartWithDataDirLosesNothing(t *testing.T) {
 	}
 
 	// Tokens from both runs verify against the JWKS of the second: same key.
-	v := tasksemu.NewVerifier(e2.JWKSURL)
+	v := keyset.NewVerifier(e2.JWKSURL)
 	for _, i := range []int{0, len(hits) - 1} {
 		h := hits[i]
 		raw := h.header.Get("Authorization")[len("Bearer "):]

@@ -19,8 +19,16 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/jsdlq/jsdlq/shared/tasksemu"
+	"github.com/jsdlq/jsdlq/shared/auth/keyset"
+	"github.com/jsdlq/jsdlq/shared/clientopt"
 )
+
+// EnvHost names the variable that points the project's Cloud Tasks clients
+// at the emulator; the Go client itself honours no emulator variable.
+const EnvHost = "CLOUD_TASKS_EMULATOR_HOST"
+
+// DefaultHostPort is where the emulator listens unless told otherwise.
+const DefaultHostPort = "127.0.0.1:8123"
 
 // Lifetime and on-disk name of the signing key's tokens and key.
 const (
@@ -82,11 +90,11 @@ func newSigner(key *rsa.PrivateKey) *signer {
 }
 
 func (s *signer) idToken(email, audience string, now time.Time) (string, error) {
-	claims := tasksemu.IDTokenClaims{
+	claims := keyset.IDTokenClaims{
 		Email:         email,
 		EmailVerified: true,
 		RegisteredClaims: jwt.RegisteredClaims{
-			Issuer:    tasksemu.Issuer,
+			Issuer:    keyset.GoogleIssuer,
 			Subject:   subjectFor(email),
 			Audience:  jwt.ClaimStrings{audience},
 			IssuedAt:  jwt.NewNumericDate(now),
@@ -109,9 +117,9 @@ func subjectFor(email string) string {
 	return new(big.Int).SetBytes(sum[:9]).String()
 }
 
-func (s *signer) jwks() tasksemu.JWKSet {
+func (s *signer) jwks() keyset.JWKSet {
 	pub := s.key.PublicKey
-	return tasksemu.JWKSet{Keys: []tasksemu.JWK{{
+	return keyset.JWKSet{Keys: []keyset.JWK{{
 		Kty: "RSA", Alg: "RS256", Use: "sig", Kid: s.kid,
 		N: base64.RawURLEncoding.EncodeToString(pub.N.Bytes()),
 		E: base64.RawURLEncoding.EncodeToString(big.NewInt(int64(pub.E)).Bytes()),
@@ -122,7 +130,7 @@ func (s *signer) jwks() tasksemu.JWKSet {
 func (s *signer) httpHandler() http.Handler {
 	body, _ := json.Marshal(s.jwks())
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+tasksemu.JWKSPath, func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+clientopt.CloudTasksJWKSPath, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "public, max-age=300")
 		_, _ = w.Write(body)

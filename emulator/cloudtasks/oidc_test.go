@@ -15,27 +15,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
-	"github.com/jsdlq/jsdlq/shared/tasksemu"
+	"github.com/jsdlq/jsdlq/shared/auth/keyset"
 )
-
-func TestJWKSURL(t *testing.T) {
-	t.Parallel()
-	tests := []struct{ in, want string }{
-		{"127.0.0.1:8123", "http://127.0.0.1:8124/jwks.json"},
-		{"localhost:9000", "http://localhost:9001/jwks.json"},
-		{"[::1]:8123", "http://[::1]:8124/jwks.json"},
-	}
-	for _, tt := range tests {
-		if got, err := tasksemu.JWKSURL(tt.in); err != nil || got != tt.want {
-			t.Errorf("JWKSURL(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
-		}
-	}
-	for _, bad := range []string{"127.0.0.1", "host:x", "h:65535"} {
-		if _, err := tasksemu.JWKSURL(bad); err == nil {
-			t.Errorf("JWKSURL(%q) = nil error, want one", bad)
-		}
-	}
-}
 
 func TestOIDCToken(t *testing.T) {
 	t.Parallel()
@@ -53,7 +34,7 @@ func TestOIDCToken(t *testing.T) {
 	e.task(t, q, withOIDC(tg.URL+"/explicit-aud", "https://replay.example.com"))
 	testenv.WaitUntil(t, 10*time.Second, "two dispatches", func() bool { return tg.count() == 2 })
 
-	v := tasksemu.NewVerifier(e.JWKSURL)
+	v := keyset.NewVerifier(e.JWKSURL)
 	for _, h := range tg.snapshot() {
 		raw, ok := strings.CutPrefix(h.header.Get("Authorization"), "Bearer ")
 		if !ok {
@@ -67,8 +48,8 @@ func TestOIDCToken(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Verify(%s, aud %q) = %v", h.path, aud, err)
 		}
-		if claims.Email != sa || !claims.EmailVerified || claims.Issuer != tasksemu.Issuer || claims.Subject == "" {
-			t.Errorf("claims = %+v, want email %s verified, iss %s, a subject", claims, sa, tasksemu.Issuer)
+		if claims.Email != sa || !claims.EmailVerified || claims.Issuer != keyset.GoogleIssuer || claims.Subject == "" {
+			t.Errorf("claims = %+v, want email %s verified, iss %s, a subject", claims, sa, keyset.GoogleIssuer)
 		}
 		if life := claims.ExpiresAt.Sub(claims.IssuedAt.Time); life != time.Hour {
 			t.Errorf("exp - iat = %v, want 1h", life)
@@ -79,11 +60,11 @@ func TestOIDCToken(t *testing.T) {
 		}
 
 		// Wrong audience, expired, tampered: all refused.
-		if _, err := v.Verify(ctx, raw, "https://other.example.com"); !errors.Is(err, tasksemu.ErrToken) {
+		if _, err := v.Verify(ctx, raw, "https://other.example.com"); !errors.Is(err, keyset.ErrToken) {
 			t.Errorf("Verify(wrong audience) = %v, want ErrToken", err)
 		}
-		late := tasksemu.NewVerifier(e.JWKSURL, tasksemu.WithVerifierClock(func() time.Time { return time.Now().Add(2 * time.Hour) }))
-		if _, err := late.Verify(ctx, raw, aud); !errors.Is(err, tasksemu.ErrToken) {
+		late := keyset.NewVerifier(e.JWKSURL, keyset.WithVerifierClock(func() time.Time { return time.Now().Add(2 * time.Hour) }))
+		if _, err := late.Verify(ctx, raw, aud); !errors.Is(err, keyset.ErrToken) {
 			t.Errorf("Verify(2h later) = %v, want ErrToken (expired)", err)
 		}
 		parts := strings.Split(raw, ".")
@@ -91,7 +72,7 @@ func TestOIDCToken(t *testing.T) {
 		forgedClaims["email"] = "attacker@example.com"
 		b, _ := json.Marshal(forgedClaims)
 		tampered := parts[0] + "." + base64.RawURLEncoding.EncodeToString(b) + "." + parts[2]
-		if _, err := v.Verify(ctx, tampered, aud); !errors.Is(err, tasksemu.ErrToken) {
+		if _, err := v.Verify(ctx, tampered, aud); !errors.Is(err, keyset.ErrToken) {
 			t.Errorf("Verify(tampered claims) = %v, want ErrToken", err)
 		}
 	}
@@ -107,18 +88,18 @@ func TestOIDCToken(t *testing.T) {
 		t.Fatalf("the emulator's token %q names no kid", raw0)
 	}
 	signed := testenv.SignJWT(t, other, kid, jwt.MapClaims{
-		"iss": tasksemu.Issuer, "aud": "x", "email": sa, "email_verified": true,
+		"iss": keyset.GoogleIssuer, "aud": "x", "email": sa, "email_verified": true,
 		"iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix(),
 	})
-	if _, err := v.Verify(ctx, signed, "x"); !errors.Is(err, tasksemu.ErrToken) {
+	if _, err := v.Verify(ctx, signed, "x"); !errors.Is(err, keyset.ErrToken) {
 		t.Errorf("Verify(foreign key) = %v, want ErrToken", err)
 	}
 	// Unsigned ("none") tokens never pass.
 	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","kid":"x"}`)) + "." + strings.Split(raw0, ".")[1] + "."
-	if _, err := v.Verify(ctx, none, tg.URL+"/default-aud?a=1"); !errors.Is(err, tasksemu.ErrToken) {
+	if _, err := v.Verify(ctx, none, tg.URL+"/default-aud?a=1"); !errors.Is(err, keyset.ErrToken) {
 		t.Errorf("Verify(alg none) = %v, want ErrToken", err)
 	}
-	if _, err := v.Verify(ctx, "not-a-jwt", "x"); !errors.Is(err, tasksemu.ErrToken) {
+	if _, err := v.Verify(ctx, "not-a-jwt", "x"); !errors.Is(err, keyset.ErrToken) {
 		t.Errorf("Verify(garbage) = %v, want ErrToken", err)
 	}
 }

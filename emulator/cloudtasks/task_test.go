@@ -18,8 +18,8 @@ import (
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/shared/auth/keyset"
 	"github.com/jsdlq/jsdlq/shared/obs"
-	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
 func TestCreateTaskValidation(t *testing.T) {
@@ -620,7 +620,7 @@ func TestQueueHTTPTargetOverrides(t *testing.T) {
 		t.Errorf("dispatch = %s %s X-Env %q, want PATCH /Replay local", h.method, h.path, h.header.Get("X-Env"))
 	}
 	raw := strings.TrimPrefix(h.header.Get("Authorization"), "Bearer ")
-	if c, err := tasksemu.NewVerifier(e.JWKSURL).Verify(context.Background(), raw, "aud-q"); err != nil || c.Email != "queue@p.iam.gserviceaccount.com" {
+	if c, err := keyset.NewVerifier(e.JWKSURL).Verify(context.Background(), raw, "aud-q"); err != nil || c.Email != "queue@p.iam.gserviceaccount.com" {
 		t.Errorf("Verify(queue-level OIDC) = %v, %v; want the queue's service account", c, err)
 	}
 }

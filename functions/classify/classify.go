@@ -42,9 +42,6 @@ var ErrAwaitingRecord = errors.New("classify: terminated advisory without its me
 
 // Config is what classify reads from its environment.
 type Config struct {
-	// Conventions name the tenant and agent headers; zero means
-	// jevent.DefaultConventions.
-	Conventions jevent.Conventions
 	// RecordWait: a terminated advisory whose message is gone (a WorkQueue
 	// TERM) carries no headers, so it knows neither the tenant nor the
 	// replay chain. agentkit publishes the explicit record before the TERM,
@@ -93,9 +90,6 @@ type Handler struct {
 
 // New returns a Handler.
 func New(cfg Config, deps Deps) *Handler {
-	if cfg.Conventions == (jevent.Conventions{}) {
-		cfg.Conventions = jevent.DefaultConventions
-	}
 	if cfg.RecordWait == 0 {
 		cfg.RecordWait = DefaultRecordWait
 	}
@@ -175,7 +169,7 @@ func (h *Handler) handle(ctx context.Context, ce event.Event) error {
 			return fmt.Errorf("classify: read %s: %w", id, err)
 		}
 	}
-	e := store.NewEntry(id, ev, headers, h.cfg.Conventions)
+	e := store.NewEntry(id, ev, headers, jevent.DefaultConventions)
 	chain, unlinked, err := h.store.LinkReplay(ctx, e, headers)
 	if err != nil {
 		return fmt.Errorf("classify: %w", err)

@@ -57,7 +57,7 @@ func setup(t testing.TB) *env {
 	e.sched = tasks.New(tasks.Config{Queue: queue, ReplayURL: "http://127.0.0.1:9/Replay", ServiceAccount: "tasks@p.iam.gserviceaccount.com", EmulatorHost: emu.Host},
 		tasks.WithClock(c.Now))
 	t.Cleanup(func() { e.sched.Close() })
-	e.policy = triage.NewLoader(fs, log)
+	e.policy = triage.NewLoader(store.New(fs), log)
 	e.h = New(Config{}, Deps{Logger: log, Store: e.store, Policy: e.policy, Scheduler: e.sched, Now: c.Now})
 	return e
 }
@@ -665,7 +665,7 @@ func TestKeylessOverride(t *testing.T) {
 	e := setup(t)
 	ctx := testenv.Context(t)
 	doc := testenv.WithRules(t, triage.DefaultYAML(), testenv.KeylessOKMarketing)
-	if _, err := triage.SaveOverride(ctx, e.fs, doc); err != nil {
+	if _, err := e.store.SavePolicyOverride(ctx, doc); err != nil {
 		t.Fatalf("SaveOverride() = %v", err)
 	}
 	tests := []struct {

@@ -9,10 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 
-	"cloud.google.com/go/firestore"
-
 	"github.com/jsdlq/jsdlq/shared/config"
-	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/httpfunc"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/notify"
@@ -50,21 +47,16 @@ func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) http.Han
 	}, build)
 }
 
-func build(e env, fs *firestore.Client, log *slog.Logger) (http.Handler, error) {
+func build(e env, db *store.Client, log *slog.Logger) (http.Handler, error) {
 	js := natsconn.NewLazy(e.NATS.Named("jsdlq-reconcile", log))
-	st := store.New(fs, store.WithLegacyCompletionsUntil(e.LegacyCompletionsUntil))
-	conv := e.Config.Conventions
-	if conv == (event.Conventions{}) {
-		conv = event.DefaultConventions
-	}
+	st := store.New(db, store.WithLegacyCompletionsUntil(e.LegacyCompletionsUntil))
 	h := reconciler.New(e.Config, reconciler.Deps{
 		Logger:    log,
 		Store:     st,
 		Tasks:     tasks.New(e.Tasks),
 		JetStream: js.JetStream,
 		// The outbox is published each run.
-		Notify: notify.FromConfig(st, e.Project, e.PubSubEmulatorHost, e.Notifications, js.JetStream, log,
-			notify.WithConventions(conv)),
+		Notify: notify.FromConfig(st, e.Project, e.PubSubEmulatorHost, e.Notifications, js.JetStream, log),
 	})
 	return h, nil
 }

@@ -95,7 +95,7 @@ func setupWith(t testing.TB, cfg replay.Config, wrap ...func(replay.Publisher) r
 	}
 	e.ct = testenv.NewCloudTasks(t)
 	e.queue = e.ct.Queue(t, project, "dlq-replay")
-	e.policy = triage.NewLoader(e.fs, obs.Discard(), triage.WithRefresh(0))
+	e.policy = triage.NewLoader(store.New(e.fs), obs.Discard(), triage.WithRefresh(0))
 
 	var h http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -370,7 +370,7 @@ func (e *env) overrideTransient(t *testing.T, rule string) {
 	if doc == string(triage.DefaultYAML()) {
 		t.Fatal("the default policy has no transient rule to override")
 	}
-	if _, err := triage.SaveOverride(e.ctx, e.fs, []byte(doc)); err != nil {
+	if _, err := store.New(e.fs).SavePolicyOverride(e.ctx, []byte(doc)); err != nil {
 		t.Fatalf("SaveOverride() = %v", err)
 	}
 }

@@ -6,14 +6,11 @@ import (
 	"log/slog"
 	"net/http"
 
-	"cloud.google.com/go/firestore"
-
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/httpfunc"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/notify"
 	"github.com/jsdlq/jsdlq/shared/store"
-	"github.com/jsdlq/jsdlq/shared/triage"
 )
 
 // env is replay's environment: what every HTTP function reads and where
@@ -42,13 +39,13 @@ func FromEnv(ctx context.Context, lookup config.Lookup, logs io.Writer) http.Han
 	}, build)
 }
 
-func build(cfg env, fs *firestore.Client, log *slog.Logger) (http.Handler, error) {
+func build(cfg env, db *store.Client, log *slog.Logger) (http.Handler, error) {
 	js := natsconn.NewLazy(cfg.NATS.Named("jsdlq-replay", log))
-	st := store.New(fs, store.WithLegacyCompletionsUntil(cfg.LegacyCompletionsUntil))
+	st := store.New(db, store.WithLegacyCompletionsUntil(cfg.LegacyCompletionsUntil))
 	return New(Config{}, Deps{
 		Logger:    log,
 		Store:     st,
-		Policy:    triage.NewLoader(fs, log),
+		Policy:    st.PolicyLoader(log),
 		Publisher: js,
 		Notify: notify.FromConfig(st, cfg.Project, cfg.PubSubEmulatorHost, cfg.Notifications, js.JetStream, log,
 			notify.AfterCommitOptions(cfg.Notifications)...),

@@ -47,7 +47,7 @@ func TestKeylessReevaluation(t *testing.T) {
 			e := setup(t)
 			en := e.newEntry(t, spec{id: fmt.Sprint("TASKS.13", i), keyless: true})
 			if tt.override != nil {
-				if _, err := triage.SaveOverride(e.ctx, e.fs, tt.override); err != nil {
+				if _, err := e.store.SavePolicyOverride(e.ctx, tt.override); err != nil {
 					t.Fatalf("SaveOverride() = %v", err)
 				}
 			}

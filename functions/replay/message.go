@@ -21,14 +21,14 @@ func MsgID(entryID string, attempt int) string { return entryID + "-r" + strconv
 // included), JetStream control headers of the original publish and jsdlq
 // headers of an earlier replay dropped, the plan's modifications added, and
 // the subject rerouted when the plan names an alternate agent.
-func Message(e *store.Entry, payload []byte, headers map[string][]string, plan store.Plan, strategy string, attempt int, agentHeader string) *nats.Msg {
+func Message(e *store.Entry, payload []byte, headers map[string][]string, plan store.Plan, strategy string, attempt int) *nats.Msg {
 	subject := e.Subject
 	if plan.AlternateSubject != "" {
 		subject = plan.AlternateSubject
 	}
 	h := nats.Header(jevent.CopyForReplay(headers))
 	if plan.AlternateAgent != "" && subject != e.Subject {
-		jevent.Conventions{AgentHeader: agentHeader}.Reassign(h, plan.AlternateAgent)
+		jevent.DefaultConventions.Reassign(h, plan.AlternateAgent)
 	}
 	var completed []string
 	if f := e.Failure; f != nil {

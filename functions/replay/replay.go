@@ -69,9 +69,6 @@ const maxBody = 64 << 10
 
 // Config is what replay reads from its environment.
 type Config struct {
-	// AgentHeader names the header carrying the agent (default X-Agent);
-	// it follows the task when a strategy reroutes it to another agent.
-	AgentHeader string
 	// PublishTimeout bounds the wait for the JetStream ack (default
 	// DefaultPublishTimeout): while NATS is unreachable the client buffers
 	// the publish, and the request answers 503 after this long instead of
@@ -115,9 +112,6 @@ type Handler struct {
 
 // New returns a Handler.
 func New(cfg Config, deps Deps) *Handler {
-	if cfg.AgentHeader == "" {
-		cfg.AgentHeader = jevent.DefaultConventions.AgentHeader
-	}
 	if cfg.PublishTimeout <= 0 {
 		cfg.PublishTimeout = DefaultPublishTimeout
 	}
@@ -450,7 +444,7 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 	}
 
 	// 5. Publish.
-	msg := Message(e, payload, headers, plan, strategy, attempt, h.cfg.AgentHeader)
+	msg := Message(e, payload, headers, plan, strategy, attempt)
 	msgID := MsgID(e.ID, attempt)
 	pctx, cancel := context.WithTimeout(ctx, h.cfg.PublishTimeout)
 	ack, err := h.pub.PublishMsg(pctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(e.Stream))

@@ -657,7 +657,7 @@ func TestMessage(t *testing.T) {
 	}
 	plan := store.Plan{Modifications: triage.Modifications{Instructions: []string{"line one\nline two", "second"},
 		AlternateAgent: "backend", AlternateSubject: "agents.backend.tasks.code_review", TargetModel: "m"}}
-	m := replay.Message(en, en.Payload, headers, plan, "hallucination_loop", 3, "X-Agent")
+	m := replay.Message(en, en.Payload, headers, plan, "hallucination_loop", 3)
 	want := nats.Header{
 		"X-Idempotency-Key":    {"k-1"},
 		"x-agent":              {"backend"},

@@ -60,7 +60,7 @@ func newCore(t *testing.T) *core {
 		t.Fatalf("create work stream: %v", err)
 	}
 	st := store.New(fs)
-	pol := triage.NewLoader(fs, log)
+	pol := triage.NewLoader(store.New(fs), log)
 	return &core{
 		project:  project,
 		st:       st,

@@ -75,7 +75,7 @@ func newGates(t *testing.T) *gates {
 		t.Fatalf("create work stream: %v", err)
 	}
 	g.kit = agentkit.New(g.js, agentkit.WithFirestore(fs))
-	h := replay.New(replay.Config{}, replay.Deps{Logger: log, Store: g.st, Policy: triage.NewLoader(fs, log), Publisher: g.js})
+	h := replay.New(replay.Config{}, replay.Deps{Logger: log, Store: g.st, Policy: triage.NewLoader(store.New(fs), log), Publisher: g.js})
 	target := httptest.NewServer(h)
 	t.Cleanup(target.Close)
 	g.ct = testenv.NewCloudTasks(t, cloudtasks.WithClock(c))

@@ -268,7 +268,7 @@ func TestTriageAgentAnswersThroughTheGates(t *testing.T) {
 	before, _ := g.st.GetMeta(ctx, ids["a-approve"])
 	n := jevent.NewNotification(jevent.NotifyAwaitingApproval, "mallory", ids["a-approve"], time.Now())
 	n.EntryID, n.Status = ids["a-approve"], string(store.AwaitingApproval)
-	forged, err := notify.TriageMsg(jevent.DefaultConventions, n, "work", "manual_review", "")
+	forged, err := notify.TriageMsg(n, "work", "manual_review", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,9 @@ import (
 const module = "github.com/jsdlq/jsdlq"
 
 // notDeployed are the trees no deployed binary may link: test
-// infrastructure (internal/) and the local stack (emulator/).
-var notDeployed = []string{module + "/internal/", module + "/emulator/"}
+// infrastructure (internal/), the emulators (emulator/), the tools around the
+// local stack (tools/) and the example agents (examples/).
+var notDeployed = []string{module + "/internal/", module + "/emulator/", module + "/tools/", module + "/examples/"}
 
 // localOnly are main packages under cmd/ that are part of the local stack,
 // not deployed: the Cloud Tasks emulator is emulator/cloudtasks.

@@ -25,8 +25,8 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/tools/stack"
 )
 
 // The Go buildpack of Cloud Functions, as this test follows it: the zip's

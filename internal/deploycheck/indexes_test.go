@@ -487,8 +487,8 @@ func (q queryBuilder) reached(rec *recorder) bool {
 // index.
 var queryMethods = map[string]bool{"Where": true, "WhereEntity": true, "OrderBy": true, "FindNearest": true}
 
-// queryBuilders scans the deployed code (everything but tests, internal/
-// and emulator/) for functions that call a query method.
+// queryBuilders scans the deployed code (everything but tests, internal/,
+// emulator/, tools/ and examples/) for functions that call a query method.
 func queryBuilders(t *testing.T, root string) []queryBuilder {
 	t.Helper()
 	type fn struct {
@@ -506,7 +506,7 @@ func queryBuilders(t *testing.T, root string) []queryBuilder {
 			switch {
 			case rel == ".":
 				return nil
-			case strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || rel == "internal" || rel == "emulator" || rel == "terraform" || rel == "docs":
+			case strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || rel == "internal" || rel == "emulator" || rel == "tools" || rel == "examples" || rel == "terraform" || rel == "docs":
 				return filepath.SkipDir
 			}
 			return nil

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/jsdlq/jsdlq/emulator/stack"
+	"github.com/jsdlq/jsdlq/tools/stack"
 )
 
 // The local stacks (stackctl, loadgen) create classify's push subscription

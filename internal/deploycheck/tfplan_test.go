@@ -80,7 +80,7 @@ var (
 )
 
 // offlinePlan plans a copy of terraform/ with terraform.tfvars.example,
-// against the providers emulator/tfschema serves from the provider schema
+// against the providers tools/tfschema serves from the provider schema
 // file (as make tf-validate does: nothing is contacted, data sources read as
 // placeholders), once per test binary.
 func offlinePlan(t testing.TB) *tfPlan {
@@ -114,7 +114,7 @@ func makePlan(root, schema string, state []byte, args ...string) (*tfPlan, error
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	plugin, err := testenv.BuildOnce("./emulator/tfschema/cmd/terraform-provider-tfschema")
+	plugin, err := testenv.BuildOnce("./tools/tfschema/cmd/terraform-provider-tfschema")
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,6 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/jsdlq/jsdlq/bridge"
-	"github.com/jsdlq/jsdlq/emulator/tsagent"
 	"github.com/jsdlq/jsdlq/functions/classify"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
@@ -44,6 +43,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
 	"github.com/jsdlq/jsdlq/shared/triage"
+	"github.com/jsdlq/jsdlq/tools/tsagent"
 )
 
 // step is what the agent does with one delivery (tools/compat.ts reads the

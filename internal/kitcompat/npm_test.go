@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jsdlq/jsdlq/emulator/tsagent"
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/tools/tsagent"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -193,7 +193,7 @@ func seedTriage(t *testing.T, st *store.Store, op *operator.Operator, en triageE
 	}
 	nt := event.NewNotification(kind, "acme", en.ID, stored.History[len(stored.History)-1].At)
 	nt.EntryID, nt.Status, nt.Category, nt.ReasonCode, nt.EscalateTo, nt.Summary = en.ID, string(en.Status), en.Category, "timeout", "ceo", "entry "+en.ID
-	m, err := notify.TriageMsg(event.DefaultConventions, nt, "blog_post", "escalate", "")
+	m, err := notify.TriageMsg(nt, "blog_post", "escalate", "")
 	if err != nil {
 		t.Fatal(err)
 	}

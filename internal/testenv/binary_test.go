@@ -25,7 +25,7 @@ func TestCommandName(t *testing.T) {
 // Every caller gets the one build, however many ask at once; a package that
 // does not build says why, every time it is asked.
 func TestBuildOnce(t *testing.T) {
-	const pkg = "./emulator/tfschema/cmd/tfpolicy"
+	const pkg = "./tools/tfschema/cmd/tfpolicy"
 	paths := make([]string, 4)
 	var wg sync.WaitGroup
 	for i := range paths {

@@ -18,7 +18,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
-	"github.com/jsdlq/jsdlq/shared/tasksemu"
+	"github.com/jsdlq/jsdlq/shared/clientopt"
 )
 
 // CloudTasks is an in-process Cloud Tasks emulator of a test's own, laid out
@@ -48,12 +48,12 @@ func NewCloudTasks(t testing.TB, opts ...cloudtasks.Option) *CloudTasks {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, gl, hl) }()
 	host := gl.Addr().String()
-	client, err := ctapi.NewClient(context.Background(), tasksemu.ClientOptions(host)...)
+	client, err := ctapi.NewClient(context.Background(), clientopt.CloudTasksOptions(host)...)
 	if err != nil {
 		cancel()
 		t.Fatalf("testenv: cloud tasks client: %v", err)
 	}
-	jwks, _ := tasksemu.JWKSURL(host)
+	jwks, _ := clientopt.CloudTasksJWKSURL(host)
 	c := &CloudTasks{Host: host, JWKSURL: jwks, Client: client, Server: srv}
 	var once sync.Once
 	c.stop = func() {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jsdlq/jsdlq/emulator/stack"
+	"github.com/jsdlq/jsdlq/tools/stack"
 )
 
 // FunctionsHost builds the local functions host (cmd/functions, once per

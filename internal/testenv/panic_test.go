@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/internal/testenv"
+	"github.com/jsdlq/jsdlq/tools/stack"
 )
 
 // A test binary that panics never reaches testenv.Main's cleanup; the

@@ -39,7 +39,7 @@ func moduleRoot() (string, error) {
 
 // ProvidersSchema is the `terraform providers schema -json` file the
 // offline Terraform checks serve the real provider schemas from, looked for
-// where emulator/tfschema/validate.sh looks: TF_PROVIDERS_SCHEMA, else
+// where tools/tfschema/validate.sh looks: TF_PROVIDERS_SCHEMA, else
 // shared/terraform/providers-schema.json beside the checkout, where one file
 // serves every checkout of a machine, read where it lies (no copy of it
 // belongs in the repository; terraform/README.md says how to make it). The

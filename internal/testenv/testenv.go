@@ -26,7 +26,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
-	"github.com/jsdlq/jsdlq/emulator/stack"
+	"github.com/jsdlq/jsdlq/tools/stack"
 )
 
 // Main runs the tests and stops every server started for them.

@@ -197,7 +197,7 @@ func (k *Kit) pendingPerAgent(ctx context.Context) (map[string]uint64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agentkit: stream %s: %w", k.work, err)
 	}
-	prefix := event.DefaultConventions.AgentSubjectPrefix
+	prefix := event.DefaultAgentSubjectPrefix
 	info, err := s.Info(ctx, jetstream.WithSubjectFilter(prefix+".*.tasks.>"))
 	if err != nil {
 		return nil, fmt.Errorf("agentkit: pending tasks of %s: %w", k.work, err)

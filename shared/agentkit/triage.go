@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/event"
 )
 
@@ -42,6 +43,11 @@ var (
 	// ErrTriageUnfinished: the answer is recorded on the entry, but the
 	// replay task it asks for was not created; reconcile creates it.
 	ErrTriageUnfinished = errors.New("agentkit: triage answer recorded, its replay task left to reconcile")
+	// ErrPermissionDenied: the policy does not let the triage agent decide
+	// on this entry (its rule does not grant triage_agent); the entry waits
+	// for its approvers. It is authority's sentinel, named here so that an
+	// agent tells it apart with the kit alone.
+	ErrPermissionDenied = authority.ErrPermissionDenied
 )
 
 // TriageAnswer is a triage agent's decision on one entry.
@@ -111,8 +117,8 @@ func ParseTriage(h map[string][]string, data []byte) (event.TriageTask, error) {
 	if v := event.Header(h, event.HeaderTriageEntry); v != t.EntryID {
 		return bad("header %s is %q, the body names %q", event.HeaderTriageEntry, v, t.EntryID)
 	}
-	if v := event.Header(h, event.DefaultConventions.TenantHeader); v != "" && v != t.Tenant {
-		return bad("header %s is %q, the body's tenant is %q", event.DefaultConventions.TenantHeader, v, t.Tenant)
+	if v := event.Header(h, event.HeaderTenant); v != "" && v != t.Tenant {
+		return bad("header %s is %q, the body's tenant is %q", event.HeaderTenant, v, t.Tenant)
 	}
 	return t, nil
 }

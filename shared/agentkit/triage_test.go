@@ -23,7 +23,7 @@ func triageMsg(t *testing.T) (map[string][]string, []byte, event.TriageTask) {
 	n := event.NewNotification(event.NotifyEscalated, "acme", "TASKS.7", time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
 	n.EntryID, n.Status, n.Category, n.ReasonCode, n.EscalateTo = "TASKS.7", "escalated", "permanent", "impossible_task", "ceo"
 	n.Summary = "entry TASKS.7 is escalated"
-	m, err := notify.TriageMsg(event.DefaultConventions, n, "billing", "escalate", "https://console.example")
+	m, err := notify.TriageMsg(n, "billing", "escalate", "https://console.example")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,10 +24,11 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/api/idtoken"
 
+	"github.com/jsdlq/jsdlq/shared/auth/keyset"
+	"github.com/jsdlq/jsdlq/shared/clientopt"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/obs"
-	"github.com/jsdlq/jsdlq/shared/tasksemu"
 )
 
 var (
@@ -40,7 +41,7 @@ var (
 )
 
 // googleIssuers are the issuers Google's ID tokens carry.
-var googleIssuers = map[string]bool{"accounts.google.com": true, "https://accounts.google.com": true}
+var googleIssuers = map[string]bool{"accounts.google.com": true, keyset.GoogleIssuer: true}
 
 // Identity is the verified caller.
 type Identity struct {
@@ -106,18 +107,18 @@ func New(cfg config.Auth, emulatorHost string, opts ...Option) (*Authenticator, 
 		url := o.jwksURL
 		if url == "" {
 			var err error
-			if url, err = tasksemu.JWKSURL(emulatorHost); err != nil {
+			if url, err = clientopt.CloudTasksJWKSURL(emulatorHost); err != nil {
 				return nil, fmt.Errorf("auth: emulator mode: %w", err)
 			}
 		}
-		var vopts []tasksemu.VerifierOption
+		var vopts []keyset.VerifierOption
 		if o.httpClient != nil {
-			vopts = append(vopts, tasksemu.WithVerifierHTTPClient(o.httpClient))
+			vopts = append(vopts, keyset.WithVerifierHTTPClient(o.httpClient))
 		}
 		if o.now != nil {
-			vopts = append(vopts, tasksemu.WithVerifierClock(o.now))
+			vopts = append(vopts, keyset.WithVerifierClock(o.now))
 		}
-		a.verify = emulatorVerifier(tasksemu.NewVerifier(url, vopts...), a.audience)
+		a.verify = emulatorVerifier(keyset.NewVerifier(url, vopts...), a.audience)
 	case config.AuthOIDC, "":
 		a.mode = config.AuthOIDC
 		a.verify = googleVerifier(o.httpClient)
@@ -134,11 +135,11 @@ func New(cfg config.Auth, emulatorHost string, opts ...Option) (*Authenticator, 
 // emulator's keys. A token refused only for its audience is verified again
 // against its own audience: if that passes, it is genuine but meant for
 // someone else (403), not forged (401).
-func emulatorVerifier(v *tasksemu.Verifier, audience string) func(context.Context, string) (claims, error) {
+func emulatorVerifier(v *keyset.Verifier, audience string) func(context.Context, string) (claims, error) {
 	return func(ctx context.Context, raw string) (claims, error) {
 		c, err := v.Verify(ctx, raw, audience)
 		if err != nil && errors.Is(err, jwt.ErrTokenInvalidAudience) {
-			var unverified tasksemu.IDTokenClaims
+			var unverified keyset.IDTokenClaims
 			if _, _, perr := jwt.NewParser().ParseUnverified(raw, &unverified); perr == nil && len(unverified.Audience) == 1 {
 				if c2, err2 := v.Verify(ctx, raw, unverified.Audience[0]); err2 == nil {
 					c, err = c2, nil
@@ -146,7 +147,7 @@ func emulatorVerifier(v *tasksemu.Verifier, audience string) func(context.Contex
 			}
 		}
 		if err != nil {
-			if errors.Is(err, tasksemu.ErrToken) {
+			if errors.Is(err, keyset.ErrToken) {
 				return claims{}, fmt.Errorf("%w: %w", ErrUnauthenticated, err)
 			}
 			return claims{}, fmt.Errorf("%w: %w", ErrUnavailable, err)

@@ -23,3 +23,22 @@ func TestOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestCloudTasksJWKSURL(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"127.0.0.1:8123", "http://127.0.0.1:8124/jwks.json"},
+		{"localhost:9000", "http://localhost:9001/jwks.json"},
+		{"[::1]:8123", "http://[::1]:8124/jwks.json"},
+	}
+	for _, tt := range tests {
+		if got, err := CloudTasksJWKSURL(tt.in); err != nil || got != tt.want {
+			t.Errorf("CloudTasksJWKSURL(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"127.0.0.1", "host:x", "h:65535"} {
+		if _, err := CloudTasksJWKSURL(bad); err == nil {
+			t.Errorf("CloudTasksJWKSURL(%q) = nil error, want one", bad)
+		}
+	}
+}

@@ -84,24 +84,20 @@ const (
 	DefaultAgentSubjectPrefix = "agents"
 )
 
-// Conventions names the message headers jsdlq reads and the subject grammar of
-// tasks.
-type Conventions struct {
-	TenantHeader  string // default X-Tenant-ID
-	AgentHeader   string // default X-Agent
-	DefaultTenant string // default "default"
-	// AgentSubjectPrefix: the agent is the token after it in subjects
-	// "<prefix>.<agent>.tasks.<type>"; default "agents".
-	AgentSubjectPrefix string
-}
+// Conventions reads a task's identity by the fixed conventions of
+// docs/contracts.md: its tenant from HeaderTenant (DefaultTenant when it
+// names none), its agent from HeaderAgent or its subject, and the subject
+// grammar "<DefaultAgentSubjectPrefix>.<agent>.tasks.<type>". None of them
+// is configurable (docs/contracts.md, "Conventions: fixed"): they are the
+// wire contract both agent kits write and every component reads, so a
+// deployment's own name would have to be set alike in every agent, in two
+// languages, and in every function, and one that disagreed would silently
+// move completion records and breakers to another tenant. It has no fields:
+// the zero value is the only one.
+type Conventions struct{}
 
-// DefaultConventions are the header names docs/contracts.md documents.
-var DefaultConventions = Conventions{
-	TenantHeader:       HeaderTenant,
-	AgentHeader:        HeaderAgent,
-	DefaultTenant:      DefaultTenant,
-	AgentSubjectPrefix: DefaultAgentSubjectPrefix,
-}
+// DefaultConventions are the conventions (the zero Conventions).
+var DefaultConventions = Conventions{}
 
 // Subject is a task subject read by the grammar "<prefix>.<agent>.tasks.<type>".
 type Subject struct {
@@ -113,7 +109,7 @@ type Subject struct {
 // follow it (the prefix is not c's, or the "tasks" token is missing).
 func (c Conventions) ParseSubject(subject string) (s Subject, ok bool) {
 	t := strings.Split(subject, ".")
-	if len(t) < 3 || t[0] != c.subjectPrefix() || t[1] == "" || t[2] != "tasks" {
+	if len(t) < 3 || t[0] != DefaultAgentSubjectPrefix || t[1] == "" || t[2] != "tasks" {
 		return Subject{}, false
 	}
 	return Subject{Agent: t[1], TaskType: strings.Join(t[3:], ".")}, true
@@ -121,25 +117,19 @@ func (c Conventions) ParseSubject(subject string) (s Subject, ok bool) {
 
 // TaskSubject builds the subject of a task of taskType for agent.
 func (c Conventions) TaskSubject(agent, taskType string) string {
-	return c.subjectPrefix() + "." + agent + ".tasks." + taskType
-}
-
-// subjectPrefix is c's, or the default when c leaves it empty (the zero
-// Conventions are the defaults).
-func (c Conventions) subjectPrefix() string {
-	return cmp.Or(c.AgentSubjectPrefix, DefaultAgentSubjectPrefix)
+	return DefaultAgentSubjectPrefix + "." + agent + ".tasks." + taskType
 }
 
 // Tenant returns the tenant of a message with decoded headers h.
 func (c Conventions) Tenant(h map[string][]string) string {
-	t := strings.TrimSpace(Header(h, cmp.Or(c.TenantHeader, HeaderTenant)))
-	return cmp.Or(t, c.DefaultTenant, DefaultTenant)
+	t := strings.TrimSpace(Header(h, HeaderTenant))
+	return cmp.Or(t, DefaultTenant)
 }
 
 // Agent returns the agent of a message: the agent header, else the <agent>
 // token of a subject "agents.<agent>.tasks.<type>", else "".
 func (c Conventions) Agent(subject string, h map[string][]string) string {
-	if a := strings.TrimSpace(Header(h, cmp.Or(c.AgentHeader, HeaderAgent))); a != "" {
+	if a := strings.TrimSpace(Header(h, HeaderAgent)); a != "" {
 		return a
 	}
 	s, _ := c.ParseSubject(subject)
@@ -151,9 +141,8 @@ func (c Conventions) Agent(subject string, h map[string][]string) string {
 // message that named its agent only by its subject gets no header (its new
 // subject names the agent).
 func (c Conventions) Reassign(h map[string][]string, agent string) {
-	name := cmp.Or(c.AgentHeader, HeaderAgent)
 	for k := range h {
-		if strings.EqualFold(k, name) {
+		if strings.EqualFold(k, HeaderAgent) {
 			h[k] = []string{agent}
 		}
 	}
@@ -188,13 +177,13 @@ func (c Conventions) IdempotencyKey(h map[string][]string) string {
 }
 
 // IsIdentityHeader reports whether name (any case) is a header the task's
-// identity is read from under c: its tenant, its idempotency key, and the
+// identity is read from: its tenant, its idempotency key, and the
 // task id and version the key falls back to. A replay's edits may not set
 // them: the gates (the tenant's breaker, the task's completion record)
 // judged the identity stored with the entry, and the replay must carry that
 // one to the agent.
 func (c Conventions) IsIdentityHeader(name string) bool {
-	for _, id := range []string{cmp.Or(c.TenantHeader, HeaderTenant), HeaderIdempotencyKey, HeaderTaskID, HeaderTaskVersion} {
+	for _, id := range []string{HeaderTenant, HeaderIdempotencyKey, HeaderTaskID, HeaderTaskVersion} {
 		if strings.EqualFold(name, id) {
 			return true
 		}

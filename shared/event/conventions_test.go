@@ -93,32 +93,28 @@ func TestReplayHeadersRoundTrip(t *testing.T) {
 
 // Jsdlq-* headers are jsdlq's whatever their case; JetStream's Nats-*
 // headers are control headers too, but not replay headers; a name that
-// only contains the prefix is neither. The identity headers (tenant, under
-// the conventions' name, idempotency key, task id and version) are neither.
+// only contains the prefix is neither. The identity headers (tenant,
+// idempotency key, task id and version) are neither.
 func TestReplayAndControlHeaders(t *testing.T) {
-	// Identity: the default conventions' and those of a deployment whose
-	// tenant header is X-Org.
-	org := event.Conventions{TenantHeader: "X-Org"}
 	for _, tt := range []struct {
-		name                             string
-		replay, control, identity, byOrg bool
+		name                      string
+		replay, control, identity bool
 	}{
-		{"Jsdlq-Replay-Of", true, true, false, false},
-		{"jsdlq-strategy", true, true, false, false},
-		{"JSDLQ-X", true, true, false, false},
-		{"Nats-Msg-Id", false, true, false, false},
-		{"nats-expected-stream", false, true, false, false},
-		{"X-Jsdlq-Replay-Of", false, false, false, false},
-		{"Jsdlq", false, false, false, false},
-		{"X-Task-ID", false, false, true, true},
-		{"x-task-id", false, false, true, true},
-		{"X-Tenant-ID", false, false, true, false},
-		{"x-tenant-id", false, false, true, false},
-		{"X-Org", false, false, false, true},
-		{"X-Idempotency-Key", false, false, true, true},
-		{"X-Task-Version", false, false, true, true},
-		{"X-Task-Type", false, false, false, false},
-		{"X-Reviewed-By", false, false, false, false},
+		{"Jsdlq-Replay-Of", true, true, false},
+		{"jsdlq-strategy", true, true, false},
+		{"JSDLQ-X", true, true, false},
+		{"Nats-Msg-Id", false, true, false},
+		{"nats-expected-stream", false, true, false},
+		{"X-Jsdlq-Replay-Of", false, false, false},
+		{"Jsdlq", false, false, false},
+		{"X-Task-ID", false, false, true},
+		{"x-task-id", false, false, true},
+		{"X-Tenant-ID", false, false, true},
+		{"x-tenant-id", false, false, true},
+		{"X-Idempotency-Key", false, false, true},
+		{"X-Task-Version", false, false, true},
+		{"X-Task-Type", false, false, false},
+		{"X-Reviewed-By", false, false, false},
 	} {
 		if got := event.IsReplayHeader(tt.name); got != tt.replay {
 			t.Errorf("IsReplayHeader(%q) = %v, want %v", tt.name, got, tt.replay)
@@ -128,9 +124,6 @@ func TestReplayAndControlHeaders(t *testing.T) {
 		}
 		if got := event.DefaultConventions.IsIdentityHeader(tt.name); got != tt.identity {
 			t.Errorf("DefaultConventions.IsIdentityHeader(%q) = %v, want %v", tt.name, got, tt.identity)
-		}
-		if got := org.IsIdentityHeader(tt.name); got != tt.byOrg {
-			t.Errorf("Conventions{TenantHeader: X-Org}.IsIdentityHeader(%q) = %v, want %v", tt.name, got, tt.byOrg)
 		}
 	}
 }
@@ -149,8 +142,6 @@ func TestReassign(t *testing.T) {
 		{"other case", event.DefaultConventions, map[string][]string{"x-agent": {"backend"}}, map[string][]string{"x-agent": {"cto"}}},
 		{"no agent header", event.DefaultConventions, map[string][]string{"X-Task-ID": {"t"}}, map[string][]string{"X-Task-ID": {"t"}}},
 		{"zero conventions", event.Conventions{}, map[string][]string{"X-Agent": {"backend"}}, map[string][]string{"X-Agent": {"cto"}}},
-		{"own header name", event.Conventions{AgentHeader: "Agent-Name"}, map[string][]string{"Agent-Name": {"backend"}, "X-Agent": {"backend"}},
-			map[string][]string{"Agent-Name": {"cto"}, "X-Agent": {"backend"}}},
 	} {
 		tt.conv.Reassign(tt.h, "cto")
 		if diff := cmp.Diff(tt.want, tt.h); diff != "" {

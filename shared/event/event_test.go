@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jsdlq/jsdlq/internal/eventschema"
 	"github.com/jsdlq/jsdlq/shared/event"
-	"github.com/jsdlq/jsdlq/shared/event/eventschema"
 )
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)

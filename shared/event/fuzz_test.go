@@ -7,8 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jsdlq/jsdlq/internal/eventschema"
 	"github.com/jsdlq/jsdlq/shared/event"
-	"github.com/jsdlq/jsdlq/shared/event/eventschema"
 )
 
 // FuzzDecode feeds arbitrary bytes to the decoder classify runs on every

@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/jsdlq/jsdlq/internal/eventschema"
 	"github.com/jsdlq/jsdlq/shared/event"
-	"github.com/jsdlq/jsdlq/shared/event/eventschema"
 )
 
 func sampleNotifications(at time.Time) []event.Notification {

@@ -1,9 +1,11 @@
 // Package httpfunc builds jsdlq's HTTP functions (replay, reconcile, deliver)
-// one way: configuration read at once, a Firestore client for the project,
-// the handler behind the function's authentication (Cloud Tasks' or Cloud
-// Scheduler's OIDC token, or the emulator's), and a configuration or client
-// error logged once with every request refused 500 (obs.HTTPFunction), so
-// the caller keeps its work while the deployment is fixed.
+// one way, the only way: configuration read at once (every problem
+// reported together), a Firestore client for the project, the handler
+// behind the function's authentication (Cloud Tasks' or Cloud Scheduler's
+// OIDC token, or the emulator's), and a configuration or client error logged
+// once with every request refused 500 (obs.Refuse), so the caller keeps its
+// work while the deployment is fixed. The deploy root calls each function's
+// FromEnv once, on the first request, so clients are built lazily, once.
 package httpfunc
 
 import (
@@ -16,11 +18,10 @@ import (
 	"log/slog"
 	"net/http"
 
-	"cloud.google.com/go/firestore"
-
 	"github.com/jsdlq/jsdlq/shared/auth"
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/obs"
+	"github.com/jsdlq/jsdlq/shared/store"
 )
 
 // Loaded is a function's configuration with what every function has: the
@@ -88,25 +89,40 @@ func DecodeStrict(b []byte, v any) error {
 // New builds function name: load reads its configuration (every problem at
 // once), build makes its handler from the configuration, a Firestore client
 // for the project (the emulator's when FIRESTORE_EMULATOR_HOST is set) and
-// the logger. Nothing connects before the first request.
+// the logger; the handler is served behind the function's authentication.
+// When any step fails the reason is logged once and every request is
+// refused with 500 (obs.Refuse). Nothing connects before the first request.
 func New[C any](ctx context.Context, logs io.Writer, name string, load func() (Loaded[C], error),
-	build func(cfg C, fs *firestore.Client, log *slog.Logger) (http.Handler, error)) http.Handler {
-	return obs.HTTPFunction(logs, name, func() (Loaded[C], string, error) {
-		l, err := load()
-		return l, l.Common.Project, err
-	}, func(l Loaded[C], log *slog.Logger) (http.Handler, error) {
-		a, err := auth.New(l.Auth, l.Common.CloudTasksEmulatorHost, auth.WithLogger(log))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		fs, err := firestore.NewClient(ctx, l.Common.Project)
-		if err != nil {
-			return nil, fmt.Errorf("%s: firestore client for project %s: %w", name, l.Common.Project, err)
-		}
-		h, err := build(l.Config, fs, log)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		return a.Middleware(h), nil
-	})
+	build func(cfg C, db *store.Client, log *slog.Logger) (http.Handler, error)) http.Handler {
+	log := obs.NewLogger(logs, obs.WithComponent(name))
+	l, err := load()
+	if err != nil {
+		log.Error(name+": invalid configuration; requests are refused with 500 until it is fixed", "error", err.Error())
+		return obs.Middleware(obs.Refuse(log, name, err))
+	}
+	log = obs.NewLogger(logs, obs.WithComponent(name), obs.WithProject(l.Common.Project))
+	h, err := handler(ctx, name, l, log, build)
+	if err != nil {
+		log.Error(name+": cannot build clients; requests are refused with 500", "error", err.Error())
+		return obs.Middleware(obs.Refuse(log, name, err))
+	}
+	return obs.Middleware(h)
+}
+
+// handler is the authenticated handler of a configured function.
+func handler[C any](ctx context.Context, name string, l Loaded[C], log *slog.Logger,
+	build func(cfg C, db *store.Client, log *slog.Logger) (http.Handler, error)) (http.Handler, error) {
+	a, err := auth.New(l.Auth, l.Common.CloudTasksEmulatorHost, auth.WithLogger(log))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	db, err := store.Open(ctx, l.Common.Project)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	h, err := build(l.Config, db, log)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return a.Middleware(h), nil
 }

@@ -71,7 +71,6 @@ type Flusher struct {
 	topic   Topic
 	tasks   func(context.Context) (Tasks, error)
 	hooks   WebhookTasks
-	conv    event.Conventions
 	console string
 	owner   string
 	lease   time.Duration
@@ -89,10 +88,6 @@ type Flusher struct {
 
 // Option configures New.
 type Option func(*Flusher)
-
-// WithConventions sets the subject grammar of triage tasks and the tenant
-// header (default event.DefaultConventions).
-func WithConventions(c event.Conventions) Option { return func(f *Flusher) { f.conv = c } }
 
 // WithConsoleURL sets the console's address; triage tasks link to the
 // entry's page under it.
@@ -134,7 +129,7 @@ func LazyJetStream(js func(context.Context) (jetstream.JetStream, error)) func(c
 func New(st *store.Store, topic Topic, opts ...Option) *Flusher {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	f := &Flusher{store: st, topic: topic, conv: event.DefaultConventions, owner: "flusher-" + hex.EncodeToString(b),
+	f := &Flusher{store: st, topic: topic, owner: "flusher-" + hex.EncodeToString(b),
 		lease: 2 * time.Minute, batch: 500, log: obs.Discard(), sweepEvery: DefaultSweepEvery, budget: DefaultAfterCommitBudget}
 	f.lastSweep.Store(neverSwept)
 	for _, o := range opts {
@@ -344,21 +339,17 @@ func (f *Flusher) paused(o *store.Outbox) error {
 // TriageMsg is the triage task of the entry notification n: on the triage
 // agent's subject, with headers naming the entry and a Nats-Msg-Id that is
 // the same for every publish of the same decision.
-func TriageMsg(conv event.Conventions, n event.Notification, taskType, action, consoleURL string) (*nats.Msg, error) {
+func TriageMsg(n event.Notification, taskType, action, consoleURL string) (*nats.Msg, error) {
 	task := event.NewTriageTask(n, taskType, action, consoleURL)
 	body, err := json.Marshal(task)
 	if err != nil {
 		return nil, fmt.Errorf("notify: encode triage task: %w", err)
 	}
-	tenantHeader := conv.TenantHeader
-	if tenantHeader == "" {
-		tenantHeader = event.HeaderTenant
-	}
-	m := nats.NewMsg(conv.TaskSubject(task.Agent, event.TriageTaskType))
+	m := nats.NewMsg(event.DefaultConventions.TaskSubject(task.Agent, event.TriageTaskType))
 	m.Data = body
 	m.Header.Set(jetstream.MsgIDHeader, TriageMsgIDPrefix+n.ID)
 	m.Header.Set(event.HeaderTaskID, n.EntryID)
-	m.Header.Set(tenantHeader, n.Tenant)
+	m.Header.Set(event.HeaderTenant, n.Tenant)
 	m.Header.Set(event.HeaderAgent, task.Agent)
 	m.Header.Set(event.HeaderTaskType, event.TriageTaskType)
 	m.Header.Set(event.HeaderIdempotencyKey, TriageMsgIDPrefix+n.ID)
@@ -374,7 +365,7 @@ func (f *Flusher) triage(ctx context.Context, o *store.Outbox, n event.Notificat
 	if err != nil {
 		return fmt.Errorf("notify: jetstream: %w", err)
 	}
-	m, err := TriageMsg(f.conv, n, o.TaskType, o.Action, f.console)
+	m, err := TriageMsg(n, o.TaskType, o.Action, f.console)
 	if err != nil {
 		return err
 	}

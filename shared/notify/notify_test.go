@@ -16,10 +16,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jsdlq/jsdlq/functions/classify"
+	"github.com/jsdlq/jsdlq/internal/eventschema"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/event"
-	"github.com/jsdlq/jsdlq/shared/event/eventschema"
 	"github.com/jsdlq/jsdlq/shared/notify"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -137,7 +137,7 @@ func classifyEventOn(t *testing.T, seq uint64, subject string) cloudevent.Event 
 func TestEscalationOneTriageTask(t *testing.T) {
 	e := setup(t)
 	ctx := testenv.Context(t)
-	h := classify.New(classify.Config{}, classify.Deps{Store: e.store, Policy: triage.NewLoader(e.fs, nil), Now: e.clock.Now})
+	h := classify.New(classify.Config{}, classify.Deps{Store: e.store, Policy: triage.NewLoader(store.New(e.fs), nil), Now: e.clock.Now})
 	f := e.flusher()
 	for range 5 {
 		if err := h.Handle(ctx, classifyEvent(t, 42)); err != nil {
@@ -185,7 +185,7 @@ func TestEscalationOneTriageTask(t *testing.T) {
 func TestDeadTriageTaskIsNotTriagedAgain(t *testing.T) {
 	e := setup(t)
 	ctx := testenv.Context(t)
-	h := classify.New(classify.Config{}, classify.Deps{Store: e.store, Policy: triage.NewLoader(e.fs, nil), Now: e.clock.Now})
+	h := classify.New(classify.Config{}, classify.Deps{Store: e.store, Policy: triage.NewLoader(store.New(e.fs), nil), Now: e.clock.Now})
 	subject := event.DefaultConventions.TaskSubject("ceo", event.TriageTaskType)
 	if err := h.Handle(ctx, classifyEventOn(t, 43, subject)); err != nil {
 		t.Fatalf("Handle() = %v", err)

@@ -105,6 +105,7 @@ const retry, final = true, false
 var Sentinels = []Sentinel{
 	{"authority.ErrPermissionDenied", authority.ErrPermissionDenied, of(Denied, final)},
 	{"operator.ErrPermissionDenied", operator.ErrPermissionDenied, of(Denied, final)},
+	{"agentkit.ErrPermissionDenied", agentkit.ErrPermissionDenied, of(Denied, final)},
 	{"auth.ErrForbidden", auth.ErrForbidden, of(Denied, final)},
 
 	{"agentkit.ErrTriageNotFound", agentkit.ErrTriageNotFound, of(NotFound, final)},

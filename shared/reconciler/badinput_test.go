@@ -12,13 +12,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/jsdlq/jsdlq/emulator/stack"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	"github.com/jsdlq/jsdlq/shared/obs"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/tasks"
+	"github.com/jsdlq/jsdlq/tools/stack"
 )
 
 // runBound is far above IOTimeout (2 s here) and far below the budget

@@ -383,13 +383,13 @@ func (w *subjectWalk) recordOne(ctx context.Context, rp *audit.Repair, id string
 				Detail: fmt.Sprintf("no consumer of stream %s matches subject %s", w.stream, m.Subject)}},
 		Headers: m.Header, Data: m.Data,
 	}
-	ev := rec.Event(r.h.cfg.Conventions, now)
+	ev := rec.Event(event.DefaultConventions, now)
 	headers, err := event.DecodeHeaders(ev.Message.Headers)
 	if err != nil {
 		rp.Fail(fmt.Errorf("%s: headers: %w", ev.ID, err))
 		return
 	}
-	e := store.NewEntry(id, ev, headers, r.h.cfg.Conventions)
+	e := store.NewEntry(id, ev, headers, event.DefaultConventions)
 	// A replay sent to a subject nobody consumes is linked to the entry it
 	// replays, as classify links a replay's death.
 	chain, _, err := r.h.store.LinkReplay(ctx, e, headers)

@@ -127,7 +127,7 @@ func (r *run) triageConsumers(ctx context.Context, js jetstream.JetStream) (map[
 					filters = []string{ci.Config.FilterSubject}
 				}
 				if !slices.ContainsFunc(filters, func(f string) bool {
-					s, ok := r.h.cfg.Conventions.ParseSubject(f)
+					s, ok := event.DefaultConventions.ParseSubject(f)
 					return !ok || s.TaskType != event.TriageTaskType
 				}) {
 					only = append(only, ci.Name)

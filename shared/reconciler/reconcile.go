@@ -75,10 +75,6 @@ type Config struct {
 	// by the consumer-filter audit (default 1 000); the rest are read by
 	// the next runs.
 	MaxUnconsumedMsgs int
-	// Conventions name the tenant and agent headers of the entries the
-	// consumer-filter audit records; zero means event.DefaultConventions (as
-	// classify).
-	Conventions event.Conventions
 	// Grace leaves entries and tasks changed this recently alone (default
 	// 2 min): classify creates a task just after its entry commits, and a
 	// replay in flight changes its entry just before its task completes.
@@ -136,9 +132,6 @@ func (c *Config) defaults() {
 	}
 	if c.OutcomeMinGap <= 0 {
 		c.OutcomeMinGap = DefaultOutcomeMinGap
-	}
-	if c.Conventions == (event.Conventions{}) {
-		c.Conventions = event.DefaultConventions
 	}
 	orDefault(&c.TimeBudget, 4*time.Minute)
 	orDefault(&c.LeaseTTL, c.TimeBudget+2*time.Minute)

@@ -7,10 +7,10 @@ import (
 )
 
 // PolicyLoader returns the triage policy in force as classify and replay
-// read it (triage.Loader over this store's Firestore), for code that holds
-// a Store but not its client: the reconcile engine classifies what it
+// read it (triage.Loader over this store's override), for everything that
+// evaluates the policy: the reconcile engine classifies what it
 // records under the current policy, whether the function, dlqctl or the
 // demo runs it.
 func (s *Store) PolicyLoader(log *slog.Logger, opts ...triage.LoaderOption) *triage.Loader {
-	return triage.NewLoader(s.fs, log, opts...)
+	return triage.NewLoader(s, log, opts...)
 }

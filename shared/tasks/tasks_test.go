@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/jsdlq/jsdlq/internal/testenv"
-	"github.com/jsdlq/jsdlq/shared/tasksemu"
+	"github.com/jsdlq/jsdlq/shared/auth/keyset"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"google.golang.org/grpc/codes"
@@ -113,7 +113,7 @@ func TestScheduleDispatchesWithOIDC(t *testing.T) {
 	if !ok {
 		t.Fatalf("Authorization = %q, want a bearer token", h.auth)
 	}
-	claims, err := tasksemu.NewVerifier(emu.JWKSURL).Verify(ctx, raw, replayURL)
+	claims, err := keyset.NewVerifier(emu.JWKSURL).Verify(ctx, raw, replayURL)
 	if err != nil || claims.Email != "tasks@test-project.iam.gserviceaccount.com" {
 		t.Errorf("OIDC token: %+v, %v, want signed for the service account with the replay URL as audience", claims, err)
 	}

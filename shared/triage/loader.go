@@ -8,30 +8,28 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
-	"cloud.google.com/go/firestore"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
-// Firestore location of the operator's override.
-const (
-	OverrideCollection = "triage-policy"
-	OverrideDoc        = "current"
-	OverrideField      = "yaml"
-)
+// OverrideSource reads the operator's stored override of the default policy
+// (the store implements it over triage-policy/current, and owns saving it).
+// found is false when there is none; doc is the YAML as written, which may
+// be invalid.
+type OverrideSource interface {
+	PolicyOverrideYAML(ctx context.Context) (doc []byte, found bool, err error)
+}
 
 // DefaultRefresh is how long a loaded policy is used before the override
 // document is read again; it bounds both the policy reads per event and how
 // long an operator waits for a change to take effect.
 const DefaultRefresh = 30 * time.Second
 
-// Loader returns the policy in force: the override from Firestore laid over
-// the embedded default (ParseOverride) when it is valid, else the default. A broken override never
+// Loader returns the policy in force: the stored override laid over the
+// embedded default (ParseOverride) when it is valid, else the default. A
+// broken override never
 // replaces a working policy: the previous good one stays in force and the
 // error is logged and kept for LastError.
 type Loader struct {
-	fs      *firestore.Client
+	src     OverrideSource
 	log     *slog.Logger
 	refresh time.Duration
 	now     func() time.Time
@@ -61,10 +59,10 @@ func WithPolicyOptions(opts ...Option) LoaderOption {
 	return func(l *Loader) { l.opts = append(l.opts, opts...) }
 }
 
-// NewLoader returns a Loader reading overrides through fs (nil: the default
+// NewLoader returns a Loader reading overrides from src (nil: the default
 // only).
-func NewLoader(fs *firestore.Client, log *slog.Logger, opts ...LoaderOption) *Loader {
-	l := &Loader{fs: fs, log: log, refresh: DefaultRefresh, now: time.Now}
+func NewLoader(src OverrideSource, log *slog.Logger, opts ...LoaderOption) *Loader {
+	l := &Loader{src: src, log: log, refresh: DefaultRefresh, now: time.Now}
 	for _, o := range opts {
 		o(l)
 	}
@@ -86,7 +84,7 @@ func (l *Loader) Current(ctx context.Context) *Policy {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	if l.fs == nil || (!l.loadedAt.IsZero() && now.Sub(l.loadedAt) < l.refresh && l.refresh > 0) {
+	if l.src == nil || (!l.loadedAt.IsZero() && now.Sub(l.loadedAt) < l.refresh && l.refresh > 0) {
 		return l.current
 	}
 	l.loadedAt = now
@@ -95,27 +93,26 @@ func (l *Loader) Current(ctx context.Context) *Policy {
 }
 
 func (l *Loader) reload(ctx context.Context) error {
-	snap, err := l.fs.Collection(OverrideCollection).Doc(OverrideDoc).Get(ctx)
-	if status.Code(err) == codes.NotFound {
+	raw, found, err := l.src.PolicyOverrideYAML(ctx)
+	if err != nil {
+		err = fmt.Errorf("triage: read the policy override: %w", err)
+		l.log.WarnContext(ctx, "triage policy override unreadable; keeping the policy in force", "error", err, "policy_version", l.current.Version())
+		return err
+	}
+	if !found {
 		if l.hasRaw {
 			l.log.InfoContext(ctx, "triage policy override removed; using the embedded default")
 			l.current, l.hasRaw = Default(l.opts...), false
 		}
 		return nil
 	}
-	if err != nil {
-		err = fmt.Errorf("triage: read %s/%s: %w", OverrideCollection, OverrideDoc, err)
-		l.log.WarnContext(ctx, "triage policy override unreadable; keeping the policy in force", "error", err, "policy_version", l.current.Version())
-		return err
-	}
-	raw, _ := snap.Data()[OverrideField].(string)
-	sum := sha256.Sum256([]byte(raw))
+	sum := sha256.Sum256(raw)
 	if l.hasRaw && sum == l.rawSum {
 		return nil
 	}
-	p, err := ParseOverride([]byte(raw), l.opts...)
+	p, err := ParseOverride(raw, l.opts...)
 	if err != nil {
-		err = fmt.Errorf("triage: override %s/%s rejected: %w", OverrideCollection, OverrideDoc, err)
+		err = fmt.Errorf("triage: invalid policy override: %w", err)
 		if sum != l.badRawSum {
 			l.badRawSum = sum
 			l.log.ErrorContext(ctx, "triage policy override rejected; keeping the policy in force", "error", err.Error(), "policy_version", l.current.Version())
@@ -127,25 +124,6 @@ func (l *Loader) reload(ctx context.Context) error {
 	}
 	l.current, l.rawSum, l.hasRaw = p, sum, true
 	return nil
-}
-
-// SaveOverride validates doc as an override (laid over the default:
-// ParseOverride) and stores it; an invalid document is refused before it
-// reaches Firestore. It returns the effective policy's version.
-func SaveOverride(ctx context.Context, fs *firestore.Client, doc []byte) (string, error) {
-	p, err := ParseOverride(doc)
-	if err != nil {
-		return "", err
-	}
-	_, err = fs.Collection(OverrideCollection).Doc(OverrideDoc).Set(ctx, map[string]any{
-		OverrideField: string(doc),
-		"version":     p.Version(),
-		"updated_at":  firestore.ServerTimestamp,
-	})
-	if err != nil {
-		return "", fmt.Errorf("triage: write %s/%s: %w", OverrideCollection, OverrideDoc, err)
-	}
-	return p.Version(), nil
 }
 
 // IsInvalid reports whether err is a policy validation error.

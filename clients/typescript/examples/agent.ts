@@ -1,4 +1,4 @@
-// agent is the example agent of emulator/agent written on the TypeScript
+// agent is the example agent of examples/agent written on the TypeScript
 // kit: the demo fleet runs one of its seven agents on it (make demo). It
 // consumes agents.<name>.tasks.> from the TASKS stream and does fake work
 // steered by task headers: X-Demo-Fail selects a failure mode (transient,
