@@ -382,6 +382,9 @@ type Notifications struct {
 	// Webhooks is where a flush fans tenant notifications out to
 	// (WEBHOOKS_QUEUE unset: no fan-out by this component).
 	Webhooks Webhooks
+	// ChangesTopic is the change feed's Pub/Sub topic (CHANGES_TOPIC;
+	// default dlq-changes): a name in the project, or a full path.
+	ChangesTopic string
 }
 
 // ReadNotifications reads where notifications go. The webhook settings
@@ -397,6 +400,9 @@ func ReadNotifications(r *Reader) Notifications {
 		Topic:      r.String("NOTIFICATIONS_TOPIC", event.DefaultNotificationsTopic),
 		ConsoleURL: r.URL("CONSOLE_URL", false, "https", "http"),
 		Webhooks:   ReadWebhooks(r, common, false),
+		// The feed's rows ride the notifications' outbox, so whatever
+		// flushes one flushes the other.
+		ChangesTopic: r.String("CHANGES_TOPIC", event.DefaultChangesTopic),
 	}
 }
 

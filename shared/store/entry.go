@@ -89,6 +89,9 @@ type Plan struct {
 	// RetentionHours is how long the policy keeps the entry from its
 	// creation (expire_at); 0 in entries decided before it did: Retention.
 	RetentionHours int `firestore:"retention_hours,omitempty" json:"retention_hours,omitempty"`
+	// FeedPayload: the policy rule puts the payload into the change feed's
+	// rows (ChangeRowOf).
+	FeedPayload bool `firestore:"feed_payload,omitempty" json:"feed_payload,omitempty"`
 }
 
 // Retention is how long the entry is kept from its creation.
@@ -423,6 +426,9 @@ func (s *Store) move(tx *firestore.Transaction, e *Entry, c Change, staged *stag
 		e.ResolvedAt = time.Time{}
 	}
 	if err := s.countMove(tx, &before, e, c.Count, now); err != nil {
+		return err
+	}
+	if _, err := s.stageChange(tx, e); err != nil {
 		return err
 	}
 	_, err := s.notifyEntry(tx, e, from, now)

@@ -69,7 +69,9 @@ var viewFields = map[View][]string{
 	ScanView: {"event_id", "stream", "consumer", "stream_seq", "subject", "tenant", "agent", "task_id", "task_type",
 		"idempotency_key", "kind", "category", "reason_code", "action", "strategy", "status", "replays",
 		"next_retry_at", "task_name", "breaker_probe", "published_seq", "replay_of", "root_id", "history", "task_tenant",
-		"published_at", "created_at", "updated_at", "resolved_at", "expire_at"},
+		"published_at", "created_at", "updated_at", "resolved_at", "expire_at",
+		// What a move's row of the change feed carries (ChangeRowOf).
+		"policy_version", "payload_size", "payload_sha256"},
 }
 
 // Query selects failure-log entries. Every filter that is set must match

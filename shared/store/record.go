@@ -164,6 +164,9 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 		if staged, err = s.notifyEntry(tx, e, "", now); err != nil {
 			return err
 		}
+		if _, err := s.stageChange(tx, e); err != nil {
+			return err
+		}
 		m := EntryMetrics(e)
 		m.Tenants = tenantDelta(nil, e)
 		m.Deaths = deathsOf(e)

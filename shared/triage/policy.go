@@ -213,6 +213,9 @@ type ruleDoc struct {
 	Predictions Switch `yaml:"predictions,omitempty"`
 	// Approvers may approve the rule's entries (approvers.go).
 	Approvers approverList `yaml:"approvers,omitempty"`
+	// FeedPayload puts the payload of the rule's entries into the change
+	// feed's rows (inline payloads; no payload leaves by default).
+	FeedPayload bool `yaml:"feed_payload,omitempty"`
 }
 
 // Policy is a validated, compiled policy. It is immutable and safe for
