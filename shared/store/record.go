@@ -60,10 +60,10 @@ func (r RecordResult) Notified() bool { return len(r.Staged) > 0 }
 //
 // e must carry ID, the classification and the status the decision asks for;
 // Record fills the timestamps, root id, expiry, payload digest and history.
-// A new entry costs one read (the breaker) and four writes (entry, metrics
-// shard, day rollup shard, breaker), plus one write per payload chunk above
-// InlinePayload; while this instance knows the tenant's breaker is open, no
-// read and three writes.
+// A new entry costs one read (the breaker) and five writes (entry, metrics
+// shard, day rollup shard, change feed row, breaker), plus one write per
+// payload chunk above InlinePayload; while this instance knows the tenant's
+// breaker is open, no read and four writes.
 func (s *Store) Record(ctx context.Context, e *Entry, by string) (RecordResult, error) {
 	if e.ID == "" {
 		return RecordResult{}, fmt.Errorf("%w: entry without id", ErrBadID)
