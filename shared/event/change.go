@@ -199,8 +199,8 @@ var ChangeColumns = []Column{
 	strCol("predicted_reason", "the reason code the pre-flight predicted (empty: none)", func(r *ChangeRow) *string { return &r.PredictedReason }),
 	floatCol("predicted_probability", "the pre-flight's probability of death (0: none)", func(r *ChangeRow) *float64 { return &r.PredictedProbability }),
 	timeCol("created_at", "when the entry was recorded (the task died)", func(r *ChangeRow) *time.Time { return &r.CreatedAt }),
-	timeCol("at", "when the move was made (the table's partitioning column)", func(r *ChangeRow) *time.Time { return &r.At }),
-	intCol("age_ms", "milliseconds from created_at to at", func(r *ChangeRow) *int64 { return &r.AgeMs }),
+	timeCol("moved_at", "when the move was made (the table's partitioning column)", func(r *ChangeRow) *time.Time { return &r.At }),
+	intCol("age_ms", "milliseconds from created_at to moved_at", func(r *ChangeRow) *int64 { return &r.AgeMs }),
 	timeCol("expire_at", "when the entry leaves the working set (its TTL)", func(r *ChangeRow) *time.Time { return &r.ExpireAt }),
 	strCol("payload", "the payload, base64, when the policy rule opts in (feed_payload); empty otherwise", func(r *ChangeRow) *string { return &r.Payload }),
 }

@@ -139,7 +139,7 @@ func TestDecodeChangeRowRefuses(t *testing.T) {
 		"missing column": strings.Replace(string(good), `"tenant":"acme",`, "", 1),
 		"unknown column": strings.Replace(string(good), `{`, `{"extra":1,`, 1),
 		"wrong type":     strings.Replace(string(good), `"attempt":1`, `"attempt":"1"`, 1),
-		"time as text":   strings.Replace(string(good), `"at":`, `"at":"2026-11-21","at_was":`, 1),
+		"time as text":   strings.Replace(string(good), `"moved_at":`, `"moved_at":"2026-11-21","moved_at_was":`, 1),
 		"no tenant":      strings.Replace(string(good), `"tenant":"acme"`, `"tenant":""`, 1),
 		"bad transition": strings.Replace(string(good), `"transition":"claimed"`, `"transition":"exploded"`, 1),
 	} {
