@@ -562,6 +562,11 @@ func (s *Store) countMove(tx *firestore.Transaction, before, after *Entry, count
 	if count != nil {
 		writes[moved] = *count
 	}
+	if o := moveOutcomes(after, after.History); !o.IsZero() {
+		m := writes[moved]
+		m.Outcomes.Add(o)
+		writes[moved] = m
+	}
 	if tenants != nil {
 		m := writes[created]
 		m.Tenants = tenants

@@ -170,6 +170,7 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 		m := EntryMetrics(e)
 		m.Tenants = tenantDelta(nil, e)
 		m.Deaths = deathsOf(e)
+		m.Outcomes = moveOutcomes(e, e.History)
 		if err := s.addCounts(tx, Hour(e.CreatedAt), e.ID, m, now); err != nil {
 			return err
 		}
