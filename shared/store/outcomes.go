@@ -122,7 +122,7 @@ func bucketBound(key string) (time.Duration, bool) {
 	if err != nil || b < 0 || b >= sketchBuckets {
 		return 0, false
 	}
-	return time.Duration(math.Pow(2, float64(b)/2) * float64(time.Second)), true
+	return time.Duration(math.Pow(2, float64(b)/2) * float64(time.Second)).Round(time.Second), true
 }
 
 // Quantiles are a sketch's count and its median and 95th percentile.
