@@ -435,6 +435,7 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*audit.Report, error) {
 	r.section(ctx, SectionTraffic, r.traffic)
 	r.section(ctx, SectionBreakers, r.breakers)
 	r.section(ctx, SectionConsumers, r.consumers)
+	r.section(ctx, SectionOutcomes, r.outcomes)
 	order := ring
 	if i := slices.Index(ring, st.Resume); i > 0 {
 		order = append(append([]string{}, ring[i:]...), ring[:i]...)
