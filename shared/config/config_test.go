@@ -51,7 +51,8 @@ func TestLoadClassify(t *testing.T) {
 		Tasks: tasks.Config{Queue: "projects/p/locations/l/queues/dlq-replay", ReplayURL: "http://127.0.0.1:8080/Replay",
 			ServiceAccount: "tasks@p.iam.gserviceaccount.com", EmulatorHost: "127.0.0.1:8123"},
 		Notifications: Notifications{Topic: "dlq-notifications", Webhooks: Webhooks{EmulatorHost: "127.0.0.1:8123",
-			DisableAfter: DefaultWebhookDisableAfter, Timeout: DefaultWebhookTimeout, OwnURLs: []string{"http://127.0.0.1:8080/Replay"}}},
+			DisableAfter: DefaultWebhookDisableAfter, Timeout: DefaultWebhookTimeout, OwnURLs: []string{"http://127.0.0.1:8080/Replay"}},
+			ChangesTopic: "dlq-changes"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("LoadClassify() mismatch (-want +got):\n%s", diff)
