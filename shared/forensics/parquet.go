@@ -62,7 +62,7 @@ func parquetValue(v any) parquet.Value {
 
 // parquetWriter writes rows into one row group per page of the export.
 type parquetWriter struct {
-	w *parquet.Writer
+	w *parquet.GenericWriter[any]
 	// index is each column's index in the schema (a group orders its
 	// fields by name), in ChangeColumns' order.
 	index []int
@@ -74,7 +74,7 @@ func newParquetWriter(w io.Writer) *parquetWriter {
 	for i, path := range schema.Columns() {
 		pos[path[0]] = i
 	}
-	pw := &parquetWriter{w: parquet.NewWriter(w, schema)}
+	pw := &parquetWriter{w: parquet.NewGenericWriter[any](w, schema)}
 	for _, c := range event.ChangeColumns {
 		pw.index = append(pw.index, pos[c.Name])
 	}

@@ -148,10 +148,8 @@ func TestSketchQuantiles(t *testing.T) {
 		{"spread", []time.Duration{time.Second, 10 * time.Second, 100 * time.Second, time.Hour}, 0, 0},
 	} {
 		sketch := map[string]int64{}
-		var secs []float64
 		for _, a := range tc.ages {
 			sketch[SketchBucket(a)]++
-			secs = append(secs, a.Seconds())
 		}
 		q := SketchQuantiles(sketch)
 		if q.N != int64(len(tc.ages)) {
