@@ -185,8 +185,7 @@ func TestQueriesOnDuckDB(t *testing.T) {
 	oracles := map[string]func([]event.ChangeRow, time.Time, time.Time) [][]string{
 		"queries/top_reasons_per_agent.sql":                    topReasons,
 		"queries/recovery_by_category_strategy.sql":            recoveryByCategory,
-		"queries/time_to_decision.sql":                         timeTo(func(r event.ChangeRow) bool { return r.ActorRole != "" }),
-		"queries/time_to_recovery.sql":                         timeTo(func(r event.ChangeRow) bool { return r.ToStatus == string(store.Recovered) }),
+		"queries/time_to_decision_and_recovery.sql":            timesTo,
 		"queries/repeat_offenders.sql":                         repeatOffenders,
 		"queries/predictions_vs_deaths.sql":                    predictionsVsDeaths,
 		"terraform/modules/forensics/views/latest_state.sql":   latestState,
@@ -359,6 +358,24 @@ func recoveryByCategory(rows []event.ChangeRow, since, until time.Time) [][]stri
 // nearestRank is the p-th percentile of sorted values by nearest rank.
 func nearestRank(sorted []int64, p float64) int64 {
 	return sorted[max(int(math.Ceil(p*float64(len(sorted))))-1, 0)]
+}
+
+// timesTo is the time to a decision's rows, then the time to recovery's,
+// each with its measure first.
+func timesTo(rows []event.ChangeRow, since, until time.Time) [][]string {
+	var out [][]string
+	for _, m := range []struct {
+		name  string
+		match func(event.ChangeRow) bool
+	}{
+		{"decision", func(r event.ChangeRow) bool { return r.ActorRole != "" }},
+		{"recovery", func(r event.ChangeRow) bool { return r.ToStatus == string(store.Recovered) }},
+	} {
+		for _, row := range timeTo(m.match)(rows, since, until) {
+			out = append(out, append([]string{m.name}, row...))
+		}
+	}
+	return out
 }
 
 func timeTo(match func(event.ChangeRow) bool) func([]event.ChangeRow, time.Time, time.Time) [][]string {
