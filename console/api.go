@@ -18,6 +18,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/httpfunc"
 	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/outcome"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -181,28 +182,32 @@ func checkAPIRequest(r *http.Request) error {
 }
 
 func (s *Server) apiFail(w http.ResponseWriter, r *http.Request, err error) {
+	writeAPIError(w, s.apiErrorOf(r, err, "tenant api failed"))
+}
+
+// apiErrorOf is err as the tenant API answers it: its outcome's status and
+// code (shared/outcome), with a message that names no internals.
+func (s *Server) apiErrorOf(r *http.Request, err error, logMsg string) *apiError {
 	var ae *apiError
 	var denied *authority.Denied
+	out := outcome.Of(err)
 	switch {
 	case errors.As(err, &ae):
-	case errors.Is(err, store.ErrNotFound):
+	case out.Kind == outcome.NotFound:
 		ae = errAPINotFound
 	case errors.As(err, &denied):
 		// The entry's rule keeps the decision for operators: nothing was
 		// changed (the refusal comes before any write).
-		ae = &apiError{http.StatusForbidden, "permission_denied", denied.Reason()}
-	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrConflict), errors.Is(err, operator.ErrPayloadMissing):
-		ae = &apiError{http.StatusConflict, "failed_precondition", trimPrefixes(err.Error())}
-	case errors.Is(err, operator.ErrBadEdit), errors.Is(err, store.ErrBadID), errors.Is(err, store.ErrBadQuery), errors.Is(err, store.ErrBadCursor):
-		ae = badRequest("%s", trimPrefixes(err.Error()))
+		ae = &apiError{out.HTTP, out.Code(), denied.Reason()}
+	case out.Kind == outcome.Internal:
+		ae = &apiError{out.HTTP, out.Code(), "internal error"}
 	default:
-		s.log.ErrorContext(r.Context(), "tenant api failed", "error", err.Error(), "path", event.Wire(r.URL.Path))
-		ae = &apiError{http.StatusInternalServerError, "internal", "internal error"}
+		ae = &apiError{out.HTTP, out.Code(), trimPrefixes(err.Error())}
 	}
-	if ae.status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="jsdlq"`)
+	if ae.status >= http.StatusInternalServerError {
+		s.log.ErrorContext(r.Context(), logMsg, "error", err.Error(), "path", event.Wire(r.URL.Path))
 	}
-	writeAPIError(w, ae)
+	return ae
 }
 
 // trimPrefixes keeps the last part of a wrapped error, which says what was
@@ -215,6 +220,9 @@ func trimPrefixes(msg string) string {
 }
 
 func writeAPIError(w http.ResponseWriter, ae *apiError) {
+	if ae.status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="jsdlq"`)
+	}
 	writeJSON(w, ae.status, apiErrorBody{Error: ae})
 }
 

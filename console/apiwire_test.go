@@ -15,6 +15,7 @@ import (
 
 	"github.com/jsdlq/jsdlq/console"
 	"github.com/jsdlq/jsdlq/internal/secrettest"
+	"github.com/jsdlq/jsdlq/internal/storetest"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/auth"
@@ -450,7 +451,7 @@ func TestTenantAPINotesNameNoEarlierAuthor(t *testing.T) {
 		&store.Edit{Payload: []byte(`{"a":2}`), By: alice, Role: "approver"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.st.Transition(ctx, "TASKS.1", store.Change{From: []store.Status{store.Scheduled}, To: store.Escalated, By: "replay", Note: "refused"}); err != nil {
+	if _, err := storetest.Refuse(ctx, e.st, "TASKS.1", store.Escalated, "replay", "refused"); err != nil {
 		t.Fatal(err)
 	}
 	// The tenant approves the entry again (its rule grants tenants), without

@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jsdlq/jsdlq/console"
+	"github.com/jsdlq/jsdlq/internal/storetest"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/operator"
@@ -314,7 +315,7 @@ type holdBeforeRun struct {
 }
 
 func (h holdBeforeRun) ReplayNowIn(ctx context.Context, tenant, id string, by authority.Actor, asked operator.Asked) (*store.Entry, error) {
-	if _, err := h.st.Transition(ctx, id, store.Change{From: []store.Status{store.Scheduled}, To: store.Held, By: "replay", Note: "tenant breaker open"}); err != nil {
+	if _, err := storetest.Refuse(ctx, h.st, id, store.Held, "replay", "tenant breaker open"); err != nil {
 		return nil, err
 	}
 	return h.Operator.ReplayNowIn(ctx, tenant, id, by, asked)

@@ -84,7 +84,8 @@ func TestOverviewReadsBoundedDocuments(t *testing.T) {
 	}
 	// After the folds, moves of older entries again.
 	for _, id := range older {
-		move(id, store.Scheduled, store.Escalated)
+		move(id, store.Scheduled, store.Replaying)
+		move(id, store.Replaying, store.Escalated)
 	}
 	// Thirty more waiting than the page lists, twelve breakers open (the
 	// default breaker opens after ten failures).
@@ -201,8 +202,9 @@ var matching = regexp.MustCompile(`<p id="matching">([^<]*)</p>`)
 
 // The overview's resolution figures are the week's counters in the day
 // rollups (store.Outcomes): two transient entries replayed, one recovered
-// by itself; one permanent discarded by an operator after an hour; one
-// claimed replay denied by a gate.
+// by itself, one discarded by an operator 6 minutes after its death; one
+// permanent discarded by an operator after an hour; one claimed replay
+// denied by a gate.
 func TestOverviewResolutionFigures(t *testing.T) {
 	c := testenv.NewClock(time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour))
 	e := newEnv(t, console.LocalAuth("ops@example.com"), console.WithClock(c.Now))
@@ -231,9 +233,10 @@ func TestOverviewResolutionFigures(t *testing.T) {
 		move(id, store.Replaying, store.Replayed, "")
 	}
 	move("TASKS.1", store.Replayed, store.Recovered, "")
-	move("TASKS.2", store.Replayed, store.Scheduled, authority.Operator)
-	move("TASKS.2", store.Scheduled, store.Replaying, "")
-	move("TASKS.2", store.Replaying, store.Held, "")
+	move("TASKS.2", store.Replayed, store.Discarded, authority.Operator)
+	record("TASKS.4", "transient", store.Scheduled)
+	move("TASKS.4", store.Scheduled, store.Replaying, "")
+	move("TASKS.4", store.Replaying, store.Held, "")
 	c.Add(time.Hour)
 	move("TASKS.3", store.Escalated, store.Discarded, authority.Operator)
 
@@ -244,9 +247,9 @@ func TestOverviewResolutionFigures(t *testing.T) {
 		t.Fatalf("GET / = %d:\n%s", w.Code, body)
 	}
 	for _, want := range []struct{ what, re string }{
-		{"transient auto-resolved", `id="auto-share-transient">100.00 %<`},
+		{"transient auto-resolved", `id="auto-share-transient">50.00 %<`},
 		{"permanent auto-resolved", `id="auto-share-permanent">0.00 %<`},
-		{"fleet recovery", `id="recovery-all">50.00 % recovered<`},
+		{"fleet recovery", `id="recovery-all">33.33 % recovered<`},
 		{"retry success", `id="retry-success-backoff">50.00 %<`},
 		{"denials", `Replays denied by a gate: 1 of 3 claimed \(33.33 %\)`},
 		// The operator's redrive 6 minutes after the death, read from

@@ -25,8 +25,12 @@ type policyData struct {
 	IsDefault bool
 	Default   string // the default's version
 	Diff      []diffLine
-	EntryID   string
-	Test      *policyTest
+	// Overlaid is what the override in force changes: each effective
+	// rule and where it comes from, the default rules it deletes, the
+	// settings it changes (nil when the default is in force).
+	Overlaid *triage.Overlaid
+	EntryID  string
+	Test     *policyTest
 }
 
 // policyTest compares an entry's stored decision with the current policy's.
@@ -62,7 +66,7 @@ func (s *Server) policy(r *http.Request) (string, string, any, error) {
 		if in.Invalid != nil {
 			d.Invalid = in.Invalid.Error()
 		} else {
-			d.Source = "override"
+			d.Source, d.Overlaid = "override", p.Overlaid()
 		}
 	}
 	if !d.IsDefault {

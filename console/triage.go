@@ -7,7 +7,6 @@ import (
 
 	"github.com/jsdlq/jsdlq/shared/agentkit"
 	"github.com/jsdlq/jsdlq/shared/auth"
-	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/httpfunc"
 )
@@ -117,26 +116,9 @@ func (s *Server) answerTriage(w http.ResponseWriter, r *http.Request) error {
 // triageFail answers a refused or failed triage answer with the status its
 // outcome has on the wire (agentkit.TriageStatusError reads it back).
 func (s *Server) triageFail(w http.ResponseWriter, r *http.Request, err error) {
-	var ae *apiError
-	var denied *authority.Denied
-	switch {
-	case errors.As(err, &ae):
-	case errors.As(err, &denied):
-		ae = &apiError{http.StatusForbidden, "permission_denied", denied.Reason()}
-	case errors.Is(err, agentkit.ErrTriageNotFound):
-		ae = errAPINotFound
-	case errors.Is(err, agentkit.ErrTriageDecided):
-		ae = &apiError{http.StatusConflict, "failed_precondition", "the entry is no longer waiting for this decision: " + trimPrefixes(err.Error())}
-	case errors.Is(err, agentkit.ErrBadAnswer):
-		ae = badRequest("%s", trimPrefixes(err.Error()))
-	case errors.Is(err, agentkit.ErrTriageRefused):
-		ae = &apiError{http.StatusUnprocessableEntity, "failed_precondition", trimPrefixes(err.Error())}
-	default:
-		s.log.ErrorContext(r.Context(), "triage answer failed", "error", err.Error())
-		ae = &apiError{http.StatusInternalServerError, "internal", "internal error"}
-	}
-	if ae.status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="jsdlq"`)
+	ae := s.apiErrorOf(r, err, "triage answer failed")
+	if errors.Is(err, agentkit.ErrTriageDecided) {
+		ae.Message = "the entry is no longer waiting for this decision: " + ae.Message
 	}
 	writeAPIError(w, ae)
 }

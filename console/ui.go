@@ -16,6 +16,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/outcome"
 	"github.com/jsdlq/jsdlq/shared/store"
 	"github.com/jsdlq/jsdlq/shared/triage"
 )
@@ -241,22 +242,21 @@ func (s *Server) operator(w http.ResponseWriter, r *http.Request) (authority.Act
 }
 
 func (s *Server) uiFail(w http.ResponseWriter, r *http.Request, who authority.Actor, csrf string, err error) {
-	code, msg := http.StatusInternalServerError, "internal error"
+	out := outcome.Of(err) // the status every front door answers with
+	code, msg := out.HTTP, err.Error()
 	var ue *uiError
 	var denied *authority.Denied
 	switch {
 	case errors.As(err, &ue):
 		code, msg = ue.status, ue.msg
 	case errors.As(err, &denied):
-		code, msg = http.StatusForbidden, "permission denied: "+denied.Reason()
-	case errors.Is(err, store.ErrNotFound):
-		code, msg = http.StatusNotFound, "not found"
-	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrConflict), errors.Is(err, operator.ErrPayloadMissing),
-		errors.Is(err, store.ErrBreakerOverride):
-		code, msg = http.StatusConflict, err.Error()
-	case errors.Is(err, operator.ErrBadEdit), errors.Is(err, store.ErrBadID), errors.Is(err, store.ErrBadQuery), errors.Is(err, store.ErrBadCursor), errors.Is(err, store.ErrInvalid):
-		code, msg = http.StatusBadRequest, err.Error()
-	default:
+		msg = "permission denied: " + denied.Reason()
+	case out.Kind == outcome.NotFound:
+		msg = "not found"
+	case out.Kind == outcome.Internal:
+		msg = "internal error"
+	}
+	if code >= http.StatusInternalServerError {
 		s.log.ErrorContext(r.Context(), "console page failed", "error", err.Error(), "path", event.Wire(r.URL.Path))
 	}
 	s.render(w, code, "error", pageData{Title: http.StatusText(code), Operator: who, CSRF: csrf, Body: msg})

@@ -562,6 +562,22 @@ func TestPolicyPage(t *testing.T) {
 		t.Errorf("the override still replays a timeout")
 	}
 
+	// A partial override is laid over the default: the page lists the
+	// rules in force and which come from the override.
+	partial := "rules:\n  - {name: mine, match: {agent: [writer]}, action: escalate, strategy: none}\n  - {name: poison, delete: true}\n"
+	laid, err := triage.ParseOverride([]byte(partial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.SavePolicyOverride(ctx, []byte(partial)); err != nil {
+		t.Fatal(err)
+	}
+	code, body = b.get("/policy")
+	if code != 200 || cell(t, body, "policy-version") != laid.Version() || !strings.Contains(body, `<li class="origin-override">mine:`) ||
+		!strings.Contains(body, `<li class="origin-default">transient:`) || !strings.Contains(body, "Deleted by the override: poison") {
+		t.Errorf("GET /policy with a partial override = %d, want version %s, mine from the override, transient from the default, poison deleted:\n%s", code, laid.Version(), body)
+	}
+
 	// An invalid override is not in force: the default is, and why is shown.
 	if _, err := e.fs.Collection(triage.OverrideCollection).Doc(triage.OverrideDoc).Set(ctx, map[string]any{triage.OverrideField: "reasons: ["}); err != nil {
 		t.Fatal(err)

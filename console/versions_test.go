@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/jsdlq/jsdlq/console"
+	"github.com/jsdlq/jsdlq/internal/storetest"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/authority"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
@@ -180,7 +181,7 @@ func TestApproveWithAnEditKeepsTheOriginal(t *testing.T) {
 		&store.Edit{By: "bob", Payload: []byte(`{"n":2}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.st.Transition(ctx, "TASKS.101", store.Change{From: []store.Status{store.Scheduled}, To: store.Escalated, By: "replay", Note: "payload_too_large"}); err != nil {
+	if _, err := storetest.Refuse(ctx, e.st, "TASKS.101", store.Escalated, "replay", "payload_too_large"); err != nil {
 		t.Fatal(err)
 	}
 	third := `{"n":3}`

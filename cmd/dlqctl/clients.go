@@ -20,6 +20,7 @@ import (
 	"github.com/jsdlq/jsdlq/shared/config"
 	"github.com/jsdlq/jsdlq/shared/natsconn"
 	"github.com/jsdlq/jsdlq/shared/operator"
+	"github.com/jsdlq/jsdlq/shared/outcome"
 	"github.com/jsdlq/jsdlq/shared/reconciler"
 	"github.com/jsdlq/jsdlq/shared/secretbox"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -207,7 +208,9 @@ func (a *app) operator(ctx context.Context, withRunner bool) (*operator.Operator
 	return operator.New(st, sched, opts...), nil
 }
 
-// codeOf maps an error to the documented exit code.
+// codeOf maps an error to the documented exit code: a command's own
+// choice, a usage error, else the error's outcome (shared/outcome), the
+// same the console and the tenant API answer with.
 func codeOf(err error) int {
 	var ec exitCoder
 	var ue usageError
@@ -218,13 +221,8 @@ func codeOf(err error) int {
 		return ec.ExitCode()
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.Is(err, store.ErrNotFound):
-		return exitNotFound
-	case errors.Is(err, store.ErrWrongStatus), errors.Is(err, store.ErrConflict),
-		errors.Is(err, operator.ErrPayloadMissing), errors.Is(err, operator.ErrBadEdit), errors.Is(err, store.ErrBreakerOverride):
-		return exitConflict
 	}
-	return exitError
+	return outcome.Of(err).Exit
 }
 
 func (a *app) stderrIsTTY() bool {

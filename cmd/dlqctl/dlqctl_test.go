@@ -358,8 +358,9 @@ func TestReplayApproveDiscard(t *testing.T) {
 	if code, _, stderr := e.run(vars, "approve", "TASKS.20"); code != exitConflict {
 		t.Errorf("second approve = %d (%q), want %d", code, stderr, exitConflict)
 	}
-	if code, _, _ := e.run(vars, "approve", "TASKS.21", "--set-header", "Nats-Msg-Id=x"); code != exitConflict {
-		t.Errorf("approve with a Nats-* header = %d, want %d (refused edit)", code, exitConflict)
+	// A refused edit is bad input (the console's 400), not a conflict.
+	if code, _, _ := e.run(vars, "approve", "TASKS.21", "--set-header", "Nats-Msg-Id=x"); code != exitUsage {
+		t.Errorf("approve with a Nats-* header = %d, want %d (refused edit)", code, exitUsage)
 	}
 	if code, _, _ := e.run(vars, "approve", "TASKS.404"); code != exitNotFound {
 		t.Errorf("approve of a missing id = %d, want %d", code, exitNotFound)
@@ -536,11 +537,13 @@ func TestPolicy(t *testing.T) {
 	def := strings.SplitN(out, "\n", 3)[2]
 	bad := write("bad.yaml", strings.Replace(def, "base: 10s", "base: -1s", 1)+"\njiter: 1\n")
 	code, _, stderr := e.run(nil, "policy", "validate", bad)
-	if code != exitError || !strings.Contains(stderr, "invalid policy") {
-		t.Errorf("validate of a bad policy = %d %q, want 1 and the reasons", code, stderr)
+	// A document that is not a valid policy is bad input: exit 2, as the
+	// console and the API answer invalid input 400 (shared/outcome).
+	if code != exitUsage || !strings.Contains(stderr, "invalid policy") {
+		t.Errorf("validate of a bad policy = %d %q, want %d and the reasons", code, stderr, exitUsage)
 	}
-	if code, _, _ := e.run(nil, "policy", "apply", bad); code != exitError {
-		t.Errorf("apply of a bad policy = %d, want %d", code, exitError)
+	if code, _, _ := e.run(nil, "policy", "apply", bad); code != exitUsage {
+		t.Errorf("apply of a bad policy = %d, want %d", code, exitUsage)
 	}
 	if code, out, _ := e.run(nil, "policy", "show", "--json"); code != 0 || !strings.Contains(out, `"source": "embedded default"`) {
 		t.Errorf("a refused apply changed the policy: %s", out)
@@ -584,8 +587,8 @@ func TestPolicy(t *testing.T) {
 		!slices.Equal(tr.Approvers, []authority.Role{authority.Approver}) {
 		t.Errorf("policy test of a governance denial = %d %+v, want rule governance approved by approver only (the rule's)", code, tr)
 	}
-	if code, _, _ := e.run(nil, "policy", "test", fast, write("junk.json", `{"schema":"nope"}`)); code != exitError {
-		t.Errorf("policy test of a malformed event = %d, want %d", code, exitError)
+	if code, _, _ := e.run(nil, "policy", "test", fast, write("junk.json", `{"schema":"nope"}`)); code != exitUsage {
+		t.Errorf("policy test of a malformed event = %d, want %d", code, exitUsage)
 	}
 
 	// A stored entry, its chain included: a second overflow is quarantined.
@@ -614,6 +617,29 @@ func TestPolicy(t *testing.T) {
 	}
 	if code, out, _ := e.run(nil, "policy", "test", "current", evFile); code != 0 || !strings.Contains(out, "2.4s – 3s") {
 		t.Errorf("policy test current = %d:\n%s", code, out)
+	}
+	// The stored override against the default, and a file before it is
+	// applied: a partial override with a rule of its own and a deletion.
+	code, out, _ = e.run(nil, "policy", "diff")
+	if code != 0 || !strings.Contains(out, "strategies.context_window_overflow.delay.base: 10s → 3s") ||
+		!strings.Contains(out, "# override   firestore triage-policy/current") || !strings.Contains(out, "# the effective policy:") {
+		t.Errorf("policy diff = %d:\n%s", code, out)
+	}
+	partial := write("partial.yaml", "rules:\n  - {name: mine, match: {agent: [backend]}, action: escalate, strategy: none}\n  - {name: poison, delete: true}\n")
+	code, out, _ = e.run(nil, "policy", "diff", partial, "--json")
+	var d struct {
+		Source string `json:"source"`
+		Rules  []struct {
+			Name, Origin string
+		} `json:"rules"`
+		Deleted []string `json:"deleted_rules"`
+	}
+	if err := json.Unmarshal([]byte(out), &d); code != 0 || err != nil || len(d.Rules) == 0 || d.Rules[0].Name != "mine" || d.Rules[0].Origin != "override" ||
+		!slices.Equal(d.Deleted, []string{"poison"}) || d.Source != partial {
+		t.Errorf("policy diff %s --json = %d, %v: %+v", partial, code, err, d)
+	}
+	if code, _, _ := e.run(nil, "policy", "diff", write("del.yaml", "rules: [{name: nope, delete: true}]\n")); code != exitUsage {
+		t.Errorf("policy diff of an override deleting no rule = %d, want %d", code, exitUsage)
 	}
 }
 

@@ -21,16 +21,18 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/jsdlq/jsdlq/shared/outcome"
 )
 
-// Exit codes a shell script can rely on.
+// Exit codes a shell script can rely on (shared/outcome's).
 const (
-	exitOK       = 0
-	exitError    = 1
-	exitUsage    = 2
-	exitNotFound = 3
-	exitConflict = 4
-	exitPartial  = 5
+	exitOK       = outcome.ExitOK
+	exitError    = outcome.ExitError
+	exitUsage    = outcome.ExitUsage
+	exitNotFound = outcome.ExitNotFound
+	exitConflict = outcome.ExitConflict
+	exitPartial  = outcome.ExitPartial
 )
 
 const usage = `usage: dlqctl [--tenant T] COMMAND [FLAGS] [ARGS]
@@ -57,7 +59,7 @@ Pipeline
   audit    [--dry-run] [--json]
          | --recount [--since T] [--until T] [--budget D] [--page N] [--dry-run] [--json]
 Policy
-  policy show [--json] | validate FILE | apply FILE
+  policy show [--json] | diff [FILE] [--json] | validate FILE | apply FILE
          | test FILE|current (EVENT.json | --entry ID) [--chain code:strategy,…] [--json]
   predictions [--json]   the model the agents' pre-flight acts on, and the policy's view of it
 Tenant API keys

@@ -20,7 +20,7 @@ func TestOutputEscapesWireValues(t *testing.T) {
 	const forged = "x\n  2026-01-01T00:00:00Z  escalated -> discarded  by admin  forged"
 	e.seed(seed{id: "TASKS.1", tenant: "acme", agent: "writer", category: "permanent", reason: "impossible_task", status: store.Escalated})
 	ctx := testenv.Context(t)
-	if _, err := e.st.Transition(ctx, "TASKS.1", store.Change{From: []store.Status{store.Escalated}, To: store.Escalated,
+	if _, err := e.st.Transition(ctx, "TASKS.1", store.Change{From: []store.Status{store.Escalated}, To: store.Discarded,
 		By: "agent\x1b[2J", Note: forged, Apply: func(en *store.Entry) error {
 			en.Subject = "agents.w\u202eetirw.tasks.x"
 			en.Headers = event.EncodeHeaders(map[string][]string{"X-Note": {"\x1b]0;owned\x07"}, "X-Bytes": {"\xff\xfe"}})

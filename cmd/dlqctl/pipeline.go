@@ -28,9 +28,6 @@ type hourStats struct {
 	ByCategory map[string]int64 `json:"by_category"`
 }
 
-// humanStatuses are the initial statuses that wait for a person.
-var humanStatuses = []string{string(store.AwaitingApproval), string(store.Quarantined), string(store.Escalated)}
-
 func (a *app) cmdStats(ctx context.Context, args []string) error {
 	fs := newFlags("stats")
 	hours := fs.Int("hours", 24, "hours to show, the current one included (1-720)")
@@ -118,8 +115,10 @@ func (a *app) statsFromMetrics(ctx context.Context, st *store.Store, first time.
 	for i, m := range ms {
 		outcomes.Add(m.Outcomes)
 		r := hourStats{Hour: m.Hour, Entries: m.Total, Recovered: m.ReplaysRecovered, ByCategory: m.ByCategory, Processed: published[i]}
-		for _, s := range humanStatuses {
-			r.Human += m.ByStatus[s]
+		// An hour's by_status counts each entry by the status it was
+		// created in: those that started out waiting for a person.
+		for _, s := range store.StatusesWhere(store.Status.NeedsHuman) {
+			r.Human += m.ByStatus[string(s)]
 		}
 		var hour store.DeadRate
 		hour.Add(r.Entries, r.Processed)
@@ -160,7 +159,7 @@ func (a *app) statsFromEntries(ctx context.Context, st *store.Store, first time.
 			if e.Status == store.Recovered {
 				r.Recovered++
 			}
-			if len(e.History) > 0 && slices.Contains(humanStatuses, e.History[0].To) {
+			if len(e.History) > 0 && store.Status(e.History[0].To).NeedsHuman() {
 				r.Human++
 			}
 		}

@@ -15,8 +15,9 @@ import (
 )
 
 func (a *app) cmdPolicy(ctx context.Context, args []string) error {
-	return subcommand(ctx, "policy", "policy show | validate FILE | apply FILE | test FILE|current EVENT.json",
-		map[string]func(context.Context, []string) error{"show": a.policyShow, "validate": a.policyValidate, "apply": a.policyApply, "test": a.policyTest}, args)
+	return subcommand(ctx, "policy", "policy show | diff [FILE] | validate FILE | apply FILE | test FILE|current EVENT.json",
+		map[string]func(context.Context, []string) error{"show": a.policyShow, "diff": a.policyDiff, "validate": a.policyValidate,
+			"apply": a.policyApply, "test": a.policyTest}, args)
 }
 
 // policyInForce is the override in Firestore, or the embedded default.
@@ -128,11 +129,11 @@ func (a *app) policyValidate(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	p, err := triage.Parse(doc)
+	p, err := triage.ParseOverride(doc)
 	if err != nil {
 		return err
 	}
-	outf(a.stdout, "%s: valid, version %s\n", file, p.Version())
+	outf(a.stdout, "%s: valid, version %s laid over the default (policy diff %s shows what it changes)\n", file, p.Version(), file)
 	return nil
 }
 
@@ -148,7 +149,7 @@ func (a *app) policyApply(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := triage.Parse(doc); err != nil {
+	if _, err := triage.ParseOverride(doc); err != nil {
 		return err // refused before anything is written
 	}
 	st, err := a.store(ctx)
@@ -226,7 +227,7 @@ func (a *app) policyTest(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		if pol, err = triage.Parse(doc); err != nil {
+		if pol, err = triage.ParseOverride(doc); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jsdlq/jsdlq/internal/storetest"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
@@ -29,8 +30,9 @@ func TestShowVersions(t *testing.T) {
 	vars := map[string]string{"DLQCTL_ACTOR": "alice"}
 	// The original is JSON and the edit is not: refused without the flag.
 	code, _, stderr := e.run(vars, "approve", "TASKS.60", "--edit-payload", edit)
-	if code != exitConflict || !strings.Contains(stderr, "--confirm-invalid-json") || !strings.Contains(stderr, "nothing changed") {
-		t.Errorf("approve of a binary edit over JSON = %d %q, want %d naming --confirm-invalid-json", code, stderr, exitConflict)
+	// An edit without its confirmation is bad input: exit 2, the console's 400.
+	if code != exitUsage || !strings.Contains(stderr, "--confirm-invalid-json") || !strings.Contains(stderr, "nothing changed") {
+		t.Errorf("approve of a binary edit over JSON = %d %q, want %d naming --confirm-invalid-json", code, stderr, exitUsage)
 	}
 	if got := e.entry("TASKS.60"); got.Status != store.Quarantined || len(got.Versions()) != 1 {
 		t.Fatalf("the refused approval changed the entry: %s, %d versions", got.Status, len(got.Versions()))
@@ -40,7 +42,7 @@ func TestShowVersions(t *testing.T) {
 		t.Fatalf("approve --confirm-invalid-json = %d %q %q, want payload version 2", code, out, stderr)
 	}
 	// The replay was refused (as replay would, say, for its size): a second edit.
-	if _, err := e.st.Transition(testenv.Context(t), "TASKS.60", store.Change{From: []store.Status{store.Scheduled}, To: store.Escalated, By: "replay"}); err != nil {
+	if _, err := storetest.Refuse(testenv.Context(t), e.st, "TASKS.60", store.Escalated, "replay", ""); err != nil {
 		t.Fatal(err)
 	}
 	third := filepath.Join(dir, "third.json")
@@ -96,8 +98,8 @@ func TestApproveEmptyNeedsConfirmation(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, stderr := e.run(nil, "approve", "TASKS.61", "--edit-payload", empty); code != exitConflict || !strings.Contains(stderr, "empty") {
-		t.Errorf("approve of an empty payload = %d %q, want %d saying it is empty", code, stderr, exitConflict)
+	if code, _, stderr := e.run(nil, "approve", "TASKS.61", "--edit-payload", empty); code != exitUsage || !strings.Contains(stderr, "empty") {
+		t.Errorf("approve of an empty payload = %d %q, want %d saying it is empty", code, stderr, exitUsage)
 	}
 	if got := e.entry("TASKS.61"); got.Status != store.Escalated || len(got.History) != 1 {
 		t.Fatalf("the refused approval changed the entry: %s, %d transitions", got.Status, len(got.History))

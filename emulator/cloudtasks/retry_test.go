@@ -2,6 +2,7 @@ package cloudtasks_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/jsdlq/jsdlq/emulator/cloudtasks"
+	"github.com/jsdlq/jsdlq/internal/testenv"
 )
 
 func TestRetryDelay(t *testing.T) {
@@ -108,21 +110,37 @@ func TestRetryScheduleDispatch(t *testing.T) {
 
 // max_attempts -1 retries without a count limit until max_retry_duration has
 // passed since the first attempt; a task-level retry_config overrides the
-// queue's.
+// queue's. The fake clock makes the count exact however loaded the machine:
+// the service decides when an attempt's answer arrives, and on the fake clock
+// no time passes between an attempt and its answer.
 func TestRetryUnlimitedUntilDuration(t *testing.T) {
 	t.Parallel()
-	e := startEmu(t)
+	clock := cloudtasks.NewFakeClock(time.Now())
+	e := startEmu(t, cloudtasks.WithClock(clock))
+	ctx := context.Background()
 	tg := newTarget(t, func(int, hit) int { return http.StatusBadGateway })
 	q := e.queue(t, "unlimited", nil, &cloudtaskspb.RetryConfig{MaxAttempts: 2})
-	tk := httpTask("", tg.URL)
-	tk.RetryConfig = &cloudtaskspb.RetryConfig{MaxAttempts: -1, MaxRetryDuration: dur(600 * time.Millisecond), MinBackoff: dur(100 * time.Millisecond), MaxBackoff: dur(100 * time.Millisecond)}
-	created := e.task(t, q, tk)
-	e.waitDeleted(t, created.Name, "deletion after the retry duration")
-	hits := tg.snapshot()
-	if len(hits) < 3 {
-		t.Errorf("attempts = %d, want more than the queue's max_attempts (2): the task's -1 applies", len(hits))
+	tk := httpTask(q+"/tasks/unlimited", tg.URL)
+	tk.RetryConfig = &cloudtaskspb.RetryConfig{MaxAttempts: -1, MaxRetryDuration: dur(10 * time.Minute), MinBackoff: dur(time.Minute), MaxBackoff: dur(time.Minute)}
+	e.task(t, q, tk)
+	answered := func(n int32) func() bool {
+		return func() bool {
+			got, err := e.Client.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: tk.Name})
+			return err == nil && got.ResponseCount == n
+		}
 	}
-	if span := hits[len(hits)-1].at.Sub(hits[0].at); span < 600*time.Millisecond-time.Millisecond {
-		t.Errorf("attempts spanned %v, want >= max_retry_duration 600ms", span)
+	testenv.WaitUntil(t, 10*time.Second, "first attempt answered", answered(1))
+	// Attempts at 0, 1, …, 9 minutes answer before the duration has passed:
+	// each is retried a minute later, past the queue's max_attempts of 2.
+	for n := int32(2); n <= 10; n++ {
+		clock.Advance(time.Minute)
+		testenv.WaitUntil(t, 10*time.Second, fmt.Sprintf("attempt %d answered", n), answered(n))
+	}
+	// The attempt at 10 minutes answers once the duration has passed: the
+	// task is deleted, not retried.
+	clock.Advance(time.Minute)
+	e.waitDeleted(t, tk.Name, "deletion after the retry duration")
+	if n := tg.count(); n != 11 {
+		t.Errorf("attempts = %d, want 11 (one a minute from 0 to 10 minutes)", n)
 	}
 }

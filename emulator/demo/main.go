@@ -457,15 +457,11 @@ func (d *demo) readCaptured(ctx context.Context) error {
 	return nil
 }
 
-// endedStatuses end a chain without a replay pending: quarantined waits
-// for a human (no triage task), discarded is a decision taken.
-var endedStatuses = map[store.Status]bool{store.Quarantined: true, store.Discarded: true}
-
 // awaitsTriage reports whether e waits for the triage agent's answer. A
 // dead triage task is escalated to the humans its notification reaches,
 // never to another triage task: it ends its chain.
 func awaitsTriage(e *store.Entry) bool {
-	return (e.Status == store.Escalated || e.Status == store.AwaitingApproval) && e.TaskType != event.TriageTaskType
+	return e.Status.AsksTriage() && e.TaskType != event.TriageTaskType
 }
 
 // progress is one look at the pipeline.
@@ -502,7 +498,9 @@ func (d *demo) look(ctx context.Context) (progress, error) {
 		case awaitsTriage(e):
 			p.triage++
 			p.pending++
-		case endedStatuses[e.Status] || e.Status == store.Escalated || e.Status == store.AwaitingApproval:
+		case e.Status.NeedsHuman() || e.Status.Settled():
+			// Ends its chain without a replay pending: waits for a human
+			// (quarantined: no triage task), or a decision taken.
 			p.ended++
 		case e.Status == store.Replayed && !children[e.ID]:
 			replayed = append(replayed, e)

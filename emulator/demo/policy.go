@@ -44,7 +44,7 @@ func demoPolicy(predictions bool) ([]byte, error) {
 		doc = strings.ReplaceAll(doc, e.old, e.new)
 	}
 	doc = "# jsdlq demo policy: the default with delays of seconds (emulator/demo/policy.go).\n" + doc
-	if _, err := triage.Parse([]byte(doc)); err != nil {
+	if _, err := triage.ParseOverride([]byte(doc)); err != nil {
 		return nil, fmt.Errorf("demo policy: %w", err)
 	}
 	return []byte(doc), nil

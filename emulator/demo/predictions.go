@@ -61,7 +61,7 @@ func (d *demo) applyPolicy(ctx context.Context, fs *firestore.Client, prediction
 	if _, err := triage.SaveOverride(ctx, fs, doc); err != nil {
 		return nil, fmt.Errorf("apply the demo policy: %w", err)
 	}
-	return triage.Parse(doc)
+	return triage.ParseOverride(doc)
 }
 
 // learn runs the learner reconcile runs at the end of its runs, forced,

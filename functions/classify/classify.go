@@ -270,7 +270,7 @@ func (h *Handler) mayAwaitRecord(ev jevent.Event) bool {
 		ev.Message.MissingReason != jevent.MissingNotFound {
 		return false
 	}
-	for _, text := range triage.ServerTerminated {
+	for _, text := range jevent.ServerTermReasons {
 		if strings.HasPrefix(strings.ToLower(a.Reason), strings.ToLower(text)) {
 			return false
 		}

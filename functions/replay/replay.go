@@ -250,7 +250,7 @@ func (h *Handler) finishRecovery(ctx context.Context, e *store.Entry, taskName s
 // history note), and reports whether it is recovered; one moved on or gone
 // meanwhile is res skipped, and err is for a retry.
 func (h *Handler) markRecovered(ctx context.Context, e *store.Entry, note string, res *Result) (bool, error) {
-	got, err := h.store.MarkRecovered(ctx, e.ID, []store.Status{store.Replaying}, By, note)
+	got, err := h.store.MarkRecovered(ctx, e.ID, store.MoveRecover.Only(store.Replaying), By, note)
 	skip, err := h.recovered(ctx, e, got, err)
 	switch {
 	case err != nil:
@@ -329,7 +329,10 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 	// recovered the entry finishes that recovery (finishRecovery).
 	var reentered, recovered *store.Entry
 	e, err := h.store.Transition(ctx, entryID, store.Change{
-		From: []store.Status{store.Scheduled, store.Replaying, store.Recovered},
+		// Every status that keeps the task is read; only scheduled is
+		// moved (store.MoveClaim): Apply ends the claim of a redelivery
+		// of this task, replaying or recovered.
+		From: store.StatusesWhere(store.Status.KeepsTask),
 		To:   store.Replaying,
 		By:   By,
 		Note: "task " + taskName,
@@ -475,7 +478,7 @@ func (h *Handler) Replay(ctx context.Context, entryID string, attempt int, taskN
 	// From the entry as the claim left it: a write conditioned on nobody
 	// having changed it since (read again only if someone did).
 	_, err = h.store.TransitionSeen(ctx, e, store.Change{
-		From: []store.Status{store.Replaying},
+		From: store.MovePublish.From,
 		To:   store.Replayed,
 		By:   By,
 		Note: note,
@@ -539,7 +542,7 @@ func (h *Handler) leave(ctx context.Context, log *slog.Logger, e *store.Entry, t
 func (h *Handler) move(ctx context.Context, log *slog.Logger, e *store.Entry, to store.Status, outcome, note string, apply func(*store.Entry), res Result) (Result, error) {
 	taskName := shortTask(e.TaskName)
 	cur, err := h.store.TransitionSeen(ctx, e, store.Change{
-		From: []store.Status{store.Replaying},
+		From: store.MoveGate.From,
 		To:   to,
 		By:   By,
 		Note: note,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/jsdlq/jsdlq/internal/storetest"
 	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
@@ -41,7 +42,7 @@ func TestReplayPublishesTheApprovedVersion(t *testing.T) {
 	e := setup(t)
 	en := e.newEntry(t, spec{id: "TASKS.501", headers: map[string][]string{"X-Priority": {"low"}}})
 	original := bytes.Clone(en.Payload)
-	if _, err := e.store.Transition(e.ctx, en.ID, store.Change{From: []store.Status{store.Scheduled}, To: store.Escalated, By: "test"}); err != nil {
+	if _, err := storetest.Refuse(e.ctx, e.store, en.ID, store.Escalated, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 

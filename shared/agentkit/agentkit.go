@@ -50,10 +50,10 @@ const (
 	DefaultIdempotencyTTL        = 72 * time.Hour
 )
 
-// Reason codes agentkit itself produces; the triage policy categorises them
-// (docs/policy.md).
+// Reason codes agentkit itself produces (event's registry); the triage
+// policy categorises them (docs/policy.md).
 const (
-	CodeContextWindowOverflow = "context_window_overflow"
+	CodeContextWindowOverflow = event.ReasonContextWindowOverflow
 )
 
 // Errors.
@@ -318,7 +318,7 @@ func (k *Kit) consumer(ctx context.Context, md *jetstream.MsgMetadata) (consumer
 	c, err := k.js.Consumer(ctx, md.Stream, md.Consumer)
 	if err != nil {
 		k.log.Warn("consumer info unavailable; NAK without delay, keep-alive at the default interval",
-			"stream", md.Stream, "consumer", md.Consumer, "error", err)
+			"stream", event.Wire(md.Stream), "consumer", event.Wire(md.Consumer), "error", err)
 		return consumerTiming{}, false
 	}
 	cfg := c.CachedInfo().Config

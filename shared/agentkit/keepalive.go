@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jsdlq/jsdlq/shared/event"
 )
 
 // This file keeps a task alive while an agent works on it (docs/contracts.md,
@@ -110,7 +112,7 @@ func (k *Kit) keepAliveRun(ctx context.Context, msg jetstream.Msg, interval time
 			}
 			if msg != nil {
 				if err := msg.InProgress(); err != nil {
-					k.log.Warn("in-progress ack failed; the task may be redelivered mid-work", "subject", msg.Subject(), "error", err)
+					k.log.Warn("in-progress ack failed; the task may be redelivered mid-work", "subject", event.Wire(msg.Subject()), "error", err)
 				}
 			}
 			if renew == nil {

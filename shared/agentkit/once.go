@@ -230,7 +230,7 @@ func (k *Kit) Once(ctx context.Context, t Task, fn func(context.Context) error) 
 		return true, fmt.Errorf("tenant %q key %q: %w", t.Tenant, t.Key, err)
 	case err != nil:
 		if rerr := c.release(context.WithoutCancel(ctx)); rerr != nil {
-			k.log.Warn("could not release idempotency claim; it expires with its lease", "tenant", t.Tenant, "key", t.Key, "error", rerr)
+			k.log.Warn("could not release idempotency claim; it expires with its lease", "tenant", event.Wire(t.Tenant), "key", event.Wire(t.Key), "error", rerr)
 		}
 		return true, err
 	}

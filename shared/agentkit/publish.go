@@ -69,6 +69,13 @@ type predictor struct {
 	table          atomic.Pointer[predict.Table]
 	pending        atomic.Pointer[map[string]uint64]
 
+	// refreshing serialises refreshes; started says one has run, so the
+	// loop's first refresh is skipped when the caller already refreshed
+	// (a late background read would otherwise replace the caller's view of
+	// the work stream with a later one while it publishes).
+	refreshing sync.Mutex
+	started    bool
+
 	mu     sync.Mutex
 	counts map[countDoc]map[predict.Key]int64
 
@@ -104,7 +111,7 @@ func (k *Kit) predictLoop() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { <-k.pred.stop; cancel() }()
-	_ = k.RefreshPredictions(ctx)
+	_ = k.refreshPredictions(ctx, true)
 	refresh, flush := time.NewTicker(k.pred.refresh), time.NewTicker(k.pred.flush)
 	defer refresh.Stop()
 	defer flush.Stop()
@@ -138,9 +145,21 @@ func (k *Kit) Close(ctx context.Context) error {
 // model read stays in use (none before the first): publishing never waits
 // for it.
 func (k *Kit) RefreshPredictions(ctx context.Context) error {
+	return k.refreshPredictions(ctx, false)
+}
+
+// refreshPredictions refreshes; first is the loop's refresh at start, done
+// only if no refresh has run yet.
+func (k *Kit) refreshPredictions(ctx context.Context, first bool) error {
 	if k.pred == nil || k.fs == nil {
 		return ErrNoPredictions
 	}
+	k.pred.refreshing.Lock()
+	defer k.pred.refreshing.Unlock()
+	if first && k.pred.started {
+		return nil
+	}
+	k.pred.started = true
 	var errs []error
 	snap, err := k.fs.Collection(predict.ModelCollection).Doc(predict.ModelDoc).Get(ctx)
 	switch {
@@ -311,7 +330,7 @@ func (k *Kit) Publish(ctx context.Context, subject string, payload []byte, heade
 		if !errors.Is(err, ErrRecordTooLarge) {
 			return res, err
 		}
-		k.log.Warn("task predicted to fail is too large to record; published to run instead", "subject", subject, "error", err)
+		k.log.Warn("task predicted to fail is too large to record; published to run instead", "subject", event.Wire(subject), "error", err)
 		out.Routed = false
 	}
 	ack, err := k.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(k.work))

@@ -16,14 +16,19 @@ import (
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
-// refuse moves a scheduled entry back to escalated, as replay does when it
-// cannot publish an approved replay (payload_too_large, say): the entry
-// waits for a human again.
-func (e *env) refuse(t *testing.T, id string) {
+// refuse claims a scheduled entry and moves it back to escalated, as
+// replay does when it cannot publish an approved replay
+// (payload_too_large, say): the entry waits for a human again.
+func (e *env) refuse(t *testing.T, id string) *store.Entry {
 	t.Helper()
-	if _, err := e.store.Transition(e.ctx, id, store.Change{From: []store.Status{store.Scheduled}, To: store.Escalated, By: "replay", Note: "payload_too_large"}); err != nil {
+	if _, err := e.store.Transition(e.ctx, id, store.Change{From: []store.Status{store.Scheduled}, To: store.Replaying, By: "replay"}); err != nil {
 		t.Fatal(err)
 	}
+	got, err := e.store.Transition(e.ctx, id, store.Change{From: []store.Status{store.Replaying}, To: store.Escalated, By: "replay", Note: "payload_too_large"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 // payloads reads every version of id's payload.

@@ -49,18 +49,18 @@ var (
 	ErrTaskNotCreated = errors.New("operator: the action is recorded; its replay task is not created yet")
 )
 
-// Statuses each action accepts.
+// Statuses each action accepts: its move's in the status table
+// (store.MoveApprove, MoveDiscard, MoveRunNow say why).
 var (
 	// Approvable: waiting for a human (policy), quarantined (poison, fixed
 	// payload), escalated (permanent, or the payload was missing: supply
-	// it). Not held: an approval answers the policy, and a held entry waits
-	// for its breaker (ProbeNow, CloseBreaker), not for the policy.
-	Approvable = []store.Status{store.AwaitingApproval, store.Quarantined, store.Escalated}
-	// Discardable: everything not resolved and not mid-replay.
-	Discardable = []store.Status{store.Scheduled, store.AwaitingApproval, store.Quarantined, store.Held, store.Escalated, store.Replayed}
-	// Runnable: a scheduled replay runs now; a held one is released now
-	// (it still meets the breaker and policy when it runs).
-	Runnable = []store.Status{store.Scheduled, store.Held}
+	// it).
+	Approvable = store.MoveApprove.From
+	// Discardable: everything not recovered, not discarded and not
+	// mid-replay.
+	Discardable = store.MoveDiscard.From
+	// Runnable: a scheduled replay runs now; a held one is released now.
+	Runnable = store.MoveRunNow.From
 )
 
 // Scheduler creates replay tasks (tasks.Scheduler).
@@ -193,7 +193,7 @@ func (o *Operator) Approve(ctx context.Context, tenant, id string, ed Edits) (*s
 	note := store.ApprovalNote + " by " + ed.By.String()
 	var attempt int
 	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
-		From: narrow(Approvable, ed.Asked.Only),
+		From: store.MoveApprove.Only(ed.Asked.Only...),
 		To:   store.Scheduled,
 		By:   ed.By.Name,
 		Role: ed.By.Role,
@@ -244,7 +244,7 @@ func (o *Operator) DiscardIn(ctx context.Context, tenant, id, reason string, by 
 		return nil, err
 	}
 	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
-		From: narrow(Discardable, asked.Only), To: store.Discarded, By: by.Name, Role: by.Role, Note: "discarded: " + reason,
+		From: store.MoveDiscard.Only(asked.Only...), To: store.Discarded, By: by.Name, Role: by.Role, Note: "discarded: " + reason,
 		Apply: func(e *store.Entry) error {
 			if err := asked.check(e); err != nil {
 				return err
@@ -284,7 +284,7 @@ func (o *Operator) ReplayNowIn(ctx context.Context, tenant, id string, by author
 	}
 	attempt, fresh := 0, false
 	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
-		From: narrow(Runnable, asked.Only), To: store.Scheduled, By: by.Name, Role: by.Role, Note: "replay now requested by " + by.String(),
+		From: store.MoveRunNow.Only(asked.Only...), To: store.Scheduled, By: by.Name, Role: by.Role, Note: "replay now requested by " + by.String(),
 		Apply: func(e *store.Entry) error {
 			if err := asked.check(e); err != nil {
 				return err
@@ -349,7 +349,7 @@ func (o *Operator) ProbeNow(ctx context.Context, tenant, id string, by authority
 	if err == nil && tenant != store.AllTenants && cur.Tenant != tenant {
 		err = fmt.Errorf("%w: entry %q", ErrNotFound, id)
 	}
-	if err == nil && cur.Status != store.Held && cur.Status != store.Scheduled {
+	if err == nil && !slices.Contains(store.MoveProbe.From, cur.Status) {
 		err = fmt.Errorf("%w: entry %s is %s; only a held or scheduled entry can be the probe", ErrWrongStatus, id, cur.Status)
 	}
 	if err != nil {
@@ -360,7 +360,7 @@ func (o *Operator) ProbeNow(ctx context.Context, tenant, id string, by authority
 	}
 	attempt := 0
 	e, err := o.store.TransitionScoped(ctx, id, tenant, store.Change{
-		From: []store.Status{store.Held, store.Scheduled}, To: store.Scheduled, By: by.Name, Role: by.Role,
+		From: store.MoveProbe.From, To: store.Scheduled, By: by.Name, Role: by.Role,
 		Note: "breaker probe sent by " + by.String() + ": " + reason,
 		Apply: func(e *store.Entry) error {
 			attempt = NextAttempt(e)
@@ -403,7 +403,7 @@ func (o *Operator) renew(ctx context.Context, tenant string, e *store.Entry, spe
 	old := e.TaskName
 	attempt := 0
 	e, err := o.store.TransitionScoped(ctx, e.ID, tenant, store.Change{
-		From: []store.Status{store.Scheduled}, To: store.Scheduled, By: by.Name, Role: by.Role, Note: "task " + old + " is spent; new attempt",
+		From: store.MoveNewAttempt.From, To: store.Scheduled, By: by.Name, Role: by.Role, Note: "task " + old + " is spent; new attempt",
 		Apply: func(cur *store.Entry) error {
 			if cur.TaskName != old {
 				return fmt.Errorf("%w: entry %s was rescheduled meanwhile (task %s)", ErrWrongStatus, cur.ID, cur.TaskName)
@@ -479,19 +479,4 @@ func printable(s string) bool {
 		}
 	}
 	return true
-}
-
-// narrow is allowed restricted to only (allowed itself when only is empty);
-// an entry in none of them is ErrWrongStatus.
-func narrow(allowed, only []store.Status) []store.Status {
-	if len(only) == 0 {
-		return allowed
-	}
-	var out []store.Status
-	for _, s := range only {
-		if slices.Contains(allowed, s) {
-			out = append(out, s)
-		}
-	}
-	return out
 }

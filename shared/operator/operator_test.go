@@ -157,8 +157,10 @@ func TestTenantIsolation(t *testing.T) {
 func TestStatusChecked(t *testing.T) {
 	e := setup(t)
 	recovered := e.entry(t, "TASKS.10", "t", store.Scheduled)
-	if _, err := e.store.Transition(e.ctx, recovered.ID, store.Change{From: []store.Status{store.Scheduled}, To: store.Recovered, By: "test"}); err != nil {
-		t.Fatal(err)
+	for _, c := range []store.Change{{From: []store.Status{store.Scheduled}, To: store.Replaying, By: "test"}, {From: []store.Status{store.Replaying}, To: store.Recovered, By: "test"}} {
+		if _, err := e.store.Transition(e.ctx, recovered.ID, c); err != nil {
+			t.Fatal(err)
+		}
 	}
 	awaiting := e.entry(t, "TASKS.11", "t", store.AwaitingApproval)
 	cases := []struct {
@@ -332,10 +334,7 @@ func TestTriageAnswerBoundToItsDecision(t *testing.T) {
 	if _, err := e.op.Approve(e.ctx, "t", again.ID, operator.Edits{By: alice}); err != nil {
 		t.Fatal(err)
 	}
-	second, err := e.store.Transition(e.ctx, again.ID, store.Change{From: []store.Status{store.Scheduled}, To: store.Escalated, By: "replay", Note: "payload_too_large"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	second := e.refuse(t, again.ID)
 	for _, a := range []agentkit.TriageAnswer{
 		{Answer: jevent.AnswerReplay},
 		{Answer: jevent.AnswerDiscard, Reason: "stale"},
@@ -344,7 +343,8 @@ func TestTriageAnswerBoundToItsDecision(t *testing.T) {
 			t.Errorf("AnswerTriage(%s to the first escalation, entry escalated again) = %v, want ErrTriageDecided", a.Answer, err)
 		}
 	}
-	if got, err := e.store.GetMeta(e.ctx, again.ID); err != nil || got.Status != store.Escalated || len(got.History) != 3 {
+	// Recorded, approved, claimed by the replay, refused: four moves.
+	if got, err := e.store.GetMeta(e.ctx, again.ID); err != nil || got.Status != store.Escalated || len(got.History) != 4 {
 		t.Errorf("answers to the first escalation changed the second: %+v, %v", got, err)
 	}
 	current2 := task(again.ID)

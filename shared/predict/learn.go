@@ -13,7 +13,7 @@ import (
 
 // ReasonPredictedFailure is the reason code of a task a prediction sent to
 // the DLQ before its first attempt (the policy's reasons name it too).
-const ReasonPredictedFailure = "predicted_failure"
+const ReasonPredictedFailure = event.ReasonPredictedFailure
 
 // What a prediction does with a task before its first attempt
 // (Prediction.Action); "" is advisory: the task is only marked.

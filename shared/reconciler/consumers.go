@@ -22,7 +22,7 @@ import (
 // ReasonFilterRejection is the reason code (docs/policy.md) of a task
 // published where no consumer listens: the entries the consumer-filter audit
 // records.
-const ReasonFilterRejection = "consumer_filter_rejection"
+const ReasonFilterRejection = event.ReasonConsumerFilterRejection
 
 // unconsumed accumulates the consumer-filter finding over the work streams.
 type unconsumed struct {

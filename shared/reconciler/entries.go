@@ -167,7 +167,7 @@ func (w *window) add(h time.Time, m store.Metrics) {
 				t.PoisonLastHr += n
 			}
 		}
-		t.PendingRetries += th.InStatus(store.Scheduled, store.Held, store.Replaying)
+		t.PendingRetries += th.InStatus(store.StatusesWhere(store.Status.Pending)...)
 		t.ActivePoison += th.QuarantinedPoison
 		t.Escalated += th.InStatus(store.Escalated)
 		t.Recovered += th.InStatus(store.Recovered)

@@ -83,7 +83,7 @@ func (r *run) release(ctx context.Context, rp *audit.Repair, e *store.Entry, pro
 	}
 	now := r.now()
 	cur, err := r.h.store.Transition(ctx, e.ID, store.Change{
-		From: []store.Status{store.Held}, To: store.Scheduled, By: By,
+		From: store.MoveRelease.From, To: store.Scheduled, By: By,
 		Note: "tenant breaker admits it again",
 		Apply: func(c *store.Entry) error {
 			c.TaskName, c.NextRetryAt, c.BreakerProbe = tasks.Name(c.ID, attempt), now, probe

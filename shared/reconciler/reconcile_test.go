@@ -77,7 +77,8 @@ func seedRepairable(f *fixture) repairable {
 	if _, _, err := f.sched.Schedule(f.ctx, tasks.Request{EntryID: e.ID, Attempt: 1, At: e.NextRetryAt}); err != nil {
 		t.Fatal(err)
 	}
-	f.move(old, e.ID, store.Scheduled, store.Escalated, "operator")
+	f.move(old, e.ID, store.Scheduled, store.Replaying, "replay")
+	f.move(old, e.ID, store.Replaying, store.Escalated, "replay")
 
 	// An entry replaying for an hour whose task is gone.
 	hourAgo := f.storeAt(now.Add(-time.Hour))

@@ -116,7 +116,7 @@ func orphanReason(e *store.Entry, task string, now time.Time, grace time.Duratio
 		return "" // changed just now: let the replay or classify finish
 	case shortTask(e.TaskName) != task:
 		return fmt.Sprintf("entry waits for task %q", e.TaskName)
-	case e.Status != store.Scheduled && e.Status != store.Replaying && e.Status != store.Recovered:
+	case !e.Status.KeepsTask():
 		return "entry is " + string(e.Status)
 	}
 	return ""
@@ -192,7 +192,7 @@ func (r *run) recreate(ctx context.Context, rp *audit.Repair, e *store.Entry) {
 			attempt++
 		}
 		next := tasks.Name(e.ID, attempt)
-		cur, err := r.h.store.RequeueTask(ctx, e.ID, []store.Status{store.Scheduled}, e.TaskName, next, e.NextRetryAt, By,
+		cur, err := r.h.store.RequeueTask(ctx, e.ID, store.MoveRequeue.Only(store.Scheduled), e.TaskName, next, e.NextRetryAt, By,
 			fmt.Sprintf("task %q missing and its name used; rescheduled as %q", name, next))
 		if !applied(rp, e.ID, err) {
 			return
@@ -238,7 +238,7 @@ func (r *run) replaying(ctx context.Context, sec *audit.Section) error {
 			attempt = n + 1
 		}
 		next := tasks.Name(e.ID, attempt)
-		cur, err := r.h.store.RequeueTask(ctx, e.ID, []store.Status{store.Replaying}, e.TaskName, next, now, By,
+		cur, err := r.h.store.RequeueTask(ctx, e.ID, store.MoveRequeue.Only(store.Replaying), e.TaskName, next, now, By,
 			fmt.Sprintf("replaying since %s and task %q gone; re-queued as %q", e.UpdatedAt.Format(time.RFC3339), name, next))
 		if !applied(f.Repair, e.ID, err) {
 			return nil
@@ -307,7 +307,7 @@ func (r *run) replayed(ctx context.Context, sec *audit.Section) error {
 			if !r.plan(f, e.ID) {
 				continue
 			}
-			_, err := r.h.store.MarkRecoveredSeen(ctx, e, []store.Status{store.Replayed}, By, c.Note(e), c)
+			_, err := r.h.store.MarkRecoveredSeen(ctx, e, store.MoveRecover.Only(store.Replayed), By, c.Note(e), c)
 			if applied(f.Repair, e.ID, err) {
 				f.Repair.Done++
 			}

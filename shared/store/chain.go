@@ -115,7 +115,7 @@ func (s *Store) recoverChain(ctx context.Context, e *Entry, by string) error {
 		}
 		if p.Status == Replayed {
 			note := "its replay chain recovered (" + e.ID + ")"
-			_, err := s.recoverOne(ctx, p.ID, func(c Change) (*Entry, error) { return s.TransitionSeen(ctx, p, c) }, []Status{Replayed}, by, note, keep)
+			_, err := s.recoverOne(ctx, p.ID, func(c Change) (*Entry, error) { return s.TransitionSeen(ctx, p, c) }, MoveRecover.Only(Replayed), by, note, keep)
 			switch {
 			case errors.Is(err, ErrNotFound):
 				// Expired since it was read; an ancestor kept longer

@@ -96,7 +96,7 @@ func TestReplayDeathHandsTheCheckToTheChain(t *testing.T) {
 			tenant: "acme"},
 		{name: "moved on meanwhile", parent: func(t *testing.T, id string) *Entry { return replayedEntry(t, s, id, "") },
 			tenant: "acme", meanwhile: func(t *testing.T, id string) {
-				if _, err := s.Transition(ctx, id, Change{From: []Status{Replayed}, To: Escalated, By: "operator"}); err != nil {
+				if _, err := s.Transition(ctx, id, Change{From: []Status{Replayed}, To: Discarded, By: "operator"}); err != nil {
 					t.Fatal(err)
 				}
 			}},
@@ -176,14 +176,16 @@ func TestReplayDeathHandsTheCheckToTheChain(t *testing.T) {
 // the recovery (replay's Cloud Tasks retry) counts nothing twice.
 func TestRecoveryRecoversTheChain(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		escalated bool
+		name string
+		// discarded: an operator gives the middle up (the status table
+		// has no other way out of replayed but a recovery).
+		discarded bool
 		// otherTask gives the root another task's key and the middle
 		// none: each link passes, the chain does not.
 		otherTask bool
 	}{
 		{"all replayed", false, false},
-		{"the middle escalated by an operator", true, false},
+		{"the middle discarded by an operator", true, false},
 		{"a keyless middle between two tasks", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -197,8 +199,8 @@ func TestRecoveryRecoversTheChain(t *testing.T) {
 			if leaf.ReplayOf != mid.ID || mid.ReplayOf != root.ID {
 				t.Fatalf("chain = %s <- %s <- %s, want linked", root.ID, leaf.ReplayOf, mid.ReplayOf)
 			}
-			if tc.escalated {
-				if _, err := s.Transition(ctx, mid.ID, Change{From: []Status{Replayed}, To: Escalated, By: "operator"}); err != nil {
+			if tc.discarded {
+				if _, err := s.Transition(ctx, mid.ID, Change{From: []Status{Replayed}, To: Discarded, By: "operator"}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -222,14 +224,14 @@ func TestRecoveryRecoversTheChain(t *testing.T) {
 				}
 				// The leaf's move and its completion record, then one read
 				// per ancestor: the record the leaf kept outlasts them.
-				if got := s.Ops().Reads - before.Reads; i == 0 && !tc.escalated && !tc.otherTask && got != 4 {
+				if got := s.Ops().Reads - before.Reads; i == 0 && !tc.discarded && !tc.otherTask && got != 4 {
 					t.Errorf("MarkRecovered(%s) read %d documents, want 4", leaf.ID, got)
 				}
 			}
 			want := map[string]Status{root.ID: Recovered, mid.ID: Recovered, leaf.ID: Recovered}
 			recovered := int64(3)
-			if tc.escalated {
-				want[mid.ID], recovered = Escalated, 2
+			if tc.discarded {
+				want[mid.ID], recovered = Discarded, 2
 			}
 			if tc.otherTask {
 				want[root.ID], recovered = Replayed, 2

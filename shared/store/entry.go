@@ -20,34 +20,6 @@ import (
 // status machine and the transitions every component and operator makes.
 // Creating and merging an entry is in record.go, its payload in payload.go.
 
-// Status of an entry (docs/storage.md, "Status machine").
-type Status string
-
-// Statuses.
-const (
-	Scheduled        Status = "scheduled"
-	Replaying        Status = "replaying"
-	Replayed         Status = "replayed"
-	Recovered        Status = "recovered"
-	AwaitingApproval Status = "awaiting_approval"
-	Quarantined      Status = "quarantined"
-	Held             Status = "held"
-	Escalated        Status = "escalated"
-	Discarded        Status = "discarded"
-)
-
-// Terminal reports whether no further automatic step follows the status.
-func (st Status) Terminal() bool {
-	return st == Recovered || st == Discarded
-}
-
-// AllStatuses are every status an entry can be in.
-var AllStatuses = []Status{Scheduled, Replaying, Replayed, Recovered, AwaitingApproval, Quarantined, Held, Escalated, Discarded}
-
-// Known reports whether st is one of AllStatuses (what an operator's filter
-// may name).
-func (st Status) Known() bool { return slices.Contains(AllStatuses, st) }
-
 // MaxHistory bounds the transitions kept on an entry or breaker.
 const MaxHistory = 50
 
@@ -258,7 +230,10 @@ func decodeEntry(snap *firestore.DocumentSnapshot) (*Entry, error) {
 
 // Change is a status transition of an entry.
 type Change struct {
-	From []Status // the statuses the entry must be in
+	// From are the statuses the entry must be in: a Move's From, narrowed
+	// (Move.Only); the move from the entry's status to To must be one the
+	// status table allows (ErrTransition).
+	From []Status
 	To   Status
 	By   string // who made the change (component or operator)
 	// Role is the role By acts in ("" for a component).
@@ -281,7 +256,8 @@ type Change struct {
 // Transition changes an entry's status in a transaction that checks the
 // previous status (and adds the difference the move makes to the entry's
 // tenant-hour counters, tenanthealth.go, in the same transaction): ErrWrongStatus (wrapped, with the actual status) when it
-// is not one of c.From, ErrNotFound when there is no entry, ErrConflict when
+// is not one of c.From, a TransitionError (ErrTransition) when the status
+// table allows no move from it to c.To, ErrNotFound when there is no entry, ErrConflict when
 // contention outlasted the client's retries.
 func (s *Store) Transition(ctx context.Context, id string, c Change) (*Entry, error) {
 	// One transaction body for every caller: a status that is not resolved
@@ -387,6 +363,12 @@ func (s *Store) move(tx *firestore.Transaction, e *Entry, c Change, staged *stag
 			return err
 		}
 	}
+	// After Apply, which may end a change it was asked to look at (the
+	// replay's claim reads a redelivery this way); what is written is
+	// what the table allows.
+	if !before.Status.CanMove(c.To) {
+		return &TransitionError{Entry: id, From: before.Status, To: c.To}
+	}
 	now := s.Now()
 	note := c.Note
 	if staged != nil {
@@ -420,7 +402,7 @@ func (s *Store) move(tx *firestore.Transaction, e *Entry, c Change, staged *stag
 		// at once.
 		e.NextRetryAt = now
 	}
-	if c.To.Terminal() || c.To == Escalated || c.To == Quarantined {
+	if c.To.Settled() {
 		e.ResolvedAt = now
 	} else {
 		e.ResolvedAt = time.Time{}

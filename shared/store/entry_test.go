@@ -40,7 +40,8 @@ func TestMarkRecoveredClosesProbeBreaker(t *testing.T) {
 	if _, err := ref.Set(ctx, Breaker{Tenant: "acme", State: BreakerHalfOpen, OpenedAt: now, HalfOpenAt: now, ProbeEntry: e.ID, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Transition(ctx, e.ID, Change{From: []Status{Scheduled}, To: Replayed, By: "test",
+	claim(t, s, e.ID)
+	if _, err := s.Transition(ctx, e.ID, Change{From: []Status{Replaying}, To: Replayed, By: "test",
 		Apply: func(e *Entry) error { e.BreakerProbe = true; return nil }}); err != nil {
 		t.Fatal(err)
 	}

@@ -146,14 +146,15 @@ func (s *Store) outboxDoc(o *Outbox) *firestore.DocumentRef {
 	return s.fs.Collection(o.collection()).Doc(o.ID)
 }
 
-// entryKinds are the statuses an entry's move into is notified, by kind.
+// entryKinds are the notification kinds of the statuses that need a human
+// (Status.NeedsHuman; a test holds the two together).
 var entryKinds = map[Status]event.NotificationKind{
 	Escalated: event.NotifyEscalated, AwaitingApproval: event.NotifyAwaitingApproval, Quarantined: event.NotifyQuarantined,
 }
 
 // Notifies reports whether a move into st stages a notification (the entry
 // needs a human): a function that made one publishes the outbox at once.
-func Notifies(st Status) bool { _, ok := entryKinds[st]; return ok }
+func Notifies(st Status) bool { return st.NeedsHuman() }
 
 // entryNotification is the notification of an entry that moved from from
 // into its current status at at, if that status needs a human.

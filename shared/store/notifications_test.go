@@ -81,15 +81,17 @@ func TestOutboxOnePerTransition(t *testing.T) {
 	if d := cmp.Diff([]string{"escalated"}, outboxKinds(t, s)); d != "" {
 		t.Fatalf("after Record (-want +got):\n%s", d)
 	}
+	claim(t, s, sched.ID)
 	clock.Add(1)
 	for i := range 2 {
-		_, err := s.Transition(ctx, sched.ID, Change{From: []Status{Scheduled}, To: AwaitingApproval, By: "classify"})
+		_, err := s.Transition(ctx, sched.ID, Change{From: []Status{Replaying}, To: AwaitingApproval, By: "replay"})
 		if (err == nil) != (i == 0) {
 			t.Fatalf("Transition #%d = %v", i, err)
 		}
 	}
 	clock.Add(1)
-	if _, err := s.Transition(ctx, sched.ID, Change{From: []Status{AwaitingApproval}, To: Quarantined, By: "alice"}); err != nil {
+	walk(t, s, sched.ID, AwaitingApproval, Scheduled, Replaying)
+	if _, err := s.Transition(ctx, sched.ID, Change{From: []Status{Replaying}, To: Quarantined, By: "replay"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Transition(ctx, sched.ID, Change{From: []Status{Quarantined}, To: Discarded, By: "alice"}); err != nil {

@@ -47,10 +47,6 @@ type Outcomes struct {
 	ToRecovery map[string]int64 `firestore:"to_recovery,omitempty" json:"to_recovery,omitempty"`
 }
 
-// denials are the statuses a claimed replay leaves to when a gate (the
-// current policy, the tenant breaker) keeps it back.
-var denials = []Status{Held, AwaitingApproval, Escalated, Quarantined, Discarded}
-
 // moveOutcomes are the counters of the last move of hist, a history of e
 // (e's fields as the move left them): the one definition the transactions
 // count by and RecountOutcomes recounts by.
@@ -87,7 +83,7 @@ func moveOutcomes(e *Entry, hist []Transition) Outcomes {
 	case Replaying:
 		o.Claimed = 1
 	}
-	if from == Replaying && slices.Contains(denials, to) {
+	if MoveGate.Allows(from, to) {
 		o.Denied = 1
 	}
 	if t.Role != "" && !human(hist[:len(hist)-1]) {

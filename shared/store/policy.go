@@ -37,8 +37,8 @@ func (s *Store) PolicyOverride(ctx context.Context) (o PolicyOverride, found boo
 // PolicyInForce is the triage policy a freshly started classify or replay
 // evaluates, and the stored override it comes from.
 type PolicyInForce struct {
-	// Policy is the override when it is valid, the embedded default
-	// otherwise.
+	// Policy is the override laid over the embedded default
+	// (triage.ParseOverride) when it is valid, the default otherwise.
 	Policy *triage.Policy
 	// Override is the stored override as written; Stored is false when
 	// there is none.
@@ -59,7 +59,7 @@ func (s *Store) PolicyInForce(ctx context.Context) (PolicyInForce, error) {
 	}
 	in := PolicyInForce{Policy: triage.Default(), Override: o, Stored: found}
 	if found {
-		p, err := triage.Parse([]byte(o.YAML))
+		p, err := triage.ParseOverride([]byte(o.YAML))
 		if err != nil {
 			in.Invalid = err
 		} else {

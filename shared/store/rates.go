@@ -117,10 +117,8 @@ func ratio(n, d int64) float64 {
 }
 
 // SettledStatuses are the statuses in which nothing more happens to an
-// entry by itself: recovered, or left to people or given up (escalated,
-// quarantined, discarded). Entries still scheduled, replaying, replayed,
-// held or awaiting approval are not settled yet.
-var SettledStatuses = []Status{Recovered, Escalated, Quarantined, Discarded}
+// entry by itself (Status.Settled).
+var SettledStatuses = StatusesWhere(Status.Settled)
 
 // Recovery counts the entries created in a window by how they settled.
 type Recovery struct {

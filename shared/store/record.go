@@ -155,7 +155,7 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 			}
 		}
 		e.History = []Transition{{At: now, From: "", To: string(e.Status), By: by, Note: note}}
-		if e.Status == Escalated || e.Status == Quarantined {
+		if e.Status.Settled() {
 			e.ResolvedAt = now
 		}
 		if err := tx.Create(s.entryRef(e.ID), e); err != nil {

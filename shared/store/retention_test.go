@@ -125,7 +125,7 @@ func TestRetentionFollowsThePlan(t *testing.T) {
 	// they carry its expiry, not the default given to chunks not yet bound.
 	// The original's chunks stay as they were.
 	edited := bytes.Repeat([]byte("y"), ChunkSize+5)
-	if _, err := s.TransitionScoped(ctx, id, AllTenants, Change{From: []Status{Scheduled}, To: AwaitingApproval, By: "op"}, &Edit{Payload: edited, By: "op"}); err != nil {
+	if _, err := s.TransitionScoped(ctx, id, AllTenants, Change{From: []Status{Scheduled}, To: Scheduled, By: "op"}, &Edit{Payload: edited, By: "op"}); err != nil {
 		t.Fatalf("TransitionScoped(edit payload) = %v", err)
 	}
 	got := checkExpiry(t, s, "payload edited", id, 7*day, 3)
@@ -156,7 +156,7 @@ func TestRetentionFollowsThePlan(t *testing.T) {
 		t.Errorf("LoadPayload(original) = %d bytes, %v, want the original %d bytes", len(got.Payload), err, len(big))
 	}
 	// A re-evaluation to another retention moves every version's chunks.
-	if _, err := s.Transition(ctx, id, Change{From: []Status{AwaitingApproval}, To: Scheduled, By: "replay",
+	if _, err := s.Transition(ctx, id, Change{From: []Status{Scheduled}, To: Scheduled, By: "replay",
 		Apply: func(cur *Entry) error {
 			cur.Plan = PlanOf(triage.Decision{Action: triage.AutoReplay, Retention: 30 * day})
 			return nil
@@ -204,6 +204,7 @@ func TestRecoveredKeepsTheCompletionRecord(t *testing.T) {
 		if _, err := ref.Set(ctx, tc.rec); err != nil {
 			t.Fatal(err)
 		}
+		walk(t, s, e.ID, Escalated, Scheduled, Replaying)
 		for range 2 {
 			var err error
 			if seen {
@@ -211,9 +212,9 @@ func TestRecoveredKeepsTheCompletionRecord(t *testing.T) {
 				if c, err = s.Completion(ctx, e); err != nil {
 					t.Fatal(err)
 				}
-				_, err = s.MarkRecoveredSeen(ctx, scanned(t, s, e.ID), []Status{Escalated}, "test", "completed", c)
+				_, err = s.MarkRecoveredSeen(ctx, scanned(t, s, e.ID), []Status{Replaying}, "test", "completed", c)
 			} else {
-				_, err = s.MarkRecovered(ctx, e.ID, []Status{Escalated}, "test", "completed")
+				_, err = s.MarkRecovered(ctx, e.ID, []Status{Replaying}, "test", "completed")
 			}
 			if err != nil {
 				t.Fatalf("%s (seen %v): MarkRecovered() = %v", tc.name, seen, err)
@@ -245,7 +246,8 @@ func TestRecoveredKeepsTheCompletionRecord(t *testing.T) {
 	if _, err := ref.Update(ctx, []firestore.Update{{Path: "expire_at", Value: now.Add(400 * day)}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.MarkRecoveredSeen(ctx, scanned(t, s, e.ID), []Status{Escalated}, "test", "completed", c); err != nil {
+	walk(t, s, e.ID, Escalated, Scheduled, Replaying)
+	if _, err := s.MarkRecoveredSeen(ctx, scanned(t, s, e.ID), []Status{Replaying}, "test", "completed", c); err != nil {
 		t.Fatalf("MarkRecoveredSeen(changed record) = %v", err)
 	}
 	snap, err := ref.Get(ctx)
@@ -292,11 +294,12 @@ func TestRecoveryThroughAnOlderKitsRecord(t *testing.T) {
 			t.Fatalf("Completion(%s) = %+v, %v; want done by the older kit's record", e.ID, c, err)
 		}
 		var updated time.Time
+		walk(t, s, e.ID, Escalated, Scheduled, Replaying)
 		for i := range 2 {
 			if seen {
-				_, err = s.MarkRecoveredSeen(ctx, scanned(t, s, e.ID), []Status{Escalated}, "test", c.Note(e), c)
+				_, err = s.MarkRecoveredSeen(ctx, scanned(t, s, e.ID), []Status{Replaying}, "test", c.Note(e), c)
 			} else {
-				_, err = s.MarkRecovered(ctx, e.ID, []Status{Escalated}, "test", c.Note(e))
+				_, err = s.MarkRecovered(ctx, e.ID, []Status{Replaying}, "test", c.Note(e))
 			}
 			if err != nil {
 				t.Fatalf("MarkRecovered(%s, seen %v) = %v", e.ID, seen, err)

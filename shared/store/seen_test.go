@@ -67,14 +67,19 @@ func TestTransitionSeen(t *testing.T) {
 		}, Change{From: []Status{Replaying}, To: Replayed, By: "test", Apply: published, Count: &Metrics{ReplaysPublished: 1}}, 1, nil},
 		{"moved on meanwhile", func(t *testing.T, id string) *Entry {
 			e := claim(t, s, id)
-			if _, err := s.Transition(ctx, id, Change{From: []Status{Replaying}, To: Discarded, By: "operator"}); err != nil {
+			if _, err := s.Transition(ctx, id, Change{From: []Status{Replaying}, To: Escalated, By: "replay"}); err != nil {
 				t.Fatal(err)
 			}
 			return e
 		}, Change{From: []Status{Replaying}, To: Replayed, By: "test", Apply: published}, 1, ErrWrongStatus},
 		{"changed meanwhile, same status", func(t *testing.T, id string) *Entry {
 			e := claim(t, s, id)
-			if _, err := s.Transition(ctx, id, Change{From: []Status{Replaying}, To: Replaying, By: "operator",
+			// Requeued by reconcile and claimed again: replaying, as
+			// the caller saw it, but not the document it read.
+			if _, err := s.Transition(ctx, id, Change{From: []Status{Replaying}, To: Scheduled, By: "reconcile"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Transition(ctx, id, Change{From: []Status{Scheduled}, To: Replaying, By: "replay",
 				Apply: func(e *Entry) error { e.TaskName = "other-r2"; return nil }}); err != nil {
 				t.Fatal(err)
 			}
@@ -115,6 +120,17 @@ func TestTransitionSeen(t *testing.T) {
 				t.Errorf("TransitionSeen() returned what was not stored (-stored +returned):\n%s", diff)
 			}
 		})
+	}
+}
+
+// walk moves the entry id from status to status along path, each a move
+// the status table allows, by "test".
+func walk(t *testing.T, s *Store, id string, path ...Status) {
+	t.Helper()
+	for i := 1; i < len(path); i++ {
+		if _, err := s.Transition(testenv.Context(t), id, Change{From: path[i-1 : i], To: path[i], By: "test"}); err != nil {
+			t.Fatalf("walk %s %s -> %s: %v", id, path[i-1], path[i], err)
+		}
 	}
 }
 

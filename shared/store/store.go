@@ -50,6 +50,10 @@ var (
 	ErrCorrupt     = errors.New("store: stored payload does not match its sha256")
 	ErrTooLarge    = errors.New("store: payload too large")
 	ErrInvalid     = errors.New("store: invalid entry")
+	// ErrTransition: a status change the status table (status.go) does not
+	// allow; a TransitionError names it. A caller's bug, never a race (a
+	// race is ErrWrongStatus).
+	ErrTransition = errors.New("store: the status table does not allow this transition")
 	// ErrLeaseLost: the owner acting on a leased document (a notification
 	// it claimed, a bulk run it works) no longer holds the lease; another
 	// owner took it over after it expired, and this one must stop.

@@ -232,7 +232,7 @@ func TestTransition(t *testing.T) {
 		t.Errorf("Transition(missing) = %v, want ErrNotFound", err)
 	}
 	// History stays bounded.
-	st := []Status{Replaying, Held}
+	st := []Status{Replaying, Scheduled} // requeued by reconcile, claimed again
 	for i := 0; i < MaxHistory+10; i++ {
 		c.Add(time.Second)
 		if _, err := s.Transition(ctx, "TASKS.1", Change{From: []Status{st[i%2]}, To: st[(i+1)%2], By: "test", Note: fmt.Sprint(i)}); err != nil {
@@ -264,7 +264,8 @@ func TestTransitionCountsWithItsTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	replayed := Change{From: []Status{Scheduled}, To: Replayed, By: "replay", Count: &Metrics{ReplaysPublished: 1}}
+	claim(t, s, e.ID)
+	replayed := Change{From: []Status{Replaying}, To: Replayed, By: "replay", Count: &Metrics{ReplaysPublished: 1}}
 	if _, err := s.Transition(ctx, e.ID, replayed); err != nil {
 		t.Fatalf("Transition(replayed) = %v", err)
 	}

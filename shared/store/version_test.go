@@ -75,7 +75,7 @@ func TestEditsAreVersions(t *testing.T) {
 				if err != nil {
 					t.Fatalf("edit %d: TransitionScoped() = %v", j+1, err)
 				}
-				if _, err := s.Transition(ctx, id, Change{From: []Status{Scheduled}, To: Escalated, By: "replay"}); err != nil {
+				if _, err := refuse(t, s, id); err != nil {
 					t.Fatal(err)
 				}
 				v, err := got.ReplayVersion()
@@ -127,7 +127,7 @@ func TestVersionHeaders(t *testing.T) {
 	if _, err := approveEdit(t, s, e.ID, Escalated, &Edit{By: "a", Headers: map[string]string{"X-Model": "small", "X-Raw": "\xff"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Transition(ctx, e.ID, Change{From: []Status{Scheduled}, To: Escalated, By: "replay"}); err != nil {
+	if _, err := refuse(t, s, e.ID); err != nil {
 		t.Fatal(err)
 	}
 	got, err := approveEdit(t, s, e.ID, Escalated, &Edit{By: "b", Payload: []byte("q"), Headers: map[string]string{"X-Model": "tiny"}})
@@ -179,7 +179,7 @@ func TestRefusedEditsChangeNothing(t *testing.T) {
 	if _, err := approveEdit(t, s, "TASKS.r1", Escalated, &Edit{By: "a", Payload: []byte("v2")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Transition(ctx, "TASKS.r1", Change{From: []Status{Scheduled}, To: Escalated, By: "replay"}); err != nil {
+	if _, err := refuse(t, s, "TASKS.r1"); err != nil {
 		t.Fatal(err)
 	}
 	full := record("TASKS.r2", nil)
@@ -187,7 +187,7 @@ func TestRefusedEditsChangeNothing(t *testing.T) {
 		if _, err := approveEdit(t, s, full.ID, Escalated, &Edit{By: "a", Payload: fmt.Appendf(nil, "v%d", n)}); err != nil {
 			t.Fatalf("edit to version %d: %v", n, err)
 		}
-		if _, err := s.Transition(ctx, full.ID, Change{From: []Status{Scheduled}, To: Escalated, By: "replay"}); err != nil {
+		if _, err := refuse(t, s, full.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -320,4 +320,12 @@ func TestEntriesWithoutVersionsReadAsTheOriginal(t *testing.T) {
 			t.Errorf("%s: VersionPayload(1) = %d bytes (nil %t), %v; want the original", tt.name, len(b), b == nil, err)
 		}
 	}
+}
+
+// refuse is the replay's claim of a scheduled entry and its refusal to
+// publish it (escalated), as the status table allows them.
+func refuse(t *testing.T, s *Store, id string) (*Entry, error) {
+	t.Helper()
+	claim(t, s, id)
+	return s.Transition(testenv.Context(t), id, Change{From: MoveGate.From, To: Escalated, By: "replay"})
 }

@@ -140,7 +140,7 @@ func (p *Policy) Evaluate(in Input, chain Chain) Decision {
 	}
 	s := r.strategy
 	d.Strategy = s.Name
-	if _, server := ServerTerminated[d.ReasonCode]; server && d.Action == AutoReplay {
+	if serverTerminated(d.ReasonCode) && d.Action == AutoReplay {
 		// A policy override must not make the server's own deletions replay.
 		d.Action = Escalate
 		d.Note = "server-terminated messages are never replayed automatically"
@@ -180,7 +180,7 @@ func (p *Policy) agentRetryable(d *Decision, retryable bool, s Strategy) Strateg
 		d.Action = Escalate
 		d.Note = "the agent marked the failure not retryable"
 	case retryable && d.Action == Escalate && d.Category == Permanent && d.Note == "" && p.retryable.Name != "":
-		if _, server := ServerTerminated[d.ReasonCode]; server {
+		if serverTerminated(d.ReasonCode) {
 			return s
 		}
 		d.Action = AutoReplay

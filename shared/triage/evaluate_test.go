@@ -418,7 +418,7 @@ func TestServerTerminatedNeverReplayed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse() = %v", err)
 	}
-	for code, text := range ServerTerminated {
+	for code, text := range event.ServerTermReasons {
 		for _, in := range []Input{{Kind: "terminated", TermReason: text}, {Kind: "terminated", TermReason: code}} {
 			d := p.Evaluate(in, Chain{})
 			if d.Action != Escalate || d.ReasonCode != code || d.Note == "" {

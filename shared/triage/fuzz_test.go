@@ -109,7 +109,7 @@ func checkFuzzDecision(t *testing.T, p *Policy, in Input, d Decision) {
 	if d.PolicyVersion != p.Version() {
 		t.Fatalf("Evaluate policy version %q, want %q", d.PolicyVersion, p.Version())
 	}
-	if _, server := ServerTerminated[d.ReasonCode]; server && d.Action == AutoReplay {
+	if serverTerminated(d.ReasonCode) && d.Action == AutoReplay {
 		t.Fatalf("Evaluate(%+v) auto-replays a server-terminated message", in)
 	}
 	if d.Action == AutoReplay {

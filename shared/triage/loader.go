@@ -26,8 +26,8 @@ const (
 // long an operator waits for a change to take effect.
 const DefaultRefresh = 30 * time.Second
 
-// Loader returns the policy in force: the override from Firestore when there
-// is a valid one, else the embedded default. A broken override never
+// Loader returns the policy in force: the override from Firestore laid over
+// the embedded default (ParseOverride) when it is valid, else the default. A broken override never
 // replaces a working policy: the previous good one stays in force and the
 // error is logged and kept for LastError.
 type Loader struct {
@@ -113,7 +113,7 @@ func (l *Loader) reload(ctx context.Context) error {
 	if l.hasRaw && sum == l.rawSum {
 		return nil
 	}
-	p, err := Parse([]byte(raw), l.opts...)
+	p, err := ParseOverride([]byte(raw), l.opts...)
 	if err != nil {
 		err = fmt.Errorf("triage: override %s/%s rejected: %w", OverrideCollection, OverrideDoc, err)
 		if sum != l.badRawSum {
@@ -129,10 +129,11 @@ func (l *Loader) reload(ctx context.Context) error {
 	return nil
 }
 
-// SaveOverride validates doc and stores it as the override; an invalid
-// document is refused before it reaches Firestore. It returns the version.
+// SaveOverride validates doc as an override (laid over the default:
+// ParseOverride) and stores it; an invalid document is refused before it
+// reaches Firestore. It returns the effective policy's version.
 func SaveOverride(ctx context.Context, fs *firestore.Client, doc []byte) (string, error) {
-	p, err := Parse(doc)
+	p, err := ParseOverride(doc)
 	if err != nil {
 		return "", err
 	}

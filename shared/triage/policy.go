@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/jsdlq/jsdlq/shared/event"
 )
 
 //go:embed default.yaml
@@ -68,14 +70,15 @@ const (
 var Actions = []Action{AutoReplay, Escalate, Quarantine, RequireApproval, ManualReview, Discard}
 
 // ReasonUnknown is the code of a failure nothing explains.
-const ReasonUnknown = "unknown"
+const ReasonUnknown = event.ReasonUnknown
 
-// ServerTerminated are the codes of messages the server terminated itself;
-// they are never replayed automatically whatever a policy says, because the
-// server removed them for a reason (limits) the replay would hit again.
-var ServerTerminated = map[string]string{
-	"stream_limit_deleted": "Message deleted by stream limits",
-	"unacked_deleted":      "Unacknowledged message was deleted",
+// serverTerminated reports whether code is of a message the server
+// terminated itself (event.ServerTermReasons): such a message is never
+// replayed automatically whatever a policy says, because the server removed
+// it for a reason (limits) the replay would hit again.
+func serverTerminated(code string) bool {
+	_, ok := event.ServerTermReasons[code]
+	return ok
 }
 
 // document is the YAML shape of a policy.
@@ -228,6 +231,7 @@ type Policy struct {
 	rules     []rule
 	toolRE    *regexp.Regexp
 	retryable Strategy            // defaults.retryable_strategy; Name "" when unset
+	overlaid  *Overlaid           // what an override changed (overlay.go); nil when parsed alone
 	byTask    map[string][]string // task type -> agents able to do it, sorted
 	retention retention
 	predict   predictions
@@ -400,6 +404,12 @@ func (p *Policy) compile(v *validator) {
 	if _, ok := d.Reasons[ReasonUnknown]; !ok {
 		v.add("reasons", "the code %q must be present", ReasonUnknown)
 	}
+	// The server's own TERM reasons are facts, not policy: tried first,
+	// whatever the document's patterns say.
+	for _, code := range slices.Sorted(maps.Keys(event.ServerTermReasons)) {
+		re := regexp.MustCompile("(?i)^" + regexp.QuoteMeta(event.ServerTermReasons[code]))
+		p.patterns = append(p.patterns, compiledPattern{code: code, re: re})
+	}
 	for i, pd := range d.Patterns {
 		where := fmt.Sprintf("pattern %d", i+1)
 		if _, ok := d.Reasons[pd.Code]; !ok {
@@ -489,7 +499,7 @@ func (p *Policy) compile(v *validator) {
 		}
 		if rd.Action == AutoReplay {
 			for _, code := range m.ReasonCode {
-				if _, server := ServerTerminated[code]; server {
+				if serverTerminated(code) {
 					v.add(where+": action", "server-terminated messages (%s) are never replayed automatically", code)
 				}
 			}

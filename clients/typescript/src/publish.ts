@@ -65,6 +65,10 @@ export class Publisher {
   // counts: "<agent>\0<hour ms>" → cell → tasks.
   private counts = new Map<string, { agent: string; hour: Date; cells: Map<string, number> }>();
   private timers: NodeJS.Timeout[] = [];
+  // Refreshes run one after another (a slow one never lands after a later
+  // one); the first, started by the constructor, comes before any the
+  // caller asks for, like the Go kit's.
+  private refreshes: Promise<void> = Promise.resolve();
   // asked: predictions were asked for (jsdlq's own headers are dropped);
   // on: and can be read.
   private readonly asked: boolean;
@@ -88,7 +92,13 @@ export class Publisher {
    * now. On an error the last model read stays in use (none before the
    * first): publishing never waits for it.
    */
-  async refresh(): Promise<void> {
+  refresh(): Promise<void> {
+    const run = this.refreshes.then(() => this.readPredictions());
+    this.refreshes = run.catch(() => {});
+    return run;
+  }
+
+  private async readPredictions(): Promise<void> {
     const fs = this.o.fs;
     if (!this.on || !fs) throw new Error("agentkit: predictions need the predictions option and a Firestore client");
     const errs: string[] = [];
