@@ -39,6 +39,9 @@ type overviewData struct {
 	NotClosed int64
 	Audit     *audit.Report
 	Alerts    []*audit.Finding
+	// Resolution are the week's resolution figures, from the rollups'
+	// counters (store.Outcomes): no read of their own.
+	Resolution store.Resolution
 }
 
 // waitingCount is a waiting status and how many of the last 24 hours' and
@@ -96,6 +99,11 @@ func (s *Server) overview(r *http.Request) (string, string, any, error) {
 		}
 		d.WaitingBy = append(d.WaitingBy, c)
 	}
+	var outcomes store.Outcomes
+	for _, row := range rows {
+		outcomes.Add(row.Outcomes)
+	}
+	d.Resolution = outcomes.Figures()
 	d.Waiting = waiting.Entries
 	if d.Audit != nil {
 		for _, f := range d.Audit.Findings {

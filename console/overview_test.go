@@ -13,6 +13,7 @@ import (
 	"github.com/jsdlq/jsdlq/console"
 	"github.com/jsdlq/jsdlq/internal/testenv"
 	"github.com/jsdlq/jsdlq/shared/audit"
+	"github.com/jsdlq/jsdlq/shared/authority"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -198,3 +199,65 @@ func TestEntriesListReadsAPageAndACount(t *testing.T) {
 }
 
 var matching = regexp.MustCompile(`<p id="matching">([^<]*)</p>`)
+
+// The overview's resolution figures are the week's counters in the day
+// rollups (store.Outcomes): two transient entries replayed, one recovered
+// by itself, one discarded by an operator 6 minutes after its death; one
+// permanent discarded by an operator after an hour; one claimed replay
+// denied by a gate.
+func TestOverviewResolutionFigures(t *testing.T) {
+	c := testenv.NewClock(time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour))
+	e := newEnv(t, console.LocalAuth("ops@example.com"), console.WithClock(c.Now))
+	ctx := testenv.Context(t)
+	st := store.New(e.fs, store.WithClock(c.Now))
+	record := func(id, category string, status store.Status) {
+		t.Helper()
+		en := &store.Entry{ID: id, EventID: id, Stream: "TASKS", StreamSeq: 1, Tenant: "acme", Agent: "writer",
+			Kind: "explicit", Category: category, ReasonCode: "timeout", Action: "auto_replay", Strategy: "backoff", Status: status}
+		if _, err := st.Record(ctx, en, "classify"); err != nil {
+			t.Fatalf("Record(%s) = %v", id, err)
+		}
+	}
+	move := func(id string, from, to store.Status, role authority.Role) {
+		t.Helper()
+		c.Add(time.Minute)
+		if _, err := st.Transition(ctx, id, store.Change{From: []store.Status{from}, To: to, By: "someone", Role: role}); err != nil {
+			t.Fatalf("Transition(%s, %s -> %s) = %v", id, from, to, err)
+		}
+	}
+	record("TASKS.1", "transient", store.Scheduled)
+	record("TASKS.2", "transient", store.Scheduled)
+	record("TASKS.3", "permanent", store.Escalated)
+	for _, id := range []string{"TASKS.1", "TASKS.2"} {
+		move(id, store.Scheduled, store.Replaying, "")
+		move(id, store.Replaying, store.Replayed, "")
+	}
+	move("TASKS.1", store.Replayed, store.Recovered, "")
+	move("TASKS.2", store.Replayed, store.Discarded, authority.Operator)
+	record("TASKS.4", "transient", store.Scheduled)
+	move("TASKS.4", store.Scheduled, store.Replaying, "")
+	move("TASKS.4", store.Replaying, store.Held, "")
+	c.Add(time.Hour)
+	move("TASKS.3", store.Escalated, store.Discarded, authority.Operator)
+
+	w := httptest.NewRecorder()
+	e.srv.Config.Handler.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+	body := w.Body.String()
+	if w.Code != http.StatusOK {
+		t.Fatalf("GET / = %d:\n%s", w.Code, body)
+	}
+	for _, want := range []struct{ what, re string }{
+		{"transient auto-resolved", `id="auto-share-transient">50.00 %<`},
+		{"permanent auto-resolved", `id="auto-share-permanent">0.00 %<`},
+		{"fleet recovery", `id="recovery-all">33.33 % recovered<`},
+		{"retry success", `id="retry-success-backoff">50.00 %<`},
+		{"denials", `Replays denied by a gate: 1 of 3 claimed \(33.33 %\)`},
+		// The operator's redrive 6 minutes after the death, read from
+		// its bucket's bound (2^8.5 s).
+		{"time to decision", `id="decision-median">≤ 6m2s<`},
+	} {
+		if !regexp.MustCompile(want.re).MatchString(body) {
+			t.Errorf("overview: %s: no match for %s in\n%s", want.what, want.re, section(t, body, "Resolution, last 7 days"))
+		}
+	}
+}

@@ -19,6 +19,7 @@ locals {
     # The console resolves group: principals of its roles (console_viewers,
     # console_operators, console_approvers) with the Cloud Identity Groups
     # API.
+    "bigquery.googleapis.com",
     "cloudidentity.googleapis.com",
     "cloudkms.googleapis.com",
     "cloudresourcemanager.googleapis.com",
@@ -80,6 +81,7 @@ locals {
   # commits stage at once (triage tasks go to NATS), reconcile the rest.
   pipeline_env = merge(local.nats_env, local.scheduling_env, local.completions_env, {
     NOTIFICATIONS_TOPIC = var.notifications_topic
+    CHANGES_TOPIC       = var.changes_topic
   })
   # The end of the window in which completion records of agentkits from
   # before tenant scoping count: read by every component that asks whether
@@ -446,6 +448,27 @@ module "notifications" {
   labels            = local.labels
   # Flushing the outbox is publishing it.
   publisher_members = local.flusher_members
+
+  depends_on = [google_project_service.enabled, google_kms_crypto_key_iam_member.cmek]
+}
+
+# The change feed and its warehouse (docs/forensics.md): the outbox's
+# flushers publish one row per entry transition; a BigQuery subscription
+# writes them into a day-partitioned table kept longer than any entry.
+module "forensics" {
+  source = "./modules/forensics"
+
+  project_id           = var.project_id
+  topic_name           = var.changes_topic
+  dataset_id           = var.forensics_dataset
+  location             = coalesce(var.forensics_location, var.region)
+  retention_days       = var.forensics_retention_days
+  message_retention    = var.event_retention
+  kms_key_name         = var.kms_key_name
+  labels               = local.labels
+  publisher_members    = local.flusher_members
+  reader_members       = var.forensics_readers
+  pubsub_service_agent = local.service_agents.pubsub
 
   depends_on = [google_project_service.enabled, google_kms_crypto_key_iam_member.cmek]
 }

@@ -684,3 +684,53 @@ variable "notifications_topic" {
     error_message = "notifications_topic must be a valid Pub/Sub topic name."
   }
 }
+
+variable "changes_topic" {
+  type        = string
+  description = "Topic the change feed is published to (CHANGES_TOPIC): one jsdlq.change.v1 row per entry transition."
+  default     = "dlq-changes"
+
+  validation {
+    condition     = can(regex("^[A-Za-z][A-Za-z0-9._~%+-]{2,254}$", var.changes_topic)) && !startswith(var.changes_topic, "goog")
+    error_message = "changes_topic must be a valid Pub/Sub topic name."
+  }
+}
+
+variable "forensics_dataset" {
+  type        = string
+  description = "BigQuery dataset of the change feed's warehouse (the documented queries name it jsdlq_forensics)."
+  default     = "jsdlq_forensics"
+
+  validation {
+    condition     = can(regex("^[A-Za-z_][A-Za-z0-9_]*$", var.forensics_dataset)) && length(var.forensics_dataset) <= 1024
+    error_message = "forensics_dataset must be letters, digits and underscores."
+  }
+}
+
+variable "forensics_location" {
+  type        = string
+  description = "BigQuery location of the warehouse; null: var.region."
+  default     = null
+}
+
+variable "forensics_retention_days" {
+  type        = number
+  description = "Days the warehouse keeps a row (default 400: longer than any entry's retention, so the archive outlives the entries)."
+  default     = 400
+
+  validation {
+    condition     = var.forensics_retention_days >= 31 && var.forensics_retention_days == floor(var.forensics_retention_days)
+    error_message = "forensics_retention_days must be a whole number of days, at least 31."
+  }
+}
+
+variable "forensics_readers" {
+  type        = map(string)
+  description = "Who reads the warehouse (user:, group:, serviceAccount:), keyed by a name: roles/bigquery.dataViewer on the dataset."
+  default     = {}
+
+  validation {
+    condition     = alltrue([for m in values(var.forensics_readers) : !contains(["allUsers", "allAuthenticatedUsers"], m)])
+    error_message = "forensics_readers must name identities, never allUsers or allAuthenticatedUsers."
+  }
+}

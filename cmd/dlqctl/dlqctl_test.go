@@ -406,13 +406,23 @@ func TestStats(t *testing.T) {
 	if err := e.st.AddMetrics(ctx, now, "TASKS.2", store.Metrics{ReplaysRecovered: 1}); err != nil {
 		t.Fatal(err)
 	}
+	// An operator's discard: the resolution counters of its move.
+	if _, err := e.st.Transition(ctx, "TASKS.1", store.Change{From: []store.Status{store.Escalated}, To: store.Discarded, By: "ann", Role: authority.Operator}); err != nil {
+		t.Fatal(err)
+	}
 	code, out, stderr := e.run(nil, "stats", "--hours", "2", "--json")
 	if code != 0 {
 		t.Fatalf("stats --json = %d %q", code, stderr)
 	}
-	var doc struct{ Hours []hourStats }
+	var doc struct {
+		Hours      []hourStats
+		Resolution store.Resolution
+	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Hours) != 2 {
 		t.Fatalf("stats --json = %q (%v), want 2 hours", out, err)
+	}
+	if r := doc.Resolution; r.Settled != 1 || r.Categories["permanent"].Settled != 1 || r.ToDecision.N != 1 || r.Recovery != 0 {
+		t.Errorf("stats --json resolution = %+v, want the one discard settled, decided, unrecovered", r)
 	}
 	cur := doc.Hours[1]
 	want := hourStats{Hour: store.Hour(now), Processed: 400, Entries: 3, DLQRate: 3.0 / 400, Recovered: 1, Human: 1,
@@ -422,7 +432,8 @@ func TestStats(t *testing.T) {
 	}
 	code, out, _ = e.run(nil, "stats", "--hours", "3")
 	// Two of the three hours have no sample: the total's rate says so.
-	for _, s := range []string{"PROCESSED", "0.75%", "transient", "··█ 2", "permanent", "3 dead of 400 processed, over the 1 of 3 hours with a work-stream sample"} {
+	for _, s := range []string{"PROCESSED", "0.75%", "transient", "··█ 2", "permanent", "3 dead of 400 processed, over the 1 of 3 hours with a work-stream sample",
+		"resolution (the moves of the window)", "0.00% recovered", "time to a human decision: median ≤ ", "replays denied by a gate: 0 of 0 claimed (-)"} {
 		if code != 0 || !strings.Contains(out, s) {
 			t.Errorf("stats output lacks %q:\n%s", s, out)
 		}
@@ -641,5 +652,45 @@ func TestPolicy(t *testing.T) {
 	}
 	if code, _, _ := e.run(nil, "policy", "diff", write("del.yaml", "rules: [{name: nope, delete: true}]\n")); code != exitUsage {
 		t.Errorf("policy diff of an override deleting no rule = %d, want %d", code, exitUsage)
+	}
+}
+
+// export writes the feed's rows of the window's entries, one per
+// transition, as NDJSON or into a Parquet file, its progress on stderr; a
+// tenant-limited caller exports its own entries only.
+func TestExport(t *testing.T) {
+	e := newEnv(t)
+	e.seed(seed{id: "TASKS.1", tenant: "acme", agent: "backend", category: "permanent", reason: "impossible_task", status: store.Escalated},
+		seed{id: "TASKS.2", tenant: "globex", agent: "cto", category: "transient", reason: "timeout", status: store.Scheduled})
+	if _, err := e.st.Transition(testenv.Context(t), "TASKS.1", store.Change{From: []store.Status{store.Escalated}, To: store.Discarded, By: "ann", Role: authority.Operator}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := e.run(nil, "export", "--since", "1h", "--format", "ndjson")
+	if code != 0 || !strings.Contains(stderr, "2 entries, 3 rows") {
+		t.Fatalf("export --format ndjson = %d, stderr %q", code, stderr)
+	}
+	var transitions []string
+	for line := range strings.Lines(out) {
+		r, err := event.DecodeChangeRow([]byte(strings.TrimSpace(line)))
+		if err != nil {
+			t.Fatalf("export line %q: %v", line, err)
+		}
+		transitions = append(transitions, r.EntryID+" "+r.Transition+" "+r.ActorRole)
+	}
+	slices.Sort(transitions)
+	if want := []string{"TASKS.1 created ", "TASKS.1 discarded operator", "TASKS.2 created "}; !slices.Equal(transitions, want) {
+		t.Errorf("export rows = %q, want %q", transitions, want)
+	}
+	file := filepath.Join(t.TempDir(), "out.parquet")
+	if code, _, stderr := e.run(map[string]string{"DLQCTL_TENANT": "globex"}, "export", "--since", "1h", "--out", file); code != 0 || !strings.Contains(stderr, "1 entries, 1 rows") {
+		t.Fatalf("globex export --out = %d, stderr %q", code, stderr)
+	}
+	if b, err := os.ReadFile(file); err != nil || !bytes.HasPrefix(b, []byte("PAR1")) {
+		t.Errorf("export --out wrote %d bytes (%v), want a Parquet file", len(b), err)
+	}
+	for _, args := range [][]string{{"export"}, {"export", "--since", "1h", "--format", "csv"}, {"export", "--since", "1h", "--until", "2h"}, {"export", "--since", "yesterday"}} {
+		if code, _, _ := e.run(nil, args...); code != exitUsage {
+			t.Errorf("%q = %d, want %d", args, code, exitUsage)
+		}
 	}
 }

@@ -53,6 +53,8 @@ Breakers
         | close TENANT --reason R [--by NAME] | probe ENTRY --reason R [--by NAME]
 Pipeline
   stats    [--hours N] [--json]
+  export   --since T [--until T] [--format parquet|ndjson] [--out FILE] [--page N]
+           the change feed's rows of the entries that died in the window
   health   [--json]
   audit    [--dry-run] [--json]
          | --recount [--since T] [--until T] [--budget D] [--page N] [--dry-run] [--json]
@@ -154,6 +156,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.cmdBreaker(ctx, rest)
 	case "stats":
 		return a.cmdStats(ctx, rest)
+	case "export":
+		return a.cmdExport(ctx, rest)
 	case "health":
 		return a.cmdHealth(ctx, rest)
 	case "audit":

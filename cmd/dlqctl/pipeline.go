@@ -45,19 +45,22 @@ func (a *app) cmdStats(ctx context.Context, args []string) error {
 	now := a.clock()
 	first := now.Truncate(time.Hour).Add(-time.Duration(*hours-1) * time.Hour)
 	var rows []hourStats
+	var outcomes store.Outcomes
 	if a.scope == "" {
-		rows, err = a.statsFromMetrics(ctx, st, first, *hours)
+		rows, outcomes, err = a.statsFromMetrics(ctx, st, first, *hours)
 	} else {
 		// The hourly counters mix tenants; a tenant-limited caller gets
 		// its own numbers counted from its entries instead.
-		rows, err = a.statsFromEntries(ctx, st, first, *hours)
+		rows, outcomes, err = a.statsFromEntries(ctx, st, first, *hours)
 	}
 	if err != nil {
 		return err
 	}
+	figures := outcomes.Figures()
 	if *asJSON {
-		return writeJSON(a.stdout, map[string]any{"hours": rows, "tenant": a.scope})
+		return writeJSON(a.stdout, map[string]any{"hours": rows, "tenant": a.scope, "resolution": figures})
 	}
+	defer printResolution(a.stdout, figures)
 	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "HOUR (UTC)\tPROCESSED\tDLQ ENTRIES\tDLQ RATE\tAUTO-RESOLVED\tHUMAN-REQUIRED\t")
 	var sum hourStats
@@ -98,17 +101,19 @@ func (a *app) cmdStats(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (a *app) statsFromMetrics(ctx context.Context, st *store.Store, first time.Time, hours int) ([]hourStats, error) {
+func (a *app) statsFromMetrics(ctx context.Context, st *store.Store, first time.Time, hours int) ([]hourStats, store.Outcomes, error) {
+	var outcomes store.Outcomes
 	ms, err := st.HourlyMetrics(ctx, first, hours)
 	if err != nil {
-		return nil, err
+		return nil, outcomes, err
 	}
 	published, err := st.HourlyPublished(ctx, first, hours)
 	if err != nil {
-		return nil, err
+		return nil, outcomes, err
 	}
 	rows := make([]hourStats, hours)
 	for i, m := range ms {
+		outcomes.Add(m.Outcomes)
 		r := hourStats{Hour: m.Hour, Entries: m.Total, Recovered: m.ReplaysRecovered, ByCategory: m.ByCategory, Processed: published[i]}
 		// An hour's by_status counts each entry by the status it was
 		// created in: those that started out waiting for a person.
@@ -120,10 +125,13 @@ func (a *app) statsFromMetrics(ctx context.Context, st *store.Store, first time.
 		r.DLQRate = hour.Rate()
 		rows[i] = r
 	}
-	return rows, nil
+	return rows, outcomes, nil
 }
 
-func (a *app) statsFromEntries(ctx context.Context, st *store.Store, first time.Time, hours int) ([]hourStats, error) {
+// statsFromEntries counts a tenant's rows from its entries created in the
+// window, and the resolution counters of their moves in it.
+func (a *app) statsFromEntries(ctx context.Context, st *store.Store, first time.Time, hours int) ([]hourStats, store.Outcomes, error) {
+	var outcomes store.Outcomes
 	rows := make([]hourStats, hours)
 	for i := range rows {
 		rows[i] = hourStats{Hour: store.Hour(first.Add(time.Duration(i) * time.Hour)), Processed: -1, DLQRate: -1, ByCategory: map[string]int64{}}
@@ -132,7 +140,12 @@ func (a *app) statsFromEntries(ctx context.Context, st *store.Store, first time.
 	for n := 0; n < 100000; {
 		p, err := st.Entries(ctx, q)
 		if err != nil {
-			return nil, err
+			return nil, outcomes, err
+		}
+		for h, o := range store.RecountOutcomes(p.Entries) {
+			if t, err := time.Parse(store.HourLayout, h); err == nil && !t.Before(first) {
+				outcomes.Add(o)
+			}
 		}
 		for _, e := range p.Entries {
 			n++
@@ -155,7 +168,7 @@ func (a *app) statsFromEntries(ctx context.Context, st *store.Store, first time.
 		}
 		q.After = p.Next
 	}
-	return rows, nil
+	return rows, outcomes, nil
 }
 
 func pct(r float64) string {

@@ -16,8 +16,13 @@ const module = "github.com/jsdlq/jsdlq"
 
 // notDeployed are the trees no deployed binary may link: test
 // infrastructure (internal/), the emulators (emulator/), the tools around the
-// local stack (tools/) and the example agents (examples/).
-var notDeployed = []string{module + "/internal/", module + "/emulator/", module + "/tools/", module + "/examples/"}
+// local stack (tools/), the example agents (examples/) and DuckDB, the
+// embedded SQL engine the forensics queries are tested on (cgo and a large
+// static library; testOnly).
+var notDeployed = []string{module + "/internal/", module + "/emulator/", module + "/tools/", module + "/examples/", duckDB}
+
+// duckDB is the embedded SQL engine's module tree.
+const duckDB = "github.com/duckdb/"
 
 // localOnly are main packages under cmd/ that are part of the local stack,
 // not deployed: the Cloud Tasks emulator is emulator/cloudtasks.
@@ -132,6 +137,22 @@ func TestDeployedBinariesLinkNoTestCode(t *testing.T) {
 		found := firstReached(g, e, underAny(notDeployed))
 		for _, bad := range slices.Sorted(maps.Keys(found)) {
 			t.Errorf("%s links %s: %s", e, bad, strings.Join(found[bad], " -> "))
+		}
+	}
+}
+
+// DuckDB is linked by tests only: no package of the module, whatever binary
+// it ends in (the local stack's included), imports it outside a _test.go
+// file, so only a test build pays for its cgo compile.
+func TestDuckDBOnlyInTests(t *testing.T) {
+	g := importGraph(t, true, module+"/...")
+	for _, p := range slices.Sorted(maps.Keys(g)) {
+		if strings.HasPrefix(p, module) {
+			for _, i := range g[p] {
+				if strings.HasPrefix(i, duckDB) {
+					t.Errorf("%s imports %s outside its tests", p, i)
+				}
+			}
 		}
 	}
 }

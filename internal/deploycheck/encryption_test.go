@@ -81,8 +81,8 @@ func TestPlanCMEK(t *testing.T) {
 				t.Errorf("%s: topic %s kms_key_name = %q, want %q", tc.name, r.Values["name"], got, tc.key)
 			}
 		}
-		if len(topics) != 3 {
-			t.Errorf("%s: topics %q, want dlq-events, its dead-letter topic and dlq-notifications", tc.name, topics)
+		if len(topics) != 5 {
+			t.Errorf("%s: topics %q, want dlq-events, its dead-letter topic, dlq-notifications, dlq-changes and its dead-letter topic", tc.name, topics)
 		}
 		buckets := p.resources("google_storage_bucket")
 		if len(buckets) != 1 {

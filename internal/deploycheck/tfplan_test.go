@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -183,8 +184,9 @@ func makePlan(root, schema string, state []byte, args ...string) (*tfPlan, error
 	return &p, nil
 }
 
-// copyTree copies the .tf files and the example variables of src (no
-// .terraform directories, no lock or state files).
+// copyTree copies the .tf files, the example variables and the files the
+// modules read (file(): the forensics module's schemas and views' SQL) of
+// src (no .terraform directories, no lock or state files).
 func copyTree(src, dst string) error {
 	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -197,7 +199,7 @@ func copyTree(src, dst string) error {
 			}
 			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
 		}
-		if !strings.HasSuffix(path, ".tf") && !strings.HasSuffix(path, ".tfvars.example") {
+		if !slices.ContainsFunc([]string{".tf", ".tfvars.example", ".avsc", ".json", ".sql"}, func(ext string) bool { return strings.HasSuffix(path, ext) }) {
 			return nil
 		}
 		b, err := os.ReadFile(path)

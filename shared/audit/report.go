@@ -49,6 +49,14 @@ const (
 	// consumers acknowledged more tasks than completions and deaths were
 	// recorded, beyond the tolerance: failures swallowed without a trace.
 	AlertAcksWithoutOutcome = "acks_without_outcome"
+	// AlertRecoveryBelow80: of the moves that settled entries fleet-wide
+	// in the last 24 hours (into recovered or discarded), under 80 %
+	// recovered (the resolution counters, store.Outcomes).
+	AlertRecoveryBelow80 = "recovery_below_80"
+	// AlertReplayDenials: of the replays the replay function claimed in
+	// the last 24 hours, more than a fifth were kept back by a gate (the
+	// current policy, the tenant breaker).
+	AlertReplayDenials = "replay_denial_rate"
 	// FindingReplayedCompleted is a repair without an alert: a replayed
 	// entry whose task completed is marked recovered.
 	FindingReplayedCompleted = "replayed_completed"
@@ -87,6 +95,8 @@ var severity = map[string]string{
 	AlertCaptureStreamFilling:     SevError,
 	AlertConsumerNeverGivesUp:     SevWarning,
 	AlertAcksWithoutOutcome:       SevError,
+	AlertRecoveryBelow80:          SevWarning,
+	AlertReplayDenials:            SevWarning,
 	FindingReplayedCompleted:      SevInfo,
 	FindingHeldReleased:           SevInfo,
 	FindingProbeSettled:           SevInfo,

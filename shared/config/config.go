@@ -369,6 +369,9 @@ type Notifications struct {
 	// after a commit in classify and replay; PauseAfterFailure
 	// (NOTIFY_PAUSE_AFTER_FAILURE, ≤ 1h): how long they skip a failed destination.
 	AfterCommitBudget, PauseAfterFailure time.Duration
+	// ChangesTopic is the change feed's Pub/Sub topic (CHANGES_TOPIC;
+	// default dlq-changes): a name in the project, or a full path.
+	ChangesTopic string
 }
 
 // Defaults of Notifications' AfterCommitBudget and PauseAfterFailure.
@@ -389,6 +392,9 @@ func ReadNotifications(r *Reader) Notifications {
 		Webhooks:          ReadWebhooks(r, common, false),
 		AfterCommitBudget: r.Duration("NOTIFY_AFTER_COMMIT_BUDGET", DefaultAfterCommitBudget),
 		PauseAfterFailure: r.Duration("NOTIFY_PAUSE_AFTER_FAILURE", DefaultPauseAfterFailure),
+		// The feed's rows ride the notifications' outbox, so whatever
+		// flushes one flushes the other.
+		ChangesTopic: r.String("CHANGES_TOPIC", event.DefaultChangesTopic),
 	}
 	r.Check(n.AfterCommitBudget <= 10*time.Second, "NOTIFY_AFTER_COMMIT_BUDGET", "%s is more than 10s", n.AfterCommitBudget)
 	r.Check(n.PauseAfterFailure <= time.Hour, "NOTIFY_PAUSE_AFTER_FAILURE", "%s is more than 1h", n.PauseAfterFailure)

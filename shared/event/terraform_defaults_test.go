@@ -26,6 +26,7 @@ func TestTerraformDefaultsEqualGo(t *testing.T) {
 		{"failure_bucket", event.DefaultFailureBucket},
 		{"bridge_consumer", event.DefaultBridgeConsumer},
 		{"notifications_topic", event.DefaultNotificationsTopic},
+		{"changes_topic", event.DefaultChangesTopic},
 	} {
 		if got, err := tfvars.String(defaults, tt.variable); err != nil || got != tt.want {
 			t.Errorf("terraform variable %s default = %q, %v; want %q (shared/event)", tt.variable, got, err, tt.want)

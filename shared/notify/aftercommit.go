@@ -73,6 +73,8 @@ const AfterCommitBatch = 20
 func FromConfig(st *store.Store, project, pubSubEmulatorHost string, cfg config.Notifications,
 	js func(context.Context) (jetstream.JetStream, error), log *slog.Logger, opts ...Option) *Flusher {
 	topic := NewLazyTopic(project, cfg.Topic, clientopt.PubSubOptions(pubSubEmulatorHost)...)
-	base := []Option{WithLogger(log), WithConsoleURL(cfg.ConsoleURL), WithTasks(LazyJetStream(js)), WebhooksFrom(cfg.Webhooks)}
+	changes := NewLazyTopic(project, cfg.ChangesTopic, clientopt.PubSubOptions(pubSubEmulatorHost)...)
+	base := []Option{WithLogger(log), WithConsoleURL(cfg.ConsoleURL), WithTasks(LazyJetStream(js)), WebhooksFrom(cfg.Webhooks),
+		WithChanges(changes)}
 	return New(st, topic, append(base, opts...)...)
 }

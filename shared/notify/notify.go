@@ -69,6 +69,7 @@ type Tasks interface {
 type Flusher struct {
 	store   *store.Store
 	topic   Topic
+	changes Topic
 	tasks   func(context.Context) (Tasks, error)
 	hooks   WebhookTasks
 	console string
@@ -106,6 +107,16 @@ func WithSweepEvery(d time.Duration) Option { return func(f *Flusher) { f.sweepE
 // notification waits for the first of this instance's flushes this long
 // after its last sweep, or for reconcile's next run.
 const DefaultSweepEvery = time.Minute
+
+// WithChanges sets the change feed's topic (dlq-changes): Flush publishes
+// the feed's rows (store.Changes) there too. Without it the rows stay in
+// their outbox for a flusher that has one.
+func WithChanges(t Topic) Option { return func(f *Flusher) { f.changes = t } }
+
+// maxChangePages bounds the pages of the change feed one Flush publishes:
+// a backlog (a topic that refused rows for a while) drains over a few
+// flushes rather than holding one.
+const maxChangePages = 20
 
 // WithBatch bounds the notifications one Flush claims (default 500).
 func WithBatch(n int) Option { return func(f *Flusher) { f.batch = n } }
@@ -153,6 +164,8 @@ type Result struct {
 	// (the next flush retries them).
 	Webhooks      int
 	WebhookErrors []string
+	// Changes counts the change feed's rows published (WithChanges).
+	Changes int
 }
 
 // Flush publishes the pending notifications it can claim. A notification
@@ -162,10 +175,12 @@ func (f *Flusher) Flush(ctx context.Context) (Result, error) {
 	var res Result
 	var err error
 	// Every notification goes to the topic: while it is paused nothing
-	// is claimed (and nothing counted failed: nothing was tried).
+	// is claimed (and nothing counted failed: nothing was tried). The
+	// change feed has a topic of its own.
 	if f.skip(DestinationTopic) == nil {
 		err = f.publishPending(ctx, &res)
 	}
+	err = errors.Join(err, f.publishChanges(ctx, &res))
 	if f.hooks != nil && f.skip(DestinationWebhooks) == nil {
 		// The fan-out does not wait for the topic: a notification reaches
 		// its tenant's webhooks even while Pub/Sub refuses it.
@@ -240,14 +255,39 @@ func (r *Result) add(o Result) {
 	r.Errors = append(r.Errors, o.Errors...)
 	r.Webhooks += o.Webhooks
 	r.WebhookErrors = append(r.WebhookErrors, o.WebhookErrors...)
+	r.Changes += o.Changes
 }
 
 // publishPending publishes what it can claim into res.
 func (f *Flusher) publishPending(ctx context.Context, res *Result) error {
 	claimed, err := f.store.ClaimNotifications(ctx, f.owner, f.lease, f.batch)
-	if err != nil && len(claimed) == 0 {
-		return fmt.Errorf("notify: claim: %w", err)
+	_, err = f.publishAll(ctx, claimed, err, res)
+	return err
+}
+
+// publishChanges publishes the change feed's pending rows, page after page
+// while pages come back full (at most maxChangePages), into res.
+func (f *Flusher) publishChanges(ctx context.Context, res *Result) error {
+	if f.changes == nil {
+		return nil
 	}
+	for range maxChangePages {
+		claimed, err := f.store.ClaimChanges(ctx, f.owner, f.lease, f.batch)
+		full, err := f.publishAll(ctx, claimed, err, res)
+		if err != nil || !full || len(claimed) < f.batch || ctx.Err() != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// publishAll publishes what a claim returned (claimErr: its failure) into
+// res; full reports that every claimed document was published.
+func (f *Flusher) publishAll(ctx context.Context, claimed []*store.Outbox, claimErr error, res *Result) (full bool, err error) {
+	if claimErr != nil && len(claimed) == 0 {
+		return false, fmt.Errorf("notify: claim: %w", claimErr)
+	}
+	failedBefore := res.Failed
 	for i, o := range claimed {
 		// A publish after the claim's lease ran out could meet another
 		// flush's claim of the same notification: what is left waits for
@@ -262,20 +302,30 @@ func (f *Flusher) publishPending(ctx context.Context, res *Result) error {
 		}
 		f.publishClaimed(ctx, o, res)
 	}
-	if err != nil {
-		return fmt.Errorf("notify: claim: %w", err)
+	if claimErr != nil {
+		return false, fmt.Errorf("notify: claim: %w", claimErr)
 	}
-	return nil
+	return res.Failed == failedBefore, nil
 }
 
 // publishClaimed publishes o, which this flusher claimed, into res; one
 // that fails is released for the next flush.
 func (f *Flusher) publishClaimed(ctx context.Context, o *store.Outbox, res *Result) {
-	triaged, perr := f.publish(ctx, o)
+	var triaged bool
+	var perr error
+	if o.IsChange() {
+		perr = f.publishChange(ctx, o)
+	} else {
+		triaged, perr = f.publish(ctx, o)
+	}
 	if triaged {
 		res.Triaged++
 	}
-	if perr == nil {
+	switch {
+	case perr == nil && o.IsChange():
+		res.Changes++
+		return
+	case perr == nil:
 		res.Published++
 		return
 	}
@@ -335,6 +385,27 @@ func (f *Flusher) paused(o *store.Outbox) error {
 	}
 	return nil
 }
+
+// publishChange sends the change feed's row o to the feed's topic, with
+// its attributes (the change_id one deduplicates a redelivery), and marks
+// it published.
+func (f *Flusher) publishChange(ctx context.Context, o *store.Outbox) error {
+	if f.changes == nil {
+		return errNoChangesTopic
+	}
+	r, err := o.Row()
+	if err != nil {
+		return err
+	}
+	if err := f.changes.Publish(ctx, []byte(o.Change), r.Attributes()); err != nil {
+		return fmt.Errorf("publish to the change feed's topic: %w", err)
+	}
+	return f.store.NotificationPublished(ctx, o, f.owner)
+}
+
+// errNoChangesTopic is a feed row's failure at a flusher without the
+// feed's topic (WithChanges): one it was staged for after a commit.
+var errNoChangesTopic = errors.New("notify: no change feed topic to publish the row to")
 
 // TriageMsg is the triage task of the entry notification n: on the triage
 // agent's subject, with headers naming the entry and a Nats-Msg-Id that is

@@ -451,6 +451,7 @@ func (h *Handler) Run(ctx context.Context, dry bool) (*audit.Report, error) {
 	r.section(ctx, SectionBreakers, r.breakers)
 	r.section(ctx, SectionConsumers, r.consumers)
 	r.section(ctx, SectionStreams, r.captureStreams)
+	r.section(ctx, SectionOutcomes, r.outcomes)
 	order := ring
 	if i := slices.Index(ring, st.Resume); i > 0 {
 		order = append(append([]string{}, ring[i:]...), ring[:i]...)

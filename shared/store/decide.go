@@ -223,5 +223,6 @@ func PlanOf(d triage.Decision) Plan {
 		Note:          d.Note,
 		// The policy's retention is whole hours (triage.ParseRetention).
 		RetentionHours: int(d.Retention / time.Hour),
+		FeedPayload:    d.FeedPayload,
 	}
 }

@@ -61,6 +61,9 @@ type Plan struct {
 	// RetentionHours is how long the policy keeps the entry from its
 	// creation (expire_at); 0 in entries decided before it did: Retention.
 	RetentionHours int `firestore:"retention_hours,omitempty" json:"retention_hours,omitempty"`
+	// FeedPayload: the policy rule puts the payload into the change feed's
+	// rows (ChangeRowOf).
+	FeedPayload bool `firestore:"feed_payload,omitempty" json:"feed_payload,omitempty"`
 }
 
 // Retention is how long the entry is kept from its creation.
@@ -424,6 +427,9 @@ func (s *Store) move(tx *firestore.Transaction, e *Entry, c Change, staged *stag
 	if err := s.countMove(tx, &before, e, c.Count, now); err != nil {
 		return err
 	}
+	if _, err := s.stageChange(tx, e); err != nil {
+		return err
+	}
 	_, err := s.notifyEntry(tx, e, from, now)
 	return err
 }
@@ -554,6 +560,11 @@ func (s *Store) countMove(tx *firestore.Transaction, before, after *Entry, count
 	writes := map[string]Metrics{}
 	if count != nil {
 		writes[moved] = *count
+	}
+	if o := moveOutcomes(after, after.History); !o.IsZero() {
+		m := writes[moved]
+		m.Outcomes.Add(o)
+		writes[moved] = m
 	}
 	if tenants != nil {
 		m := writes[created]

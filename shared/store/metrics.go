@@ -50,6 +50,11 @@ type Metrics struct {
 	// a recount leaves them as they are (a scan does not read the headers
 	// they come from).
 	Deaths map[string]map[string]int64 `firestore:"predict_deaths,omitempty" json:"-"`
+	// Outcomes are the resolution counters of the moves made this hour
+	// (outcomes.go); they are copied into the hour's row of the day
+	// rollup. A recount keeps them as they are (RecountOutcomes checks
+	// them against the histories).
+	Outcomes Outcomes `firestore:"outcomes,omitempty" json:"outcomes"`
 	// Shards is how many shard documents a read summed (CompactHour folds
 	// a closed hour's into one).
 	Shards int `firestore:"-" json:"-"`
@@ -150,6 +155,9 @@ func (m Metrics) updates(hour string) map[string]any {
 			sub[cell] = r
 		}
 		u["predict_deaths"] = sub
+	}
+	if ou := m.Outcomes.updates(); len(ou) > 0 {
+		u["outcomes"] = ou
 	}
 	if len(m.Tenants) > 0 {
 		sub := map[string]any{}
@@ -273,6 +281,7 @@ func sumMetricsInto(sum *Metrics, m Metrics) {
 	}
 	sumTenants(&sum.Tenants, m.Tenants)
 	addDeaths(&sum.Deaths, m.Deaths, 1)
+	sum.Outcomes.Add(m.Outcomes)
 }
 
 // addDeaths adds sign × src to the death cells dst (Metrics.Deaths),

@@ -73,10 +73,25 @@ type Outbox struct {
 	PublishedAt     time.Time `firestore:"published_at,omitempty"`
 	ExpireAt        time.Time `firestore:"expire_at"`
 
+	// Change is, in the change feed's outbox (Changes), the row as
+	// published (jsdlq.change.v1 JSON, changes.go); Notification is then
+	// empty.
+	Change string `firestore:"change,omitempty"`
+
 	// seen is the document's update time as this store last read or wrote
 	// it: a claim or settle from it is a write conditioned on that, no read.
 	seen time.Time
+	// coll is the outbox collection the document is in (Notifications
+	// when empty, or Changes).
+	coll string
 }
+
+// collection is the outbox collection o is in.
+func (o *Outbox) collection() string { return cmp.Or(o.coll, Notifications) }
+
+// IsChange reports whether o is a row of the change feed (Changes), not a
+// notification.
+func (o *Outbox) IsChange() bool { return o.collection() == Changes }
 
 // leaseFields are the fields a claim or a settle changes, as the updates
 // of a conditioned write (an empty optional field is deleted, as the
@@ -124,6 +139,11 @@ func (o *Outbox) ForTenant() string { return cmp.Or(o.TenantNotification, o.Noti
 
 func (s *Store) outboxRef(id string) *firestore.DocumentRef {
 	return s.fs.Collection(Notifications).Doc(id)
+}
+
+// outboxDoc is o's document, in whichever outbox collection it is.
+func (s *Store) outboxDoc(o *Outbox) *firestore.DocumentRef {
+	return s.fs.Collection(o.collection()).Doc(o.ID)
 }
 
 // entryKinds are the notification kinds of the statuses that need a human
@@ -288,7 +308,12 @@ func stagedAt(staged []*Outbox, commit firestore.CommitResponse) []*Outbox {
 // claiming at once one wins. One that changed since the query is left to
 // the next flush.
 func (s *Store) ClaimNotifications(ctx context.Context, owner string, lease time.Duration, limit int) ([]*Outbox, error) {
-	snaps, err := queryAll(ctx, s, s.fs.Collection(Notifications).Where("state", "==", OutboxPending).Limit(limit), "pending "+Notifications)
+	return s.claimPending(ctx, Notifications, owner, lease, limit)
+}
+
+// claimPending is ClaimNotifications of the outbox collection coll.
+func (s *Store) claimPending(ctx context.Context, coll, owner string, lease time.Duration, limit int) ([]*Outbox, error) {
+	snaps, err := queryAll(ctx, s, s.fs.Collection(coll).Where("state", "==", OutboxPending).Limit(limit), "pending "+coll)
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +356,7 @@ func (s *Store) ClaimStaged(ctx context.Context, o *Outbox, owner string, lease 
 			return &claim, nil
 		}
 	}
-	cur, err := s.updateOutbox(ctx, o.ID, func(cur *Outbox, now time.Time) (bool, error) {
+	cur, err := s.updateOutbox(ctx, o, func(cur *Outbox, now time.Time) (bool, error) {
 		return cur.claimFor(owner, now, lease), nil
 	})
 	if errors.Is(err, ErrNotFound) {
@@ -385,9 +410,9 @@ func (s *Store) settleOutbox(ctx context.Context, o *Outbox, owner string, f fun
 			return nil
 		}
 	}
-	cur, err := s.updateOutbox(ctx, o.ID, func(cur *Outbox, now time.Time) (bool, error) {
+	cur, err := s.updateOutbox(ctx, o, func(cur *Outbox, now time.Time) (bool, error) {
 		if cur.State != OutboxPending || cur.LeaseOwner != owner {
-			return false, fmt.Errorf("%w: %s/%s is %s, held by %q", ErrLeaseLost, Notifications, o.ID, cur.State, cur.LeaseOwner)
+			return false, fmt.Errorf("%w: %s/%s is %s, held by %q", ErrLeaseLost, o.collection(), o.ID, cur.State, cur.LeaseOwner)
 		}
 		f(cur, now)
 		return true, nil
@@ -408,7 +433,7 @@ func (s *Store) writeOutboxSeen(ctx context.Context, o *Outbox) (bool, error) {
 	if o.seen.IsZero() {
 		return false, nil
 	}
-	res, err := s.outboxRef(o.ID).Update(ctx, o.leaseFields(), firestore.LastUpdateTime(o.seen))
+	res, err := s.outboxDoc(o).Update(ctx, o.leaseFields(), firestore.LastUpdateTime(o.seen))
 	switch status.Code(err) {
 	case codes.OK:
 		s.wrote(1)
@@ -417,13 +442,17 @@ func (s *Store) writeOutboxSeen(ctx context.Context, o *Outbox) (bool, error) {
 	case codes.FailedPrecondition, codes.NotFound:
 		return false, nil
 	}
-	return false, fmt.Errorf("firestore update %s/%s: %w", Notifications, o.ID, err)
+	return false, fmt.Errorf("firestore update %s/%s: %w", o.collection(), o.ID, err)
 }
 
-// updateOutbox applies f to the document in a transaction; it returns the
+// updateOutbox applies f to o's document in a transaction; it returns the
 // document when f changed it.
-func (s *Store) updateOutbox(ctx context.Context, id string, f func(*Outbox, time.Time) (bool, error)) (*Outbox, error) {
-	return claimDoc(ctx, s, s.outboxRef(id), "notification", "notification "+id, decodeOutbox, f)
+func (s *Store) updateOutbox(ctx context.Context, o *Outbox, f func(*Outbox, time.Time) (bool, error)) (*Outbox, error) {
+	what := "notification"
+	if o.IsChange() {
+		what = "change"
+	}
+	return claimDoc(ctx, s, s.outboxDoc(o), what, what+" "+o.ID, decodeOutbox, f)
 }
 
 func decodeOutbox(snap *firestore.DocumentSnapshot) (*Outbox, error) {
@@ -432,5 +461,8 @@ func decodeOutbox(snap *firestore.DocumentSnapshot) (*Outbox, error) {
 		return nil, err
 	}
 	o.seen = snap.UpdateTime
+	if snap.Ref.Parent.ID == Changes {
+		o.coll = Changes
+	}
 	return o, nil
 }

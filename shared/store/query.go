@@ -60,17 +60,27 @@ const (
 	// through thousands of entries never downloads inline payloads (up
 	// to 256 KiB each).
 	ScanView
+	// ExportView is what the change feed's export reads (ChangeRowOf): the
+	// scan's fields with the headers (the predictions), the plan (the
+	// payload's opt-in) and the inline payload.
+	ExportView
 )
 
 var viewFields = map[View][]string{
 	ListView: {"event_id", "stream", "stream_seq", "subject", "tenant", "agent", "task_id", "task_type",
 		"idempotency_key", "kind", "category", "reason_code", "rule", "action", "strategy", "status", "replays",
 		"next_retry_at", "task_name", "replay_of", "root_id", "payload_size", "policy_version", "created_at", "updated_at"},
-	ScanView: {"event_id", "stream", "consumer", "stream_seq", "subject", "tenant", "agent", "task_id", "task_type",
-		"idempotency_key", "kind", "category", "reason_code", "action", "strategy", "status", "replays",
-		"next_retry_at", "task_name", "breaker_probe", "published_seq", "replay_of", "root_id", "history", "task_tenant",
-		"published_at", "created_at", "updated_at", "resolved_at", "expire_at"},
+	ScanView:   scanFields,
+	ExportView: append(append([]string(nil), scanFields...), "headers", "plan", "payload", "payload_chunks"),
 }
+
+// scanFields are ScanView's fields.
+var scanFields = []string{"event_id", "stream", "consumer", "stream_seq", "subject", "tenant", "agent", "task_id", "task_type",
+	"idempotency_key", "kind", "category", "reason_code", "action", "strategy", "status", "replays",
+	"next_retry_at", "task_name", "breaker_probe", "published_seq", "replay_of", "root_id", "history", "task_tenant",
+	"published_at", "created_at", "updated_at", "resolved_at", "expire_at",
+	// What a move's row of the change feed carries (ChangeRowOf).
+	"policy_version", "payload_size", "payload_sha256"}
 
 // Query selects failure-log entries. Every filter that is set must match
 // (an equality, or the created_at range [CreatedFrom, CreatedTo)); the zero

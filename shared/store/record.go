@@ -60,10 +60,10 @@ func (r RecordResult) Notified() bool { return len(r.Staged) > 0 }
 //
 // e must carry ID, the classification and the status the decision asks for;
 // Record fills the timestamps, root id, expiry, payload digest and history.
-// A new entry costs one read (the breaker) and four writes (entry, metrics
-// shard, day rollup shard, breaker), plus one write per payload chunk above
-// InlinePayload; while this instance knows the tenant's breaker is open, no
-// read and three writes.
+// A new entry costs one read (the breaker) and five writes (entry, metrics
+// shard, day rollup shard, change feed row, breaker), plus one write per
+// payload chunk above InlinePayload; while this instance knows the tenant's
+// breaker is open, no read and four writes.
 func (s *Store) Record(ctx context.Context, e *Entry, by string) (RecordResult, error) {
 	if e.ID == "" {
 		return RecordResult{}, fmt.Errorf("%w: entry without id", ErrBadID)
@@ -165,9 +165,13 @@ func (s *Store) create(ctx context.Context, e *Entry, by string) (RecordResult, 
 		if staged, err = s.notifyEntry(tx, e, "", now); err != nil {
 			return err
 		}
+		if _, err := s.stageChange(tx, e); err != nil {
+			return err
+		}
 		m := EntryMetrics(e)
 		m.Tenants = tenantDelta(nil, e)
 		m.Deaths = deathsOf(e)
+		m.Outcomes = moveOutcomes(e, e.History)
 		if err := s.addCounts(tx, Hour(e.CreatedAt), e.ID, m, now); err != nil {
 			return err
 		}

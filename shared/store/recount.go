@@ -141,8 +141,9 @@ func (m Metrics) Fixed(cur Metrics) Metrics {
 	fixed := m.normalized()
 	fixed.ReplaysPublished = max(cur.ReplaysPublished, m.ReplaysPublished)
 	fixed.ReplaysRecovered = max(cur.ReplaysRecovered, m.ReplaysRecovered)
-	// Not recounted (Metrics.Deaths): kept as they are.
+	// Not recounted (Metrics.Deaths, Metrics.Outcomes): kept as they are.
 	fixed.Deaths = cur.Deaths
+	fixed.Outcomes = cur.Outcomes
 	return fixed
 }
 

@@ -50,6 +50,8 @@ type Rollup struct {
 	// tenant-hour counters' statuses (TenantHour.Statuses), all tenants
 	// together.
 	Statuses map[string]int64 `firestore:"statuses,omitempty"`
+	// Outcomes are the hour's resolution counters (Metrics.Outcomes).
+	Outcomes Outcomes `firestore:"outcomes,omitempty"`
 	// Streams is each work stream's sampled span in the hour
 	// (RecordSample): written by reconcile, never summed.
 	Streams map[string]StreamSpan `firestore:"streams,omitempty"`
@@ -90,7 +92,7 @@ type rollupDoc struct {
 // rollup is the part of an hour's counters (a delta or a sum) its day
 // rollup's row holds.
 func (m Metrics) rollup() Rollup {
-	r := Rollup{Total: m.Total}
+	r := Rollup{Total: m.Total, Outcomes: m.Outcomes}
 	for k, v := range m.ByCategory {
 		if v != 0 {
 			sumMap(&r.ByCategory, map[string]int64{metricKey(k): v})
@@ -120,6 +122,7 @@ func (r Rollup) normalized() Rollup {
 	if len(r.Streams) == 0 {
 		r.Streams = nil
 	}
+	r.Outcomes = r.Outcomes.Normalized()
 	return r
 }
 
@@ -127,7 +130,8 @@ func (r Rollup) normalized() Rollup {
 // are not counts).
 func (r Rollup) sameCounts(o Rollup) bool {
 	a, b := r.normalized(), o.normalized()
-	return a.Total == b.Total && maps.Equal(a.ByCategory, b.ByCategory) && maps.Equal(a.Statuses, b.Statuses)
+	return a.Total == b.Total && maps.Equal(a.ByCategory, b.ByCategory) && maps.Equal(a.Statuses, b.Statuses) &&
+		a.Outcomes.Equal(b.Outcomes)
 }
 
 func (r Rollup) isZero() bool { return r.sameCounts(Rollup{}) }
@@ -137,6 +141,7 @@ func (r *Rollup) add(o Rollup) {
 	r.Total += o.Total
 	sumMap(&r.ByCategory, o.ByCategory)
 	sumMap(&r.Statuses, o.Statuses)
+	r.Outcomes.Add(o.Outcomes)
 	for k, sp := range o.Streams {
 		if r.Streams == nil {
 			r.Streams = map[string]StreamSpan{}
@@ -163,6 +168,9 @@ func (r Rollup) updates(hour string) map[string]any {
 			sub[k] = firestore.Increment(v)
 		}
 		row[field] = sub
+	}
+	if ou := r.Outcomes.updates(); len(ou) > 0 {
+		row["outcomes"] = ou
 	}
 	return map[string]any{"day": day, "hours": map[string]any{hh: row}}
 }

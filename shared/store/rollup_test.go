@@ -72,19 +72,27 @@ func (w *rollupWorld) rows() []store.Rollup {
 
 // counted is what the rows must hold, counted from the entries themselves
 // (every entry read, by the hour of its creation: its category and its
-// status now), independently of the store's counters.
+// status now; by the hour of each move of its history: the resolution
+// counters), independently of the store's counters.
 func (w *rollupWorld) counted() []store.Rollup {
 	w.t.Helper()
 	out := make([]store.Rollup, w.hours())
 	for i := range out {
 		out[i].Hour = store.Hour(w.from.Add(time.Duration(i) * time.Hour))
 	}
+	var all []*store.Entry
+	defer func() {
+		for i := range out {
+			out[i].Outcomes = store.RecountOutcomes(all)[out[i].Hour].Normalized()
+		}
+	}()
 	q := store.Query{View: store.ScanView, Order: store.OldestFirst, Limit: 100}
 	for {
 		p, err := w.s.Entries(w.ctx, q)
 		if err != nil {
 			w.t.Fatal(err)
 		}
+		all = append(all, p.Entries...)
 		for _, e := range p.Entries {
 			r := &out[int(e.CreatedAt.Truncate(time.Hour).Sub(w.from)/time.Hour)]
 			r.Total++

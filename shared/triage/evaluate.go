@@ -105,6 +105,8 @@ type Decision struct {
 	// Retention is how long the entry is kept from its creation: the
 	// rule's, the agent's, the tenant's or the policy's default retention.
 	Retention time.Duration
+	// FeedPayload: the rule puts the payload into the change feed's rows.
+	FeedPayload bool
 }
 
 // Replay reports whether the decision schedules a replay.
@@ -134,6 +136,7 @@ func (p *Policy) Evaluate(in Input, chain Chain) Decision {
 	d.Rule = r.doc.Name
 	d.Action = r.doc.Action
 	d.Retention = p.retentionFor(r, in)
+	d.FeedPayload = r.doc.FeedPayload
 	if r.doc.SetCategory != "" {
 		d.Category = r.doc.SetCategory
 	}

@@ -221,6 +221,9 @@ type ruleDoc struct {
 	// RequireIdempotencyKey overrides defaults.require_idempotency_key
 	// for the rule's entries (keyless.go).
 	RequireIdempotencyKey *bool `yaml:"require_idempotency_key,omitempty"`
+	// FeedPayload puts the payload of the rule's entries into the change
+	// feed's rows (inline payloads; no payload leaves by default).
+	FeedPayload bool `yaml:"feed_payload,omitempty"`
 }
 
 // Policy is a validated, compiled policy. It is immutable and safe for

@@ -406,3 +406,32 @@ func TestPercent(t *testing.T) {
 		}
 	}
 }
+
+// The demo's count of the resolution figures agrees with counters that
+// count the same moves, and disagrees when a counter is off.
+func TestResolutionAgrees(t *testing.T) {
+	created := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	entries := []*store.Entry{
+		{ID: "a", Category: "transient", Status: store.Recovered, CreatedAt: created, History: []store.Transition{
+			{At: created, To: "scheduled"}, {At: created.Add(time.Minute), From: "scheduled", To: "replaying"},
+			{At: created.Add(2 * time.Minute), From: "replaying", To: "replayed"}, {At: created.Add(3 * time.Minute), From: "replayed", To: "recovered"}}},
+		{ID: "b", Category: "permanent", Status: store.Discarded, CreatedAt: created, History: []store.Transition{
+			{At: created, To: "escalated"}, {At: created.Add(time.Hour), From: "escalated", To: "discarded", Role: "triage_agent"}}},
+	}
+	counters := store.Outcomes{
+		Settled: map[string]int64{"transient": 1, "permanent": 1}, Recovered: map[string]int64{"transient": 1}, Auto: map[string]int64{"transient": 1},
+		ToDecision: map[string]int64{store.SketchBucket(time.Hour): 1}, ToRecovery: map[string]int64{store.SketchBucket(3 * time.Minute): 1},
+	}
+	if r := countResolution(entries, counters); !r.agrees() {
+		t.Errorf("agrees() = false for counters of the same moves: %+v", r)
+	}
+	counters.Auto["transient"] = 0
+	if r := countResolution(entries, counters); r.agrees() {
+		t.Error("agrees() = true with an auto-resolved count off by one")
+	}
+	before := store.Outcomes{Settled: map[string]int64{"transient": 5}, Claimed: 2}
+	after := store.Outcomes{Settled: map[string]int64{"transient": 6}, Claimed: 3}
+	if got := minus(after, before); got.Settled["transient"] != 1 || got.Claimed != 1 {
+		t.Errorf("minus() = %+v, want the run's 1 settled and 1 claimed", got)
+	}
+}

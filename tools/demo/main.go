@@ -147,6 +147,12 @@ func (d *demo) execute(ctx context.Context) (*summary, error) {
 	}
 	defer fs.Close()
 	d.st = store.New(fs)
+	// The counters of the run's first hour before it began: the product's
+	// figures of the run are what the hours hold at its end less these.
+	outcomesBefore, err := d.outcomesSince(ctx, d.start)
+	if err != nil {
+		return nil, err
+	}
 	nc, err := natsconn.Connect(ctx, natsconn.Config{URL: os.Getenv("NATS_URL"), Name: "jsdlq-demo"})
 	if err != nil {
 		return nil, fmt.Errorf("nats: %w", err)
@@ -243,6 +249,12 @@ func (d *demo) execute(ctx context.Context) (*summary, error) {
 		return nil, err
 	}
 	s := summarize(entries, d.captured)
+	outcomesAfter, err := d.outcomesSince(context.WithoutCancel(ctx), d.start)
+	if err != nil {
+		return nil, err
+	}
+	res := countResolution(entries, minus(outcomesAfter, outcomesBefore))
+	s.Resolution = &res
 	s.Run, s.Tasks, s.Unsettled, s.NotificationsCaughtUp = d.run, total, unsettled, d.caughtUp
 	if s.Completions, err = d.st.CountCompletions(context.WithoutCancel(ctx), d.start, time.Now().Add(time.Minute)); err != nil {
 		return nil, err

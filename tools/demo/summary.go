@@ -67,6 +67,9 @@ type summary struct {
 	// LongRedelivered those the server redelivered while an agent worked
 	// on them (agentkit's keep-alive failed them).
 	LongTasks, LongRedelivered int
+	// Resolution are the product's resolution figures next to the demo's
+	// count of them.
+	Resolution *resolution
 }
 
 // triageDecision is the triage agent's answer in e's history, if any.
@@ -209,7 +212,7 @@ func (s *summary) countLong(tasks []task, redelivered map[string]bool) {
 // learnable classes' dead tasks.
 func (s summary) ok() bool {
 	return s.DuplicatesExecuted == 0 && s.LongRedelivered == 0 && len(s.Lost) == 0 && len(s.Uncaptured) == 0 && s.Captured == s.EntryCount && s.Unsettled == 0 &&
-		(s.Predictions == nil || s.Predictions.ok())
+		(s.Predictions == nil || s.Predictions.ok()) && (s.Resolution == nil || s.Resolution.agrees())
 }
 
 // field are the field figures' resolution rates per category
@@ -274,6 +277,9 @@ func (s summary) print(w io.Writer) {
 		s.Predictions.print(w)
 	}
 	s.printDecisions(w)
+	if s.Resolution != nil {
+		s.Resolution.print(w)
+	}
 	fmt.Fprintf(w, "completed steps: %d replays skipped %d steps their failed attempt had completed (Jsdlq-Completed-Steps)\n\n",
 		s.ReplaysSkipping, s.StepsSkipped)
 

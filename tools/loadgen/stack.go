@@ -155,7 +155,10 @@ func (s *benchStack) provision(ctx context.Context) error {
 	// claims it, fails to publish it and releases it again, a transaction
 	// pair per entry on one outbox document that no deployment has.
 	notes := fmt.Sprintf("projects/%s/topics/%s", s.project, event.DefaultNotificationsTopic)
-	for _, t := range []string{topic, dead, notes} {
+	// And the change feed's, for the same reason: every transition stages
+	// a row.
+	changes := fmt.Sprintf("projects/%s/topics/%s", s.project, event.DefaultChangesTopic)
+	for _, t := range []string{topic, dead, notes, changes} {
 		if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: t}); err != nil {
 			return fmt.Errorf("create topic %s: %w", t, err)
 		}
@@ -163,6 +166,7 @@ func (s *benchStack) provision(ctx context.Context) error {
 	for _, sub := range []*pubsubpb.Subscription{
 		{Name: fmt.Sprintf("projects/%s/subscriptions/dead-hold", s.project), Topic: dead},
 		{Name: fmt.Sprintf("projects/%s/subscriptions/notifications-hold", s.project), Topic: notes},
+		{Name: fmt.Sprintf("projects/%s/subscriptions/changes-hold", s.project), Topic: changes},
 		stack.ClassifySubscription(fmt.Sprintf("projects/%s/subscriptions/classify-push", s.project), topic, dead, s.fn),
 	} {
 		if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, sub); err != nil {

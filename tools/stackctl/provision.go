@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/jsdlq/jsdlq/shared/clientopt"
+	"github.com/jsdlq/jsdlq/shared/event"
 	"github.com/jsdlq/jsdlq/tools/stack"
 )
 
@@ -22,7 +23,9 @@ import (
 // up, as Terraform does in a real project: after the Pub/Sub emulator, the
 // dlq-events topic with its push subscription to /Classify (and its
 // dead-letter topic with a subscription), the dlq-notifications topic with a
-// pull subscription dlq-notifications-all; after the Cloud Tasks emulator, the
+// pull subscription dlq-notifications-all, the change feed's topic
+// dlq-changes with a pull subscription dlq-changes-all (where BigQuery's
+// subscription would be); after the Cloud Tasks emulator, the
 // dlq-replay and dlq-webhooks queues. It runs before the bridge starts: Pub/Sub drops what is
 // published to a topic without subscriptions. Existing ones are kept.
 func (s *localStack) provision(ctx context.Context, name string, w io.Writer) error {
@@ -47,7 +50,8 @@ func (s *localStack) provisionPubSub(ctx context.Context, w io.Writer) error {
 	// Notifications, with one pull subscription that keeps them all (the
 	// demo counts them; subscribe your own to try filters).
 	notifications := fmt.Sprintf("projects/%s/topics/dlq-notifications", s.project)
-	for _, t := range []string{topic, deadTopic, notifications} {
+	changes := fmt.Sprintf("projects/%s/topics/%s", s.project, event.DefaultChangesTopic)
+	for _, t := range []string{topic, deadTopic, notifications, changes} {
 		if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: t}); err != nil && status.Code(err) != codes.AlreadyExists {
 			return fmt.Errorf("create topic %s: %w", t, err)
 		}
@@ -59,6 +63,9 @@ func (s *localStack) provisionPubSub(ctx context.Context, w io.Writer) error {
 	}, {
 		Name: fmt.Sprintf("projects/%s/subscriptions/dlq-notifications-all", s.project), Topic: notifications,
 		MessageRetentionDuration: durationpb.New(24 * 3600e9),
+	}, {
+		Name: fmt.Sprintf("projects/%s/subscriptions/%s-all", s.project, event.DefaultChangesTopic), Topic: changes,
+		MessageRetentionDuration: durationpb.New(7 * 24 * 3600e9),
 	}}
 	if s.running("functions") {
 		subs = append(subs, stack.ClassifySubscription(fmt.Sprintf("projects/%s/subscriptions/classify-push", s.project), topic, deadTopic, s.addr("functions")))

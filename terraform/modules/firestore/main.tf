@@ -99,7 +99,7 @@ resource "google_firestore_field" "ttl" {
 # (dlq-rollups/{day}/shards/{n}) are read whole too: their hourly rows
 # (hours.<hh>.…, some 500 fields a day) would be as many index entries.
 resource "google_firestore_field" "shards_unindexed" {
-  for_each = toset(["tenants", "predict_deaths", "hours"])
+  for_each = toset(["tenants", "predict_deaths", "outcomes", "hours"])
 
   project    = var.project_id
   database   = google_firestore_database.this.name

@@ -26,8 +26,8 @@ variable "failure_log_collection" {
 
 variable "ttl_collections" {
   type        = set(string)
-  description = "Collection ids whose documents expire at their TTL field: failure-log after 30 days, its payload chunk subcollections (collection group payload) with their entry, task-idempotency after 72 h, the notifications outbox 7 days after a notification was published (30 days while pending), the predictions' task counts 3 days after their hour and daily statistics 21 days after their day. A TTL deletion of an entry does not delete its subcollections, hence payload's own policy."
-  default     = ["failure-log", "payload", "task-idempotency", "notifications", "dlq-predict-counts", "dlq-predict-stats"]
+  description = "Collection ids whose documents expire at their TTL field: failure-log after 30 days, its payload chunk subcollections (collection group payload) with their entry, task-idempotency after 72 h, the notifications outbox and the change feed's 7 days after a notification or row was published (30 days while pending), the predictions' task counts 3 days after their hour and daily statistics 21 days after their day. A TTL deletion of an entry does not delete its subcollections, hence payload's own policy."
+  default     = ["failure-log", "payload", "task-idempotency", "notifications", "dlq-changes", "dlq-predict-counts", "dlq-predict-stats"]
 }
 
 variable "ttl_field" {
