@@ -51,7 +51,8 @@ func TestLoadEnv(t *testing.T) {
 		Tasks: tasks.Config{Queue: "projects/p/locations/l/queues/dlq-replay", ReplayURL: "http://127.0.0.1:8080/Replay",
 			ServiceAccount: "tasks@p.iam.gserviceaccount.com", EmulatorHost: "127.0.0.1:8123"},
 		Notifications: config.Notifications{Topic: "dlq-notifications", Webhooks: config.Webhooks{EmulatorHost: "127.0.0.1:8123",
-			DisableAfter: config.DefaultWebhookDisableAfter, Timeout: config.DefaultWebhookTimeout, OwnURLs: []string{"http://127.0.0.1:8080/Replay"}}},
+			DisableAfter: config.DefaultWebhookDisableAfter, Timeout: config.DefaultWebhookTimeout, OwnURLs: []string{"http://127.0.0.1:8080/Replay"}},
+			AfterCommitBudget: config.DefaultAfterCommitBudget, PauseAfterFailure: config.DefaultPauseAfterFailure, ChangesTopic: "dlq-changes"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("loadEnvironment() mismatch (-want +got):\n%s", diff)
