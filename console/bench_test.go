@@ -18,6 +18,7 @@ import (
 	"github.com/jsdlq/jsdlq/console"
 	"github.com/jsdlq/jsdlq/shared/audit"
 	jevent "github.com/jsdlq/jsdlq/shared/event"
+	"github.com/jsdlq/jsdlq/shared/operator"
 	"github.com/jsdlq/jsdlq/shared/store"
 )
 
@@ -94,6 +95,12 @@ func BenchmarkPages(b *testing.B) {
 		read func(ctx context.Context) error
 	}{
 		{"query_overview_rollups", func(ctx context.Context) error { _, err := e.st.HourlyRollups(ctx, week(), 168); return err }},
+		// The overview's other read of the log: the oldest entries waiting
+		// for a human, whatever their age.
+		{"query_overview_waiting", func(ctx context.Context) error {
+			_, err := e.st.Entries(ctx, store.Query{Statuses: operator.Approvable, Order: store.OldestFirst, View: store.ListView, Limit: console.OverviewWaiting})
+			return err
+		}},
 		{"query_list", func(ctx context.Context) error { _, err := e.st.Entries(ctx, benchList); return err }},
 		{"count_list", func(ctx context.Context) error { _, err := e.st.Count(ctx, benchList); return err }},
 		{"query_list_filtered", func(ctx context.Context) error { _, err := e.st.Entries(ctx, benchFiltered); return err }},
@@ -116,7 +123,7 @@ func BenchmarkPages(b *testing.B) {
 // The store queries of the two list pages.
 var (
 	benchList     = store.Query{View: store.ListView, Limit: console.DefaultPageSize}
-	benchFiltered = store.Query{Tenant: "tenant-07", Status: store.Escalated, View: store.ListView, Limit: console.DefaultPageSize}
+	benchFiltered = store.Query{Tenant: "tenant-07", Status: store.Escalated, FoldCase: true, View: store.ListView, Limit: console.DefaultPageSize}
 )
 
 // benchBreakers is how many tenants' breakers the benchmark opens: more
@@ -220,7 +227,7 @@ func seedMany(b *testing.B, e *env, n int) []string {
 		st := statuses[i%len(statuses)]
 		h := map[string][]string{jevent.HeaderTenant: {tenant}, jevent.HeaderTaskID: {"task-" + id}, jevent.HeaderIdempotencyKey: {"key-" + id}}
 		en := &store.Entry{ID: id, EventID: id, Stream: jevent.DefaultWorkStream, StreamSeq: int64(i + 1),
-			Subject: "agents.writer.tasks.report", Tenant: tenant, Agent: "writer", TaskID: "task-" + id, TaskType: "report", IdempotencyKey: "key-" + id,
+			Subject: "agents.writer.tasks.report", Tenant: tenant, Agent: "writer", TenantFold: store.FoldName(tenant), AgentFold: store.FoldName("writer"), TaskID: "task-" + id, TaskType: "report", IdempotencyKey: "key-" + id,
 			Headers: jevent.EncodeHeaders(h), Payload: payload, PayloadSize: int64(len(payload)), PayloadSHA256: sum, Kind: string(jevent.KindExplicit), Kinds: []string{string(jevent.KindExplicit)},
 			Failure: &jevent.Failure{Code: "timeout", Attempt: 3, Agent: "writer"}, Status: st, Strategy: "transient",
 			Category: categories[i%len(categories)], ReasonCode: "timeout", Action: "auto_replay", PolicyVersion: "bench", RootID: id,
