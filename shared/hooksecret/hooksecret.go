@@ -95,10 +95,17 @@ func Open(ctx context.Context, box Box, w *store.Webhook) (sec webhook.Secret, l
 	return "", false, fmt.Errorf("%w: webhook %s", ErrNoSecret, w.ID)
 }
 
+// SecretSealer stores an endpoint's sealed secret in place of its clear one
+// (*store.Store). Seal needs no more of the store, so a caller that holds
+// a narrower view of it can still seal.
+type SecretSealer interface {
+	SealWebhookSecret(ctx context.Context, w *store.Webhook, sealed []byte) (changed bool, err error)
+}
+
 // Seal seals sec, the clear secret w holds, and stores it in its place.
 // changed is false when w was sealed meanwhile by someone else: every
 // repeat is harmless.
-func Seal(ctx context.Context, st *store.Store, box Box, w *store.Webhook, sec webhook.Secret) (changed bool, err error) {
+func Seal(ctx context.Context, st SecretSealer, box Box, w *store.Webhook, sec webhook.Secret) (changed bool, err error) {
 	sealed, err := box.Seal(ctx, []byte(sec.Reveal()), AAD(w.Tenant, w.ID))
 	if err != nil {
 		return false, fmt.Errorf("hooksecret: seal the secret of webhook %s: %w", w.ID, err)
