@@ -64,10 +64,18 @@ type Scheduler interface {
 	Schedule(ctx context.Context, r tasks.Request) (name string, created bool, err error)
 }
 
+// Store is the part of the store classify uses (*store.Store): whether the
+// entry exists, its link to the entry it replays, and the record itself.
+type Store interface {
+	GetMeta(ctx context.Context, id string) (*store.Entry, error)
+	LinkReplay(ctx context.Context, e *store.Entry, headers map[string][]string) (chain triage.Chain, unlinked string, err error)
+	Record(ctx context.Context, e *store.Entry, by string) (store.RecordResult, error)
+}
+
 // Deps are the clients classify uses.
 type Deps struct {
 	Logger    *slog.Logger
-	Store     *store.Store
+	Store     Store
 	Policy    PolicySource
 	Scheduler Scheduler
 	// Notify, when set, publishes the outbox right after a commit that
@@ -81,7 +89,7 @@ type Deps struct {
 type Handler struct {
 	cfg   Config
 	log   *slog.Logger
-	store *store.Store
+	store Store
 	pol   PolicySource
 	sched Scheduler
 	note  notify.Outbox

@@ -65,10 +65,20 @@ type Config struct {
 	Timeout time.Duration
 }
 
+// Store is the part of the store a delivery uses (*store.Store): the
+// endpoint and the notification it reads, the attempt it records, and the
+// seal of a secret still stored in the clear.
+type Store interface {
+	WebhookByID(ctx context.Context, id string) (*store.Webhook, error)
+	GetNotification(ctx context.Context, id string) (*store.Outbox, error)
+	RecordWebhookAttempt(ctx context.Context, id string, a store.WebhookAttempt, disableAfter int) (*store.Webhook, error)
+	hooksecret.SecretSealer
+}
+
 // Deps are what the handler uses.
 type Deps struct {
 	Logger *slog.Logger
-	Store  *store.Store
+	Store  Store
 	// Guard refuses endpoints jsdlq must not call and makes the client
 	// (nil: a strict guard).
 	Guard *webhook.Guard
@@ -84,7 +94,7 @@ type Deps struct {
 type Handler struct {
 	cfg     Config
 	log     *slog.Logger
-	store   *store.Store
+	store   Store
 	guard   *webhook.Guard
 	secrets hooksecret.Box
 	client  *http.Client

@@ -92,7 +92,7 @@ type PolicySource interface {
 // Deps are the clients replay uses.
 type Deps struct {
 	Logger    *slog.Logger
-	Store     *store.Store
+	Store     Store
 	Policy    PolicySource
 	Publisher Publisher
 	// Notify, when set, publishes the outbox right after a transition that
@@ -104,7 +104,7 @@ type Deps struct {
 type Handler struct {
 	cfg    Config
 	log    *slog.Logger
-	store  *store.Store
+	store  Store
 	policy PolicySource
 	pub    Publisher
 	note   notify.Outbox

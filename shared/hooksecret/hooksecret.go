@@ -49,11 +49,16 @@ func AAD(tenant, id string) []byte {
 	return b
 }
 
+// WebhookCreator stores a new endpoint (*store.Store).
+type WebhookCreator interface {
+	CreateWebhook(ctx context.Context, n store.NewWebhook) (*store.Webhook, error)
+}
+
 // Create adds an endpoint of tenant at rawURL (checked by webhook.Guard)
 // with a new secret, sealed before anything is stored, and returns it
 // with the secret: the only time the secret is handed out. by is who adds
 // it.
-func Create(ctx context.Context, st *store.Store, box Box, tenant, rawURL, by string) (*store.Webhook, webhook.Secret, error) {
+func Create(ctx context.Context, st WebhookCreator, box Box, tenant, rawURL, by string) (*store.Webhook, webhook.Secret, error) {
 	id, err := store.NewWebhookID()
 	if err != nil {
 		return nil, "", err
@@ -95,10 +100,17 @@ func Open(ctx context.Context, box Box, w *store.Webhook) (sec webhook.Secret, l
 	return "", false, fmt.Errorf("%w: webhook %s", ErrNoSecret, w.ID)
 }
 
+// SecretSealer stores an endpoint's sealed secret in place of its clear one
+// (*store.Store). Seal needs no more of the store, so a caller that holds
+// a narrower view of it can still seal.
+type SecretSealer interface {
+	SealWebhookSecret(ctx context.Context, w *store.Webhook, sealed []byte) (changed bool, err error)
+}
+
 // Seal seals sec, the clear secret w holds, and stores it in its place.
 // changed is false when w was sealed meanwhile by someone else: every
 // repeat is harmless.
-func Seal(ctx context.Context, st *store.Store, box Box, w *store.Webhook, sec webhook.Secret) (changed bool, err error) {
+func Seal(ctx context.Context, st SecretSealer, box Box, w *store.Webhook, sec webhook.Secret) (changed bool, err error) {
 	sealed, err := box.Seal(ctx, []byte(sec.Reveal()), AAD(w.Tenant, w.ID))
 	if err != nil {
 		return false, fmt.Errorf("hooksecret: seal the secret of webhook %s: %w", w.ID, err)
@@ -121,13 +133,20 @@ type Report struct {
 	Failed map[string]string `json:"failed,omitempty"`
 }
 
+// Resealer walks every endpoint and stores each one's sealed secret
+// (*store.Store).
+type Resealer interface {
+	EachWebhook(ctx context.Context, f func(*store.Webhook) error) error
+	SecretSealer
+}
+
 // Reseal seals every endpoint's clear secret and rewraps every sealed one
 // with the current key: the one-shot after deploying sealed secrets, and
 // the step of a key rotation that lets the old key versions be disabled.
 // An endpoint that fails is reported and the run goes on; an error of the
 // store ends it. Repeating it is harmless: it only ever stores a sealed
 // form of the same secret, each in place of what it read.
-func Reseal(ctx context.Context, st *store.Store, box Box) (Report, error) {
+func Reseal(ctx context.Context, st Resealer, box Box) (Report, error) {
 	r := Report{Failed: map[string]string{}}
 	err := st.EachWebhook(ctx, func(w *store.Webhook) error {
 		var sealed []byte

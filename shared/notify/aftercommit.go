@@ -70,7 +70,7 @@ const AfterCommitBatch = 20
 // set; the client is made on the first notification), triage tasks
 // published through js, cfg's console link and webhook fan-out, logging to
 // log; opts add to these (WithBatch for a flush after a commit).
-func FromConfig(st *store.Store, project, pubSubEmulatorHost string, cfg config.Notifications,
+func FromConfig(st Store, project, pubSubEmulatorHost string, cfg config.Notifications,
 	js func(context.Context) (jetstream.JetStream, error), log *slog.Logger, opts ...Option) *Flusher {
 	topic := NewLazyTopic(project, cfg.Topic, clientopt.PubSubOptions(pubSubEmulatorHost)...)
 	changes := NewLazyTopic(project, cfg.ChangesTopic, clientopt.PubSubOptions(pubSubEmulatorHost)...)

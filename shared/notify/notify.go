@@ -64,10 +64,27 @@ type Tasks interface {
 	PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
 }
 
+// Store is the outbox side of the store a Flusher works (*store.Store):
+// claiming staged and pending rows and change rows under a lease, settling
+// them, the webhook fan-out's queue and the endpoints it fans out to, and
+// the store's clock (leases are the store's time).
+type Store interface {
+	Now() time.Time
+	ClaimStaged(ctx context.Context, o *store.Outbox, owner string, lease time.Duration) (*store.Outbox, error)
+	ClaimNotifications(ctx context.Context, owner string, lease time.Duration, limit int) ([]*store.Outbox, error)
+	ClaimChanges(ctx context.Context, owner string, lease time.Duration, limit int) ([]*store.Outbox, error)
+	ReleaseNotification(ctx context.Context, o *store.Outbox, owner string, cause error) error
+	NotificationTriagePublished(ctx context.Context, o *store.Outbox, owner string) error
+	NotificationPublished(ctx context.Context, o *store.Outbox, owner string) error
+	PendingWebhookFanOut(ctx context.Context, limit int) ([]*store.Outbox, error)
+	WebhookFanOutDone(ctx context.Context, id string) error
+	ListWebhooks(ctx context.Context, tenant string) ([]*store.Webhook, error)
+}
+
 // Flusher publishes pending notifications. It is safe for concurrent use,
 // and any number of flushers may run at once.
 type Flusher struct {
-	store   *store.Store
+	store   Store
 	topic   Topic
 	changes Topic
 	tasks   func(context.Context) (Tasks, error)
@@ -137,7 +154,7 @@ func LazyJetStream(js func(context.Context) (jetstream.JetStream, error)) func(c
 }
 
 // New returns a Flusher of st's outbox publishing to topic.
-func New(st *store.Store, topic Topic, opts ...Option) *Flusher {
+func New(st Store, topic Topic, opts ...Option) *Flusher {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	f := &Flusher{store: st, topic: topic, owner: "flusher-" + hex.EncodeToString(b),

@@ -68,7 +68,7 @@ func (c *policyCache) current(ctx context.Context) (*triage.Policy, error) {
 	return c.p, nil
 }
 
-func inForce(st *store.Store) PolicyReader {
+func inForce(st Store) PolicyReader {
 	return func(ctx context.Context) (*triage.Policy, error) {
 		in, err := st.PolicyInForce(ctx)
 		if err != nil {

@@ -74,9 +74,23 @@ type Runner interface {
 	RunTask(ctx context.Context, req *cloudtaskspb.RunTaskRequest, opts ...gax.CallOption) (*cloudtaskspb.Task, error)
 }
 
+// Store is the part of the store the actions use (*store.Store): the
+// entry's moves scoped to a tenant, its payload versions, the tenant's
+// breaker, the policy in force (who may act) and the store's clock.
+type Store interface {
+	GetMeta(ctx context.Context, id string) (*store.Entry, error)
+	TransitionScoped(ctx context.Context, id, tenant string, c store.Change, edit *store.Edit) (*store.Entry, error)
+	VersionPayload(ctx context.Context, e *store.Entry, n int) ([]byte, error)
+	BreakerClose(ctx context.Context, tenant string, by authority.Actor, reason string) (*store.Breaker, error)
+	BreakerProbeNow(ctx context.Context, tenant, entryID string, by authority.Actor, reason string) (*store.Breaker, error)
+	ReleaseProbe(ctx context.Context, e *store.Entry, by string) (released bool, err error)
+	PolicyInForce(ctx context.Context) (store.PolicyInForce, error)
+	Now() time.Time
+}
+
 // Operator performs the actions.
 type Operator struct {
-	store    *store.Store
+	store    Store
 	sched    Scheduler
 	runner   Runner
 	policies *policyCache
@@ -90,7 +104,7 @@ type Option func(*Operator)
 func WithRunner(r Runner) Option { return func(o *Operator) { o.runner = r } }
 
 // New returns an Operator.
-func New(s *store.Store, sched Scheduler, opts ...Option) *Operator {
+func New(s Store, sched Scheduler, opts ...Option) *Operator {
 	o := &Operator{store: s, sched: sched}
 	for _, f := range opts {
 		f(o)

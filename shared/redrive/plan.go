@@ -42,12 +42,23 @@ func (p *Plan) Until(f store.BulkFilter) store.BulkFilter {
 // MaxPlanFirst is how many of the entries acted on a plan names (First).
 const MaxPlanFirst = 50
 
+// PlanStore is what a plan reads (*store.Store): the entries the filter
+// matches, in full where the gates need them, their completion records,
+// the policy in force and the tenants' breakers.
+type PlanStore interface {
+	Entries(ctx context.Context, q store.Query) (store.Page, error)
+	EntriesByID(ctx context.Context, ids []string) (map[string]*store.Entry, error)
+	Completions(ctx context.Context, entries []*store.Entry) (map[string]store.Completion, error)
+	PolicyInForce(ctx context.Context) (store.PolicyInForce, error)
+	GetBreaker(ctx context.Context, tenant string) (*store.Breaker, error)
+}
+
 // NewPlan pages through q (its order and view are the plan's: newest
 // first, after q.After) and works out what a redrive of it by by, with the
 // opt-ins include, would do (auth answers what by may act on). skip is an
 // entry to leave out (the one a resumed run settles on its own first), or
 // "".
-func NewPlan(ctx context.Context, st *store.Store, auth Authority, by authority.Actor, q store.Query, include []string, skip string) (*Plan, error) {
+func NewPlan(ctx context.Context, st PlanStore, auth Authority, by authority.Actor, q store.Query, include []string, skip string) (*Plan, error) {
 	p := &Plan{RedrivePlan: store.RedrivePlan{ByTenant: map[string]int{}, ByCategory: map[string]int{}, ByStatus: map[string]int{},
 		Excluded: map[string]int{}, Denied: map[string]int{}, PolicyStops: map[string]int{}, BreakerHeld: map[string]int{}},
 		Breakers: map[string]*store.Breaker{}}
@@ -107,7 +118,7 @@ func NewPlan(ctx context.Context, st *store.Store, auth Authority, by authority.
 // gates asks, for each entry acted on, the gates in replay's order: the
 // idempotency record, the policy (not for an approval: it answers the
 // policy), the breaker.
-func (p *Plan) gates(ctx context.Context, st *store.Store, acts []*store.Entry) error {
+func (p *Plan) gates(ctx context.Context, st PlanStore, acts []*store.Entry) error {
 	if len(acts) == 0 {
 		return nil
 	}
@@ -167,7 +178,7 @@ func (p *Plan) gates(ctx context.Context, st *store.Store, acts []*store.Entry) 
 
 // breaker is the breaker's answer for e: closed lets it through, open
 // holds it, half-open lets one probe through and holds the rest.
-func (p *Plan) breaker(ctx context.Context, st *store.Store, e *store.Entry) error {
+func (p *Plan) breaker(ctx context.Context, st PlanStore, e *store.Entry) error {
 	b, ok := p.Breakers[e.Tenant]
 	if !ok {
 		var err error

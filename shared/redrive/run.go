@@ -24,9 +24,16 @@ type Actions interface {
 // progress to continue.
 var ErrStopped = errors.New("redrive: stopped before the end")
 
+// RunStore is what a run reads (*store.Store): the pages it walks and the
+// entry a resumed run's write-ahead names.
+type RunStore interface {
+	Entries(ctx context.Context, q store.Query) (store.Page, error)
+	GetMeta(ctx context.Context, id string) (*store.Entry, error)
+}
+
 // Run is one redrive's work on its progress.
 type Run struct {
-	Store   *store.Store
+	Store   RunStore
 	Actions Actions
 	// Query is the filter; Run sets its order (newest first, the order of
 	// the cursor), view and page size.

@@ -103,12 +103,27 @@ func (r *Result) stopped(ctx context.Context) bool {
 	return true
 }
 
+// Store is the part of the store the learner uses (*store.Store): its
+// cursors, the task counts and deaths it reads, the daily statistics it
+// folds, and the model it saves.
+type Store interface {
+	Now() time.Time
+	Learner(ctx context.Context) (store.LearnerState, error)
+	TaskCounts(ctx context.Context, from, to time.Time) ([]predict.Counts, error)
+	Deaths(ctx context.Context, after store.Cursor, to time.Time, limit int) (store.DeathPage, error)
+	HourDeaths(ctx context.Context, hour time.Time) (days map[time.Time]predict.Stats, malformed int64, err error)
+	FoldPredictionStats(ctx context.Context, from, to store.LearnerState, days map[time.Time]predict.Stats) (dropped int, err error)
+	PredictionStats(ctx context.Context, from, to time.Time) (predict.Stats, error)
+	PredictionModel(ctx context.Context) (predict.Model, error)
+	SavePredictionModel(ctx context.Context, m predict.Model) (predict.Model, error)
+}
+
 // Learn folds what is new into the statistics and, unless force is false
 // and the model is younger than the interval, saves a new model learnt with
 // pol (nil: no policy, every prediction advisory). It stops reading entries
 // at ctx's deadline and learns from what it folded; the rest waits for the
 // next run.
-func Learn(ctx context.Context, s *store.Store, pol Policy, cfg Config, force bool) (Result, error) {
+func Learn(ctx context.Context, s Store, pol Policy, cfg Config, force bool) (Result, error) {
 	cfg.defaults()
 	now := s.Now()
 	if cfg.Now != nil {
