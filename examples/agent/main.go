@@ -38,7 +38,6 @@ import (
 	"syscall"
 	"time"
 
-	"cloud.google.com/go/firestore"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/oauth2"
@@ -213,9 +212,9 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	kitOpts := []agentkit.Option{agentkit.WithAgent(o.name), agentkit.WithLogger(log),
 		agentkit.WithRecordStream(o.recordStream), agentkit.WithFailureBucket(o.failureBucket)}
 	if o.idempotent {
-		fs, err := firestore.NewClient(ctx, o.project)
+		fs, err := agentkit.OpenFirestore(ctx, o.project)
 		if err != nil {
-			return fmt.Errorf("firestore: %w", err)
+			return err
 		}
 		defer fs.Close()
 		kitOpts = append(kitOpts, agentkit.WithFirestore(fs))

@@ -23,9 +23,6 @@ var firestoreAllowed = map[string]string{
 	// The load driver measures the database itself: when each entry was
 	// created, as Firestore stamped it.
 	module + "/tools/loadgen": "the load driver's measurements",
-	// An agent builds the client it hands the kit (agentkit.WithFirestore),
-	// as a user's agent does.
-	module + "/examples/": "an agent's client for its kit",
 }
 
 // Only the store reads and writes Firestore documents: everything else asks

@@ -115,6 +115,17 @@ func WithAgent(name string) Option { return func(k *Kit) { k.agent = name } }
 // WithFirestore enables Once.
 func WithFirestore(c *firestore.Client) Option { return func(k *Kit) { k.fs = c } }
 
+// OpenFirestore opens the Firestore client WithFirestore takes, for the
+// project (FIRESTORE_EMULATOR_HOST points it at the emulator), so an agent
+// needs no database package of its own; the caller closes it.
+func OpenFirestore(ctx context.Context, project string) (*firestore.Client, error) {
+	c, err := firestore.NewClient(ctx, project)
+	if err != nil {
+		return nil, fmt.Errorf("agentkit: firestore client for %q: %w", project, err)
+	}
+	return c, nil
+}
+
 // WithRecordStream names the stream records must land in (default DLQ_RECORDS).
 func WithRecordStream(name string) Option { return func(k *Kit) { k.records = name } }
 
